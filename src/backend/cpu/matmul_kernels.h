@@ -1,0 +1,45 @@
+// CPU matmul kernels: one weight matrix (any supported dtype, dense rows) times M activation rows.
+// The backend splits the output rows across threads and calls matmul_rows on each range; the
+// activations are packed once per matmul (quantised per block for the integer-dot types) so the
+// threads share one packing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "quant/dtype.h"
+
+namespace ts::cpu {
+
+// `rows` rows of `cols` elements; row r starts at data + r * row_stride.
+struct WeightView {
+  DType dtype = DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  size_t row_stride = 0;
+};
+
+// Activations in the form the kernel for `wtype` consumes: f32 as given, or blocks of int8 with a
+// scale (q8_0-like for the 32-element types, q8_K-like for the k-quants).
+struct PackedActs {
+  DType wtype = DType::F32;
+  int64_t M = 0;
+  int64_t K = 0;
+  size_t row_bytes = 0;  // bytes of one packed row in `data`
+  std::vector<uint8_t> data;
+  const float* f32 = nullptr;  // when no packing is needed: points at the caller's x (M x K)
+};
+
+void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out);
+
+// y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M).
+void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy);
+
+// Which instruction set matmul_rows uses on this machine ("avx512", "avx2" or "scalar"); chosen
+// once at run time. TURBOSPARK_ISA=scalar|avx2|avx512 forces a lower path (tests compare them).
+const char* matmul_isa();
+
+}  // namespace ts::cpu

@@ -1,0 +1,34 @@
+// One error type for the whole runtime: a kind (which decides the CLI's exit code) and a message
+// that names the file, tensor or field at fault.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace ts {
+
+enum class ErrorKind {
+  Usage,        // bad flag or argument: exit 1
+  Model,        // the model can't be opened (I/O, malformed, unsupported): exit 2
+  Unsupported,  // a valid file asking for something we don't do: exit 2
+  Budget,       // a memory budget that cannot work: exit 2
+  Input,        // bad runtime input (prompt longer than context, bad token id): exit 1
+  Runtime,      // failure while running (expert read failed mid-generation): exit 3
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  ErrorKind kind() const { return kind_; }
+
+ private:
+  ErrorKind kind_;
+};
+
+[[noreturn]] inline void fail(ErrorKind kind, const std::string& message) {
+  throw Error(kind, message);
+}
+
+int exit_code_for(ErrorKind kind);
+
+}  // namespace ts

@@ -1,0 +1,95 @@
+#include "quant/dtype.h"
+
+#include <array>
+#include <cctype>
+
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace ts {
+namespace {
+
+struct Entry {
+  DType type;
+  DTypeInfo info;
+};
+
+// Block sizes from the GGML block structs: e.g. q4_k is 2 f16 (d, dmin) + 12 scale bytes + 128
+// nibble bytes = 144 bytes per 256 elements.
+constexpr std::array<Entry, 20> kTable = {{
+    {DType::F32, {"f32", 1, 4}},
+    {DType::F16, {"f16", 1, 2}},
+    {DType::Q4_0, {"q4_0", 32, 18}},
+    {DType::Q4_1, {"q4_1", 32, 20}},
+    {DType::Q5_0, {"q5_0", 32, 22}},
+    {DType::Q5_1, {"q5_1", 32, 24}},
+    {DType::Q8_0, {"q8_0", 32, 34}},
+    {DType::Q8_1, {"q8_1", 32, 36}},
+    {DType::Q2_K, {"q2_k", 256, 84}},
+    {DType::Q3_K, {"q3_k", 256, 110}},
+    {DType::Q4_K, {"q4_k", 256, 144}},
+    {DType::Q5_K, {"q5_k", 256, 176}},
+    {DType::Q6_K, {"q6_k", 256, 210}},
+    {DType::Q8_K, {"q8_k", 256, 292}},
+    {DType::I8, {"i8", 1, 1}},
+    {DType::I16, {"i16", 1, 2}},
+    {DType::I32, {"i32", 1, 4}},
+    {DType::I64, {"i64", 1, 8}},
+    {DType::F64, {"f64", 1, 8}},
+    {DType::BF16, {"bf16", 1, 2}},
+}};
+
+}  // namespace
+
+std::optional<DTypeInfo> dtype_info(uint32_t ggml_type) {
+  for (const auto& e : kTable)
+    if (static_cast<uint32_t>(e.type) == ggml_type) return e.info;
+  return std::nullopt;
+}
+
+const DTypeInfo& dtype_info(DType t) {
+  for (const auto& e : kTable)
+    if (e.type == t) return e.info;
+  fail(ErrorKind::Unsupported, "unknown dtype id " + std::to_string(static_cast<uint32_t>(t)));
+}
+
+const char* dtype_name(DType t) { return dtype_info(t).name; }
+
+std::optional<DType> dtype_from_name(const std::string& name) {
+  std::string lower;
+  for (char c : name) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (const auto& e : kTable)
+    if (lower == e.info.name) return e.type;
+  return std::nullopt;
+}
+
+uint64_t row_bytes(DType t, uint64_t n, const std::string& what) {
+  const DTypeInfo& info = dtype_info(t);
+  if (n % info.block_elems != 0)
+    fail(ErrorKind::Model, what + ": row of " + std::to_string(n) + " elements is not a whole number of " +
+                               info.name + " blocks of " + std::to_string(info.block_elems));
+  return checked_mul(n / info.block_elems, info.block_bytes, what);
+}
+
+bool is_weight_dtype_supported(DType t) {
+  switch (t) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16:
+    case DType::Q4_0:
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::Q8_0:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,39 @@
+#include "test_paths.h"
+
+#include <sys/stat.h>
+
+#include <array>
+#include <cstdio>
+
+namespace ts::test {
+
+std::string fixtures_dir() { return TS_FIXTURES_DIR; }
+std::string repo_dir() { return TS_REPO_DIR; }
+std::string binary_path() { return TS_BINARY_PATH; }
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string shared_dir() { return file_exists(TS_SHARED_DIR) ? TS_SHARED_DIR : ""; }
+
+std::string shared_path(const std::string& relative) {
+  const std::string dir = shared_dir();
+  if (dir.empty()) return "";
+  const std::string p = dir + "/" + relative;
+  return file_exists(p) ? p : "";
+}
+
+int run_command(const std::string& command, std::string* output) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
+    if (output != nullptr) output->append(buf.data(), n);
+  const int status = ::pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace ts::test

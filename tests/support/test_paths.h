@@ -1,0 +1,27 @@
+// Where tests find their data: the fixtures copied into the repository, the larger shared data
+// beside the checkout (may be absent), and the built binary.
+#pragma once
+
+#include <string>
+
+namespace ts::test {
+
+std::string fixtures_dir();   // tests/fixtures in the repository (always present)
+std::string shared_dir();     // ../shared, or "" when absent
+std::string repo_dir();
+std::string binary_path();    // the built `turbospark` executable
+
+bool file_exists(const std::string& path);
+// Path under shared_dir(), or "" when the shared data (or that file) is absent.
+std::string shared_path(const std::string& relative);
+
+// Runs a shell command, returns its exit status; stdout+stderr captured into *output if given.
+int run_command(const std::string& command, std::string* output = nullptr);
+
+}  // namespace ts::test
+
+// Skips the current test, saying what is missing, when `path` is empty.
+#define TS_REQUIRE_SHARED(path)                                                 \
+  do {                                                                          \
+    if ((path).empty()) GTEST_SKIP() << "shared reference data absent: " #path; \
+  } while (0)
