@@ -16,7 +16,7 @@ struct Entry {
 
 // Block sizes from the GGML block structs: e.g. q4_k is 2 f16 (d, dmin) + 12 scale bytes + 128
 // nibble bytes = 144 bytes per 256 elements.
-constexpr std::array<Entry, 20> kTable = {{
+constexpr std::array<Entry, 22> kTable = {{
     {DType::F32, {"f32", 1, 4}},
     {DType::F16, {"f16", 1, 2}},
     {DType::Q4_0, {"q4_0", 32, 18}},
@@ -37,11 +37,16 @@ constexpr std::array<Entry, 20> kTable = {{
     {DType::I64, {"i64", 1, 8}},
     {DType::F64, {"f64", 1, 8}},
     {DType::BF16, {"bf16", 1, 2}},
+    {DType::U8, {"u8", 1, 1}},
+    {DType::Bool, {"bool", 1, 1}},
 }};
+
+constexpr uint32_t kFirstNonGgmlId = static_cast<uint32_t>(DType::U8);
 
 }  // namespace
 
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type) {
+  if (ggml_type >= kFirstNonGgmlId) return std::nullopt;
   for (const auto& e : kTable)
     if (static_cast<uint32_t>(e.type) == ggml_type) return e.info;
   return std::nullopt;

@@ -29,6 +29,10 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  // Types with no GGML id: they come only from safetensors files. Numbered far above GGML's ids
+  // so that a GGUF tensor-info type field can never name them.
+  U8 = 0x10000,
+  Bool = 0x10001,
 };
 
 struct DTypeInfo {
@@ -37,7 +41,8 @@ struct DTypeInfo {
   uint32_t block_bytes;  // bytes per block
 };
 
-// Geometry of a GGML type id, or nullopt for an id this build does not know at all.
+// Geometry of a GGML type id, or nullopt for an id this build does not know at all (and for the
+// safetensors-only types above, which have no GGML id).
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type);
 const DTypeInfo& dtype_info(DType t);
 const char* dtype_name(DType t);
