@@ -6,11 +6,10 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/mapped_file.h"
 #include "quant/dtype.h"
@@ -64,6 +63,9 @@ class HfDirectory {
 
  private:
   HfDirectory() = default;
+  void add_shard(const std::string& path);
+  void open_sharded(const std::string& index_path);
+
   std::string dir_;
   std::unique_ptr<nlohmann::json> config_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;

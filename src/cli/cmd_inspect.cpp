@@ -1,0 +1,126 @@
+// `turbospark inspect MODEL [--json] [--expert-slots N] [-c CTX]`: what a model is and what it
+// will cost in memory, without running it.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "model/model_spec.h"
+#include "runtime/footprint.h"
+
+namespace ts::cli {
+namespace {
+
+nlohmann::json arch_json(const ArchConfig& c) {
+  nlohmann::json j;
+  j["family"] = family_name(c.family);
+  j["source"] = c.source == SourceKind::Gguf ? "gguf" : "hf";
+  j["n_vocab"] = c.n_vocab;
+  j["n_embd"] = c.n_embd;
+  j["n_layer"] = c.n_layer;
+  j["n_head"] = c.n_head;
+  j["n_head_kv"] = c.n_head_kv;
+  j["head_dim"] = c.head_dim;
+  j["n_ff"] = c.n_ff;
+  j["n_ff_expert"] = c.n_ff_expert;
+  j["n_expert"] = c.n_expert;
+  j["n_expert_used"] = c.n_expert_used;
+  j["ctx_train"] = c.ctx_train;
+  j["rms_eps"] = c.rms_eps;
+  j["norm_plus_one"] = c.norm_plus_one;
+  j["sandwich_norms"] = c.sandwich_norms;
+  j["embed_scale"] = c.embed_scale;
+  j["ffn_act"] = c.ffn_act == FfnActivation::SiLU ? "silu" : "gelu_tanh";
+  j["qkv_bias"] = c.qkv_bias;
+  j["qk_norm"] = qk_norm_name(c.qk_norm);
+  j["attn_scale"] = c.attn_scale;
+  j["attn_softcap"] = c.attn_softcap;
+  j["final_softcap"] = c.final_softcap;
+  j["rope_theta"] = c.rope_theta;
+  j["rope_theta_local"] = c.rope_theta_local;
+  j["rotary_dim"] = c.rotary_dim;
+  j["rope_pairing"] = c.rope_pairing == RopePairing::NeoX ? "neox" : "adjacent";
+  j["rope_scaling"] = rope_scaling_name(c.rope_scaling);
+  j["rope_factor"] = c.rope_factor;
+  j["rope_low_freq_factor"] = c.rope_low_freq_factor;
+  j["rope_high_freq_factor"] = c.rope_high_freq_factor;
+  j["rope_orig_ctx"] = c.rope_orig_ctx;
+  j["rope_freqs_tensor"] = c.rope_freqs_tensor;
+  j["sliding_window"] = c.sliding_window;
+  j["layer_sliding"] = c.layer_sliding;
+  j["layer_moe"] = c.layer_moe;
+  j["router"] = router_scoring_name(c.router);
+  j["norm_topk_prob"] = c.norm_topk_prob;
+  j["router_bias"] = c.router_bias;
+  j["tied_embeddings"] = c.tied_embeddings;
+  return j;
+}
+
+struct InspectArgs {
+  std::string model;
+  bool json = false;
+  int64_t slots = 0;
+  int64_t ctx = 4096;
+};
+
+int run_inspect(const InspectArgs& a) {
+  const auto spec = open_model_spec(a.model);
+  const ArchConfig& c = spec->cfg;
+  std::map<std::string, int64_t> by_dtype;
+  for (const TensorRef& t : spec->source->all_tensors()) by_dtype[dtype_name(t.dtype)]++;
+  FootprintRequest req;
+  req.ctx = a.ctx;
+  req.expert_slots = a.slots;
+  const Footprint fp = compute_footprint(*spec, req);
+
+  nlohmann::json j;
+  j["path"] = spec->source->path();
+  j["arch"] = arch_json(c);
+  j["tensor_count_by_dtype"] = by_dtype;
+  j["resident_bytes"] = spec->resident_bytes;
+  j["routed_expert_bytes"] = spec->routed_expert_bytes;
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerIndex& L : spec->layers) {
+    nlohmann::json l;
+    l["moe"] = !L.experts.empty();
+    l["n_expert"] = L.experts.size();
+    l["expert_stride"] = L.experts.empty() ? 0 : L.expert_bytes(0);
+    layers.push_back(l);
+  }
+  j["layers"] = layers;
+  j["footprint"] = footprint_json(fp);
+  if (a.json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model      %s\n", spec->source->path().c_str());
+  std::printf("family     %s (%s)\n", family_name(c.family), c.source == SourceKind::Gguf ? "GGUF" : "HF");
+  for (auto& [k, v] : j["arch"].items())
+    if (k != "family" && k != "source") std::printf("  %-22s %s\n", k.c_str(), v.dump().c_str());
+  std::printf("tensors   ");
+  for (auto& [k, v] : by_dtype) std::printf(" %s:%lld", k.c_str(), static_cast<long long>(v));
+  std::printf("\nresident   %.2f MiB\n", static_cast<double>(spec->resident_bytes) / (1 << 20));
+  if (c.is_moe())
+    std::printf("experts    %lld per MoE layer, stride %.2f MiB, all routed experts %.2f MiB\n",
+                static_cast<long long>(c.n_expert), static_cast<double>(spec->expert_stride) / (1 << 20),
+                static_cast<double>(spec->routed_expert_bytes) / (1 << 20));
+  print_footprint(fp, stdout);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_inspect(CLI::App& app) {
+  auto* sub = app.add_subcommand("inspect", "Show a model's family, configuration, tensors and footprint");
+  auto a = std::make_shared<InspectArgs>();
+  sub->add_option("model", a->model, "GGUF file or Hugging Face directory")->required();
+  sub->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory");
+  sub->add_flag("--json", a->json, "Print one JSON object");
+  sub->add_option("--expert-slots", a->slots, "Expert slots per MoE layer for the footprint (0 = resident)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-c,--ctx-size", a->ctx, "Context length for the KV-cache footprint")->check(CLI::PositiveNumber);
+  return [a] { return run_inspect(*a); };
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,18 @@
+// The subcommands of `turbospark`. Each registers its flags on the app and returns the function
+// that runs it once the command line is parsed.
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace ts::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_inspect(CLI::App& app);
+Runner add_logits(CLI::App& app);
+
+}  // namespace ts::cli

@@ -1,0 +1,91 @@
+// ArchConfig: every behavioural choice the generic transformer block makes, stated explicitly.
+// Each family (model/families/) fills it from GGUF metadata or config.json by its own rules; the
+// block code (runtime/) reads only this struct and never asks which family it is running.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ts {
+
+enum class Family { Llama, Qwen2, Qwen3, Qwen3Moe, MiniMaxM2, Gemma3 };
+const char* family_name(Family f);
+
+enum class SourceKind { Gguf, HfDir };
+
+// How q/k are normalised before RoPE. Decided by the family, never by probing for tensors: a probe
+// cannot tell a model without a q-norm from a file that lost one.
+enum class QkNorm { None, PerHead, WholeProjection };
+const char* qk_norm_name(QkNorm q);
+
+// Which elements a rotation pairs. GGUF llama stores q/k rows permuted to Meta's interleaved
+// layout (pairs 2i, 2i+1); HF checkpoints and every other GGUF arch pair i with i + rotary_dim/2.
+enum class RopePairing { Adjacent, NeoX };
+
+enum class RopeScaling { None, Linear, Llama3 };
+const char* rope_scaling_name(RopeScaling r);
+
+enum class RouterScoring {
+  None,            // dense model
+  TopkSoftmax,     // Mixtral: top-k of the logits, softmax over the k selected
+  SoftmaxTopk,     // Qwen3-MoE: softmax over all experts, then top-k (renormalised if asked)
+  SigmoidBiasTopk  // MiniMax-M2: sigmoid; a correction bias picks experts, weights stay unbiased
+};
+const char* router_scoring_name(RouterScoring r);
+
+enum class FfnActivation { SiLU, GeluTanh };
+
+struct ArchConfig {
+  Family family = Family::Llama;
+  SourceKind source = SourceKind::Gguf;
+
+  int64_t n_vocab = 0;
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim = 0;  // of q, k and v (families with different k/v widths are refused)
+  int64_t n_ff = 0;      // dense FFN width (0 when every layer is MoE)
+  int64_t n_ff_expert = 0;
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t ctx_train = 0;
+
+  float rms_eps = 0;
+  bool norm_plus_one = false;   // RMS norm scales by (1 + w): HF Gemma stores w, GGUF stores 1 + w
+  bool sandwich_norms = false;  // extra norms on the attention and FFN outputs before the residual add
+  float embed_scale = 1.0f;     // Gemma multiplies embeddings by sqrt(n_embd)
+  FfnActivation ffn_act = FfnActivation::SiLU;
+
+  bool qkv_bias = false;
+  QkNorm qk_norm = QkNorm::None;
+  float attn_scale = 0;  // multiplies q.k; 1/sqrt(head_dim) unless the family says otherwise
+  float attn_softcap = 0;   // 0 = none
+  float final_softcap = 0;  // 0 = none
+
+  float rope_theta = 0;
+  float rope_theta_local = 0;  // sliding-window layers (Gemma 3); equals rope_theta otherwise
+  int64_t rotary_dim = 0;      // rotated elements per head (partial rotary when < head_dim)
+  RopePairing rope_pairing = RopePairing::NeoX;
+  RopeScaling rope_scaling = RopeScaling::None;
+  float rope_factor = 1.0f;
+  float rope_low_freq_factor = 0;
+  float rope_high_freq_factor = 0;
+  int64_t rope_orig_ctx = 0;
+  bool rope_freqs_tensor = false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
+
+  int64_t sliding_window = 0;            // keys a sliding layer sees, including the query itself
+  std::vector<uint8_t> layer_sliding;    // per layer: 1 = sliding-window attention
+  std::vector<uint8_t> layer_moe;        // per layer: 1 = routed-expert FFN
+
+  RouterScoring router = RouterScoring::None;
+  bool norm_topk_prob = false;  // renormalise the k selected weights to sum 1
+  bool router_bias = false;     // per-expert selection bias tensor (MiniMax e_score_correction_bias)
+
+  bool tied_embeddings = false;
+
+  bool is_moe() const { return n_expert > 0; }
+};
+
+}  // namespace ts

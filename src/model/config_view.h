@@ -1,0 +1,46 @@
+// Reads configuration values from either source by the key each source uses for them: a GGUF key
+// (prefixed with "<architecture>." unless it starts with "general.") or a config.json path
+// ("rope_parameters/rope_theta"). A family passes nullptr for a key its source does not have.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "model/arch_config.h"
+
+namespace ts {
+
+class ModelSource;
+
+class ConfigView {
+ public:
+  explicit ConfigView(const ModelSource& source);
+
+  SourceKind kind() const { return kind_; }
+  bool is_gguf() const { return kind_ == SourceKind::Gguf; }
+
+  std::optional<int64_t> opt_int(const char* gguf_key, const char* hf_key) const;
+  std::optional<double> opt_float(const char* gguf_key, const char* hf_key) const;
+  std::optional<bool> opt_bool(const char* gguf_key, const char* hf_key) const;
+  std::optional<std::string> opt_string(const char* gguf_key, const char* hf_key) const;
+  // As above, but a missing key is an error naming the file and the key.
+  int64_t req_int(const char* gguf_key, const char* hf_key) const;
+  double req_float(const char* gguf_key, const char* hf_key) const;
+  // config.json value at `path`, or nullptr (always nullptr for GGUF).
+  const nlohmann::json* hf_value(const char* path) const;
+
+  [[noreturn]] void missing(const char* gguf_key, const char* hf_key) const;
+  [[noreturn]] void invalid(const std::string& key, const std::string& why) const;
+  std::string where() const;  // the file values come from, for messages
+
+ private:
+  std::string gguf_key(const char* key) const;
+  const ModelSource& source_;
+  SourceKind kind_;
+  std::string arch_;
+};
+
+}  // namespace ts

@@ -1,0 +1,137 @@
+#include "model/family.h"
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "model/config_view.h"
+#include "model/model_source.h"
+
+namespace ts {
+namespace {
+
+struct FamilyEntry {
+  const char* gguf_arch;
+  const char* hf_class;
+  Family family;
+  void (*configure)(const ConfigView&, ArchConfig&);
+};
+
+constexpr FamilyEntry kFamilies[] = {
+    {"llama", "LlamaForCausalLM", Family::Llama, configure_llama},
+    {"llama", "MistralForCausalLM", Family::Llama, configure_llama},
+    {"llama", "MixtralForCausalLM", Family::Llama, configure_llama},
+    {"qwen2", "Qwen2ForCausalLM", Family::Qwen2, configure_qwen2},
+    {"qwen3", "Qwen3ForCausalLM", Family::Qwen3, configure_qwen3},
+    {"qwen3moe", "Qwen3MoeForCausalLM", Family::Qwen3Moe, configure_qwen3moe},
+    {"minimax-m2", "MiniMaxM2ForCausalLM", Family::MiniMaxM2, configure_minimax_m2},
+    {"gemma3", "Gemma3ForCausalLM", Family::Gemma3, configure_gemma3},
+};
+
+// Architectures we know and refuse with a reason rather than "unknown".
+constexpr const char* kRefused[][2] = {
+    {"qwen3next", "recurrent Gated-DeltaNet layers are not implemented yet"},
+    {"Qwen3NextForCausalLM", "recurrent Gated-DeltaNet layers are not implemented yet"},
+    {"Gemma3ForConditionalGeneration", "only the Gemma 3 text model is supported"},
+};
+
+}  // namespace
+
+void read_common(const ConfigView& v, ArchConfig& c) {
+  c.source = v.kind();
+  c.n_layer = v.req_int("block_count", "num_hidden_layers");
+  c.n_embd = v.req_int("embedding_length", "hidden_size");
+  c.n_head = v.req_int("attention.head_count", "num_attention_heads");
+  // Both llama.cpp and transformers default the kv heads to the query heads (no GQA).
+  c.n_head_kv = v.opt_int("attention.head_count_kv", "num_key_value_heads").value_or(c.n_head);
+  if (c.n_head <= 0 || c.n_head > 65536) v.invalid("head count", std::to_string(c.n_head) + " is out of range");
+  if (c.n_embd <= 0 || c.n_embd > (1 << 20)) v.invalid("hidden size", std::to_string(c.n_embd) + " is out of range");
+  // Both formats default head_dim to hidden / heads when they do not state it.
+  c.head_dim = v.opt_int("attention.key_length", "head_dim").value_or(c.n_embd / c.n_head);
+  if (v.is_gguf()) {
+    const auto vlen = v.opt_int("attention.value_length", nullptr);
+    if (vlen && *vlen != c.head_dim)
+      v.invalid("attention.value_length", std::to_string(*vlen) + " != key_length " +
+                                              std::to_string(c.head_dim) + " (different k/v widths are not supported)");
+  }
+  c.n_ff = v.opt_int("feed_forward_length", "intermediate_size").value_or(0);
+  c.ctx_train = v.opt_int("context_length", "max_position_embeddings").value_or(0);
+  c.rms_eps = static_cast<float>(v.req_float("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
+  if (v.is_gguf()) {
+    c.rope_theta = static_cast<float>(v.opt_float("rope.freq_base", nullptr).value_or(10000.0));
+  } else {
+    auto theta = v.opt_float(nullptr, "rope_parameters/rope_theta");
+    if (!theta) theta = v.opt_float(nullptr, "rope_theta");
+    // Families with per-layer-type rope parameters (Gemma 3) set it themselves; validate_arch()
+    // refuses a theta that is still 0.
+    c.rope_theta = static_cast<float>(theta.value_or(0.0));
+  }
+  c.rope_theta_local = c.rope_theta;
+  c.rotary_dim = c.head_dim;
+  c.rope_pairing = RopePairing::NeoX;
+  c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  c.layer_sliding.assign(static_cast<size_t>(std::max<int64_t>(c.n_layer, 0)), 0);
+  c.layer_moe.assign(c.layer_sliding.size(), 0);
+  if (v.is_gguf()) {
+    if (auto n = v.opt_int("vocab_size", nullptr)) c.n_vocab = *n;
+  } else {
+    c.n_vocab = v.req_int(nullptr, "vocab_size");
+  }
+  // HF defaults tie_word_embeddings per model class; the families that tie state it themselves.
+  // In GGUF a tied model simply has no output.weight (resolved in model_spec.cpp).
+  if (!v.is_gguf()) c.tied_embeddings = v.opt_bool(nullptr, "tie_word_embeddings").value_or(false);
+}
+
+void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key) {
+  c.n_expert = v.opt_int("expert_count", hf_expert_count_key).value_or(0);
+  c.n_expert_used = v.opt_int("expert_used_count", "num_experts_per_tok").value_or(0);
+  if (c.n_expert > 0) {
+    c.layer_moe.assign(c.layer_moe.size(), 1);
+    c.n_ff_expert = v.opt_int("expert_feed_forward_length", "moe_intermediate_size").value_or(c.n_ff);
+  }
+}
+
+void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params_path) {
+  const nlohmann::json* p = v.hf_value(params_path);
+  if (p == nullptr) p = v.hf_value("rope_scaling");
+  if (p == nullptr || !p->is_object()) return;
+  std::string type = p->value("rope_type", p->value("type", std::string("default")));
+  auto num = [&](const char* key) {
+    auto it = p->find(key);
+    if (it == p->end() || !it->is_number())
+      v.invalid(std::string(params_path) + "/" + key, "required by rope_type " + type);
+    return it->get<float>();
+  };
+  if (type == "default") return;
+  if (type == "linear") {
+    c.rope_scaling = RopeScaling::Linear;
+    c.rope_factor = num("factor");
+  } else if (type == "llama3") {
+    c.rope_scaling = RopeScaling::Llama3;
+    c.rope_factor = num("factor");
+    c.rope_low_freq_factor = num("low_freq_factor");
+    c.rope_high_freq_factor = num("high_freq_factor");
+    c.rope_orig_ctx = static_cast<int64_t>(num("original_max_position_embeddings"));
+  } else {
+    v.invalid(params_path, "rope_type '" + type + "' is not supported (default, linear, llama3 are)");
+  }
+}
+
+ArchConfig read_arch_config(const ModelSource& source) {
+  const std::string arch = source.architecture();
+  for (const auto& r : kRefused)
+    if (arch == r[0]) fail(ErrorKind::Unsupported, source.path() + ": architecture '" + arch + "': " + r[1]);
+  const bool gguf = source.kind() == SourceKind::Gguf;
+  for (const FamilyEntry& f : kFamilies) {
+    if (arch != (gguf ? f.gguf_arch : f.hf_class)) continue;
+    const ConfigView view(source);
+    ArchConfig c;
+    c.family = f.family;
+    f.configure(view, c);
+    return c;
+  }
+  fail(ErrorKind::Unsupported, source.path() + ": unsupported architecture '" + arch + "'");
+}
+
+}  // namespace ts

@@ -1,0 +1,32 @@
+// ModelFamily: which family a source belongs to (from its declared architecture, never from its
+// tensors) and the rules that fill an ArchConfig for it. One short file per family under
+// families/ states only what differs from the common llama-style reading in read_common().
+#pragma once
+
+#include "model/arch_config.h"
+
+namespace ts {
+
+class ConfigView;
+class ModelSource;
+
+// Reads the fields every family shares (sizes, head counts, eps, rope theta, context) and sets
+// the llama defaults for the rest; a family then overrides what differs.
+void read_common(const ConfigView& v, ArchConfig& c);
+// MoE fields shared by the MoE families (expert counts, expert FFN width, every layer MoE).
+void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key);
+// HF `rope_parameters` (transformers 5) or legacy `rope_scaling`: sets the scaling fields.
+void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params_path);
+
+void configure_llama(const ConfigView& v, ArchConfig& c);
+void configure_qwen2(const ConfigView& v, ArchConfig& c);
+void configure_qwen3(const ConfigView& v, ArchConfig& c);
+void configure_qwen3moe(const ConfigView& v, ArchConfig& c);
+void configure_minimax_m2(const ConfigView& v, ArchConfig& c);
+void configure_gemma3(const ConfigView& v, ArchConfig& c);
+
+// Identifies the family of `source` and fills an ArchConfig by its rules. Errors name the
+// architecture string when it is unknown or a family we refuse (e.g. qwen3next).
+ArchConfig read_arch_config(const ModelSource& source);
+
+}  // namespace ts

@@ -1,0 +1,236 @@
+#include "model/model_spec.h"
+
+#include "core/checked.h"
+#include "core/error.h"
+#include "model/family.h"
+
+namespace ts {
+namespace {
+
+[[noreturn]] void refuse(const std::string& where, const std::string& msg) {
+  fail(ErrorKind::Model, where + ": " + msg);
+}
+
+void check_range(const std::string& where, const char* name, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    refuse(where, std::string(name) + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) +
+                      ", " + std::to_string(hi) + "]");
+}
+
+std::string dims_string(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+class Indexer {
+ public:
+  Indexer(ModelSpec& spec) : s_(spec), c_(spec.cfg), where_(spec.source->path()) {}
+
+  void run() {
+    const bool gguf = c_.source == SourceKind::Gguf;
+    s_.token_embd = need(global(GlobalTensor::TokenEmbd), {c_.n_embd, c_.n_vocab}, true);
+    s_.output_norm = need(global(GlobalTensor::OutputNorm), {c_.n_embd}, false);
+    std::optional<TensorRef> out = s_.source->find(global(GlobalTensor::Output));
+    // GGUF writes no output.weight for a tied model; HF states it in the config.
+    if (gguf) c_.tied_embeddings = !out.has_value();
+    if (c_.tied_embeddings) {
+      s_.output = s_.token_embd;
+    } else {
+      s_.output = need(global(GlobalTensor::Output), {c_.n_embd, c_.n_vocab}, true);
+    }
+    if (gguf) {
+      s_.rope_freqs = s_.source->find(gguf_name(GlobalTensor::RopeFreqs));
+      if (s_.rope_freqs) {
+        // The format's only signal of llama3 rope scaling is this tensor of divisors.
+        c_.rope_freqs_tensor = true;
+        c_.rope_scaling = RopeScaling::Llama3;
+        s_.rope_freqs = need(gguf_name(GlobalTensor::RopeFreqs), {c_.rotary_dim / 2}, false);
+      }
+    }
+    s_.layers.resize(static_cast<size_t>(c_.n_layer));
+    for (int64_t l = 0; l < c_.n_layer; ++l) index_layer(l);
+  }
+
+ private:
+  std::string global(GlobalTensor t) const {
+    return c_.source == SourceKind::Gguf ? gguf_name(t) : hf_name(c_.family, t);
+  }
+  std::string layer_name(LayerTensor t, int64_t l, int64_t e = -1) const {
+    return c_.source == SourceKind::Gguf ? gguf_name(t, l) : hf_name(c_.family, t, l, e);
+  }
+
+  // Finds `name` and checks its GGML-order shape and dtype (a matrix must be a dtype the matmul
+  // kernels take; a vector must be float).
+  TensorRef need(const std::string& name, std::vector<int64_t> dims, bool matrix) {
+    std::optional<TensorRef> t = s_.source->find(name);
+    if (!t) refuse(where_, "missing tensor '" + name + "' (required by family " + family_name(c_.family) + ")");
+    check_shape(*t, dims);
+    if (matrix && !is_weight_dtype_supported(t->dtype))
+      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                                       ", which the matmul kernels do not support");
+    if (!matrix && t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
+      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                                       ", expected f32, f16 or bf16");
+    return *t;
+  }
+
+  void check_shape(const TensorRef& t, const std::vector<int64_t>& dims) const {
+    bool ok = t.dims.size() == dims.size();
+    for (size_t i = 0; ok && i < dims.size(); ++i) ok = static_cast<int64_t>(t.dims[i]) == dims[i];
+    if (!ok) {
+      std::vector<uint64_t> want(dims.begin(), dims.end());
+      refuse(where_, "tensor '" + t.name + "' has shape " + dims_string(t.dims) + ", expected " +
+                         dims_string(want) + " (GGML order)");
+    }
+  }
+
+  void index_layer(int64_t l) {
+    LayerIndex& L = s_.layers[static_cast<size_t>(l)];
+    const int64_t q_width = c_.n_head * c_.head_dim;
+    const int64_t kv_width = c_.n_head_kv * c_.head_dim;
+    auto put = [&](LayerTensor t, std::vector<int64_t> dims, bool matrix) {
+      L.tensors[static_cast<size_t>(t)] = need(layer_name(t, l), std::move(dims), matrix);
+    };
+    put(LayerTensor::AttnNorm, {c_.n_embd}, false);
+    put(LayerTensor::Wq, {c_.n_embd, q_width}, true);
+    put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
+    put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
+    put(LayerTensor::Wo, {q_width, c_.n_embd}, true);
+    if (c_.qkv_bias) {
+      put(LayerTensor::Bq, {q_width}, false);
+      put(LayerTensor::Bk, {kv_width}, false);
+      put(LayerTensor::Bv, {kv_width}, false);
+    }
+    if (c_.qk_norm == QkNorm::PerHead) {
+      put(LayerTensor::QNorm, {c_.head_dim}, false);
+      put(LayerTensor::KNorm, {c_.head_dim}, false);
+    } else if (c_.qk_norm == QkNorm::WholeProjection) {
+      put(LayerTensor::QNorm, {q_width}, false);
+      put(LayerTensor::KNorm, {kv_width}, false);
+    }
+    if (c_.sandwich_norms) {
+      put(LayerTensor::AttnPostNorm, {c_.n_embd}, false);
+      put(LayerTensor::FfnPostNorm, {c_.n_embd}, false);
+    }
+    put(LayerTensor::FfnNorm, {c_.n_embd}, false);
+    if (!c_.layer_moe[static_cast<size_t>(l)]) {
+      if (c_.n_ff <= 0) refuse(where_, "layer " + std::to_string(l) + " is dense but the FFN width is 0");
+      put(LayerTensor::FfnGate, {c_.n_embd, c_.n_ff}, true);
+      put(LayerTensor::FfnUp, {c_.n_embd, c_.n_ff}, true);
+      put(LayerTensor::FfnDown, {c_.n_ff, c_.n_embd}, true);
+      return;
+    }
+    put(LayerTensor::Router, {c_.n_embd, c_.n_expert}, true);
+    if (c_.router_bias) put(LayerTensor::RouterBias, {c_.n_expert}, false);
+    index_experts(l, L);
+  }
+
+  void index_experts(int64_t l, LayerIndex& L) {
+    const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
+    L.experts.resize(static_cast<size_t>(E));
+    const LayerTensor roles[3] = {LayerTensor::ExpGate, LayerTensor::ExpUp, LayerTensor::ExpDown};
+    const int64_t rows[3] = {ff, ff, d};
+    const int64_t cols[3] = {d, d, ff};
+    for (int p = 0; p < 3; ++p) {
+      if (c_.source == SourceKind::Gguf) {
+        // One stacked [cols, rows, n_expert] tensor: expert e is the e-th slab of rows x cols.
+        const TensorRef t = need(gguf_name(roles[p], l), {cols[p], rows[p], E}, true);
+        const uint64_t slab = t.nbytes / static_cast<uint64_t>(E);
+        for (int64_t e = 0; e < E; ++e)
+          L.experts[static_cast<size_t>(e)][p] = {t.file, t.offset + slab * static_cast<uint64_t>(e), slab,
+                                                  t.dtype, rows[p], cols[p]};
+      } else {
+        for (int64_t e = 0; e < E; ++e) {
+          const TensorRef t = need(hf_name(c_.family, roles[p], l, e), {cols[p], rows[p]}, true);
+          L.experts[static_cast<size_t>(e)][p] = {t.file, t.offset, t.nbytes, t.dtype, rows[p], cols[p]};
+        }
+      }
+    }
+  }
+
+  ModelSpec& s_;
+  ArchConfig& c_;
+  std::string where_;
+};
+
+uint64_t tensor_sum(const ModelSpec& s) {
+  uint64_t total = 0;
+  auto add = [&](const TensorRef& t) { total = checked_add(total, t.nbytes, "resident bytes"); };
+  add(s.token_embd);
+  add(s.output_norm);
+  if (!s.cfg.tied_embeddings) add(s.output);
+  if (s.rope_freqs) add(*s.rope_freqs);
+  for (const LayerIndex& L : s.layers)
+    for (const auto& t : L.tensors)
+      if (t) add(*t);
+  return total;
+}
+
+}  // namespace
+
+uint64_t LayerIndex::expert_bytes(int64_t e) const {
+  const auto& x = experts[static_cast<size_t>(e)];
+  return x[0].nbytes + x[1].nbytes + x[2].nbytes;
+}
+
+void validate_arch(const ArchConfig& c, const std::string& w) {
+  check_range(w, "block_count", c.n_layer, 1, 4096);
+  check_range(w, "hidden size", c.n_embd, 1, 1 << 20);
+  check_range(w, "head count", c.n_head, 1, 65536);
+  check_range(w, "kv head count", c.n_head_kv, 1, c.n_head);
+  if (c.n_head % c.n_head_kv != 0)
+    refuse(w, "head count " + std::to_string(c.n_head) + " is not a multiple of kv head count " +
+                  std::to_string(c.n_head_kv));
+  check_range(w, "head_dim", c.head_dim, 2, 1024);
+  if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
+    refuse(w, "rotary dimension " + std::to_string(c.rotary_dim) + " must be even and within (0, head_dim " +
+                  std::to_string(c.head_dim) + "]");
+  check_range(w, "vocab size", c.n_vocab, 0, 1 << 24);
+  check_range(w, "feed-forward width", c.n_ff, 0, 1 << 22);
+  if (!(c.rms_eps > 0 && c.rms_eps < 1)) refuse(w, "rms epsilon " + std::to_string(c.rms_eps) + " is not in (0, 1)");
+  if (!(c.rope_theta > 0)) refuse(w, "rope theta is missing or not positive");
+  if ((c.n_expert == 0) != (c.n_expert_used == 0))
+    refuse(w, "expert_count " + std::to_string(c.n_expert) + " and expert_used_count " +
+                  std::to_string(c.n_expert_used) + " must be both zero or both positive");
+  if (c.n_expert > 0) {
+    check_range(w, "expert_count", c.n_expert, 1, 1 << 16);
+    check_range(w, "expert_used_count", c.n_expert_used, 1, std::min(c.n_expert, kMaxExpertsPerToken));
+    check_range(w, "expert feed-forward width", c.n_ff_expert, 1, 1 << 22);
+    if (c.router == RouterScoring::None) refuse(w, "experts without a router scoring rule");
+  }
+  for (size_t l = 0; l < c.layer_sliding.size(); ++l)
+    if (c.layer_sliding[l] && c.sliding_window <= 0)
+      refuse(w, "layer " + std::to_string(l) + " uses sliding-window attention but the window is " +
+                    std::to_string(c.sliding_window));
+  if (c.rope_scaling == RopeScaling::Llama3 && !c.rope_freqs_tensor) {
+    if (!(c.rope_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_orig_ctx > 0))
+      refuse(w, "llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor, original context > 0");
+  }
+  if (c.rope_scaling == RopeScaling::Linear && !(c.rope_factor > 0)) refuse(w, "linear rope factor must be > 0");
+}
+
+std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
+  auto spec = std::make_unique<ModelSpec>();
+  spec->source = ModelSource::open(path);
+  spec->cfg = read_arch_config(*spec->source);
+  ArchConfig& c = spec->cfg;
+  // A GGUF may omit the vocab size: the embedding table states it.
+  if (c.n_vocab == 0) {
+    auto emb = spec->source->find(c.source == SourceKind::Gguf ? gguf_name(GlobalTensor::TokenEmbd)
+                                                               : hf_name(c.family, GlobalTensor::TokenEmbd));
+    if (emb && emb->dims.size() == 2) c.n_vocab = static_cast<int64_t>(emb->dims[1]);
+  }
+  validate_arch(c, spec->source->path());
+  Indexer(*spec).run();
+  validate_arch(c, spec->source->path());  // the tensors may have settled rope scaling / tying
+  spec->resident_bytes = tensor_sum(*spec);
+  for (const LayerIndex& L : spec->layers)
+    for (int64_t e = 0; e < static_cast<int64_t>(L.experts.size()); ++e) {
+      spec->expert_stride = std::max(spec->expert_stride, L.expert_bytes(e));
+      spec->routed_expert_bytes = checked_add(spec->routed_expert_bytes, L.expert_bytes(e), "expert bytes");
+    }
+  return spec;
+}
+
+}  // namespace ts

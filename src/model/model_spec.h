@@ -1,0 +1,68 @@
+// ModelSpec: a validated configuration plus the index of every tensor the forward pass will read
+// ("fail at open, not at token 1"). Opening checks names, shapes, dtypes and byte ranges of every
+// tensor of every layer, and the consistency of every count, before anything is allocated.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/arch_config.h"
+#include "model/model_source.h"
+#include "model/tensor_names.h"
+
+namespace ts {
+
+// The most experts a token may be routed to: the router kernels keep top-k on the stack.
+constexpr int64_t kMaxExpertsPerToken = 32;
+
+// One expert's slice of one projection, wherever it is stored (a 2-D HF tensor, or a slab of a
+// stacked 3-D GGUF tensor).
+struct ExpertSlice {
+  const MappedFile* file = nullptr;
+  uint64_t offset = 0;
+  uint64_t nbytes = 0;
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+enum ExpertProj { kExpGate = 0, kExpUp = 1, kExpDown = 2 };
+
+struct LayerIndex {
+  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::ExpDown) + 1;
+  std::array<std::optional<TensorRef>, kRoles> tensors;
+  std::vector<std::array<ExpertSlice, 3>> experts;  // [expert][gate, up, down]; MoE layers only
+
+  const TensorRef* get(LayerTensor t) const {
+    const auto& o = tensors[static_cast<size_t>(t)];
+    return o ? &*o : nullptr;
+  }
+  uint64_t expert_bytes(int64_t e) const;
+};
+
+struct ModelSpec {
+  std::unique_ptr<ModelSource> source;
+  ArchConfig cfg;
+  TensorRef token_embd;
+  TensorRef output_norm;
+  TensorRef output;  // token_embd when the embeddings are tied
+  std::optional<TensorRef> rope_freqs;
+  std::vector<LayerIndex> layers;
+
+  uint64_t resident_bytes = 0;      // every tensor except routed experts (tied head counted once)
+  uint64_t expert_stride = 0;       // largest bytes of one expert (gate + up + down) over layers
+  uint64_t routed_expert_bytes = 0; // every routed expert of every layer
+};
+
+// Opens and validates `path` (a GGUF file or an HF directory). Throws ts::Error naming the
+// file, tensor or field at fault.
+std::unique_ptr<ModelSpec> open_model_spec(const std::string& path);
+
+// Checks counts and sizes of a config alone (also used by tests).
+void validate_arch(const ArchConfig& c, const std::string& where);
+
+}  // namespace ts
