@@ -1,0 +1,147 @@
+// The GGML block layouts, byte for byte, as explicit structs. Scales are stored as raw f16 bits
+// (uint16_t) so that the structs have no padding and can be overlaid on file bytes. The element
+// order inside each block is documented next to the struct; dequant.cpp and the kernels both
+// follow it.
+#pragma once
+
+#include <cstdint>
+
+namespace ts {
+
+inline constexpr int kQK32 = 32;         // elements per block of the 32-element types
+inline constexpr int kQKK = 256;         // elements per k-quant super-block
+inline constexpr int kKScaleBytes = 12;  // packed 6-bit scales/mins of q4_k and q5_k
+
+// x[i] = d * (q[i] - 8); element i < 16 is the low nibble of qs[i], i >= 16 the high nibble of
+// qs[i - 16].
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockQ4_0) == 18);
+
+// x[i] = d * q[i] + m; nibbles as in q4_0.
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockQ4_1) == 20);
+
+// x[i] = d * (q[i] - 16); q[i] = nibble as in q4_0 | bit i of qh (little-endian u32) << 4.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockQ5_0) == 22);
+
+// x[i] = d * q[i] + m; q[i] as in q5_0.
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockQ5_1) == 24);
+
+// x[i] = d * qs[i].
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK32];
+};
+static_assert(sizeof(BlockQ8_0) == 34);
+
+// 16 sub-blocks of 16. Element e = 128 h + 32 s + l (h < 2, s < 4, l < 32) is
+// (qs[32 h + l] >> 2 s) & 3; sub-block j = e / 16 has scale (scales[j] & 15) and min
+// (scales[j] >> 4): x = d * scale * q - dmin * min.
+struct BlockQ2_K {
+  uint8_t scales[kQKK / 16];
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+static_assert(sizeof(BlockQ2_K) == 84);
+
+// 16 sub-blocks of 16. Chunk c = e / 32 (e = 32 c + l): low bits (qs[32 (c / 4) + l] >> 2 (c % 4))
+// & 3, high bit (hmask[l] >> c) & 1, q = low - (high ? 0 : 4). Sub-block j has a signed 6-bit
+// scale (see q3k_scale): x = d * (scale - 32) * q.
+struct BlockQ3_K {
+  uint8_t hmask[kQKK / 8];
+  uint8_t qs[kQKK / 4];
+  uint8_t scales[kKScaleBytes];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ3_K) == 110);
+
+// 8 sub-blocks of 32. Element e = 64 c + 32 n + l: nibble n of qs[32 c + l]; sub-block j = e / 32
+// has 6-bit scale and min (see k4_scale_min): x = d * scale * q - dmin * min.
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(BlockQ4_K) == 144);
+
+// As q4_k plus a fifth bit: q = nibble | ((qh[l] >> (e / 32)) & 1) << 4, with l = e % 32.
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[kKScaleBytes];
+  uint8_t qh[kQKK / 8];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(BlockQ5_K) == 176);
+
+// 16 sub-blocks of 16. Element e = 128 h + 64 n + l (l < 64): low 4 bits = nibble n of
+// ql[64 h + l]; element e = 128 h + 32 s + l (l < 32): high 2 bits = (qh[32 h + l] >> 2 s) & 3.
+// x = d * scales[e / 16] * (q - 32).
+struct BlockQ6_K {
+  uint8_t ql[kQKK / 2];
+  uint8_t qh[kQKK / 4];
+  int8_t scales[kQKK / 16];
+  uint16_t d;
+};
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Activations for the 32-element weight types: x[i] ~= d * qs[i], with sum = sum of qs (the
+// weight offsets and mins multiply it). Not a file format: an f32 scale keeps it accurate.
+struct BlockQ8A32 {
+  float d;
+  int32_t sum;
+  int8_t qs[kQK32];
+};
+static_assert(sizeof(BlockQ8A32) == 40);
+
+// Activations for the k-quants (GGML's q8_K layout): x[i] ~= d * qs[i], bsums[j] = sum of the
+// 16 qs of sub-block j.
+struct BlockQ8K {
+  float d;
+  int8_t qs[kQKK];
+  int16_t bsums[kQKK / 16];
+};
+static_assert(sizeof(BlockQ8K) == 292);
+
+// Scale and min of sub-block j (< 8) of q4_k / q5_k: the first four sub-blocks keep 6 bits in
+// the low bits of bytes 0..3 (scales) and 4..7 (mins); the last four take their low 4 bits from
+// bytes 8..11 and their top 2 bits from the spare top bits of bytes 0..7.
+inline void k4_scale_min(const uint8_t* s, int j, uint8_t& scale, uint8_t& min) {
+  if (j < 4) {
+    scale = s[j] & 63;
+    min = s[j + 4] & 63;
+  } else {
+    scale = static_cast<uint8_t>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
+    min = static_cast<uint8_t>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+  }
+}
+
+// Signed scale (-32..31) of sub-block j (< 16) of q3_k: low 4 bits from nibble j / 8 of byte
+// j % 8, top 2 bits from bits 2 (j / 4) of byte 8 + j % 4.
+inline int q3k_scale(const uint8_t* s, int j) {
+  const int lo = (s[j % 8] >> (4 * (j / 8))) & 0x0F;
+  const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 0x03;
+  return (lo | (hi << 4)) - 32;
+}
+
+}  // namespace ts

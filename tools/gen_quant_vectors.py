@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Freeze dequantisation test vectors for tests/unit/test_quant_dequant.cpp.
+
+For every weight type, random blocks plus blocks with extreme scale fields (f16 max, min normal,
+subnormals, +-0, inf, NaN) and extreme quant bytes (all 0x00, all 0xFF) are dequantised with the
+gguf package's numpy dequantisers, an implementation independent of ours. Each type gets
+`<type>.blocks` (the raw blocks) and `<type>.f32` (the expected floats, little-endian). The
+f32 -> f16 / bf16 roundings are frozen too: `f32_to_half.f32` (inputs), `.f16` (numpy's
+astype(float16)) and `.bf16` (gguf's bf16 quantiser, which matches ggml's).
+
+Usage: pip install gguf numpy; python3 tools/gen_quant_vectors.py [out_dir]
+"""
+
+import pathlib
+import sys
+
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf import GGML_QUANT_SIZES
+from gguf.quants import dequantize, quantize
+
+# Byte offsets of the f16 scale fields (d, and dmin / m where present) inside each block.
+SCALE_OFFSETS = {
+    T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
+    T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+}
+
+# f16 bit patterns: max, -max, min normal, largest and smallest subnormal, +0, -0, inf, NaN, 1.0.
+SPECIAL_F16 = [0x7BFF, 0xFBFF, 0x0400, 0x03FF, 0x0001, 0x0000, 0x8000, 0x7C00, 0x7E00, 0x3C00]
+SPECIAL_F32 = [0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 3.4028235e38, 1.1754944e-38,
+               1.4e-45, 65504.0, 65520.0, 65519.996, 6.0e-8, 2.98e-8, 5.96e-8]
+
+
+def random_blocks(rng, qtype, count):
+    block_elems, block_bytes = GGML_QUANT_SIZES[qtype]
+    blocks = rng.integers(0, 256, size=(count, block_bytes), dtype=np.uint8)
+    offsets = SCALE_OFFSETS[qtype]
+    # Sane scales for most random blocks (random f16 bits are often huge or NaN).
+    for o in offsets:
+        sane = rng.uniform(-0.05, 0.05, size=count).astype(np.float16)
+        blocks[:, o:o + 2] = sane.view(np.uint8).reshape(count, 2)
+    return blocks
+
+
+def extreme_blocks(rng, qtype):
+    _, block_bytes = GGML_QUANT_SIZES[qtype]
+    offsets = SCALE_OFFSETS[qtype]
+    out = []
+    for bits in SPECIAL_F16:  # every scale field set to one special value, random quants
+        b = rng.integers(0, 256, size=block_bytes, dtype=np.uint8)
+        for o in offsets:
+            b[o:o + 2] = np.array([bits], dtype=np.uint16).view(np.uint8)
+        out.append(b)
+    for fill in (0x00, 0xFF):  # all quant bytes 0x00 / 0xFF with ordinary scales
+        b = np.full(block_bytes, fill, dtype=np.uint8)
+        for i, o in enumerate(offsets):
+            b[o:o + 2] = np.array([0.0123 if i == 0 else -0.0071], dtype=np.float16).view(np.uint8)
+        out.append(b)
+    out.append(np.full(block_bytes, 0xFF, dtype=np.uint8))  # every byte 0xFF: NaN scales
+    out.append(np.zeros(block_bytes, dtype=np.uint8))
+    return np.stack(out)
+
+
+def quantised_blocks(rng, qtype, count):
+    """Blocks made by quantising real-looking data, so the scales have realistic structure."""
+    block_elems, _ = GGML_QUANT_SIZES[qtype]
+    try:
+        data = rng.standard_normal(size=(count, block_elems)).astype(np.float32)
+        return quantize(data, qtype).reshape(count, -1)
+    except NotImplementedError:  # gguf quantises only some types; the random blocks cover the rest
+        return None
+
+
+def write(out_dir, name, raw, expected):
+    (out_dir / f"{name}.blocks").write_bytes(np.ascontiguousarray(raw).tobytes())
+    (out_dir / f"{name}.f32").write_bytes(np.ascontiguousarray(expected, dtype="<f4").tobytes())
+
+
+def main():
+    np.seterr(all="ignore")  # inf and NaN scales are part of the test
+    out_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/quant")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(20261202)
+
+    for qtype in SCALE_OFFSETS:
+        block_elems, _ = GGML_QUANT_SIZES[qtype]
+        count = 24 if block_elems == 32 else 8
+        parts = [random_blocks(rng, qtype, count), extreme_blocks(rng, qtype)]
+        q = quantised_blocks(rng, qtype, 4)
+        if q is not None:
+            parts.append(q)
+        raw = np.concatenate(parts)
+        expected = dequantize(raw.reshape(-1), qtype).reshape(-1)
+        write(out_dir, qtype.name.lower(), raw, expected)
+
+    # Plain float types: random values plus specials, as their raw encodings.
+    f32 = np.concatenate([rng.standard_normal(240).astype(np.float32),
+                          np.array(SPECIAL_F32, dtype=np.float32)])
+    write(out_dir, "f32", f32.view(np.uint8), dequantize(f32.view(np.uint8), T.F32))
+    f16_bits = np.concatenate([rng.integers(0, 1 << 16, 496, dtype=np.uint16),
+                               np.array(SPECIAL_F16 + [0xFC00, 0xFE00, 0x7C01, 0x8001, 0x87FF,
+                                                       0x0200], dtype=np.uint16)])
+    write(out_dir, "f16", f16_bits.view(np.uint8), dequantize(f16_bits.view(np.uint8), T.F16))
+    bf16_bits = rng.integers(0, 1 << 16, 512, dtype=np.uint16)
+    write(out_dir, "bf16", bf16_bits.view(np.uint8), dequantize(bf16_bits.view(np.uint8), T.BF16))
+
+    # Rounding f32 -> f16 / bf16: random values at every magnitude, exact ties and the specials.
+    mags = rng.uniform(-30, 17, 3000)
+    values = (rng.choice([-1.0, 1.0], 3000) * np.exp2(mags)).astype(np.float32)
+    finite = f16_bits[(f16_bits & 0x7C00) != 0x7C00].view(np.float16)
+    ties = finite.astype(np.float32).view(np.uint32) + np.uint32(1 << 12)  # halfway up (normals)
+    bf_ties = rng.integers(0, 1 << 31, 200, dtype=np.uint32) & np.uint32(0xFFFF0000)
+    bf_ties = bf_ties | np.uint32(0x8000)
+    src = np.concatenate([values, ties.view(np.float32), bf_ties.view(np.float32),
+                          np.array(SPECIAL_F32, dtype=np.float32)])
+    (out_dir / "f32_to_half.f32").write_bytes(src.astype("<f4").tobytes())
+    (out_dir / "f32_to_half.f16").write_bytes(src.astype("<f2").tobytes())
+    (out_dir / "f32_to_half.bf16").write_bytes(quantize(src, T.BF16).tobytes())
+
+
+if __name__ == "__main__":
+    main()
