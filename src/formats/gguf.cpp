@@ -12,6 +12,18 @@ namespace {
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as a little-endian u32
 constexpr uint32_t kMaxDims = 4;         // GGML_MAX_DIMS
 constexpr int kMaxArrayDepth = 8;        // nested arrays deeper than this are refused, not recursed
+// Metadata and tensor infos must fit in the first 256 MiB (real headers, 262k-token vocabularies
+// included, are under 20 MiB). Parsed metadata takes up to 8x its file bytes (a u8 array element
+// becomes an int64), so without this bound a corrupt count in a 100 GB file would be read as
+// metadata until memory runs out instead of being refused.
+constexpr uint64_t kMaxHeaderBytes = uint64_t{1} << 28;
+// Vectors are reserved up to this many entries ahead of reading them, never more: a count is only
+// a claim until the bytes behind it have been read.
+constexpr uint64_t kMaxReserve = uint64_t{1} << 16;
+
+uint64_t reserve_hint(uint64_t n) {
+  return std::min(n, kMaxReserve);
+}
 
 }  // namespace
 
@@ -35,7 +47,11 @@ uint64_t GgufTensor::elements() const {
 // Reads the header with a cursor that refuses to step past the end of the file.
 class GgufParser {
  public:
-  GgufParser(GgufFile& out) : f_(out), data_(out.file_->data()), size_(out.file_->size()) {}
+  GgufParser(GgufFile& out)
+      : f_(out),
+        data_(out.file_->data()),
+        size_(out.file_->size()),
+        header_end_(std::min(size_, kMaxHeaderBytes)) {}
 
   void parse() {
     if (size_ < 24) error("file is " + std::to_string(size_) + " bytes, too short for a GGUF header");
@@ -56,7 +72,7 @@ class GgufParser {
     if (n_tensors > remaining() / 28)
       error("tensor count " + std::to_string(n_tensors) + " exceeds the file");
 
-    f_.kv_.reserve(n_kv);
+    f_.kv_.reserve(reserve_hint(n_kv));
     for (uint64_t k = 0; k < n_kv; ++k) {
       std::string key = str("metadata key #" + std::to_string(k));
       const auto type = static_cast<GgufType>(u32("type of " + key));
@@ -73,7 +89,7 @@ class GgufParser {
       f_.alignment_ = static_cast<uint64_t>(a->i);
     }
 
-    f_.tensors_.reserve(n_tensors);
+    f_.tensors_.reserve(reserve_hint(n_tensors));
     for (uint64_t t = 0; t < n_tensors; ++t) read_tensor_info(t);
 
     f_.data_offset_ = align_up(pos_, f_.alignment_, "data offset");
@@ -85,8 +101,11 @@ class GgufParser {
   [[noreturn]] void error(const std::string& msg) const {
     fail(ErrorKind::Model, f_.path() + ": " + msg);
   }
-  uint64_t remaining() const { return size_ - pos_; }
+  uint64_t remaining() const { return header_end_ - pos_; }
   void need(uint64_t n, const std::string& what) const {
+    if (n > remaining() && header_end_ < size_)
+      error(what + " needs " + std::to_string(n) + " bytes at offset " + std::to_string(pos_) +
+            ": the header would exceed the " + std::to_string(kMaxHeaderBytes) + "-byte limit");
     if (n > remaining())
       error("truncated: " + what + " needs " + std::to_string(n) + " bytes at offset " +
             std::to_string(pos_) + ", file has " + std::to_string(remaining()) + " left");
@@ -179,17 +198,17 @@ class GgufParser {
     if (n > remaining() / min_size(a->elem))
       error(key + ": array length " + std::to_string(n) + " exceeds the file");
     if (is_int(a->elem)) {
-      a->ints.reserve(n);
+      a->ints.reserve(reserve_hint(n));
       for (uint64_t k = 0; k < n; ++k) a->ints.push_back(read_int(a->elem, key));
     } else if (a->elem == GgufType::F32 || a->elem == GgufType::F64) {
-      a->floats.reserve(n);
+      a->floats.reserve(reserve_hint(n));
       for (uint64_t k = 0; k < n; ++k)
         a->floats.push_back(a->elem == GgufType::F32 ? scalar<float>(key) : scalar<double>(key));
     } else if (a->elem == GgufType::String) {
-      a->strings.reserve(n);
+      a->strings.reserve(reserve_hint(n));
       for (uint64_t k = 0; k < n; ++k) a->strings.push_back(str(key));
     } else {
-      a->nested.reserve(n);
+      a->nested.reserve(reserve_hint(n));
       for (uint64_t k = 0; k < n; ++k) a->nested.push_back(read_value(GgufType::Array, key, depth + 1));
     }
     return a;
@@ -214,9 +233,10 @@ class GgufParser {
     t.dtype = static_cast<DType>(raw_type);
     t.offset = u64(n + " offset");  // relative to the data section until check_tensor_ranges
     uint64_t rows = 1;
-    for (size_t d = 1; d < t.dims.size(); ++d) rows = checked_mul(rows, t.dims[d], "tensor '" + n + "'");
+    for (size_t d = 1; d < t.dims.size(); ++d)
+      rows = checked_mul(rows, t.dims[d], f_.path() + ": tensor '" + n + "'");
     t.nbytes = checked_mul(row_bytes(t.dtype, t.dims[0], f_.path() + ": tensor '" + n + "'"), rows,
-                           "tensor '" + n + "'");
+                           f_.path() + ": tensor '" + n + "'");
     if (!f_.tensor_index_.emplace(t.name, f_.tensors_.size()).second) error("duplicate tensor name '" + n + "'");
     f_.tensors_.push_back(std::move(t));
   }
@@ -246,6 +266,8 @@ class GgufParser {
   GgufFile& f_;
   const uint8_t* data_;
   uint64_t size_;
+  // min(file size, kMaxHeaderBytes): where metadata and tensor infos must end.
+  uint64_t header_end_;
   uint64_t pos_ = 0;
 };
 
