@@ -85,7 +85,8 @@ class GgufParser {
       if (a->type != GgufType::U32 && a->type != GgufType::U64 && a->type != GgufType::I32)
         error("general.alignment has type " + std::string(gguf_type_name(a->type)) + ", expected u32");
       if (a->i <= 0 || a->i > (1 << 24) || (a->i & (a->i - 1)) != 0)
-        error("general.alignment = " + std::to_string(a->i) + " is not a power of two");
+        error("general.alignment = " + std::to_string(a->i) + " is not a power of two in 1.." +
+              std::to_string(1 << 24));
       f_.alignment_ = static_cast<uint64_t>(a->i);
     }
 
