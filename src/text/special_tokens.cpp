@@ -1,0 +1,37 @@
+#include "text/special_tokens.h"
+
+#include <unordered_map>
+
+namespace ts {
+namespace {
+
+// In order of preference for eot(): a turn end before a document end.
+constexpr const char* kEndOfTurn[] = {
+    "<|eot_id|>",      "<|im_end|>", "<|end|>", "<end_of_turn>",         "<|endoftext|>",
+    "<|end_of_text|>", "<EOT>",      "_<EOT>",  "<｜end▁of▁sentence｜>", "<end_of_utterance>",
+};
+constexpr const char* kEndOfMessage = "<|eom_id|>";
+
+}  // namespace
+
+void detect_end_of_generation(TokenizerSpec& spec) {
+  std::unordered_map<std::string_view, int32_t> ids;
+  for (size_t i = 0; i < spec.tokens.size(); ++i)
+    ids.emplace(spec.tokens[i], static_cast<int32_t>(i));
+  const auto mark = [&](int32_t id) {
+    spec.extra_eog.push_back(id);
+    spec.types[id] = TokenType::Control;
+  };
+  for (const char* text : kEndOfTurn) {
+    const auto it = ids.find(text);
+    if (it == ids.end()) continue;
+    if (spec.eot < 0) spec.eot = it->second;
+    mark(it->second);
+  }
+  if (const auto it = ids.find(kEndOfMessage); it != ids.end()) {
+    if (spec.eom < 0) spec.eom = it->second;
+    mark(it->second);
+  }
+}
+
+}  // namespace ts

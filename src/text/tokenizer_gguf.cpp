@@ -1,0 +1,121 @@
+// Tokenizer::from_gguf: the `tokenizer.ggml.*` keys llama.cpp's converter writes.
+#include <algorithm>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "text/pretokenizer.h"
+#include "text/special_tokens.h"
+#include "text/tokenizer.h"
+
+namespace ts {
+namespace {
+
+std::string where(const GgufFile& f, const char* key) {
+  return f.path() + ": " + key;
+}
+
+// An optional token-id key; absent keeps `fallback`. An id outside the vocabulary is an error.
+int32_t id_key(const GgufFile& f, const char* key, int32_t fallback, size_t n_tokens) {
+  const std::optional<int64_t> v = f.get_int(key);
+  if (!v) return fallback;
+  if (*v < 0 || *v >= static_cast<int64_t>(n_tokens)) {
+    fail(ErrorKind::Model, where(f, key) + " = " + std::to_string(*v) +
+                               " is outside the vocabulary of " + std::to_string(n_tokens));
+  }
+  return static_cast<int32_t>(*v);
+}
+
+const GgufArray& array_key(const GgufFile& f, const char* key, GgufType elem, size_t n_tokens) {
+  const GgufArray* a = f.get_array(key);
+  if (a == nullptr) fail(ErrorKind::Model, where(f, key) + " is missing");
+  const bool ok = elem == GgufType::F32      ? a->size() == a->floats.size()
+                  : elem == GgufType::String ? a->size() == a->strings.size()
+                                             : a->size() == a->ints.size();
+  if (!ok)
+    fail(ErrorKind::Model, where(f, key) + " has elements of type " + gguf_type_name(a->elem));
+  if (n_tokens != 0 && a->size() != n_tokens) {
+    fail(ErrorKind::Model, where(f, key) + " has " + std::to_string(a->size()) + " entries for " +
+                               std::to_string(n_tokens) + " tokens");
+  }
+  return *a;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
+  TokenizerSpec s;
+  s.source = f.path();
+  const std::optional<std::string> model = f.get_string("tokenizer.ggml.model");
+  if (!model) fail(ErrorKind::Model, where(f, "tokenizer.ggml.model") + " is missing");
+  if (*model == "llama") {
+    s.kind = TokenizerKind::SentencePiece;
+  } else if (*model == "gpt2") {
+    s.kind = TokenizerKind::ByteLevelBpe;
+  } else if (*model == "bert") {
+    fail(ErrorKind::Unsupported,
+         where(f, "tokenizer.ggml.model") +
+             " = 'bert': WordPiece tokenizers (BERT encoders) are not supported");
+  } else {
+    fail(ErrorKind::Unsupported,
+         where(f, "tokenizer.ggml.model") + " = '" + *model +
+             "' is not supported (only 'llama' SentencePiece and 'gpt2' byte-level BPE)");
+  }
+
+  s.tokens = array_key(f, "tokenizer.ggml.tokens", GgufType::String, 0).strings;
+  const size_t n = s.tokens.size();
+  if (f.get_array("tokenizer.ggml.token_type") != nullptr) {
+    for (int64_t t : array_key(f, "tokenizer.ggml.token_type", GgufType::I32, n).ints) {
+      if (t < 0 || t > static_cast<int64_t>(TokenType::Byte)) {
+        fail(ErrorKind::Model,
+             where(f, "tokenizer.ggml.token_type") + " holds unknown type " + std::to_string(t));
+      }
+      s.types.push_back(static_cast<TokenType>(t));
+    }
+  }
+
+  if (s.kind == TokenizerKind::SentencePiece) {
+    if (f.get_array("tokenizer.ggml.scores") == nullptr) {
+      fail(ErrorKind::Model, where(f, "tokenizer.ggml.scores") +
+                                 " is missing (a SentencePiece vocabulary merges by score)");
+    }
+    for (double v : array_key(f, "tokenizer.ggml.scores", GgufType::F32, n).floats)
+      s.scores.push_back(static_cast<float>(v));
+    // llama.cpp's defaults for a SentencePiece vocabulary whose file does not say otherwise.
+    s.add_space_prefix = true;
+    s.add_bos = true;
+    s.bos = n > 1 ? 1 : -1;
+    s.eos = n > 2 ? 2 : -1;
+    s.unk = 0;
+  } else {
+    for (const std::string& m :
+         array_key(f, "tokenizer.ggml.merges", GgufType::String, 0).strings) {
+      // Byte-level tokens never contain a space, so the first space after the first character
+      // separates the two halves.
+      const size_t sp = m.find(' ', 1);
+      if (sp == std::string::npos)
+        fail(ErrorKind::Model,
+             where(f, "tokenizer.ggml.merges") + " has entry '" + m + "' without a space");
+      s.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+    }
+    s.pre_name = f.get_string("tokenizer.ggml.pre").value_or("");
+    s.pre_patterns = pre_tokenizer_patterns(s.pre_name, f.path());
+    s.ignore_merges = pre_tokenizer_ignores_merges(s.pre_name);
+    s.add_bos = s.ignore_merges || s.pre_name == "chameleon";
+  }
+
+  s.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(s.add_space_prefix);
+  s.remove_extra_whitespaces =
+      f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+  s.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(s.add_bos);
+  s.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  s.bos = id_key(f, "tokenizer.ggml.bos_token_id", s.bos, n);
+  s.eos = id_key(f, "tokenizer.ggml.eos_token_id", s.eos, n);
+  s.unk = id_key(f, "tokenizer.ggml.unknown_token_id", s.unk, n);
+  s.eot = id_key(f, "tokenizer.ggml.eot_token_id", -1, n);
+  s.eom = id_key(f, "tokenizer.ggml.eom_token_id", -1, n);
+  if (s.types.empty()) s.types.assign(n, TokenType::Normal);
+  detect_end_of_generation(s);
+  return Tokenizer(std::move(s));
+}
+
+}  // namespace ts

@@ -1,0 +1,269 @@
+// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE comes from
+// tokenizer.json; SentencePiece comes from tokenizer.model (its scores drive the merges, which
+// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top.
+#include <sys/stat.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "text/hf_pretokenizer.h"
+#include "text/sentencepiece_model.h"
+#include "text/special_tokens.h"
+#include "text/tokenizer.h"
+
+namespace ts {
+namespace {
+
+using json = nlohmann::json;
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+std::optional<json> read_json(const std::string& path) {
+  if (!exists(path)) return std::nullopt;
+  const MappedFile file(path);
+  const auto* p = reinterpret_cast<const char*>(file.data());
+  try {
+    return json::parse(p, p + file.size());
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Model, path + ": invalid JSON: " + e.what());
+  }
+}
+
+// A token named in tokenizer_config.json: "<s>" or {"content": "<s>", ...}; "" when absent.
+std::string token_content(const json& config, const char* key) {
+  if (!config.contains(key) || config[key].is_null()) return "";
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return "";
+}
+
+int32_t id_of(const TokenizerSpec& s, const std::string& text, const std::string& what) {
+  for (size_t i = 0; i < s.tokens.size(); ++i)
+    if (s.tokens[i] == text) return static_cast<int32_t>(i);
+  fail(ErrorKind::Model, what + " names token '" + text + "', which is not in the vocabulary");
+}
+
+TokenizerSpec spm_spec(const std::string& path) {
+  const SentencePieceModel m = read_sentencepiece_model(path);
+  if (m.model_type != 2) {
+    fail(ErrorKind::Unsupported,
+         path + ": SentencePiece model_type " + std::to_string(m.model_type) +
+             " is not supported (only BPE, type 2; Unigram models are refused)");
+  }
+  if (m.has_precompiled_charsmap && m.normalizer_name != "identity") {
+    fail(ErrorKind::Unsupported,
+         path + ": normalizer '" + m.normalizer_name + "' is not supported (only identity)");
+  }
+  if (m.treat_whitespace_as_suffix || !m.escape_whitespaces) {
+    fail(ErrorKind::Unsupported,
+         path + ": treat_whitespace_as_suffix / escape_whitespaces=false are not supported");
+  }
+  TokenizerSpec s;
+  s.kind = TokenizerKind::SentencePiece;
+  s.source = path;
+  for (const auto& p : m.pieces) {
+    s.tokens.push_back(p.text);
+    s.scores.push_back(p.score);
+    s.types.push_back(static_cast<TokenType>(p.type));
+  }
+  const auto n = static_cast<int>(s.tokens.size());
+  const auto opt_id = [&](int id, const char* name) {
+    if (id >= n)
+      fail(ErrorKind::Model, path + ": trainer_spec." + name + " = " + std::to_string(id) +
+                                 " is outside the vocabulary");
+    return id < 0 ? -1 : id;
+  };
+  s.unk = opt_id(m.unk_id, "unk_id");
+  s.bos = opt_id(m.bos_id, "bos_id");
+  s.eos = opt_id(m.eos_id, "eos_id");
+  s.add_space_prefix = m.add_dummy_prefix;
+  s.remove_extra_whitespaces = m.remove_extra_whitespaces;
+  s.add_bos = s.bos >= 0;  // LlamaTokenizer / GemmaTokenizer add BOS unless configured otherwise
+  return s;
+}
+
+TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
+  const json& model = j["model"];
+  TokenizerSpec s;
+  s.kind = TokenizerKind::ByteLevelBpe;
+  s.source = path;
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    fail(ErrorKind::Model, path + ": model.vocab is missing");
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      fail(ErrorKind::Model, path + ": model.vocab['" + text + "'] is not a token id");
+    const auto i = static_cast<size_t>(id.get<int64_t>());
+    if (i >= s.tokens.size()) s.tokens.resize(i + 1);
+    s.tokens[i] = text;
+  }
+  if (!model.contains("merges") || !model["merges"].is_array())
+    fail(ErrorKind::Model, path + ": model.merges is missing");
+  for (const json& m : model["merges"]) {
+    if (m.is_string()) {
+      const std::string t = m.get<std::string>();
+      const size_t sp = t.find(' ', 1);
+      if (sp == std::string::npos)
+        fail(ErrorKind::Model, path + ": merge '" + t + "' has no space");
+      s.merges.emplace_back(t.substr(0, sp), t.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      s.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      fail(ErrorKind::Model,
+           path + ": model.merges holds an entry that is neither \"a b\" nor [a, b]");
+    }
+  }
+  s.ignore_merges = model.value("ignore_merges", false);
+  const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
+  // NFC is accepted without being applied, as llama.cpp does: it changes only text that is not
+  // already NFC, which is rare in prompts.
+  if (!norm.is_null() && norm.value("type", "") != "NFC") {
+    fail(ErrorKind::Unsupported, path + ": normalizer '" + norm.value("type", "?") +
+                                     "' is not supported for byte-level BPE");
+  }
+  s.pre_name = "tokenizer.json";
+  s.pre_patterns =
+      hf_pretokenizer_patterns(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), path);
+  return s;
+}
+
+bool is_byte_level(const json& j) {
+  const auto has_byte_level = [](const json& node, auto&& self) -> bool {
+    if (!node.is_object()) return false;
+    if (node.value("type", "") == "ByteLevel") return true;
+    for (const char* list : {"pretokenizers", "decoders"})
+      if (node.contains(list) && node[list].is_array())
+        for (const json& c : node[list])
+          if (self(c, self)) return true;
+    return false;
+  };
+  return (j.contains("pre_tokenizer") && has_byte_level(j["pre_tokenizer"], has_byte_level)) ||
+         (j.contains("decoder") && has_byte_level(j["decoder"], has_byte_level));
+}
+
+void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path) {
+  if (!j.contains("added_tokens") || !j["added_tokens"].is_array()) return;
+  for (const json& t : j["added_tokens"]) {
+    if (!t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+        !t["content"].is_string())
+      fail(ErrorKind::Model, path + ": added_tokens holds an entry without id/content");
+    const int64_t id = t["id"].get<int64_t>();
+    if (id < 0 || id > INT32_MAX)
+      fail(ErrorKind::Model, path + ": added token id " + std::to_string(id));
+    const auto i = static_cast<size_t>(id);
+    if (i >= s.tokens.size()) {
+      s.tokens.resize(i + 1);
+      s.types.resize(i + 1, TokenType::Undefined);
+      if (!s.scores.empty()) s.scores.resize(i + 1, 0.0f);
+    }
+    s.tokens[i] = t["content"].get<std::string>();
+    // A SentencePiece model already types its own pieces (<unk> stays Unknown, bytes stay Byte).
+    const bool own_piece = s.kind == TokenizerKind::SentencePiece &&
+                           s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
+    if (!own_piece)
+      s.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+    if (t.value("lstrip", false)) s.lstrip.push_back(static_cast<int32_t>(i));
+    if (t.value("rstrip", false)) s.rstrip.push_back(static_cast<int32_t>(i));
+  }
+}
+
+// BOS / EOS added by the post-processor template, e.g. "<s> $A".
+void apply_post_processor(const json& j, TokenizerSpec& s, const std::string& path) {
+  if (!j.contains("post_processor") || !j["post_processor"].is_object()) return;
+  const json* tp = &j["post_processor"];
+  if (tp->value("type", "") == "Sequence" && tp->contains("processors")) {
+    const json* found = nullptr;
+    for (const json& p : (*tp)["processors"])
+      if (p.value("type", "") == "TemplateProcessing") found = &p;
+    if (found == nullptr) return;
+    tp = found;
+  }
+  if (tp->value("type", "") != "TemplateProcessing" || !tp->contains("single")) return;
+  const json& single = (*tp)["single"];
+  if (!single.is_array() || single.empty()) return;
+  const auto special = [&](const json& item) -> std::string {
+    if (!item.contains("SpecialToken")) return "";
+    return item["SpecialToken"].value("id", "");
+  };
+  const std::string first = special(single.front());
+  const std::string last = special(single.back());
+  s.add_bos = !first.empty();
+  s.add_eos = single.size() > 1 && !last.empty();
+  if (s.add_bos) s.bos = id_of(s, first, path + ": post_processor");
+  if (s.add_eos) s.eos = id_of(s, last, path + ": post_processor");
+}
+
+void add_eog_ids(const std::string& path, TokenizerSpec& s) {
+  const std::optional<json> j = read_json(path);
+  if (!j || !j->contains("eos_token_id")) return;
+  const json& v = (*j)["eos_token_id"];
+  std::vector<int64_t> ids;
+  if (v.is_number_integer()) ids.push_back(v.get<int64_t>());
+  if (v.is_array())
+    for (const json& e : v)
+      if (e.is_number_integer()) ids.push_back(e.get<int64_t>());
+  for (int64_t id : ids) {
+    if (id < 0 || id >= static_cast<int64_t>(s.tokens.size()))
+      fail(ErrorKind::Model,
+           path + ": eos_token_id " + std::to_string(id) + " is outside the vocabulary");
+    s.extra_eog.push_back(static_cast<int32_t>(id));
+  }
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+  const std::string json_path = dir + "/tokenizer.json";
+  const std::string model_path = dir + "/tokenizer.model";
+  const std::optional<json> tj = read_json(json_path);
+  TokenizerSpec s;
+  if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "BPE" &&
+      is_byte_level(*tj)) {
+    s = byte_level_spec(*tj, json_path);
+  } else if (exists(model_path)) {
+    s = spm_spec(model_path);
+  } else if (tj) {
+    const std::string type = tj->contains("model") ? (*tj)["model"].value("type", "?") : "?";
+    fail(ErrorKind::Unsupported,
+         json_path + ": model type '" + type +
+             "' without byte-level pre-tokenizer is not supported; a SentencePiece model "
+             "needs its tokenizer.model beside it");
+  } else {
+    fail(ErrorKind::Model, dir + ": neither tokenizer.json nor tokenizer.model found");
+  }
+  s.types.resize(s.tokens.size(), TokenType::Normal);
+  if (tj) {
+    apply_added_tokens(*tj, s, json_path);
+    apply_post_processor(*tj, s, json_path);
+  }
+  for (size_t i = 0; i < s.tokens.size(); ++i) {
+    if (s.tokens[i].empty()) {
+      fail(ErrorKind::Model,
+           s.source + ": token id " + std::to_string(i) + " has no text (a gap in the vocabulary)");
+    }
+  }
+
+  const std::string config_path = dir + "/tokenizer_config.json";
+  const json config = read_json(config_path).value_or(json::object());
+  if (const std::string bos = token_content(config, "bos_token"); !bos.empty())
+    s.bos = id_of(s, bos, config_path + ": bos_token");
+  if (const std::string eos = token_content(config, "eos_token"); !eos.empty())
+    s.eos = id_of(s, eos, config_path + ": eos_token");
+  if (const std::string unk = token_content(config, "unk_token"); !unk.empty())
+    s.unk = id_of(s, unk, config_path + ": unk_token");
+  if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean())
+    s.add_bos = config["add_bos_token"].get<bool>();
+  if (config.contains("add_eos_token") && config["add_eos_token"].is_boolean())
+    s.add_eos = config["add_eos_token"].get<bool>();
+  add_eog_ids(dir + "/generation_config.json", s);
+  add_eog_ids(dir + "/config.json", s);
+  detect_end_of_generation(s);
+  return Tokenizer(std::move(s));
+}
+
+}  // namespace ts
