@@ -57,11 +57,11 @@ void patch(std::vector<uint8_t>& b, uint64_t at, T v) {
 // A safetensors file: 8-byte little-endian header length, the header, then the data.
 inline std::vector<uint8_t> safetensors_bytes(const std::string& header,
                                               const std::vector<uint8_t>& data) {
-  std::vector<uint8_t> b(8);
   const uint64_t n = header.size();
+  std::vector<uint8_t> b(8 + n + data.size());
   std::memcpy(b.data(), &n, 8);
-  b.insert(b.end(), header.begin(), header.end());
-  b.insert(b.end(), data.begin(), data.end());
+  std::memcpy(b.data() + 8, header.data(), n);
+  if (!data.empty()) std::memcpy(b.data() + 8 + n, data.data(), data.size());
   return b;
 }
 
