@@ -42,4 +42,15 @@ void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // once at run time. TURBOSPARK_ISA=scalar|avx2|avx512 forces a lower path (tests compare them).
 const char* matmul_isa();
 
+// The kernel families, lowest first. avx2 needs AVX2 + FMA + F16C; avx512 needs AVX-512 F/BW/VL
+// on top (and uses VNNI for the integer dots when the CPU has it).
+enum class Isa { Scalar, Avx2, Avx512 };
+const char* isa_name(Isa isa);
+bool isa_available(Isa isa);  // does this CPU (and OS) support it
+Isa active_isa();             // the one matmul_rows uses
+
+// matmul_rows on an explicit path (tests and benchmarks compare paths); fails if unavailable.
+void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                     float* y, int64_t ldy);
+
 }  // namespace ts::cpu

@@ -1,0 +1,171 @@
+// Dispatch of the CPU matmul kernels: activation packing, argument checks, and the choice of
+// instruction set (once, from cpuid and TURBOSPARK_ISA).
+#include "backend/cpu/matmul_kernels.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/matmul_kernels_impl.h"
+#include "core/checked.h"
+#include "core/error.h"
+#include "quant/blocks.h"
+#include "quant/quantize.h"
+
+namespace ts::cpu {
+namespace {
+
+bool is_q8k_type(DType t) {
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K;
+}
+
+bool is_float_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+bool cpu_has_vnni() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+Isa pick_isa() {
+  Isa best = Isa::Scalar;
+  if (isa_available(Isa::Avx512))
+    best = Isa::Avx512;
+  else if (isa_available(Isa::Avx2))
+    best = Isa::Avx2;
+  const char* env = std::getenv("TURBOSPARK_ISA");
+  if (env == nullptr || *env == '\0') return best;
+  const std::string want = env;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (want != isa_name(isa)) continue;
+    if (!isa_available(isa))
+      fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": this CPU does not support it (best is " +
+                                 isa_name(best) + ")");
+    return isa;
+  }
+  fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": expected scalar, avx2 or avx512");
+}
+
+RowsKernel kernel_for(Isa isa, DType t) {
+  RowsKernel k = nullptr;
+  switch (isa) {
+    case Isa::Avx512:
+      if (is_float_type(t))
+        k = avx512_float_kernel(t);
+      else
+        k = cpu_has_vnni() ? avx512vnni_int_kernel(t) : avx2_kernel(t);
+      break;
+    case Isa::Avx2:
+      k = avx2_kernel(t);
+      break;
+    case Isa::Scalar:
+      k = scalar_kernel(t);
+      break;
+  }
+  if (k == nullptr)
+    fail(ErrorKind::Unsupported,
+         std::string("matmul: no CPU kernel for weight type ") + dtype_name(t));
+  return k;
+}
+
+void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1) {
+  if (x.wtype != w.dtype)
+    fail(ErrorKind::Runtime, std::string("matmul_rows: activations packed for ") +
+                                 dtype_name(x.wtype) + " but the weight is " + dtype_name(w.dtype));
+  if (x.K != w.cols)
+    fail(ErrorKind::Runtime, "matmul_rows: activation width " + std::to_string(x.K) +
+                                 " != weight columns " + std::to_string(w.cols));
+  if (r0 < 0 || r0 > r1 || r1 > w.rows)
+    fail(ErrorKind::Runtime, "matmul_rows: row range [" + std::to_string(r0) + ", " +
+                                 std::to_string(r1) + ") outside " + std::to_string(w.rows) +
+                                 " weight rows");
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Scalar:
+      return "scalar";
+  }
+  return "scalar";
+}
+
+bool isa_available(Isa isa) {
+#if defined(__x86_64__)
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case Isa::Scalar:
+      return true;
+    case Isa::Avx2:
+      return avx2;
+    case Isa::Avx512:
+      return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
+  }
+  return false;
+#else
+  return isa == Isa::Scalar;
+#endif
+}
+
+Isa active_isa() {
+  static const Isa isa = pick_isa();
+  return isa;
+}
+
+const char* matmul_isa() {
+  return isa_name(active_isa());
+}
+
+void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out) {
+  out.wtype = wtype;
+  out.M = M;
+  out.K = K;
+  out.f32 = nullptr;
+  if (is_float_type(wtype)) {
+    out.row_bytes = checked_mul(static_cast<uint64_t>(K), sizeof(float), "matmul activations");
+    out.f32 = x;
+    return;
+  }
+  const bool k_quant = is_q8k_type(wtype);
+  const int64_t block = k_quant ? kQKK : kQK32;
+  if (K % block != 0)
+    fail(ErrorKind::Model, "matmul: " + std::to_string(K) + " columns is not a whole number of " +
+                               dtype_name(wtype) + " blocks of " + std::to_string(block));
+  const size_t block_bytes = k_quant ? sizeof(BlockQ8K) : sizeof(BlockQ8A32);
+  out.row_bytes = checked_mul(static_cast<uint64_t>(K / block), block_bytes, "matmul activations");
+  out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(M), "matmul activations"));
+  for (int64_t m = 0; m < M; ++m) {
+    uint8_t* row = out.data.data() + m * out.row_bytes;
+    if (k_quant)
+      quantize_row_q8k(x + m * K, reinterpret_cast<BlockQ8K*>(row), K);
+    else
+      quantize_row_q8a32(x + m * K, reinterpret_cast<BlockQ8A32*>(row), K);
+  }
+}
+
+void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                     float* y, int64_t ldy) {
+  if (!isa_available(isa))
+    fail(ErrorKind::Unsupported, std::string("matmul: this CPU lacks ") + isa_name(isa));
+  check_args(w, x, r0, r1);
+  if (r0 == r1 || x.M == 0) return;
+  kernel_for(isa, w.dtype)(w, x, r0, r1, y, ldy);
+}
+
+void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy) {
+  matmul_rows_isa(active_isa(), w, x, r0, r1, y, ldy);
+}
+
+}  // namespace ts::cpu

@@ -1,0 +1,27 @@
+// Internal to the CPU matmul kernels: the per-ISA entry points that matmul_kernels.cpp dispatches
+// to. Each returns nullptr for a weight type it has no kernel for.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cpu/matmul_kernels.h"
+
+namespace ts::cpu {
+
+// Computes y[m * ldy + r] for r in [r0, r1), m in [0, x.M); arguments already validated.
+using RowsKernel = void (*)(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                            float* y, int64_t ldy);
+
+RowsKernel scalar_kernel(DType t);
+RowsKernel avx2_kernel(DType t);
+// The AVX-512 path: 512-bit float kernels, and integer kernels with AVX512-VNNI (in their own
+// file, so no VNNI instruction can reach a CPU without it; such a CPU uses the AVX2 ones).
+RowsKernel avx512_float_kernel(DType t);
+RowsKernel avx512vnni_int_kernel(DType t);
+
+// Activation rows per register tile in the SIMD kernels, and weight rows per cache chunk: a
+// chunk of weight rows stays in L2 while every tile of activation rows passes over it.
+inline constexpr int kActTile = 4;
+inline constexpr int64_t kRowChunk = 16;
+
+}  // namespace ts::cpu

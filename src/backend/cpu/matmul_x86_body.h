@@ -1,0 +1,435 @@
+// The x86 matmul kernels, written once over an `Ops` policy (vector width of the float kernels,
+// the int8 dot instruction) and compiled by matmul_kernels_avx2.cpp, _avx512.cpp and
+// _avx512vnni.cpp for their own targets. Include it only there, inside the file's target pragma
+// and after the same includes as below (so that those stay compiled for the baseline): everything
+// defined here gets that file's instruction set. It lives in an anonymous namespace so that the
+// compilations never merge at link time (an AVX-512 copy of a helper must not stand in for the
+// AVX2 one).
+//
+// Integer kernels: a weight block is decoded to unsigned codes (q - offset is the weight's
+// integer value) in 256-bit vectors of 32 bytes, dotted with the int8 activations into int32
+// lanes (u8 x s8 products; every pair sum fits int16 because codes are < 64, or <= 128 with the
+// sign trick of the symmetric types, and activations are within +-127), and scaled to float once
+// per block (32-element types) or per super-block (k-quants, whose integer sub-block scales are
+// applied in int32).
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels_impl.h"
+#include "quant/blocks.h"
+
+namespace ts::cpu {
+namespace {
+
+// ---- shared vector helpers -----------------------------------------------------------------
+
+inline float hsum256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+inline __m256i bytes(int v) {
+  return _mm256_set1_epi8(static_cast<char>(v));
+}
+
+// Elements 0..15 are the low nibbles of qs[0..15], elements 16..31 the high nibbles.
+inline __m256i nibbles32(const uint8_t* qs) {
+  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
+  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
+  return _mm256_set_m128i(hi, lo);
+}
+
+// Byte i = 0x10 when bit i of the little-endian u32 at qh is set, else 0.
+inline __m256i fifth_bits32(const uint8_t* qh) {
+  uint32_t bits;
+  std::memcpy(&bits, qh, sizeof(bits));
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i select = _mm256_set1_epi64x(0x8040201008040201);
+  const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_and_si256(set, bytes(0x10));
+}
+
+// Moves bit `from` of every byte to bit `to` (other bits garbage; the caller masks).
+inline __m256i move_bit(__m256i v, int from, int to) {
+  return from <= to ? _mm256_slli_epi16(v, to - from) : _mm256_srli_epi16(v, from - to);
+}
+
+// ---- float weights: f32, f16, bf16 converted to f32 on the fly ------------------------------
+
+struct F32Row {
+  const float* p;
+};
+struct F16Row {
+  const uint16_t* p;
+};
+struct Bf16Row {
+  const uint16_t* p;
+};
+
+inline float scalar_weight(F32Row w, int64_t k) {
+  return w.p[k];
+}
+inline float scalar_weight(F16Row w, int64_t k) {
+  return _cvtsh_ss(w.p[k]);
+}
+inline float scalar_weight(Bf16Row w, int64_t k) {
+  const uint32_t bits = static_cast<uint32_t>(w.p[k]) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
+// One weight row against MT activation rows: plain FMA accumulation in f32, with U independent
+// accumulators per activation row to cover the FMA latency.
+template <class Ops, class Row>
+struct FloatKernel {
+  template <int MT>
+  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
+    using V = typename Ops::VecF;
+    constexpr int L = Ops::kLanes;
+    constexpr int U = MT == 1 ? 4 : 2;
+    const Row w{reinterpret_cast<decltype(Row::p)>(wrow)};
+    const float* xs = x.f32 + m0 * x.K;
+    const int64_t K = x.K;
+    V acc[MT][U];
+    for (int t = 0; t < MT; ++t)
+      for (int u = 0; u < U; ++u) acc[t][u] = Ops::zero();
+    int64_t k = 0;
+    for (; k + U * L <= K; k += U * L)
+      for (int u = 0; u < U; ++u) {
+        const V wv = Ops::load(w, k + u * L);
+        for (int t = 0; t < MT; ++t)
+          acc[t][u] = Ops::fma(wv, Ops::load_x(xs + t * K + k + u * L), acc[t][u]);
+      }
+    for (; k + L <= K; k += L) {
+      const V wv = Ops::load(w, k);
+      for (int t = 0; t < MT; ++t) acc[t][0] = Ops::fma(wv, Ops::load_x(xs + t * K + k), acc[t][0]);
+    }
+    for (int t = 0; t < MT; ++t) {
+      V sum = acc[t][0];
+      for (int u = 1; u < U; ++u) sum = Ops::add(sum, acc[t][u]);
+      float v = Ops::hsum(sum);
+      for (int64_t kk = k; kk < K; ++kk) v += scalar_weight(w, kk) * xs[t * K + kk];
+      out[t] = v;
+    }
+  }
+};
+
+// ---- 32-element block types -------------------------------------------------------------------
+// A decoder gives the 32 weight codes of a block and its scale d. The symmetric types give signed
+// values (q - offset), dotted by the sign trick; q4_1 / q5_1 give unsigned codes and their min m
+// multiplies the activation block's sum.
+
+struct DecQ4_0 {
+  using Block = BlockQ4_0;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) { return _mm256_sub_epi8(nibbles32(b.qs), bytes(8)); }
+};
+
+struct DecQ4_1 {
+  using Block = BlockQ4_1;
+  static constexpr bool kMin = true;
+  static __m256i codes(const Block& b) { return nibbles32(b.qs); }
+};
+
+struct DecQ5_0 {
+  using Block = BlockQ5_0;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) {
+    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)), bytes(16));
+  }
+};
+
+struct DecQ5_1 {
+  using Block = BlockQ5_1;
+  static constexpr bool kMin = true;
+  static __m256i codes(const Block& b) {
+    return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh));
+  }
+};
+
+struct DecQ8_0 {
+  using Block = BlockQ8_0;
+  static constexpr bool kMin = false;
+  static __m256i codes(const Block& b) { return load256(b.qs); }
+};
+
+template <class Ops, class Dec>
+struct Q32Kernel {
+  template <int MT>
+  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
+    const auto* w = reinterpret_cast<const typename Dec::Block*>(wrow);
+    const int64_t nb = x.K / kQK32;
+    const BlockQ8A32* xs[MT];
+    for (int t = 0; t < MT; ++t)
+      xs[t] = reinterpret_cast<const BlockQ8A32*>(x.data.data() + (m0 + t) * x.row_bytes);
+    __m256 acc[MT];
+    float mins[MT];
+    for (int t = 0; t < MT; ++t) acc[t] = _mm256_setzero_ps(), mins[t] = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q = Dec::codes(w[b]);
+      const float d = _cvtsh_ss(w[b].d);
+      for (int t = 0; t < MT; ++t) {
+        const BlockQ8A32& xb = xs[t][b];
+        const __m256i xq = load256(xb.qs);
+        __m256i p;
+        if constexpr (Dec::kMin) {
+          p = Ops::dot(_mm256_setzero_si256(), q, xq);
+          mins[t] += _cvtsh_ss(w[b].m) * (xb.d * static_cast<float>(xb.sum));
+        } else {  // u8 x s8 dot of |q| with x carrying q's sign
+          p = Ops::dot(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
+        }
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * xb.d), acc[t]);
+      }
+    }
+    for (int t = 0; t < MT; ++t) out[t] = hsum256(acc[t]) + mins[t];
+  }
+};
+
+// ---- k-quants ----------------------------------------------------------------------------------
+// A decoder fills the eight 32-code chunks of a super-block, the int16 scale of each 16-element
+// sub-block (and min, where the type has mins), and d / dmin. value = d * scale * (code - kOffset)
+// - dmin * min.
+
+struct KDecoded {
+  __m256i u[8];
+  alignas(32) int16_t scale[16];
+  alignas(32) int16_t min[16];
+  float d;
+  float dmin;
+};
+
+inline void k4_scales(const uint8_t* packed, KDecoded& k) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t scale, min;
+    k4_scale_min(packed, j, scale, min);
+    k.scale[2 * j] = k.scale[2 * j + 1] = scale;
+    k.min[2 * j] = k.min[2 * j + 1] = min;
+  }
+}
+
+struct DecQ2_K {
+  using Block = BlockQ2_K;
+  static constexpr int kOffsetShift = -1;  // no offset
+  static constexpr bool kMin = true;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(b.qs + 32 * h);
+      for (int s = 0; s < 4; ++s)
+        k.u[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), bytes(3));
+    }
+    for (int j = 0; j < 16; ++j) k.scale[j] = b.scales[j] & 0x0F, k.min[j] = b.scales[j] >> 4;
+    k.d = _cvtsh_ss(b.d), k.dmin = _cvtsh_ss(b.dmin);
+  }
+};
+
+struct DecQ3_K {
+  using Block = BlockQ3_K;
+  static constexpr int kOffsetShift = 2;  // codes 0..7 carry an offset of 4
+  static constexpr bool kMin = false;
+  static void decode(const Block& b, KDecoded& k) {
+    const __m256i hm = load256(b.hmask);
+    for (int c = 0; c < 8; ++c) {
+      const __m256i q = load256(b.qs + 32 * (c / 4));
+      const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), bytes(3));
+      k.u[c] = _mm256_or_si256(low, _mm256_and_si256(move_bit(hm, c, 2), bytes(4)));
+    }
+    for (int j = 0; j < 16; ++j) k.scale[j] = static_cast<int16_t>(q3k_scale(b.scales, j));
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+struct DecQ4_K {
+  using Block = BlockQ4_K;
+  static constexpr int kOffsetShift = -1;
+  static constexpr bool kMin = true;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b.qs + 32 * c);
+      k.u[2 * c] = _mm256_and_si256(q, bytes(0x0F));
+      k.u[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), bytes(0x0F));
+    }
+    k4_scales(b.scales, k);
+    k.d = _cvtsh_ss(b.d), k.dmin = _cvtsh_ss(b.dmin);
+  }
+};
+
+struct DecQ5_K {
+  using Block = BlockQ5_K;
+  static constexpr int kOffsetShift = -1;
+  static constexpr bool kMin = true;
+  static void decode(const Block& b, KDecoded& k) {
+    const __m256i qh = load256(b.qh);
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = load256(b.qs + 32 * c);
+      k.u[2 * c] = _mm256_and_si256(q, bytes(0x0F));
+      k.u[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), bytes(0x0F));
+    }
+    for (int c = 0; c < 8; ++c)
+      k.u[c] = _mm256_or_si256(k.u[c], _mm256_and_si256(move_bit(qh, c, 4), bytes(0x10)));
+    k4_scales(b.scales, k);
+    k.d = _cvtsh_ss(b.d), k.dmin = _cvtsh_ss(b.dmin);
+  }
+};
+
+struct DecQ6_K {
+  using Block = BlockQ6_K;
+  static constexpr int kOffsetShift = 5;  // codes 0..63 carry an offset of 32
+  static constexpr bool kMin = false;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i lo_a = load256(b.ql + 64 * h);       // elements 128 h + 0..31 and + 64..95
+      const __m256i lo_b = load256(b.ql + 64 * h + 32);  // elements 128 h + 32..63 and + 96..127
+      const __m256i hi = load256(b.qh + 32 * h);
+      const __m256i low[4] = {_mm256_and_si256(lo_a, bytes(0x0F)),
+                              _mm256_and_si256(lo_b, bytes(0x0F)),
+                              _mm256_and_si256(_mm256_srli_epi16(lo_a, 4), bytes(0x0F)),
+                              _mm256_and_si256(_mm256_srli_epi16(lo_b, 4), bytes(0x0F))};
+      for (int s = 0; s < 4; ++s) {
+        const __m256i high = _mm256_and_si256(move_bit(hi, 2 * s, 4), bytes(0x30));
+        k.u[4 * h + s] = _mm256_or_si256(low[s], high);
+      }
+    }
+    for (int j = 0; j < 16; ++j) k.scale[j] = b.scales[j];
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+// The int16 scales of chunk c: sub-block 2c in the low 128 bits, 2c + 1 in the high 128 bits.
+inline __m256i chunk_scales(__m256i scales16, int c) {
+  const __m256i pair = _mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(c));
+  const __m256i spread = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
+                                           0x0100010001000100, 0x0100010001000100);
+  return _mm256_shuffle_epi8(pair, spread);
+}
+
+template <class Ops, class Dec>
+struct KKernel {
+  template <int MT>
+  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
+    const auto* w = reinterpret_cast<const typename Dec::Block*>(wrow);
+    const int64_t nb = x.K / kQKK;
+    const BlockQ8K* xs[MT];
+    for (int t = 0; t < MT; ++t)
+      xs[t] = reinterpret_cast<const BlockQ8K*>(x.data.data() + (m0 + t) * x.row_bytes);
+    __m256 acc[MT];
+    for (int t = 0; t < MT; ++t) acc[t] = _mm256_setzero_ps();
+    KDecoded k;
+    __m256i scales[8];
+    for (int64_t b = 0; b < nb; ++b) {
+      Dec::decode(w[b], k);
+      const __m256i scale16 = load256(k.scale);
+      for (int c = 0; c < 8; ++c) scales[c] = chunk_scales(scale16, c);
+      for (int t = 0; t < MT; ++t) {
+        const BlockQ8K& xb = xs[t][b];
+        __m256i isum = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c)
+          isum = Ops::dot_scaled(isum, k.u[c], load256(xb.qs + 32 * c), scales[c]);
+        const __m256i bsums = load256(xb.bsums);
+        if constexpr (Dec::kOffsetShift >= 0)  // - offset * sum_j scale_j bsum_j
+          isum = _mm256_sub_epi32(
+              isum, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scale16), Dec::kOffsetShift));
+        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(k.d * xb.d), acc[t]);
+        if constexpr (Dec::kMin) {
+          const __m256i msum = _mm256_madd_epi16(bsums, load256(k.min));
+          acc[t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-k.dmin * xb.d), acc[t]);
+        }
+      }
+    }
+    for (int t = 0; t < MT; ++t) out[t] = hsum256(acc[t]);
+  }
+};
+
+// ---- driver ------------------------------------------------------------------------------------
+
+// Weight rows in chunks of kRowChunk; each chunk meets every tile of kActTile activation rows
+// while it is hot in cache, so a weight row is read from memory once per matmul.
+template <class Kernel>
+void rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy) {
+  float out[kActTile];
+  for (int64_t rc = r0; rc < r1; rc += kRowChunk) {
+    const int64_t re = std::min(rc + kRowChunk, r1);
+    for (int64_t m0 = 0; m0 < x.M; m0 += kActTile) {
+      const int mt = static_cast<int>(std::min<int64_t>(kActTile, x.M - m0));
+      for (int64_t r = rc; r < re; ++r) {
+        const uint8_t* row = w.data + r * w.row_stride;
+        switch (mt) {
+          case 4:
+            Kernel::template tile<4>(row, x, m0, out);
+            break;
+          case 3:
+            Kernel::template tile<3>(row, x, m0, out);
+            break;
+          case 2:
+            Kernel::template tile<2>(row, x, m0, out);
+            break;
+          default:
+            Kernel::template tile<1>(row, x, m0, out);
+            break;
+        }
+        for (int t = 0; t < mt; ++t) y[(m0 + t) * ldy + r] = out[t];
+      }
+    }
+  }
+}
+
+template <class Ops>
+RowsKernel x86_float_kernel(DType t) {
+  switch (t) {
+    case DType::F32:
+      return rows_driver<FloatKernel<Ops, F32Row>>;
+    case DType::F16:
+      return rows_driver<FloatKernel<Ops, F16Row>>;
+    case DType::BF16:
+      return rows_driver<FloatKernel<Ops, Bf16Row>>;
+    default:
+      return nullptr;
+  }
+}
+
+template <class Ops>
+RowsKernel x86_int_kernel(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return rows_driver<Q32Kernel<Ops, DecQ4_0>>;
+    case DType::Q4_1:
+      return rows_driver<Q32Kernel<Ops, DecQ4_1>>;
+    case DType::Q5_0:
+      return rows_driver<Q32Kernel<Ops, DecQ5_0>>;
+    case DType::Q5_1:
+      return rows_driver<Q32Kernel<Ops, DecQ5_1>>;
+    case DType::Q8_0:
+      return rows_driver<Q32Kernel<Ops, DecQ8_0>>;
+    case DType::Q2_K:
+      return rows_driver<KKernel<Ops, DecQ2_K>>;
+    case DType::Q3_K:
+      return rows_driver<KKernel<Ops, DecQ3_K>>;
+    case DType::Q4_K:
+      return rows_driver<KKernel<Ops, DecQ4_K>>;
+    case DType::Q5_K:
+      return rows_driver<KKernel<Ops, DecQ5_K>>;
+    case DType::Q6_K:
+      return rows_driver<KKernel<Ops, DecQ6_K>>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace ts::cpu

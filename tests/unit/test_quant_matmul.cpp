@@ -1,0 +1,259 @@
+// CPU matmul kernels, every weight type on every instruction set this CPU has, against
+// dequantise-then-dot in double, and every SIMD path against the scalar one.
+//
+// Tolerances (per output, from the inputs, never a fixed fudge):
+// * Quantised weights: the kernels quantise each activation block symmetrically to int8 with
+//   d = max|x| / 127, so |x_k - d q_k| <= d / 2 (plus a few ulp from the f32 reciprocal). The
+//   weights are used exactly (integer codes and scales), so |y - y_ref| <= sum_k |w_k| d_k / 2,
+//   plus f32 rounding of the per-block float terms (bounded as below).
+// * f32 / f16 / bf16 weights: only f32 rounding. A chain of n FMAs accumulating terms t_i errs
+//   by at most n * eps * sum |t_i|; the longest chain is K / 4 (the scalar path's four
+//   accumulators), plus a few for the final reduction.
+// * SIMD vs scalar: both round; the bound above, twice.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "core/error.h"
+#include "quant/dequant.h"
+#include "quant/dtype.h"
+
+namespace ts::cpu {
+namespace {
+
+const std::vector<DType> kTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                                   DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                                   DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+bool is_float(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+// Byte offsets of the f16 scale fields (d, and dmin / m) in each block, as in blocks.h.
+std::vector<int> scale_offsets(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {0, 2};
+    case DType::Q2_K:
+      return {80, 82};
+    case DType::Q3_K:
+      return {108};
+    case DType::Q6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+struct Matrix {
+  DType dtype;
+  int64_t rows, cols;
+  size_t stride;
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequant;    // rows x cols, what the weight means
+  std::vector<float> magnitude;  // |d q part| + |min part|: what the kernel's float terms carry
+
+  WeightView view() const { return {dtype, bytes.data(), rows, cols, stride}; }
+};
+
+std::vector<float> dequantize(DType t, const std::vector<uint8_t>& bytes, int64_t rows,
+                              int64_t cols, size_t stride) {
+  std::vector<float> out(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    dequantize_row(t, bytes.data() + r * stride, out.data() + r * cols, cols);
+  return out;
+}
+
+// The types with a min (q4_1, q5_1, q2_k, q4_k, q5_k) add two float terms per block that may
+// cancel; their magnitudes come from dequantising with the min field, then the d field, zeroed.
+std::vector<float> part_magnitudes(const Matrix& m) {
+  const std::vector<int> fields = scale_offsets(m.dtype);
+  std::vector<float> out(m.dequant.size());
+  if (is_float(m.dtype) || fields.size() == 1) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = std::fabs(m.dequant[i]);
+    return out;
+  }
+  std::vector<std::vector<float>> parts;
+  for (int zeroed : fields) {
+    std::vector<uint8_t> bytes = m.bytes;
+    const uint32_t block_bytes = dtype_info(m.dtype).block_bytes;
+    for (size_t b = 0; b < bytes.size() / block_bytes; ++b)
+      std::memset(bytes.data() + b * block_bytes + zeroed, 0, 2);
+    parts.push_back(dequantize(m.dtype, bytes, m.rows, m.cols, m.stride));
+  }
+  for (size_t i = 0; i < out.size(); ++i) out[i] = std::fabs(parts[0][i]) + std::fabs(parts[1][i]);
+  return out;
+}
+
+// Random weights: random quant bytes with moderate f16 scales, or random floats.
+Matrix random_weights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  Matrix m{t, rows, cols, row_bytes(t, cols, "test weight"), {}, {}, {}};
+  m.bytes.resize(m.stride * rows);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
+  for (int64_t i = 0; i < rows * cols && is_float(t); ++i) {
+    const float v = normal(rng);
+    if (t == DType::F32) std::memcpy(m.bytes.data() + 4 * i, &v, 4);
+    const uint16_t h = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+    if (t != DType::F32) std::memcpy(m.bytes.data() + 2 * i, &h, 2);
+  }
+  if (!is_float(t)) {
+    for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+    const DTypeInfo& info = dtype_info(t);
+    for (size_t blk = 0; blk < m.bytes.size() / info.block_bytes; ++blk)
+      for (int off : scale_offsets(t)) {
+        const uint16_t h = f32_to_f16(scale(rng));
+        std::memcpy(m.bytes.data() + blk * info.block_bytes + off, &h, 2);
+      }
+  }
+  m.dequant = dequantize(t, m.bytes, rows, cols, m.stride);
+  m.magnitude = part_magnitudes(m);
+  return m;
+}
+
+// Activations with occasional outliers, so that block scales vary a lot.
+std::vector<float> random_acts(int64_t M, int64_t K, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_int_distribution<int> pick(0, 63);
+  std::vector<float> x(M * K);
+  for (auto& v : x) v = normal(rng) * (pick(rng) == 0 ? 25.0f : 1.0f);
+  return x;
+}
+
+// Activation quantisation step of the block holding element k.
+float act_step(DType t, const float* x, int64_t k) {
+  const int64_t block = dtype_info(t).block_elems == 256 ? 256 : 32;
+  const int64_t b0 = k / block * block;
+  float amax = 0;
+  for (int64_t i = b0; i < b0 + block; ++i) amax = std::max(amax, std::fabs(x[i]));
+  return amax / 127.0f;
+}
+
+struct Reference {
+  std::vector<double> y;      // M x rows, exact-ish dot of the dequantised weight
+  std::vector<double> quant;  // M x rows, bound on the activation-quantisation error
+  std::vector<double> round;  // M x rows, bound on one kernel's f32 rounding
+};
+
+Reference reference(const Matrix& w, const std::vector<float>& x, int64_t M) {
+  const int64_t K = w.cols;
+  Reference ref{std::vector<double>(M * w.rows), std::vector<double>(M * w.rows),
+                std::vector<double>(M * w.rows)};
+  const bool quant = !is_float(w.dtype);
+  const int64_t chain = quant ? K / dtype_info(w.dtype).block_elems : K / 4;
+  for (int64_t m = 0; m < M; ++m) {
+    std::vector<double> step(K, 0.0);
+    if (quant)
+      for (int64_t k = 0; k < K; ++k) step[k] = act_step(w.dtype, &x[m * K], k);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      double dot = 0, qerr = 0, mag = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        const double wk = w.dequant[r * K + k], xk = x[m * K + k];
+        dot += wk * xk;
+        qerr += std::fabs(wk) * step[k] * (0.5 + 1e-4);
+        mag += w.magnitude[r * K + k] * (std::fabs(xk) + step[k]);
+      }
+      ref.y[m * w.rows + r] = dot;
+      ref.quant[m * w.rows + r] = qerr;
+      ref.round[m * w.rows + r] = (chain + 16) * static_cast<double>(FLT_EPSILON) * mag;
+    }
+  }
+  return ref;
+}
+
+struct Shape {
+  int64_t rows, cols, M;
+};
+
+std::vector<Shape> shapes_for(DType t) {
+  if (is_float(t)) return {{37, 37, 1}, {37, 781, 3}, {21, 256, 64}, {19, 4096, 5}};
+  if (dtype_info(t).block_elems == 32) return {{37, 96, 1}, {37, 544, 3}, {21, 288, 64}};
+  return {{37, 256, 1}, {37, 768, 3}, {21, 512, 64}};
+}
+
+std::vector<Isa> available_isas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (isa_available(isa)) out.push_back(isa);
+  return out;
+}
+
+class MatmulKernels : public ::testing::TestWithParam<DType> {};
+
+TEST_P(MatmulKernels, MatchDequantisedDotWithinQuantisationBound) {
+  const DType t = GetParam();
+  std::mt19937 rng(1234 + static_cast<int>(t));
+  for (const Shape& s : shapes_for(t)) {
+    const Matrix w = random_weights(t, s.rows, s.cols, rng);
+    const std::vector<float> x = random_acts(s.M, s.cols, rng);
+    const Reference ref = reference(w, x, s.M);
+    PackedActs packed;
+    pack_activations(t, x.data(), s.M, s.cols, packed);
+    // Rows [r0, r1) only, into a wider output: nothing outside may be touched.
+    const int64_t r0 = 5, r1 = s.rows - 3, ldy = s.rows + 3;
+    std::vector<std::vector<float>> outs;
+    for (Isa isa : available_isas()) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa_name(isa) + " rows " +
+                   std::to_string(s.rows) + " K " + std::to_string(s.cols) + " M " +
+                   std::to_string(s.M));
+      std::vector<float> y(s.M * ldy, -12345.0f);
+      matmul_rows_isa(isa, w.view(), packed, r0, r1, y.data(), ldy);
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t r = 0; r < ldy; ++r) {
+          const float got = y[m * ldy + r];
+          if (r < r0 || r >= r1) {
+            ASSERT_EQ(got, -12345.0f) << "wrote outside the row range at m " << m << " r " << r;
+            continue;
+          }
+          const size_t i = m * s.rows + r;
+          ASSERT_LE(std::fabs(got - ref.y[i]), ref.quant[i] + ref.round[i])
+              << "m " << m << " r " << r << " got " << got << " ref " << ref.y[i];
+        }
+      outs.push_back(std::move(y));
+    }
+    for (size_t p = 1; p < outs.size(); ++p)
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t r = r0; r < r1; ++r) {
+          const double bound = 2 * ref.round[m * s.rows + r];
+          ASSERT_LE(std::fabs(outs[p][m * ldy + r] - outs[0][m * ldy + r]), bound)
+              << dtype_name(t) << " " << isa_name(available_isas()[p]) << " vs scalar, m " << m
+              << " r " << r;
+        }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(MatmulKernelsArgs, RefuseMismatchedPackingAndPartialBlocks) {
+  std::vector<float> x(64, 1.0f);
+  PackedActs packed;
+  EXPECT_THROW(pack_activations(DType::Q4_K, x.data(), 1, 64, packed), Error);
+  EXPECT_THROW(pack_activations(DType::Q8_0, x.data(), 1, 48, packed), Error);
+  pack_activations(DType::Q8_0, x.data(), 1, 64, packed);
+  std::vector<uint8_t> wbytes(2 * 18);
+  WeightView w{DType::Q4_0, wbytes.data(), 1, 64, 36};
+  float y[1];
+  EXPECT_THROW(matmul_rows(w, packed, 0, 1, y, 1), Error);  // packed for q8_0, weight q4_0
+  w.dtype = DType::Q8_0;
+  EXPECT_THROW(matmul_rows(w, packed, 0, 2, y, 1), Error);  // row range past the weight
+}
+
+TEST(MatmulKernelsArgs, ActiveIsaIsAvailable) {
+  EXPECT_TRUE(isa_available(active_isa()));
+  EXPECT_STREQ(matmul_isa(), isa_name(active_isa()));
+}
+
+}  // namespace
+}  // namespace ts::cpu
