@@ -60,6 +60,8 @@ class Backend {
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   virtual void synchronize() {}
+  // True when backend memory is ordinary host memory (files can be read straight into it).
+  virtual bool is_host() const { return false; }
 
   // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
   // `host` points at `rows * row_stride` bytes of the model file.
@@ -78,6 +80,7 @@ class Backend {
   virtual void matmul(const Weight& w, const float* x, int64_t M, float* y) = 0;
   virtual void add_bias(float* y, const float* b, int64_t M, int64_t n) = 0;
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
+  virtual void zero(float* x, int64_t n);                     // x = 0 (default: a host copy)
   // Rotates the first rotary_dim elements of each head; positions are host memory.
   virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) = 0;
   // Writes k/v rows [M][width] into the cache at rows pos[m].

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/error.h"
 #include "model/model_spec.h"
 #include "runtime/footprint.h"
 
@@ -65,6 +66,7 @@ struct InspectArgs {
 };
 
 int run_inspect(const InspectArgs& a) {
+  if (a.model.empty()) fail(ErrorKind::Usage, "inspect: no model given");
   const auto spec = open_model_spec(a.model);
   const ArchConfig& c = spec->cfg;
   std::map<std::string, int64_t> by_dtype;
@@ -114,8 +116,8 @@ int run_inspect(const InspectArgs& a) {
 Runner add_inspect(CLI::App& app) {
   auto* sub = app.add_subcommand("inspect", "Show a model's family, configuration, tensors and footprint");
   auto a = std::make_shared<InspectArgs>();
-  sub->add_option("model", a->model, "GGUF file or Hugging Face directory")->required();
-  sub->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory");
+  sub->add_option("model", a->model, "GGUF file or Hugging Face directory");
+  sub->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory (same as the positional)");
   sub->add_flag("--json", a->json, "Print one JSON object");
   sub->add_option("--expert-slots", a->slots, "Expert slots per MoE layer for the footprint (0 = resident)")
       ->check(CLI::NonNegativeNumber);

@@ -84,7 +84,10 @@ void read_common(const ConfigView& v, ArchConfig& c) {
 }
 
 void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key) {
-  c.n_expert = v.opt_int("expert_count", hf_expert_count_key).value_or(0);
+  // transformers 5 names every family's expert count num_local_experts; older Qwen configs
+  // say num_experts.
+  c.n_expert = v.opt_int("expert_count", hf_expert_count_key)
+                   .value_or(v.opt_int(nullptr, "num_local_experts").value_or(0));
   c.n_expert_used = v.opt_int("expert_used_count", "num_experts_per_tok").value_or(0);
   if (c.n_expert > 0) {
     c.layer_moe.assign(c.layer_moe.size(), 1);

@@ -1,0 +1,170 @@
+// The CPU backend: ops on host memory, rows split across a thread pool. Matmuls go through the
+// per-dtype kernels of matmul_kernels.h; everything else is plain f32 loops the compiler
+// vectorises.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cpu/attention.h"
+#include "backend/cpu/matmul_kernels.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "quant/dequant.h"
+
+namespace ts {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads > 0 ? threads : physical_cores()) {}
+
+  std::string name() const override { return "cpu (" + std::string(cpu::matmul_isa()) + ", " + std::to_string(pool_.size()) + " threads)"; }
+
+  void* alloc(size_t bytes) override {
+    // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
+    const size_t rounded = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    if (p == nullptr) fail(ErrorKind::Runtime, "out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, rounded == 0 ? 64 : rounded);
+    return p;
+  }
+  void free(void* p) override { std::free(p); }
+  bool is_host() const override { return true; }
+  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+  Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, const void* host) override {
+    return Weight{dtype, rows, cols, row_stride, host};
+  }
+  void release_weight(Weight& w) override { w = Weight{}; }
+
+  void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
+    for (int64_t m = 0; m < M; ++m) {
+      if (ids[m] < 0 || ids[m] >= table.rows)
+        fail(ErrorKind::Input, "token id " + std::to_string(ids[m]) + " is outside the vocabulary of " +
+                                   std::to_string(table.rows));
+      const auto* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[m]) * table.row_stride;
+      float* o = out + m * table.cols;
+      dequantize_row(table.dtype, row, o, table.cols);
+      if (scale != 1.0f)
+        for (int64_t i = 0; i < table.cols; ++i) o[i] *= scale;
+    }
+  }
+
+  void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
+                float* out) override {
+    for (int64_t m = 0; m < M; ++m) norm_row(x + m * n, w, n, eps, plus_one, out + m * n);
+  }
+
+  void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim, float eps,
+                      bool plus_one) override {
+    for (int64_t r = 0; r < M * n_heads; ++r) norm_row(x + r * head_dim, w, head_dim, eps, plus_one, x + r * head_dim);
+  }
+
+  void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
+    cpu::pack_activations(w.dtype, x, M, w.cols, packed_);
+    const cpu::WeightView view{w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols, w.row_stride};
+    // Grain of 16 rows keeps each piece a few cache lines of output and many KB of weights.
+    pool_.parallel_for(
+        w.rows, [&](int64_t r0, int64_t r1) { cpu::matmul_rows(view, packed_, r0, r1, y, w.rows); }, 16);
+  }
+
+  void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < n; ++i) y[m * n + i] += b[i];
+  }
+
+  void zero(float* x, int64_t n) override { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
+
+  void add(float* y, const float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+  }
+
+  void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
+    const int64_t half = r.rotary_dim / 2;
+    std::vector<float> cs(static_cast<size_t>(2 * half));
+    for (int64_t m = 0; m < M; ++m) {
+      // The angle is computed in f32 as PyTorch does (position x inverse frequency), so that long
+      // positions round the same way as the reference.
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(pos[m]) * r.inv_freq[i];
+        cs[2 * i] = std::cos(angle);
+        cs[2 * i + 1] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < n_heads; ++h) {
+        float* v = x + (m * n_heads + h) * r.head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const int64_t a = r.neox ? i : 2 * i;
+          const int64_t b = r.neox ? i + half : 2 * i + 1;
+          const float c = cs[2 * i], s = cs[2 * i + 1];
+          const float x0 = v[a], x1 = v[b];
+          v[a] = x0 * c - x1 * s;
+          v[b] = x0 * s + x1 * c;
+        }
+      }
+    }
+  }
+
+  void kv_store(const KvView& kv, const float* k, const float* v, int64_t M, const int32_t* pos) override {
+    for (int64_t m = 0; m < M; ++m) {
+      if (pos[m] < 0 || pos[m] >= kv.capacity)
+        fail(ErrorKind::Input, "position " + std::to_string(pos[m]) + " is outside the KV cache of " +
+                                   std::to_string(kv.capacity));
+      const size_t off = static_cast<size_t>(pos[m]) * kv.row_bytes;
+      cpu::store_kv_row(kv.dtype, k + m * kv.width, kv.width, static_cast<uint8_t*>(kv.k) + off);
+      cpu::store_kv_row(kv.dtype, v + m * kv.width, kv.width, static_cast<uint8_t*>(kv.v) + off);
+    }
+  }
+
+  void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos, const AttentionArgs& a,
+                 float* out) override {
+    cpu::attention(pool_, q, kv, M, pos, a, out);
+  }
+
+  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+  }
+
+  void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) override {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    for (int64_t i = 0; i < n; ++i) {
+      const float g = gate[i];
+      out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    }
+  }
+
+  void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
+                        int64_t n) override {
+    for (int64_t m = 0; m < M; ++m) {
+      float* dst = y + static_cast<int64_t>(idx[m]) * n;
+      for (int64_t i = 0; i < n; ++i) dst[i] += scale[m] * x[m * n + i];
+    }
+  }
+
+  void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) override {
+    for (int64_t m = 0; m < M; ++m) std::memcpy(out + m * n, x + static_cast<int64_t>(idx[m]) * n, n * sizeof(float));
+  }
+
+  void softcap(float* x, int64_t n, float cap) override {
+    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+  }
+
+ private:
+  static void norm_row(const float* x, const float* w, int64_t n, float eps, bool plus_one, float* out) {
+    double ss = 0;
+    for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
+  }
+
+  ThreadPool pool_;
+  cpu::PackedActs packed_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace ts

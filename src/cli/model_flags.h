@@ -1,0 +1,36 @@
+// Flags shared by every command that runs a model (-m, -t, -c, --kv-type, --expert-slots, ...),
+// and their translation into EngineOptions.
+#pragma once
+
+#include <string>
+
+#include "runtime/engine.h"
+
+namespace CLI {
+class App;
+}
+
+namespace ts::cli {
+
+struct ModelFlags {
+  std::string model;
+  int threads = 0;
+  int64_t ctx = 4096;
+  std::string kv_type = "f16";
+  int64_t prefill_batch = kMaxPrefillBatch;
+  int64_t expert_slots = 0;
+  std::string memory_budget;
+  std::string cache_policy = "lru";
+  std::string backend = "auto";
+  int device = 0;
+};
+
+// `default_model`: add "(default: the bundled model)" semantics when -m is absent.
+void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model);
+EngineOptions engine_options(const ModelFlags& f);
+// -m, or the bundled model when the command allows it; a usage error otherwise.
+std::string model_path(const ModelFlags& f, bool default_model);
+// "8G", "512M", "1000000" -> bytes.
+uint64_t parse_bytes(const std::string& s, const std::string& flag);
+
+}  // namespace ts::cli

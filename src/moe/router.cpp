@@ -1,0 +1,68 @@
+#include "moe/router.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+
+namespace ts {
+namespace {
+
+// Indices of the k largest values; ties go to the lower index, so the choice is deterministic.
+void top_k(const float* v, int64_t n, int64_t k, int32_t* out) {
+  std::vector<int32_t> idx(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) idx[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  });
+  std::copy_n(idx.begin(), k, out);
+}
+
+}  // namespace
+
+void route_token(const float* logits, const RouterArgs& a, int32_t* experts, float* weights) {
+  const int64_t n = a.n_expert, k = a.k;
+  std::vector<float> p(static_cast<size_t>(n));
+  switch (a.scoring) {
+    case RouterScoring::TopkSoftmax: {
+      top_k(logits, n, k, experts);
+      float mx = logits[experts[0]];
+      for (int64_t i = 1; i < k; ++i) mx = std::max(mx, logits[experts[i]]);
+      float sum = 0;
+      for (int64_t i = 0; i < k; ++i) sum += weights[i] = std::exp(logits[experts[i]] - mx);
+      for (int64_t i = 0; i < k; ++i) weights[i] /= sum;
+      return;
+    }
+    case RouterScoring::SoftmaxTopk: {
+      float mx = logits[0];
+      for (int64_t i = 1; i < n; ++i) mx = std::max(mx, logits[i]);
+      float sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += p[static_cast<size_t>(i)] = std::exp(logits[i] - mx);
+      for (int64_t i = 0; i < n; ++i) p[static_cast<size_t>(i)] /= sum;
+      top_k(p.data(), n, k, experts);
+      for (int64_t i = 0; i < k; ++i) weights[i] = p[static_cast<size_t>(experts[i])];
+      break;
+    }
+    case RouterScoring::SigmoidBiasTopk: {
+      // The bias decides which experts run; the weights stay the unbiased sigmoids.
+      std::vector<float> choice(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        p[static_cast<size_t>(i)] = 1.0f / (1.0f + std::exp(-logits[i]));
+        choice[static_cast<size_t>(i)] = p[static_cast<size_t>(i)] + (a.bias ? a.bias[i] : 0.0f);
+      }
+      top_k(choice.data(), n, k, experts);
+      for (int64_t i = 0; i < k; ++i) weights[i] = p[static_cast<size_t>(experts[i])];
+      break;
+    }
+    case RouterScoring::None:
+      fail(ErrorKind::Runtime, "routing requested for a model without a router");
+  }
+  if (a.norm_topk) {
+    float sum = 0;
+    for (int64_t i = 0; i < k; ++i) sum += weights[i];
+    for (int64_t i = 0; i < k; ++i) weights[i] /= sum;
+  }
+}
+
+}  // namespace ts

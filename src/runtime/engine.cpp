@@ -1,0 +1,160 @@
+#include "runtime/engine.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "quant/dequant.h"
+#include "runtime/rope_freqs.h"
+#ifdef TURBOSPARK_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace ts {
+
+std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
+  if (name == "cpu") return make_cpu_backend(threads);
+#ifdef TURBOSPARK_HAVE_CUDA
+  if (name == "cuda") return make_cuda_backend(device);
+  if (name == "auto") return cuda_device_available() ? make_cuda_backend(device) : make_cpu_backend(threads);
+#else
+  (void)device;
+  if (name == "cuda") fail(ErrorKind::Usage, "--backend cuda: this build has no CUDA support");
+  if (name == "auto") return make_cpu_backend(threads);
+#endif
+  fail(ErrorKind::Usage, "unknown backend '" + name + "' (auto, cpu, cuda)");
+}
+
+std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOptions& options) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->options_ = options;
+  e->spec_ = open_model_spec(path);
+  const ArchConfig& c = e->spec_->cfg;
+  if (options.ctx <= 0) fail(ErrorKind::Usage, "context length must be positive");
+  if (options.prefill_batch <= 0 || options.prefill_batch > 4096)
+    fail(ErrorKind::Usage, "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
+  if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0)
+    fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " + std::to_string(c.head_dim) + ")");
+  FootprintRequest req{options.ctx, options.kv_type, options.expert_slots, options.prefill_batch};
+  if (options.memory_budget > 0) {
+    if (options.expert_slots > 0) fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");
+    req.expert_slots = slots_for_budget(*e->spec_, req, options.memory_budget);
+    e->options_.expert_slots = req.expert_slots;
+  }
+  if (c.is_moe() && req.expert_slots > 0 && req.expert_slots < c.n_expert_used)
+    fail(ErrorKind::Budget, "--expert-slots " + std::to_string(req.expert_slots) + " is below top-k (" +
+                                std::to_string(c.n_expert_used) + " experts per token)");
+  e->footprint_ = compute_footprint(*e->spec_, req);
+  e->backend_ = make_backend(options.backend, options.device, options.threads);
+  e->load_weights();
+  e->experts_ = std::make_unique<ExpertStore>(*e->spec_, *e->backend_,
+                                              ExpertStore::Options{req.expert_slots, options.cache_policy});
+  return e;
+}
+
+Engine::~Engine() {
+  experts_.reset();
+  if (!backend_) return;
+  for (Weight& w : uploaded_) backend_->release_weight(w);
+  for (void* p : owned_) backend_->free(p);
+}
+
+Weight Engine::load_matrix(const TensorRef& t) {
+  // Read into memory we own (not the mmap) so that the resident set is exactly what the
+  // footprint announces and a file truncated later cannot fault a resident weight.
+  const bool host = backend_->is_host();
+  void* buf = host ? backend_->alloc(t.nbytes) : std::malloc(t.nbytes);
+  if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + t.name);
+  read_exact(t.file->fd(), buf, t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
+  const int64_t rows = t.rows();
+  Weight w = backend_->upload_weight(t.dtype, rows, t.cols(), static_cast<size_t>(t.nbytes / static_cast<uint64_t>(rows)), buf);
+  if (host) {
+    owned_.push_back(buf);
+  } else {
+    std::free(buf);
+    uploaded_.push_back(w);
+  }
+  return w;
+}
+
+const float* Engine::load_vector(const TensorRef* t) {
+  if (t == nullptr) return nullptr;
+  std::vector<uint8_t> raw(t->nbytes);
+  read_exact(t->file->fd(), raw.data(), t->nbytes, t->offset, t->file->path() + ": tensor '" + t->name + "'",
+             ErrorKind::Model);
+  const int64_t n = static_cast<int64_t>(t->dims[0]);
+  std::vector<float> f(static_cast<size_t>(n));
+  dequantize_row(t->dtype, raw.data(), f.data(), n);
+  auto* dev = static_cast<float*>(backend_->alloc(f.size() * sizeof(float)));
+  backend_->to_device(dev, f.data(), f.size() * sizeof(float));
+  owned_.push_back(dev);
+  return dev;
+}
+
+const float* Engine::upload_inv_freq(bool sliding) {
+  std::vector<float> freqs;
+  if (spec_->rope_freqs) {
+    const TensorRef& t = *spec_->rope_freqs;
+    std::vector<uint8_t> raw(t.nbytes);
+    read_exact(t.file->fd(), raw.data(), t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
+    freqs.resize(static_cast<size_t>(t.dims[0]));
+    dequantize_row(t.dtype, raw.data(), freqs.data(), static_cast<int64_t>(freqs.size()));
+  }
+  const std::vector<float> inv = rope_inv_freq(cfg(), sliding, freqs);
+  auto* dev = static_cast<float*>(backend_->alloc(inv.size() * sizeof(float)));
+  backend_->to_device(dev, inv.data(), inv.size() * sizeof(float));
+  owned_.push_back(dev);
+  return dev;
+}
+
+void Engine::load_weights() {
+  const ArchConfig& c = cfg();
+  token_embd_ = load_matrix(spec_->token_embd);
+  output_ = c.tied_embeddings ? token_embd_ : load_matrix(spec_->output);
+  output_norm_ = load_vector(&spec_->output_norm);
+  const float* inv_freq_global = upload_inv_freq(false);
+  const float* inv_freq_local = nullptr;
+  layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerIndex& I = spec_->layers[static_cast<size_t>(l)];
+    LayerWeights& L = layers_[static_cast<size_t>(l)];
+    auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
+    L.attn_norm = load_vector(I.get(LayerTensor::AttnNorm));
+    L.wq = mat(LayerTensor::Wq);
+    L.wk = mat(LayerTensor::Wk);
+    L.wv = mat(LayerTensor::Wv);
+    L.wo = mat(LayerTensor::Wo);
+    L.bq = load_vector(I.get(LayerTensor::Bq));
+    L.bk = load_vector(I.get(LayerTensor::Bk));
+    L.bv = load_vector(I.get(LayerTensor::Bv));
+    L.q_norm = load_vector(I.get(LayerTensor::QNorm));
+    L.k_norm = load_vector(I.get(LayerTensor::KNorm));
+    L.attn_post_norm = load_vector(I.get(LayerTensor::AttnPostNorm));
+    L.ffn_norm = load_vector(I.get(LayerTensor::FfnNorm));
+    L.ffn_post_norm = load_vector(I.get(LayerTensor::FfnPostNorm));
+    L.ffn_gate = mat(LayerTensor::FfnGate);
+    L.ffn_up = mat(LayerTensor::FfnUp);
+    L.ffn_down = mat(LayerTensor::FfnDown);
+    L.moe = c.layer_moe[static_cast<size_t>(l)] != 0;
+    if (L.moe) {
+      L.router = mat(LayerTensor::Router);
+      if (const TensorRef* b = I.get(LayerTensor::RouterBias)) {
+        std::vector<uint8_t> raw(b->nbytes);
+        read_exact(b->file->fd(), raw.data(), b->nbytes, b->offset, b->file->path() + ": tensor '" + b->name + "'",
+                   ErrorKind::Model);
+        L.router_bias.resize(static_cast<size_t>(c.n_expert));
+        dequantize_row(b->dtype, raw.data(), L.router_bias.data(), c.n_expert);
+      }
+    }
+    const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;
+    if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);
+    L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
+                      sliding ? inv_freq_local : inv_freq_global};
+    L.attn = AttentionArgs{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap,
+                           sliding ? c.sliding_window : 0};
+  }
+}
+
+}  // namespace ts

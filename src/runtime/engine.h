@@ -1,0 +1,89 @@
+// Engine: an opened model placed on a backend. Resident weights (everything but routed experts)
+// are read into backend memory once; routed experts live in the ExpertStore (resident or
+// streamed). The footprint is announced at open and is what the memory gate checks.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_spec.h"
+#include "moe/cache_policy.h"
+#include "moe/expert_store.h"
+#include "runtime/footprint.h"
+
+namespace ts {
+
+struct EngineOptions {
+  std::string backend = "auto";  // auto | cpu | cuda
+  int device = 0;
+  int threads = 0;               // CPU threads; 0 = physical cores
+  int64_t ctx = 4096;            // context of the sessions this engine will serve (for the footprint)
+  DType kv_type = DType::F16;
+  int64_t prefill_batch = kMaxPrefillBatch;
+  int64_t expert_slots = 0;      // per MoE layer; 0 = resident
+  uint64_t memory_budget = 0;    // bytes; derives expert_slots when set
+  CachePolicyKind cache_policy = CachePolicyKind::Lru;
+};
+
+// One layer's resident weights in backend memory. Norm vectors are f32.
+struct LayerWeights {
+  const float* attn_norm = nullptr;
+  Weight wq, wk, wv, wo;
+  const float* bq = nullptr;
+  const float* bk = nullptr;
+  const float* bv = nullptr;
+  const float* q_norm = nullptr;
+  const float* k_norm = nullptr;
+  const float* attn_post_norm = nullptr;
+  const float* ffn_norm = nullptr;
+  const float* ffn_post_norm = nullptr;
+  Weight ffn_gate, ffn_up, ffn_down;  // dense layers
+  Weight router;                      // MoE layers
+  std::vector<float> router_bias;     // host: selection happens on the host
+  bool moe = false;
+  RopeArgs rope;
+  AttentionArgs attn;
+};
+
+class Engine {
+ public:
+  static std::unique_ptr<Engine> open(const std::string& path, const EngineOptions& options);
+  ~Engine();
+
+  const ModelSpec& spec() const { return *spec_; }
+  const ArchConfig& cfg() const { return spec_->cfg; }
+  const EngineOptions& options() const { return options_; }
+  Backend& backend() { return *backend_; }
+  ExpertStore& experts() { return *experts_; }
+  const Footprint& footprint() const { return footprint_; }
+  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const Weight& token_embd() const { return token_embd_; }
+  const Weight& output() const { return output_; }
+  const float* output_norm() const { return output_norm_; }
+
+ private:
+  Engine() = default;
+  void load_weights();
+  Weight load_matrix(const TensorRef& t);
+  const float* load_vector(const TensorRef* t);
+  const float* upload_inv_freq(bool sliding);
+
+  std::unique_ptr<ModelSpec> spec_;
+  EngineOptions options_;
+  std::unique_ptr<Backend> backend_;
+  Footprint footprint_;
+  std::vector<void*> owned_;  // backend buffers this engine allocated
+  std::vector<Weight> uploaded_;
+  Weight token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::unique_ptr<ExpertStore> experts_;
+};
+
+// Picks the backend named by `name` (auto: cuda when a device is present, else cpu).
+std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads);
+
+}  // namespace ts

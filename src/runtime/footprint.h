@@ -1,0 +1,44 @@
+// The memory a run will use, announced at open and checked by the memory gate:
+// resident weights + expert slots + KV cache + workspace.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "quant/dtype.h"
+
+namespace ts {
+
+struct ModelSpec;
+
+// The most tokens one forward pass processes (a prefill micro-batch); decode is the M = 1 case.
+constexpr int64_t kMaxPrefillBatch = 64;
+
+struct FootprintRequest {
+  int64_t ctx = 4096;
+  DType kv_type = DType::F16;
+  int64_t expert_slots = 0;  // per MoE layer; 0 or >= n_expert means every expert resident
+  int64_t prefill_batch = kMaxPrefillBatch;
+};
+
+struct Footprint {
+  uint64_t resident = 0;     // non-expert weights (plus every expert when resident)
+  uint64_t expert_slots = 0; // slots x MoE layers x expert stride (streaming only)
+  int64_t slots_per_layer = 0;
+  bool streaming = false;
+  uint64_t kv_cache = 0;
+  uint64_t workspace = 0;    // activations of one micro-batch
+  uint64_t total = 0;
+};
+
+Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req);
+// The largest slot count whose footprint fits `budget` bytes; fails (Budget) when even top-k
+// slots do not fit, naming each part.
+int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t budget);
+
+nlohmann::json footprint_json(const Footprint& f);
+void print_footprint(const Footprint& f, std::FILE* out);
+
+}  // namespace ts

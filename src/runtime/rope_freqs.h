@@ -1,0 +1,14 @@
+// Rotary inverse frequencies for a layer kind, with the family's scaling applied.
+#pragma once
+
+#include <vector>
+
+#include "model/arch_config.h"
+
+namespace ts {
+
+// rotary_dim / 2 inverse frequencies. `sliding` selects the local rope base (Gemma 3), whose
+// layers are never frequency-scaled. `divisors` (GGUF rope_freqs, may be empty) divide them.
+std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding, const std::vector<float>& divisors);
+
+}  // namespace ts
