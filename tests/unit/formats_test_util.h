@@ -65,9 +65,10 @@ inline std::vector<uint8_t> safetensors_bytes(const std::string& header,
   return b;
 }
 
-// Success when `fn` throws a ts::Error of `kind` whose message contains `needle`.
-inline ::testing::AssertionResult throws_ts_error(const std::function<void()>& fn, ErrorKind kind,
-                                                  const std::string& needle) {
+// Success when `fn` throws a one-line ts::Error of `kind` whose message contains one of `needles`.
+inline ::testing::AssertionResult throws_ts_error_any(const std::function<void()>& fn,
+                                                      ErrorKind kind,
+                                                      const std::vector<std::string>& needles) {
   try {
     fn();
   } catch (const Error& e) {
@@ -75,15 +76,20 @@ inline ::testing::AssertionResult throws_ts_error(const std::function<void()>& f
     if (e.kind() != kind)
       return ::testing::AssertionFailure()
              << "wrong error kind " << static_cast<int>(e.kind()) << ": " << msg;
-    if (msg.find(needle) == std::string::npos)
-      return ::testing::AssertionFailure() << "message lacks '" << needle << "': " << msg;
     if (msg.find('\n') != std::string::npos)
       return ::testing::AssertionFailure() << "multi-line message: " << msg;
-    return ::testing::AssertionSuccess();
+    for (const std::string& needle : needles)
+      if (msg.find(needle) != std::string::npos) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message lacks '" << needles.front() << "': " << msg;
   } catch (const std::exception& e) {
     return ::testing::AssertionFailure() << "not a ts::Error: " << e.what();
   }
-  return ::testing::AssertionFailure() << "no error thrown (expected '" << needle << "')";
+  return ::testing::AssertionFailure() << "no error thrown (expected '" << needles.front() << "')";
+}
+
+inline ::testing::AssertionResult throws_ts_error(const std::function<void()>& fn, ErrorKind kind,
+                                                  const std::string& needle) {
+  return throws_ts_error_any(fn, kind, {needle});
 }
 
 }  // namespace ts::test
