@@ -1,0 +1,110 @@
+// Streaming never changes a number: logits with every slot count from top-k up to resident are
+// bit-identical to resident mode, in prefill (where a micro-batch routes to more experts than
+// there are slots, so experts run in waves) and in decode. A failed expert read stops with an
+// error naming the layer and expert.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "fixture_models.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids, int64_t slots, bool decode,
+                       CachePolicyKind policy = CachePolicyKind::Lru) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 64;
+  o.prefill_batch = 16;
+  o.expert_slots = slots;
+  o.cache_policy = policy;
+  auto engine = Engine::open(path, o);
+  Session s(*engine);
+  const int64_t V = engine->cfg().n_vocab;
+  std::vector<float> logits(ids.size() * static_cast<size_t>(V));
+  if (decode) {
+    for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
+  } else {
+    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
+  }
+  if (slots > 0) {
+    EXPECT_TRUE(engine->experts().streaming());
+    EXPECT_GT(engine->experts().total_stats().misses, 0u);
+  }
+  return logits;
+}
+
+class Streaming : public ::testing::TestWithParam<test::FixtureForm> {};
+
+TEST_P(Streaming, EverySlotCountIsBitIdenticalToResident) {
+  const test::FixtureForm& f = GetParam();
+  const std::vector<int32_t> ids = test::fixture_prompt(f);
+  auto spec = open_model_spec(f.path);
+  const int64_t k = spec->cfg.n_expert_used, E = spec->cfg.n_expert;
+  for (bool decode : {false, true}) {
+    const std::vector<float> resident = run(f.path, ids, 0, decode);
+    for (int64_t slots = k; slots < E; ++slots) {
+      for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu}) {
+        const std::vector<float> streamed = run(f.path, ids, slots, decode, policy);
+        ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+            << (decode ? "decode" : "prefill") << " with " << slots << " slots, policy " << cache_policy_name(policy);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MoeFixtures, Streaming,
+                         ::testing::ValuesIn(test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2"})),
+                         [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
+
+TEST(Streaming, SlotsBelowTopKAreRefused) {
+  const auto forms = test::fixture_forms({"mixtral"});
+  EngineOptions o;
+  o.backend = "cpu";
+  o.expert_slots = 1;
+  try {
+    Engine::open(forms.at(0).path, o);
+    FAIL() << "1 slot accepted for top-2";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Budget);
+    EXPECT_NE(std::string(e.what()).find("below top-k"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Streaming, TruncatedFileStopsWithAnErrorNamingLayerAndExpert) {
+  const auto forms = test::fixture_forms({"mixtral"});
+  const std::string copy = ::testing::TempDir() + "/mixtral-truncated.gguf";
+  std::filesystem::copy_file(forms.back().path, copy, std::filesystem::copy_options::overwrite_existing);
+  EngineOptions o;
+  o.backend = "cpu";
+  o.ctx = 32;
+  o.expert_slots = 2;
+  auto engine = Engine::open(copy, o);
+  // Cut the file after open: every expert read from here on is short.
+  ASSERT_EQ(0, ::truncate(copy.c_str(), 4096));
+  Session s(*engine);
+  const std::vector<int32_t> ids = test::fixture_prompt(forms.back());
+  std::vector<float> logits(static_cast<size_t>(engine->cfg().n_vocab));
+  try {
+    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), false);
+    FAIL() << "a generation over a truncated file succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Runtime);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("layer 0 expert"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("short read"), std::string::npos) << msg;
+  }
+  std::filesystem::remove(copy);
+}
+
+}  // namespace
+}  // namespace ts
