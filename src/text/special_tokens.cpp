@@ -15,12 +15,14 @@ constexpr const char* kEndOfMessage = "<|eom_id|>";
 }  // namespace
 
 void detect_end_of_generation(TokenizerSpec& spec) {
+  if (spec.types.empty()) spec.types.assign(spec.tokens.size(), TokenType::Normal);
   std::unordered_map<std::string_view, int32_t> ids;
   for (size_t i = 0; i < spec.tokens.size(); ++i)
     ids.emplace(spec.tokens[i], static_cast<int32_t>(i));
   const auto mark = [&](int32_t id) {
     spec.extra_eog.push_back(id);
-    spec.types[id] = TokenType::Control;
+    // A types list of the wrong length is reported by the Tokenizer constructor.
+    if (static_cast<size_t>(id) < spec.types.size()) spec.types[id] = TokenType::Control;
   };
   for (const char* text : kEndOfTurn) {
     const auto it = ids.find(text);
