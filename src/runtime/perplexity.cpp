@@ -1,0 +1,71 @@
+#include "runtime/perplexity.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+
+namespace ts {
+namespace {
+
+// -log softmax(row)[target], in double so that 200k summed terms keep their digits.
+double nll(const float* row, int64_t V, int32_t target) {
+  double mx = row[0];
+  for (int64_t i = 1; i < V; ++i) mx = std::max<double>(mx, row[i]);
+  double z = 0;
+  for (int64_t i = 0; i < V; ++i) z += std::exp(static_cast<double>(row[i]) - mx);
+  return std::log(z) + mx - row[target];
+}
+
+}  // namespace
+
+PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens, const PerplexityOptions& o,
+                            const std::function<void(int64_t, int64_t, double)>& progress) {
+  const int64_t n_ctx = o.ctx;
+  if (n_ctx < 2) fail(ErrorKind::Usage, "perplexity needs a context of at least 2 tokens");
+  if (n_ctx > engine.options().ctx) fail(ErrorKind::Usage, "perplexity context exceeds the engine's context");
+  const int64_t windows = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (windows == 0)
+    fail(ErrorKind::Input, "the text has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
+                               std::to_string(n_ctx) + " (lower -c)");
+  const int64_t V = engine.cfg().n_vocab;
+  const int64_t first = o.scoring == PerplexityScoring::SecondHalf ? n_ctx / 2 : 0;
+  const int64_t batch = engine.options().prefill_batch;
+  Session s(engine);
+  std::vector<float> logits(static_cast<size_t>(batch * V));
+  std::vector<int32_t> window(static_cast<size_t>(n_ctx));
+  double sum = 0, sum2 = 0;
+  int64_t count = 0;
+  for (int64_t w = 0; w < windows; ++w) {
+    std::copy_n(tokens.begin() + w * n_ctx, n_ctx, window.begin());
+    if (o.scoring == PerplexityScoring::SecondHalf && o.bos >= 0) window[0] = o.bos;
+    s.reset();
+    for (int64_t start = 0; start < n_ctx; start += batch) {
+      const int64_t M = std::min(batch, n_ctx - start);
+      s.feed(window.data() + start, M, logits.data(), true);
+      // Row j predicts token j + 1 of the window (the original token, not the BOS stand-in).
+      for (int64_t r = 0; r < M; ++r) {
+        const int64_t j = start + r;
+        if (j < first || j + 1 >= n_ctx) continue;
+        const double x = nll(logits.data() + r * V, V, tokens[static_cast<size_t>(w * n_ctx + j + 1)]);
+        sum += x;
+        sum2 += x * x;
+        ++count;
+      }
+    }
+    if (progress) progress(w + 1, windows, std::exp(sum / static_cast<double>(count)));
+  }
+  PerplexityResult r;
+  r.mean_nll = sum / static_cast<double>(count);
+  r.ppl = std::exp(r.mean_nll);
+  const double var = sum2 / static_cast<double>(count) - r.mean_nll * r.mean_nll;
+  r.stderr_ppl = var > 0 && count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) * r.ppl : 0;
+  r.scored = count;
+  r.windows = windows;
+  r.tokens = static_cast<int64_t>(tokens.size());
+  return r;
+}
+
+}  // namespace ts
