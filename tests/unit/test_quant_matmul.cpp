@@ -250,9 +250,20 @@ TEST(MatmulKernelsArgs, RefuseMismatchedPackingAndPartialBlocks) {
   EXPECT_THROW(matmul_rows(w, packed, 0, 2, y, 1), Error);  // row range past the weight
 }
 
-TEST(MatmulKernelsArgs, ActiveIsaIsAvailable) {
+TEST(MatmulKernelsIsa, ActiveIsaIsAvailable) {
   EXPECT_TRUE(isa_available(active_isa()));
   EXPECT_STREQ(matmul_isa(), isa_name(active_isa()));
+}
+
+TEST(MatmulKernelsIsa, EnvironmentNamesALowerPath) {
+  Isa best = Isa::Scalar;
+  for (Isa isa : available_isas()) best = isa;
+  EXPECT_EQ(resolve_isa(nullptr), best);
+  EXPECT_EQ(resolve_isa(""), best);
+  for (Isa isa : available_isas()) EXPECT_EQ(resolve_isa(isa_name(isa)), isa);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512})
+    if (!isa_available(isa)) EXPECT_THROW(resolve_isa(isa_name(isa)), Error);
+  EXPECT_THROW(resolve_isa("sse9"), Error);
 }
 
 }  // namespace

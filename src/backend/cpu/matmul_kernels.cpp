@@ -31,25 +31,6 @@ bool cpu_has_vnni() {
 #endif
 }
 
-Isa pick_isa() {
-  Isa best = Isa::Scalar;
-  if (isa_available(Isa::Avx512))
-    best = Isa::Avx512;
-  else if (isa_available(Isa::Avx2))
-    best = Isa::Avx2;
-  const char* env = std::getenv("TURBOSPARK_ISA");
-  if (env == nullptr || *env == '\0') return best;
-  const std::string want = env;
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (want != isa_name(isa)) continue;
-    if (!isa_available(isa))
-      fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": this CPU does not support it (best is " +
-                                 isa_name(best) + ")");
-    return isa;
-  }
-  fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": expected scalar, avx2 or avx512");
-}
-
 RowsKernel kernel_for(Isa isa, DType t) {
   RowsKernel k = nullptr;
   switch (isa) {
@@ -118,8 +99,26 @@ bool isa_available(Isa isa) {
 #endif
 }
 
+Isa resolve_isa(const char* requested) {
+  Isa best = Isa::Scalar;
+  if (isa_available(Isa::Avx512))
+    best = Isa::Avx512;
+  else if (isa_available(Isa::Avx2))
+    best = Isa::Avx2;
+  if (requested == nullptr || *requested == '\0') return best;
+  const std::string want = requested;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (want != isa_name(isa)) continue;
+    if (!isa_available(isa))
+      fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": this CPU does not support it (best is " +
+                                 isa_name(best) + ")");
+    return isa;
+  }
+  fail(ErrorKind::Usage, "TURBOSPARK_ISA=" + want + ": expected scalar, avx2 or avx512");
+}
+
 Isa active_isa() {
-  static const Isa isa = pick_isa();
+  static const Isa isa = resolve_isa(std::getenv("TURBOSPARK_ISA"));
   return isa;
 }
 

@@ -47,7 +47,10 @@ const char* matmul_isa();
 enum class Isa { Scalar, Avx2, Avx512 };
 const char* isa_name(Isa isa);
 bool isa_available(Isa isa);  // does this CPU (and OS) support it
-Isa active_isa();             // the one matmul_rows uses
+Isa active_isa();             // the one matmul_rows uses: resolve_isa(getenv("TURBOSPARK_ISA"))
+// The best available path for null or "", else the one named; fails (Usage) on an unknown name
+// or one this CPU lacks.
+Isa resolve_isa(const char* requested);
 
 // matmul_rows on an explicit path (tests and benchmarks compare paths); fails if unavailable.
 void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,

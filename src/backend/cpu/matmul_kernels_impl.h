@@ -19,8 +19,10 @@ RowsKernel avx2_kernel(DType t);
 RowsKernel avx512_float_kernel(DType t);
 RowsKernel avx512vnni_int_kernel(DType t);
 
-// Activation rows per register tile in the SIMD kernels, and weight rows per cache chunk: a
-// chunk of weight rows stays in L2 while every tile of activation rows passes over it.
+// Register tile of the SIMD kernels (weight rows x activation rows: each loaded vector feeds
+// several dot products), and weight rows per cache chunk: a chunk of weight rows stays in L2
+// while every tile of activation rows passes over it.
+inline constexpr int kRowTile = 2;
 inline constexpr int kActTile = 4;
 inline constexpr int64_t kRowChunk = 16;
 

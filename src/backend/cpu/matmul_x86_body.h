@@ -93,39 +93,43 @@ inline float scalar_weight(Bf16Row w, int64_t k) {
   return f;
 }
 
-// One weight row against MT activation rows: plain FMA accumulation in f32, with U independent
-// accumulators per activation row to cover the FMA latency.
+// RT weight rows against MT activation rows: plain FMA accumulation in f32. Each weight vector
+// feeds MT FMAs and each activation vector RT of them; with a 1 x 1 tile, U independent
+// accumulators cover the FMA latency.
 template <class Ops, class Row>
 struct FloatKernel {
-  template <int MT>
-  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
+  template <int RT, int MT>
+  static void tile(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0,
+                   float (*out)[kActTile]) {
     using V = typename Ops::VecF;
     constexpr int L = Ops::kLanes;
-    constexpr int U = MT == 1 ? 4 : 2;
-    const Row w{reinterpret_cast<decltype(Row::p)>(wrow)};
+    constexpr int U = RT * MT == 1 ? 4 : (RT * MT == 2 ? 2 : 1);
+    Row w[RT];
+    for (int r = 0; r < RT; ++r) w[r] = Row{reinterpret_cast<decltype(Row::p)>(w0 + r * stride)};
     const float* xs = x.f32 + m0 * x.K;
     const int64_t K = x.K;
-    V acc[MT][U];
-    for (int t = 0; t < MT; ++t)
-      for (int u = 0; u < U; ++u) acc[t][u] = Ops::zero();
+    V acc[RT][MT][U];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t)
+        for (int u = 0; u < U; ++u) acc[r][t][u] = Ops::zero();
     int64_t k = 0;
     for (; k + U * L <= K; k += U * L)
       for (int u = 0; u < U; ++u) {
-        const V wv = Ops::load(w, k + u * L);
-        for (int t = 0; t < MT; ++t)
-          acc[t][u] = Ops::fma(wv, Ops::load_x(xs + t * K + k + u * L), acc[t][u]);
+        V wv[RT];
+        for (int r = 0; r < RT; ++r) wv[r] = Ops::load(w[r], k + u * L);
+        for (int t = 0; t < MT; ++t) {
+          const V xv = Ops::load_x(xs + t * K + k + u * L);
+          for (int r = 0; r < RT; ++r) acc[r][t][u] = Ops::fma(wv[r], xv, acc[r][t][u]);
+        }
       }
-    for (; k + L <= K; k += L) {
-      const V wv = Ops::load(w, k);
-      for (int t = 0; t < MT; ++t) acc[t][0] = Ops::fma(wv, Ops::load_x(xs + t * K + k), acc[t][0]);
-    }
-    for (int t = 0; t < MT; ++t) {
-      V sum = acc[t][0];
-      for (int u = 1; u < U; ++u) sum = Ops::add(sum, acc[t][u]);
-      float v = Ops::hsum(sum);
-      for (int64_t kk = k; kk < K; ++kk) v += scalar_weight(w, kk) * xs[t * K + kk];
-      out[t] = v;
-    }
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t) {
+        V sum = acc[r][t][0];
+        for (int u = 1; u < U; ++u) sum = Ops::add(sum, acc[r][t][u]);
+        float v = Ops::hsum(sum);
+        for (int64_t kk = k; kk < K; ++kk) v += scalar_weight(w[r], kk) * xs[t * K + kk];
+        out[r][t] = v;
+      }
   }
 };
 
@@ -170,33 +174,46 @@ struct DecQ8_0 {
 
 template <class Ops, class Dec>
 struct Q32Kernel {
-  template <int MT>
-  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
-    const auto* w = reinterpret_cast<const typename Dec::Block*>(wrow);
+  template <int RT, int MT>
+  static void tile(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0,
+                   float (*out)[kActTile]) {
+    using Block = typename Dec::Block;
+    const Block* w[RT];
+    for (int r = 0; r < RT; ++r) w[r] = reinterpret_cast<const Block*>(w0 + r * stride);
     const int64_t nb = x.K / kQK32;
     const BlockQ8A32* xs[MT];
     for (int t = 0; t < MT; ++t)
       xs[t] = reinterpret_cast<const BlockQ8A32*>(x.data.data() + (m0 + t) * x.row_bytes);
-    __m256 acc[MT];
-    float mins[MT];
-    for (int t = 0; t < MT; ++t) acc[t] = _mm256_setzero_ps(), mins[t] = 0;
+    __m256 acc[RT][MT];
+    float mins[RT][MT];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t) acc[r][t] = _mm256_setzero_ps(), mins[r][t] = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      const __m256i q = Dec::codes(w[b]);
-      const float d = _cvtsh_ss(w[b].d);
+      __m256i q[RT], q_abs[RT];
+      float d[RT];
+      for (int r = 0; r < RT; ++r) {
+        q[r] = Dec::codes(w[r][b]);
+        q_abs[r] = _mm256_sign_epi8(q[r], q[r]);
+        d[r] = _cvtsh_ss(w[r][b].d);
+      }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8A32& xb = xs[t][b];
         const __m256i xq = load256(xb.qs);
-        __m256i p;
-        if constexpr (Dec::kMin) {
-          p = Ops::dot(_mm256_setzero_si256(), q, xq);
-          mins[t] += _cvtsh_ss(w[b].m) * (xb.d * static_cast<float>(xb.sum));
-        } else {  // u8 x s8 dot of |q| with x carrying q's sign
-          p = Ops::dot(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
+        for (int r = 0; r < RT; ++r) {
+          __m256i p;
+          if constexpr (Dec::kMin) {
+            p = Ops::dot(_mm256_setzero_si256(), q[r], xq);
+            mins[r][t] += _cvtsh_ss(w[r][b].m) * (xb.d * static_cast<float>(xb.sum));
+          } else {  // u8 x s8 dot of |q| with x carrying q's sign
+            p = Ops::dot(_mm256_setzero_si256(), q_abs[r], _mm256_sign_epi8(xq, q[r]));
+          }
+          acc[r][t] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r] * xb.d), acc[r][t]);
         }
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * xb.d), acc[t]);
       }
     }
-    for (int t = 0; t < MT; ++t) out[t] = hsum256(acc[t]) + mins[t];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t) out[r][t] = hsum256(acc[r][t]) + mins[r][t];
   }
 };
 
@@ -207,19 +224,43 @@ struct Q32Kernel {
 
 struct KDecoded {
   __m256i u[8];
-  alignas(32) int16_t scale[16];
-  alignas(32) int16_t min[16];
+  __m256i scale16;  // int16 lane j: scale of sub-block j
+  __m256i min16;    // int16 lane j: min of sub-block j (types with mins)
   float d;
   float dmin;
 };
 
+// Unpacks the twelve 6-bit scale / min bytes of q4_k / q5_k (see k4_scale_min) with 32-bit word
+// arithmetic, each value repeated for the two 16-element halves of its 32-element sub-block.
 inline void k4_scales(const uint8_t* packed, KDecoded& k) {
-  for (int j = 0; j < 8; ++j) {
-    uint8_t scale, min;
-    k4_scale_min(packed, j, scale, min);
-    k.scale[2 * j] = k.scale[2 * j + 1] = scale;
-    k.min[2 * j] = k.min[2 * j + 1] = min;
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  constexpr uint32_t kLow6 = 0x3F3F3F3F, kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
+  const uint32_t scales_lo = w[0] & kLow6;
+  const uint32_t scales_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
+  const uint32_t mins_lo = w[1] & kLow6;
+  const uint32_t mins_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
+  const __m128i all = _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(mins_lo),
+                                    static_cast<int>(scales_hi), static_cast<int>(scales_lo));
+  const __m128i twice_lo = _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
+  const __m128i twice_hi = _mm_add_epi8(twice_lo, _mm_set1_epi8(8));
+  k.scale16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(all, twice_lo));
+  k.min16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(all, twice_hi));
+}
+
+// The sixteen signed 6-bit scales of q3_k (see q3k_scale), by 32-bit word arithmetic.
+inline __m256i q3k_scales(const uint8_t* packed) {
+  uint32_t w[3];
+  std::memcpy(w, packed, sizeof(w));
+  constexpr uint32_t kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
+  uint32_t words[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t low = (w[i % 2] >> (4 * (i / 2))) & kLow4;  // sub-blocks 4i .. 4i + 3
+    words[i] = low | (((w[2] >> (2 * i)) & kLow2) << 4);
   }
+  const __m128i biased = _mm_set_epi32(static_cast<int>(words[3]), static_cast<int>(words[2]),
+                                       static_cast<int>(words[1]), static_cast<int>(words[0]));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
 }
 
 struct DecQ2_K {
@@ -232,7 +273,10 @@ struct DecQ2_K {
       for (int s = 0; s < 4; ++s)
         k.u[4 * h + s] = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), bytes(3));
     }
-    for (int j = 0; j < 16; ++j) k.scale[j] = b.scales[j] & 0x0F, k.min[j] = b.scales[j] >> 4;
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    k.scale16 = _mm256_cvtepu8_epi16(_mm_and_si128(packed, low4));
+    k.min16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), low4));
     k.d = _cvtsh_ss(b.d), k.dmin = _cvtsh_ss(b.dmin);
   }
 };
@@ -248,7 +292,7 @@ struct DecQ3_K {
       const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), bytes(3));
       k.u[c] = _mm256_or_si256(low, _mm256_and_si256(move_bit(hm, c, 2), bytes(4)));
     }
-    for (int j = 0; j < 16; ++j) k.scale[j] = static_cast<int16_t>(q3k_scale(b.scales, j));
+    k.scale16 = q3k_scales(b.scales);
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
 };
@@ -304,7 +348,7 @@ struct DecQ6_K {
         k.u[4 * h + s] = _mm256_or_si256(low[s], high);
       }
     }
-    for (int j = 0; j < 16; ++j) k.scale[j] = b.scales[j];
+    k.scale16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
 };
@@ -319,72 +363,95 @@ inline __m256i chunk_scales(__m256i scales16, int c) {
 
 template <class Ops, class Dec>
 struct KKernel {
-  template <int MT>
-  static void tile(const uint8_t* wrow, const PackedActs& x, int64_t m0, float* out) {
-    const auto* w = reinterpret_cast<const typename Dec::Block*>(wrow);
+  template <int RT, int MT>
+  static void tile(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0,
+                   float (*out)[kActTile]) {
+    using Block = typename Dec::Block;
+    const Block* w[RT];
+    for (int r = 0; r < RT; ++r) w[r] = reinterpret_cast<const Block*>(w0 + r * stride);
     const int64_t nb = x.K / kQKK;
     const BlockQ8K* xs[MT];
     for (int t = 0; t < MT; ++t)
       xs[t] = reinterpret_cast<const BlockQ8K*>(x.data.data() + (m0 + t) * x.row_bytes);
-    __m256 acc[MT];
-    for (int t = 0; t < MT; ++t) acc[t] = _mm256_setzero_ps();
-    KDecoded k;
-    __m256i scales[8];
+    __m256 acc[RT][MT];
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t) acc[r][t] = _mm256_setzero_ps();
+    KDecoded k[RT];
+    __m256i scales[RT][8];
     for (int64_t b = 0; b < nb; ++b) {
-      Dec::decode(w[b], k);
-      const __m256i scale16 = load256(k.scale);
-      for (int c = 0; c < 8; ++c) scales[c] = chunk_scales(scale16, c);
+      for (int r = 0; r < RT; ++r) {
+        Dec::decode(w[r][b], k[r]);
+        for (int c = 0; c < 8; ++c) scales[r][c] = chunk_scales(k[r].scale16, c);
+      }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8K& xb = xs[t][b];
-        __m256i isum = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c)
-          isum = Ops::dot_scaled(isum, k.u[c], load256(xb.qs + 32 * c), scales[c]);
+        __m256i isum[RT];
+        for (int r = 0; r < RT; ++r) isum[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; ++c) {
+          const __m256i xq = load256(xb.qs + 32 * c);
+          for (int r = 0; r < RT; ++r)
+            isum[r] = Ops::dot_scaled(isum[r], k[r].u[c], xq, scales[r][c]);
+        }
         const __m256i bsums = load256(xb.bsums);
-        if constexpr (Dec::kOffsetShift >= 0)  // - offset * sum_j scale_j bsum_j
-          isum = _mm256_sub_epi32(
-              isum, _mm256_slli_epi32(_mm256_madd_epi16(bsums, scale16), Dec::kOffsetShift));
-        acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(k.d * xb.d), acc[t]);
-        if constexpr (Dec::kMin) {
-          const __m256i msum = _mm256_madd_epi16(bsums, load256(k.min));
-          acc[t] =
-              _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-k.dmin * xb.d), acc[t]);
+        for (int r = 0; r < RT; ++r) {
+          if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
+            const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
+            isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
+          }
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(k[r].d * xb.d),
+                                      acc[r][t]);
+          if constexpr (Dec::kMin) {
+            const __m256i msum = _mm256_madd_epi16(bsums, k[r].min16);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-k[r].dmin * xb.d),
+                                        acc[r][t]);
+          }
         }
       }
     }
-    for (int t = 0; t < MT; ++t) out[t] = hsum256(acc[t]);
+    for (int r = 0; r < RT; ++r)
+      for (int t = 0; t < MT; ++t) out[r][t] = hsum256(acc[r][t]);
   }
 };
 
 // ---- driver ------------------------------------------------------------------------------------
 
+template <class Kernel, int RT>
+void run_tile(const WeightView& w, const PackedActs& x, int64_t r, int64_t m0, int mt, float* y,
+              int64_t ldy) {
+  float out[kRowTile][kActTile];
+  const uint8_t* row = w.data + r * w.row_stride;
+  switch (mt) {
+    case 4:
+      Kernel::template tile<RT, 4>(row, w.row_stride, x, m0, out);
+      break;
+    case 3:
+      Kernel::template tile<RT, 3>(row, w.row_stride, x, m0, out);
+      break;
+    case 2:
+      Kernel::template tile<RT, 2>(row, w.row_stride, x, m0, out);
+      break;
+    default:
+      Kernel::template tile<RT, 1>(row, w.row_stride, x, m0, out);
+      break;
+  }
+  for (int i = 0; i < RT; ++i)
+    for (int t = 0; t < mt; ++t) y[(m0 + t) * ldy + r + i] = out[i][t];
+}
+
 // Weight rows in chunks of kRowChunk; each chunk meets every tile of kActTile activation rows
-// while it is hot in cache, so a weight row is read from memory once per matmul.
+// while it is hot in cache, so a weight row is read from memory once per matmul. Inside a chunk,
+// register tiles of kRowTile weight rows x kActTile activation rows.
 template <class Kernel>
 void rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy) {
-  float out[kActTile];
+  static_assert(kRowTile == 2);
   for (int64_t rc = r0; rc < r1; rc += kRowChunk) {
     const int64_t re = std::min(rc + kRowChunk, r1);
     for (int64_t m0 = 0; m0 < x.M; m0 += kActTile) {
       const int mt = static_cast<int>(std::min<int64_t>(kActTile, x.M - m0));
-      for (int64_t r = rc; r < re; ++r) {
-        const uint8_t* row = w.data + r * w.row_stride;
-        switch (mt) {
-          case 4:
-            Kernel::template tile<4>(row, x, m0, out);
-            break;
-          case 3:
-            Kernel::template tile<3>(row, x, m0, out);
-            break;
-          case 2:
-            Kernel::template tile<2>(row, x, m0, out);
-            break;
-          default:
-            Kernel::template tile<1>(row, x, m0, out);
-            break;
-        }
-        for (int t = 0; t < mt; ++t) y[(m0 + t) * ldy + r] = out[t];
-      }
+      int64_t r = rc;
+      for (; r + 2 <= re; r += 2) run_tile<Kernel, 2>(w, x, r, m0, mt, y, ldy);
+      if (r < re) run_tile<Kernel, 1>(w, x, r, m0, mt, y, ldy);
     }
   }
 }

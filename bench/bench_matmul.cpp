@@ -1,0 +1,238 @@
+// CPU matmul kernels per weight type, at the decode shape (M = 1) and at prefill shapes
+// (M = 64, 512), next to a streaming-read benchmark that measures the memory bandwidth they are
+// held against. Counters: weight_GB/s (weight bytes streamed per second) and GFLOP/s (2 M N K).
+//
+// Decode cycles through enough copies of the weight (>= 512 MiB) that it streams from DRAM, not
+// from the last-level cache. Threads = 2 splits the weight rows between two threads, as the
+// backend does.
+//
+//   build-*/bench/bench_matmul --benchmark_filter='decode'  [TURBOSPARK_ISA=avx2]
+#include <benchmark/benchmark.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels.h"
+#include "quant/dequant.h"
+#include "quant/dtype.h"
+
+namespace ts::cpu {
+namespace {
+
+constexpr int64_t kRows = 4096;
+constexpr int64_t kCols = 4096;
+constexpr uint64_t kDecodeBytes = 512ull << 20;
+
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+uint64_t next_random(uint64_t& s) {
+  s ^= s << 13;
+  s ^= s >> 7;
+  s ^= s << 17;
+  return s;
+}
+
+// Byte offsets of the f16 scale fields (d, and dmin / m) in a block, as in quant/blocks.h.
+std::vector<int> scale_fields(DType t) {
+  switch (t) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {0, 2};
+    case DType::Q2_K:
+      return {80, 82};
+    case DType::Q3_K:
+      return {108};
+    case DType::Q6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+// Random weights: small random floats for the float types, random quant bytes with small f16
+// scales for the others (random f16 bits would give NaN and inf scales).
+std::vector<uint8_t> random_weight(DType t, uint64_t seed) {
+  const uint64_t row_bytes = ts::row_bytes(t, kCols, "bench weight");
+  std::vector<uint8_t> bytes(row_bytes * kRows);
+  uint64_t s = seed | 1;
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    const uint64_t v = next_random(s);
+    std::memcpy(&bytes[i], &v, 8);
+  }
+  const auto small = [](uint8_t b) { return (static_cast<float>(b) - 127.5f) / 1024.0f; };
+  if (t == DType::F32) {
+    for (size_t i = 0; i < bytes.size(); i += 4) {
+      const float v = small(bytes[i]);
+      std::memcpy(&bytes[i], &v, 4);
+    }
+  } else if (t == DType::F16 || t == DType::BF16) {
+    for (size_t i = 0; i < bytes.size(); i += 2) {
+      const uint16_t h =
+          t == DType::F16 ? f32_to_f16(small(bytes[i])) : f32_to_bf16(small(bytes[i]));
+      std::memcpy(&bytes[i], &h, 2);
+    }
+  } else {
+    const uint32_t block_bytes = dtype_info(t).block_bytes;
+    for (size_t b = 0; b + block_bytes <= bytes.size(); b += block_bytes)
+      for (int field : scale_fields(t)) {
+        const uint16_t h = f32_to_f16(small(bytes[b + field]) / 16.0f);
+        std::memcpy(&bytes[b + field], &h, 2);
+      }
+  }
+  return bytes;
+}
+
+// A second thread that runs one job per call of run(), spinning between calls so that the
+// hand-off costs well under a microsecond (a decode matmul takes a few hundred).
+class Helper {
+ public:
+  Helper() : thread_([this] { loop(); }) {}
+  ~Helper() {
+    stop_.store(true);
+    generation_.fetch_add(1);
+    thread_.join();
+  }
+  void run(const std::function<void()>& job, const std::function<void()>& own) {
+    job_ = &job;
+    done_.store(false);
+    generation_.fetch_add(1, std::memory_order_release);
+    own();
+    while (!done_.load(std::memory_order_acquire)) {
+    }
+  }
+
+ private:
+  void loop() {
+    uint64_t seen = 0;
+    for (;;) {
+      while (generation_.load(std::memory_order_acquire) == seen) {
+      }
+      seen = generation_.load();
+      if (stop_.load()) return;
+      (*job_)();
+      done_.store(true, std::memory_order_release);
+    }
+  }
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> done_{false};
+  std::atomic<bool> stop_{false};
+  const std::function<void()>* job_ = nullptr;
+  std::thread thread_;
+};
+
+void run_matmul(benchmark::State& state, DType t, Isa isa, int64_t M, int threads) {
+  if (!isa_available(isa)) {
+    state.SkipWithError((std::string(isa_name(isa)) + " not available on this CPU").c_str());
+    return;
+  }
+  const uint64_t weight_bytes = ts::row_bytes(t, kCols, "bench") * kRows;
+  const int copies =
+      M == 1 ? static_cast<int>((kDecodeBytes + weight_bytes - 1) / weight_bytes) : 1;
+  std::vector<std::vector<uint8_t>> weights;
+  for (int c = 0; c < copies; ++c) weights.push_back(random_weight(t, 0x9E3779B97F4A7C15ull + c));
+  std::vector<float> x(M * kCols);
+  uint64_t s = 7;
+  for (auto& v : x) v = static_cast<float>(next_random(s) % 2001) / 1000.0f - 1.0f;
+  std::vector<float> y(M * kRows);
+  PackedActs packed;
+  std::unique_ptr<Helper> helper;
+  if (threads == 2) helper = std::make_unique<Helper>();
+
+  int c = 0;
+  for (auto _ : state) {
+    const WeightView w{t, weights[c].data(), kRows, kCols, weight_bytes / kRows};
+    c = (c + 1) % copies;
+    pack_activations(t, x.data(), M, kCols, packed);
+    if (threads == 2) {
+      const std::function<void()> half = [&] {
+        matmul_rows_isa(isa, w, packed, kRows / 2, kRows, y.data(), kRows);
+      };
+      helper->run(half, [&] { matmul_rows_isa(isa, w, packed, 0, kRows / 2, y.data(), kRows); });
+    } else {
+      matmul_rows_isa(isa, w, packed, 0, kRows, y.data(), kRows);
+    }
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double iters = static_cast<double>(state.iterations());
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(iters * weight_bytes / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iters * 2.0 * M * kRows * kCols / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Sums a large buffer with 64-bit loads: the read bandwidth one (or two) cores can draw.
+void stream_read(benchmark::State& state, int threads) {
+  const size_t bytes = kDecodeBytes;
+  std::vector<uint64_t> buf(bytes / 8);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = i;
+  const auto sum_range = [&](size_t b, size_t e) {
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = b; i < e; i += 4)
+      s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
+    benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+  };
+  std::unique_ptr<Helper> helper;
+  if (threads == 2) helper = std::make_unique<Helper>();
+  for (auto _ : state) {
+    if (threads == 2) {
+      const std::function<void()> half = [&] { sum_range(buf.size() / 2, buf.size()); };
+      helper->run(half, [&] { sum_range(0, buf.size() / 2); });
+    } else {
+      sum_range(0, buf.size());
+    }
+  }
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * bytes / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
+void register_all() {
+  for (int threads : {1, 2})
+    benchmark::RegisterBenchmark(("memory_read/threads:" + std::to_string(threads)).c_str(),
+                                 [threads](benchmark::State& st) { stream_read(st, threads); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  for (DType t : kTypes) {
+    const std::string type = dtype_name(t);
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+      for (int threads : {1, 2}) {
+        const std::string name =
+            "decode/" + type + "/" + isa_name(isa) + "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(
+            name.c_str(), [=](benchmark::State& st) { run_matmul(st, t, isa, 1, threads); })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+    for (int64_t M : {64, 512})
+      for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+        const std::string name =
+            "prefill/" + type + "/" + isa_name(isa) + "/M:" + std::to_string(M);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [=](benchmark::State& st) { run_matmul(st, t, isa, M, 1); })
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+      }
+  }
+}
+
+}  // namespace
+}  // namespace ts::cpu
+
+int main(int argc, char** argv) {
+  ts::cpu::register_all();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
