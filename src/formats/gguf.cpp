@@ -5,6 +5,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "formats/one_line.h"
 
 namespace ts {
 namespace {
@@ -275,7 +276,11 @@ class GgufParser {
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->file_ = std::make_unique<MappedFile>(path);
-  GgufParser(*f).parse();
+  try {
+    GgufParser(*f).parse();
+  } catch (const Error& e) {
+    fail(e.kind(), one_line(e.what()));
+  }
   return f;
 }
 

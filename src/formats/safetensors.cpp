@@ -10,6 +10,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "formats/one_line.h"
 
 namespace ts {
 namespace {
@@ -211,7 +212,11 @@ class SafetensorsParser {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->file_ = std::make_unique<MappedFile>(path);
-  SafetensorsParser(*f).parse();
+  try {
+    SafetensorsParser(*f).parse();
+  } catch (const Error& e) {
+    fail(e.kind(), one_line(e.what()));
+  }
   return f;
 }
 
@@ -223,6 +228,14 @@ const SafetensorsTensor* SafetensorsFile::tensor(std::string_view name) const {
 HfDirectory::~HfDirectory() = default;
 
 std::unique_ptr<HfDirectory> HfDirectory::open(const std::string& dir) {
+  try {
+    return open_impl(dir);
+  } catch (const Error& e) {
+    fail(e.kind(), one_line(e.what()));
+  }
+}
+
+std::unique_ptr<HfDirectory> HfDirectory::open_impl(const std::string& dir) {
   std::unique_ptr<HfDirectory> d(new HfDirectory());
   d->dir_ = dir;
   while (d->dir_.size() > 1 && d->dir_.back() == '/') d->dir_.pop_back();

@@ -294,6 +294,13 @@ TEST_F(GgufMalformed, DuplicateNames) {
   EXPECT_TRUE(refused(w2.bytes(), "duplicate metadata key 'llama.block_count'"));
 }
 
+TEST_F(GgufMalformed, NamesFromTheFileCannotBreakTheMessageLine) {
+  GgufWriter w;
+  w.add_kv("a\nb\x1b[2J", gguf_int(GgufType::U8, 1));
+  w.add_kv("a\nb\x1b[2J", gguf_int(GgufType::U8, 1));
+  EXPECT_TRUE(refused(w.bytes(), "duplicate metadata key 'a\\x0ab\\x1b[2J'"));
+}
+
 TEST_F(GgufMalformed, BadAlignment) {
   struct Case {
     GgufValue value;

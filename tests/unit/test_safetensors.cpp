@@ -178,6 +178,12 @@ TEST_F(Safetensors, Dtypes) {
   }
 }
 
+TEST_F(Safetensors, NamesFromTheFileCannotBreakTheMessageLine) {
+  EXPECT_TRUE(refused(R"({"x\ny": {"dtype": "F12", "shape": [1], "data_offsets": [0, 1]}})", 1,
+                      "tensor 'x\\x0ay': unknown dtype 'F12'"));
+  EXPECT_TRUE(refused(R"({"k\r": 1, "k\r": 2})", 0, "header: duplicate key 'k\\x0d'"));
+}
+
 TEST_F(Safetensors, OffsetsPastEnd) {
   EXPECT_TRUE(refused(R"({"w": {"dtype": "F32", "shape": [2], "data_offsets": [4, 12]}})", 8,
                       "tensor 'w': data_offsets [4, 12) run past the end of the data (8 bytes)"));

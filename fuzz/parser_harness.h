@@ -1,0 +1,173 @@
+// What one fuzz input does: it is put in a file, opened with a parser, and either refused with a
+// ts::Error (the check returns false) or accepted (true), in which case every byte range the
+// parser hands out must lie inside the file. Shared by the libFuzzer targets and the replay test
+// (tests/unit/test_fuzz_replay.cpp), so both hold the parsers to the same rules. Any other
+// exception escapes: it is a bug, reported as a crash by libFuzzer and as a failure by the test.
+#pragma once
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+
+namespace ts::fuzz {
+
+[[noreturn]] inline void violated(const std::string& what) {
+  std::fprintf(stderr, "parser invariant violated: %s\n", what.c_str());
+  std::abort();
+}
+
+// An in-memory file (memfd) whose contents are replaced by each input; parsers open it by path.
+class InputFile {
+ public:
+  InputFile() : fd_(::memfd_create("ts_fuzz_input", 0)) {
+    if (fd_ < 0) violated("memfd_create failed");
+    path_ = "/proc/self/fd/" + std::to_string(fd_);
+  }
+  ~InputFile() { ::close(fd_); }
+  InputFile(const InputFile&) = delete;
+  InputFile& operator=(const InputFile&) = delete;
+
+  void set(const uint8_t* data, size_t size) {
+    if (::ftruncate(fd_, 0) != 0 ||
+        (size > 0 && ::pwrite(fd_, data, size, 0) != static_cast<ssize_t>(size)))
+      violated("cannot write the input to the memfd");
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+// Parsers refuse with a one-line Model or Unsupported error; any other kind is a bug.
+inline bool refused(const Error& e) {
+  if (e.kind() != ErrorKind::Model && e.kind() != ErrorKind::Unsupported)
+    violated(std::string("refused with error kind ") + std::to_string(static_cast<int>(e.kind())) +
+             ": " + e.what());
+  if (std::string_view(e.what()).find('\n') != std::string_view::npos)
+    violated(std::string("multi-line error: ") + e.what());
+  return false;
+}
+
+inline bool check_gguf(const std::string& path) {
+  std::unique_ptr<GgufFile> g;
+  try {
+    g = GgufFile::open(path);
+  } catch (const Error& e) {
+    return refused(e);
+  }
+  const uint64_t size = g->file().size();
+  if (g->alignment() == 0 || (g->alignment() & (g->alignment() - 1)) != 0)
+    violated("gguf alignment");
+  for (const GgufTensor& t : g->tensors()) {
+    if (t.offset < g->data_offset() || (t.offset - g->data_offset()) % g->alignment() != 0)
+      violated("gguf tensor '" + t.name + "' offset");
+    if (t.offset > size || t.nbytes > size - t.offset)
+      violated("gguf tensor '" + t.name + "' range");
+    if (t.dims.empty() || t.dims.size() > 4) violated("gguf tensor '" + t.name + "' dims");
+    if (g->tensor(t.name) != &t) violated("gguf tensor index");
+    volatile uint8_t last = g->tensor_data(t)[t.nbytes - 1];  // the range is really mapped
+    (void)last;
+  }
+  for (const auto& [key, value] : g->metadata()) {
+    if (g->find(key) != &value) violated("gguf metadata index");
+    if (value.type == GgufType::Array && !value.arr) violated("gguf array without elements");
+  }
+  return true;
+}
+
+inline void check_safetensors(const SafetensorsFile& f) {
+  const uint64_t size = f.file().size();
+  for (const SafetensorsTensor& t : f.tensors()) {
+    if (t.offset < 8 || t.offset > size || t.nbytes > size - t.offset)
+      violated("safetensors tensor '" + t.name + "' range");
+    if (f.tensor(t.name) != &t) violated("safetensors tensor index");
+    if (t.nbytes > 0) {
+      volatile uint8_t last = f.tensor_data(t)[t.nbytes - 1];
+      (void)last;
+    }
+  }
+}
+
+inline bool check_safetensors(const std::string& path) {
+  std::unique_ptr<SafetensorsFile> f;
+  try {
+    f = SafetensorsFile::open(path);
+  } catch (const Error& e) {
+    return refused(e);
+  }
+  check_safetensors(*f);
+  return true;
+}
+
+// A model directory with a fixed config.json and two small shards, whose
+// model.safetensors.index.json is each input.
+class HfScratchDir {
+ public:
+  HfScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ts_fuzz_hf_XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) violated("mkdtemp failed");
+    dir_ = tmpl;
+    write("config.json", "{\"architectures\": [\"LlamaForCausalLM\"]}");
+    write("s1.safetensors",
+          shard("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]}}"));
+    write("s2.safetensors",
+          shard("{\"c\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                "\"d\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[8,16]}}"));
+  }
+  ~HfScratchDir() { std::filesystem::remove_all(dir_); }
+  HfScratchDir(const HfScratchDir&) = delete;
+  HfScratchDir& operator=(const HfScratchDir&) = delete;
+
+  void set_index(const uint8_t* data, size_t size) {
+    write("model.safetensors.index.json", std::string(reinterpret_cast<const char*>(data), size));
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  static std::string shard(const std::string& header) {
+    const uint64_t n = header.size();
+    return std::string(reinterpret_cast<const char*>(&n), 8) + header + std::string(16, '\x01');
+  }
+  void write(const std::string& name, const std::string& bytes) {
+    std::ofstream f(dir_ + "/" + name, std::ios::binary | std::ios::trunc);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!f) violated("cannot write " + name);
+  }
+
+  std::string dir_;
+};
+
+inline bool check_hf_dir(const std::string& dir) {
+  std::unique_ptr<HfDirectory> d;
+  try {
+    d = HfDirectory::open(dir);
+  } catch (const Error& e) {
+    return refused(e);
+  }
+  if (!d->config().is_object()) violated("hf config is not an object");
+  for (const auto& shard : d->shards()) {
+    check_safetensors(*shard);
+    for (const SafetensorsTensor& t : shard->tensors()) {
+      const HfDirectory::Found found = d->find(t.name);
+      if (found.file != shard.get() || found.tensor != &t) violated("hf index of '" + t.name + "'");
+    }
+  }
+  return true;
+}
+
+}  // namespace ts::fuzz

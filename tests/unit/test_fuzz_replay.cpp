@@ -1,0 +1,191 @@
+// The fuzzers' harness without libFuzzer: every seed in fuzz/corpus/ (and, when the shared data is
+// present, every real fixture file) plus a few thousand deterministic mutations of them go through
+// the GGUF, safetensors and HF-index parsers. Each input must be refused with a one-line ts::Error
+// or accepted with every byte range inside the file; a crash here (or under the ASan build) is a
+// parser bug. The libFuzzer targets themselves are built by scripts/fuzz.sh.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../../fuzz/parser_harness.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+using Bytes = std::vector<uint8_t>;
+
+Bytes read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// A few libFuzzer-style mutations: bit flips, interesting bytes and integers (counts, lengths and
+// offsets are where parsers break), truncation, deletion, duplication and random insertion. Only
+// the first `window` bytes are touched, so that large real files are mutated in their headers.
+class Mutator {
+ public:
+  explicit Mutator(uint64_t seed) : rng_(seed) {}
+
+  Bytes mutate(Bytes b, size_t window) {
+    const int n = 1 + static_cast<int>(pick(4));
+    for (int k = 0; k < n; ++k) mutate_once(b, std::min(window, b.size()));
+    return b;
+  }
+
+ private:
+  uint64_t pick(uint64_t n) { return n == 0 ? 0 : rng_() % n; }
+
+  void mutate_once(Bytes& b, size_t window) {
+    static constexpr uint8_t kBytes[] = {0,   1,   0x7f, 0x80, 0xff, '{', '}',
+                                         '[', ']', '"',  ':',  ',',  '-', '9'};
+    static constexpr uint64_t kInts[] = {0,          1,          2,          3,          31,
+                                         32,         255,        65536,      0x7fffffff, 0xffffffff,
+                                         1ull << 32, 1ull << 40, 1ull << 60, 1ull << 63, ~0ull};
+    const size_t at = pick(window);
+    switch (pick(7)) {
+      case 0:
+        if (window > 0) b[at] ^= static_cast<uint8_t>(1u << pick(8));
+        break;
+      case 1:
+        if (window > 0) b[at] = kBytes[pick(std::size(kBytes))];
+        break;
+      case 2: {
+        const size_t width = pick(2) ? 8 : 4;
+        const uint64_t v = pick(4) == 0 ? b.size() : kInts[pick(std::size(kInts))];
+        if (at + width <= b.size()) std::memcpy(b.data() + at, &v, width);
+        break;
+      }
+      case 3:
+        b.resize(pick(b.size() + 1));
+        break;
+      case 4:
+        if (window > 0) b.erase(b.begin() + at, b.begin() + std::min(b.size(), at + 1 + pick(64)));
+        break;
+      case 5:
+        if (window > 0) {
+          const Bytes chunk(b.begin() + at, b.begin() + std::min(b.size(), at + 1 + pick(64)));
+          b.insert(b.begin() + pick(window + 1), chunk.begin(), chunk.end());
+        }
+        break;
+      default: {
+        Bytes junk(1 + pick(16));
+        for (uint8_t& c : junk) c = static_cast<uint8_t>(rng_());
+        b.insert(b.begin() + pick(window + 1), junk.begin(), junk.end());
+      }
+    }
+  }
+
+  std::mt19937_64 rng_;
+};
+
+struct Tally {
+  int accepted = 0;
+  int refused = 0;
+};
+
+// Feeds every seed and `total` mutations (spread over the seeds) to `check`.
+template <typename Check>
+Tally replay(const std::vector<fs::path>& seeds, int total, const Check& check) {
+  Tally tally;
+  auto run = [&](const Bytes& input, const std::string& what) {
+    try {
+      (check(input) ? tally.accepted : tally.refused)++;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << what << ": escaped as a non-ts::Error exception: " << e.what();
+    }
+  };
+  const int per_seed = seeds.empty() ? 0 : std::max(1, total / static_cast<int>(seeds.size()));
+  for (size_t s = 0; s < seeds.size(); ++s) {
+    const Bytes seed = read_file(seeds[s]);
+    run(seed, seeds[s].string());
+    Mutator m(0x5eed0000 + s);
+    for (int k = 0; k < per_seed; ++k)
+      run(m.mutate(seed, 65536), seeds[s].string() + " mutation " + std::to_string(k));
+  }
+  return tally;
+}
+
+std::vector<fs::path> corpus(const std::string& target) {
+  return files_in(fs::path(test::repo_dir()) / "fuzz" / "corpus" / target);
+}
+
+// The real files, when the shared data is here: their headers are larger and more varied.
+std::vector<fs::path> shared_files(const std::string& pattern_dir, const std::string& ext) {
+  std::vector<fs::path> out;
+  const std::string fixtures = test::shared_path("fixtures");
+  if (fixtures.empty()) return out;
+  for (const auto& e : fs::directory_iterator(fixtures)) {
+    if (!e.is_directory()) continue;
+    for (const fs::path& f : files_in(e.path() / pattern_dir))
+      if (f.extension() == ext) out.push_back(f);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(FuzzReplay, Gguf) {
+  const auto seeds = corpus("gguf");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/gguf is missing";
+  fuzz::InputFile input;
+  auto check = [&](const Bytes& b) {
+    input.set(b.data(), b.size());
+    return fuzz::check_gguf(input.path());
+  };
+  const Tally t = replay(seeds, 4000, check);
+  const auto real_files = shared_files("", ".gguf");
+  const Tally real = replay(real_files, 200, check);
+  EXPECT_GE(real.accepted, static_cast<int>(real_files.size()));  // each unmutated file opens
+  // Both paths are exercised: mutations that keep a file valid and ones that break it.
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 1000);
+}
+
+TEST(FuzzReplay, Safetensors) {
+  const auto seeds = corpus("safetensors");
+  ASSERT_GE(seeds.size(), 2u) << "fuzz/corpus/safetensors is missing";
+  fuzz::InputFile input;
+  auto check = [&](const Bytes& b) {
+    input.set(b.data(), b.size());
+    return fuzz::check_safetensors(input.path());
+  };
+  const Tally t = replay(seeds, 4000, check);
+  const auto real_files = shared_files("hf", ".safetensors");
+  const Tally real = replay(real_files, 200, check);
+  EXPECT_GE(real.accepted, static_cast<int>(real_files.size()));  // each unmutated file opens
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 1000);
+}
+
+TEST(FuzzReplay, HfIndex) {
+  const auto seeds = corpus("hf_index");
+  ASSERT_GE(seeds.size(), 1u) << "fuzz/corpus/hf_index is missing";
+  fuzz::HfScratchDir dir;
+  auto check = [&](const Bytes& b) {
+    dir.set_index(b.data(), b.size());
+    return fuzz::check_hf_dir(dir.dir());
+  };
+  const Tally t = replay(seeds, 1000, check);
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 300);
+}
+
+}  // namespace
+}  // namespace ts
