@@ -1,5 +1,7 @@
 #include "backend/cpu/attention.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -12,9 +14,8 @@
 namespace ts::cpu {
 namespace {
 
-// Keys per split: long enough to amortise the combine, short enough that one decode token's
-// keys spread over every thread.
-constexpr int64_t kKeysPerSplit = 256;
+// The fewest keys a split takes: fewer would cost more in the combine than they save.
+constexpr int64_t kMinKeysPerSplit = 64;
 
 struct Partial {
   float max;
@@ -33,6 +34,41 @@ void quantize_q8_0_row(const float* src, int64_t n, uint8_t* dst) {
     const uint16_t dh = f32_to_f16(d);
     std::memcpy(blk, &dh, 2);
     for (int i = 0; i < 32; ++i) blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
+  }
+}
+
+// Eight partial sums: lets the compiler vectorise without reassociating the float sum freely.
+float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (; i < n; ++i) s += a[i] * b[i];
+  return s;
+}
+
+__attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+  for (; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, src + 2 * i, 2);
+    dst[i] = f16_to_f32(h);
+  }
+}
+
+// One kv head's slice of a cache row as f32. The f16 cache (the default) is converted with F16C
+// where the CPU has it: a scalar conversion here dominated prefill time.
+void load_kv_head(DType dtype, const uint8_t* src, float* dst, int64_t n) {
+  static const bool has_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  if (dtype == DType::F32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else if (dtype == DType::F16 && has_f16c) {
+    f16_to_f32_f16c(src, dst, n);
+  } else {
+    dequantize_row(dtype, src, dst, n);
   }
 }
 
@@ -68,59 +104,61 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
   const int64_t hd = a.head_dim;
   const int64_t group = a.n_head / a.n_head_kv;
   const size_t head_bytes = kv.row_bytes / static_cast<size_t>(a.n_head_kv);
-  int64_t max_keys = 0;
-  for (int64_t m = 0; m < M; ++m) max_keys = std::max<int64_t>(max_keys, pos[m] + 1);
-  const int64_t splits = std::max<int64_t>(1, (max_keys + kKeysPerSplit - 1) / kKeysPerSplit);
+  int64_t lo_all = INT64_MAX, hi_all = 0;
+  std::vector<int64_t> lo(static_cast<size_t>(M)), hi(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    hi[static_cast<size_t>(m)] = pos[m] + 1;  // keys [lo, hi)
+    lo[static_cast<size_t>(m)] = a.window > 0 ? std::max<int64_t>(0, pos[m] + 1 - a.window) : 0;
+    lo_all = std::min(lo_all, lo[static_cast<size_t>(m)]);
+    hi_all = std::max(hi_all, hi[static_cast<size_t>(m)]);
+  }
+  // Split the keys so that every thread has work even with one kv head (decode over a long
+  // context is the case this exists for); each split converts a key row once for every query
+  // row and every head of its group.
+  const int64_t want = std::max<int64_t>(1, (4 * pool.size() + a.n_head_kv - 1) / a.n_head_kv);
+  const int64_t span = hi_all - lo_all;
+  const int64_t per_split = std::max(kMinKeysPerSplit, (span + want - 1) / want);
+  const int64_t splits = std::max<int64_t>(1, (span + per_split - 1) / per_split);
 
   // partial outputs [M][n_head][splits][hd] and their (max, sum)
-  std::vector<float> part_out(static_cast<size_t>(M * a.n_head * splits * hd));
-  std::vector<Partial> part(static_cast<size_t>(M * a.n_head * splits));
+  std::vector<float> part_out(static_cast<size_t>(M * a.n_head * splits * hd), 0.0f);
+  std::vector<Partial> part(static_cast<size_t>(M * a.n_head * splits),
+                            Partial{-std::numeric_limits<float>::infinity(), 0.0f});
 
-  const int64_t tasks = M * a.n_head_kv * splits;
-  pool.parallel_for(tasks, [&](int64_t t0, int64_t t1) {
+  pool.parallel_for(a.n_head_kv * splits, [&](int64_t t0, int64_t t1) {
     std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
-    std::vector<float> score(static_cast<size_t>(group));
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t s = t % splits;
-      const int64_t g = (t / splits) % a.n_head_kv;
-      const int64_t m = t / (splits * a.n_head_kv);
-      const int64_t hi = pos[m] + 1;  // keys [lo, hi)
-      const int64_t lo = a.window > 0 ? std::max<int64_t>(0, hi - a.window) : 0;
-      const int64_t j0 = std::max(lo, s * kKeysPerSplit), j1 = std::min(hi, (s + 1) * kKeysPerSplit);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        const size_t pi = static_cast<size_t>((m * a.n_head + h) * splits + s);
-        part[pi] = {-std::numeric_limits<float>::infinity(), 0.0f};
-        std::fill_n(part_out.begin() + static_cast<std::ptrdiff_t>(pi * hd), hd, 0.0f);
-      }
+      const int64_t s = t % splits, g = t / splits;
+      const int64_t j0 = lo_all + s * per_split, j1 = std::min(hi_all, j0 + per_split);
       for (int64_t j = j0; j < j1; ++j) {
         const size_t off = static_cast<size_t>(j) * kv.row_bytes + static_cast<size_t>(g) * head_bytes;
-        dequantize_row(kv.dtype, static_cast<const uint8_t*>(kv.k) + off, k.data(), hd);
-        dequantize_row(kv.dtype, static_cast<const uint8_t*>(kv.v) + off, v.data(), hd);
-        for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-          const float* qh = q + (m * a.n_head + h) * hd;
-          float dot = 0;
-          for (int64_t i = 0; i < hd; ++i) dot += qh[i] * k[static_cast<size_t>(i)];
-          float sc = dot * a.scale;
-          if (a.softcap > 0) sc = a.softcap * std::tanh(sc / a.softcap);
-          const size_t pi = static_cast<size_t>((m * a.n_head + h) * splits + s);
-          Partial& p = part[pi];
-          float* o = part_out.data() + pi * static_cast<size_t>(hd);
-          // Online softmax: rescale what was accumulated when a larger score arrives.
-          if (sc > p.max) {
-            const float r = std::exp(p.max - sc);
-            p.sum *= r;
-            for (int64_t i = 0; i < hd; ++i) o[i] *= r;
-            p.max = sc;
+        load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.k) + off, k.data(), hd);
+        load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.v) + off, v.data(), hd);
+        for (int64_t m = 0; m < M; ++m) {
+          if (j < lo[static_cast<size_t>(m)] || j >= hi[static_cast<size_t>(m)]) continue;
+          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+            float sc = dot(q + (m * a.n_head + h) * hd, k.data(), hd) * a.scale;
+            if (a.softcap > 0) sc = a.softcap * std::tanh(sc / a.softcap);
+            const size_t pi = static_cast<size_t>((m * a.n_head + h) * splits + s);
+            Partial& p = part[pi];
+            float* o = part_out.data() + pi * static_cast<size_t>(hd);
+            // Online softmax: rescale what was accumulated when a larger score arrives.
+            if (sc > p.max) {
+              const float r = std::exp(p.max - sc);
+              p.sum *= r;
+              for (int64_t i = 0; i < hd; ++i) o[i] *= r;
+              p.max = sc;
+            }
+            const float e = std::exp(sc - p.max);
+            p.sum += e;
+            for (int64_t i = 0; i < hd; ++i) o[i] += e * v[static_cast<size_t>(i)];
           }
-          const float e = std::exp(sc - p.max);
-          p.sum += e;
-          for (int64_t i = 0; i < hd; ++i) o[i] += e * v[static_cast<size_t>(i)];
         }
       }
     }
   });
 
-  // Combine the splits of each (row, head).
+  // Combine the splits of each (row, head): rescale each partial to the common max.
   for (int64_t r = 0; r < M * a.n_head; ++r) {
     float mx = -std::numeric_limits<float>::infinity();
     for (int64_t s = 0; s < splits; ++s) mx = std::max(mx, part[static_cast<size_t>(r * splits + s)].max);
