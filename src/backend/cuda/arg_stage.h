@@ -1,0 +1,46 @@
+// Small host arguments (token ids, positions, row indices, scales) copied to the device for the
+// kernels that read them. A pinned ring and a device ring of the same size: each argument takes
+// the next slot, is copied asynchronously on the stream, and stays valid for every kernel queued
+// after it; when the ring wraps, the stream is drained first so that no queued kernel still reads a
+// slot being reused. Positions repeat across every layer of a token (rope, kv_store, attention),
+// so an argument whose bytes equal one of the last few uploads reuses that slot instead.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace ts::cuda {
+
+class ArgStage {
+ public:
+  explicit ArgStage(cudaStream_t stream) : stream_(stream) {}
+  ~ArgStage();
+  ArgStage(const ArgStage&) = delete;
+  ArgStage& operator=(const ArgStage&) = delete;
+
+  // Device copy of `bytes` bytes at `host`.
+  const void* put(const void* host, size_t bytes);
+
+ private:
+  struct Recent {
+    std::vector<unsigned char> bytes;
+    size_t offset = 0;
+    bool valid = false;
+  };
+
+  void reserve(size_t bytes);
+  void forget_recent();
+
+  cudaStream_t stream_;
+  unsigned char* pinned_ = nullptr;
+  unsigned char* device_ = nullptr;
+  size_t capacity_ = 0;
+  size_t used_ = 0;
+  std::array<Recent, 4> recent_;
+  size_t next_recent_ = 0;
+};
+
+}  // namespace ts::cuda

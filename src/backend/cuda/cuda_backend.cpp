@@ -1,0 +1,277 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/arg_stage.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "core/checked.h"
+#include "core/error.h"
+
+namespace ts {
+namespace {
+
+// Every allocation carries this many zeroed bytes past its end: the GEMV kernels round a row's
+// last 16-byte load up, and may read up to 15 bytes beyond the last row of a matrix.
+constexpr size_t kTailSlack = 16;
+// Head dimensions up to this size have attention kernels (8 values per lane).
+constexpr int64_t kMaxHeadDim = 256;
+// Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
+constexpr int64_t kMaxGridY = 65535;
+
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    cuda::check(cudaSetDevice(device), "cudaSetDevice");
+    cudaDeviceProp prop{};
+    cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    sm_count_ = prop.multiProcessorCount;
+    name_ = "cuda (" + std::string(prop.name) + ", sm_" + str(prop.major) + str(prop.minor) +
+            ", device " + str(device) + ")";
+    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    args_ = std::make_unique<cuda::ArgStage>(stream_);
+    gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    partials_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+  }
+
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    partials_.reset();
+    gemm_.reset();
+    args_.reset();
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return name_; }
+
+  void* alloc(size_t bytes) override {
+    const size_t total = checked_add(bytes, kTailSlack, "CUDA allocation");
+    void* p = nullptr;
+    const cudaError_t e = cudaMalloc(&p, total);
+    if (e != cudaSuccess)
+      fail(ErrorKind::Runtime, "CUDA out of memory allocating " + std::to_string(bytes) +
+                                   " bytes on device " + str(device_) + ": " +
+                                   cudaGetErrorString(e));
+    cuda::check(cudaMemsetAsync(p, 0, total, stream_), "cudaMemset");
+    return p;
+  }
+
+  void free(void* p) override {
+    if (p == nullptr) return;
+    cuda::check(cudaStreamSynchronize(stream_), "free");
+    cuda::check(cudaFree(p), "cudaFree");
+  }
+
+  // Synchronous like the CPU backend's memcpy: the host memory may be reused on return.
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+                "copy to device");
+    cuda::check(cudaStreamSynchronize(stream_), "copy to device");
+  }
+
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
+    cuda::check(cudaStreamSynchronize(stream_), "copy to host");
+  }
+
+  void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "synchronize"); }
+
+  Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
+                       const void* host) override {
+    if (!is_weight_dtype_supported(dtype))
+      fail(ErrorKind::Unsupported,
+           std::string("weight type ") + dtype_name(dtype) + " has no CUDA kernels");
+    const uint64_t row = row_bytes(dtype, static_cast<uint64_t>(cols), "weight upload");
+    if (row_stride < row)
+      fail(ErrorKind::Model, "weight upload: row stride " + std::to_string(row_stride) +
+                                 " is shorter than a row of " + std::to_string(row) + " bytes");
+    // The kernels read f16 scales and 16-bit fields of every block format in place.
+    const size_t elem_align = dtype == DType::F32 ? 4 : 2;
+    if (row_stride % elem_align != 0)
+      fail(ErrorKind::Unsupported, "weight upload: row stride " + std::to_string(row_stride) +
+                                       " is not a multiple of " + std::to_string(elem_align) +
+                                       " bytes");
+    const size_t bytes = checked_mul(static_cast<uint64_t>(rows), row_stride, "weight upload");
+    void* data = alloc(bytes);
+    to_device(data, host, bytes);
+    return Weight{dtype, rows, cols, row_stride, data};
+  }
+
+  void release_weight(Weight& w) override {
+    free(const_cast<void*>(w.data));
+    w = Weight{};
+  }
+
+  void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
+    for (int64_t m = 0; m < M; ++m)
+      if (ids[m] < 0 || ids[m] >= table.rows)
+        fail(ErrorKind::Input,
+             "token id " + str(ids[m]) + " is outside the vocabulary of " + str(table.rows));
+    check_rows(M, "embed");
+    const auto* d_ids = static_cast<const int32_t*>(args_->put(ids, sizeof(int32_t) * M));
+    cuda::launch_embed(table, d_ids, M, scale, out, stream_);
+  }
+
+  void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
+                float* out) override {
+    cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_);
+  }
+
+  void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
+                      float eps, bool plus_one) override {
+    cuda::launch_rms_norm(x, w, M * n_heads, head_dim, eps, plus_one, x, stream_);
+  }
+
+  void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
+    if (M == 1)
+      cuda::launch_gemv(w, x, y, sm_count_, stream_);
+    else
+      gemm_->run(w, x, M, y);
+  }
+
+  void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
+    cuda::launch_add_bias(y, b, M, n, stream_);
+  }
+
+  void add(float* y, const float* x, int64_t n) override { cuda::launch_add(y, x, n, stream_); }
+
+  void zero(float* x, int64_t n) override {
+    cuda::check(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_), "zero");
+  }
+
+  void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
+    if (r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim || r.rotary_dim <= 0)
+      fail(ErrorKind::Unsupported, "rope: rotary dimension " + str(r.rotary_dim) +
+                                       " must be even and within head_dim " + str(r.head_dim));
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    cuda::launch_rope(x, M, n_heads, d_pos, r, stream_);
+  }
+
+  void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
+                const int32_t* pos) override {
+    check_kv(kv, "kv_store");
+    check_positions(kv, pos, M, "kv_store");
+    check_rows(M, "kv_store");
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    cuda::launch_kv_store(kv, k, v, M, d_pos, stream_);
+  }
+
+  void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                 const AttentionArgs& a, float* out) override {
+    check_kv(kv, "attention");
+    if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.head_dim * a.n_head_kv != kv.width)
+      fail(ErrorKind::Unsupported, "attention: " + str(a.n_head) + " heads over " +
+                                       str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
+                                       " do not fit a cache row of " + str(kv.width));
+    if (a.head_dim > kMaxHeadDim)
+      fail(ErrorKind::Unsupported, "attention: head_dim " + str(a.head_dim) +
+                                       " exceeds the CUDA kernels' " + str(kMaxHeadDim));
+    check_positions(kv, pos, M, "attention");
+    check_rows(M, "attention");
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    if (M > 1) {
+      cuda::launch_attention_prefill(q, kv, M, d_pos, a, out, stream_);
+      return;
+    }
+    const int splits = decode_splits(pos[0], a);
+    auto* partials = static_cast<float*>(
+        partials_->get(sizeof(float) * static_cast<size_t>(a.n_head * splits * (a.head_dim + 2)),
+                       "attention partials"));
+    cuda::launch_attention_decode(q, kv, d_pos, a, splits, partials, out, stream_);
+  }
+
+  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    cuda::launch_swiglu(gate, up, n, out, stream_);
+  }
+
+  void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) override {
+    cuda::launch_geglu_tanh(gate, up, n, out, stream_);
+  }
+
+  void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
+                        int64_t n) override {
+    const auto* d_idx = static_cast<const int32_t*>(args_->put(idx, sizeof(int32_t) * M));
+    const auto* d_scale = static_cast<const float*>(args_->put(scale, sizeof(float) * M));
+    cuda::launch_scatter_add_rows(y, x, d_idx, d_scale, M, n, stream_);
+  }
+
+  void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) override {
+    const auto* d_idx = static_cast<const int32_t*>(args_->put(idx, sizeof(int32_t) * M));
+    cuda::launch_gather_rows(x, d_idx, M, n, out, stream_);
+  }
+
+  void softcap(float* x, int64_t n, float cap) override {
+    cuda::launch_softcap(x, n, cap, stream_);
+  }
+
+ private:
+  static void check_rows(int64_t M, const char* op) {
+    if (M > kMaxGridY)
+      fail(ErrorKind::Unsupported,
+           std::string(op) + ": " + str(M) + " rows in one call exceed " + str(kMaxGridY));
+  }
+
+  static void check_kv(const KvView& kv, const char* op) {
+    const bool known = kv.dtype == DType::F32 || kv.dtype == DType::F16 ||
+                       kv.dtype == DType::BF16 || kv.dtype == DType::Q8_0;
+    if (!known)
+      fail(ErrorKind::Unsupported,
+           std::string(op) + ": KV cache type " + dtype_name(kv.dtype) + " is not supported");
+    if (row_bytes(kv.dtype, static_cast<uint64_t>(kv.width), op) > kv.row_bytes)
+      fail(ErrorKind::Runtime, std::string(op) + ": KV row of " + str(kv.width) +
+                                   " elements does not fit " + std::to_string(kv.row_bytes) +
+                                   " bytes");
+  }
+
+  static void check_positions(const KvView& kv, const int32_t* pos, int64_t M, const char* op) {
+    for (int64_t m = 0; m < M; ++m)
+      if (pos[m] < 0 || pos[m] >= kv.capacity)
+        fail(ErrorKind::Input, std::string(op) + ": position " + str(pos[m]) +
+                                   " is outside the KV cache of " + str(kv.capacity));
+  }
+
+  // Key ranges per head for decode: about two blocks per multiprocessor in all, each range at least
+  // 16 keys (four per warp) so that the combine stays cheap.
+  int decode_splits(int32_t pos, const AttentionArgs& a) const {
+    const int64_t keys = a.window > 0 ? std::min<int64_t>(pos + 1, a.window) : pos + 1;
+    const int64_t wanted = (2 * sm_count_ + a.n_head - 1) / a.n_head;
+    const int64_t most = (keys + 15) / 16;
+    return static_cast<int>(std::clamp<int64_t>(std::min(wanted, most), 1, 64));
+  }
+
+  int device_;
+  int sm_count_ = 0;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::ArgStage> args_;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  std::unique_ptr<cuda::DeviceBuffer> partials_;
+};
+
+}  // namespace
+
+bool cuda_device_available() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+    fail(ErrorKind::Usage, "--backend cuda: no CUDA device is present");
+  if (device < 0 || device >= count)
+    fail(ErrorKind::Usage,
+         "--device " + str(device) + ": only " + str(count) + " CUDA device(s) present");
+  return std::make_unique<CudaBackend>(device);
+}
+
+}  // namespace ts

@@ -1,0 +1,17 @@
+// The CUDA backend: buffers in device memory (plain cudaMalloc), every op of backend.h as kernels
+// on one stream, cuBLAS for matmuls of several rows. A plain C++ header: callers need no CUDA.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.h"
+
+namespace ts {
+
+// True when the CUDA runtime sees at least one device.
+bool cuda_device_available();
+
+// The backend on device `device`; fails (ErrorKind::Usage) when there is no such device.
+std::unique_ptr<Backend> make_cuda_backend(int device);
+
+}  // namespace ts

@@ -1,0 +1,266 @@
+// Row and elementwise kernels of the CUDA backend: all memory-bound, one pass each, f32 arithmetic
+// written in the same order as the CPU backend's loops.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <string>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_device.cuh"
+#include "core/error.h"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Grid for a grid-stride loop over n items: enough blocks to fill the device, never more than n
+// needs.
+unsigned grid_for(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, 65535));
+}
+
+template <DType T>
+__global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t cols,
+                             const int32_t* ids, float scale, float* out) {
+  const int64_t m = blockIdx.y;
+  const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (e0 >= cols) return;
+  const uint8_t* row = table + static_cast<size_t>(ids[m]) * row_stride;
+  float v[8];
+  if constexpr (is_plain(T)) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) v[k] = e0 + k < cols ? plain_elem<T>(row, e0 + k) : 0.0f;
+  } else {
+    using B = BlockTraits<T>;
+    dequant8<T>(row + (e0 / B::kElems) * B::kBytes, static_cast<int>(e0 % B::kElems), v);
+  }
+  float* o = out + m * cols;
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    if (e0 + k < cols) o[e0 + k] = scale != 1.0f ? v[k] * scale : v[k];
+}
+
+// Sum of `v` over the block, returned to every thread.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  v = lane < warps ? partial[lane] : 0.0f;
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  __syncthreads();  // partial[] may be reused by the caller's next block_sum
+  return v;
+}
+
+// One block per row; w has n elements (the same weight for every row).
+__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float eps, bool plus_one,
+                                float* out) {
+  const float* xr = x + blockIdx.x * n;
+  float* o = out + blockIdx.x * n;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+    o[i] = xr[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
+}
+
+__global__ void add_bias_kernel(float* y, const float* b, int64_t M, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < M * n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] += b[i % n];
+}
+
+__global__ void add_kernel(float* y, const float* x, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    y[i] += x[i];
+}
+
+// One block per (row, head); threads over the rotated pairs.
+__global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
+                            int64_t half, bool neox, const float* inv_freq) {
+  const int64_t m = blockIdx.x / n_heads;
+  float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
+  // The angle is an f32 product as in PyTorch, so long positions round like the reference.
+  const float p = static_cast<float>(pos[m]);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, c;
+    sincosf(p * inv_freq[i], &s, &c);
+    const int64_t a = neox ? i : 2 * i;
+    const int64_t b = neox ? i + half : 2 * i + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+// GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh').
+__global__ void geglu_tanh_kernel(const float* gate, const float* up, int64_t n, float* out) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float g = gate[i];
+    out[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  }
+}
+
+// One thread per column, rows taken in order: rows that share a destination add up in the same
+// order as on the CPU, with no atomics.
+__global__ void scatter_add_rows_kernel(float* y, const float* x, const int32_t* idx,
+                                        const float* scale, int64_t M, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    for (int64_t m = 0; m < M; ++m)
+      y[static_cast<int64_t>(idx[m]) * n + i] += scale[m] * x[m * n + i];
+}
+
+__global__ void gather_rows_kernel(const float* x, const int32_t* idx, int64_t M, int64_t n,
+                                   float* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < M * n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = x[static_cast<int64_t>(idx[i / n]) * n + i % n];
+}
+
+__global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] = cap * tanhf(x[i] / cap);
+}
+
+template <class Out>
+__global__ void convert_kernel(const float* x, int64_t n, Out* out) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if constexpr (std::is_same_v<Out, __half>)
+      out[i] = __float2half_rn(x[i]);
+    else
+      out[i] = __float2bfloat16_rn(x[i]);
+  }
+}
+
+// Eight elements per thread, written as one 16-byte store of halves.
+template <DType T>
+__global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int64_t cols,
+                                        __half* out) {
+  using B = BlockTraits<T>;
+  const int64_t r = blockIdx.y;
+  const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
+  if (e0 >= cols) return;
+  float v[8];
+  dequant8<T>(w + r * row_stride + (e0 / B::kElems) * B::kBytes, static_cast<int>(e0 % B::kElems),
+              v);
+  __align__(16) __half h[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) h[k] = __float2half_rn(v[k]);
+  *reinterpret_cast<uint4*>(out + r * cols + e0) = *reinterpret_cast<const uint4*>(h);
+}
+
+}  // namespace
+
+void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
+                  cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((table.cols + 8 * 128 - 1) / (8 * 128)),
+                  static_cast<unsigned>(M));
+  const bool known = dispatch_weight_type(table.dtype, [&]<DType T>() {
+    embed_kernel<T><<<grid, 128, 0, stream>>>(static_cast<const uint8_t*>(table.data),
+                                              table.row_stride, table.cols, ids, scale, out);
+  });
+  if (!known)
+    fail(ErrorKind::Unsupported,
+         std::string("embed: table type ") + dtype_name(table.dtype) + " has no CUDA kernel");
+  check_launch("embed");
+}
+
+void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
+                     bool plus_one, float* out, cudaStream_t stream) {
+  // 32 threads per 128 elements, between one and eight warps: short rows (q/k heads) don't idle
+  // a big block, long rows (hidden states) get enough loads in flight.
+  const int threads = static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));
+  rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+  check_launch("rms_norm");
+}
+
+void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {
+  add_bias_kernel<<<grid_for(M * n), kThreads, 0, stream>>>(y, b, M, n);
+  check_launch("add_bias");
+}
+
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
+  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, n);
+  check_launch("add");
+}
+
+void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
+                 cudaStream_t stream) {
+  const int64_t half = r.rotary_dim / 2;
+  const int threads = static_cast<int>(std::clamp<int64_t>((half + 31) / 32 * 32, 32, 128));
+  rope_kernel<<<static_cast<unsigned>(M * n_heads), threads, 0, stream>>>(
+      x, n_heads, pos, r.head_dim, half, r.neox, r.inv_freq);
+  check_launch("rope");
+}
+
+void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
+  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+  check_launch("swiglu");
+}
+
+void launch_geglu_tanh(const float* gate, const float* up, int64_t n, float* out,
+                       cudaStream_t stream) {
+  geglu_tanh_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
+  check_launch("geglu_tanh");
+}
+
+void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
+                             int64_t M, int64_t n, cudaStream_t stream) {
+  scatter_add_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, idx, scale, M, n);
+  check_launch("scatter_add_rows");
+}
+
+void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,
+                        cudaStream_t stream) {
+  gather_rows_kernel<<<grid_for(M * n), kThreads, 0, stream>>>(x, idx, M, n, out);
+  check_launch("gather_rows");
+}
+
+void launch_softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
+  softcap_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, cap);
+  check_launch("softcap");
+}
+
+void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream) {
+  if (to == DType::F16)
+    convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__half*>(out));
+  else
+    convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
+  check_launch("convert activations");
+}
+
+void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
+                             cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128)),
+                  static_cast<unsigned>(r1 - r0));
+  const auto* base = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
+  const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
+    if constexpr (!is_plain(T))
+      dequant_rows_f16_kernel<T>
+          <<<grid, 128, 0, stream>>>(base, w.row_stride, w.cols, static_cast<__half*>(out));
+  });
+  if (!known || is_plain(w.dtype))
+    fail(ErrorKind::Unsupported,
+         std::string("matmul: no dequantising kernel for ") + dtype_name(w.dtype));
+  check_launch("dequantise weight rows");
+}
+
+}  // namespace ts::cuda

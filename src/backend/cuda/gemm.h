@@ -1,0 +1,34 @@
+// Matmul of M > 1 activation rows (and of weights the GEMV kernels can't take) through cuBLAS:
+// f32 weights in full f32 (no TF32: f32 models are tested against PyTorch at 1e-4); f16 / bf16
+// weights on the tensor cores with the activations rounded to the weight's type and f32
+// accumulation; block-quantised weights dequantised to f16 in chunks of rows, then the f16 GEMM.
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_buffer.h"
+
+namespace ts::cuda {
+
+class Gemm {
+ public:
+  explicit Gemm(cudaStream_t stream);
+  ~Gemm();
+  Gemm(const Gemm&) = delete;
+  Gemm& operator=(const Gemm&) = delete;
+
+  // y[m][r] = dot(w row r, x[m]) for m < M; x is [M][w.cols], y is [M][w.rows].
+  void run(const Weight& w, const float* x, int64_t M, float* y);
+
+ private:
+  cudaStream_t stream_;
+  cublasHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  DeviceBuffer acts_;     // activations in f16 / bf16
+  DeviceBuffer weights_;  // a chunk of dequantised weight rows
+};
+
+}  // namespace ts::cuda

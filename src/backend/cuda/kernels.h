@@ -1,0 +1,61 @@
+// Host-side launchers of the CUDA backend's kernels. Every pointer is device memory unless named
+// `host`; every launch goes on `stream` and is checked for launch errors. Arguments are validated
+// by the backend (cuda_backend.cpp) before they get here.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace ts::cuda {
+
+// Elementwise and row ops (elementwise.cu).
+void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
+                  cudaStream_t stream);
+void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
+                     bool plus_one, float* out, cudaStream_t stream);
+void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream);
+void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
+                 cudaStream_t stream);
+void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
+void launch_geglu_tanh(const float* gate, const float* up, int64_t n, float* out,
+                       cudaStream_t stream);
+void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
+                             int64_t M, int64_t n, cudaStream_t stream);
+void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,
+                        cudaStream_t stream);
+void launch_softcap(float* x, int64_t n, float cap, cudaStream_t stream);
+
+// Activations converted for a tensor-core GEMM: f32 -> f16 or bf16 (round to nearest even).
+void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream);
+
+// Rows [r0, r1) of a weight dequantised to f16, packed as [r1 - r0][w.cols] (gemm.cpp's
+// dequantise-then-GEMM path for quantised weights).
+void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
+                             cudaStream_t stream);
+
+// y = W x for one activation row (M = 1), in f32 whatever the layout: 16-byte vector loads when
+// rows and x are aligned, element loads otherwise.
+void launch_gemv(const Weight& w, const float* x, float* y, int sm_count, cudaStream_t stream);
+
+// KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
+void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
+                     const int32_t* pos, cudaStream_t stream);
+
+// Attention (attention.cu). Decode (M = 1): split-KV partials of `splits` key ranges per head,
+// written to `partials` (n_head * splits * (head_dim + 2) floats), then combined into out.
+void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
+                             const AttentionArgs& a, int splits, float* partials, float* out,
+                             cudaStream_t stream);
+// Prefill (M > 1): a tiled kernel over blocks of query rows.
+void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                              const AttentionArgs& a, float* out, cudaStream_t stream);
+
+// Launch error of the kernel just queued, as ts::fail with `what` and the CUDA error string.
+void check_launch(const char* what);
+
+}  // namespace ts::cuda

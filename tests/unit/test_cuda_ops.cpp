@@ -1,0 +1,524 @@
+// The CUDA backend's ops on random data against the CPU backend (and, for matmuls, against a
+// double-precision dot product of the reference-dequantised weights, since the CPU backend rounds
+// activations to int8 for the quantised types). Skips when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#ifdef TURBOSPARK_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+#include "quant/blocks.h"
+#include "quant/dequant.h"
+#include "quant/dtype.h"
+
+namespace ts {
+namespace {
+
+constexpr float kU = 5.96e-8f;  // f32 unit roundoff, 2^-24
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(1);
+  }
+
+  void TearDown() override {
+    for (void* p : allocations_) gpu_->free(p);
+  }
+
+  float* upload(const std::vector<float>& v) {
+    auto* p = static_cast<float*>(gpu_->alloc(v.size() * sizeof(float)));
+    allocations_.push_back(p);
+    gpu_->to_device(p, v.data(), v.size() * sizeof(float));
+    return p;
+  }
+
+  void* device_bytes(size_t n) {
+    void* p = gpu_->alloc(n);
+    allocations_.push_back(p);
+    return p;
+  }
+
+  std::vector<float> download(const float* p, size_t n) {
+    std::vector<float> v(n);
+    gpu_->to_host(v.data(), p, n * sizeof(float));
+    return v;
+  }
+
+  std::vector<float> randn(size_t n, float sigma = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng_);
+    return v;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<void*> allocations_;
+  std::mt19937 rng_{1234};
+};
+
+// |a - b| <= atol + rtol * |b| for every element.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                  float rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tol = atol + rtol * std::fabs(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " cpu " << want[i] << " tol "
+                    << tol;
+  }
+}
+
+// Offsets of the f16 scale fields (d, dmin, m) of each block format.
+std::vector<size_t> scale_offsets(DType t) {
+  switch (t) {
+    case DType::Q4_0:
+      return {offsetof(BlockQ4_0, d)};
+    case DType::Q4_1:
+      return {offsetof(BlockQ4_1, d), offsetof(BlockQ4_1, m)};
+    case DType::Q5_0:
+      return {offsetof(BlockQ5_0, d)};
+    case DType::Q5_1:
+      return {offsetof(BlockQ5_1, d), offsetof(BlockQ5_1, m)};
+    case DType::Q8_0:
+      return {offsetof(BlockQ8_0, d)};
+    case DType::Q2_K:
+      return {offsetof(BlockQ2_K, d), offsetof(BlockQ2_K, dmin)};
+    case DType::Q3_K:
+      return {offsetof(BlockQ3_K, d)};
+    case DType::Q4_K:
+      return {offsetof(BlockQ4_K, d), offsetof(BlockQ4_K, dmin)};
+    case DType::Q5_K:
+      return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
+    case DType::Q6_K:
+      return {offsetof(BlockQ6_K, d)};
+    default:
+      return {};
+  }
+}
+
+// A random weight of `rows` rows, each `row_stride` bytes: random quant bits with finite scales
+// of a realistic size, or N(0, 0.1) values for the plain types.
+std::vector<uint8_t> random_weight(DType t, int64_t rows, int64_t cols, size_t row_stride,
+                                   std::mt19937& rng) {
+  const size_t rb = row_bytes(t, static_cast<uint64_t>(cols), "test weight");
+  std::vector<uint8_t> w(static_cast<size_t>(rows) * row_stride);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (uint8_t& b : w) b = static_cast<uint8_t>(byte(rng));
+  std::normal_distribution<float> normal(0.0f, 0.1f);
+  std::uniform_real_distribution<float> scale(0.002f, 0.02f);
+  const DTypeInfo& info = dtype_info(t);
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = w.data() + r * row_stride;
+    for (int64_t i = 0; i < cols; ++i) {
+      const float v = normal(rng);
+      if (t == DType::F32) std::memcpy(row + 4 * i, &v, 4);
+      if (t == DType::F16 || t == DType::BF16) {
+        const uint16_t h = t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+        std::memcpy(row + 2 * i, &h, 2);
+      }
+    }
+    for (size_t b = 0; b < rb / info.block_bytes; ++b)
+      for (size_t off : scale_offsets(t)) {
+        const uint16_t h = f32_to_f16(scale(rng));
+        std::memcpy(row + b * info.block_bytes + off, &h, 2);
+      }
+  }
+  return w;
+}
+
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+TEST_F(CudaOps, NameSaysCuda) {
+  EXPECT_NE(gpu_->name().find("cuda"), std::string::npos);
+}
+
+// Dequantisation is exact on both sides (every scale product is exact in f32, so only the final
+// add rounds, identically): the embeddings must match bit for bit.
+TEST_F(CudaOps, EmbedEveryWeightTypeExact) {
+  for (DType t : kWeightTypes) {
+    const int64_t rows = 37, cols = 512;
+    const size_t stride = row_bytes(t, cols, "embed");
+    const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
+    const Weight wc = cpu_->upload_weight(t, rows, cols, stride, host.data());
+    Weight wg = gpu_->upload_weight(t, rows, cols, stride, host.data());
+    const std::vector<int32_t> ids = {0, 36, 5, 5, 17};
+    const int64_t M = static_cast<int64_t>(ids.size());
+    for (float scale : {1.0f, 22.627417f}) {
+      std::vector<float> want(static_cast<size_t>(M * cols));
+      cpu_->embed(wc, ids.data(), M, scale, want.data());
+      float* out = upload(std::vector<float>(want.size()));
+      gpu_->embed(wg, ids.data(), M, scale, out);
+      expect_close(download(out, want.size()), want, 0.0f, 0.0f,
+                   std::string("embed ") + dtype_name(t));
+    }
+    gpu_->release_weight(wg);
+  }
+}
+
+TEST_F(CudaOps, EmbedRejectsOutOfRangeIds) {
+  const std::vector<float> table = randn(4 * 8);
+  Weight w = gpu_->upload_weight(DType::F32, 4, 8, 32, table.data());
+  float* out = upload(std::vector<float>(8));
+  const int32_t bad = 4;
+  EXPECT_THROW(gpu_->embed(w, &bad, 1, 1.0f, out), Error);
+  gpu_->release_weight(w);
+}
+
+// Sums of squares in f32 (tree order) against the CPU's double sum: a few ulps.
+TEST_F(CudaOps, RmsNormAndPerHeadNorm) {
+  for (bool plus_one : {false, true}) {
+    const int64_t M = 5, n = 4096 + 96;
+    const std::vector<float> x = randn(static_cast<size_t>(M * n), 3.0f),
+                             w = randn(static_cast<size_t>(n));
+    std::vector<float> want(x.size());
+    cpu_->rms_norm(x.data(), w.data(), M, n, 1e-6f, plus_one, want.data());
+    float* out = upload(std::vector<float>(x.size()));
+    gpu_->rms_norm(upload(x), upload(w), M, n, 1e-6f, plus_one, out);
+    expect_close(download(out, x.size()), want, 1e-6f, 1e-5f, "rms_norm");
+
+    const int64_t heads = 6, hd = 128;
+    std::vector<float> q = randn(static_cast<size_t>(M * heads * hd));
+    const std::vector<float> wh = randn(static_cast<size_t>(hd));
+    float* dq = upload(q);
+    gpu_->rms_norm_heads(dq, upload(wh), M, heads, hd, 1e-6f, plus_one);
+    cpu_->rms_norm_heads(q.data(), wh.data(), M, heads, hd, 1e-6f, plus_one);
+    expect_close(download(dq, q.size()), q, 1e-6f, 1e-5f, "rms_norm_heads");
+  }
+}
+
+struct MatmulCase {
+  int64_t rows, cols, M;
+  size_t pad;  // extra bytes per row (even): rows that are not 16-byte aligned
+};
+
+struct Reference {
+  std::vector<double> y;     // W x in double precision from the reference dequantisation
+  std::vector<double> mag;   // sum |w x|, the scale of f32 rounding errors
+  std::vector<double> int8;  // sum |w| * amax(x block) / 127: twice the CPU's int8 activation error
+};
+
+Reference reference_matmul(DType t, const std::vector<uint8_t>& w, const MatmulCase& c,
+                           size_t stride, const std::vector<float>& x) {
+  // The CPU packs activations per 32 elements for the 32-element types, per 256 for the k-quants.
+  const int64_t act_block = dtype_info(t).block_elems == kQKK ? kQKK : kQK32;
+  std::vector<float> amax(x.size());
+  for (size_t b = 0; b < x.size(); b += static_cast<size_t>(act_block)) {
+    float a = 0;
+    for (size_t i = b; i < std::min(x.size(), b + act_block); ++i) a = std::max(a, std::fabs(x[i]));
+    std::fill(amax.begin() + b, amax.begin() + std::min(x.size(), b + act_block), a);
+  }
+  Reference ref;
+  std::vector<float> row(static_cast<size_t>(c.cols));
+  ref.y.assign(static_cast<size_t>(c.M * c.rows), 0.0);
+  ref.mag.assign(ref.y.size(), 0.0);
+  ref.int8.assign(ref.y.size(), 0.0);
+  for (int64_t r = 0; r < c.rows; ++r) {
+    dequantize_row(t, w.data() + r * stride, row.data(), c.cols);
+    for (int64_t m = 0; m < c.M; ++m) {
+      double s = 0, a = 0, q = 0;
+      for (int64_t i = 0; i < c.cols; ++i) {
+        const double p = static_cast<double>(row[i]) * x[m * c.cols + i];
+        s += p;
+        a += std::fabs(p);
+        q += std::fabs(static_cast<double>(row[i])) * amax[m * c.cols + i] / 127.0;
+      }
+      ref.y[m * c.rows + r] = s;
+      ref.mag[m * c.rows + r] = a;
+      ref.int8[m * c.rows + r] = q;
+    }
+  }
+  return ref;
+}
+
+// Relative error bound (times sum |w x|) of the CUDA matmul path taken for (type, M):
+// * f32 accumulation (GEMV: a per-lane chain of cols / 256 groups of 8 plus a 5-level warp tree;
+//   cuBLAS: a blocked sum): well under 64 u for these sizes.
+// * M > 1 rounds the activations to the GEMM's 16-bit type (f16: 2^-11 relative, bf16: 2^-8), and
+//   quantised weights to f16 (2^-11) on top.
+double matmul_bound(DType t, int64_t M) {
+  double b = 64 * kU;
+  if (M > 1 && t != DType::F32) b += t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+  if (M > 1 && t != DType::F32 && t != DType::F16 && t != DType::BF16) b += 0x1p-11;
+  return b;
+}
+
+TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
+  const MatmulCase cases[] = {
+      {67, 512, 1, 0},    // GEMV, a row count that is not a multiple of the warps per block
+      {40, 2816, 1, 2},   // GEMV, 2-byte row padding, a partial last segment for the k-quants
+      {64, 1024, 3, 0},   // cuBLAS (dequantise-then-GEMM for the block types)
+      {33, 768, 17, 6},   // cuBLAS over padded rows
+      {300, 4096, 1, 0},  // GEMV at a real hidden size
+  };
+  for (DType t : kWeightTypes) {
+    for (const MatmulCase& c : cases) {
+      if (c.cols % dtype_info(t).block_elems != 0) continue;
+      const size_t stride = row_bytes(t, c.cols, "matmul") + c.pad * (t == DType::F32 ? 2 : 1);
+      const std::vector<uint8_t> host = random_weight(t, c.rows, c.cols, stride, rng_);
+      const std::vector<float> x = randn(static_cast<size_t>(c.M * c.cols));
+      const Reference ref = reference_matmul(t, host, c, stride, x);
+
+      Weight wg = gpu_->upload_weight(t, c.rows, c.cols, stride, host.data());
+      const size_t n = ref.y.size();
+      float* y = upload(std::vector<float>(n));
+      gpu_->matmul(wg, upload(x), c.M, y);
+      const std::vector<float> got = download(y, n);
+      const Weight wc = cpu_->upload_weight(t, c.rows, c.cols, stride, host.data());
+      std::vector<float> cpu(n);
+      cpu_->matmul(wc, x.data(), c.M, cpu.data());
+
+      // Against the CPU: our bound, plus the CPU's own f32 rounding (same order of size) and, for
+      // the block types, its int8 activations (at most half a step of amax / 127 per element).
+      const bool int8_acts = !(t == DType::F32 || t == DType::F16 || t == DType::BF16);
+      const std::string what = std::string(dtype_name(t)) + " " + std::to_string(c.rows) + "x" +
+                               std::to_string(c.cols) + " M=" + std::to_string(c.M);
+      int reported = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const double tol = matmul_bound(t, c.M) * ref.mag[i] + 1e-30;
+        if (!(std::fabs(got[i] - ref.y[i]) <= tol) && reported++ < 3)
+          ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " ref " << ref.y[i]
+                        << " tol " << tol;
+        const double cpu_tol = tol + 64 * kU * ref.mag[i] + (int8_acts ? ref.int8[i] : 0.0);
+        if (!(std::fabs(got[i] - cpu[i]) <= cpu_tol) && reported++ < 3)
+          ADD_FAILURE() << what << " vs cpu [" << i << "]: cuda " << got[i] << " cpu " << cpu[i]
+                        << " tol " << cpu_tol;
+      }
+      gpu_->release_weight(wg);
+    }
+  }
+}
+
+// A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs
+// in f32 through the element-load GEMV variants.
+TEST_F(CudaOps, MatmulUnalignedActivations) {
+  const MatmulCase c{48, 256, 1, 0};
+  for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {
+    const size_t stride = row_bytes(t, c.cols, "matmul");
+    const std::vector<uint8_t> host = random_weight(t, c.rows, c.cols, stride, rng_);
+    std::vector<float> x = randn(static_cast<size_t>(c.cols) + 1);
+    const Reference ref =
+        reference_matmul(t, host, c, stride, std::vector<float>(x.begin() + 1, x.end()));
+    Weight w = gpu_->upload_weight(t, c.rows, c.cols, stride, host.data());
+    float* y = upload(std::vector<float>(ref.y.size()));
+    gpu_->matmul(w, upload(x) + 1, 1, y);
+    const std::vector<float> got = download(y, ref.y.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i]) << dtype_name(t) << " " << i;
+    gpu_->release_weight(w);
+  }
+}
+
+// Plain f32 arithmetic: the same operations as the CPU loops, so equal up to the CUDA math
+// library's expf/tanhf (2 ulp) and FMA contraction.
+TEST_F(CudaOps, ElementwiseOps) {
+  const int64_t M = 3, n = 1000;
+  const std::vector<float> a = randn(static_cast<size_t>(M * n), 2.0f),
+                           b = randn(static_cast<size_t>(M * n), 2.0f);
+  const std::vector<float> bias = randn(static_cast<size_t>(n));
+  const size_t N = a.size();
+  {
+    std::vector<float> want = a;
+    cpu_->add_bias(want.data(), bias.data(), M, n);
+    float* y = upload(a);
+    gpu_->add_bias(y, upload(bias), M, n);
+    expect_close(download(y, N), want, 0.0f, 1e-7f, "add_bias");
+  }
+  {
+    std::vector<float> want = a;
+    cpu_->add(want.data(), b.data(), static_cast<int64_t>(N));
+    float* y = upload(a);
+    gpu_->add(y, upload(b), static_cast<int64_t>(N));
+    expect_close(download(y, N), want, 0.0f, 1e-7f, "add");
+    gpu_->zero(y, static_cast<int64_t>(N));
+    expect_close(download(y, N), std::vector<float>(N, 0.0f), 0.0f, 0.0f, "zero");
+  }
+  {
+    std::vector<float> want(N);
+    cpu_->swiglu(a.data(), b.data(), static_cast<int64_t>(N), want.data());
+    float* y = upload(std::vector<float>(N));
+    gpu_->swiglu(upload(a), upload(b), static_cast<int64_t>(N), y);
+    expect_close(download(y, N), want, 1e-7f, 1e-6f, "swiglu");
+  }
+  {
+    std::vector<float> want(N);
+    cpu_->geglu_tanh(a.data(), b.data(), static_cast<int64_t>(N), want.data());
+    float* y = upload(std::vector<float>(N));
+    gpu_->geglu_tanh(upload(a), upload(b), static_cast<int64_t>(N), y);
+    // Where tanh is near -1, (1 + tanh) cancels: the two tanh implementations' few-ulp difference
+    // (<= 3 * 6e-8) then shows as an absolute error of 0.5 |gate * up| times that.
+    const std::vector<float> got = download(y, N);
+    for (size_t i = 0; i < N; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 2e-7f * std::fabs(a[i] * b[i]))
+          << "geglu " << i;
+  }
+  {
+    std::vector<float> want = a;
+    cpu_->softcap(want.data(), static_cast<int64_t>(N), 1.5f);
+    float* y = upload(a);
+    gpu_->softcap(y, static_cast<int64_t>(N), 1.5f);
+    expect_close(download(y, N), want, 1e-7f, 1e-6f, "softcap");
+  }
+}
+
+TEST_F(CudaOps, GatherAndScatterRows) {
+  const int64_t rows = 6, n = 300;
+  const std::vector<float> x = randn(static_cast<size_t>(rows * n));
+  const std::vector<int32_t> idx = {4, 0, 4, 5, 1, 4, 2};  // repeats: adds in row order
+  const std::vector<float> scale = {0.5f, -1.0f, 0.25f, 2.0f, 1.0f, 0.125f, 3.0f};
+  const int64_t M = static_cast<int64_t>(idx.size());
+
+  std::vector<float> gathered(static_cast<size_t>(M * n));
+  cpu_->gather_rows(x.data(), idx.data(), M, n, gathered.data());
+  float* g = upload(std::vector<float>(gathered.size()));
+  gpu_->gather_rows(upload(x), idx.data(), M, n, g);
+  expect_close(download(g, gathered.size()), gathered, 0.0f, 0.0f, "gather_rows");
+
+  const std::vector<float> src = randn(static_cast<size_t>(M * n));
+  std::vector<float> want = x;
+  cpu_->scatter_add_rows(want.data(), src.data(), idx.data(), scale.data(), M, n);
+  float* y = upload(x);
+  gpu_->scatter_add_rows(y, upload(src), idx.data(), scale.data(), M, n);
+  expect_close(download(y, want.size()), want, 1e-6f, 1e-6f, "scatter_add_rows");
+}
+
+// The angle is the same f32 product on both sides; sin/cos differ by at most 2 ulp (CUDA) against
+// glibc, so the rotated values agree to a few 1e-7 of their magnitude.
+TEST_F(CudaOps, RopeNeoxAdjacentAndPartial) {
+  const int64_t M = 4, heads = 3, hd = 128;
+  const std::vector<int32_t> pos = {0, 7, 1000, 5001};
+  for (bool neox : {true, false}) {
+    for (int64_t rot : {hd, int64_t{64}}) {
+      std::vector<float> inv(static_cast<size_t>(rot / 2));
+      for (int64_t i = 0; i < rot / 2; ++i)
+        inv[i] = std::pow(10000.0f, -2.0f * i / static_cast<float>(rot));
+      std::vector<float> x = randn(static_cast<size_t>(M * heads * hd));
+      float* dx = upload(x);
+      gpu_->rope(dx, M, heads, pos.data(), RopeArgs{hd, rot, neox, upload(inv)});
+      cpu_->rope(x.data(), M, heads, pos.data(), RopeArgs{hd, rot, neox, inv.data()});
+      expect_close(download(dx, x.size()), x, 2e-6f, 2e-6f, "rope");
+    }
+  }
+}
+
+struct KvPair {
+  KvView cpu, gpu;
+  std::vector<uint8_t> cpu_k, cpu_v;
+};
+
+KvPair make_kv(Backend& gpu, DType dtype, int64_t capacity, int64_t width) {
+  KvPair kv;
+  const size_t rb = row_bytes(dtype, static_cast<uint64_t>(width), "kv");
+  kv.cpu_k.assign(static_cast<size_t>(capacity) * rb, 0);
+  kv.cpu_v.assign(kv.cpu_k.size(), 0);
+  kv.cpu = KvView{dtype, capacity, width, rb, kv.cpu_k.data(), kv.cpu_v.data()};
+  kv.gpu =
+      KvView{dtype, capacity, width, rb, gpu.alloc(kv.cpu_k.size()), gpu.alloc(kv.cpu_v.size())};
+  return kv;
+}
+
+const DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+
+// Both sides convert the same f32 values with the same rounding (RNE halves, GGML q8_0 with
+// x * (1 / d) rounded half away from zero): the cache bytes must be identical.
+TEST_F(CudaOps, KvStoreBytesMatchCpu) {
+  for (DType dt : kKvTypes) {
+    const int64_t cap = 16, width = 4 * 64, M = 5;
+    KvPair kv = make_kv(*gpu_, dt, cap, width);
+    const std::vector<float> k = randn(static_cast<size_t>(M * width)),
+                             v = randn(static_cast<size_t>(M * width));
+    const std::vector<int32_t> pos = {3, 0, 15, 7, 8};
+    cpu_->kv_store(kv.cpu, k.data(), v.data(), M, pos.data());
+    gpu_->kv_store(kv.gpu, upload(k), upload(v), M, pos.data());
+    std::vector<uint8_t> gk(kv.cpu_k.size()), gv(kv.cpu_v.size());
+    gpu_->to_host(gk.data(), kv.gpu.k, gk.size());
+    gpu_->to_host(gv.data(), kv.gpu.v, gv.size());
+    EXPECT_EQ(gk, kv.cpu_k) << dtype_name(dt);
+    EXPECT_EQ(gv, kv.cpu_v) << dtype_name(dt);
+    EXPECT_THROW(gpu_->kv_store(kv.gpu, upload(k), upload(v), 1, std::vector<int32_t>{16}.data()),
+                 Error);
+    gpu_->free(kv.gpu.k);
+    gpu_->free(kv.gpu.v);
+  }
+}
+
+struct AttnCase {
+  int64_t n_head, n_head_kv, head_dim;
+  float softcap;
+  int64_t window;
+  std::vector<int32_t> pos;  // one query row per entry
+};
+
+// Both backends read the same cache entries and compute in f32; only summation order and the
+// exp/tanh implementations differ (softmax weights to ~1e-6 relative), and the output is a convex
+// combination of N(0, 1) values: 2e-5 absolute holds them together.
+TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
+  std::vector<int32_t> prefill(40);
+  for (int i = 0; i < 40; ++i) prefill[static_cast<size_t>(i)] = 200 + i;
+  const AttnCase cases[] = {
+      {8, 2, 64, 0.0f, 0, {0}},
+      {8, 2, 128, 0.0f, 0, {777}},                    // decode over many splits
+      {4, 4, 256, 50.0f, 0, {300}},                   // softcap, head_dim 256
+      {6, 2, 80, 0.0f, 64, {500}},                    // sliding window, head_dim not a power of two
+      {8, 2, 128, 0.0f, 0, prefill},                  // prefill, two query tiles
+      {4, 1, 64, 30.0f, 100, prefill},                // prefill with window and softcap
+      {4, 2, 32, 0.0f, 0, {5, 90, 3, 600, 600, 17}},  // scattered positions in one tile
+  };
+  const int64_t cap = 800;
+  for (DType dt : kKvTypes) {
+    for (const AttnCase& c : cases) {
+      const int64_t width = c.n_head_kv * c.head_dim;
+      if (dt == DType::Q8_0 && c.head_dim % kQK32 != 0) continue;  // heads must be whole blocks
+      KvPair kv = make_kv(*gpu_, dt, cap, width);
+      const int64_t fill = 1 + *std::max_element(c.pos.begin(), c.pos.end());
+      const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
+                               v = randn(static_cast<size_t>(fill * width));
+      std::vector<int32_t> rows(static_cast<size_t>(fill));
+      for (int64_t i = 0; i < fill; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+      cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
+      gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
+
+      const int64_t M = static_cast<int64_t>(c.pos.size());
+      const std::vector<float> q = randn(static_cast<size_t>(M * c.n_head * c.head_dim));
+      const AttentionArgs args{c.n_head,   c.n_head_kv,
+                               c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                               c.softcap,  c.window};
+      std::vector<float> want(q.size());
+      cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
+      float* out = upload(std::vector<float>(q.size()));
+      gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
+      expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
+                   std::string("attention ") + dtype_name(dt) +
+                       " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M));
+      gpu_->free(kv.gpu.k);
+      gpu_->free(kv.gpu.v);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ts
+
+#else
+
+TEST(CudaOps, SkippedWithoutCudaBuild) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#endif
