@@ -15,5 +15,6 @@ using Runner = std::function<int()>;
 Runner add_inspect(CLI::App& app);
 Runner add_logits(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
+Runner add_run(CLI::App& app);
 
 }  // namespace ts::cli

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   add(ts::cli::add_inspect);
   add(ts::cli::add_logits);
   add(ts::cli::add_perplexity);
+  add(ts::cli::add_run);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -20,6 +20,7 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   int64_t ctx() const { return ctx_; }
+  int64_t engine_vocab() const { return c_.n_vocab; }
   uint64_t kv_bytes() const { return kv_bytes_; }
   void reset() { n_past_ = 0; }
   // Forgets every position from n on (e.g. to reuse a shared prompt prefix).

@@ -1,0 +1,44 @@
+// Generation: prompt through chunked prefill, then sample / decode one token at a time, text
+// streamed out as it becomes complete UTF-8, until EOS/EOT, a stop string or the token limit.
+// run, chat and serve all generate through this.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "text/sampler.h"
+
+namespace ts {
+
+class Session;
+class Tokenizer;
+
+struct GenerateOptions {
+  int64_t max_tokens = 128;  // < 0: until the context is full
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  SamplerParams sampling;
+  const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
+};
+
+enum class FinishReason { Stop, Length, Cancelled };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // generated ids
+  std::string text;             // what was emitted
+  FinishReason finish = FinishReason::Length;
+  int64_t prompt_tokens = 0;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;
+};
+
+// Feeds `prompt` after what the session already holds and generates. `on_text` receives each
+// piece of text as soon as it is safe to show.
+GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
+                        const GenerateOptions& o, const std::function<void(const std::string&)>& on_text);
+
+}  // namespace ts

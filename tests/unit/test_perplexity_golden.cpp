@@ -1,0 +1,88 @@
+// Perplexity goldens on the trained tiny MoE model, frozen against independent figures:
+// llama.cpp's own perplexity tool on the same GGUF files (its method, valid.txt, -c 256) and the
+// Hugging Face float32 reference (every position scored over valid.tokens, -c 256). Streaming
+// with top-k slots must give exactly the resident figure.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/engine.h"
+#include "runtime/model_tokenizer.h"
+#include "runtime/perplexity.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+// llama.cpp build 9749: llama-perplexity -f valid.txt -c 256 -b 256 (shared/models/tiny-moe/quants)
+constexpr double kLlamaCppQ8_0 = 118.0757;
+constexpr double kLlamaCppBf16 = 118.1794;
+// transformers float32, every position after the first of each 256-token window (tiny-moe README)
+constexpr double kHfScoreAll = 50.01;
+
+std::unique_ptr<Engine> open(const std::string& path, int64_t slots) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 256;
+  o.expert_slots = slots;
+  return Engine::open(path, o);
+}
+
+PerplexityResult llama_cpp_method(const std::string& path, int64_t slots) {
+  auto engine = open(path, slots);
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  std::ifstream in(test::fixtures_dir() + "/corpus/valid.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  PerplexityOptions o;
+  o.ctx = 256;
+  o.bos = tok.bos();
+  return perplexity(*engine, tok.encode(text, tok.add_bos(), false), o);
+}
+
+PerplexityResult score_all(const std::string& path, int64_t slots) {
+  auto engine = open(path, slots);
+  std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), {});
+  std::vector<int32_t> tokens(raw.size() / 4);
+  std::memcpy(tokens.data(), raw.data(), tokens.size() * 4);
+  PerplexityOptions o;
+  o.ctx = 256;
+  o.scoring = PerplexityScoring::All;
+  return perplexity(*engine, tokens, o);
+}
+
+void expect_within(double got, double want, double frac) {
+  EXPECT_LE(std::fabs(got - want) / want, frac) << "perplexity " << got << ", reference " << want;
+}
+
+TEST(PerplexityGolden, Q8_0LlamaCppMethodResidentAndStreaming) {
+  const std::string path = test::repo_dir() + "/models/tiny-moe-q8_0.gguf";
+  const PerplexityResult resident = llama_cpp_method(path, 0);
+  expect_within(resident.ppl, kLlamaCppQ8_0, 0.005);
+  EXPECT_EQ(resident.windows, 865);
+  const PerplexityResult streamed = llama_cpp_method(path, 2);
+  EXPECT_EQ(streamed.ppl, resident.ppl);
+}
+
+TEST(PerplexityGolden, Q8_0ScoreAllMatchesHuggingFace) {
+  const PerplexityResult r = score_all(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", 3);
+  expect_within(r.ppl, kHfScoreAll, 0.005);
+  EXPECT_EQ(r.windows, 877);
+  EXPECT_EQ(r.scored, 877 * 255);
+}
+
+TEST(PerplexityGolden, Bf16BothMethods) {
+  const std::string path = test::shared_path("models/tiny-moe/model-bf16.gguf");
+  TS_REQUIRE_SHARED(path);
+  expect_within(llama_cpp_method(path, 0).ppl, kLlamaCppBf16, 0.005);
+  const PerplexityResult resident = score_all(path, 0);
+  expect_within(resident.ppl, kHfScoreAll, 0.005);
+  EXPECT_EQ(score_all(path, 2).ppl, resident.ppl);
+}
+
+}  // namespace
+}  // namespace ts
