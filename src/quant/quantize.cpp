@@ -1,15 +1,24 @@
 #include "quant/quantize.h"
 
-#include <cmath>
+#include <cstring>
 
 namespace ts {
 namespace {
 
-// Quantises n values to int8 with one scale; returns the scale. Rounds half away from zero
-// without a libm call so that the loop vectorises.
+// Quantises n values to int8 with one scale; returns the scale. Written so that the compiler
+// vectorises it for plain x86-64 (SSE2): the largest magnitude is found on the float bits (for
+// non-NaN floats, |x| orders like its bits with the sign cleared, as an integer), and rounding
+// is half away from zero by truncating x / d +- 0.5, with no libm call.
 float quantize_block(const float* x, int8_t* q, int n) {
-  float amax = 0;
-  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  int32_t max_bits = 0;
+  for (int i = 0; i < n; ++i) {
+    int32_t bits;
+    std::memcpy(&bits, &x[i], sizeof(bits));
+    bits &= 0x7FFFFFFF;
+    max_bits = bits > max_bits ? bits : max_bits;
+  }
+  float amax;
+  std::memcpy(&amax, &max_bits, sizeof(amax));
   const float d = amax / 127.0f;
   const float id = d != 0 ? 1.0f / d : 0.0f;
   for (int i = 0; i < n; ++i) {

@@ -38,6 +38,9 @@ struct Avx2Ops {
   static __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
   static float hsum(__m256 v) { return hsum256(v); }
 
+  // vpmaddubsw saturates pair sums at int16: unsigned codes must stay below 128.
+  static constexpr bool kWideDot = false;
+  static __m256i fifth_bits32(const uint8_t* qh) { return fifth_bits32_avx2(qh); }
   // acc += sums of four u8 x s8 products per int32 lane.
   static __m256i dot(__m256i acc, __m256i u, __m256i s) {
     const __m256i pairs = _mm256_maddubs_epi16(u, s);

@@ -24,6 +24,12 @@ namespace ts::cpu {
 namespace {
 
 struct VnniOps {
+  // vpdpbusd sums the u8 x s8 products in int32: any unsigned code.
+  static constexpr bool kWideDot = true;
+  // Byte i = 0x10 where bit i of the mask is set.
+  static __m256i fifth_bits32(const uint8_t* qh) {
+    return _mm256_maskz_mov_epi8(load_u32(qh), bytes(0x10));
+  }
   static __m256i dot(__m256i acc, __m256i u, __m256i s) { return _mm256_dpbusd_epi32(acc, u, s); }
   static __m256i dot_scaled(__m256i acc, __m256i u, __m256i s, __m256i scale16) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scale16);

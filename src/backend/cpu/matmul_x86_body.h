@@ -8,8 +8,8 @@
 //
 // Integer kernels: a weight block is decoded to unsigned codes (q - offset is the weight's
 // integer value) in 256-bit vectors of 32 bytes, dotted with the int8 activations into int32
-// lanes (u8 x s8 products; every pair sum fits int16 because codes are < 64, or <= 128 with the
-// sign trick of the symmetric types, and activations are within +-127), and scaled to float once
+// lanes (u8 x s8 products; for vpmaddubsw every pair sum must fit int16: codes are < 64, or
+// <= 128 with q8_0's sign trick, and activations are within +-127), and scaled to float once
 // per block (32-element types) or per super-block (k-quants, whose integer sub-block scales are
 // applied in int32).
 #pragma once
@@ -43,20 +43,26 @@ inline __m256i bytes(int v) {
   return _mm256_set1_epi8(static_cast<char>(v));
 }
 
-// Elements 0..15 are the low nibbles of qs[0..15], elements 16..31 the high nibbles.
+// Elements 0..15 are the low nibbles of qs[0..15], elements 16..31 the high nibbles: the 16 bytes
+// in both halves, the upper half shifted down by 4 (64-bit lanes; the bits that cross a byte
+// boundary are masked off).
 inline __m256i nibbles32(const uint8_t* qs) {
-  const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-  const __m128i lo = _mm_and_si128(q, _mm_set1_epi8(0x0F));
-  const __m128i hi = _mm_and_si128(_mm_srli_epi16(q, 4), _mm_set1_epi8(0x0F));
-  return _mm256_set_m128i(hi, lo);
+  const __m256i q =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  return _mm256_and_si256(_mm256_srlv_epi64(q, _mm256_set_epi64x(4, 4, 0, 0)), bytes(0x0F));
 }
 
-// Byte i = 0x10 when bit i of the little-endian u32 at qh is set, else 0.
-inline __m256i fifth_bits32(const uint8_t* qh) {
-  uint32_t bits;
-  std::memcpy(&bits, qh, sizeof(bits));
+inline uint32_t load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// Byte i = 0x10 when bit i of the little-endian u32 at qh is set, else 0 (AVX2: spread the four
+// bytes over the vector, test one bit per byte).
+inline __m256i fifth_bits32_avx2(const uint8_t* qh) {
   const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
+      _mm256_set1_epi32(static_cast<int>(load_u32(qh))),
       _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
   const __m256i select = _mm256_set1_epi64x(0x8040201008040201);
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
@@ -134,46 +140,74 @@ struct FloatKernel {
 };
 
 // ---- 32-element block types -------------------------------------------------------------------
-// A decoder gives the 32 weight codes of a block and its scale d. The symmetric types give signed
-// values (q - offset), dotted by the sign trick; q4_1 / q5_1 give unsigned codes and their min m
-// multiplies the activation block's sum.
+// A decoder gives the 32 unsigned codes of a block (q4_0, q5_0: value = d * (code - kOffset);
+// q4_1, q5_1: value = d * code + m) or, for q8_0, its signed values. The offset is applied exactly
+// in the integer dot: it starts from -kOffset * (sum of the activation block's int8 values).
 
 struct DecQ4_0 {
   using Block = BlockQ4_0;
-  static constexpr bool kMin = false;
-  static __m256i codes(const Block& b) { return _mm256_sub_epi8(nibbles32(b.qs), bytes(8)); }
+  static constexpr int kOffset = 8;
+  static constexpr bool kMin = false, kSigned = false;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return nibbles32(b.qs);
+  }
 };
 
 struct DecQ4_1 {
   using Block = BlockQ4_1;
-  static constexpr bool kMin = true;
-  static __m256i codes(const Block& b) { return nibbles32(b.qs); }
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true, kSigned = false;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return nibbles32(b.qs);
+  }
 };
 
 struct DecQ5_0 {
   using Block = BlockQ5_0;
-  static constexpr bool kMin = false;
+  static constexpr int kOffset = 16;
+  static constexpr bool kMin = false, kSigned = false;
+  template <class Ops>
   static __m256i codes(const Block& b) {
-    return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)), bytes(16));
+    return _mm256_or_si256(nibbles32(b.qs), Ops::fifth_bits32(b.qh));
   }
 };
 
 struct DecQ5_1 {
   using Block = BlockQ5_1;
-  static constexpr bool kMin = true;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true, kSigned = false;
+  template <class Ops>
   static __m256i codes(const Block& b) {
-    return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh));
+    return _mm256_or_si256(nibbles32(b.qs), Ops::fifth_bits32(b.qh));
   }
 };
 
+// Signed values: with a non-saturating dot they become unsigned codes w + 128 (offset 128);
+// vpmaddubsw would saturate on those, so the AVX2 path moves the sign onto the activations.
 struct DecQ8_0 {
   using Block = BlockQ8_0;
-  static constexpr bool kMin = false;
-  static __m256i codes(const Block& b) { return load256(b.qs); }
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false, kSigned = true;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return load256(b.qs);
+  }
 };
 
 template <class Ops, class Dec>
 struct Q32Kernel {
+  // The u8 x s8 dot of weight block q (as decoded) with activation block xb, exactly.
+  static __m256i block_dot(__m256i q, const BlockQ8A32& xb, __m256i xq) {
+    if constexpr (Dec::kSigned && !Ops::kWideDot)
+      return Ops::dot(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), _mm256_sign_epi8(xq, q));
+    const __m256i u = Dec::kSigned ? _mm256_xor_si256(q, bytes(0x80)) : q;
+    if constexpr (Dec::kOffset == 0) return Ops::dot(_mm256_setzero_si256(), u, xq);
+    const __m256i start = _mm256_setr_epi32(-Dec::kOffset * xb.sum, 0, 0, 0, 0, 0, 0, 0);
+    return Ops::dot(start, u, xq);
+  }
+
   template <int RT, int MT>
   static void tile(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0,
                    float (*out)[kActTile]) {
@@ -189,24 +223,19 @@ struct Q32Kernel {
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < MT; ++t) acc[r][t] = _mm256_setzero_ps(), mins[r][t] = 0;
     for (int64_t b = 0; b < nb; ++b) {
-      __m256i q[RT], q_abs[RT];
+      __m256i q[RT];
       float d[RT];
       for (int r = 0; r < RT; ++r) {
-        q[r] = Dec::codes(w[r][b]);
-        q_abs[r] = _mm256_sign_epi8(q[r], q[r]);
+        q[r] = Dec::template codes<Ops>(w[r][b]);
         d[r] = _cvtsh_ss(w[r][b].d);
       }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8A32& xb = xs[t][b];
         const __m256i xq = load256(xb.qs);
         for (int r = 0; r < RT; ++r) {
-          __m256i p;
-          if constexpr (Dec::kMin) {
-            p = Ops::dot(_mm256_setzero_si256(), q[r], xq);
+          const __m256i p = block_dot(q[r], xb, xq);
+          if constexpr (Dec::kMin)
             mins[r][t] += _cvtsh_ss(w[r][b].m) * (xb.d * static_cast<float>(xb.sum));
-          } else {  // u8 x s8 dot of |q| with x carrying q's sign
-            p = Ops::dot(_mm256_setzero_si256(), q_abs[r], _mm256_sign_epi8(xq, q[r]));
-          }
           acc[r][t] =
               _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d[r] * xb.d), acc[r][t]);
         }
@@ -230,36 +259,40 @@ struct KDecoded {
   float dmin;
 };
 
-// Unpacks the twelve 6-bit scale / min bytes of q4_k / q5_k (see k4_scale_min) with 32-bit word
-// arithmetic, each value repeated for the two 16-element halves of its 32-element sub-block.
+// Unpacks the twelve 6-bit scale / min bytes of q4_k / q5_k (see k4_scale_min) as three 32-bit
+// words w0 w1 w2: scales 0..3 = w0 & 63 (per byte), scales 4..7 = (w2 & 15) | (w0 >> 6) << 4,
+// mins 0..3 = w1 & 63, mins 4..7 = (w2 >> 4) | (w1 >> 6) << 4. Each value is repeated for the
+// two 16-element halves of its 32-element sub-block. Reads 16 bytes: the 4 after the scales are
+// the block's quants, ignored.
 inline void k4_scales(const uint8_t* packed, KDecoded& k) {
-  uint32_t w[3];
-  std::memcpy(w, packed, sizeof(w));
-  constexpr uint32_t kLow6 = 0x3F3F3F3F, kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
-  const uint32_t scales_lo = w[0] & kLow6;
-  const uint32_t scales_hi = (w[2] & kLow4) | (((w[0] >> 6) & kLow2) << 4);
-  const uint32_t mins_lo = w[1] & kLow6;
-  const uint32_t mins_hi = ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kLow2) << 4);
-  const __m128i all = _mm_set_epi32(static_cast<int>(mins_hi), static_cast<int>(mins_lo),
-                                    static_cast<int>(scales_hi), static_cast<int>(scales_lo));
+  const __m128i w = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m128i a = _mm_shuffle_epi32(w, _MM_SHUFFLE(2, 1, 2, 0));  // w0 w2 w1 w2
+  const __m128i b = _mm_shuffle_epi32(w, _MM_SHUFFLE(1, 1, 0, 0));  // w0 w0 w1 w1
+  const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_set_epi32(4, 0, 0, 0)),
+                                    _mm_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+  const __m128i high =
+      _mm_and_si128(_mm_srli_epi32(b, 2), _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+  const __m128i all = _mm_or_si128(low, high);  // bytes: scales 0..7, mins 0..7
   const __m128i twice_lo = _mm_set_epi8(7, 7, 6, 6, 5, 5, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0);
   const __m128i twice_hi = _mm_add_epi8(twice_lo, _mm_set1_epi8(8));
   k.scale16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(all, twice_lo));
   k.min16 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(all, twice_hi));
 }
 
-// The sixteen signed 6-bit scales of q3_k (see q3k_scale), by 32-bit word arithmetic.
-inline __m256i q3k_scales(const uint8_t* packed) {
-  uint32_t w[3];
-  std::memcpy(w, packed, sizeof(w));
-  constexpr uint32_t kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
-  uint32_t words[4];
-  for (int i = 0; i < 4; ++i) {
-    const uint32_t low = (w[i % 2] >> (4 * (i / 2))) & kLow4;  // sub-blocks 4i .. 4i + 3
-    words[i] = low | (((w[2] >> (2 * i)) & kLow2) << 4);
-  }
-  const __m128i biased = _mm_set_epi32(static_cast<int>(words[3]), static_cast<int>(words[2]),
-                                       static_cast<int>(words[1]), static_cast<int>(words[0]));
+// The sixteen signed 6-bit scales of q3_k (see q3k_scale) from its twelve scale bytes as words
+// w0 w1 w2: sub-blocks 4i..4i+3 take their low 4 bits from w(i % 2) >> 4 (i / 2) and their top
+// 2 bits from w2 >> 2i. Reads the 16 bytes that end with the block's d (the scales are 2 bytes
+// before the end of the block) and drops the two in front.
+inline __m256i q3k_scales(const BlockQ3_K& block) {
+  const auto* end = reinterpret_cast<const uint8_t*>(&block) + sizeof(BlockQ3_K);
+  const __m128i w = _mm_srli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(end - 16)), 2);
+  const __m128i low = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi32(w, _MM_SHUFFLE(1, 0, 1, 0)), _mm_set_epi32(4, 4, 0, 0)),
+      _mm_set1_epi8(0x0F));
+  const __m128i top = _mm_and_si128(
+      _mm_srlv_epi32(_mm_shuffle_epi32(w, _MM_SHUFFLE(2, 2, 2, 2)), _mm_set_epi32(6, 4, 2, 0)),
+      _mm_set1_epi8(0x03));
+  const __m128i biased = _mm_or_si128(low, _mm_slli_epi32(top, 4));
   return _mm256_cvtepi8_epi16(_mm_sub_epi8(biased, _mm_set1_epi8(32)));
 }
 
@@ -292,7 +325,7 @@ struct DecQ3_K {
       const __m256i low = _mm256_and_si256(_mm256_srli_epi16(q, 2 * (c % 4)), bytes(3));
       k.u[c] = _mm256_or_si256(low, _mm256_and_si256(move_bit(hm, c, 2), bytes(4)));
     }
-    k.scale16 = q3k_scales(b.scales);
+    k.scale16 = q3k_scales(b);
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
 };
@@ -353,12 +386,17 @@ struct DecQ6_K {
   }
 };
 
-// The int16 scales of chunk c: sub-block 2c in the low 128 bits, 2c + 1 in the high 128 bits.
-inline __m256i chunk_scales(__m256i scales16, int c) {
-  const __m256i pair = _mm256_permutevar8x32_epi32(scales16, _mm256_set1_epi32(c));
-  const __m256i spread = _mm256_set_epi64x(0x0302030203020302, 0x0302030203020302,
-                                           0x0100010001000100, 0x0100010001000100);
-  return _mm256_shuffle_epi8(pair, spread);
+// The int16 scale vectors of the eight chunks: chunk c has sub-block 2c's scale in its low 128
+// bits and 2c + 1's in its high 128 bits. One byte shuffle each, from the 128-bit half of the
+// sixteen scales that holds them, repeated in both lanes.
+inline void chunk_scales(__m256i scale16, __m256i* out) {
+  const __m256i halves[2] = {_mm256_permute2x128_si256(scale16, scale16, 0x00),
+                             _mm256_permute2x128_si256(scale16, scale16, 0x11)};
+  for (int c = 0; c < 8; ++c) {
+    const int64_t lo = 0x0100010001000100 + (c % 4) * 0x0404040404040404;
+    const int64_t hi = lo + 0x0202020202020202;
+    out[c] = _mm256_shuffle_epi8(halves[c / 4], _mm256_set_epi64x(hi, hi, lo, lo));
+  }
 }
 
 template <class Ops, class Dec>
@@ -381,19 +419,23 @@ struct KKernel {
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < RT; ++r) {
         Dec::decode(w[r][b], k[r]);
-        for (int c = 0; c < 8; ++c) scales[r][c] = chunk_scales(k[r].scale16, c);
+        chunk_scales(k[r].scale16, scales[r]);
       }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8K& xb = xs[t][b];
-        __m256i isum[RT];
-        for (int r = 0; r < RT; ++r) isum[r] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; ++c) {
-          const __m256i xq = load256(xb.qs + 32 * c);
-          for (int r = 0; r < RT; ++r)
-            isum[r] = Ops::dot_scaled(isum[r], k[r].u[c], xq, scales[r][c]);
+        // Two partial sums per row: a fused dot-accumulate has a latency of several cycles.
+        __m256i isum[RT], odd[RT];
+        for (int r = 0; r < RT; ++r) isum[r] = odd[r] = _mm256_setzero_si256();
+        for (int c = 0; c < 8; c += 2) {
+          const __m256i x0 = load256(xb.qs + 32 * c), x1 = load256(xb.qs + 32 * c + 32);
+          for (int r = 0; r < RT; ++r) {
+            isum[r] = Ops::dot_scaled(isum[r], k[r].u[c], x0, scales[r][c]);
+            odd[r] = Ops::dot_scaled(odd[r], k[r].u[c + 1], x1, scales[r][c + 1]);
+          }
         }
         const __m256i bsums = load256(xb.bsums);
         for (int r = 0; r < RT; ++r) {
+          isum[r] = _mm256_add_epi32(isum[r], odd[r]);
           if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
             const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
             isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
