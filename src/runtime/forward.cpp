@@ -1,0 +1,197 @@
+#include "runtime/forward.h"
+
+#include <algorithm>
+#include <map>
+
+#include "core/error.h"
+#include "moe/router.h"
+
+namespace ts {
+
+Forward::Forward(Engine& engine, int64_t max_rows)
+    : engine_(engine), b_(engine.backend()), c_(engine.cfg()), max_rows_(max_rows) {
+  const size_t B = static_cast<size_t>(max_rows_);
+  const size_t d = static_cast<size_t>(c_.n_embd);
+  const size_t qw = static_cast<size_t>(c_.n_head * c_.head_dim), kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
+  const size_t ff = static_cast<size_t>(std::max(c_.n_ff, c_.n_ff_expert));
+  x_ = scratch(B * d);
+  h_ = scratch(B * d);
+  o_ = scratch(B * d);
+  rows_ = scratch(B * d);
+  q_ = scratch(B * qw);
+  att_ = scratch(B * qw);
+  k_ = scratch(B * kvw);
+  v_ = scratch(B * kvw);
+  ff_gate_ = scratch(B * ff);
+  ff_up_ = scratch(B * ff);
+  ff_act_ = scratch(B * ff);
+  ff_out_ = scratch(B * d);
+  if (c_.is_moe()) router_ = scratch(B * static_cast<size_t>(c_.n_expert));
+  logits_ = scratch(B * static_cast<size_t>(c_.n_vocab));
+  ids_.resize(B);
+  pos_.resize(B);
+}
+
+Forward::~Forward() {
+  for (void* p : buffers_) b_.free(p);
+}
+
+float* Forward::scratch(size_t floats) {
+  void* p = b_.alloc(floats * sizeof(float));
+  buffers_.push_back(p);
+  return static_cast<float*>(p);
+}
+
+void Forward::run(const std::vector<SeqChunk>& chunks) {
+  const int64_t d = c_.n_embd;
+  int64_t M = 0;
+  for (const SeqChunk& ch : chunks) {
+    if (ch.kv->n_past + ch.n > ch.kv->ctx())
+      fail(ErrorKind::Input, std::to_string(ch.kv->n_past + ch.n) + " tokens exceed the context of " +
+                                 std::to_string(ch.kv->ctx()) + " (raise -c)");
+    if (M + ch.n > max_rows_) fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
+    for (int64_t i = 0; i < ch.n; ++i, ++M) {
+      ids_[static_cast<size_t>(M)] = ch.tokens[i];
+      pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past + i);
+    }
+  }
+  if (M == 0) return;
+  b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
+  for (int64_t l = 0; l < c_.n_layer; ++l) {
+    const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+    attention_block(l, chunks, M);
+    if (c_.sandwich_norms) b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
+    b_.add(x_, o_, M * d);
+    b_.rms_norm(x_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+    if (L.moe) {
+      ffn_moe(l, M);
+    } else {
+      ffn_dense(l, M);
+    }
+    if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
+    b_.add(x_, o_, M * d);
+  }
+  for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
+  head(chunks, M);
+}
+
+void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
+  // The head runs only on the rows whose logits are wanted.
+  const int64_t d = c_.n_embd, V = c_.n_vocab;
+  head_rows_.clear();
+  int64_t row = 0;
+  for (const SeqChunk& ch : chunks) {
+    if (ch.logits != nullptr)
+      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i) head_rows_.push_back(static_cast<int32_t>(row + i));
+    row += ch.n;
+  }
+  if (head_rows_.empty()) return;
+  const int64_t R = static_cast<int64_t>(head_rows_.size());
+  if (R < M) {
+    b_.gather_rows(x_, head_rows_.data(), R, d, rows_);
+    b_.rms_norm(rows_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
+  } else {
+    b_.rms_norm(x_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
+  }
+  b_.matmul(engine_.output(), h_, R, logits_);
+  if (c_.final_softcap > 0) b_.softcap(logits_, R * V, c_.final_softcap);
+  int64_t r = 0;
+  for (const SeqChunk& ch : chunks) {
+    if (ch.logits == nullptr) continue;
+    const int64_t rows = ch.all_rows ? ch.n : 1;
+    b_.to_host(ch.logits, logits_ + r * V, static_cast<size_t>(rows * V) * sizeof(float));
+    r += rows;
+  }
+}
+
+void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t d = c_.n_embd, qw = c_.n_head * c_.head_dim, kvw = c_.n_head_kv * c_.head_dim;
+  b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+  b_.matmul(L.wq, h_, M, q_);
+  b_.matmul(L.wk, h_, M, k_);
+  b_.matmul(L.wv, h_, M, v_);
+  if (c_.qkv_bias) {
+    b_.add_bias(q_, L.bq, M, qw);
+    b_.add_bias(k_, L.bk, M, kvw);
+    b_.add_bias(v_, L.bv, M, kvw);
+  }
+  if (c_.qk_norm == QkNorm::WholeProjection) {
+    b_.rms_norm(q_, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q_);
+    b_.rms_norm(k_, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k_);
+  } else if (c_.qk_norm == QkNorm::PerHead) {
+    b_.rms_norm_heads(q_, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+    b_.rms_norm_heads(k_, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+  }
+  b_.rope(q_, M, c_.n_head, pos_.data(), L.rope);
+  b_.rope(k_, M, c_.n_head_kv, pos_.data(), L.rope);
+  // Each sequence attends over its own cache.
+  int64_t row = 0;
+  for (const SeqChunk& ch : chunks) {
+    const KvView& kv = ch.kv->layer(l);
+    const int32_t* pos = pos_.data() + row;
+    b_.kv_store(kv, k_ + row * kvw, v_ + row * kvw, ch.n, pos);
+    b_.attention(q_ + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
+    row += ch.n;
+  }
+  b_.matmul(L.wo, att_, M, o_);
+}
+
+void Forward::ffn_dense(int64_t l, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t ff = c_.n_ff;
+  b_.matmul(L.ffn_gate, h_, M, ff_gate_);
+  b_.matmul(L.ffn_up, h_, M, ff_up_);
+  if (c_.ffn_act == FfnActivation::SiLU) {
+    b_.swiglu(ff_gate_, ff_up_, M * ff, ff_act_);
+  } else {
+    b_.geglu_tanh(ff_gate_, ff_up_, M * ff, ff_act_);
+  }
+  b_.matmul(L.ffn_down, ff_act_, M, o_);
+}
+
+void Forward::ffn_moe(int64_t l, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t d = c_.n_embd, E = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_expert;
+  b_.matmul(L.router, h_, M, router_);
+  router_host_.resize(static_cast<size_t>(M * E));
+  b_.to_host(router_host_.data(), router_, router_host_.size() * sizeof(float));
+  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob, L.router_bias.empty() ? nullptr : L.router_bias.data()};
+  // rows routed to each expert, in ascending expert order (std::map): every row then sums its
+  // experts in the same order whatever the slot count, which keeps streaming bit-identical.
+  std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<float>>> routed;
+  std::vector<int32_t> ids(static_cast<size_t>(k));
+  std::vector<float> w(static_cast<size_t>(k));
+  for (int64_t m = 0; m < M; ++m) {
+    route_token(router_host_.data() + m * E, ra, ids.data(), w.data());
+    for (int64_t i = 0; i < k; ++i) {
+      auto& r = routed[ids[static_cast<size_t>(i)]];
+      r.first.push_back(static_cast<int32_t>(m));
+      r.second.push_back(w[static_cast<size_t>(i)]);
+    }
+  }
+  b_.zero(o_, M * d);
+  std::vector<int32_t> experts;
+  for (const auto& [e, r] : routed) experts.push_back(e);
+  ExpertStore& store = engine_.experts();
+  const int64_t wave = store.slots_per_layer();
+  std::vector<const ExpertWeights*> weights(static_cast<size_t>(wave));
+  // A micro-batch may route to more experts than there are slots: process them in waves.
+  for (size_t w0 = 0; w0 < experts.size(); w0 += static_cast<size_t>(wave)) {
+    const int64_t n = std::min<int64_t>(wave, static_cast<int64_t>(experts.size() - w0));
+    store.acquire(l, experts.data() + w0, n, weights.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const ExpertWeights& ew = *weights[static_cast<size_t>(i)];
+      const auto& [rows, scale] = routed[experts[w0 + static_cast<size_t>(i)]];
+      const int64_t R = static_cast<int64_t>(rows.size());
+      b_.gather_rows(h_, rows.data(), R, d, rows_);
+      b_.matmul(ew.gate, rows_, R, ff_gate_);
+      b_.matmul(ew.up, rows_, R, ff_up_);
+      b_.swiglu(ff_gate_, ff_up_, R * ff, ff_act_);
+      b_.matmul(ew.down, ff_act_, R, ff_out_);
+      b_.scatter_add_rows(o_, ff_out_, rows.data(), scale.data(), R, d);
+    }
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,56 @@
+// The forward driver: one pass of the generic transformer block over a micro-batch of rows that
+// may come from several sequences (each with its own KV cache and position). Matmuls run over
+// all rows at once; attention runs per sequence. Every family goes through this code, driven by
+// ArchConfig; only the FFN half differs between dense and MoE layers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/kv_cache.h"
+
+namespace ts {
+
+// `n` tokens of one sequence, appended after kv->n_past. `logits` (host) receives the logits of
+// every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted.
+struct SeqChunk {
+  KvCache* kv = nullptr;
+  const int32_t* tokens = nullptr;
+  int64_t n = 0;
+  float* logits = nullptr;
+  bool all_rows = false;
+};
+
+class Forward {
+ public:
+  Forward(Engine& engine, int64_t max_rows);
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
+
+  int64_t max_rows() const { return max_rows_; }
+  // Runs the chunks (at most max_rows() tokens in all) and advances each chunk's kv->n_past.
+  void run(const std::vector<SeqChunk>& chunks);
+
+ private:
+  void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
+  void ffn_dense(int64_t l, int64_t M);
+  void ffn_moe(int64_t l, int64_t M);
+  void head(const std::vector<SeqChunk>& chunks, int64_t M);
+  float* scratch(size_t floats);
+
+  Engine& engine_;
+  Backend& b_;
+  const ArchConfig& c_;
+  int64_t max_rows_;
+  std::vector<void*> buffers_;
+  std::vector<int32_t> ids_, pos_, head_rows_;
+  // activations, [max_rows][width] in backend memory
+  float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *o_ = nullptr;
+  float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr, *rows_ = nullptr;
+  float *router_ = nullptr, *logits_ = nullptr;
+  std::vector<float> router_host_;
+};
+
+}  // namespace ts
