@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "quant/blocks.h"
+#include "quant/dtype.h"
 
 namespace ts {
 
@@ -12,5 +13,12 @@ namespace ts {
 void quantize_row_q8a32(const float* x, BlockQ8A32* y, int64_t n);
 // n must be a multiple of 256.
 void quantize_row_q8k(const float* x, BlockQ8K* y, int64_t n);
+
+// Quantisation of weights into the file formats (to write model files, e.g. synthetic models):
+// round to nearest with each block's scales from its own range, no importance weighting; the float
+// types round to nearest even. Every type the matmul kernels take can be produced.
+bool can_quantize_weights(DType t);
+// Writes n / block_elems blocks of `t` to dst; n must be a whole number of blocks.
+void quantize_row_weights(DType t, const float* x, void* dst, int64_t n);
 
 }  // namespace ts

@@ -1,0 +1,300 @@
+// Quantisation of weight rows into the GGML block formats of blocks.h: round to nearest, with each
+// block's scales taken from its own range (no importance weighting, no search). Every scale is
+// rounded to its stored precision (f16, or the 4/6/8-bit sub-block code) *before* the quants are
+// chosen, so the quants fit the scale the reader will see.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/error.h"
+#include "quant/dequant.h"
+#include "quant/quantize.h"
+
+namespace ts {
+namespace {
+
+int nearest(float v) {
+  return static_cast<int>(std::nearbyint(v));
+}
+
+int clamp_int(int v, int lo, int hi) {
+  return std::min(std::max(v, lo), hi);
+}
+
+// Stores v as f16 bits and returns the value the reader will decode.
+float store_f16(float v, uint16_t& bits) {
+  bits = f32_to_f16(v);
+  return f16_to_f32(bits);
+}
+
+// The element of largest magnitude, with its sign (0 for an empty or all-zero range).
+float signed_extreme(const float* x, int n) {
+  float ext = 0;
+  for (int i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > std::fabs(ext)) ext = x[i];
+  return ext;
+}
+
+// Quant codes of x / step + zero, clamped to [0, qmax]; zero step gives the zero point.
+void codes(const float* x, int n, float step, float offset, int zero, int qmax, uint8_t* q) {
+  const float inv = step != 0 ? 1.0f / step : 0.0f;
+  for (int i = 0; i < n; ++i)
+    q[i] = static_cast<uint8_t>(clamp_int(nearest((x[i] + offset) * inv) + zero, 0, qmax));
+}
+
+// Symmetric block of 32 with the largest-magnitude element mapped to -half (q4_0: 8, q5_0: 16).
+float symmetric32(const float* x, int half, uint16_t& d_bits, uint8_t* q) {
+  const float d = store_f16(signed_extreme(x, kQK32) / static_cast<float>(-half), d_bits);
+  codes(x, kQK32, d, 0, half, 2 * half - 1, q);
+  return d;
+}
+
+// Asymmetric block of 32: x = d * q + m, m the block minimum.
+void affine32(const float* x, int qmax, uint16_t& d_bits, uint16_t& m_bits, uint8_t* q) {
+  const auto [lo, hi] = std::minmax_element(x, x + kQK32);
+  const float m = store_f16(*lo, m_bits);
+  const float d = store_f16((*hi - m) / static_cast<float>(qmax), d_bits);
+  codes(x, kQK32, d, -m, 0, qmax, q);
+}
+
+void pack_nibbles32(const uint8_t* q, uint8_t* qs) {
+  for (int i = 0; i < kQK32 / 2; ++i)
+    qs[i] = static_cast<uint8_t>((q[i] & 0x0F) | ((q[i + 16] & 0x0F) << 4));
+}
+
+void pack_fifth_bits32(const uint8_t* q, uint8_t* qh) {
+  uint32_t bits = 0;
+  for (int i = 0; i < kQK32; ++i) bits |= static_cast<uint32_t>((q[i] >> 4) & 1) << i;
+  std::memcpy(qh, &bits, sizeof(bits));
+}
+
+void quantize_q8_0(const float* x, BlockQ8_0& b) {
+  float amax = 0;
+  for (int i = 0; i < kQK32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = store_f16(amax / 127.0f, b.d);
+  const float inv = d != 0 ? 1.0f / d : 0.0f;
+  for (int i = 0; i < kQK32; ++i)
+    b.qs[i] = static_cast<int8_t>(clamp_int(nearest(x[i] * inv), -127, 127));
+}
+
+void quantize_q4_0(const float* x, BlockQ4_0& b) {
+  uint8_t q[kQK32];
+  symmetric32(x, 8, b.d, q);
+  pack_nibbles32(q, b.qs);
+}
+
+void quantize_q4_1(const float* x, BlockQ4_1& b) {
+  uint8_t q[kQK32];
+  affine32(x, 15, b.d, b.m, q);
+  pack_nibbles32(q, b.qs);
+}
+
+void quantize_q5_0(const float* x, BlockQ5_0& b) {
+  uint8_t q[kQK32];
+  symmetric32(x, 16, b.d, q);
+  pack_nibbles32(q, b.qs);
+  pack_fifth_bits32(q, b.qh);
+}
+
+void quantize_q5_1(const float* x, BlockQ5_1& b) {
+  uint8_t q[kQK32];
+  affine32(x, 31, b.d, b.m, q);
+  pack_nibbles32(q, b.qs);
+  pack_fifth_bits32(q, b.qh);
+}
+
+// The k-quants with a scale and a min per sub-block: x = d * sc[j] * q - dmin * mn[j], with
+// sc, mn codes of `code_max` and q in [0, qmax]. Sub-block j gets the step that spans its range
+// from min(0, smallest element); d and dmin map the largest step and min to code_max.
+struct ScaleMinCodes {
+  uint8_t sc[16];
+  uint8_t mn[16];
+};
+
+ScaleMinCodes scale_min_subblocks(const float* x, int n_sub, int sub_len, int qmax, int code_max,
+                                  uint16_t& d_bits, uint16_t& dmin_bits, uint8_t* q) {
+  float step[16], neg_min[16];
+  float max_step = 0, max_min = 0;
+  for (int j = 0; j < n_sub; ++j) {
+    const auto [lo, hi] = std::minmax_element(x + j * sub_len, x + (j + 1) * sub_len);
+    neg_min[j] = std::max(0.0f, -*lo);
+    step[j] = (std::max(*hi, 0.0f) + neg_min[j]) / static_cast<float>(qmax);
+    max_step = std::max(max_step, step[j]);
+    max_min = std::max(max_min, neg_min[j]);
+  }
+  const float d = store_f16(max_step / static_cast<float>(code_max), d_bits);
+  const float dmin = store_f16(max_min / static_cast<float>(code_max), dmin_bits);
+  ScaleMinCodes c{};
+  for (int j = 0; j < n_sub; ++j) {
+    c.sc[j] = static_cast<uint8_t>(d != 0 ? clamp_int(nearest(step[j] / d), 0, code_max) : 0);
+    c.mn[j] =
+        static_cast<uint8_t>(dmin != 0 ? clamp_int(nearest(neg_min[j] / dmin), 0, code_max) : 0);
+    const float sub_step = d * static_cast<float>(c.sc[j]);
+    const float offset = dmin * static_cast<float>(c.mn[j]);
+    codes(x + j * sub_len, sub_len, sub_step, offset, 0, qmax, q + j * sub_len);
+  }
+  return c;
+}
+
+// The k-quants with one signed scale per sub-block: x = d * sc[j] * (q - zero), sc in
+// [-code_half, code_half - 1], q - zero in [-zero, zero - 1]. Each sub-block maps its
+// largest-magnitude element to -zero; d maps the largest-magnitude sub-block scale to -code_half.
+void signed_subblocks(const float* x, int n_sub, int sub_len, int zero, int code_half,
+                      uint16_t& d_bits, int* sc, uint8_t* q) {
+  float scale[16];
+  float ext = 0;
+  for (int j = 0; j < n_sub; ++j) {
+    scale[j] = signed_extreme(x + j * sub_len, sub_len) / static_cast<float>(-zero);
+    if (std::fabs(scale[j]) > std::fabs(ext)) ext = scale[j];
+  }
+  const float d = store_f16(ext / static_cast<float>(-code_half), d_bits);
+  for (int j = 0; j < n_sub; ++j) {
+    sc[j] = d != 0 ? clamp_int(nearest(scale[j] / d), -code_half, code_half - 1) : 0;
+    codes(x + j * sub_len, sub_len, d * static_cast<float>(sc[j]), 0, zero, 2 * zero - 1,
+          q + j * sub_len);
+  }
+}
+
+void quantize_q2_k(const float* x, BlockQ2_K& b) {
+  uint8_t q[kQKK];
+  const ScaleMinCodes c = scale_min_subblocks(x, 16, 16, 3, 15, b.d, b.dmin, q);
+  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(c.sc[j] | (c.mn[j] << 4));
+  std::memset(b.qs, 0, sizeof(b.qs));
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e / 32) % 4, l = e % 32;
+    b.qs[32 * h + l] |= static_cast<uint8_t>(q[e] << (2 * s));
+  }
+}
+
+void quantize_q3_k(const float* x, BlockQ3_K& b) {
+  uint8_t q[kQKK];
+  int sc[16];
+  signed_subblocks(x, 16, 16, 4, 32, b.d, sc, q);
+  std::memset(b.scales, 0, sizeof(b.scales));
+  for (int j = 0; j < 16; ++j) {
+    const int code = sc[j] + 32;
+    b.scales[j % 8] |= static_cast<uint8_t>((code & 0x0F) << (4 * (j / 8)));
+    b.scales[8 + j % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (j / 4)));
+  }
+  std::memset(b.hmask, 0, sizeof(b.hmask));
+  std::memset(b.qs, 0, sizeof(b.qs));
+  // q is biased by 4: low 2 bits as stored, bit 2 is the hmask bit (set means no -4).
+  for (int e = 0; e < kQKK; ++e) {
+    const int c = e / 32, l = e % 32;
+    b.qs[32 * (c / 4) + l] |= static_cast<uint8_t>((q[e] & 3) << (2 * (c % 4)));
+    b.hmask[l] |= static_cast<uint8_t>((q[e] >> 2) << c);
+  }
+}
+
+// Inverse of k4_scale_min (blocks.h).
+void pack_k4_scales(const ScaleMinCodes& c, uint8_t* s) {
+  std::memset(s, 0, kKScaleBytes);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      s[j] = c.sc[j];
+      s[j + 4] = c.mn[j];
+    } else {
+      s[j + 4] = static_cast<uint8_t>((c.sc[j] & 0x0F) | ((c.mn[j] & 0x0F) << 4));
+      s[j - 4] |= static_cast<uint8_t>((c.sc[j] >> 4) << 6);
+      s[j] |= static_cast<uint8_t>((c.mn[j] >> 4) << 6);
+    }
+  }
+}
+
+void pack_k_nibbles(const uint8_t* q, uint8_t* qs) {
+  std::memset(qs, 0, kQKK / 2);
+  for (int e = 0; e < kQKK; ++e) {
+    const int c = e / 64, n = (e / 32) % 2, l = e % 32;
+    qs[32 * c + l] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * n));
+  }
+}
+
+void quantize_q4_k(const float* x, BlockQ4_K& b) {
+  uint8_t q[kQKK];
+  pack_k4_scales(scale_min_subblocks(x, 8, 32, 15, 63, b.d, b.dmin, q), b.scales);
+  pack_k_nibbles(q, b.qs);
+}
+
+void quantize_q5_k(const float* x, BlockQ5_K& b) {
+  uint8_t q[kQKK];
+  pack_k4_scales(scale_min_subblocks(x, 8, 32, 31, 63, b.d, b.dmin, q), b.scales);
+  pack_k_nibbles(q, b.qs);
+  std::memset(b.qh, 0, sizeof(b.qh));
+  for (int e = 0; e < kQKK; ++e)
+    b.qh[e % 32] |= static_cast<uint8_t>(((q[e] >> 4) & 1) << (e / 32));
+}
+
+void quantize_q6_k(const float* x, BlockQ6_K& b) {
+  uint8_t q[kQKK];
+  int sc[16];
+  signed_subblocks(x, 16, 16, 32, 128, b.d, sc, q);
+  for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(sc[j]);
+  std::memset(b.ql, 0, sizeof(b.ql));
+  std::memset(b.qh, 0, sizeof(b.qh));
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, r = e % 128;
+    b.ql[64 * h + r % 64] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (r / 64)));
+    b.qh[32 * h + r % 32] |= static_cast<uint8_t>((q[e] >> 4) << (2 * (r / 32)));
+  }
+}
+
+template <class Block>
+void quantize_blocks(void (*one)(const float*, Block&), const float* x, void* dst, int64_t n,
+                     int block_elems) {
+  Block* blocks = static_cast<Block*>(dst);
+  for (int64_t i = 0; i < n / block_elems; ++i) one(x + i * block_elems, blocks[i]);
+}
+
+}  // namespace
+
+bool can_quantize_weights(DType t) {
+  return is_weight_dtype_supported(t);
+}
+
+void quantize_row_weights(DType t, const float* x, void* dst, int64_t n) {
+  const DTypeInfo& info = dtype_info(t);
+  if (!can_quantize_weights(t))
+    fail(ErrorKind::Unsupported,
+         std::string("quantize_row_weights: no quantiser for dtype ") + info.name);
+  if (n < 0 || n % info.block_elems != 0)
+    fail(ErrorKind::Usage, std::string("quantize_row_weights: ") + std::to_string(n) +
+                               " elements is not a whole number of " + info.name + " blocks");
+  auto* h = static_cast<uint16_t*>(dst);
+  switch (t) {
+    case DType::F32:
+      std::memcpy(dst, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_f16(x[i]);
+      return;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) h[i] = f32_to_bf16(x[i]);
+      return;
+    case DType::Q4_0:
+      return quantize_blocks<BlockQ4_0>(quantize_q4_0, x, dst, n, kQK32);
+    case DType::Q4_1:
+      return quantize_blocks<BlockQ4_1>(quantize_q4_1, x, dst, n, kQK32);
+    case DType::Q5_0:
+      return quantize_blocks<BlockQ5_0>(quantize_q5_0, x, dst, n, kQK32);
+    case DType::Q5_1:
+      return quantize_blocks<BlockQ5_1>(quantize_q5_1, x, dst, n, kQK32);
+    case DType::Q8_0:
+      return quantize_blocks<BlockQ8_0>(quantize_q8_0, x, dst, n, kQK32);
+    case DType::Q2_K:
+      return quantize_blocks<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK);
+    case DType::Q3_K:
+      return quantize_blocks<BlockQ3_K>(quantize_q3_k, x, dst, n, kQKK);
+    case DType::Q4_K:
+      return quantize_blocks<BlockQ4_K>(quantize_q4_k, x, dst, n, kQKK);
+    case DType::Q5_K:
+      return quantize_blocks<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK);
+    case DType::Q6_K:
+      return quantize_blocks<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK);
+    default:
+      fail(ErrorKind::Unsupported,
+           std::string("quantize_row_weights: no quantiser for dtype ") + info.name);
+  }
+}
+
+}  // namespace ts
