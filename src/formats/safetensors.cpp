@@ -37,12 +37,20 @@ constexpr StDType kStDTypes[] = {
 constexpr const char* kKnownUnsupported[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
                                              "F4",      "U16",     "U32",     "U64",     "C64"};
 
+// Deeper JSON is refused while parsing: every level of a 100 MB "[[[[..." costs the DOM tens of
+// bytes per input byte, gigabytes in all. Headers nest 3 levels, configs about 5.
+constexpr int kMaxJsonDepth = 64;
+
 // Parses JSON text, refusing duplicate keys in any object: nlohmann keeps the last of two equal
 // keys, which would let a second "weight" entry silently replace the first.
 json parse_json_unique_keys(std::string_view text, const std::string& what) {
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
-  auto on_event = [&](int, json::parse_event_t event, json& parsed) {
+  auto on_event = [&](int depth, json::parse_event_t event, json& parsed) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth)
+      fail(ErrorKind::Model,
+           what + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     switch (event) {
       case json::parse_event_t::object_start:
         open_objects.emplace_back();
@@ -116,7 +124,7 @@ class SafetensorsParser {
         read_tensor(name, entry);
     }
     check_overlaps();
-    std::sort(
+    std::stable_sort(  // ties (empty tensors) stay in name order
         f_.tensors_.begin(), f_.tensors_.end(),
         [](const SafetensorsTensor& a, const SafetensorsTensor& b) { return a.offset < b.offset; });
     for (size_t k = 0; k < f_.tensors_.size(); ++k) f_.index_.emplace(f_.tensors_[k].name, k);

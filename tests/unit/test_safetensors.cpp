@@ -124,11 +124,15 @@ TEST_F(Safetensors, BadJson) {
   EXPECT_TRUE(refused(R"({"__metadata__": {"k": 1}})", 0, "__metadata__ 'k' is not a string"));
 }
 
-TEST_F(Safetensors, DeepJsonIsRefusedNotOverflowed) {
+TEST_F(Safetensors, DeepJsonIsRefusedEarly) {
   const std::string deep = "{\"a\": " + std::string(200000, '[') + std::string(200000, ']') + "}";
-  EXPECT_TRUE(refused(deep, 0, "tensor 'a': entry is not a JSON object"));
-  const std::string unbalanced = std::string(200000, '[');
-  EXPECT_TRUE(refused(unbalanced, 0, "header is not valid JSON"));
+  EXPECT_TRUE(refused(deep, 0, "header: JSON nested deeper than 64 levels"));
+  std::string objects;
+  for (int k = 0; k < 100000; ++k) objects += "{\"a\":";
+  EXPECT_TRUE(refused(objects, 0, "header: JSON nested deeper than 64 levels"));
+  // 64 levels are fine as JSON (and then refused as a tensor entry).
+  const std::string ok = "{\"a\": " + std::string(63, '[') + std::string(63, ']') + "}";
+  EXPECT_TRUE(refused(ok, 0, "tensor 'a': entry is not a JSON object"));
 }
 
 TEST_F(Safetensors, BadTensorEntries) {
