@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "test_paths.h"
 #include "text/byte_unicode.h"
 #include "text/pretokenizer.h"
 #include "text/special_tokens.h"
@@ -334,6 +337,90 @@ TEST(GgufVocab, ReadsKeysAndNamesTheBadOne) {
             std::string::npos);
   EXPECT_NE(with("tokenizer.ggml.model", ts::gguf_string("gpt2")).find("tokenizer.ggml.merges"),
             std::string::npos);
+}
+
+// A byte-level tokenizer.json: the 256 byte characters, "ab" and "Ġab" by merges, one special
+// and one non-special added token, digits split before GPT-2's regex.
+nlohmann::json small_tokenizer_json() {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b)
+    vocab[ts::bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  vocab["ab"] = 256;
+  vocab
+      ["\xC4\xA0"
+       "ab"] = 257;
+  return {
+      {"added_tokens",
+       {{{"id", 258}, {"content", "<|im_end|>"}, {"special", true}},
+        {{"id", 259}, {"content", "<tag>"}, {"special", false}, {"rstrip", true}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Digits"}, {"individual_digits", true}}, {{"type", "ByteLevel"}}}}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        // Both spellings of a merge that tokenizers versions write.
+        {"merges", nlohmann::json::array({"a b", nlohmann::json::array({"\xC4\xA0", "ab"})})}}},
+  };
+}
+
+std::string write_hf_dir(const nlohmann::json& tokenizer, const std::string& config) {
+  const std::string dir = ::testing::TempDir() + "/ts_hf_tok";
+  EXPECT_EQ(ts::test::run_command("rm -rf " + dir + " && mkdir -p " + dir), 0);
+  std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
+  if (!config.empty()) std::ofstream(dir + "/tokenizer_config.json") << config;
+  return dir;
+}
+
+TEST(HfTokenizerJson, ByteLevelVocabMergesAddedTokensAndConfig) {
+  const ts::Tokenizer t = ts::Tokenizer::from_hf_dir(
+      write_hf_dir(small_tokenizer_json(),
+                   R"({"eos_token": {"content": "<|im_end|>"}, "add_bos_token": false})"));
+  EXPECT_EQ(t.kind(), ts::TokenizerKind::ByteLevelBpe);
+  EXPECT_EQ(t.vocab_size(), 260);
+  EXPECT_EQ(t.eos(), 258);
+  EXPECT_EQ(t.eot(), 258);
+  EXPECT_TRUE(t.is_eog(258));
+  EXPECT_FALSE(t.add_bos());
+  EXPECT_EQ(t.token_type(258), TokenType::Control);
+  EXPECT_EQ(t.token_type(259), TokenType::UserDefined);
+  // "ab ab12": ab, Ġab, then the digits one by one.
+  EXPECT_EQ(t.encode("ab ab12", false, false), (std::vector<int32_t>{256, 257, '1', '2'}));
+  EXPECT_EQ(t.encode("x<|im_end|>", false, true), (std::vector<int32_t>{'x', 258}));
+  // <tag> strips the spaces after it.
+  EXPECT_EQ(t.encode("x<tag>  ab", false, false), (std::vector<int32_t>{'x', 259, 256}));
+}
+
+TEST(HfTokenizerJson, UnsupportedOrBrokenFilesAreRefusedByName) {
+  const auto error_of = [](const nlohmann::json& j) {
+    try {
+      ts::Tokenizer::from_hf_dir(write_hf_dir(j, ""));
+    } catch (const ts::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  auto j = small_tokenizer_json();
+  j["pre_tokenizer"] = {{"type", "Whitespace"}};
+  EXPECT_NE(error_of(j).find("pre-tokenizer 'Whitespace'"), std::string::npos);
+  j = small_tokenizer_json();
+  j["model"]["vocab"].erase("ab");
+  EXPECT_NE(error_of(j).find("token id 256"), std::string::npos);
+  j = small_tokenizer_json();
+  j["model"]["type"] = "WordPiece";
+  EXPECT_NE(error_of(j).find("WordPiece"), std::string::npos);
+  j = small_tokenizer_json();
+  j["normalizer"] = {{"type", "Lowercase"}};
+  EXPECT_NE(error_of(j).find("normalizer 'Lowercase'"), std::string::npos);
+  const std::string empty = ::testing::TempDir() + "/ts_hf_empty";
+  ASSERT_EQ(ts::test::run_command("rm -rf " + empty + " && mkdir -p " + empty), 0);
+  EXPECT_THROW(ts::Tokenizer::from_hf_dir(empty), ts::Error);
+  std::ofstream(empty + "/tokenizer.json") << "{not json";
+  EXPECT_THROW(ts::Tokenizer::from_hf_dir(empty), ts::Error);
 }
 
 }  // namespace

