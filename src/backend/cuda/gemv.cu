@@ -33,7 +33,7 @@ __device__ __forceinline__ float dot_x4(float4 a, const float* w) {
 // ---- plain types ----
 
 constexpr int kPlainWarps = 8;
-constexpr int kPlainUnroll = 4;  // 16-byte loads in flight per lane
+constexpr int kPlainUnroll = 8;  // 16-byte loads in flight per lane
 
 template <DType T>
 __device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
@@ -178,15 +178,17 @@ __global__ void __launch_bounds__(kQuantWarps * 32)
     for (int g = 0; g < G::kGroups; ++g) {
       const int e = g * 256 + lane * 8;
       if (e < n_elems) {
-        float wf[8];
-        dequant8<T>(seg + (e / B::kElems) * B::kBytes, e % B::kElems, wf);
+        float xv[8];
         if constexpr (kAlignedX) {
-          const auto* xv = reinterpret_cast<const float4*>(xs + e);
-          acc += dot_x4(__ldg(xv), wf) + dot_x4(__ldg(xv + 1), wf + 4);
+          const auto* x4 = reinterpret_cast<const float4*>(xs + e);
+          const float4 a = __ldg(x4), b = __ldg(x4 + 1);
+          xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+          xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
         } else {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) acc += __ldg(xs + e + i) * wf[i];
+          for (int i = 0; i < 8; ++i) xv[i] = __ldg(xs + e + i);
         }
+        acc += dot8<T>(seg + (e / B::kElems) * B::kBytes, e % B::kElems, xv);
       }
     }
     if (s == nseg - 1) {

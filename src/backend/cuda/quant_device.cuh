@@ -152,7 +152,7 @@ __device__ __forceinline__ void dequant8<DType::Q5_0>(const uint8_t* b, int i0, 
   nibbles8(b + 6, i0, q);
 #pragma unroll
   for (int k = 0; k < 8; ++k)
-    y[k] = d * static_cast<float>((q[k] | (((qh >> (i0 + k)) & 1) << 4)) - 16);
+    y[k] = d * static_cast<float>((q[k] | static_cast<int>(((qh >> (i0 + k)) & 1) << 4)) - 16);
 }
 
 template <>
@@ -164,7 +164,7 @@ __device__ __forceinline__ void dequant8<DType::Q5_1>(const uint8_t* b, int i0, 
   nibbles8(b + 8, i0, q);
 #pragma unroll
   for (int k = 0; k < 8; ++k)
-    y[k] = d * static_cast<float>(q[k] | (((qh >> (i0 + k)) & 1) << 4)) + m;
+    y[k] = d * static_cast<float>(q[k] | static_cast<int>(((qh >> (i0 + k)) & 1) << 4)) + m;
 }
 
 template <>
@@ -243,6 +243,141 @@ __device__ __forceinline__ void dequant8<DType::Q6_K>(const uint8_t* b, int i0, 
     const int hi = (byte_of(high, k) >> (2 * (r / 32))) & 3;
     y[k] = dl * static_cast<float>((lo | (hi << 4)) - 32);
   }
+}
+
+// ---- GEMV dot products ----
+// dot8<T>(block, i0, x) = sum over k < 8 of element i0 + k of the block times x[k]. The scales are
+// factored out of the sum (d * sum(q x) - dmin * min * sum(x)), and the small integers become
+// floats by the exponent trick (the bits 0x4B0000qq are the float 2^23 + qq, exactly) instead of
+// the quarter-rate integer conversion: one byte permute, one add and one FMA per element.
+
+constexpr float kTwo23 = 8388608.0f;
+
+// Sum over the four bytes q_k of w of (q_k - bias) * x[k]; every q_k - bias is exact.
+__device__ __forceinline__ float dot4_bytes(uint32_t w, float bias, const float* x) {
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const float q = __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7440u + k)));
+    s = fmaf(q - (kTwo23 + bias), x[k], s);
+  }
+  return s;
+}
+
+__device__ __forceinline__ float dot8_words(uint64_t v, float bias, const float* x) {
+  return dot4_bytes(static_cast<uint32_t>(v), bias, x) +
+         dot4_bytes(static_cast<uint32_t>(v >> 32), bias, x + 4);
+}
+
+__device__ __forceinline__ float sum8(const float* x) {
+  return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
+}
+
+// Nibbles of a 32-element block (low nibbles for i0 < 16, else high), one per byte.
+__device__ __forceinline__ uint64_t nibble_bytes(const uint8_t* qs, int i0) {
+  const uint64_t v = load8_bytes(qs + (i0 & 15));
+  return (i0 < 16 ? v : v >> 4) & 0x0F0F0F0F0F0F0F0Full;
+}
+
+// Bits i0 .. i0 + 7 of qh, one per byte, moved to bit 4 of each byte.
+__device__ __forceinline__ uint64_t fifth_bits(uint32_t qh, int i0) {
+  const uint32_t b = (qh >> i0) & 0xFF;
+  uint64_t spread = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) spread |= static_cast<uint64_t>((b >> k) & 1) << (8 * k + 4);
+  return spread;
+}
+
+template <DType T>
+__device__ __forceinline__ float dot8(const uint8_t* b, int i0, const float* x);
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q8_0>(const uint8_t* b, int i0, const float* x) {
+  // Signed bytes: flipping the sign bit gives q + 128.
+  const uint64_t v = load8_bytes(b + 2 + i0) ^ 0x8080808080808080ull;
+  return half_bits_to_float(load_u16(b)) * dot8_words(v, 128.0f, x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q4_0>(const uint8_t* b, int i0, const float* x) {
+  return half_bits_to_float(load_u16(b)) * dot8_words(nibble_bytes(b + 2, i0), 8.0f, x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q4_1>(const uint8_t* b, int i0, const float* x) {
+  return half_bits_to_float(load_u16(b)) * dot8_words(nibble_bytes(b + 4, i0), 0.0f, x) +
+         half_bits_to_float(load_u16(b + 2)) * sum8(x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q5_0>(const uint8_t* b, int i0, const float* x) {
+  const uint64_t q = nibble_bytes(b + 6, i0) | fifth_bits(load_u32_2aligned(b + 2), i0);
+  return half_bits_to_float(load_u16(b)) * dot8_words(q, 16.0f, x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q5_1>(const uint8_t* b, int i0, const float* x) {
+  const uint64_t q = nibble_bytes(b + 8, i0) | fifth_bits(load_u32_2aligned(b + 4), i0);
+  return half_bits_to_float(load_u16(b)) * dot8_words(q, 0.0f, x) +
+         half_bits_to_float(load_u16(b + 2)) * sum8(x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q2_K>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockQ2_K*>(b);
+  const int h = i0 / 128, s = (i0 / 32) % 4, l0 = i0 % 32, j = i0 / 16;
+  const float dl = half_bits_to_float(blk->d) * static_cast<float>(blk->scales[j] & 0x0F);
+  const float ml = half_bits_to_float(blk->dmin) * static_cast<float>(blk->scales[j] >> 4);
+  const uint64_t q = (load8_bytes(blk->qs + 32 * h + l0) >> (2 * s)) & 0x0303030303030303ull;
+  return dl * dot8_words(q, 0.0f, x) - ml * sum8(x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q3_K>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockQ3_K*>(b);
+  const int c = i0 / 32, l0 = i0 % 32;
+  const float dl =
+      half_bits_to_float(blk->d) * static_cast<float>(q3k_scale_dev(blk->scales, i0 / 16));
+  const uint64_t low =
+      (load8_bytes(blk->qs + 32 * (c / 4) + l0) >> (2 * (c % 4))) & 0x0303030303030303ull;
+  const uint64_t high = (load8_bytes(blk->hmask + l0) >> c) & 0x0101010101010101ull;
+  // q = low - (high ? 0 : 4) = (low + 4 high) - 4.
+  return dl * dot8_words(low | (high << 2), 4.0f, x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q4_K>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockQ4_K*>(b);
+  const int c = i0 / 64, n = (i0 / 32) % 2, l0 = i0 % 32;
+  float scale, min;
+  k4_scale_min_dev(blk->scales, i0 / 32, scale, min);
+  const uint64_t q = (load8_bytes(blk->qs + 32 * c + l0) >> (4 * n)) & 0x0F0F0F0F0F0F0F0Full;
+  return half_bits_to_float(blk->d) * scale * dot8_words(q, 0.0f, x) -
+         half_bits_to_float(blk->dmin) * min * sum8(x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q5_K>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockQ5_K*>(b);
+  const int c = i0 / 64, n = (i0 / 32) % 2, l0 = i0 % 32, sub = i0 / 32;
+  float scale, min;
+  k4_scale_min_dev(blk->scales, sub, scale, min);
+  const uint64_t nib = (load8_bytes(blk->qs + 32 * c + l0) >> (4 * n)) & 0x0F0F0F0F0F0F0F0Full;
+  const uint64_t hi = ((load8_bytes(blk->qh + l0) >> sub) & 0x0101010101010101ull) << 4;
+  return half_bits_to_float(blk->d) * scale * dot8_words(nib | hi, 0.0f, x) -
+         half_bits_to_float(blk->dmin) * min * sum8(x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::Q6_K>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockQ6_K*>(b);
+  const int h = i0 / 128, r = i0 % 128;
+  const float dl = half_bits_to_float(blk->d) * static_cast<float>(blk->scales[i0 / 16]);
+  const uint64_t low =
+      (load8_bytes(blk->ql + 64 * h + r % 64) >> (4 * (r / 64))) & 0x0F0F0F0F0F0F0F0Full;
+  const uint64_t high =
+      (load8_bytes(blk->qh + 32 * h + r % 32) >> (2 * (r / 32))) & 0x0303030303030303ull;
+  return dl * dot8_words(low | (high << 4), 32.0f, x);
 }
 
 // Element e of a row of a plain (unquantised) type.
