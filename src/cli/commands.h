@@ -16,5 +16,7 @@ Runner add_inspect(CLI::App& app);
 Runner add_logits(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_run(CLI::App& app);
+Runner add_synth(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 }  // namespace ts::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   add(ts::cli::add_logits);
   add(ts::cli::add_perplexity);
   add(ts::cli::add_run);
+  add(ts::cli::add_synth);
+  add(ts::cli::add_chat);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

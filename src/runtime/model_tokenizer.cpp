@@ -10,4 +10,10 @@ Tokenizer load_tokenizer(const ModelSpec& spec) {
   return Tokenizer::from_hf_dir(spec.source->path());
 }
 
+ChatTemplate model_chat_template(const ModelSpec& spec, const std::string& explicit_name) {
+  const std::string source = spec.source->gguf() != nullptr ? gguf_chat_template(*spec.source->gguf())
+                                                            : hf_chat_template(spec.source->path());
+  return select_chat_template(explicit_name, source, family_name(spec.cfg.family), spec.source->path());
+}
+
 }  // namespace ts

@@ -1,0 +1,122 @@
+// `turbospark chat [-m MODEL] [--system TEXT] [--chat-template NAME]`: an interactive multi-turn
+// conversation. The KV cache is kept between turns: each turn feeds only the tokens the session
+// has not seen. Ctrl-C stops the current answer; /exit (or Ctrl-D) leaves.
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "cli/run_stats.h"
+#include "cli/sampling_flags.h"
+#include "core/error.h"
+#include "runtime/model_tokenizer.h"
+#include "runtime/session.h"
+
+namespace ts::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) { g_interrupted.store(true); }
+
+struct ChatArgs {
+  ModelFlags model;
+  SamplingFlags sampling;
+  std::string system;
+  std::string chat_template;
+  bool stats = false;
+};
+
+// Reads one line with line editing on a terminal, plain getline otherwise (tests, pipes).
+bool read_line(std::string& out) {
+  if (::isatty(0)) {
+    char* line = readline("> ");
+    if (line == nullptr) return false;
+    out = line;
+    if (!out.empty()) add_history(line);
+    std::free(line);
+    return true;
+  }
+  std::fputs("> ", stdout);
+  std::fflush(stdout);
+  char buf[65536];
+  if (std::fgets(buf, sizeof buf, stdin) == nullptr) return false;
+  out = buf;
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return true;
+}
+
+int run_chat(const ChatArgs& a) {
+  auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  // The bundled model is a base model with no chat format: it talks in plain text.
+  const std::string name = a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
+  const ChatTemplate tmpl = model_chat_template(engine->spec(), name);
+  std::fprintf(stderr, "chat: %s, format %s; /exit to leave, Ctrl-C stops an answer\n",
+               engine->spec().source->path().c_str(), tmpl.name());
+  Session session(*engine);
+  std::vector<ChatMessage> messages;
+  if (!a.system.empty()) messages.push_back({"system", a.system});
+  std::vector<int32_t> in_cache;  // the tokens the session holds, in order
+
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+
+  std::string line;
+  while (read_line(line)) {
+    if (line == "/exit" || line == "/quit") break;
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    const std::vector<int32_t> all = tok.encode(tmpl.apply(messages, true), tok.add_bos(), true);
+    // Reuse the longest prefix the cache already holds; feed the rest.
+    size_t keep = 0;
+    while (keep < in_cache.size() && keep < all.size() && in_cache[keep] == all[keep]) ++keep;
+    if (keep == all.size()) --keep;  // at least one token must be fed to get logits
+    session.truncate(static_cast<int64_t>(keep));
+    in_cache.resize(keep);
+    const std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(keep), all.end());
+    if (session.n_past() + static_cast<int64_t>(fresh.size()) >= session.ctx()) {
+      std::fprintf(stderr, "chat: the conversation no longer fits the context of %lld tokens (raise -c)\n",
+                   static_cast<long long>(session.ctx()));
+      break;
+    }
+    g_interrupted.store(false);
+    GenerateOptions o = generate_options(a.sampling);
+    o.cancel = &g_interrupted;
+    const GenerateResult r = generate(session, tok, fresh, o, [](const std::string& s) {
+      std::fwrite(s.data(), 1, s.size(), stdout);
+      std::fflush(stdout);
+    });
+    std::printf("\n");
+    if (r.finish == FinishReason::Cancelled) std::fprintf(stderr, "[stopped]\n");
+    in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
+    // Every generated token but the last was fed back into the cache.
+    if (!r.tokens.empty()) in_cache.insert(in_cache.end(), r.tokens.begin(), r.tokens.end() - 1);
+    messages.push_back({"assistant", r.text});
+    if (a.stats) print_run_stats(*engine, r, stderr);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_chat(CLI::App& app) {
+  auto* sub = app.add_subcommand("chat", "Interactive multi-turn chat (keeps the KV cache between turns)");
+  auto a = std::make_shared<ChatArgs>();
+  add_model_flags(sub, a->model, true);
+  add_sampling_flags(sub, a->sampling);
+  a->sampling.n_predict = 256;
+  sub->add_option("--system", a->system, "System prompt");
+  sub->add_option("--chat-template", a->chat_template, "chatml, llama3, llama2, mistral, gemma, raw");
+  sub->add_flag("--stats", a->stats, "Print the stats line after each answer");
+  return [a] { return run_chat(*a); };
+}
+
+}  // namespace ts::cli
