@@ -26,7 +26,7 @@ std::string shared_path(const std::string& relative) {
 }
 
 int run_command(const std::string& command, std::string* output) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen(("( " + command + " ) 2>&1").c_str(), "r");
   if (pipe == nullptr) return -1;
   std::array<char, 4096> buf{};
   size_t n;

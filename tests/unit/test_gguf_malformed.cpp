@@ -2,6 +2,7 @@
 // ts::Error of kind Model whose one-line message names the problem. Needs no shared data.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -346,6 +347,10 @@ TEST_F(GgufMalformed, NotAFile) {
                               "absent.gguf: cannot open: No such file or directory"));
   EXPECT_TRUE(throws_ts_error([&] { GgufFile::open(dir_.path()); }, ErrorKind::Model,
                               "not a regular file"));
+  const std::string fifo = dir_.file("fifo.gguf");  // refused at once, not waited on
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_TRUE(
+      throws_ts_error([&] { GgufFile::open(fifo); }, ErrorKind::Model, "not a regular file"));
 }
 
 // Bytes past the header limit are never read as metadata, however large the (sparse) file: a

@@ -1,0 +1,113 @@
+// The `turbospark` binary as a user meets it: exit codes and one-line errors for bad input,
+// greedy generation on the bundled model following llama.cpp's, and `chat` driven through a
+// pseudo-terminal for two turns.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+int run(const std::string& args, std::string* out = nullptr) {
+  return test::run_command(test::binary_path() + " " + args, out);
+}
+
+TEST(Cli, HelpListsEverySubcommand) {
+  std::string out;
+  ASSERT_EQ(run("--help", &out), 0);
+  for (const char* cmd : {"inspect", "logits", "perplexity", "run", "chat"}) EXPECT_NE(out.find(cmd), std::string::npos) << cmd;
+}
+
+TEST(Cli, UnknownFlagIsAUsageError) {
+  std::string out;
+  EXPECT_EQ(run("run --no-such-flag", &out), 1);
+  EXPECT_NE(out.find("error"), std::string::npos) << out;
+}
+
+TEST(Cli, MissingModelExitsWith2AndNamesIt) {
+  std::string out;
+  EXPECT_EQ(run("inspect /nonexistent/model.gguf", &out), 2);
+  EXPECT_NE(out.find("/nonexistent/model.gguf"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+}
+
+TEST(Cli, GarbageFileIsRefusedWithExit2) {
+  const std::string path = ::testing::TempDir() + "/garbage.gguf";
+  std::ofstream(path) << "this is not a model file at all, just some text that is long enough";
+  std::string out;
+  EXPECT_EQ(run("run -m " + path + " -p hi", &out), 2);
+  EXPECT_NE(out.find("not a GGUF file"), std::string::npos) << out;
+}
+
+TEST(Cli, EmptyPromptAndContextOverflowAreClearErrors) {
+  std::string out;
+  EXPECT_EQ(run("run -p ''", &out), 1);
+  EXPECT_NE(out.find("prompt is empty"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(run("run -c 8 -p 'a prompt that is certainly longer than eight tokens of context'", &out), 1);
+  EXPECT_NE(out.find("exceed the context"), std::string::npos) << out;
+}
+
+TEST(Cli, GreedyRunOnTheBundledModelFollowsLlamaCpp) {
+  // llama.cpp gives this continuation on both the bf16 and the q8_0 tiny-moe files.
+  std::string out;
+  ASSERT_EQ(run("run -p 'In the morning, the children walked to the school' -n 24 --temp 0 --ignore-eos "
+                "--no-display-prompt 2>/dev/null",
+                &out),
+            0);
+  EXPECT_EQ(out,
+            ", and the children, and the children, and the children, and the children, to their children, to their "
+            "children\n");
+}
+
+// Reads from the pty until `marker` has appeared `count` times or 60 s pass.
+bool read_until(int fd, std::string& buf, const std::string& marker, int count) {
+  for (int waited = 0; waited < 600; ++waited) {
+    int seen = 0;
+    for (size_t p = buf.find(marker); p != std::string::npos; p = buf.find(marker, p + 1)) ++seen;
+    if (seen >= count) return true;
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) > 0) {
+      char tmp[4096];
+      const ssize_t n = ::read(fd, tmp, sizeof tmp);
+      if (n <= 0) return false;
+      buf.append(tmp, static_cast<size_t>(n));
+    }
+  }
+  return false;
+}
+
+TEST(Cli, ChatThroughAPseudoTerminalForTwoTurns) {
+  int fd = -1;
+  const pid_t pid = ::forkpty(&fd, nullptr, nullptr, nullptr);
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string bin = test::binary_path();
+    ::execl(bin.c_str(), bin.c_str(), "chat", "-n", "12", "--temp", "0", "-t", "1", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string screen;
+  ASSERT_TRUE(read_until(fd, screen, "> ", 1)) << screen;
+  ASSERT_EQ(::write(fd, "The old city\r", 13), 13);
+  ASSERT_TRUE(read_until(fd, screen, "> ", 2)) << screen;
+  ASSERT_EQ(::write(fd, "The river\r", 10), 10);
+  ASSERT_TRUE(read_until(fd, screen, "> ", 3)) << screen;
+  ASSERT_EQ(::write(fd, "/exit\r", 6), 6);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(fd);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << screen;
+  // Both answers were printed: text between the prompts, not just the echo.
+  const size_t second = screen.find("> ", screen.find("The old city"));
+  EXPECT_GT(second - screen.find("The old city"), 20u) << screen;
+}
+
+}  // namespace
+}  // namespace ts
