@@ -29,22 +29,25 @@ std::string weight_dtype_names() {
   std::string s;
   for (uint32_t id = 0; id < 64; ++id) {
     const auto info = dtype_info(id);
-    if (info && can_quantize_weights(static_cast<DType>(id))) s += (s.empty() ? "" : ", ") + std::string(info->name);
+    if (info && can_quantize_weights(static_cast<DType>(id)))
+      s += (s.empty() ? "" : ", ") + std::string(info->name);
   }
   return s;
 }
 
 int list_shapes() {
-  std::printf("%-14s %-9s %7s %7s %6s %6s %5s %6s %7s %8s %9s\n", "shape", "arch", "vocab", "hidden", "layers",
-              "heads", "kv", "h_dim", "ffn", "experts", "theta");
+  std::printf("%-14s %-9s %7s %7s %6s %6s %5s %6s %7s %8s %9s\n", "shape", "arch", "vocab",
+              "hidden", "layers", "heads", "kv", "h_dim", "ffn", "experts", "theta");
   for (const SynthShape& s : synth_shapes()) {
-    const std::string experts =
-        s.experts ? std::to_string(s.experts_used) + "/" + std::to_string(s.experts) + "x" + std::to_string(s.expert_ffn)
-                  : "-";
+    const std::string experts = s.experts ? std::to_string(s.experts_used) + "/" +
+                                                std::to_string(s.experts) + "x" +
+                                                std::to_string(s.expert_ffn)
+                                          : "-";
     std::printf("%-14s %-9s %7lld %7lld %6lld %6lld %5lld %6lld %7lld %8s %9.0f\n", s.name, s.arch,
-                static_cast<long long>(s.vocab), static_cast<long long>(s.hidden), static_cast<long long>(s.layers),
-                static_cast<long long>(s.heads), static_cast<long long>(s.kv_heads),
-                static_cast<long long>(s.head_dim), static_cast<long long>(s.ffn), experts.c_str(), s.rope_theta);
+                static_cast<long long>(s.vocab), static_cast<long long>(s.hidden),
+                static_cast<long long>(s.layers), static_cast<long long>(s.heads),
+                static_cast<long long>(s.kv_heads), static_cast<long long>(s.head_dim),
+                static_cast<long long>(s.ffn), experts.c_str(), s.rope_theta);
   }
   std::printf("dtypes: %s\n", weight_dtype_names().c_str());
   return 0;
@@ -52,7 +55,8 @@ int list_shapes() {
 
 int run_synth(const SynthArgs& a) {
   if (a.list) return list_shapes();
-  if (a.shape.empty()) fail(ErrorKind::Usage, "--shape is required (known: " + synth_shape_names() + ")");
+  if (a.shape.empty())
+    fail(ErrorKind::Usage, "--shape is required (known: " + synth_shape_names() + ")");
   if (a.out.empty()) fail(ErrorKind::Usage, "-o FILE.gguf is required");
   SynthOptions o;
   o.shape = a.shape;
@@ -64,9 +68,9 @@ int run_synth(const SynthArgs& a) {
   o.seed = a.seed;
   o.threads = a.threads;
   const SynthSummary plan = plan_synth_model(o);
-  std::fprintf(stderr, "synth: %s %s, %lld layers, %.3f B parameters, %.2f GB -> %s\n", a.shape.c_str(),
-               a.dtype.c_str(), static_cast<long long>(plan.layers), plan.params / 1e9, plan.file_bytes / 1e9,
-               a.out.c_str());
+  std::fprintf(stderr, "synth: %s %s, %lld layers, %.3f B parameters, %.2f GB -> %s\n",
+               a.shape.c_str(), a.dtype.c_str(), static_cast<long long>(plan.layers),
+               plan.params / 1e9, plan.file_bytes / 1e9, a.out.c_str());
   Progress bar("synth", true);
   const auto t0 = std::chrono::steady_clock::now();
   const SynthSummary s = write_synth_model(o, a.out, [&](uint64_t done, uint64_t total) {
@@ -82,14 +86,17 @@ int run_synth(const SynthArgs& a) {
 }  // namespace
 
 Runner add_synth(CLI::App& app) {
-  auto* sub = app.add_subcommand("synth", "Write a GGUF of a real model's shape with seeded random weights");
+  auto* sub = app.add_subcommand("synth",
+                                 "Write a GGUF of a real model's shape with seeded random weights");
   auto a = std::make_shared<SynthArgs>();
   sub->add_option("--shape", a->shape, "Model shape (see --list)");
   sub->add_option("--dtype", a->dtype, "Type of every weight matrix (default q8_0)");
   sub->add_option("-o,--output", a->out, "Output GGUF file");
-  sub->add_option("--layers", a->layers, "Keep only the first N layers (default: all)")->check(CLI::PositiveNumber);
+  sub->add_option("--layers", a->layers, "Keep only the first N layers (default: all)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--seed", a->seed, "Random seed (default 0)");
-  sub->add_option("-t,--threads", a->threads, "Threads generating weights (default: physical cores)")
+  sub->add_option("-t,--threads", a->threads,
+                  "Threads generating weights (default: physical cores)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--list", a->list, "List the shapes and dtypes, then exit");
   return [a] { return run_synth(*a); };

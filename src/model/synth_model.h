@@ -1,0 +1,41 @@
+// Synthetic models: a GGUF file of a real model's shape (model/synth_shapes.h) with seeded random
+// weights, written with llama.cpp's tensor names and metadata (and a SentencePiece-style
+// vocabulary) so that other runtimes can be measured on the very same file. Weights are scaled to
+// keep activations finite through every layer: norms near 1, matrices uniform with standard
+// deviation 1 / sqrt(fan_in). Tensors are generated and written a slice at a time: the file never
+// sits in memory.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "quant/dtype.h"
+
+namespace ts {
+
+struct SynthOptions {
+  std::string shape;          // a name from synth_shapes()
+  DType dtype = DType::Q8_0;  // of every matrix; norms, router and rope_freqs stay f32
+  int64_t layers = 0;         // 0: the shape's depth; else its first `layers` layers
+  uint64_t seed = 0;
+  int threads = 0;  // 0: physical cores
+};
+
+struct SynthSummary {
+  uint64_t file_bytes = 0;
+  uint64_t params = 0;
+  int64_t tensors = 0;
+  int64_t layers = 0;
+};
+
+// Checks the options (shape, dtype, depth, rows whole blocks) and sizes the file; no I/O.
+SynthSummary plan_synth_model(const SynthOptions& o);
+
+// Writes the model to `path`, first as `path`.part, renamed once complete. Refuses (Usage) when
+// the file system holding `path` has too little free space. `progress` receives bytes written so
+// far and the total.
+SynthSummary write_synth_model(const SynthOptions& o, const std::string& path,
+                               const std::function<void(uint64_t, uint64_t)>& progress = {});
+
+}  // namespace ts

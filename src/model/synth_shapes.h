@@ -1,0 +1,43 @@
+// The shapes `turbospark synth` can build: the published dimensions of real models (and two tiny
+// ones for tests), so that synthetic files cost per token what the real models cost.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ts {
+
+struct SynthShape {
+  const char* name;   // as given to --shape
+  const char* arch;   // GGUF general.architecture: llama, qwen3 or qwen3moe
+  const char* model;  // the model whose dimensions these are
+  int64_t vocab = 0;
+  int64_t hidden = 0;
+  int64_t layers = 0;
+  int64_t heads = 0;
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t ffn = 0;      // dense FFN width (feed_forward_length)
+  int64_t experts = 0;  // routed experts per layer (0: dense)
+  int64_t experts_used = 0;
+  int64_t expert_ffn = 0;  // width of one expert (Mixtral: = ffn)
+  double rope_theta = 0;
+  double rms_eps = 0;
+  int64_t ctx = 0;
+  bool tied = false;  // output head shares token_embd (no output.weight)
+  // llama3 rope scaling, written as the rope_freqs tensor as llama.cpp's converter does (factor 0:
+  // none).
+  double rope_factor = 0;
+  double rope_low_freq = 0;
+  double rope_high_freq = 0;
+  int64_t rope_orig_ctx = 0;
+};
+
+const std::vector<SynthShape>& synth_shapes();
+// The shape called `name`; fails (Usage) listing the known names.
+const SynthShape& find_synth_shape(const std::string& name);
+// "tiny, tiny-moe, llama3.2-1b, ..."
+std::string synth_shape_names();
+
+}  // namespace ts
