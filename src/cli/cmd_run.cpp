@@ -2,12 +2,15 @@
 // token, then one stats line on stderr.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/run_stats.h"
 #include "cli/sampling_flags.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 
@@ -20,7 +23,22 @@ struct RunArgs {
   std::string prompt;
   bool no_bos = false;
   bool show_prompt = true;
+  std::string stats_json;
 };
+
+// Machine-readable stats for tests and scripts: footprint, peak RSS, expert statistics.
+void write_stats_json(Engine& engine, const GenerateResult& r, const std::string& path) {
+  nlohmann::json j{{"footprint", footprint_json(engine.footprint())},
+                   {"peak_rss_bytes", peak_rss_bytes()},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"generated_tokens", r.tokens.size()},
+                   {"prompt_seconds", r.prompt_seconds},
+                   {"generate_seconds", r.generate_seconds},
+                   {"experts", engine.experts().stats_json()}};
+  std::ofstream out(path);
+  if (!out) fail(ErrorKind::Usage, "--stats-json: cannot create '" + path + "'");
+  out << j.dump(2) << "\n";
+}
 
 int run_run(const RunArgs& a) {
   if (a.prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty (-p TEXT)");
@@ -37,6 +55,7 @@ int run_run(const RunArgs& a) {
   });
   std::printf("\n");
   print_run_stats(*engine, r, stderr);
+  if (!a.stats_json.empty()) write_stats_json(*engine, r, a.stats_json);
   return 0;
 }
 
@@ -51,6 +70,7 @@ Runner add_run(CLI::App& app) {
   sub->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend the BOS token");
   sub->add_flag("!--no-display-prompt", a->show_prompt, "Print only the continuation");
+  sub->add_option("--stats-json", a->stats_json, "Also write the stats (footprint, peak RSS, experts) as JSON to FILE");
   return [a] { return run_run(*a); };
 }
 
