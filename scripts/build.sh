@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds turbospark into build/ (Release). Extra arguments go to cmake's configure.
+# Configures and builds turbospark into build/ (Release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/bootstrap.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+scripts/configure.sh build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j2
