@@ -133,7 +133,7 @@ class CudaBackend final : public Backend {
 
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     if (M == 1)
-      cuda::launch_gemv(w, x, y, sm_count_, stream_);
+      cuda::launch_gemv(w, x, y, stream_);
     else
       gemm_->run(w, x, M, y);
   }

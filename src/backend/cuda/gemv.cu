@@ -2,12 +2,16 @@
 // weight bytes at the HBM rate, so every weight byte is loaded once, 16 bytes per thread, coalesced
 // across the warp, with several loads in flight per thread.
 //
-// Plain types (f32/f16/bf16) load 16-byte chunks of the row straight into registers. The GGML
-// block types have blocks of 18..210 bytes that do not line up with 16-byte chunks, so a warp
-// copies a segment of its row (~2 KB of whole blocks) into shared memory with 16-byte cp.async
+// One block of 256 threads takes 4 rows and splits their columns between its threads: each thread
+// loads a piece of x once and uses it for the 4 rows, so that the L1 traffic of x (4 bytes per
+// element, against 0.5..2 bytes of weight) is a quarter of the weight traffic, not a multiple of
+// it. The per-thread sums of each row meet through shared memory at the end.
+//
+// Plain types (f32/f16/bf16) load 16-byte chunks of each row straight into registers. The GGML
+// block types have blocks of 18..210 bytes that do not line up with 16-byte chunks, so the block
+// copies a segment (2048 elements) of each of its rows into shared memory with 16-byte cp.async
 // copies, double-buffered so that the next segment is in flight while this one is decoded; each
-// lane then decodes 8 consecutive elements per 256-element group, so that the warp's reads of x
-// are coalesced too.
+// thread then decodes 8 consecutive elements of each row, so that the reads of x are coalesced.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -21,19 +25,37 @@
 namespace ts::cuda {
 namespace {
 
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kRows = 4;  // rows per block
+
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
 
-__device__ __forceinline__ float dot_x4(float4 a, const float* w) {
-  return a.x * w[0] + a.y * w[1] + a.z * w[2] + a.w * w[3];
+// Sums each row's per-thread partials over the block and writes rows r0 .. r0 + nr - 1 of y.
+__device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, int64_t r0,
+                                            float* y) {
+  __shared__ float part[kWarps][kRows];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const float s = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x < nr) {
+    float s = 0;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) s += part[w][threadIdx.x];
+    y[r0 + threadIdx.x] = s;
+  }
 }
 
 // ---- plain types ----
 
-constexpr int kPlainWarps = 8;
-constexpr int kPlainUnroll = 8;  // 16-byte loads in flight per lane
+constexpr int kPlainUnroll = 2;  // chunks per row per step: 2 x 4 rows = 8 16-byte loads in flight
 
 template <DType T>
 __device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
@@ -56,66 +78,74 @@ __device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
 }
 
 // Rows or activations that are not 16-byte aligned (padded rows, an offset into a buffer): one
-// element per lane per step. Slower, but decode keeps f32 activations whatever the layout.
+// element per thread per step. Slower, but decode keeps f32 activations whatever the layout.
 template <DType T>
-__global__ void __launch_bounds__(kPlainWarps * 32)
+__global__ void __launch_bounds__(kThreads)
     gemv_plain_scalar_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                              const float* x, float* y) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kPlainWarps;
-  for (int64_t r = blockIdx.x * kPlainWarps + threadIdx.x / 32; r < rows; r += warps) {
-    const uint8_t* wr = w + r * row_stride;
-    float acc = 0;
-    for (int64_t i = lane; i < cols; i += 32) acc += plain_elem<T>(wr, i) * __ldg(x + i);
-    acc = warp_sum(acc);
-    if (lane == 0) y[r] = acc;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  float acc[kRows] = {};
+  for (int64_t i = threadIdx.x; i < cols; i += kThreads) {
+    const float xi = __ldg(x + i);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r < nr) acc[r] += plain_elem<T>(w + (r0 + r) * row_stride, i) * xi;
   }
+  finish_rows(acc, nr, r0, y);
 }
 
 template <DType T>
-__global__ void __launch_bounds__(kPlainWarps * 32)
+__global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y) {
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
-  const int lane = threadIdx.x % 32;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   const int64_t nchunks = cols / kPerChunk;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kPlainWarps;
-  for (int64_t r = blockIdx.x * kPlainWarps + threadIdx.x / 32; r < rows; r += warps) {
-    const auto* wr = reinterpret_cast<const uint4*>(w + r * row_stride);
-    float acc = 0;
-    for (int64_t c0 = lane; c0 < nchunks; c0 += 32 * kPlainUnroll) {
-      uint4 v[kPlainUnroll];
+  const uint8_t* base = w + r0 * row_stride;
+  float acc[kRows] = {};
+  for (int64_t c0 = threadIdx.x; c0 < nchunks; c0 += kThreads * kPlainUnroll) {
+    uint4 v[kPlainUnroll][kRows];
 #pragma unroll
-      for (int u = 0; u < kPlainUnroll; ++u)
-        if (c0 + 32 * u < nchunks) v[u] = __ldcs(wr + c0 + 32 * u);  // streamed: read once
+    for (int u = 0; u < kPlainUnroll; ++u)
 #pragma unroll
-      for (int u = 0; u < kPlainUnroll; ++u) {
-        const int64_t c = c0 + 32 * u;
-        if (c >= nchunks) break;
+      for (int r = 0; r < kRows; ++r)
+        if (r < nr && c0 + u * kThreads < nchunks)  // streamed: read once, evict first
+          v[u][r] =
+              __ldcs(reinterpret_cast<const uint4*>(base + r * row_stride) + c0 + u * kThreads);
+#pragma unroll
+    for (int u = 0; u < kPlainUnroll; ++u) {
+      const int64_t c = c0 + u * kThreads;
+      if (c >= nchunks) break;
+      float xv[kPerChunk];
+      const auto* x4 = reinterpret_cast<const float4*>(x + c * kPerChunk);
+#pragma unroll
+      for (int k = 0; k < kPerChunk / 4; ++k) {
+        const float4 a = __ldg(x4 + k);
+        xv[4 * k] = a.x, xv[4 * k + 1] = a.y, xv[4 * k + 2] = a.z, xv[4 * k + 3] = a.w;
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
         float wf[kPerChunk];
-        unpack_chunk<T>(v[u], wf);
-        const auto* xv = reinterpret_cast<const float4*>(x + c * kPerChunk);
+        unpack_chunk<T>(v[u][r], wf);
 #pragma unroll
-        for (int k = 0; k < kPerChunk / 4; ++k) acc += dot_x4(__ldg(xv + k), wf + 4 * k);
+        for (int k = 0; k < kPerChunk; ++k) acc[r] = fmaf(wf[k], xv[k], acc[r]);
       }
     }
-    acc = warp_sum(acc);
-    if (lane == 0) y[r] = acc;
   }
+  finish_rows(acc, nr, r0, y);
 }
 
 // ---- block-quantised types ----
 
-constexpr int kQuantWarps = 4;
-constexpr int kSegTarget = 2048;  // bytes of whole blocks per shared-memory segment
+constexpr int kSegElems = kThreads * 8;  // elements per row per segment: 8 per thread
 
 template <DType T>
 struct SegGeometry {
   using B = BlockTraits<T>;
-  static constexpr int kGroupBytes = (256 / B::kElems) * B::kBytes;  // one 256-element group
-  static constexpr int kGroups = kSegTarget / kGroupBytes > 0 ? kSegTarget / kGroupBytes : 1;
-  static constexpr int kElems = kGroups * 256;
-  static constexpr int kBytes = kGroups * kGroupBytes;
+  static constexpr int kBytes = kSegElems / B::kElems * B::kBytes;
   // Room for the segment plus up to 15 bytes before it (aligned-down start) and after it.
   static constexpr int kBuf = (kBytes + 32 + 15) / 16 * 16;
 };
@@ -132,108 +162,95 @@ __device__ __forceinline__ void cp_async_wait_one() {
 }
 
 template <DType T, bool kAlignedX>
-__global__ void __launch_bounds__(kQuantWarps * 32)
+__global__ void __launch_bounds__(kThreads)
     gemv_quant_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y) {
   using G = SegGeometry<T>;
   using B = BlockTraits<T>;
-  __shared__ __align__(16) uint8_t smem[kQuantWarps][2][G::kBuf];
-  const int lane = threadIdx.x % 32, wi = threadIdx.x / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kQuantWarps;
-  const int64_t first = blockIdx.x * kQuantWarps + wi;
+  __shared__ __align__(16) uint8_t smem[2][kRows][G::kBuf];
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  const uint8_t* base = w + r0 * row_stride;
   const int64_t row_bytes = cols / B::kElems * B::kBytes;
-  const int64_t nseg = (cols + G::kElems - 1) / G::kElems;
-  const int64_t my_rows = first < rows ? (rows - first + warps - 1) / warps : 0;
-  const int64_t tasks = my_rows * nseg;
-  int offset0 = 0, offset1 = 0;  // where the segment starts inside each stage buffer
+  const int nseg = static_cast<int>((cols + kSegElems - 1) / kSegElems);
 
-  // Copies task k's segment into stage k % 2 (16-byte chunks, aligned-down start).
-  auto issue = [&](int64_t k) {
-    const int64_t r = first + (k / nseg) * warps, s = k % nseg;
-    const int64_t seg0 = s * G::kBytes;
-    const int64_t seg1 = min(seg0 + static_cast<int64_t>(G::kBytes), row_bytes);
-    const uint8_t* start = w + r * row_stride + seg0;
-    const auto* a0 =
-        reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t{15});
-    const uint8_t* end = w + r * row_stride + seg1;
-    const int64_t nchunks = (end - a0 + 15) / 16;
-    uint8_t* buf = smem[wi][k % 2];
-    for (int64_t c = lane; c < nchunks; c += 32) cp_async16(buf + 16 * c, a0 + 16 * c);
-    (k % 2 == 0 ? offset0 : offset1) = static_cast<int>(start - a0);
+  // Copies segment s of every row into stage s % 2, in 16-byte chunks from an aligned-down start.
+  auto issue = [&](int s) {
+    for (int r = 0; r < nr; ++r) {
+      const uint8_t* start = base + r * row_stride + static_cast<int64_t>(s) * G::kBytes;
+      const uint8_t* end =
+          base + r * row_stride + min(static_cast<int64_t>(s + 1) * G::kBytes, row_bytes);
+      const auto* a0 =
+          reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(start) & ~uintptr_t{15});
+      const int nchunks = static_cast<int>((end - a0 + 15) / 16);
+      for (int c = threadIdx.x; c < nchunks; c += kThreads)
+        cp_async16(smem[s % 2][r] + 16 * c, a0 + 16 * c);
+    }
   };
 
-  float acc = 0;
-  if (tasks > 0) issue(0);
+  float acc[kRows] = {};
+  issue(0);
   cp_async_commit();
-  for (int64_t k = 0; k < tasks; ++k) {
-    if (k + 1 < tasks) issue(k + 1);
+  for (int s = 0; s < nseg; ++s) {
+    if (s + 1 < nseg) issue(s + 1);
     cp_async_commit();
-    cp_async_wait_one();  // task k's copies (this lane's) are done
-    __syncwarp();         // ... and every other lane's
-    const int64_t s = k % nseg;
-    const int64_t n_elems = min(static_cast<int64_t>(G::kElems), cols - s * G::kElems);
-    const uint8_t* seg = smem[wi][k % 2] + (k % 2 == 0 ? offset0 : offset1);
-    const float* xs = x + s * G::kElems;
+    cp_async_wait_one();  // this thread's copies of segment s are done
+    __syncthreads();      // ... and every other thread's
+    const int64_t n_elems =
+        min(static_cast<int64_t>(kSegElems), cols - static_cast<int64_t>(s) * kSegElems);
+    const int e = threadIdx.x * 8;
+    if (e < n_elems) {
+      const float* xs = x + static_cast<int64_t>(s) * kSegElems + e;
+      float xv[8];
+      if constexpr (kAlignedX) {
+        const auto* x4 = reinterpret_cast<const float4*>(xs);
+        const float4 a = __ldg(x4), b = __ldg(x4 + 1);
+        xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+        xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+      } else {
 #pragma unroll
-    for (int g = 0; g < G::kGroups; ++g) {
-      const int e = g * 256 + lane * 8;
-      if (e < n_elems) {
-        float xv[8];
-        if constexpr (kAlignedX) {
-          const auto* x4 = reinterpret_cast<const float4*>(xs + e);
-          const float4 a = __ldg(x4), b = __ldg(x4 + 1);
-          xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
-          xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
-        } else {
+        for (int i = 0; i < 8; ++i) xv[i] = __ldg(xs + i);
+      }
 #pragma unroll
-          for (int i = 0; i < 8; ++i) xv[i] = __ldg(xs + e + i);
-        }
-        acc += dot8<T>(seg + (e / B::kElems) * B::kBytes, e % B::kElems, xv);
+      for (int r = 0; r < kRows; ++r) {
+        if (r >= nr) break;
+        const uint8_t* start = base + r * row_stride + static_cast<int64_t>(s) * G::kBytes;
+        const uint8_t* seg = smem[s % 2][r] + (reinterpret_cast<uintptr_t>(start) & 15);
+        acc[r] += dot8<T>(seg + (e / B::kElems) * B::kBytes, e % B::kElems, xv);
       }
     }
-    if (s == nseg - 1) {
-      acc = warp_sum(acc);
-      if (lane == 0) y[first + (k / nseg) * warps] = acc;
-      acc = 0;
-    }
-    __syncwarp();  // every lane is done with this stage before task k + 2 overwrites it
+    __syncthreads();  // every thread is done with this stage before segment s + 2 overwrites it
   }
-}
-
-unsigned grid_blocks(int64_t rows, int warps_per_block, int sm_count, int blocks_per_sm) {
-  const int64_t needed = (rows + warps_per_block - 1) / warps_per_block;
-  return static_cast<unsigned>(
-      std::clamp<int64_t>(needed, 1, static_cast<int64_t>(sm_count) * blocks_per_sm));
+  finish_rows(acc, nr, r0, y);
 }
 
 }  // namespace
 
-void launch_gemv(const Weight& w, const float* x, float* y, int sm_count, cudaStream_t stream) {
+void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream) {
   const auto addr = reinterpret_cast<uintptr_t>(w.data);
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const auto* data = static_cast<const uint8_t*>(w.data);
+  const unsigned grid = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
-      const unsigned grid = grid_blocks(w.rows, kPlainWarps, sm_count, 8);
       if (x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0)
         gemv_plain_kernel<T>
-            <<<grid, kPlainWarps * 32, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
       else
         gemv_plain_scalar_kernel<T>
-            <<<grid, kPlainWarps * 32, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
     } else {
       if (addr % 2 != 0 || w.row_stride % 2 != 0)
         fail(ErrorKind::Unsupported,
              std::string("matmul: ") + dtype_name(T) +
-                 " weight rows must start at even addresses (16-bit scale fields)");
-      const unsigned grid = grid_blocks(w.rows, kQuantWarps, sm_count, 16);
+                 " weight rows must start at even addresses (16-bit scales)");
       if (x_aligned)
         gemv_quant_kernel<T, true>
-            <<<grid, kQuantWarps * 32, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
       else
         gemv_quant_kernel<T, false>
-            <<<grid, kQuantWarps * 32, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
     }
   });
   if (!known)

@@ -40,7 +40,7 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
 
 // y = W x for one activation row (M = 1), in f32 whatever the layout: 16-byte vector loads when
 // rows and x are aligned, element loads otherwise.
-void launch_gemv(const Weight& w, const float* x, float* y, int sm_count, cudaStream_t stream);
+void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream);
 
 // KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
 void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
