@@ -18,5 +18,6 @@ Runner add_perplexity(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_chat(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 }  // namespace ts::cli

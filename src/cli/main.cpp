@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   add(ts::cli::add_run);
   add(ts::cli::add_synth);
   add(ts::cli::add_chat);
+  add(ts::cli::add_serve);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,126 @@
+// `turbospark serve [-m MODEL] [--host H] [--port P] [--api-key KEY] [--parallel N] [-c CTX]`:
+// an OpenAI-compatible HTTP server. -c is the context of each of the --parallel slots; their KV
+// caches are allocated at start. SIGINT / SIGTERM stop it cleanly.
+#include <pthread.h>
+
+#include <CLI/CLI.hpp>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "core/error.h"
+#include "runtime/model_tokenizer.h"
+#include "server/http_server.h"
+#include "server/scheduler.h"
+
+namespace ts::cli {
+namespace {
+
+struct ServeArgs {
+  ModelFlags model;
+  server::ServerOptions http;
+  int parallel = 4;
+  size_t queue = 64;
+  std::string chat_template;
+  std::string alias;
+  std::string max_body = "4M";
+};
+
+// The name clients use in "model": the file's stem, or the directory's name.
+std::string default_model_id(const std::string& path) {
+  std::filesystem::path p(path);
+  if (p.filename().empty()) p = p.parent_path();
+  return p.has_extension() ? p.stem().string() : p.filename().string();
+}
+
+int run_serve(ServeArgs& a) {
+  // One thread takes SIGINT / SIGTERM with sigwait. They are blocked before any thread starts, so
+  // every thread inherits the mask and none is interrupted inside the engine or httplib.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not end the server
+
+  const std::string path = model_path(a.model, true);
+  auto engine = Engine::open(path, engine_options(a.model));
+  print_footprint(engine->footprint(), stderr);
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
+  const std::string format =
+      a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
+  std::optional<ChatTemplate> chat;
+  std::string no_chat;
+  try {
+    chat = model_chat_template(engine->spec(), format);
+  } catch (const Error& e) {
+    if (!format.empty()) throw;
+    no_chat = std::string("chat completions are off: ") + e.what();
+    std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
+  }
+
+  server::Scheduler scheduler(*engine, tok,
+                              {a.parallel, a.model.ctx, a.model.prefill_batch, a.queue});
+  a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
+  a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
+  server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
+  const int port = http.bind();
+  std::fprintf(stderr,
+               "turbospark: serving '%s' on http://%s:%d | %d slots x %lld tokens (KV %.1f MiB), "
+               "queue %zu, chat %s\n",
+               a.http.model_id.c_str(), a.http.host.c_str(), port, a.parallel,
+               static_cast<long long>(a.model.ctx),
+               static_cast<double>(scheduler.kv_bytes()) / (1 << 20), a.queue,
+               chat ? chat->name() : "off");
+  std::fflush(stderr);
+
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    http.stop();
+  });
+  const bool served = http.serve();
+  // serve() also ends when the listening socket fails: wake the signal thread then.
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  scheduler.stop();
+  if (!served) fail(ErrorKind::Runtime, "the server stopped: accepting connections failed");
+  std::fprintf(stderr, "turbospark: server stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+Runner add_serve(CLI::App& app) {
+  auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  auto a = std::make_shared<ServeArgs>();
+  add_model_flags(sub, a->model, true);
+  sub->add_option("--host", a->http.host, "Address to listen on (default: loopback only)");
+  sub->add_option("--port", a->http.port, "Port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--api-key", a->http.api_key,
+                  "Require 'Authorization: Bearer KEY' on every route but /health");
+  sub->add_option("--parallel", a->parallel,
+                  "Sequences generated at once, each with its own KV cache of -c tokens")
+      ->check(CLI::Range(1, 1024));
+  sub->add_option("--queue", a->queue,
+                  "Requests that may wait for a slot before the server answers 503")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option(
+      "--chat-template", a->chat_template,
+      "Chat format: chatml, llama3, llama2, mistral, gemma, raw (default: the model's)");
+  sub->add_option("--alias", a->alias,
+                  "Model name announced by /v1/models (default: the file's name)");
+  sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
+  sub->add_option("--http-threads", a->http.http_threads,
+                  "HTTP worker threads (0: --parallel + --queue + 8)")
+      ->check(CLI::NonNegativeNumber);
+  return [a] { return run_serve(*a); };
+}
+
+}  // namespace ts::cli

@@ -1,0 +1,229 @@
+#include "server/api_request.h"
+
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ts::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kMaxStops = 16;
+// OpenAI's default for /v1/completions; chat completions run to the end of the answer.
+constexpr int64_t kCompletionDefaultMaxTokens = 16;
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  fail(ErrorKind::Input, "'" + field + "' " + what);
+}
+
+// The field, or nullptr when it is absent or null (OpenAI treats both as "use the default").
+const json* get(const json& body, const char* name) {
+  const auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double number(const json& body, const char* name, double lo, double hi, double def) {
+  const json* v = get(body, name);
+  if (v == nullptr) return def;
+  if (!v->is_number()) bad(name, "must be a number");
+  const double x = v->get<double>();
+  if (!(x >= lo && x <= hi))
+    bad(name,
+        "must be between " + json(lo).dump() + " and " + json(hi).dump() + ", got " + v->dump());
+  return x;
+}
+
+int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int64_t def) {
+  const json* v = get(body, name);
+  if (v == nullptr) return def;
+  if (!v->is_number_integer()) bad(name, "must be an integer");
+  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
+    bad(name, "is too large");
+  const int64_t x = v->get<int64_t>();
+  if (x < lo || x > hi)
+    bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
+                  v->dump());
+  return x;
+}
+
+bool boolean(const json& body, const char* name, bool def) {
+  const json* v = get(body, name);
+  if (v == nullptr) return def;
+  if (!v->is_boolean()) bad(name, "must be true or false");
+  return v->get<bool>();
+}
+
+std::string string(const json& body, const char* name) {
+  const json* v = get(body, name);
+  if (v == nullptr) return {};
+  if (!v->is_string()) bad(name, "must be a string");
+  return v->get<std::string>();
+}
+
+// Fields of OpenAI's API that this server does not implement: refused, never silently ignored,
+// since a client that sends them expects their effect.
+void refuse_unsupported(const json& body, ApiKind kind) {
+  if (integer(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
+  if (kind == ApiKind::Completion) {
+    if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "must be 1");
+    if (boolean(body, "echo", false)) bad("echo", "is not supported");
+    if (!string(body, "suffix").empty()) bad("suffix", "is not supported");
+    if (integer(body, "logprobs", 0, 0, 0) != 0) bad("logprobs", "is not supported");
+  } else {
+    if (boolean(body, "logprobs", false)) bad("logprobs", "is not supported");
+    if (get(body, "top_logprobs") != nullptr) bad("top_logprobs", "is not supported");
+    for (const char* f : {"tools", "functions"}) {
+      const json* v = get(body, f);
+      if (v != nullptr && !(v->is_array() && v->empty())) bad(f, "(tool calling) is not supported");
+    }
+    if (const json* rf = get(body, "response_format"); rf != nullptr) {
+      if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
+        bad("response_format", "must be {\"type\": \"text\"}: structured output is not supported");
+    }
+  }
+  if (const json* lb = get(body, "logit_bias"); lb != nullptr && !(lb->is_object() && lb->empty()))
+    bad("logit_bias", "is not supported");
+}
+
+std::vector<std::string> stops(const json& body) {
+  const json* v = get(body, "stop");
+  if (v == nullptr) return {};
+  std::vector<std::string> out;
+  const auto add = [&](const json& s) {
+    if (!s.is_string()) bad("stop", "must be a string or a list of strings");
+    if (s.get_ref<const std::string&>().empty()) bad("stop", "must not contain an empty string");
+    out.push_back(s.get<std::string>());
+  };
+  if (v->is_array()) {
+    if (v->size() > kMaxStops)
+      bad("stop", "has more than " + std::to_string(kMaxStops) + " strings");
+    for (const json& s : *v) add(s);
+  } else {
+    add(*v);
+  }
+  return out;
+}
+
+std::vector<int32_t> token_list(const json& v) {
+  std::vector<int32_t> out;
+  for (const json& t : v) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max())
+      bad("prompt", "token ids must be non-negative integers");
+    out.push_back(t.get<int32_t>());
+  }
+  return out;
+}
+
+// A string, one string in a list, a list of token ids, or one such list in a list.
+void read_prompt(const json& body, ApiRequest& r) {
+  const json* v = get(body, "prompt");
+  if (v == nullptr) bad("prompt", "is required");
+  if (v->is_string()) {
+    r.prompt_text = v->get<std::string>();
+    return;
+  }
+  if (!v->is_array() || v->empty())
+    bad("prompt", "must be a string, a list of token ids or a list of one of these");
+  const json& first = (*v)[0];
+  if (first.is_number()) {
+    r.prompt_tokens = token_list(*v);
+    return;
+  }
+  if (v->size() > 1) bad("prompt", "holds several prompts: send one prompt per request");
+  if (first.is_string()) {
+    r.prompt_text = first.get<std::string>();
+  } else if (first.is_array() && !first.empty()) {
+    r.prompt_tokens = token_list(first);
+  } else {
+    bad("prompt", "must be a string, a list of token ids or a list of one of these");
+  }
+}
+
+// String content, or a list of parts of which only text parts are understood.
+std::string content_text(const json& content, size_t i) {
+  const std::string field = "messages[" + std::to_string(i) + "].content";
+  if (content.is_null()) return {};
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) bad(field, "must be a string or a list of content parts");
+  std::string text;
+  for (const json& part : content) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+        !part.contains("text") || !part["text"].is_string())
+      bad(field,
+          "parts must be {\"type\": \"text\", \"text\": ...}: other content is not supported");
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void read_messages(const json& body, ApiRequest& r) {
+  const json* v = get(body, "messages");
+  if (v == nullptr) bad("messages", "is required");
+  if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty list");
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& m = (*v)[i];
+    const std::string field = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) bad(field, "must be an object");
+    const auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) bad(field + ".role", "must be a string");
+    ChatMessage msg;
+    msg.role = role->get<std::string>();
+    // OpenAI's newer name for the system role.
+    if (msg.role == "developer") msg.role = "system";
+    const auto content = m.find("content");
+    msg.content = content == m.end() ? std::string() : content_text(*content, i);
+    r.messages.push_back(std::move(msg));
+  }
+}
+
+}  // namespace
+
+ApiRequest parse_api_request(ApiKind kind, const json& body) {
+  ApiRequest r;
+  r.kind = kind;
+  refuse_unsupported(body, kind);
+  r.model = string(body, "model");
+  r.stream = boolean(body, "stream", false);
+  if (const json* so = get(body, "stream_options"); so != nullptr) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    r.include_usage = boolean(*so, "include_usage", false);
+  }
+  if (kind == ApiKind::Completion) {
+    read_prompt(body, r);
+  } else {
+    read_messages(body, r);
+  }
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  const int64_t def = kind == ApiKind::Completion ? kCompletionDefaultMaxTokens : -1;
+  r.max_tokens = integer(body, "max_tokens", 1, kIntMax, def);
+  if (kind == ApiKind::Chat)
+    r.max_tokens = integer(body, "max_completion_tokens", 1, kIntMax, r.max_tokens);
+  r.stop = stops(body);
+  SamplerParams& p = r.sampling;
+  p.temperature = static_cast<float>(number(body, "temperature", 0.0, 2.0, 1.0));
+  p.top_p = static_cast<float>(number(body, "top_p", 0.0, 1.0, 1.0));
+  if (p.top_p <= 0.0f)
+    bad("top_p", "must be greater than 0 (use temperature 0 for greedy decoding)");
+  p.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2.0, 2.0, 0.0));
+  p.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2.0, 2.0, 0.0));
+  // Extensions in llama.cpp's server's spelling; off unless asked for, as in OpenAI's API.
+  p.top_k = static_cast<int32_t>(integer(body, "top_k", 0, kIntMax, 0));
+  p.min_p = static_cast<float>(number(body, "min_p", 0.0, 1.0, 0.0));
+  p.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0.0, 10.0, 1.0));
+  if (p.repeat_penalty <= 0.0f) bad("repeat_penalty", "must be greater than 0");
+  p.penalty_last_n =
+      static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
+  r.ignore_eos = boolean(body, "ignore_eos", false);
+  if (const json* s = get(body, "seed"); s != nullptr) {
+    if (!s->is_number_integer()) bad("seed", "must be an integer");
+    r.seed =
+        s->is_number_unsigned() ? s->get<uint64_t>() : static_cast<uint64_t>(s->get<int64_t>());
+  }
+  return r;
+}
+
+}  // namespace ts::server

@@ -1,0 +1,39 @@
+// OpenAI request bodies (/v1/completions, /v1/chat/completions) read into one checked form.
+// A malformed field, a value out of OpenAI's range or a feature we do not implement (n > 1,
+// logprobs, tools, ...) is an Input error naming the field; the HTTP layer answers it with 400.
+// Unknown fields are ignored, as OpenAI's own server does for forward compatibility.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "text/chat_template.h"
+#include "text/sampler.h"
+
+namespace ts::server {
+
+enum class ApiKind { Completion, Chat };
+
+struct ApiRequest {
+  ApiKind kind = ApiKind::Completion;
+  std::string model;  // "" when absent
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  // Completion prompt: text, or token ids given directly.
+  std::string prompt_text;
+  std::vector<int32_t> prompt_tokens;
+  std::vector<ChatMessage> messages;  // chat
+  int64_t max_tokens = -1;            // < 0: until end of generation or the context is full
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  SamplerParams sampling;        // OpenAI's defaults: temperature 1, nucleus and top-k off
+  std::optional<uint64_t> seed;  // absent: the server draws one
+};
+
+// `body` must be a JSON object.
+ApiRequest parse_api_request(ApiKind kind, const nlohmann::json& body);
+
+}  // namespace ts::server

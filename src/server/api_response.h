@@ -1,0 +1,47 @@
+// OpenAI response bodies: whole answers, server-sent-event chunks and error objects, for both
+// /v1/completions ("text_completion") and /v1/chat/completions ("chat.completion[.chunk]").
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "runtime/generator.h"
+#include "server/api_request.h"
+#include "server/job.h"
+
+namespace ts::server {
+
+struct ResponseMeta {
+  ApiKind kind = ApiKind::Completion;
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  std::string model;
+  int64_t created = 0;         // Unix seconds
+  bool include_usage = false;  // streamed: every chunk carries "usage" (null until the last)
+};
+
+// A fresh response id for `kind`: a prefix and 24 random hex digits.
+std::string new_response_id(ApiKind kind);
+
+nlohmann::json usage_json(const Usage& u);
+nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
+                             const Usage& u);
+
+// Streaming: the chat answer opens with the assistant role; then one chunk per piece of text; a
+// chunk with the finish reason; with include_usage a last chunk with no choices and the usage.
+nlohmann::json role_chunk(const ResponseMeta& m);
+nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text);
+nlohmann::json finish_chunk(const ResponseMeta& m, FinishReason finish);
+nlohmann::json usage_chunk(const ResponseMeta& m, const Usage& u);
+
+// {"error": {"message", "type", "param": null, "code"}}; an empty code is null.
+nlohmann::json error_json(const std::string& message, const std::string& type,
+                          const std::string& code);
+
+// Serialisation that never throws: invalid UTF-8 (impossible from the detokenizer, possible in an
+// echoed client string) becomes U+FFFD.
+std::string dump(const nlohmann::json& j);
+// One server-sent event: "data: <json>\n\n".
+std::string sse_event(const nlohmann::json& j);
+
+}  // namespace ts::server

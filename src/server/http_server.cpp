@@ -1,0 +1,304 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/error.h"
+#include "server/api_request.h"
+#include "server/api_response.h"
+
+namespace ts::server {
+namespace {
+
+using nlohmann::json;
+
+// How often a handler waiting for tokens checks that its client is still connected.
+constexpr auto kPoll = std::chrono::milliseconds(50);
+constexpr int kSpareHttpThreads = 8;  // /health, /v1/models and errors while every slot streams
+constexpr int kMaxHttpThreads = 1024;
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type, const std::string& code) {
+  res.status = status;
+  res.set_content(dump(error_json(message, type, code)), "application/json");
+}
+
+void bad_request(httplib::Response& res, const std::string& message) {
+  send_error(res, 400, message, "invalid_request_error", "");
+}
+
+// Compares without an early exit, so the time taken does not tell how much of a key was right.
+// `expected` is never empty (it holds at least "Bearer ").
+bool same_secret(const std::string& given, const std::string& expected) {
+  size_t diff = given.size() ^ expected.size();
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i]) ^
+            static_cast<unsigned char>(expected[i % expected.size()]);
+  return diff == 0;
+}
+
+uint64_t random_seed() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// What a response relays from its job, across the calls of its content provider.
+struct Relay {
+  std::shared_ptr<Job> job;
+  ResponseMeta meta;
+  bool opened = false;
+  std::string text;  // the answer so far (not streamed)
+};
+
+bool write(httplib::DataSink& sink, const std::string& s) {
+  return sink.write(s.data(), s.size());
+}
+
+// One call of a streamed response's provider: waits a little for text and sends it as chunks.
+// Returning false (the client is gone) ends the response; httplib then runs the releaser.
+bool relay_stream(Relay& r, httplib::DataSink& sink) {
+  if (!r.opened) {
+    r.opened = true;
+    if (r.meta.kind == ApiKind::Chat && !write(sink, sse_event(role_chunk(r.meta)))) return false;
+  }
+  const JobUpdate u = r.job->take(kPoll);
+  for (const std::string& piece : u.pieces)
+    if (!write(sink, sse_event(text_chunk(r.meta, piece)))) return false;
+  if (!u.done) return true;
+  if (!u.error.empty()) {
+    if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
+  } else {
+    if (!write(sink, sse_event(finish_chunk(r.meta, u.finish)))) return false;
+    if (r.meta.include_usage && !write(sink, sse_event(usage_chunk(r.meta, u.usage)))) return false;
+  }
+  if (!write(sink, "data: [DONE]\n\n")) return false;
+  sink.done();
+  return true;
+}
+
+// A whole answer is also sent through a provider: its calls are where a vanished client is
+// noticed (sink.is_writable() fails) while the answer is still being generated.
+bool relay_whole(Relay& r, httplib::DataSink& sink) {
+  const JobUpdate u = r.job->take(kPoll);
+  for (const std::string& piece : u.pieces) r.text += piece;
+  if (!u.done) return true;
+  // The status line has gone out as 200; a failure mid-generation can only be told in the body.
+  const std::string body = u.error.empty() ? dump(full_response(r.meta, r.text, u.finish, u.usage))
+                                           : dump(error_json(u.error, "server_error", ""));
+  if (!write(sink, body)) return false;
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Impl(Scheduler& s, const Tokenizer& t, std::optional<ChatTemplate> c, std::string nc,
+       const ServerOptions& opt)
+      : sched(s), tok(t), chat(std::move(c)), no_chat(std::move(nc)), o(opt), created(unix_now()) {}
+
+  void routes();
+  void generate(ApiKind kind, const httplib::Request& req, httplib::Response& res);
+  std::vector<int32_t> prompt(const ApiRequest& a) const;
+  json model_json() const {
+    return {
+        {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
+  }
+
+  Scheduler& sched;
+  const Tokenizer& tok;
+  std::optional<ChatTemplate> chat;
+  std::string no_chat;
+  ServerOptions o;
+  int64_t created;
+  httplib::Server svr;
+};
+
+std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
+  if (a.kind == ApiKind::Chat) {
+    if (!chat) fail(ErrorKind::Input, no_chat);
+    return tok.encode(chat->apply(a.messages, true), tok.add_bos(), true);
+  }
+  if (!a.prompt_tokens.empty()) return a.prompt_tokens;
+  // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.
+  return tok.encode(a.prompt_text, tok.add_bos(), false);
+}
+
+void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
+  const json body = json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) return bad_request(res, "the request body is not valid JSON");
+  if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
+  GenRequest g;
+  ResponseMeta meta;
+  bool stream = false;
+  try {
+    const ApiRequest a = parse_api_request(kind, body);
+    if (!a.model.empty() && a.model != o.model_id)
+      return send_error(
+          res, 404,
+          "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
+          "invalid_request_error", "model_not_found");
+    g.prompt = prompt(a);
+    g.max_tokens = a.max_tokens;
+    g.ignore_eos = a.ignore_eos;
+    g.stop = a.stop;
+    g.sampling = a.sampling;
+    g.sampling.seed = a.seed ? *a.seed : random_seed();
+    meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
+                        a.stream && a.include_usage};
+    stream = a.stream;
+  } catch (const Error& e) {
+    return bad_request(res, e.what());
+  }
+  std::shared_ptr<Job> job;
+  try {
+    job = sched.submit(std::move(g));
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Runtime) return send_error(res, 503, e.what(), "server_error", "");
+    return bad_request(res, e.what());
+  }
+  if (job == nullptr)
+    return send_error(res, 503,
+                      "the server is busy: " + std::to_string(sched.options().queue_capacity) +
+                          " requests are already waiting for a slot; retry later",
+                      "server_error", "queue_full");
+  auto relay = std::make_shared<Relay>(Relay{job, std::move(meta), false, {}});
+  const auto release = [job](bool) { job->cancel(); };
+  const auto guarded = [relay, stream](size_t, httplib::DataSink& sink) {
+    // httplib calls providers outside its handler try-block: nothing may escape.
+    try {
+      return stream ? relay_stream(*relay, sink) : relay_whole(*relay, sink);
+    } catch (const std::exception&) {
+      return false;
+    }
+  };
+  if (stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", guarded, release);
+  } else {
+    res.set_chunked_content_provider("application/json", guarded, release);
+  }
+}
+
+void HttpServer::Impl::routes() {
+  svr.set_payload_max_length(o.max_body_bytes);
+  const int threads =
+      o.http_threads > 0 ? o.http_threads
+                         : std::min<int>(kMaxHttpThreads,
+                                         sched.options().parallel +
+                                             static_cast<int>(std::min<size_t>(
+                                                 sched.options().queue_capacity, kMaxHttpThreads)) +
+                                             kSpareHttpThreads);
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+
+  svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (o.api_key.empty() || req.path == "/health")
+      return httplib::Server::HandlerResponse::Unhandled;
+    if (same_secret(req.get_header_value("Authorization"), "Bearer " + o.api_key))
+      return httplib::Server::HandlerResponse::Unhandled;
+    send_error(res, 401, "invalid or missing API key (send the header 'Authorization: Bearer KEY')",
+               "invalid_request_error", "invalid_api_key");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  // httplib's own refusals (unknown route, body too large, malformed HTTP) arrive here bodiless.
+  svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    if (res.status == 404) {
+      send_error(res, 404, "unknown route: " + req.method + " " + req.path, "invalid_request_error",
+                 "unknown_url");
+    } else if (res.status == 413) {
+      send_error(res, 413,
+                 "the request body is larger than the limit of " +
+                     std::to_string(o.max_body_bytes) + " bytes",
+                 "invalid_request_error", "request_too_large");
+    } else {
+      send_error(res, res.status, "HTTP error " + std::to_string(res.status),
+                 "invalid_request_error", "");
+    }
+  });
+  svr.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string message = "internal error";
+        try {
+          std::rethrow_exception(ep);
+        } catch (const std::exception& e) {
+          message += std::string(": ") + e.what();
+        } catch (...) {
+        }
+        send_error(res, 500, message, "server_error", "");
+      });
+
+  svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    const SchedulerStats s = sched.stats();
+    const json j = {{"status", "ok"},
+                    {"slots_total", s.slots_total},
+                    {"slots_free", s.slots_total - s.slots_busy},
+                    {"queued", s.queued},
+                    {"steps", s.steps},
+                    {"decode_rows", s.decode_rows},
+                    {"prefill_rows", s.prefill_rows}};
+    res.set_content(dump(j), "application/json");
+  });
+  svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_json()})}}),
+                    "application/json");
+  });
+  svr.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    if (req.matches[1] != o.model_id)
+      return send_error(res, 404, "the model '" + std::string(req.matches[1]) + "' does not exist",
+                        "invalid_request_error", "model_not_found");
+    res.set_content(dump(model_json()), "application/json");
+  });
+  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(ApiKind::Completion, req, res);
+  });
+  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    generate(ApiKind::Chat, req, res);
+  });
+}
+
+HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tokenizer,
+                       std::optional<ChatTemplate> chat, std::string no_chat,
+                       const ServerOptions& options)
+    : impl_(std::make_unique<Impl>(scheduler, tokenizer, std::move(chat), std::move(no_chat),
+                                   options)) {
+  impl_->routes();
+}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  const ServerOptions& o = impl_->o;
+  int port = o.port;
+  if (port == 0) {
+    port = impl_->svr.bind_to_any_port(o.host);
+  } else if (!impl_->svr.bind_to_port(o.host, port)) {
+    port = -1;
+  }
+  if (port < 0)
+    fail(ErrorKind::Usage,
+         "cannot listen on " + o.host + ":" + std::to_string(o.port) +
+             " (the port is in use, or the host is not an address of this machine)");
+  return port;
+}
+
+bool HttpServer::serve() {
+  return impl_->svr.listen_after_bind();
+}
+
+void HttpServer::stop() {
+  impl_->svr.stop();
+}
+
+}  // namespace ts::server

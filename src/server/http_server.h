@@ -1,0 +1,48 @@
+// The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
+// POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events.
+// Handler threads parse, tokenize and queue requests, then relay what the scheduler produces;
+// they never touch the engine. Every failure is an OpenAI-style JSON error with its status.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "server/scheduler.h"
+#include "text/chat_template.h"
+#include "text/tokenizer.h"
+
+namespace ts::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;      // 0: any free port
+  std::string api_key;  // empty: no authentication
+  std::string model_id;
+  size_t max_body_bytes = 4u << 20;
+  int http_threads = 0;  // 0: enough for every slot and queued request, plus a few
+};
+
+class HttpServer {
+ public:
+  // `chat` is empty when the model has no chat format; chat requests then fail with `no_chat`.
+  HttpServer(Scheduler& scheduler, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat,
+             std::string no_chat, const ServerOptions& options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds the address and returns the port (a Usage error when it cannot be bound).
+  int bind();
+  // Serves until stop(); returns false when the listening socket failed.
+  bool serve();
+  // Safe from any thread.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ts::server

@@ -1,0 +1,45 @@
+#include "server/job.h"
+
+namespace ts::server {
+
+JobUpdate Job::take(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return done_ || !pieces_.empty(); });
+  JobUpdate u;
+  u.pieces.swap(pieces_);
+  u.done = done_;
+  u.finish = finish_;
+  u.error = error_;
+  u.usage = usage_;
+  return u;
+}
+
+void Job::emit(std::string text) {
+  if (text.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    pieces_.push_back(std::move(text));
+  }
+  cv_.notify_all();
+}
+
+void Job::finish(FinishReason reason, Usage usage) {
+  close(reason, usage, {});
+}
+
+void Job::fail(std::string message) {
+  close(FinishReason::Stop, {}, std::move(message));
+}
+
+void Job::close(FinishReason reason, Usage usage, std::string error) {
+  {
+    std::lock_guard lock(mu_);
+    done_ = true;
+    finish_ = reason;
+    usage_ = usage;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+}  // namespace ts::server

@@ -1,0 +1,73 @@
+// One generation request as the scheduler sees it, and the channel through which its text flows
+// from the scheduler thread to the HTTP handler thread that waits for it. The two sides share
+// nothing else: the handler never touches the engine, the scheduler never touches a socket.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "runtime/generator.h"
+#include "text/sampler.h"
+
+namespace ts::server {
+
+struct GenRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = -1;  // < 0: until the slot's context is full
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  SamplerParams sampling;
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+// What a waiter takes out of the channel at once.
+struct JobUpdate {
+  std::vector<std::string> pieces;  // text released since the last take, in order
+  bool done = false;
+  FinishReason finish = FinishReason::Length;
+  std::string error;  // non-empty: generation failed (done is then true)
+  Usage usage;
+};
+
+class Job {
+ public:
+  explicit Job(GenRequest request) : request_(std::move(request)) {}
+
+  const GenRequest& request() const { return request_; }
+
+  // Waiter side. Returns what arrived within `timeout` (possibly nothing); once it has returned
+  // done, later calls return done again with no pieces.
+  JobUpdate take(std::chrono::milliseconds timeout);
+  // The client went away: the scheduler frees the slot at its next step.
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+
+  // Scheduler side.
+  void emit(std::string text);
+  void finish(FinishReason reason, Usage usage);
+  void fail(std::string message);
+
+ private:
+  void close(FinishReason reason, Usage usage, std::string error);
+
+  const GenRequest request_;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> pieces_;
+  bool done_ = false;
+  FinishReason finish_ = FinishReason::Length;
+  std::string error_;
+  Usage usage_;
+};
+
+}  // namespace ts::server

@@ -1,0 +1,232 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <exception>
+
+#include "core/error.h"
+
+namespace ts::server {
+
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, const SchedulerOptions& options)
+    : engine_(engine),
+      tok_(tokenizer),
+      o_(options),
+      forward_(engine, std::max<int64_t>(options.batch_rows, options.parallel)) {
+  if (o_.parallel < 1) fail(ErrorKind::Usage, "--parallel must be at least 1");
+  if (o_.ctx < 1) fail(ErrorKind::Usage, "the context per slot must be at least 1");
+  const size_t vocab = static_cast<size_t>(engine_.cfg().n_vocab);
+  slots_.resize(static_cast<size_t>(o_.parallel));
+  for (Slot& s : slots_) {
+    s.kv = std::make_unique<KvCache>(engine_, o_.ctx);
+    s.logits.resize(vocab);
+  }
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  stop();
+}
+
+uint64_t Scheduler::kv_bytes() const {
+  uint64_t total = 0;
+  for (const Slot& s : slots_) total += s.kv->bytes();
+  return total;
+}
+
+std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
+  const int64_t n = static_cast<int64_t>(request.prompt.size());
+  if (n == 0) fail(ErrorKind::Input, "the prompt is empty");
+  if (n > o_.ctx)
+    fail(ErrorKind::Input, "the prompt has " + std::to_string(n) +
+                               " tokens, more than the context of " + std::to_string(o_.ctx) +
+                               " per slot");
+  const int32_t vocab = static_cast<int32_t>(engine_.cfg().n_vocab);
+  for (int32_t t : request.prompt)
+    if (t < 0 || t >= vocab)
+      fail(ErrorKind::Input, "token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                 std::to_string(vocab));
+  if (request.max_tokens == 0) fail(ErrorKind::Input, "max_tokens must be at least 1");
+  const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
+  auto job = std::make_shared<Job>(std::move(request));
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) fail(ErrorKind::Runtime, "the server is shutting down");
+    std::erase_if(queue_, [](const std::shared_ptr<Job>& j) { return j->cancelled(); });
+    // Free slots take requests through the queue too, so they do not count against its capacity.
+    const size_t free_slots = static_cast<size_t>(o_.parallel - busy_.load());
+    if (queue_.size() >= o_.queue_capacity + free_slots) return nullptr;
+    queue_.push_back(job);
+  }
+  cv_.notify_one();
+  return job;
+}
+
+SchedulerStats Scheduler::stats() {
+  SchedulerStats st;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(queue_, [](const std::shared_ptr<Job>& j) { return j->cancelled(); });
+    st.queued = queue_.size();
+  }
+  st.slots_total = o_.parallel;
+  st.slots_busy = busy_.load();
+  st.steps = steps_.load();
+  st.decode_rows = decode_rows_.load();
+  st.prefill_rows = prefill_rows_.load();
+  return st;
+}
+
+void Scheduler::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The thread is gone: its slots and the queue are this thread's now.
+  for (Slot& s : slots_) {
+    if (s.job == nullptr) continue;
+    s.job->fail("the server is shutting down");
+    release(s);
+  }
+  std::lock_guard lock(mu_);
+  for (const auto& j : queue_) j->fail("the server is shutting down");
+  queue_.clear();
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || busy_.load() > 0 || !queue_.empty(); });
+      if (stopping_) return;
+      admit_locked();
+    }
+    step();
+  }
+}
+
+void Scheduler::admit_locked() {
+  for (Slot& s : slots_) {
+    if (s.job != nullptr) continue;
+    while (!queue_.empty() && s.job == nullptr) {
+      std::shared_ptr<Job> job = std::move(queue_.front());
+      queue_.pop_front();
+      if (!job->cancelled()) start(s, std::move(job));
+    }
+    if (queue_.empty()) return;
+  }
+}
+
+void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
+  const GenRequest& r = job->request();
+  try {
+    s.sampler.emplace(r.sampling);
+  } catch (const std::exception& e) {
+    job->fail(e.what());
+    return;
+  }
+  for (int32_t t : r.prompt) s.sampler->accept(t);
+  s.text.emplace(tok_);
+  s.stops.emplace(r.stop);
+  s.kv->n_past = 0;
+  s.fed = 0;
+  s.generated = 0;
+  s.admitted = admissions_++;
+  s.job = std::move(job);
+  busy_.fetch_add(1);
+}
+
+bool Scheduler::prefilling(const Slot& s) const {
+  return s.job != nullptr && s.fed < static_cast<int64_t>(s.job->request().prompt.size());
+}
+
+void Scheduler::step() {
+  for (Slot& s : slots_)
+    if (s.job != nullptr && s.job->cancelled()) release(s);
+  chunks_.clear();
+  chunk_slots_.clear();
+  for (Slot& s : slots_) {
+    if (s.job == nullptr || prefilling(s)) continue;
+    chunks_.push_back(SeqChunk{s.kv.get(), &s.next, 1, s.logits.data(), false});
+    chunk_slots_.push_back(&s);
+  }
+  const size_t n_decode = chunks_.size();
+  // Prompts fill the rows the decode steps leave free, oldest first: a step never grows past
+  // max_rows, so a long prompt costs each running stream one bounded step at a time.
+  std::vector<Slot*> waiting;
+  for (Slot& s : slots_)
+    if (prefilling(s)) waiting.push_back(&s);
+  std::sort(waiting.begin(), waiting.end(),
+            [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
+  int64_t rows = static_cast<int64_t>(n_decode);
+  for (Slot* s : waiting) {
+    const int64_t budget = forward_.max_rows() - rows;
+    if (budget <= 0) break;
+    const std::vector<int32_t>& prompt = s->job->request().prompt;
+    const int64_t n = std::min(budget, static_cast<int64_t>(prompt.size()) - s->fed);
+    const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
+    chunks_.push_back(
+        SeqChunk{s->kv.get(), prompt.data() + s->fed, n, last ? s->logits.data() : nullptr, false});
+    chunk_slots_.push_back(s);
+    rows += n;
+  }
+  if (chunks_.empty()) return;
+  try {
+    forward_.run(chunks_);
+  } catch (const std::exception& e) {
+    for (Slot* s : chunk_slots_) {
+      s->job->fail(std::string("generation failed: ") + e.what());
+      release(*s);
+    }
+    return;
+  }
+  steps_.fetch_add(1);
+  decode_rows_.fetch_add(n_decode);
+  prefill_rows_.fetch_add(static_cast<uint64_t>(rows) - n_decode);
+  for (size_t i = 0; i < chunks_.size(); ++i) {
+    Slot& s = *chunk_slots_[i];
+    if (i >= n_decode) {
+      s.fed += chunks_[i].n;
+      if (chunks_[i].logits == nullptr) continue;
+    }
+    try {
+      accept_token(s);
+    } catch (const std::exception& e) {
+      s.job->fail(std::string("generation failed: ") + e.what());
+      release(s);
+    }
+  }
+}
+
+void Scheduler::accept_token(Slot& s) {
+  const GenRequest& r = s.job->request();
+  const int32_t t = s.sampler->sample(s.logits);
+  if (!r.ignore_eos && tok_.is_eog(t)) return finish(s, FinishReason::Stop);
+  ++s.generated;
+  s.sampler->accept(t);
+  s.job->emit(s.stops->push(s.text->push(t)));
+  if (s.stops->stopped()) return finish(s, FinishReason::Stop);
+  if (r.max_tokens >= 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
+  if (s.kv->n_past >= s.kv->ctx()) return finish(s, FinishReason::Length);  // no room to feed it
+  s.next = t;
+}
+
+void Scheduler::finish(Slot& s, FinishReason reason) {
+  if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
+  s.job->finish(reason, Usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated});
+  release(s);
+}
+
+void Scheduler::release(Slot& s) {
+  s.job.reset();
+  s.sampler.reset();
+  s.text.reset();
+  s.stops.reset();
+  s.kv->n_past = 0;
+  s.fed = 0;
+  s.generated = 0;
+  busy_.fetch_sub(1);
+}
+
+}  // namespace ts::server

@@ -1,0 +1,103 @@
+// The scheduler: one thread owns the engine and runs every forward pass. Up to `parallel`
+// sequences (slots) generate at once, each with its own KV cache (allocated once, `ctx` rows) and
+// sampler. Every step is ONE forward pass over one decode row of each generating slot plus a
+// chunk of a waiting prompt, so a long prompt is prefilled a piece at a time between decode steps
+// and the running streams keep flowing. Requests beyond the slots wait in a bounded FIFO.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
+#include "server/job.h"
+#include "text/detokenizer.h"
+#include "text/stop_strings.h"
+#include "text/tokenizer.h"
+
+namespace ts::server {
+
+struct SchedulerOptions {
+  int parallel = 4;            // slots
+  int64_t ctx = 4096;          // KV cache rows per slot
+  int64_t batch_rows = 64;     // most rows of one forward pass (raised to `parallel` if lower)
+  size_t queue_capacity = 64;  // requests waiting for a slot
+};
+
+struct SchedulerStats {
+  int slots_total = 0;
+  int slots_busy = 0;
+  size_t queued = 0;
+  uint64_t steps = 0;         // forward passes
+  uint64_t decode_rows = 0;   // rows that were one generated token of a running sequence
+  uint64_t prefill_rows = 0;  // rows that were prompt tokens
+};
+
+class Scheduler {
+ public:
+  // Allocates the slots' KV caches and the forward buffers, then starts the thread.
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, const SchedulerOptions& options);
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request; nullptr when the queue is full. An Input error for a prompt that is empty,
+  // longer than a slot's context or holds an id outside the vocabulary.
+  std::shared_ptr<Job> submit(GenRequest request);
+  SchedulerStats stats();
+  const SchedulerOptions& options() const { return o_; }
+  uint64_t kv_bytes() const;  // every slot's KV cache
+  // Fails every queued and running job and joins the thread; the destructor calls it.
+  void stop();
+
+ private:
+  struct Slot {
+    std::unique_ptr<KvCache> kv;
+    std::vector<float> logits;
+    std::shared_ptr<Job> job;  // null: free
+    std::optional<Sampler> sampler;
+    std::optional<TextStream> text;
+    std::optional<StopStrings> stops;
+    int64_t fed = 0;        // prompt tokens in the cache
+    int64_t generated = 0;  // tokens sampled and shown
+    int32_t next = -1;      // the last sampled token, fed in the next step
+    uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first
+  };
+
+  void loop();
+  void admit_locked();
+  void start(Slot& s, std::shared_ptr<Job> job);
+  void step();
+  void accept_token(Slot& s);
+  void finish(Slot& s, FinishReason reason);
+  void release(Slot& s);
+  bool prefilling(const Slot& s) const;
+
+  Engine& engine_;
+  const Tokenizer& tok_;
+  SchedulerOptions o_;
+  Forward forward_;
+  std::vector<Slot> slots_;
+  std::vector<SeqChunk> chunks_;
+  std::vector<Slot*> chunk_slots_;
+  uint64_t admissions_ = 0;
+
+  std::mutex mu_;  // guards queue_, stopping_
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  bool stopping_ = false;
+  std::atomic<int> busy_{0};
+  std::atomic<uint64_t> steps_{0}, decode_rows_{0}, prefill_rows_{0};
+  std::thread thread_;
+};
+
+}  // namespace ts::server
