@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <string>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -22,6 +26,14 @@ bool is_q8k_type(DType t) {
 bool is_float_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
+
+#if defined(__x86_64__)
+// Not every compiler's __builtin_cpu_supports knows F16C (clang 14 does not): CPUID leaf 1.
+bool cpu_has_f16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
 
 bool cpu_has_vnni() {
 #if defined(__x86_64__)
@@ -82,8 +94,8 @@ const char* isa_name(Isa isa) {
 
 bool isa_available(Isa isa) {
 #if defined(__x86_64__)
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+  const bool avx2 =
+      __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
   switch (isa) {
     case Isa::Scalar:
       return true;
