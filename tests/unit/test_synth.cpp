@@ -1,0 +1,250 @@
+// Synthetic models: every dtype writes a file that opens, validates and runs a forward pass with
+// finite logits (dense and MoE); the files are deterministic per seed, cut cleanly by --layers,
+// exactly the planned size, and the real shapes have their published parameter counts.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "model/model_spec.h"
+#include "model/synth_model.h"
+#include "model/synth_shapes.h"
+#include "runtime/engine.h"
+#include "runtime/model_tokenizer.h"
+#include "runtime/session.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+class SynthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ts_synth_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& shape, DType dtype, int64_t layers = 0, uint64_t seed = 0) {
+    SynthOptions o;
+    o.shape = shape;
+    o.dtype = dtype;
+    o.layers = layers;
+    o.seed = seed;
+    o.threads = 2;
+    const std::string path =
+        (dir_ / (shape + "-" + dtype_name(dtype) + "-" + std::to_string(layers) + "-" +
+                 std::to_string(seed) + ".gguf"))
+            .string();
+    const SynthSummary s = write_synth_model(o, path);
+    EXPECT_EQ(s.file_bytes, std::filesystem::file_size(path));
+    EXPECT_EQ(s.file_bytes, plan_synth_model(o).file_bytes);
+    EXPECT_FALSE(std::filesystem::exists(path + ".part"));
+    return path;
+  }
+
+  std::filesystem::path dir_;
+};
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+// Logits of every position of a fixed prompt through chunked prefill (2 micro-batches).
+std::vector<float> prefill_logits(const std::string& path, int64_t* vocab) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 64;
+  o.kv_type = DType::F32;
+  o.prefill_batch = 8;
+  auto engine = Engine::open(path, o);
+  Session session(*engine);
+  const std::vector<int32_t> ids = {1, 300, 301, 302, 400, 401, 402, 500, 7, 260, 511, 3};
+  *vocab = engine->cfg().n_vocab;
+  std::vector<float> logits(ids.size() * static_cast<size_t>(*vocab));
+  session.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
+  return logits;
+}
+
+double max_abs(const std::vector<float>& x) {
+  double m = 0;
+  for (float v : x) m = std::max(m, static_cast<double>(std::fabs(v)));
+  return m;
+}
+
+TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
+  for (const char* shape : {"tiny", "tiny-moe"}) {
+    int64_t vocab = 0;
+    const std::vector<float> ref = prefill_logits(write(shape, DType::F32), &vocab);
+    ASSERT_EQ(vocab, 512);
+    for (float v : ref) ASSERT_TRUE(std::isfinite(v)) << shape;
+    // Random weights scaled by 1 / sqrt(fan_in) give logits of order 1: neither collapsed nor
+    // blown up by the depth.
+    EXPECT_GT(max_abs(ref), 0.5) << shape;
+    EXPECT_LT(max_abs(ref), 50.0) << shape;
+    for (DType t : kAllTypes) {
+      const std::vector<float> logits = prefill_logits(write(shape, t), &vocab);
+      for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << shape << " " << dtype_name(t);
+      double diff = 0;
+      for (size_t i = 0; i < ref.size(); ++i)
+        diff = std::max(diff, static_cast<double>(std::fabs(logits[i] - ref[i])));
+      // The same random values, rounded to the dtype: close to the f32 model, closer with more
+      // bits (the 2- and 3-bit types only have to stay finite and of the same order). In the MoE
+      // model rounding flips some top-k choices, which moves logits by more than the rounding, so
+      // only its 16- and 8-bit files are held close.
+      const double rel = diff / max_abs(ref);
+      std::printf("%s %s: max |logit - f32 logit| / max |f32 logit| = %.4f\n", shape, dtype_name(t),
+                  rel);
+      const bool moe = std::string(shape) == "tiny-moe";
+      if (t == DType::F16 || t == DType::BF16 || t == DType::Q8_0) {
+        EXPECT_LT(rel, 0.05) << shape << " " << dtype_name(t);
+      } else if (!moe &&
+                 (t == DType::Q6_K || t == DType::Q5_K || t == DType::Q5_0 || t == DType::Q5_1)) {
+        EXPECT_LT(rel, 0.2) << shape << " " << dtype_name(t);
+      }
+      EXPECT_LT(rel, 2.0) << shape << " " << dtype_name(t);
+    }
+  }
+}
+
+TEST_F(SynthTest, FileHasLlamaCppNamesMetadataAndVocab) {
+  const std::string path = write("tiny-moe", DType::Q8_0);
+  auto f = GgufFile::open(path);
+  EXPECT_EQ(f->get_string("general.architecture"), "qwen3moe");
+  EXPECT_EQ(f->get_int("general.file_type"), 7);
+  EXPECT_EQ(f->get_int("qwen3moe.block_count"), 2);
+  EXPECT_EQ(f->get_int("qwen3moe.expert_count"), 8);
+  EXPECT_EQ(f->get_int("qwen3moe.expert_used_count"), 2);
+  EXPECT_EQ(f->get_int("qwen3moe.expert_feed_forward_length"), 256);
+  EXPECT_EQ(f->get_string("tokenizer.ggml.model"), "llama");
+  ASSERT_NE(f->get_array("tokenizer.ggml.tokens"), nullptr);
+  EXPECT_EQ(f->get_array("tokenizer.ggml.tokens")->size(), 512u);
+  EXPECT_EQ(f->get_array("tokenizer.ggml.scores")->size(), 512u);
+  EXPECT_EQ(f->get_array("tokenizer.ggml.token_type")->size(), 512u);
+  const GgufTensor* router = f->tensor("blk.1.ffn_gate_inp.weight");
+  ASSERT_NE(router, nullptr);
+  EXPECT_EQ(router->dtype, DType::F32);
+  const GgufTensor* down = f->tensor("blk.1.ffn_down_exps.weight");
+  ASSERT_NE(down, nullptr);
+  EXPECT_EQ(down->dims, (std::vector<uint64_t>{256, 256, 8}));
+  EXPECT_EQ(down->dtype, DType::Q8_0);
+  EXPECT_NE(f->tensor("blk.0.attn_q_norm.weight"), nullptr);
+  EXPECT_NE(f->tensor("output.weight"), nullptr);
+
+  // The tokenizer loads and round-trips text through the byte fallback and letter pieces.
+  auto spec = open_model_spec(path);
+  const Tokenizer tok = load_tokenizer(*spec);
+  EXPECT_EQ(tok.bos(), 1);
+  const std::vector<int32_t> ids = tok.encode("hello world", false, false);
+  EXPECT_FALSE(ids.empty());
+  for (int32_t id : ids) EXPECT_LT(id, 512);
+
+  // tiny: tied head (no output.weight) and llama3 rope scaling as rope_freqs divisors, from 1
+  // (short wavelengths) to the factor (long ones).
+  auto g = GgufFile::open(write("tiny", DType::Q8_0));
+  EXPECT_EQ(g->tensor("output.weight"), nullptr);
+  const GgufTensor* rf = g->tensor("rope_freqs.weight");
+  ASSERT_NE(rf, nullptr);
+  ASSERT_EQ(rf->dims, (std::vector<uint64_t>{32}));
+  const auto* div = reinterpret_cast<const float*>(g->tensor_data(*rf));
+  EXPECT_FLOAT_EQ(div[0], 1.0f);
+  EXPECT_FLOAT_EQ(div[31], 8.0f);
+  for (int i = 1; i < 32; ++i) EXPECT_GE(div[i], div[i - 1]);
+  auto tiny_spec = open_model_spec(g->path());
+  EXPECT_TRUE(tiny_spec->cfg.tied_embeddings);
+  EXPECT_EQ(tiny_spec->cfg.rope_scaling, RopeScaling::Llama3);
+}
+
+TEST_F(SynthTest, SeedDecidesTheBytesAndLayersCutDepth) {
+  const std::string a = write("tiny-moe", DType::Q4_K, 0, 7);
+  const std::string b = write("tiny-moe", DType::Q4_K, 0, 7);
+  const std::string c = write("tiny-moe", DType::Q4_K, 0, 8);
+  EXPECT_EQ(file_bytes(a), file_bytes(b));
+  EXPECT_NE(file_bytes(a), file_bytes(c));
+
+  // A one-layer file holds exactly the first layer (and the global tensors) of the full one.
+  const std::string cut = write("tiny-moe", DType::Q4_K, 1, 7);
+  auto full = GgufFile::open(a);
+  auto one = GgufFile::open(cut);
+  EXPECT_EQ(one->get_int("qwen3moe.block_count"), 1);
+  EXPECT_EQ(one->tensor("blk.1.attn_q.weight"), nullptr);
+  for (const GgufTensor& t : one->tensors()) {
+    const GgufTensor* u = full->tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    ASSERT_EQ(t.nbytes, u->nbytes) << t.name;
+    EXPECT_EQ(0, std::memcmp(one->tensor_data(t), full->tensor_data(*u), t.nbytes)) << t.name;
+  }
+  EXPECT_EQ(open_model_spec(cut)->cfg.n_layer, 1);
+}
+
+// Parameter counts of the real models (from their model cards) follow from the shapes.
+TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
+  struct Case {
+    const char* shape;
+    double billions;
+  };
+  for (const Case& c :
+       {Case{"llama3.2-1b", 1.236}, Case{"llama3-8b", 8.030}, Case{"qwen3-8b", 8.191},
+        Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}}) {
+    SynthOptions o;
+    o.shape = c.shape;
+    o.dtype = DType::Q8_0;
+    const SynthSummary s = plan_synth_model(o);
+    EXPECT_NEAR(static_cast<double>(s.params) / 1e9, c.billions, c.billions * 0.002) << c.shape;
+  }
+}
+
+TEST(SynthShapes, RefusesWhatItCannotWrite) {
+  SynthOptions o;
+  o.shape = "llama3-70b";
+  EXPECT_THROW(plan_synth_model(o), Error);
+  o.shape = "tiny";
+  o.layers = 3;
+  EXPECT_THROW(plan_synth_model(o), Error);
+  o.layers = 1;
+  o.dtype = DType::Q8_K;
+  EXPECT_THROW(plan_synth_model(o), Error);
+  o.dtype = DType::Q8_0;
+  EXPECT_THROW(write_synth_model(o, "/nonexistent-dir/x.gguf"), Error);
+}
+
+TEST_F(SynthTest, CommandWritesAFileTheEngineOpens) {
+  const std::string out = (dir_ / "cli.gguf").string();
+  std::string log;
+  ASSERT_EQ(test::run_command(test::binary_path() +
+                                  " synth --shape tiny --dtype q6_k --layers 1 --seed 3 -o " + out,
+                              &log),
+            0)
+      << log;
+  auto spec = open_model_spec(out);
+  EXPECT_EQ(spec->cfg.n_layer, 1);
+  EXPECT_EQ(spec->layers[0].get(LayerTensor::Wq)->dtype, DType::Q6_K);
+  EXPECT_NE(
+      test::run_command(test::binary_path() + " synth --shape nope --dtype q8_0 -o " + out, &log),
+      0);
+  EXPECT_NE(log.find("known: tiny"), std::string::npos) << log;
+  EXPECT_NE(
+      test::run_command(test::binary_path() + " synth --shape tiny --dtype q8_k -o " + out, &log),
+      0);
+  EXPECT_NE(log.find("--dtype"), std::string::npos) << log;
+}
+
+}  // namespace
+}  // namespace ts
