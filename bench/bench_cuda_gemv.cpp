@@ -3,7 +3,8 @@
 // * decode GEMV (M = 1) per weight type: weight bytes streamed per second, and that as a fraction
 //   of the copy bandwidth (the decode bound of issue #7);
 // * prefill GEMM (M = 512) per weight type in TFLOP/s (2 M N K), next to a large bf16 GEMM
-//   (M = N = K = 8192) as the measured tensor-core rate.
+//   (M = N = K = 8192) as the measured tensor-core rate;
+// * attention, decode and prefill, per KV cache type.
 //
 // Every GEMV cycles through enough copies of its weight (>= 512 MiB, 8x the 60 MB L2) that the
 // bytes come from HBM, not from L2. Times are wall-clock over many back-to-back calls on the
@@ -152,6 +153,53 @@ double time_matmul(Backend& be, DType t, Shape s, int64_t M, int copies, double 
   return per;
 }
 
+// Attention at a Llama-3-8B shape (32 heads over 8 kv heads of 128): decode over a 4096-row
+// cache (KV bytes read per second, against the copy bandwidth) and a 512-row causal prefill
+// (TFLOP/s of the 4 M^2/2 hd n_head multiply-adds it does), per KV cache type.
+void attention(Backend& be, double copy) {
+  const int64_t n_head = 32, n_kv = 8, hd = 128, ctx = 4096, M = 512;
+  const int64_t width = n_kv * hd;
+  std::vector<float> host(static_cast<size_t>(ctx * width));
+  uint64_t r = 777;
+  for (float& v : host) v = static_cast<float>(next_random(r) % 2001) / 1000.0f - 1.0f;
+  auto* kv_src = static_cast<float*>(be.alloc(host.size() * sizeof(float)));
+  be.to_device(kv_src, host.data(), host.size() * sizeof(float));
+  auto* q = static_cast<float*>(be.alloc(static_cast<size_t>(M * n_head * hd) * sizeof(float)));
+  be.to_device(q, host.data(), static_cast<size_t>(M * n_head * hd) * sizeof(float));
+  auto* out = static_cast<float*>(be.alloc(static_cast<size_t>(M * n_head * hd) * sizeof(float)));
+  std::vector<int32_t> rows(static_cast<size_t>(ctx));
+  for (int64_t i = 0; i < ctx; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  const AttentionArgs args{n_head, n_kv, hd, 0.08838834764f, 0.0f, 0};
+  std::printf("\n%-6s %-28s %10s %10s %9s\n", "kv", "attention", "us", "rate", "of copy");
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    const size_t rb = row_bytes(t, static_cast<uint64_t>(width), "bench kv");
+    KvView kv{t, ctx, width, rb, be.alloc(rb * ctx), be.alloc(rb * ctx)};
+    be.kv_store(kv, kv_src, kv_src, ctx, rows.data());
+    const int32_t last = static_cast<int32_t>(ctx - 1);
+    auto timed = [&](int64_t m, const int32_t* pos, int iters) {
+      be.attention(q, kv, m, pos, args, out);
+      be.synchronize();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < iters; ++i) be.attention(q, kv, m, pos, args, out);
+      be.synchronize();
+      return seconds_since(t0) / iters;
+    };
+    const double dec = timed(1, &last, 200);
+    const double kv_bytes = 2.0 * static_cast<double>(rb) * ctx;
+    std::printf("%-6s %-28s %10.2f %7.1f GB/s %8.1f%%\n", dtype_name(t), "decode, 4096 keys",
+                dec * 1e6, kv_bytes / dec / 1e9, 100.0 * kv_bytes / dec / copy);
+    const double pre = timed(M, rows.data(), 20);
+    const double flops = 4.0 * M * M / 2 * hd * n_head;
+    std::printf("%-6s %-28s %10.2f %5.1f TFLOP/s\n", dtype_name(t), "prefill, 512 causal rows",
+                pre * 1e6, flops / pre / 1e12);
+    be.free(kv.k);
+    be.free(kv.v);
+  }
+  be.free(kv_src);
+  be.free(q);
+  be.free(out);
+}
+
 int run(bool quick) {
   if (!cuda_device_available()) {
     std::printf("bench_cuda_gemv: no CUDA device\n");
@@ -201,6 +249,7 @@ int run(bool quick) {
   std::printf("%-6s %4dx%6lldx%-6lld %10.3f %10.1f  (tensor-core reference)\n", "bf16", 8192,
               static_cast<long long>(big.rows), static_cast<long long>(big.cols), sec * 1e3,
               2.0 * 8192 * big.rows * big.cols / sec / 1e12);
+  attention(*be, copy);
   return 0;
 }
 
