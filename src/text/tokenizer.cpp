@@ -56,6 +56,12 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
+  check_spec();
+  index_tokens();
+  index_specials();
+}
+
+void Tokenizer::check_spec() {
   const std::string& src = spec_.source;
   const size_t n = spec_.tokens.size();
   if (n == 0) fail(ErrorKind::Model, src + ": the vocabulary has no tokens");
@@ -71,24 +77,31 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
       fail(ErrorKind::Model, src + ": " + std::to_string(spec_.scores.size()) + " scores for " +
                                  std::to_string(n) + " tokens");
     }
+  } else if (spec_.merges.empty()) {
+    fail(ErrorKind::Model, src + ": byte-level BPE vocabulary without merges");
   }
-  const auto check_special = [&](int32_t id, const char* what) {
-    if (id < -1 || id >= static_cast<int32_t>(n)) {
+  const auto check = [&](int32_t id, bool optional, const char* what) {
+    if (id < (optional ? -1 : 0) || id >= static_cast<int32_t>(n)) {
       fail(ErrorKind::Model, src + ": " + what + " token id " + std::to_string(id) +
                                  " is outside the vocabulary of " + std::to_string(n));
     }
   };
-  check_special(spec_.bos, "BOS");
-  check_special(spec_.eos, "EOS");
-  check_special(spec_.eot, "EOT");
-  check_special(spec_.eom, "EOM");
-  check_special(spec_.unk, "UNK");
-  for (int32_t id : spec_.extra_eog) check_special(id, "end-of-generation");
+  check(spec_.bos, true, "BOS");
+  check(spec_.eos, true, "EOS");
+  check(spec_.eot, true, "EOT");
+  check(spec_.eom, true, "EOM");
+  check(spec_.unk, true, "UNK");
+  for (int32_t id : spec_.extra_eog) check(id, false, "end-of-generation");
+  for (int32_t id : spec_.lstrip) check(id, false, "lstrip");
+  for (int32_t id : spec_.rstrip) check(id, false, "rstrip");
   if (spec_.add_bos && spec_.bos < 0)
     fail(ErrorKind::Model, src + ": adds BOS but has no BOS token");
   if (spec_.add_eos && spec_.eos < 0)
     fail(ErrorKind::Model, src + ": adds EOS but has no EOS token");
+}
 
+void Tokenizer::index_tokens() {
+  const size_t n = spec_.tokens.size();
   by_text_.reserve(n);
   byte_token_.fill(-1);
   for (size_t i = 0; i < n; ++i) {
@@ -97,45 +110,49 @@ Tokenizer::Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {
     by_text_.emplace(t, static_cast<int32_t>(i));
     if (spec_.kind == TokenizerKind::SentencePiece && spec_.types[i] == TokenType::Byte) {
       const int b = byte_piece_value(t);
-      if (b < 0)
+      if (b < 0) {
         fail(ErrorKind::Model,
-             src + ": byte token " + std::to_string(i) + " is '" + t + "', not <0xNN>");
+             spec_.source + ": byte token " + std::to_string(i) + " is '" + t + "', not <0xNN>");
+      }
       if (byte_token_[b] < 0) byte_token_[b] = static_cast<int32_t>(i);
     }
   }
   if (spec_.kind == TokenizerKind::SentencePiece) {
-    // Some converters type the byte pieces NORMAL; the spelling is what byte fallback needs.
+    // Some converters type the byte pieces NORMAL; byte fallback goes by the <0xNN> spelling,
+    // as llama.cpp's does.
     for (int b = 0; b < 256; ++b) {
       if (byte_token_[b] >= 0) continue;
       char buf[8];
       std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
       if (const auto id = find_token(buf)) byte_token_[b] = *id;
     }
-  }
-
-  if (spec_.kind == TokenizerKind::ByteLevelBpe) {
-    if (spec_.merges.empty())
-      fail(ErrorKind::Model, src + ": byte-level BPE vocabulary without merges");
+  } else {
     merge_rank_.reserve(spec_.merges.size());
     for (size_t r = 0; r < spec_.merges.size(); ++r) {
       const auto& [a, b] = spec_.merges[r];
       merge_rank_.emplace(a + '\0' + b, static_cast<int32_t>(r));
     }
-    pre_ = std::make_unique<PreTokenizer>(spec_.pre_patterns, src);
+    pre_ = std::make_unique<PreTokenizer>(spec_.pre_patterns, spec_.source);
   }
+}
 
-  for (size_t i = 0; i < n; ++i)
-    if (is_special_type(spec_.types[i]) && !spec_.tokens[i].empty())
+void Tokenizer::index_specials() {
+  const size_t n = spec_.tokens.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (is_special_type(spec_.types[i]) && !spec_.tokens[i].empty()) {
       specials_.push_back(static_cast<int32_t>(i));
+    }
+  }
   std::stable_sort(specials_.begin(), specials_.end(), [&](int32_t a, int32_t b) {
     return spec_.tokens[a].size() > spec_.tokens[b].size();
   });
   strip_.assign(n, 0);
-  for (int32_t id : spec_.lstrip) check_special(id, "lstrip"), strip_[id] |= kLstrip;
-  for (int32_t id : spec_.rstrip) check_special(id, "rstrip"), strip_[id] |= kRstrip;
+  for (int32_t id : spec_.lstrip) strip_[id] |= kLstrip;
+  for (int32_t id : spec_.rstrip) strip_[id] |= kRstrip;
 
-  for (int32_t id : {spec_.eos, spec_.eot, spec_.eom})
+  for (int32_t id : {spec_.eos, spec_.eot, spec_.eom}) {
     if (id >= 0) eog_.push_back(id);
+  }
   eog_.insert(eog_.end(), spec_.extra_eog.begin(), spec_.extra_eog.end());
   std::sort(eog_.begin(), eog_.end());
   eog_.erase(std::unique(eog_.begin(), eog_.end()), eog_.end());
@@ -175,36 +192,32 @@ std::vector<Tokenizer::Fragment> Tokenizer::split_special(std::string_view text,
                                                           bool parse_special) const {
   constexpr int32_t kFree = -1;
   constexpr int32_t kDropped = -2;
-  std::vector<int32_t> owner;  // per byte: kFree, kDropped, or the token that starts/continues here
-  std::vector<uint8_t> starts;
+  std::vector<int32_t> owner;  // per byte: kFree, kDropped, or the token id covering it
+  const auto free_space = [&](size_t k) {
+    return owner[k] == kFree && std::isspace(static_cast<uint8_t>(text[k]));
+  };
   for (int32_t id : specials_) {
-    const TokenType type = spec_.types[id];
-    if (!parse_special && type != TokenType::UserDefined) continue;
+    if (!parse_special && spec_.types[id] != TokenType::UserDefined) continue;
     const std::string& t = spec_.tokens[id];
     size_t from = 0;
     while (true) {
       const size_t at = text.find(t, from);
       if (at == std::string_view::npos) break;
-      from = at + 1;
-      if (owner.empty()) {
-        owner.assign(text.size(), kFree);
-        starts.assign(text.size(), 0);
+      if (owner.empty()) owner.assign(text.size(), kFree);
+      const size_t end = at + t.size();
+      if (!std::all_of(owner.begin() + at, owner.begin() + end,
+                       [](int32_t o) { return o == kFree; })) {
+        from = at + 1;
+        continue;
       }
-      bool free = true;
-      for (size_t k = at; k < at + t.size() && free; ++k) free = owner[k] == kFree;
-      if (!free) continue;
-      for (size_t k = at; k < at + t.size(); ++k) owner[k] = id;
-      starts[at] = 1;
-      from = at + t.size();
-      if (strip_[id] & kLstrip)
-        for (size_t k = at;
-             k > 0 && owner[k - 1] == kFree && std::isspace(static_cast<uint8_t>(text[k - 1])); --k)
-          owner[k - 1] = kDropped;
-      if (strip_[id] & kRstrip)
-        for (size_t k = at + t.size();
-             k < text.size() && owner[k] == kFree && std::isspace(static_cast<uint8_t>(text[k]));
-             ++k)
-          owner[k] = kDropped;
+      std::fill(owner.begin() + at, owner.begin() + end, id);
+      from = end;
+      if (strip_[id] & kLstrip) {
+        for (size_t k = at; k > 0 && free_space(k - 1); --k) owner[k - 1] = kDropped;
+      }
+      if (strip_[id] & kRstrip) {
+        for (size_t k = end; k < text.size() && free_space(k); ++k) owner[k] = kDropped;
+      }
     }
   }
   std::vector<Fragment> out;

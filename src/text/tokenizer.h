@@ -114,6 +114,9 @@ class Tokenizer {
   };
   using TextMap = std::unordered_map<std::string, int32_t, TextHash, std::equal_to<>>;
 
+  void check_spec();
+  void index_tokens();
+  void index_specials();
   void check_id(int32_t id) const;
   std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
   void encode_spm(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
