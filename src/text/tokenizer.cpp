@@ -273,17 +273,19 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   return out;
 }
 
-void Tokenizer::push_bytes(std::string_view bytes, std::vector<int32_t>& out) const {
-  for (char c : bytes) {
-    const int32_t id = byte_token_[static_cast<uint8_t>(c)];
-    if (id >= 0) {
-      out.push_back(id);
-    } else if (spec_.unk >= 0) {
-      out.push_back(spec_.unk);
-    } else {
-      fail(ErrorKind::Input, spec_.source + ": no token for byte " +
-                                 std::to_string(static_cast<uint8_t>(c)) + " and no unknown token");
-    }
+void Tokenizer::push_bytes(std::string_view piece, std::vector<int32_t>& out) const {
+  const bool all_bytes = std::all_of(piece.begin(), piece.end(), [&](char c) {
+    return byte_token_[static_cast<uint8_t>(c)] >= 0;
+  });
+  if (all_bytes) {
+    for (char c : piece) out.push_back(byte_token_[static_cast<uint8_t>(c)]);
+  } else if (spec_.unk >= 0) {
+    // Without byte fallback an unknown character is one unknown token, as in SentencePiece.
+    out.push_back(spec_.unk);
+  } else {
+    fail(ErrorKind::Input,
+         spec_.source + ": '" + std::string(piece) +
+             "' has no token, no byte tokens and the vocabulary no unknown token");
   }
 }
 

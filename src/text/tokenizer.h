@@ -122,7 +122,7 @@ class Tokenizer {
   void encode_spm(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
-  void push_bytes(std::string_view bytes, std::vector<int32_t>& out) const;
+  void push_bytes(std::string_view piece, std::vector<int32_t>& out) const;
 
   TokenizerSpec spec_;
   TextMap by_text_;

@@ -226,6 +226,22 @@ TEST(SentencePiece, ByteFallbackAndSpaces) {
   EXPECT_EQ(t.encode("", false, false), std::vector<int32_t>{});
 }
 
+TEST(SentencePiece, UnknownCharacterWithoutByteFallbackIsOneUnk) {
+  ts::TokenizerSpec s;
+  s.kind = ts::TokenizerKind::SentencePiece;
+  s.source = "test-spm-nobytes";
+  s.tokens = {"<unk>", kSp, "a"};
+  s.types = {TokenType::Unknown, TokenType::Normal, TokenType::Normal};
+  s.scores = {0, -1, -1};
+  s.unk = 0;
+  s.add_space_prefix = true;
+  const ts::Tokenizer t(s);
+  EXPECT_EQ(t.encode("a\xC3\xA7" "a", false, false), (std::vector<int32_t>{1, 2, 0, 2}));
+  s.unk = -1;
+  const ts::Tokenizer no_unk(s);
+  EXPECT_THROW(no_unk.encode("\xC3\xA7", false, false), ts::Error);
+}
+
 TEST(SentencePiece, SpacePrefixAndExtraWhitespaceOptions) {
   auto spec = spm_spec({{kSp, -1}, {"a", -1}});
   spec.add_space_prefix = false;
