@@ -45,8 +45,8 @@ struct TokenizerSpec {
   std::vector<std::pair<std::string, std::string>> merges;  // byte-level BPE, rank = index
   std::string pre_name;                                     // byte-level BPE, for display
   std::vector<std::string> pre_patterns;                    // byte-level BPE
-  bool ignore_merges = false;  // a word that is itself a token is not merged up from bytes
-  bool add_space_prefix = false;
+  bool ignore_merges = false;     // a word that is itself a token is not merged up from bytes
+  bool add_space_prefix = false;  // SentencePiece: a space before the text (dummy prefix)
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
   bool add_bos = false;
   bool add_eos = false;

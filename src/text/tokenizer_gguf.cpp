@@ -81,7 +81,11 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     for (double v : array_key(f, "tokenizer.ggml.scores", GgufType::F32, n).floats)
       s.scores.push_back(static_cast<float>(v));
     // llama.cpp's defaults for a SentencePiece vocabulary whose file does not say otherwise.
-    s.add_space_prefix = true;
+    // The space-prefix keys only exist for SentencePiece: byte-level BPE never adds a prefix
+    // space (llama.cpp ignores the key there too).
+    s.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+    s.remove_extra_whitespaces =
+        f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
     s.add_bos = true;
     s.bos = n > 1 ? 1 : -1;
     s.eos = n > 2 ? 2 : -1;
@@ -103,9 +107,6 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     s.add_bos = s.ignore_merges || s.pre_name == "chameleon";
   }
 
-  s.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(s.add_space_prefix);
-  s.remove_extra_whitespaces =
-      f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
   s.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(s.add_bos);
   s.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   s.bos = id_key(f, "tokenizer.ggml.bos_token_id", s.bos, n);
