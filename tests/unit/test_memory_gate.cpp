@@ -18,7 +18,7 @@ constexpr double kOverheadBytes = 12.0 * (1 << 20);
 
 nlohmann::json run_with_slots(int slots) {
   const std::string json = ::testing::TempDir() + "/stats-" + std::to_string(slots) + ".json";
-  const std::string cmd = test::binary_path() + " run -p 'The history of the old city' -n 48 --temp 0 -c 256 -t 1 " +
+  const std::string cmd = test::binary_path() + " run -p 'The history of the old city' -n 48 --temp 0 -c 256 -t 1 --backend cpu " +
                           "--expert-slots " + std::to_string(slots) + " --stats-json " + json + " > /dev/null 2>&1";
   EXPECT_EQ(test::run_command(cmd), 0) << cmd;
   std::ifstream in(json);
