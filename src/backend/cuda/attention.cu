@@ -93,28 +93,47 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     qv[e] = d < D ? p.q[static_cast<int64_t>(h) * D + d] : 0.0f;
     acc[e] = 0.0f;
   }
+  // Keys per warp per step (fewer for 256-wide heads, whose K and V rows already take 16 registers
+  // each).
+  constexpr int kDecodeKeys = E >= 8 ? 2 : 4;
   float m = -FLT_MAX, l = 0.0f;
-  for (int64_t j = j0 + warp; j < j1; j += kDecodeWarps) {
-    const uint8_t* krow = p.k + static_cast<size_t>(j) * p.row_bytes;
-    const uint8_t* vrow = p.v + static_cast<size_t>(j) * p.row_bytes;
-    float dot = 0.0f, vv[E];
+  // kDecodeKeys keys per warp per step: their K and V loads are all in flight before the first
+  // is used, instead of one memory latency per key.
+  for (int64_t j = j0 + warp * kDecodeKeys; j < j1; j += kDecodeWarps * kDecodeKeys) {
+    float kk[kDecodeKeys][E], vv[kDecodeKeys][E];
 #pragma unroll
-    for (int e = 0; e < E; ++e) {
-      const int d = lane * E + e;
-      if (d < D) {
-        dot += qv[e] * kv_elem<T>(krow, kv_off + d);
-        vv[e] = kv_elem<T>(vrow, kv_off + d);
-      } else {
-        vv[e] = 0.0f;
+    for (int u = 0; u < kDecodeKeys; ++u) {
+      const bool key = j + u < j1;
+      const uint8_t* krow = p.k + static_cast<size_t>(j + u) * p.row_bytes;
+      const uint8_t* vrow = p.v + static_cast<size_t>(j + u) * p.row_bytes;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int d = lane * E + e;
+        const bool in = key && d < D;
+        kk[u][e] = in ? kv_elem<T>(krow, kv_off + d) : 0.0f;
+        vv[u][e] = in ? kv_elem<T>(vrow, kv_off + d) : 0.0f;
       }
     }
-    const float sc = cap_score(warp_sum(dot) * p.scale, p.softcap);
-    const float m_new = fmaxf(m, sc);
-    const float corr = expf(m - m_new), w = expf(sc - m_new);
-    l = l * corr + w;
+    float dot[kDecodeKeys];
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + w * vv[e];
-    m = m_new;
+    for (int u = 0; u < kDecodeKeys; ++u) {
+      dot[u] = 0.0f;
+#pragma unroll
+      for (int e = 0; e < E; ++e) dot[u] += qv[e] * kk[u][e];
+    }
+#pragma unroll
+    for (int u = 0; u < kDecodeKeys; ++u) dot[u] = warp_sum(dot[u]);
+#pragma unroll
+    for (int u = 0; u < kDecodeKeys; ++u) {
+      if (j + u >= j1) break;
+      const float sc = cap_score(dot[u] * p.scale, p.softcap);
+      const float m_new = fmaxf(m, sc);
+      const float corr = expf(m - m_new), w = expf(sc - m_new);
+      l = l * corr + w;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[e] = acc[e] * corr + w * vv[u][e];
+      m = m_new;
+    }
   }
 
   // Merge the warps (a warp that saw no key has l = 0 and contributes nothing).

@@ -240,7 +240,7 @@ class CudaBackend final : public Backend {
   }
 
   // Key ranges per head for decode: about two blocks per multiprocessor in all, each range at least
-  // 16 keys (four per warp) so that the combine stays cheap.
+  // 16 keys (one step of the block's four warps) so that the combine stays cheap.
   int decode_splits(int32_t pos, const AttentionArgs& a) const {
     const int64_t keys = a.window > 0 ? std::min<int64_t>(pos + 1, a.window) : pos + 1;
     const int64_t wanted = (2 * sm_count_ + a.n_head - 1) / a.n_head;
