@@ -17,6 +17,7 @@ Runner add_logits(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_synth(CLI::App& app);
+Runner add_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_serve(CLI::App& app);
 

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   add(ts::cli::add_perplexity);
   add(ts::cli::add_run);
   add(ts::cli::add_synth);
+  add(ts::cli::add_bench);
   add(ts::cli::add_chat);
   add(ts::cli::add_serve);
   try {

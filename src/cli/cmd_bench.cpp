@@ -1,0 +1,357 @@
+// `turbospark bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--json] [--roofline]`: llama-bench's two
+// tests. pp: a prompt of p random tokens through chunked prefill; tg: n tokens decoded one at a
+// time after a short prompt. Each runs once untimed (weights paged in, caches warm), then r timed
+// repetitions: tokens/s as mean ± sample stddev. MoE models add the expert cache's hit rate,
+// bytes read per token and achieved read bandwidth; --roofline states each figure as a fraction of
+// the machine's bound (runtime/roofline.h over runtime/bandwidth.h).
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/model_flags.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "runtime/bandwidth.h"
+#include "runtime/roofline.h"
+#include "runtime/session.h"
+
+namespace ts::cli {
+namespace {
+
+struct BenchArgs {
+  ModelFlags model;
+  int64_t n_prompt = 512;
+  int64_t n_gen = 128;
+  int reps = 5;
+  int64_t tg_prompt = 16;
+  bool json = false;
+  bool roofline = false;
+};
+
+struct Machine {
+  ReadBandwidth bw;
+  ComputePeak peak;
+};
+
+struct TestResult {
+  std::string name;  // pp512, tg128
+  int64_t n_prompt = 0, n_gen = 0;
+  std::vector<double> samples;  // tokens/s per repetition
+  ExpertStats experts;          // summed over the timed repetitions
+  int64_t tokens = 0;           // timed tokens over all repetitions
+  double mean() const {
+    double s = 0;
+    for (double x : samples) s += x;
+    return s / static_cast<double>(samples.size());
+  }
+  double stddev() const {
+    if (samples.size() < 2) return 0;
+    const double m = mean();
+    double s = 0;
+    for (double x : samples) s += (x - m) * (x - m);
+    return std::sqrt(s / static_cast<double>(samples.size() - 1));
+  }
+};
+
+double elapsed(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t vocab) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int32_t& id : ids) id = pick(rng);
+  return ids;
+}
+
+TestResult run_pp(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
+  TestResult r;
+  r.name = "pp" + std::to_string(a.n_prompt);
+  r.n_prompt = a.n_prompt;
+  std::vector<float> logits(static_cast<size_t>(engine.cfg().n_vocab));
+  for (int rep = -1; rep < a.reps; ++rep) {
+    // The untimed first run is one micro-batch: enough to page in every weight.
+    const int64_t n = rep < 0 ? std::min(a.n_prompt, engine.options().prefill_batch) : a.n_prompt;
+    const std::vector<int32_t> ids = random_tokens(rng, n, engine.cfg().n_vocab);
+    session.reset();
+    engine.experts().reset_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    session.feed(ids.data(), n, logits.data(), false);
+    const double s = elapsed(t0);
+    if (rep < 0) continue;
+    r.samples.push_back(static_cast<double>(n) / s);
+    r.experts.add(engine.experts().total_stats());
+    r.tokens += n;
+  }
+  return r;
+}
+
+TestResult run_tg(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
+  TestResult r;
+  r.name = "tg" + std::to_string(a.n_gen);
+  r.n_prompt = a.tg_prompt;
+  r.n_gen = a.n_gen;
+  std::vector<float> logits(static_cast<size_t>(engine.cfg().n_vocab));
+  for (int rep = -1; rep < a.reps; ++rep) {
+    const int64_t n = rep < 0 ? std::min<int64_t>(a.n_gen, 2) : a.n_gen;
+    const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, engine.cfg().n_vocab);
+    const std::vector<int32_t> ids = random_tokens(rng, n, engine.cfg().n_vocab);
+    session.reset();
+    session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false);
+    engine.experts().reset_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i)
+      session.feed(&ids[static_cast<size_t>(i)], 1, logits.data(), false);
+    const double s = elapsed(t0);
+    if (rep < 0) continue;
+    r.samples.push_back(static_cast<double>(n) / s);
+    r.experts.add(engine.experts().total_stats());
+    r.tokens += n;
+  }
+  return r;
+}
+
+uint64_t model_params(const ModelSpec& s) {
+  auto elements = [](const TensorRef& t) {
+    uint64_t n = 1;
+    for (uint64_t d : t.dims) n *= d;
+    return n;
+  };
+  uint64_t n = elements(s.token_embd) + elements(s.output_norm);
+  if (!s.cfg.tied_embeddings) n += elements(s.output);
+  for (const LayerIndex& L : s.layers) {
+    for (const auto& t : L.tensors)
+      if (t) n += elements(*t);
+    for (const auto& e : L.experts)
+      for (const ExpertSlice& x : e) n += static_cast<uint64_t>(x.rows * x.cols);
+  }
+  return n;
+}
+
+// The type of the layers' matrices (what llama-bench's model column calls the quantisation).
+DType matrix_dtype(const ModelSpec& s) {
+  return s.layers.empty() ? s.token_embd.dtype : s.layers[0].get(LayerTensor::Wq)->dtype;
+}
+
+bool integer_kernels(DType t) {
+  return t != DType::F32 && t != DType::F16 && t != DType::BF16;
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double l = -1;
+  in >> l;
+  return l;
+}
+
+std::string human_bytes(double b) {
+  char s[32];
+  if (b >= 1e9)
+    std::snprintf(s, sizeof s, "%.2f GB", b / 1e9);
+  else
+    std::snprintf(s, sizeof s, "%.1f MB", b / 1e6);
+  return s;
+}
+
+struct Report {
+  Engine& engine;
+  const BenchArgs& a;
+  int threads;
+  const Machine* machine;  // null without --roofline
+  std::vector<TestResult> tests;
+
+  bool moe() const { return engine.cfg().is_moe(); }
+  std::string slots() const {
+    return moe() && engine.options().expert_slots > 0
+               ? std::to_string(engine.options().expert_slots)
+               : "all";
+  }
+
+  nlohmann::json moe_json(const TestResult& t) const {
+    const ExpertStats& e = t.experts;
+    const double lookups = static_cast<double>(e.hits + e.misses);
+    const double per_tok = static_cast<double>(e.bytes_read) / static_cast<double>(t.tokens);
+    const double gbps =
+        e.read_seconds > 0 ? static_cast<double>(e.bytes_read) / e.read_seconds / 1e9 : 0;
+    return {{"hits", e.hits},
+            {"misses", e.misses},
+            {"hit_rate", lookups > 0 ? static_cast<double>(e.hits) / lookups : 1.0},
+            {"bytes_read_per_token", per_tok},
+            {"read_seconds", e.read_seconds},
+            {"read_gbps", gbps},
+            // The token rate the expert reads alone allow at the achieved read bandwidth.
+            {"io_bound_ts", per_tok > 0 && gbps > 0 ? nlohmann::json(gbps * 1e9 / per_tok)
+                                                    : nlohmann::json(nullptr)}};
+  }
+
+  nlohmann::json roofline_json(const TestResult& t) const {
+    const ModelSpec& spec = engine.spec();
+    if (t.n_gen > 0) {
+      const double attended =
+          static_cast<double>(t.n_prompt) + static_cast<double>(t.n_gen + 1) / 2;
+      const DecodeBytes b = decode_bytes(spec, engine.options().kv_type, attended);
+      const double bound = machine->bw.bytes_per_s / b.total();
+      return {{"bytes_per_token", b.total()},
+              {"weight_bytes", b.weights},
+              {"expert_bytes", b.experts},
+              {"kv_bytes", b.kv},
+              {"bound_ts", bound},
+              {"fraction", t.mean() / bound}};
+    }
+    const bool int8 = integer_kernels(matrix_dtype(spec));
+    const double peak = int8 ? machine->peak.int8_ops : machine->peak.f32_flops;
+    const double flops = feed_flops(spec, 0, t.n_prompt) / static_cast<double>(t.n_prompt);
+    const double bound = peak / flops;
+    return {{"flops_per_token", flops},
+            {"peak", int8 ? "int8" : "f32"},
+            {"peak_ops", peak},
+            {"bound_ts", bound},
+            {"fraction", t.mean() / bound}};
+  }
+
+  nlohmann::json json() const {
+    const ModelSpec& spec = engine.spec();
+    const ArchConfig& c = engine.cfg();
+    nlohmann::json j;
+    j["model"] = {{"path", spec.source->path()},
+                  {"family", family_name(c.family)},
+                  {"params", model_params(spec)},
+                  {"size_bytes", spec.resident_bytes + spec.routed_expert_bytes},
+                  {"dtype", dtype_name(matrix_dtype(spec))},
+                  {"layers", c.n_layer},
+                  {"experts", c.n_expert},
+                  {"experts_used", c.n_expert_used}};
+    j["config"] = {{"backend", engine.backend().name()},
+                   {"threads", threads},
+                   {"expert_slots", slots()},
+                   {"kv_type", dtype_name(engine.options().kv_type)},
+                   {"prefill_batch", engine.options().prefill_batch},
+                   {"tg_prompt", a.tg_prompt},
+                   {"reps", a.reps},
+                   {"loadavg_1m", load_average()}};
+    if (machine != nullptr) {
+      j["machine"] = {{"read_bandwidth_gbps", machine->bw.bytes_per_s / 1e9},
+                      {"bandwidth_buffer_bytes", machine->bw.buffer_bytes},
+                      {"bandwidth_threads", machine->bw.threads},
+                      {"f32_peak_gflops", machine->peak.f32_flops / 1e9},
+                      {"f32_isa", machine->peak.f32_isa},
+                      {"int8_peak_gops", machine->peak.int8_ops / 1e9},
+                      {"int8_peak_256bit_gops", machine->peak.int8_ops_256 / 1e9},
+                      {"int8_isa", machine->peak.int8_isa}};
+    }
+    j["tests"] = nlohmann::json::array();
+    for (const TestResult& t : tests) {
+      nlohmann::json r = {{"test", t.name},          {"n_prompt", t.n_prompt},
+                          {"n_gen", t.n_gen},        {"avg_ts", t.mean()},
+                          {"stddev_ts", t.stddev()}, {"samples_ts", t.samples}};
+      if (moe()) r["moe"] = moe_json(t);
+      if (machine != nullptr) r["roofline"] = roofline_json(t);
+      j["tests"].push_back(std::move(r));
+    }
+    return j;
+  }
+
+  void markdown() const {
+    const ModelSpec& spec = engine.spec();
+    const std::string model = std::filesystem::path(spec.source->path()).filename().string();
+    std::string head = "| model | size | params | type | backend | threads | slots | test | t/s |";
+    std::string rule = "| --- | ---: | ---: | --- | --- | ---: | ---: | --- | ---: |";
+    if (moe()) {
+      head += " hit % | MB read/tok | read GB/s |";
+      rule += " ---: | ---: | ---: |";
+    }
+    if (machine != nullptr) {
+      head += " bound t/s | % of bound |";
+      rule += " ---: | ---: |";
+    }
+    std::printf("%s\n%s\n", head.c_str(), rule.c_str());
+    for (const TestResult& t : tests) {
+      std::printf(
+          "| %s | %s | %.2f B | %s | %s | %d | %s | %s | %.2f ± %.2f |", model.c_str(),
+          human_bytes(static_cast<double>(spec.resident_bytes + spec.routed_expert_bytes)).c_str(),
+          static_cast<double>(model_params(spec)) / 1e9, dtype_name(matrix_dtype(spec)),
+          engine.backend().name().c_str(), threads, slots().c_str(), t.name.c_str(), t.mean(),
+          t.stddev());
+      if (moe()) {
+        const nlohmann::json m = moe_json(t);
+        std::printf(" %.1f | %.2f | %.2f |", 100 * m["hit_rate"].get<double>(),
+                    m["bytes_read_per_token"].get<double>() / 1e6, m["read_gbps"].get<double>());
+      }
+      if (machine != nullptr) {
+        const nlohmann::json r = roofline_json(t);
+        std::printf(" %.2f | %.1f |", r["bound_ts"].get<double>(),
+                    100 * r["fraction"].get<double>());
+      }
+      std::printf("\n");
+    }
+    if (machine != nullptr) {
+      std::printf(
+          "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
+          "(%s), "
+          "int8 %.1f GOP/s (%s; %.1f on 256-bit vectors). tg bound = bytes per token (weights + "
+          "top-k experts + KV) / read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
+          machine->bw.bytes_per_s / 1e9, machine->bw.threads,
+          static_cast<unsigned long long>(machine->bw.buffer_bytes >> 20),
+          machine->peak.f32_flops / 1e9, machine->peak.f32_isa, machine->peak.int8_ops / 1e9,
+          machine->peak.int8_isa, machine->peak.int8_ops_256 / 1e9,
+          integer_kernels(matrix_dtype(spec)) ? "int8" : "f32");
+    }
+  }
+};
+
+int run_bench(BenchArgs& a) {
+  if (a.n_prompt == 0 && a.n_gen == 0)
+    fail(ErrorKind::Usage, "nothing to run: -p and -n are both 0");
+  // The cache holds the longer of the two tests, nothing more (-c is ignored).
+  a.model.ctx = std::max<int64_t>(a.n_prompt, a.tg_prompt + a.n_gen);
+  const EngineOptions options = engine_options(a.model);
+  const int threads = options.threads > 0 ? options.threads : physical_cores();
+  std::unique_ptr<Machine> machine;
+  if (a.roofline) {
+    // Measured before the model is loaded, so the buffer does not compete with it for memory.
+    machine = std::make_unique<Machine>();
+    machine->bw = measure_read_bandwidth(threads);
+    machine->peak = measure_compute_peak(threads);
+  }
+  auto engine = Engine::open(model_path(a.model, true), options);
+  Session session(*engine);
+  std::mt19937_64 rng(1234);
+  Report report{*engine, a, threads, machine.get(), {}};
+  if (a.n_prompt > 0) report.tests.push_back(run_pp(*engine, session, a, rng));
+  if (a.n_gen > 0) report.tests.push_back(run_tg(*engine, session, a, rng));
+  if (a.json)
+    std::printf("%s\n", report.json().dump(2).c_str());
+  else
+    report.markdown();
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "bench", "Measure prompt processing (pp) and generation (tg) speed, like llama-bench");
+  auto a = std::make_shared<BenchArgs>();
+  add_model_flags(sub, a->model, true);
+  sub->add_option("-p,--n-prompt", a->n_prompt, "Prompt tokens of the pp test (0: skip it)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-n,--n-gen", a->n_gen, "Tokens generated by the tg test (0: skip it)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-r,--repetitions", a->reps, "Timed repetitions of each test")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--tg-prompt", a->tg_prompt, "Prompt tokens fed (untimed) before the tg test")
+      ->check(CLI::PositiveNumber);
+  sub->add_flag("--json", a->json, "Print one JSON object instead of a markdown table");
+  sub->add_flag(
+      "--roofline", a->roofline,
+      "Measure memory bandwidth and compute peak, and give each figure as a fraction of its bound");
+  return [a] { return run_bench(*a); };
+}
+
+}  // namespace ts::cli

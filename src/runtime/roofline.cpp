@@ -1,0 +1,82 @@
+#include "runtime/roofline.h"
+
+#include <algorithm>
+
+#include "model/model_spec.h"
+
+namespace ts {
+namespace {
+
+// Positions a layer's attention sees for a query at position `pos`.
+double seen(const ArchConfig& c, int64_t layer, double pos) {
+  const double all = pos + 1;
+  if (c.layer_sliding[static_cast<size_t>(layer)] && c.sliding_window > 0)
+    return std::min(all, static_cast<double>(c.sliding_window));
+  return all;
+}
+
+// Mean over a layer's experts of one expert's bytes (gate + up + down).
+double mean_expert_bytes(const LayerIndex& L) {
+  double sum = 0;
+  for (size_t e = 0; e < L.experts.size(); ++e)
+    sum += static_cast<double>(L.expert_bytes(static_cast<int64_t>(e)));
+  return L.experts.empty() ? 0 : sum / static_cast<double>(L.experts.size());
+}
+
+// Multiply-adds of one expert for one token (every expert of a layer has the same shape).
+double expert_elements(const LayerIndex& L) {
+  if (L.experts.empty()) return 0;
+  double n = 0;
+  for (const ExpertSlice& s : L.experts[0])
+    n += static_cast<double>(s.rows) * static_cast<double>(s.cols);
+  return n;
+}
+
+// Multiply-adds of the non-expert matrices of a layer for one token (vectors are not matrices).
+double layer_matrix_macs(const LayerIndex& L) {
+  double macs = 0;
+  for (const auto& t : L.tensors)
+    if (t && t->dims.size() == 2)
+      macs += static_cast<double>(t->dims[0]) * static_cast<double>(t->dims[1]);
+  return macs;
+}
+
+}  // namespace
+
+DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) {
+  const ArchConfig& c = spec.cfg;
+  DecodeBytes b;
+  b.weights = spec.output.nbytes + spec.output_norm.nbytes +
+              spec.token_embd.nbytes / static_cast<uint64_t>(c.n_vocab);
+  const double kv_row = static_cast<double>(
+      row_bytes(kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "kv row"));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerIndex& L = spec.layers[static_cast<size_t>(l)];
+    for (const auto& t : L.tensors)
+      if (t) b.weights += t->nbytes;
+    if (!L.experts.empty())
+      b.experts +=
+          static_cast<uint64_t>(static_cast<double>(c.n_expert_used) * mean_expert_bytes(L));
+    b.kv += 2 * kv_row * seen(c, l, attended - 1);
+  }
+  return b;
+}
+
+double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
+  const ArchConfig& c = spec.cfg;
+  double macs = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerIndex& L = spec.layers[static_cast<size_t>(l)];
+    const double per_token =
+        layer_matrix_macs(L) + static_cast<double>(c.n_expert_used) * expert_elements(L);
+    double attended = 0;
+    for (int64_t i = 0; i < n; ++i) attended += seen(c, l, static_cast<double>(n_past + i));
+    // q.k and p.v: head_dim multiply-adds per head per seen position, each.
+    macs += per_token * static_cast<double>(n) +
+            2.0 * static_cast<double>(c.n_head * c.head_dim) * attended;
+  }
+  macs += static_cast<double>(c.n_embd) * static_cast<double>(c.n_vocab);
+  return 2 * macs;
+}
+
+}  // namespace ts
