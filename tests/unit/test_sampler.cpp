@@ -4,6 +4,7 @@
 // checks; and the stop-string helper.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 
@@ -166,6 +167,46 @@ TEST(Sampler, TopKTopPMinPCutTheTail) {
   h = histogram(mp, logits, 3000);
   EXPECT_EQ(h[2] + h[3], 0);
   EXPECT_GT(h[1], 0);
+}
+
+TEST(Sampler, TopPOnALargeVocabularyKeepsExactlyTheNucleus) {
+  // 3000 logits spread over 10 units: the nucleus of 0.9 is hundreds of tokens, found by the
+  // sampler without a full sort. At a very high temperature every kept token is about equally
+  // likely, so the draws show the kept set: all inside the reference nucleus, nearly all of it.
+  ts::Rng r(5);
+  std::vector<float> logits(3000);
+  for (float& l : logits) l = static_cast<float>(r.uniform() * 10 - 5);
+  std::vector<std::pair<float, int32_t>> sorted;
+  for (size_t i = 0; i < logits.size(); ++i)
+    sorted.emplace_back(logits[i], static_cast<int32_t>(i));
+  std::sort(sorted.begin(), sorted.end(), [](auto a, auto b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  double sum = 0.0;
+  for (const auto& [l, i] : sorted) sum += std::exp(static_cast<double>(l - sorted[0].first));
+  std::vector<bool> in_nucleus(logits.size(), false);
+  double cum = 0.0;
+  size_t nucleus = 0;
+  while (cum < 0.9 * sum) {
+    cum += std::exp(static_cast<double>(sorted[nucleus].first - sorted[0].first));
+    in_nucleus[sorted[nucleus++].second] = true;
+  }
+  auto p = plain(1000.0f);
+  p.top_p = 0.9f;
+  p.seed = 17;
+  ts::Sampler s(p);
+  std::vector<bool> seen(logits.size(), false);
+  size_t distinct = 0;
+  for (int i = 0; i < 8000; ++i) {
+    const int32_t t = s.sample(logits);
+    ASSERT_TRUE(in_nucleus[t]) << "token " << t << " is outside the top-p nucleus";
+    if (!seen[t]) {
+      seen[t] = true;
+      ++distinct;
+    }
+  }
+  EXPECT_GT(nucleus, 300u);
+  EXPECT_GT(distinct, nucleus * 95 / 100);
 }
 
 TEST(Sampler, RejectsBadParametersAndRows) {
