@@ -59,29 +59,49 @@ void expect_within(double got, double want, double frac) {
   EXPECT_LE(std::fabs(got - want) / want, frac) << "perplexity " << got << ", reference " << want;
 }
 
-TEST(PerplexityGolden, Q8_0LlamaCppMethodResidentAndStreaming) {
-  const std::string path = test::repo_dir() + "/models/tiny-moe-q8_0.gguf";
-  const PerplexityResult resident = llama_cpp_method(path, 0);
-  expect_within(resident.ppl, kLlamaCppQ8_0, 0.005);
-  EXPECT_EQ(resident.windows, 865);
-  const PerplexityResult streamed = llama_cpp_method(path, 2);
-  EXPECT_EQ(streamed.ppl, resident.ppl);
+const std::string kBundled = test::repo_dir() + "/models/tiny-moe-q8_0.gguf";
+
+TEST(PerplexityGolden, Q8_0LlamaCppMethod) {
+  const PerplexityResult r = llama_cpp_method(kBundled, 0);
+  expect_within(r.ppl, kLlamaCppQ8_0, 0.005);
+  EXPECT_EQ(r.windows, 865);
+}
+
+TEST(PerplexityGolden, Q8_0LlamaCppMethodStreamingTopKSlots) {
+  expect_within(llama_cpp_method(kBundled, 2).ppl, kLlamaCppQ8_0, 0.005);
 }
 
 TEST(PerplexityGolden, Q8_0ScoreAllMatchesHuggingFace) {
-  const PerplexityResult r = score_all(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", 3);
+  const PerplexityResult r = score_all(kBundled, 3);
   expect_within(r.ppl, kHfScoreAll, 0.005);
   EXPECT_EQ(r.windows, 877);
   EXPECT_EQ(r.scored, 877 * 255);
 }
 
-TEST(PerplexityGolden, Bf16BothMethods) {
+TEST(PerplexityGolden, StreamingGivesExactlyTheResidentFigure) {
+  auto prefix = [](int64_t slots) {
+    auto engine = open(kBundled, slots);
+    std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
+    std::vector<int32_t> tokens(256 * 12);
+    in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
+    PerplexityOptions o;
+    o.ctx = 256;
+    return perplexity(*engine, tokens, o).ppl;
+  };
+  const double resident = prefix(0);
+  for (int64_t slots : {2, 3, 5}) EXPECT_EQ(prefix(slots), resident) << slots << " slots";
+}
+
+TEST(PerplexityGolden, Bf16LlamaCppMethod) {
   const std::string path = test::shared_path("models/tiny-moe/model-bf16.gguf");
   TS_REQUIRE_SHARED(path);
   expect_within(llama_cpp_method(path, 0).ppl, kLlamaCppBf16, 0.005);
-  const PerplexityResult resident = score_all(path, 0);
-  expect_within(resident.ppl, kHfScoreAll, 0.005);
-  EXPECT_EQ(score_all(path, 2).ppl, resident.ppl);
+}
+
+TEST(PerplexityGolden, Bf16ScoreAllStreaming) {
+  const std::string path = test::shared_path("models/tiny-moe/model-bf16.gguf");
+  TS_REQUIRE_SHARED(path);
+  expect_within(score_all(path, 2).ppl, kHfScoreAll, 0.005);
 }
 
 }  // namespace
