@@ -16,6 +16,10 @@ if [ -d "$deps" ]; then
   export PKG_CONFIG_PATH=$deps/lib/x86_64-linux-gnu/pkgconfig
   export CXXFLAGS="-isystem $deps/include"
   export LD_LIBRARY_PATH=$deps/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+  # Libraries that the carried shared libraries need (OpenSSL, zlib, brotli for cpp-httplib): found
+  # by the linker, and put on the library path only for the programs built here, never for cmake.
+  export LDFLAGS="-Wl,-rpath-link,$deps/lib/rlink"
+  run_path=$deps/lib/rlink:$LD_LIBRARY_PATH
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv | tee "$out/gpu.txt"
 build=build-gpu
@@ -26,5 +30,6 @@ start=$(date +%s)
 cmake --build $build -j16 --target test_cuda_ops bench_cuda_gemv >"$out/build.log" 2>&1 ||
   { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
+export LD_LIBRARY_PATH=${run_path:-${LD_LIBRARY_PATH:-}}
 $build/tests/test_cuda_ops 2>&1 | tee "$out/test.log" | grep -vE "^\[ +(RUN|OK) +\]"
 $build/bench/bench_cuda_gemv "$@" 2>&1 | tee "$out/bench.log"
