@@ -1,12 +1,45 @@
 #!/usr/bin/env bash
 # Builds the CUDA backend's tests and benchmark on the GPU machine and runs them, logs under $OUT.
-# The GPU machine's image has CUDA, CMake and ninja but not the Debian development packages the
-# build needs; when .devdeps/usr holds them (headers, static libraries, CMake configs and
-# pkg-config copied from a development machine, see docs), they are used from there.
+# The GPU machine's image has CUDA, CMake and ninja but none of the Debian development packages the
+# build needs, and it cannot install any. So, on a development machine (Debian, packages installed
+# by scripts/bootstrap.sh), first collect them into the ignored folder .devdeps:
 #
-#   scripts/cuda_device_run.sh [--quick]    (--quick: one GEMV shape, for a fast check)
+#   echo /.devdeps/ >> .git/info/exclude; scripts/cuda_device_run.sh --collect-deps
+#
+# then carry .devdeps with the device tool's run and call scripts/cuda_device_run.sh [--quick]
+# there (--quick: one GEMV shape, for a fast check).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--collect-deps" ]; then
+  # Headers, static or shared libraries, CMake configs and pkg-config files of the build's
+  # dependencies, relocated under .devdeps/usr (their .pc prefixes made relative to the file).
+  set -e
+  d=.devdeps/usr
+  lib=/usr/lib/x86_64-linux-gnu
+  rm -rf .devdeps
+  mkdir -p $d/bin $d/include/x86_64-linux-gnu $d/lib/x86_64-linux-gnu/pkgconfig $d/lib/x86_64-linux-gnu/cmake \
+    $d/lib/rlink $d/share/cmake
+  cp -r /usr/include/{gtest,gmock,benchmark,nlohmann,CLI,editline,openssl,brotli} $d/include/
+  cp /usr/include/{pcre2.h,histedit.h,httplib.h,zlib.h,zconf.h} $d/include/
+  cp -r /usr/include/x86_64-linux-gnu/openssl $d/include/x86_64-linux-gnu/
+  cp $lib/{libgtest,libgtest_main,libgmock,libgmock_main,libbenchmark_main,libpcre2-8}.a $d/lib/x86_64-linux-gnu/
+  cp -P $lib/libbenchmark.so* $lib/libedit.so* $lib/libcpp-httplib.so* $d/lib/x86_64-linux-gnu/
+  cp -P /lib/x86_64-linux-gnu/{libbsd.so.0*,libmd.so.0*} $d/lib/x86_64-linux-gnu/
+  cp -L /lib/x86_64-linux-gnu/libpkgconf.so.3 $d/lib/x86_64-linux-gnu/
+  cp -L /lib/x86_64-linux-gnu/{libssl.so.3,libcrypto.so.3,libz.so.1} $lib/libbrotli{dec,enc,common}.so.1 $d/lib/rlink/
+  cp -r $lib/cmake/{GTest,benchmark} $d/lib/x86_64-linux-gnu/cmake/
+  cp -r /usr/share/cmake/{nlohmann_json,CLI11} $d/share/cmake/
+  cp /usr/bin/pkgconf $d/bin/pkg-config
+  for pc in libpcre2-8 libedit; do
+    sed -e 's|^prefix=.*|prefix=${pcfiledir}/../../..|' $lib/pkgconfig/$pc.pc >$d/lib/x86_64-linux-gnu/pkgconfig/$pc.pc
+  done
+  # cpp-httplib without Requires.private: the OpenSSL/zlib/brotli .pc files are not carried.
+  sed -e 's|^prefix=.*|prefix=${pcfiledir}/../../..|' -e '/^Requires.private/d' \
+    -e 's|^Cflags: -I${includedir}|Cflags: -I${includedir} -I${includedir}/x86_64-linux-gnu|' \
+    $lib/pkgconfig/cpp-httplib.pc >$d/lib/x86_64-linux-gnu/pkgconfig/cpp-httplib.pc
+  du -sh .devdeps
+  exit 0
+fi
 out=${OUT:-out}
 mkdir -p "$out"
 deps=$PWD/.devdeps/usr
