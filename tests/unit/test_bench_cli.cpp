@@ -1,0 +1,159 @@
+// The bench command and what it divides by: per-token bytes and FLOPs counted by hand for a
+// synthetic model, plausible measured bandwidth and peaks, and `turbospark bench --json` on the
+// bundled model (in well under a minute) and on a streamed MoE model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "model/model_spec.h"
+#include "model/synth_model.h"
+#include "runtime/bandwidth.h"
+#include "runtime/roofline.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+class BenchTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("ts_bench_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string synth(const std::string& shape) {
+    SynthOptions o;
+    o.shape = shape;
+    o.dtype = DType::Q8_0;
+    o.threads = 2;
+    const std::string path = (dir_ / (shape + ".gguf")).string();
+    write_synth_model(o, path);
+    return path;
+  }
+
+  nlohmann::json bench_json(const std::string& args) {
+    std::string out;
+    const int rc =
+        test::run_command(test::binary_path() + " bench --json " + args + " 2>/dev/null", &out);
+    EXPECT_EQ(rc, 0) << out;
+    return nlohmann::json::parse(out);
+  }
+
+  std::filesystem::path dir_;
+};
+
+// q8_0 stores 32 elements in 34 bytes, so a row of n elements is n / 32 * 34 bytes.
+constexpr uint64_t q8(uint64_t n) {
+  return n / 32 * 34;
+}
+
+TEST_F(BenchTest, DecodeBytesAndFlopsOfTheTinyShape) {
+  // tiny: hidden 256, 4 heads / 2 kv heads of 64, FFN 512, vocab 512, 2 layers, tied head.
+  auto spec = open_model_spec(synth("tiny"));
+  const uint64_t norms = 2 * 256 * 4;
+  const uint64_t attn = 256 * q8(256) + 2 * 128 * q8(256) + 256 * q8(256);
+  const uint64_t ffn = 2 * 512 * q8(256) + 256 * q8(512);
+  const uint64_t head = 512 * q8(256) + 256 * 4;  // the tied embeddings, read whole, + output norm
+  const uint64_t embedding_row = q8(256);
+  const DecodeBytes b = decode_bytes(*spec, DType::F16, 10);
+  EXPECT_EQ(b.weights, 2 * (norms + attn + ffn) + head + embedding_row);
+  EXPECT_EQ(b.experts, 0u);
+  // 10 positions of K and V rows of 2 x 64 f16 values, per layer.
+  EXPECT_DOUBLE_EQ(b.kv, 2 * (2 * 10 * 128 * 2));
+
+  // 4 tokens from position 0: matrices per token, q.k and p.v over 1 + 2 + 3 + 4 positions of
+  // 4 heads x 64, and the head once.
+  const double matrix_macs = 256 * 256 + 2 * 128 * 256 + 256 * 256 + 3 * 512 * 256;
+  const double attention_macs = 2 * 4 * 64 * (1 + 2 + 3 + 4);
+  const double head_macs = 256 * 512;
+  EXPECT_DOUBLE_EQ(feed_flops(*spec, 0, 4),
+                   2 * (2 * (4 * matrix_macs + attention_macs) + head_macs));
+}
+
+TEST_F(BenchTest, DecodeBytesCountTopKExperts) {
+  // tiny-moe: 8 experts of 256 per layer, 2 used; q/k norms; untied head.
+  auto spec = open_model_spec(synth("tiny-moe"));
+  const uint64_t expert = 2 * 256 * q8(256) + 256 * q8(256);
+  const DecodeBytes b = decode_bytes(*spec, DType::F32, 1);
+  EXPECT_EQ(b.experts, 2 * 2 * expert);
+  const uint64_t router = 8 * 256 * 4;  // f32
+  const uint64_t norms = 2 * 256 * 4 + 2 * 64 * 4;
+  const uint64_t attn = 256 * q8(256) + 2 * 128 * q8(256) + 256 * q8(256);
+  EXPECT_EQ(b.weights, 2 * (router + norms + attn) + 512 * q8(256) + 256 * 4 + q8(256));
+  EXPECT_DOUBLE_EQ(b.kv, 2 * (2 * 1 * 128 * 4));
+}
+
+TEST(Bandwidth, MeasuredFiguresArePhysical) {
+  const ReadBandwidth bw = measure_read_bandwidth(1, 64u << 20, 2);
+  EXPECT_EQ(bw.buffer_bytes, 64u << 20);
+  EXPECT_EQ(bw.threads, 1);
+  // Between a slow disk and the fastest caches: the loads really ran.
+  EXPECT_GT(bw.bytes_per_s, 5e8);
+  EXPECT_LT(bw.bytes_per_s, 1e12);
+  const ComputePeak p = measure_compute_peak(1);
+  // One core at <= 6 GHz retires at most four 512-bit FMAs (128 flops) and four 512-bit
+  // dot-product instructions (512 ops) per cycle: more means the chains were optimised away.
+  EXPECT_GT(p.f32_flops, 1e9);
+  EXPECT_LT(p.f32_flops, 6e9 * 128);
+  EXPECT_GT(p.int8_ops, 1e9);
+  EXPECT_LT(p.int8_ops, 6e9 * 512);
+  EXPECT_GE(p.int8_ops_256, 1e9);
+}
+
+TEST_F(BenchTest, BundledModelJsonRunsInUnderAMinute) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const nlohmann::json j = bench_json("");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(s, 60.0);
+  EXPECT_EQ(j["model"]["dtype"], "q8_0");
+  EXPECT_EQ(j["config"]["reps"], 5);
+  ASSERT_EQ(j["tests"].size(), 2u);
+  EXPECT_EQ(j["tests"][0]["test"], "pp512");
+  EXPECT_EQ(j["tests"][1]["test"], "tg128");
+  for (const auto& t : j["tests"]) {
+    EXPECT_EQ(t["samples_ts"].size(), 5u);
+    EXPECT_GT(t["avg_ts"].get<double>(), 0);
+    EXPECT_GE(t["stddev_ts"].get<double>(), 0);
+    // Every expert resident: no lookup misses, nothing read.
+    EXPECT_EQ(t["moe"]["misses"], 0);
+    EXPECT_EQ(t["moe"]["hit_rate"], 1.0);
+  }
+}
+
+TEST_F(BenchTest, StreamedMoeReportsReadsAndRoofline) {
+  const std::string model = synth("tiny-moe");
+  const nlohmann::json j =
+      bench_json("-m " + model + " -p 32 -n 16 -r 2 -t 2 --expert-slots 2 --roofline");
+  EXPECT_EQ(j["config"]["expert_slots"], "2");
+  EXPECT_GT(j["machine"]["read_bandwidth_gbps"].get<double>(), 0);
+  EXPECT_GT(j["machine"]["int8_peak_gops"].get<double>(), 0);
+  for (const auto& t : j["tests"]) {
+    // Two slots for 8 experts of which 2 are used: random tokens miss often.
+    EXPECT_GT(t["moe"]["misses"].get<int64_t>(), 0) << t["test"];
+    EXPECT_LT(t["moe"]["hit_rate"].get<double>(), 1.0) << t["test"];
+    EXPECT_GT(t["moe"]["bytes_read_per_token"].get<double>(), 0) << t["test"];
+    EXPECT_GT(t["roofline"]["bound_ts"].get<double>(), 0) << t["test"];
+    EXPECT_GT(t["roofline"]["fraction"].get<double>(), 0) << t["test"];
+  }
+  EXPECT_EQ(j["tests"][0]["roofline"]["peak"], "int8");
+  EXPECT_GT(j["tests"][1]["roofline"]["expert_bytes"].get<double>(), 0);
+
+  std::string out;
+  EXPECT_EQ(test::run_command(test::binary_path() + " bench -m " + model + " -p 8 -n 4 -r 1", &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("| pp8 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("| tg4 |"), std::string::npos) << out;
+  EXPECT_NE(out.find("hit %"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::binary_path() + " bench -m " + model + " -p 0 -n 0", &out), 1)
+      << out;
+}
+
+}  // namespace
+}  // namespace ts
