@@ -34,7 +34,9 @@ struct PackedActs {
 
 void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out);
 
-// y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M).
+// y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M). Float
+// weights: f32 FMA accumulation. Quantised weights: exact integer dots against the activations as
+// packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its block.
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy);
 
@@ -43,7 +45,8 @@ void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 const char* matmul_isa();
 
 // The kernel families, lowest first. avx2 needs AVX2 + FMA + F16C; avx512 needs AVX-512 F/BW/VL
-// on top (and uses VNNI for the integer dots when the CPU has it).
+// on top: 512-bit float kernels, and 256-bit VNNI integer dots when the CPU has AVX512-VNNI (the
+// AVX2 integer kernels otherwise).
 enum class Isa { Scalar, Avx2, Avx512 };
 const char* isa_name(Isa isa);
 bool isa_available(Isa isa);  // does this CPU (and OS) support it
