@@ -22,6 +22,8 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--memory-budget", f.memory_budget, "Memory budget (e.g. 8G) from which the expert slots are derived");
   app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")->check(CLI::IsMember({"lru", "lfu"}));
+  app->add_flag("--expert-prefetch", f.expert_prefetch,
+                "Read the experts the next MoE layer's router predicts ahead of time (streaming)");
   app->add_option("--backend", f.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--device", f.device, "CUDA device index")->check(CLI::NonNegativeNumber);
 }
@@ -61,6 +63,7 @@ EngineOptions engine_options(const ModelFlags& f) {
   o.expert_slots = f.expert_slots;
   if (!f.memory_budget.empty()) o.memory_budget = parse_bytes(f.memory_budget, "--memory-budget");
   o.cache_policy = cache_policy_from_name(f.cache_policy);
+  o.expert_prefetch = f.expert_prefetch;
   return o;
 }
 

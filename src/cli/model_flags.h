@@ -21,6 +21,7 @@ struct ModelFlags {
   int64_t expert_slots = 0;
   std::string memory_budget;
   std::string cache_policy = "lru";
+  bool expert_prefetch = false;
   std::string backend = "auto";
   int device = 0;
 };

@@ -5,7 +5,9 @@
 // kernels in the same order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,11 +16,11 @@
 
 #include "backend/backend.h"
 #include "moe/cache_policy.h"
+#include "moe/io_queue.h"
 
 namespace ts {
 
 struct ModelSpec;
-class ThreadPool;
 
 struct ExpertWeights {
   Weight gate, up, down;
@@ -28,7 +30,10 @@ struct ExpertStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t bytes_read = 0;
-  double read_seconds = 0;  // wall time spent waiting on expert reads
+  uint64_t prefetched = 0;      // reads issued by prefetch()
+  uint64_t prefetch_hits = 0;   // hits on experts a prefetch brought in
+  double read_seconds = 0;      // wall time compute spent waiting on expert reads
+  double busy_seconds = 0;      // time the reads themselves took (summed over reader threads)
   void add(const ExpertStats& o);
 };
 
@@ -37,19 +42,27 @@ class ExpertStore {
   struct Options {
     int64_t slots_per_layer = 0;  // 0 (or >= n_expert): resident
     CachePolicyKind policy = CachePolicyKind::Lru;
+    bool prefetch = false;  // accept prefetch() hints (streaming on a host backend only)
   };
   ExpertStore(const ModelSpec& spec, Backend& backend, Options options);
   ~ExpertStore();
 
   bool streaming() const { return streaming_; }
+  bool prefetching() const { return prefetch_; }
   int64_t slots_per_layer() const { return slots_; }
 
-  // Makes the `n` distinct experts of `layer` present (n <= slots_per_layer()) and writes their
-  // weights to out[0..n). Experts already present count as hits. The pointers stay valid until
-  // the next acquire() on this layer.
-  void acquire(int64_t layer, const int32_t* experts, int64_t n, const ExpertWeights** out);
+  // Starts making the `n` distinct experts of `layer` present (n <= slots_per_layer()) and
+  // returns at once; ready(layer, i) then waits for the i-th of them, so compute can start on
+  // the first expert that is ready. Experts already present count as hits.
+  void acquire(int64_t layer, const int32_t* experts, int64_t n);
+  // The weights of the i-th expert of the last acquire() on `layer`, once read. A failed read
+  // throws (ErrorKind::Runtime) naming the layer and expert.
+  const ExpertWeights& ready(int64_t layer, int64_t i);
+  // A hint that `layer` will soon need these experts (best first): reads the absent ones into
+  // slots the layer's last acquire() does not hold, in the background. No-op unless prefetching.
+  void prefetch(int64_t layer, const int32_t* experts, int64_t n);
 
-  const ExpertStats& layer_stats(int64_t layer) const { return stats_[static_cast<size_t>(layer)]; }
+  ExpertStats layer_stats(int64_t layer) const;
   ExpertStats total_stats() const;
   void reset_stats();
   nlohmann::json stats_json() const;
@@ -59,21 +72,30 @@ class ExpertStore {
     int32_t expert = -1;  // -1: empty (or its last read failed)
     void* memory = nullptr;
     ExpertWeights weights;
+    std::shared_future<void> loading;  // the read that fills it (valid once one was issued)
+    bool prefetched = false;           // filled by prefetch() and not used since
   };
   struct Layer {
     std::vector<Slot> slots;
     std::unique_ptr<CachePolicy> policy;
+    std::vector<int64_t> current;  // slots of the last acquire(), in request order
   };
-  void load(int64_t layer, int32_t expert, Slot& slot, void* staging);
+  void read_expert(int64_t layer, int32_t expert, void* dst);
+  void fill(int64_t layer, Slot& slot, int32_t expert);
+  void fill_now(int64_t layer, std::vector<std::pair<int64_t, int32_t>>& reads);
+  int64_t find(const Layer& L, int32_t expert) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
 
   const ModelSpec& spec_;
   Backend& backend_;
   bool streaming_ = false;
+  bool prefetch_ = false;
   int64_t slots_ = 0;
   std::vector<Layer> layers_;
   std::vector<ExpertStats> stats_;
+  std::unique_ptr<std::atomic<uint64_t>[]> busy_ns_;  // per layer, written by reader threads
   std::vector<void*> staging_;  // host buffers for device backends, one per concurrent read
+  std::unique_ptr<IoQueue> io_;
 };
 
 }  // namespace ts

@@ -56,7 +56,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->backend_ = make_backend(options.backend, options.device, options.threads);
   e->load_weights();
   e->experts_ = std::make_unique<ExpertStore>(*e->spec_, *e->backend_,
-                                              ExpertStore::Options{req.expert_slots, options.cache_policy});
+                                              ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch});
   return e;
 }
 

@@ -26,6 +26,7 @@ struct EngineOptions {
   int64_t expert_slots = 0;      // per MoE layer; 0 = resident
   uint64_t memory_budget = 0;    // bytes; derives expert_slots when set
   CachePolicyKind cache_policy = CachePolicyKind::Lru;
+  bool expert_prefetch = false;  // predict the next MoE layer's experts and read them ahead
 };
 
 // One layer's resident weights in backend memory. Norm vectors are f32.

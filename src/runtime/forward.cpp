@@ -174,14 +174,14 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   std::vector<int32_t> experts;
   for (const auto& [e, r] : routed) experts.push_back(e);
   ExpertStore& store = engine_.experts();
+  if (store.prefetching()) prefetch_next_layer(l, M);
   const int64_t wave = store.slots_per_layer();
-  std::vector<const ExpertWeights*> weights(static_cast<size_t>(wave));
   // A micro-batch may route to more experts than there are slots: process them in waves.
   for (size_t w0 = 0; w0 < experts.size(); w0 += static_cast<size_t>(wave)) {
     const int64_t n = std::min<int64_t>(wave, static_cast<int64_t>(experts.size() - w0));
-    store.acquire(l, experts.data() + w0, n, weights.data());
+    store.acquire(l, experts.data() + w0, n);
     for (int64_t i = 0; i < n; ++i) {
-      const ExpertWeights& ew = *weights[static_cast<size_t>(i)];
+      const ExpertWeights& ew = store.ready(l, i);  // compute starts on the first expert read
       const auto& [rows, scale] = routed[experts[w0 + static_cast<size_t>(i)]];
       const int64_t R = static_cast<int64_t>(rows.size());
       b_.gather_rows(h_, rows.data(), R, d, rows_);
@@ -192,6 +192,33 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
       b_.scatter_add_rows(o_, ff_out_, rows.data(), scale.data(), R, d);
     }
   }
+}
+
+void Forward::prefetch_next_layer(int64_t l, int64_t M) {
+  // The next MoE layer's router applied to this layer's FFN input predicts which experts it
+  // will want (the residual stream changes little between adjacent layers); their reads then
+  // overlap this layer's expert compute and the next layer's attention.
+  int64_t next = l + 1;
+  while (next < c_.n_layer && !engine_.layers()[static_cast<size_t>(next)].moe) ++next;
+  if (next >= c_.n_layer) return;
+  const LayerWeights& N = engine_.layers()[static_cast<size_t>(next)];
+  const int64_t E = c_.n_expert, k = c_.n_expert_used;
+  b_.matmul(N.router, h_, M, router_);
+  b_.to_host(router_host_.data(), router_, static_cast<size_t>(M * E) * sizeof(float));
+  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob, N.router_bias.empty() ? nullptr : N.router_bias.data()};
+  std::vector<int64_t> votes(static_cast<size_t>(E), 0);
+  std::vector<int32_t> ids(static_cast<size_t>(k));
+  std::vector<float> w(static_cast<size_t>(k));
+  for (int64_t m = 0; m < M; ++m) {
+    route_token(router_host_.data() + m * E, ra, ids.data(), w.data());
+    for (int32_t e : ids) votes[static_cast<size_t>(e)]++;
+  }
+  std::vector<int32_t> order;
+  for (int32_t e = 0; e < E; ++e)
+    if (votes[static_cast<size_t>(e)] > 0) order.push_back(e);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return votes[static_cast<size_t>(a)] > votes[static_cast<size_t>(b)]; });
+  if (static_cast<int64_t>(order.size()) > engine_.experts().slots_per_layer()) order.resize(static_cast<size_t>(engine_.experts().slots_per_layer()));
+  engine_.experts().prefetch(next, order.data(), static_cast<int64_t>(order.size()));
 }
 
 }  // namespace ts

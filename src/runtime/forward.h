@@ -37,6 +37,7 @@ class Forward {
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void ffn_dense(int64_t l, int64_t M);
   void ffn_moe(int64_t l, int64_t M);
+  void prefetch_next_layer(int64_t l, int64_t M);
   void head(const std::vector<SeqChunk>& chunks, int64_t M);
   float* scratch(size_t floats);
 

@@ -19,7 +19,7 @@ namespace ts {
 namespace {
 
 std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids, int64_t slots, bool decode,
-                       CachePolicyKind policy = CachePolicyKind::Lru) {
+                       CachePolicyKind policy = CachePolicyKind::Lru, bool prefetch = false) {
   EngineOptions o;
   o.backend = "cpu";
   o.threads = 2;
@@ -27,6 +27,7 @@ std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids,
   o.prefill_batch = 16;
   o.expert_slots = slots;
   o.cache_policy = policy;
+  o.expert_prefetch = prefetch;
   auto engine = Engine::open(path, o);
   Session s(*engine);
   const int64_t V = engine->cfg().n_vocab;
@@ -53,11 +54,13 @@ TEST_P(Streaming, EverySlotCountIsBitIdenticalToResident) {
   for (bool decode : {false, true}) {
     const std::vector<float> resident = run(f.path, ids, 0, decode);
     for (int64_t slots = k; slots < E; ++slots) {
-      for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu}) {
-        const std::vector<float> streamed = run(f.path, ids, slots, decode, policy);
-        ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
-            << (decode ? "decode" : "prefill") << " with " << slots << " slots, policy " << cache_policy_name(policy);
-      }
+      for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu})
+        for (bool prefetch : {false, true}) {
+          const std::vector<float> streamed = run(f.path, ids, slots, decode, policy, prefetch);
+          ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+              << (decode ? "decode" : "prefill") << " with " << slots << " slots, policy " << cache_policy_name(policy)
+              << (prefetch ? " + prefetch" : "");
+        }
     }
   }
 }
