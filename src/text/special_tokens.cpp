@@ -11,6 +11,12 @@ constexpr const char* kEndOfTurn[] = {
     "<|end_of_text|>", "<EOT>",      "_<EOT>",  "<｜end▁of▁sentence｜>", "<end_of_utterance>",
 };
 constexpr const char* kEndOfMessage = "<|eom_id|>";
+// Fill-in-the-middle separators end a completion too (llama.cpp: padding, repository and file
+// separators); the first spelling present is taken.
+constexpr const char* kFimPad[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>"};
+constexpr const char* kFimRepo[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>",
+                                    "<reponame>"};
+constexpr const char* kFimFileSep[] = {"<|file_sep|>"};
 
 }  // namespace
 
@@ -34,6 +40,19 @@ void detect_end_of_generation(TokenizerSpec& spec) {
     if (spec.eom < 0) spec.eom = it->second;
     mark(it->second);
   }
+  const auto fim = [&](int32_t& id, const auto& spellings) {
+    for (const char* text : spellings) {
+      if (id >= 0) break;
+      if (const auto it = ids.find(text); it != ids.end()) {
+        id = it->second;
+        mark(id);
+      }
+    }
+    if (id >= 0) spec.extra_eog.push_back(id);
+  };
+  fim(spec.fim_pad, kFimPad);
+  fim(spec.fim_repo, kFimRepo);
+  fim(spec.fim_file_sep, kFimFileSep);
 }
 
 }  // namespace ts

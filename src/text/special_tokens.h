@@ -7,9 +7,10 @@
 
 namespace ts {
 
-// Sets spec.eot / spec.eom when unset and a known spelling exists, adds every known
-// end-of-turn spelling to spec.extra_eog, and types those tokens Control (some converters mark
-// them Normal, which would let "<|im_end|>" in user text become the real token).
+// Sets spec.eot / spec.eom and the fill-in-the-middle ids when unset and a known spelling
+// exists, adds every known end-of-turn spelling and the FIM separators to spec.extra_eog, and
+// types the tokens found by spelling Control (some converters mark them Normal, which would let
+// "<|im_end|>" in user text become the real token).
 void detect_end_of_generation(TokenizerSpec& spec);
 
 }  // namespace ts

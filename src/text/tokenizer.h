@@ -55,6 +55,10 @@ struct TokenizerSpec {
   int32_t eot = -1;
   int32_t eom = -1;
   int32_t unk = -1;
+  // Fill-in-the-middle padding / repository / file separators: they end generation too.
+  int32_t fim_pad = -1;
+  int32_t fim_repo = -1;
+  int32_t fim_file_sep = -1;
   std::vector<int32_t> extra_eog;  // further end-of-generation ids (e.g. HF eos_token_id lists)
   std::vector<int32_t> lstrip;     // special tokens that swallow whitespace on their left
   std::vector<int32_t> rstrip;     // ... and on their right

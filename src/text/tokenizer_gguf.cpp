@@ -114,6 +114,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   s.unk = id_key(f, "tokenizer.ggml.unknown_token_id", s.unk, n);
   s.eot = id_key(f, "tokenizer.ggml.eot_token_id", -1, n);
   s.eom = id_key(f, "tokenizer.ggml.eom_token_id", -1, n);
+  s.fim_pad = id_key(f, "tokenizer.ggml.fim_pad_token_id", -1, n);
+  s.fim_repo = id_key(f, "tokenizer.ggml.fim_rep_token_id", -1, n);
+  s.fim_file_sep = id_key(f, "tokenizer.ggml.fim_sep_token_id", -1, n);
   if (s.types.empty()) s.types.assign(n, TokenType::Normal);
   detect_end_of_generation(s);
   return Tokenizer(std::move(s));

@@ -160,7 +160,7 @@ TEST(SpecialTokens, LstripAndRstripSwallowWhitespace) {
 }
 
 TEST(SpecialTokens, EndOfTurnSpellingsAreEndOfGeneration) {
-  auto spec = bpe_spec({"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, {{"a", "b"}});
+  auto spec = bpe_spec({"<|endoftext|>", "<|im_start|>", "<|im_end|>", "<reponame>"}, {{"a", "b"}});
   spec.eos = 256;
   ts::detect_end_of_generation(spec);
   const ts::Tokenizer t(spec);
@@ -170,6 +170,8 @@ TEST(SpecialTokens, EndOfTurnSpellingsAreEndOfGeneration) {
   EXPECT_TRUE(t.is_eog(258));
   EXPECT_FALSE(t.is_eog(257));
   EXPECT_EQ(t.token_type(258), TokenType::Control);
+  EXPECT_TRUE(t.is_eog(259));  // a FIM repository separator ends a completion
+  EXPECT_EQ(t.eog_ids(), (std::vector<int32_t>{256, 258, 259}));
 }
 
 // SentencePiece: <unk> <s> </s>, the 256 byte pieces (ids 3..258), then `pieces` with scores.
@@ -236,7 +238,10 @@ TEST(SentencePiece, UnknownCharacterWithoutByteFallbackIsOneUnk) {
   s.unk = 0;
   s.add_space_prefix = true;
   const ts::Tokenizer t(s);
-  EXPECT_EQ(t.encode("a\xC3\xA7" "a", false, false), (std::vector<int32_t>{1, 2, 0, 2}));
+  EXPECT_EQ(t.encode("a\xC3\xA7"
+                     "a",
+                     false, false),
+            (std::vector<int32_t>{1, 2, 0, 2}));
   s.unk = -1;
   const ts::Tokenizer no_unk(s);
   EXPECT_THROW(no_unk.encode("\xC3\xA7", false, false), ts::Error);
