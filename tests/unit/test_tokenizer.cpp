@@ -14,6 +14,7 @@
 #include "formats/gguf_writer.h"
 #include "test_paths.h"
 #include "text/byte_unicode.h"
+#include "text/detokenizer.h"
 #include "text/pretokenizer.h"
 #include "text/special_tokens.h"
 #include "text/tokenizer.h"
@@ -55,6 +56,25 @@ TEST(ByteLevel, AlphabetRoundTripsEveryByte) {
   EXPECT_EQ(ts::bytes_to_byte_level(" "), "\xC4\xA0");   // 'Ġ'
   EXPECT_EQ(ts::bytes_to_byte_level("\n"), "\xC4\x8A");  // 'Ċ'
   EXPECT_EQ(ts::bytes_to_byte_level("A~"), "A~");
+}
+
+TEST(StreamingUtf8, CompleteCharactersPassIncompleteWaitMalformedBecomeReplacement) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  std::string out;
+  EXPECT_EQ(ts::take_complete_utf8("ab\xE2\x96", out), 2u);  // the 3-byte character waits
+  EXPECT_EQ(out, "ab");
+  out.clear();
+  EXPECT_EQ(ts::take_complete_utf8("\xE2\x96\x81z", out), 4u);
+  EXPECT_EQ(out, "\xE2\x96\x81z");
+  out.clear();
+  EXPECT_EQ(ts::take_complete_utf8("\xFFx", out), 2u);  // never valid: replaced at once
+  EXPECT_EQ(out, fffd + "x");
+  out.clear();
+  EXPECT_EQ(ts::take_complete_utf8("\xE0\x80", out), 2u);  // an overlong form cannot complete
+  EXPECT_EQ(out, fffd + fffd);
+  out.clear();
+  EXPECT_EQ(ts::take_complete_utf8("\xF0\x9F", out), 0u);  // the start of an emoji waits
+  EXPECT_EQ(out, "");
 }
 
 TEST(PreTokenizer, Gpt2PatternSplitsWordsSpacesAndContractions) {
