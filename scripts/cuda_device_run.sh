@@ -60,9 +60,29 @@ cmake -S . -B $build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTURBOSPARK_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES=90 -DTURBOSPARK_BENCH=ON >"$out/configure.log" 2>&1 ||
   { tail -40 "$out/configure.log"; exit 1; }
 start=$(date +%s)
+export LD_LIBRARY_PATH=${run_path:-${LD_LIBRARY_PATH:-}}
+if [ "${1:-}" = "--e2e" ]; then
+  # End to end: every ctest of label cuda, then `turbospark bench` on synthetic models of real
+  # shapes (SHAPES="shape:dtype:layers ...", default below) with the CUDA backend.
+  shift
+  cmake --build $build -j16 --target turbospark test_cuda_ops test_cuda_fixtures bench_cuda_gemv >"$out/build.log" 2>&1 ||
+    { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
+  echo "build: $(( $(date +%s) - start )) s"
+  (cd $build && ctest -L cuda --output-on-failure 2>&1 | tail -40 | tee "$out/ctest.log")
+  $build/bench/bench_cuda_gemv --quick 2>&1 | tail -30 | tee "$out/gemv.log"
+  for spec in ${SHAPES:-llama3-8b:bf16:8 llama3-8b:q8_0:8 qwen3-30b-a3b:bf16:12}; do
+    IFS=: read -r shape dtype layers <<<"$spec"
+    f=/tmp/$shape-$dtype-$layers.gguf
+    $build/turbospark synth --shape "$shape" --dtype "$dtype" --layers "$layers" -o "$f" -t 16 >/dev/null 2>&1 || continue
+    $build/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 "$@" 2>&1 | tee -a "$out/bench.log"
+    [ "$shape" = qwen3-30b-a3b ] && $build/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 \
+      --expert-slots 32 2>&1 | tee -a "$out/bench.log"
+    rm -f "$f"
+  done
+  exit 0
+fi
 cmake --build $build -j16 --target test_cuda_ops bench_cuda_gemv >"$out/build.log" 2>&1 ||
   { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
-export LD_LIBRARY_PATH=${run_path:-${LD_LIBRARY_PATH:-}}
 $build/tests/test_cuda_ops 2>&1 | tee "$out/test.log" | grep -vE "^\[ +(RUN|OK) +\]"
 $build/bench/bench_cuda_gemv "$@" 2>&1 | tee "$out/bench.log"
