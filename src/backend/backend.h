@@ -45,8 +45,8 @@ struct AttentionArgs {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   float scale = 0;
-  float softcap = 0;     // 0 = none
-  int64_t window = 0;    // 0 = full causal; else keys j with pos - window < j <= pos
+  float softcap = 0;   // 0 = none
+  int64_t window = 0;  // 0 = full causal; else keys j with pos - window < j <= pos
 };
 
 class Backend {
@@ -65,26 +65,30 @@ class Backend {
 
   // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
   // `host` points at `rows * row_stride` bytes of the model file.
-  virtual Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, const void* host) = 0;
+  virtual Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
+                               const void* host) = 0;
   virtual void release_weight(Weight& w) = 0;
 
   // out[m] = table[ids[m]] * scale. ids are host memory.
-  virtual void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) = 0;
+  virtual void embed(const Weight& table, const int32_t* ids, int64_t M, float scale,
+                     float* out) = 0;
   // out[m] = x[m] / rms(x[m]) * (w or 1 + w), over `n` elements per row (in place allowed).
-  virtual void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
-                        float* out) = 0;
+  virtual void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps,
+                        bool plus_one, float* out) = 0;
   // In place over each head of each row: x is [M][n_heads * head_dim].
-  virtual void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
-                              float eps, bool plus_one) = 0;
+  virtual void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads,
+                              int64_t head_dim, float eps, bool plus_one) = 0;
   // y[m][r] = dot(w row r, x[m]) for the `w.rows` rows; x is [M][w.cols], y is [M][w.rows].
   virtual void matmul(const Weight& w, const float* x, int64_t M, float* y) = 0;
   virtual void add_bias(float* y, const float* b, int64_t M, int64_t n) = 0;
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
   virtual void zero(float* x, int64_t n);                     // x = 0 (default: a host copy)
   // Rotates the first rotary_dim elements of each head; positions are host memory.
-  virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) = 0;
+  virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos,
+                    const RopeArgs& r) = 0;
   // Writes k/v rows [M][width] into the cache at rows pos[m].
-  virtual void kv_store(const KvView& kv, const float* k, const float* v, int64_t M, const int32_t* pos) = 0;
+  virtual void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
+                        const int32_t* pos) = 0;
   // Causal attention of q [M][n_head * head_dim] over cache rows 0..pos[m]; out like q.
   virtual void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                          const AttentionArgs& a, float* out) = 0;
@@ -92,10 +96,11 @@ class Backend {
   virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
   virtual void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) = 0;
   // y[idx[m]] += scale[m] * x[m] for m < M (rows of width n); idx/scale are host memory.
-  virtual void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
-                                int64_t n) = 0;
+  virtual void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
+                                int64_t M, int64_t n) = 0;
   // out[m] = x[idx[m]] (rows of width n); idx is host memory.
-  virtual void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) = 0;
+  virtual void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n,
+                           float* out) = 0;
   virtual void softcap(float* x, int64_t n, float cap) = 0;  // x = cap * tanh(x / cap)
 };
 

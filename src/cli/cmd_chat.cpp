@@ -22,7 +22,9 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
-void on_sigint(int) { g_interrupted.store(true); }
+void on_sigint(int) {
+  g_interrupted.store(true);
+}
 
 struct ChatArgs {
   ModelFlags model;
@@ -55,7 +57,8 @@ int run_chat(const ChatArgs& a) {
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   const Tokenizer tok = load_tokenizer(engine->spec());
   // The bundled model is a base model with no chat format: it talks in plain text.
-  const std::string name = a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
+  const std::string name =
+      a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
   const ChatTemplate tmpl = model_chat_template(engine->spec(), name);
   std::fprintf(stderr, "chat: %s, format %s; /exit to leave, Ctrl-C stops an answer\n",
                engine->spec().source->path().c_str(), tmpl.name());
@@ -83,7 +86,8 @@ int run_chat(const ChatArgs& a) {
     in_cache.resize(keep);
     const std::vector<int32_t> fresh(all.begin() + static_cast<std::ptrdiff_t>(keep), all.end());
     if (session.n_past() + static_cast<int64_t>(fresh.size()) >= session.ctx()) {
-      std::fprintf(stderr, "chat: the conversation no longer fits the context of %lld tokens (raise -c)\n",
+      std::fprintf(stderr,
+                   "chat: the conversation no longer fits the context of %lld tokens (raise -c)\n",
                    static_cast<long long>(session.ctx()));
       break;
     }
@@ -108,13 +112,15 @@ int run_chat(const ChatArgs& a) {
 }  // namespace
 
 Runner add_chat(CLI::App& app) {
-  auto* sub = app.add_subcommand("chat", "Interactive multi-turn chat (keeps the KV cache between turns)");
+  auto* sub =
+      app.add_subcommand("chat", "Interactive multi-turn chat (keeps the KV cache between turns)");
   auto a = std::make_shared<ChatArgs>();
   add_model_flags(sub, a->model, true);
   add_sampling_flags(sub, a->sampling);
   a->sampling.n_predict = 256;
   sub->add_option("--system", a->system, "System prompt");
-  sub->add_option("--chat-template", a->chat_template, "chatml, llama3, llama2, mistral, gemma, raw");
+  sub->add_option("--chat-template", a->chat_template,
+                  "chatml, llama3, llama2, mistral, gemma, raw");
   sub->add_flag("--stats", a->stats, "Print the stats line after each answer");
   return [a] { return run_chat(*a); };
 }

@@ -97,7 +97,8 @@ int run_inspect(const InspectArgs& a) {
     return 0;
   }
   std::printf("model      %s\n", spec->source->path().c_str());
-  std::printf("family     %s (%s)\n", family_name(c.family), c.source == SourceKind::Gguf ? "GGUF" : "HF");
+  std::printf("family     %s (%s)\n", family_name(c.family),
+              c.source == SourceKind::Gguf ? "GGUF" : "HF");
   for (auto& [k, v] : j["arch"].items())
     if (k != "family" && k != "source") std::printf("  %-22s %s\n", k.c_str(), v.dump().c_str());
   std::printf("tensors   ");
@@ -105,7 +106,8 @@ int run_inspect(const InspectArgs& a) {
   std::printf("\nresident   %.2f MiB\n", static_cast<double>(spec->resident_bytes) / (1 << 20));
   if (c.is_moe())
     std::printf("experts    %lld per MoE layer, stride %.2f MiB, all routed experts %.2f MiB\n",
-                static_cast<long long>(c.n_expert), static_cast<double>(spec->expert_stride) / (1 << 20),
+                static_cast<long long>(c.n_expert),
+                static_cast<double>(spec->expert_stride) / (1 << 20),
                 static_cast<double>(spec->routed_expert_bytes) / (1 << 20));
   print_footprint(fp, stdout);
   return 0;
@@ -114,14 +116,18 @@ int run_inspect(const InspectArgs& a) {
 }  // namespace
 
 Runner add_inspect(CLI::App& app) {
-  auto* sub = app.add_subcommand("inspect", "Show a model's family, configuration, tensors and footprint");
+  auto* sub =
+      app.add_subcommand("inspect", "Show a model's family, configuration, tensors and footprint");
   auto a = std::make_shared<InspectArgs>();
   sub->add_option("model", a->model, "GGUF file or Hugging Face directory");
-  sub->add_option("-m,--model", a->model, "GGUF file or Hugging Face directory (same as the positional)");
+  sub->add_option("-m,--model", a->model,
+                  "GGUF file or Hugging Face directory (same as the positional)");
   sub->add_flag("--json", a->json, "Print one JSON object");
-  sub->add_option("--expert-slots", a->slots, "Expert slots per MoE layer for the footprint (0 = resident)")
+  sub->add_option("--expert-slots", a->slots,
+                  "Expert slots per MoE layer for the footprint (0 = resident)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("-c,--ctx-size", a->ctx, "Context length for the KV-cache footprint")->check(CLI::PositiveNumber);
+  sub->add_option("-c,--ctx-size", a->ctx, "Context length for the KV-cache footprint")
+      ->check(CLI::PositiveNumber);
   return [a] { return run_inspect(*a); };
 }
 

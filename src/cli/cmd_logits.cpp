@@ -47,20 +47,23 @@ int run_logits(const LogitsArgs& a) {
   if (a.mode == "prefill") {
     session.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
   } else {
-    for (size_t i = 0; i < ids.size(); ++i) session.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
+    for (size_t i = 0; i < ids.size(); ++i)
+      session.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
   }
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a.out.c_str(), "wb"), std::fclose);
   if (!f) fail(ErrorKind::Usage, "--out: cannot create '" + a.out + "'");
   if (std::fwrite(logits.data(), sizeof(float), logits.size(), f.get()) != logits.size())
     fail(ErrorKind::Runtime, "--out: write to '" + a.out + "' failed");
-  std::fprintf(stderr, "wrote %zu x %lld logits to %s\n", ids.size(), static_cast<long long>(V), a.out.c_str());
+  std::fprintf(stderr, "wrote %zu x %lld logits to %s\n", ids.size(), static_cast<long long>(V),
+               a.out.c_str());
   return 0;
 }
 
 }  // namespace
 
 Runner add_logits(CLI::App& app) {
-  auto* sub = app.add_subcommand("logits", "Write float32 logits [tokens, vocab] for given token ids");
+  auto* sub =
+      app.add_subcommand("logits", "Write float32 logits [tokens, vocab] for given token ids");
   auto a = std::make_shared<LogitsArgs>();
   add_model_flags(sub, a->model, false);
   sub->add_option("--tokens", a->tokens, "Comma-separated token ids")->required();

@@ -31,7 +31,8 @@ std::string read_file(const std::string& path, const char* flag) {
 }
 
 int run_perplexity(PerplexityArgs& a) {
-  if (a.text_file.empty() == a.tokens_file.empty()) fail(ErrorKind::Usage, "give exactly one of -f TEXT and --tokens FILE");
+  if (a.text_file.empty() == a.tokens_file.empty())
+    fail(ErrorKind::Usage, "give exactly one of -f TEXT and --tokens FILE");
   const int64_t window = a.model.ctx;
   a.model.ctx = std::max<int64_t>(window, 2);
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
@@ -44,7 +45,8 @@ int run_perplexity(PerplexityArgs& a) {
     if (tok.add_bos()) bos = tok.bos();
   } else {
     const std::string raw = read_file(a.tokens_file, "--tokens");
-    if (raw.size() % 4 != 0) fail(ErrorKind::Usage, "--tokens: file size is not a multiple of 4 (int32 ids)");
+    if (raw.size() % 4 != 0)
+      fail(ErrorKind::Usage, "--tokens: file size is not a multiple of 4 (int32 ids)");
     tokens.resize(raw.size() / 4);
     std::memcpy(tokens.data(), raw.data(), raw.size());
   }
@@ -53,20 +55,23 @@ int run_perplexity(PerplexityArgs& a) {
   o.scoring = a.score == "all" ? PerplexityScoring::All : PerplexityScoring::SecondHalf;
   o.bos = bos;
   Progress bar("perplexity", !a.json);
-  const PerplexityResult r = perplexity(*engine, tokens, o, [&](int64_t done, int64_t total, double ppl) {
-    char note[64];
-    std::snprintf(note, sizeof note, "ppl %.4f", ppl);
-    bar.update(done, total, note);
-  });
+  const PerplexityResult r =
+      perplexity(*engine, tokens, o, [&](int64_t done, int64_t total, double ppl) {
+        char note[64];
+        std::snprintf(note, sizeof note, "ppl %.4f", ppl);
+        bar.update(done, total, note);
+      });
   bar.finish();
   if (a.json) {
-    nlohmann::json j{{"ppl", r.ppl}, {"stderr", r.stderr_ppl}, {"mean_nll", r.mean_nll}, {"tokens", r.tokens},
-                     {"scored", r.scored}, {"windows", r.windows}, {"ctx", window}, {"score", a.score}};
+    nlohmann::json j{{"ppl", r.ppl},       {"stderr", r.stderr_ppl}, {"mean_nll", r.mean_nll},
+                     {"tokens", r.tokens}, {"scored", r.scored},     {"windows", r.windows},
+                     {"ctx", window},      {"score", a.score}};
     if (engine->experts().streaming()) j["experts"] = engine->experts().stats_json();
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("PPL = %.4f +/- %.5f (%lld windows of %lld, %lld scored tokens)\n", r.ppl, r.stderr_ppl,
-                static_cast<long long>(r.windows), static_cast<long long>(window), static_cast<long long>(r.scored));
+    std::printf("PPL = %.4f +/- %.5f (%lld windows of %lld, %lld scored tokens)\n", r.ppl,
+                r.stderr_ppl, static_cast<long long>(r.windows), static_cast<long long>(window),
+                static_cast<long long>(r.scored));
   }
   return 0;
 }
@@ -74,13 +79,16 @@ int run_perplexity(PerplexityArgs& a) {
 }  // namespace
 
 Runner add_perplexity(CLI::App& app) {
-  auto* sub = app.add_subcommand("perplexity", "Perplexity of a text (llama.cpp's method) or a token stream");
+  auto* sub = app.add_subcommand("perplexity",
+                                 "Perplexity of a text (llama.cpp's method) or a token stream");
   auto a = std::make_shared<PerplexityArgs>();
   add_model_flags(sub, a->model, true);
   a->model.ctx = 512;
   sub->add_option("-f,--file", a->text_file, "UTF-8 text file");
   sub->add_option("--tokens", a->tokens_file, "Raw little-endian int32 token ids instead of text");
-  sub->add_option("--score", a->score, "half: second half of each window (llama.cpp); all: every position after the first")
+  sub->add_option(
+         "--score", a->score,
+         "half: second half of each window (llama.cpp); all: every position after the first")
       ->check(CLI::IsMember({"half", "all"}));
   sub->add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_perplexity(*a); };

@@ -49,10 +49,11 @@ int run_run(const RunArgs& a) {
   Session session(*engine);
   if (a.show_prompt) std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
-  const GenerateResult r = generate(session, tok, prompt, generate_options(a.sampling), [](const std::string& s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
-  });
+  const GenerateResult r =
+      generate(session, tok, prompt, generate_options(a.sampling), [](const std::string& s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+      });
   std::printf("\n");
   print_run_stats(*engine, r, stderr);
   if (!a.stats_json.empty()) write_stats_json(*engine, r, a.stats_json);
@@ -62,7 +63,8 @@ int run_run(const RunArgs& a) {
 }  // namespace
 
 Runner add_run(CLI::App& app) {
-  auto* sub = app.add_subcommand("run", "Continue a prompt, streaming tokens as they are generated");
+  auto* sub =
+      app.add_subcommand("run", "Continue a prompt, streaming tokens as they are generated");
   auto a = std::make_shared<RunArgs>();
   add_model_flags(sub, a->model, true);
   add_sampling_flags(sub, a->sampling);
@@ -70,7 +72,8 @@ Runner add_run(CLI::App& app) {
   sub->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend the BOS token");
   sub->add_flag("!--no-display-prompt", a->show_prompt, "Print only the continuation");
-  sub->add_option("--stats-json", a->stats_json, "Also write the stats (footprint, peak RSS, experts) as JSON to FILE");
+  sub->add_option("--stats-json", a->stats_json,
+                  "Also write the stats (footprint, peak RSS, experts) as JSON to FILE");
   return [a] { return run_run(*a); };
 }
 

@@ -13,18 +13,24 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
   app->add_option("-m,--model", f.model,
                   default_model ? "GGUF file or Hugging Face directory (default: the bundled model)"
                                 : "GGUF file or Hugging Face directory");
-  app->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)")->check(CLI::NonNegativeNumber);
-  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")->check(CLI::PositiveNumber);
+  app->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)")
+      ->check(CLI::NonNegativeNumber);
+  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")
+      ->check(CLI::PositiveNumber);
   app->add_option("--kv-type", f.kv_type, "KV cache type: f32, f16, bf16, q8_0")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
-  app->add_option("--prefill-batch", f.prefill_batch, "Tokens per prefill micro-batch")->check(CLI::Range(1, 4096));
+  app->add_option("--prefill-batch", f.prefill_batch, "Tokens per prefill micro-batch")
+      ->check(CLI::Range(1, 4096));
   app->add_option("--expert-slots", f.expert_slots, "Expert slots per MoE layer (0 = all resident)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--memory-budget", f.memory_budget, "Memory budget (e.g. 8G) from which the expert slots are derived");
-  app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")->check(CLI::IsMember({"lru", "lfu"}));
+  app->add_option("--memory-budget", f.memory_budget,
+                  "Memory budget (e.g. 8G) from which the expert slots are derived");
+  app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
+      ->check(CLI::IsMember({"lru", "lfu"}));
   app->add_flag("--expert-prefetch", f.expert_prefetch,
                 "Read the experts the next MoE layer's router predicts ahead of time (streaming)");
-  app->add_option("--backend", f.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  app->add_option("--backend", f.backend, "auto, cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--device", f.device, "CUDA device index")->check(CLI::NonNegativeNumber);
 }
 
@@ -38,10 +44,14 @@ uint64_t parse_bytes(const std::string& s, const std::string& flag) {
   }
   std::string unit = s.substr(used);
   double mult = 1;
-  if (unit == "K" || unit == "k" || unit == "KiB") mult = 1024.0;
-  else if (unit == "M" || unit == "MiB") mult = 1024.0 * 1024;
-  else if (unit == "G" || unit == "GiB") mult = 1024.0 * 1024 * 1024;
-  else if (!unit.empty()) fail(ErrorKind::Usage, flag + ": unknown unit '" + unit + "' (K, M, G)");
+  if (unit == "K" || unit == "k" || unit == "KiB")
+    mult = 1024.0;
+  else if (unit == "M" || unit == "MiB")
+    mult = 1024.0 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    mult = 1024.0 * 1024 * 1024;
+  else if (!unit.empty())
+    fail(ErrorKind::Usage, flag + ": unknown unit '" + unit + "' (K, M, G)");
   if (!(v > 0) || v * mult > 1.8e19) fail(ErrorKind::Usage, flag + ": '" + s + "' is out of range");
   return static_cast<uint64_t>(v * mult);
 }

@@ -8,12 +8,14 @@ void print_run_stats(Engine& engine, const GenerateResult& r, std::FILE* out) {
   const double n = static_cast<double>(r.tokens.size());
   std::fprintf(out, "prompt %lld tokens %.1f tok/s | generated %zu tokens %.1f tok/s | finish %s",
                static_cast<long long>(r.prompt_tokens),
-               r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0, r.tokens.size(),
-               r.generate_seconds > 0 ? n / r.generate_seconds : 0.0, finish_reason_name(r.finish));
+               r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0,
+               r.tokens.size(), r.generate_seconds > 0 ? n / r.generate_seconds : 0.0,
+               finish_reason_name(r.finish));
   if (engine.cfg().is_moe()) {
     const ExpertStats s = engine.experts().total_stats();
     const double lookups = static_cast<double>(s.hits + s.misses);
-    std::fprintf(out, " | experts %s, hit rate %.1f%%, read %.1f MiB", engine.experts().streaming() ? "streaming" : "resident",
+    std::fprintf(out, " | experts %s, hit rate %.1f%%, read %.1f MiB",
+                 engine.experts().streaming() ? "streaming" : "resident",
                  lookups > 0 ? 100.0 * static_cast<double>(s.hits) / lookups : 100.0,
                  static_cast<double>(s.bytes_read) / (1 << 20));
   }

@@ -10,6 +10,7 @@ namespace ts {
 
 // Reads exactly n bytes at `offset` of `fd` into dst. A short read (file truncated after open)
 // or an I/O error throws ts::Error of `kind` naming `what`.
-void read_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& what, ErrorKind kind);
+void read_exact(int fd, void* dst, uint64_t n, uint64_t offset, const std::string& what,
+                ErrorKind kind);
 
 }  // namespace ts

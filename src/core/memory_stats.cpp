@@ -17,7 +17,11 @@ uint64_t status_kib(const char* key) {
 
 }  // namespace
 
-uint64_t peak_rss_bytes() { return status_kib("VmHWM"); }
-uint64_t current_rss_bytes() { return status_kib("VmRSS"); }
+uint64_t peak_rss_bytes() {
+  return status_kib("VmHWM");
+}
+uint64_t current_rss_bytes() {
+  return status_kib("VmRSS");
+}
 
 }  // namespace ts

@@ -28,7 +28,8 @@ void ThreadPool::run_piece(int index) {
   if (begin < end) (*fn_)(begin, end);
 }
 
-void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn, int64_t grain) {
+void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
+                              int64_t grain) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t blocks = (n + grain - 1) / grain;

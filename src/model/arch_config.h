@@ -53,14 +53,15 @@ struct ArchConfig {
   int64_t ctx_train = 0;
 
   float rms_eps = 0;
-  bool norm_plus_one = false;   // RMS norm scales by (1 + w): HF Gemma stores w, GGUF stores 1 + w
-  bool sandwich_norms = false;  // extra norms on the attention and FFN outputs before the residual add
-  float embed_scale = 1.0f;     // Gemma multiplies embeddings by sqrt(n_embd)
+  bool norm_plus_one = false;  // RMS norm scales by (1 + w): HF Gemma stores w, GGUF stores 1 + w
+  bool sandwich_norms =
+      false;                 // extra norms on the attention and FFN outputs before the residual add
+  float embed_scale = 1.0f;  // Gemma multiplies embeddings by sqrt(n_embd)
   FfnActivation ffn_act = FfnActivation::SiLU;
 
   bool qkv_bias = false;
   QkNorm qk_norm = QkNorm::None;
-  float attn_scale = 0;  // multiplies q.k; 1/sqrt(head_dim) unless the family says otherwise
+  float attn_scale = 0;     // multiplies q.k; 1/sqrt(head_dim) unless the family says otherwise
   float attn_softcap = 0;   // 0 = none
   float final_softcap = 0;  // 0 = none
 
@@ -73,15 +74,16 @@ struct ArchConfig {
   float rope_low_freq_factor = 0;
   float rope_high_freq_factor = 0;
   int64_t rope_orig_ctx = 0;
-  bool rope_freqs_tensor = false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
+  bool rope_freqs_tensor =
+      false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
 
-  int64_t sliding_window = 0;            // keys a sliding layer sees, including the query itself
-  std::vector<uint8_t> layer_sliding;    // per layer: 1 = sliding-window attention
-  std::vector<uint8_t> layer_moe;        // per layer: 1 = routed-expert FFN
+  int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
+  std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention
+  std::vector<uint8_t> layer_moe;      // per layer: 1 = routed-expert FFN
 
   RouterScoring router = RouterScoring::None;
   bool norm_topk_prob = false;  // renormalise the k selected weights to sum 1
-  bool router_bias = false;     // per-expert selection bias tensor (MiniMax e_score_correction_bias)
+  bool router_bias = false;  // per-expert selection bias tensor (MiniMax e_score_correction_bias)
 
   bool tied_embeddings = false;
 

@@ -29,7 +29,8 @@ const nlohmann::json* ConfigView::hf_value(const char* path) const {
   size_t start = 0;
   while (start <= p.size()) {
     const size_t slash = p.find('/', start);
-    const std::string part = p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    const std::string part =
+        p.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (!node->is_object()) return nullptr;
     auto it = node->find(part);
     if (it == node->end() || it->is_null()) return nullptr;
@@ -65,7 +66,8 @@ std::optional<bool> ConfigView::opt_bool(const char* gk, const char* hk) const {
 }
 
 std::optional<std::string> ConfigView::opt_string(const char* gk, const char* hk) const {
-  if (kind_ == SourceKind::Gguf) return gk ? source_.gguf()->get_string(gguf_key(gk)) : std::nullopt;
+  if (kind_ == SourceKind::Gguf)
+    return gk ? source_.gguf()->get_string(gguf_key(gk)) : std::nullopt;
   const nlohmann::json* v = hf_value(hk);
   if (v == nullptr) return std::nullopt;
   if (!v->is_string()) invalid(hk, "expected a string");

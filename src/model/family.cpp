@@ -45,15 +45,18 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   c.n_head = v.req_int("attention.head_count", "num_attention_heads");
   // Both llama.cpp and transformers default the kv heads to the query heads (no GQA).
   c.n_head_kv = v.opt_int("attention.head_count_kv", "num_key_value_heads").value_or(c.n_head);
-  if (c.n_head <= 0 || c.n_head > 65536) v.invalid("head count", std::to_string(c.n_head) + " is out of range");
-  if (c.n_embd <= 0 || c.n_embd > (1 << 20)) v.invalid("hidden size", std::to_string(c.n_embd) + " is out of range");
+  if (c.n_head <= 0 || c.n_head > 65536)
+    v.invalid("head count", std::to_string(c.n_head) + " is out of range");
+  if (c.n_embd <= 0 || c.n_embd > (1 << 20))
+    v.invalid("hidden size", std::to_string(c.n_embd) + " is out of range");
   // Both formats default head_dim to hidden / heads when they do not state it.
   c.head_dim = v.opt_int("attention.key_length", "head_dim").value_or(c.n_embd / c.n_head);
   if (v.is_gguf()) {
     const auto vlen = v.opt_int("attention.value_length", nullptr);
     if (vlen && *vlen != c.head_dim)
       v.invalid("attention.value_length", std::to_string(*vlen) + " != key_length " +
-                                              std::to_string(c.head_dim) + " (different k/v widths are not supported)");
+                                              std::to_string(c.head_dim) +
+                                              " (different k/v widths are not supported)");
   }
   c.n_ff = v.opt_int("feed_forward_length", "intermediate_size").value_or(0);
   c.ctx_train = v.opt_int("context_length", "max_position_embeddings").value_or(0);
@@ -91,7 +94,8 @@ void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_c
   c.n_expert_used = v.opt_int("expert_used_count", "num_experts_per_tok").value_or(0);
   if (c.n_expert > 0) {
     c.layer_moe.assign(c.layer_moe.size(), 1);
-    c.n_ff_expert = v.opt_int("expert_feed_forward_length", "moe_intermediate_size").value_or(c.n_ff);
+    c.n_ff_expert =
+        v.opt_int("expert_feed_forward_length", "moe_intermediate_size").value_or(c.n_ff);
   }
 }
 
@@ -117,14 +121,16 @@ void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params
     c.rope_high_freq_factor = num("high_freq_factor");
     c.rope_orig_ctx = static_cast<int64_t>(num("original_max_position_embeddings"));
   } else {
-    v.invalid(params_path, "rope_type '" + type + "' is not supported (default, linear, llama3 are)");
+    v.invalid(params_path,
+              "rope_type '" + type + "' is not supported (default, linear, llama3 are)");
   }
 }
 
 ArchConfig read_arch_config(const ModelSource& source) {
   const std::string arch = source.architecture();
   for (const auto& r : kRefused)
-    if (arch == r[0]) fail(ErrorKind::Unsupported, source.path() + ": architecture '" + arch + "': " + r[1]);
+    if (arch == r[0])
+      fail(ErrorKind::Unsupported, source.path() + ": architecture '" + arch + "': " + r[1]);
   const bool gguf = source.kind() == SourceKind::Gguf;
   for (const FamilyEntry& f : kFamilies) {
     if (arch != (gguf ? f.gguf_arch : f.hf_class)) continue;

@@ -76,7 +76,8 @@ std::string ModelSource::architecture() const {
   const nlohmann::json& c = hf_->config();
   auto it = c.find("architectures");
   if (it == c.end() || !it->is_array() || it->empty() || !(*it)[0].is_string())
-    fail(ErrorKind::Model, path_ + "/config.json: missing 'architectures' (a list naming the model class)");
+    fail(ErrorKind::Model,
+         path_ + "/config.json: missing 'architectures' (a list naming the model class)");
   return (*it)[0].get<std::string>();
 }
 

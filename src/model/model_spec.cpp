@@ -13,8 +13,8 @@ namespace {
 
 void check_range(const std::string& where, const char* name, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
-    refuse(where, std::string(name) + " = " + std::to_string(v) + " is out of range [" + std::to_string(lo) +
-                      ", " + std::to_string(hi) + "]");
+    refuse(where, std::string(name) + " = " + std::to_string(v) + " is out of range [" +
+                      std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 std::string dims_string(const std::vector<uint64_t>& d) {
@@ -64,14 +64,17 @@ class Indexer {
   // kernels take; a vector must be float).
   TensorRef need(const std::string& name, std::vector<int64_t> dims, bool matrix) {
     std::optional<TensorRef> t = s_.source->find(name);
-    if (!t) refuse(where_, "missing tensor '" + name + "' (required by family " + family_name(c_.family) + ")");
+    if (!t)
+      refuse(where_,
+             "missing tensor '" + name + "' (required by family " + family_name(c_.family) + ")");
     check_shape(*t, dims);
     if (matrix && !is_weight_dtype_supported(t->dtype))
-      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " +
+                                       dtype_name(t->dtype) +
                                        ", which the matmul kernels do not support");
     if (!matrix && t->dtype != DType::F32 && t->dtype != DType::F16 && t->dtype != DType::BF16)
-      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
-                                       ", expected f32, f16 or bf16");
+      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " +
+                                       dtype_name(t->dtype) + ", expected f32, f16 or bf16");
     return *t;
   }
 
@@ -115,7 +118,8 @@ class Indexer {
     }
     put(LayerTensor::FfnNorm, {c_.n_embd}, false);
     if (!c_.layer_moe[static_cast<size_t>(l)]) {
-      if (c_.n_ff <= 0) refuse(where_, "layer " + std::to_string(l) + " is dense but the FFN width is 0");
+      if (c_.n_ff <= 0)
+        refuse(where_, "layer " + std::to_string(l) + " is dense but the FFN width is 0");
       put(LayerTensor::FfnGate, {c_.n_embd, c_.n_ff}, true);
       put(LayerTensor::FfnUp, {c_.n_embd, c_.n_ff}, true);
       put(LayerTensor::FfnDown, {c_.n_ff, c_.n_embd}, true);
@@ -138,12 +142,13 @@ class Indexer {
         const TensorRef t = need(gguf_name(roles[p], l), {cols[p], rows[p], E}, true);
         const uint64_t slab = t.nbytes / static_cast<uint64_t>(E);
         for (int64_t e = 0; e < E; ++e)
-          L.experts[static_cast<size_t>(e)][p] = {t.file, t.offset + slab * static_cast<uint64_t>(e), slab,
-                                                  t.dtype, rows[p], cols[p]};
+          L.experts[static_cast<size_t>(e)][p] = {
+              t.file, t.offset + slab * static_cast<uint64_t>(e), slab, t.dtype, rows[p], cols[p]};
       } else {
         for (int64_t e = 0; e < E; ++e) {
           const TensorRef t = need(hf_name(c_.family, roles[p], l, e), {cols[p], rows[p]}, true);
-          L.experts[static_cast<size_t>(e)][p] = {t.file, t.offset, t.nbytes, t.dtype, rows[p], cols[p]};
+          L.experts[static_cast<size_t>(e)][p] = {t.file,  t.offset, t.nbytes,
+                                                  t.dtype, rows[p],  cols[p]};
         }
       }
     }
@@ -184,18 +189,20 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
                   std::to_string(c.n_head_kv));
   check_range(w, "head_dim", c.head_dim, 2, 1024);
   if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
-    refuse(w, "rotary dimension " + std::to_string(c.rotary_dim) + " must be even and within (0, head_dim " +
-                  std::to_string(c.head_dim) + "]");
+    refuse(w, "rotary dimension " + std::to_string(c.rotary_dim) +
+                  " must be even and within (0, head_dim " + std::to_string(c.head_dim) + "]");
   check_range(w, "vocab size", c.n_vocab, 0, 1 << 24);
   check_range(w, "feed-forward width", c.n_ff, 0, 1 << 22);
-  if (!(c.rms_eps > 0 && c.rms_eps < 1)) refuse(w, "rms epsilon " + std::to_string(c.rms_eps) + " is not in (0, 1)");
+  if (!(c.rms_eps > 0 && c.rms_eps < 1))
+    refuse(w, "rms epsilon " + std::to_string(c.rms_eps) + " is not in (0, 1)");
   if (!(c.rope_theta > 0)) refuse(w, "rope theta is missing or not positive");
   if ((c.n_expert == 0) != (c.n_expert_used == 0))
     refuse(w, "expert_count " + std::to_string(c.n_expert) + " and expert_used_count " +
                   std::to_string(c.n_expert_used) + " must be both zero or both positive");
   if (c.n_expert > 0) {
     check_range(w, "expert_count", c.n_expert, 1, 1 << 16);
-    check_range(w, "expert_used_count", c.n_expert_used, 1, std::min(c.n_expert, kMaxExpertsPerToken));
+    check_range(w, "expert_used_count", c.n_expert_used, 1,
+                std::min(c.n_expert, kMaxExpertsPerToken));
     check_range(w, "expert feed-forward width", c.n_ff_expert, 1, 1 << 22);
     if (c.router == RouterScoring::None) refuse(w, "experts without a router scoring rule");
   }
@@ -204,10 +211,14 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
       refuse(w, "layer " + std::to_string(l) + " uses sliding-window attention but the window is " +
                     std::to_string(c.sliding_window));
   if (c.rope_scaling == RopeScaling::Llama3 && !c.rope_freqs_tensor) {
-    if (!(c.rope_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor && c.rope_orig_ctx > 0))
-      refuse(w, "llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor, original context > 0");
+    if (!(c.rope_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
+          c.rope_orig_ctx > 0))
+      refuse(w,
+             "llama3 rope scaling needs factor > 0, high_freq_factor > low_freq_factor, original "
+             "context > 0");
   }
-  if (c.rope_scaling == RopeScaling::Linear && !(c.rope_factor > 0)) refuse(w, "linear rope factor must be > 0");
+  if (c.rope_scaling == RopeScaling::Linear && !(c.rope_factor > 0))
+    refuse(w, "linear rope factor must be > 0");
 }
 
 std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
@@ -217,8 +228,9 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   ArchConfig& c = spec->cfg;
   // A GGUF may omit the vocab size: the embedding table states it.
   if (c.n_vocab == 0) {
-    auto emb = spec->source->find(c.source == SourceKind::Gguf ? gguf_name(GlobalTensor::TokenEmbd)
-                                                               : hf_name(c.family, GlobalTensor::TokenEmbd));
+    auto emb = spec->source->find(c.source == SourceKind::Gguf
+                                      ? gguf_name(GlobalTensor::TokenEmbd)
+                                      : hf_name(c.family, GlobalTensor::TokenEmbd));
     if (emb && emb->dims.size() == 2) c.n_vocab = static_cast<int64_t>(emb->dims[1]);
   }
   validate_arch(c, spec->source->path());
@@ -228,7 +240,8 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   for (const LayerIndex& L : spec->layers)
     for (int64_t e = 0; e < static_cast<int64_t>(L.experts.size()); ++e) {
       spec->expert_stride = std::max(spec->expert_stride, L.expert_bytes(e));
-      spec->routed_expert_bytes = checked_add(spec->routed_expert_bytes, L.expert_bytes(e), "expert bytes");
+      spec->routed_expert_bytes =
+          checked_add(spec->routed_expert_bytes, L.expert_bytes(e), "expert bytes");
     }
   return spec;
 }

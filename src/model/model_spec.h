@@ -53,9 +53,9 @@ struct ModelSpec {
   std::optional<TensorRef> rope_freqs;
   std::vector<LayerIndex> layers;
 
-  uint64_t resident_bytes = 0;      // every tensor except routed experts (tied head counted once)
-  uint64_t expert_stride = 0;       // largest bytes of one expert (gate + up + down) over layers
-  uint64_t routed_expert_bytes = 0; // every routed expert of every layer
+  uint64_t resident_bytes = 0;       // every tensor except routed experts (tied head counted once)
+  uint64_t expert_stride = 0;        // largest bytes of one expert (gate + up + down) over layers
+  uint64_t routed_expert_bytes = 0;  // every routed expert of every layer
 };
 
 // Opens and validates `path` (a GGUF file or an HF directory). Throws ts::Error naming the

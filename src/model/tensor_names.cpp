@@ -6,37 +6,62 @@ namespace ts {
 
 const char* role_name(LayerTensor t) {
   switch (t) {
-    case LayerTensor::AttnNorm: return "attn_norm";
-    case LayerTensor::Wq: return "attn_q";
-    case LayerTensor::Wk: return "attn_k";
-    case LayerTensor::Wv: return "attn_v";
-    case LayerTensor::Wo: return "attn_output";
-    case LayerTensor::Bq: return "attn_q.bias";
-    case LayerTensor::Bk: return "attn_k.bias";
-    case LayerTensor::Bv: return "attn_v.bias";
-    case LayerTensor::QNorm: return "attn_q_norm";
-    case LayerTensor::KNorm: return "attn_k_norm";
-    case LayerTensor::AttnPostNorm: return "post_attention_norm";
-    case LayerTensor::FfnNorm: return "ffn_norm";
-    case LayerTensor::FfnPostNorm: return "post_ffw_norm";
-    case LayerTensor::FfnGate: return "ffn_gate";
-    case LayerTensor::FfnUp: return "ffn_up";
-    case LayerTensor::FfnDown: return "ffn_down";
-    case LayerTensor::Router: return "ffn_gate_inp";
-    case LayerTensor::RouterBias: return "exp_probs_b";
-    case LayerTensor::ExpGate: return "ffn_gate_exps";
-    case LayerTensor::ExpUp: return "ffn_up_exps";
-    case LayerTensor::ExpDown: return "ffn_down_exps";
+    case LayerTensor::AttnNorm:
+      return "attn_norm";
+    case LayerTensor::Wq:
+      return "attn_q";
+    case LayerTensor::Wk:
+      return "attn_k";
+    case LayerTensor::Wv:
+      return "attn_v";
+    case LayerTensor::Wo:
+      return "attn_output";
+    case LayerTensor::Bq:
+      return "attn_q.bias";
+    case LayerTensor::Bk:
+      return "attn_k.bias";
+    case LayerTensor::Bv:
+      return "attn_v.bias";
+    case LayerTensor::QNorm:
+      return "attn_q_norm";
+    case LayerTensor::KNorm:
+      return "attn_k_norm";
+    case LayerTensor::AttnPostNorm:
+      return "post_attention_norm";
+    case LayerTensor::FfnNorm:
+      return "ffn_norm";
+    case LayerTensor::FfnPostNorm:
+      return "post_ffw_norm";
+    case LayerTensor::FfnGate:
+      return "ffn_gate";
+    case LayerTensor::FfnUp:
+      return "ffn_up";
+    case LayerTensor::FfnDown:
+      return "ffn_down";
+    case LayerTensor::Router:
+      return "ffn_gate_inp";
+    case LayerTensor::RouterBias:
+      return "exp_probs_b";
+    case LayerTensor::ExpGate:
+      return "ffn_gate_exps";
+    case LayerTensor::ExpUp:
+      return "ffn_up_exps";
+    case LayerTensor::ExpDown:
+      return "ffn_down_exps";
   }
   return "?";
 }
 
 std::string gguf_name(GlobalTensor t) {
   switch (t) {
-    case GlobalTensor::TokenEmbd: return "token_embd.weight";
-    case GlobalTensor::OutputNorm: return "output_norm.weight";
-    case GlobalTensor::Output: return "output.weight";
-    case GlobalTensor::RopeFreqs: return "rope_freqs.weight";
+    case GlobalTensor::TokenEmbd:
+      return "token_embd.weight";
+    case GlobalTensor::OutputNorm:
+      return "output_norm.weight";
+    case GlobalTensor::Output:
+      return "output.weight";
+    case GlobalTensor::RopeFreqs:
+      return "rope_freqs.weight";
   }
   return "";
 }
@@ -44,20 +69,29 @@ std::string gguf_name(GlobalTensor t) {
 std::string gguf_name(LayerTensor t, int64_t layer) {
   const std::string prefix = "blk." + std::to_string(layer) + ".";
   switch (t) {
-    case LayerTensor::Bq: return prefix + "attn_q.bias";
-    case LayerTensor::Bk: return prefix + "attn_k.bias";
-    case LayerTensor::Bv: return prefix + "attn_v.bias";
-    case LayerTensor::RouterBias: return prefix + "exp_probs_b.bias";
-    default: return prefix + role_name(t) + ".weight";
+    case LayerTensor::Bq:
+      return prefix + "attn_q.bias";
+    case LayerTensor::Bk:
+      return prefix + "attn_k.bias";
+    case LayerTensor::Bv:
+      return prefix + "attn_v.bias";
+    case LayerTensor::RouterBias:
+      return prefix + "exp_probs_b.bias";
+    default:
+      return prefix + role_name(t) + ".weight";
   }
 }
 
 std::string hf_name(Family, GlobalTensor t) {
   switch (t) {
-    case GlobalTensor::TokenEmbd: return "model.embed_tokens.weight";
-    case GlobalTensor::OutputNorm: return "model.norm.weight";
-    case GlobalTensor::Output: return "lm_head.weight";
-    case GlobalTensor::RopeFreqs: return "";
+    case GlobalTensor::TokenEmbd:
+      return "model.embed_tokens.weight";
+    case GlobalTensor::OutputNorm:
+      return "model.norm.weight";
+    case GlobalTensor::Output:
+      return "lm_head.weight";
+    case GlobalTensor::RopeFreqs:
+      return "";
   }
   return "";
 }
@@ -71,30 +105,50 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   const std::string moe = mixtral_moe ? p + "block_sparse_moe." : p + "mlp.";
   const std::string e = moe + "experts." + std::to_string(expert) + ".";
   switch (t) {
-    case LayerTensor::AttnNorm: return p + "input_layernorm.weight";
-    case LayerTensor::Wq: return p + "self_attn.q_proj.weight";
-    case LayerTensor::Wk: return p + "self_attn.k_proj.weight";
-    case LayerTensor::Wv: return p + "self_attn.v_proj.weight";
-    case LayerTensor::Wo: return p + "self_attn.o_proj.weight";
-    case LayerTensor::Bq: return p + "self_attn.q_proj.bias";
-    case LayerTensor::Bk: return p + "self_attn.k_proj.bias";
-    case LayerTensor::Bv: return p + "self_attn.v_proj.bias";
-    case LayerTensor::QNorm: return p + "self_attn.q_norm.weight";
-    case LayerTensor::KNorm: return p + "self_attn.k_norm.weight";
+    case LayerTensor::AttnNorm:
+      return p + "input_layernorm.weight";
+    case LayerTensor::Wq:
+      return p + "self_attn.q_proj.weight";
+    case LayerTensor::Wk:
+      return p + "self_attn.k_proj.weight";
+    case LayerTensor::Wv:
+      return p + "self_attn.v_proj.weight";
+    case LayerTensor::Wo:
+      return p + "self_attn.o_proj.weight";
+    case LayerTensor::Bq:
+      return p + "self_attn.q_proj.bias";
+    case LayerTensor::Bk:
+      return p + "self_attn.k_proj.bias";
+    case LayerTensor::Bv:
+      return p + "self_attn.v_proj.bias";
+    case LayerTensor::QNorm:
+      return p + "self_attn.q_norm.weight";
+    case LayerTensor::KNorm:
+      return p + "self_attn.k_norm.weight";
     // Gemma's `post_attention_layernorm` normalises the attention output (a sandwich norm); in
     // every other family that name is the pre-FFN norm.
-    case LayerTensor::AttnPostNorm: return gemma ? p + "post_attention_layernorm.weight" : "";
+    case LayerTensor::AttnPostNorm:
+      return gemma ? p + "post_attention_layernorm.weight" : "";
     case LayerTensor::FfnNorm:
       return p + (gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight");
-    case LayerTensor::FfnPostNorm: return gemma ? p + "post_feedforward_layernorm.weight" : "";
-    case LayerTensor::FfnGate: return p + "mlp.gate_proj.weight";
-    case LayerTensor::FfnUp: return p + "mlp.up_proj.weight";
-    case LayerTensor::FfnDown: return p + "mlp.down_proj.weight";
-    case LayerTensor::Router: return moe + "gate.weight";
-    case LayerTensor::RouterBias: return moe + "e_score_correction_bias";
-    case LayerTensor::ExpGate: return e + (mixtral_moe ? "w1.weight" : "gate_proj.weight");
-    case LayerTensor::ExpUp: return e + (mixtral_moe ? "w3.weight" : "up_proj.weight");
-    case LayerTensor::ExpDown: return e + (mixtral_moe ? "w2.weight" : "down_proj.weight");
+    case LayerTensor::FfnPostNorm:
+      return gemma ? p + "post_feedforward_layernorm.weight" : "";
+    case LayerTensor::FfnGate:
+      return p + "mlp.gate_proj.weight";
+    case LayerTensor::FfnUp:
+      return p + "mlp.up_proj.weight";
+    case LayerTensor::FfnDown:
+      return p + "mlp.down_proj.weight";
+    case LayerTensor::Router:
+      return moe + "gate.weight";
+    case LayerTensor::RouterBias:
+      return moe + "e_score_correction_bias";
+    case LayerTensor::ExpGate:
+      return e + (mixtral_moe ? "w1.weight" : "gate_proj.weight");
+    case LayerTensor::ExpUp:
+      return e + (mixtral_moe ? "w3.weight" : "up_proj.weight");
+    case LayerTensor::ExpDown:
+      return e + (mixtral_moe ? "w2.weight" : "down_proj.weight");
   }
   return "";
 }

@@ -12,9 +12,27 @@ namespace ts {
 enum class GlobalTensor { TokenEmbd, OutputNorm, Output, RopeFreqs };
 
 enum class LayerTensor {
-  AttnNorm, Wq, Wk, Wv, Wo, Bq, Bk, Bv, QNorm, KNorm, AttnPostNorm,
-  FfnNorm, FfnPostNorm, FfnGate, FfnUp, FfnDown,
-  Router, RouterBias, ExpGate, ExpUp, ExpDown,
+  AttnNorm,
+  Wq,
+  Wk,
+  Wv,
+  Wo,
+  Bq,
+  Bk,
+  Bv,
+  QNorm,
+  KNorm,
+  AttnPostNorm,
+  FfnNorm,
+  FfnPostNorm,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+  Router,
+  RouterBias,
+  ExpGate,
+  ExpUp,
+  ExpDown,
 };
 
 const char* role_name(LayerTensor t);

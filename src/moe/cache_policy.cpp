@@ -13,7 +13,8 @@ class LruPolicy final : public CachePolicy {
   int64_t victim(const std::vector<uint8_t>& pinned) const override {
     int64_t best = -1;
     for (size_t s = 0; s < last_.size(); ++s)
-      if (!pinned[s] && (best < 0 || last_[s] < last_[static_cast<size_t>(best)])) best = static_cast<int64_t>(s);
+      if (!pinned[s] && (best < 0 || last_[s] < last_[static_cast<size_t>(best)]))
+        best = static_cast<int64_t>(s);
     return best;
   }
 
@@ -27,7 +28,8 @@ class LruPolicy final : public CachePolicy {
 class LfuPolicy final : public CachePolicy {
  public:
   LfuPolicy(int64_t slots, int64_t n_expert)
-      : count_(static_cast<size_t>(n_expert), 0), slot_expert_(static_cast<size_t>(slots), -1),
+      : count_(static_cast<size_t>(n_expert), 0),
+        slot_expert_(static_cast<size_t>(slots), -1),
         last_(static_cast<size_t>(slots), 0) {}
   void touch(int64_t slot, int32_t e) override {
     count_[static_cast<size_t>(e)]++;
@@ -39,11 +41,14 @@ class LfuPolicy final : public CachePolicy {
   }
   int64_t victim(const std::vector<uint8_t>& pinned) const override {
     int64_t best = -1;
-    auto uses = [&](size_t s) { return slot_expert_[s] < 0 ? 0 : count_[static_cast<size_t>(slot_expert_[s])]; };
+    auto uses = [&](size_t s) {
+      return slot_expert_[s] < 0 ? 0 : count_[static_cast<size_t>(slot_expert_[s])];
+    };
     for (size_t s = 0; s < slot_expert_.size(); ++s) {
       if (pinned[s]) continue;
       const auto b = static_cast<size_t>(best);
-      if (best < 0 || uses(s) < uses(b) || (uses(s) == uses(b) && last_[s] < last_[b])) best = static_cast<int64_t>(s);
+      if (best < 0 || uses(s) < uses(b) || (uses(s) == uses(b) && last_[s] < last_[b]))
+        best = static_cast<int64_t>(s);
     }
     return best;
   }
@@ -63,9 +68,12 @@ CachePolicyKind cache_policy_from_name(const std::string& name) {
   fail(ErrorKind::Usage, "unknown cache policy '" + name + "' (lru, lfu)");
 }
 
-const char* cache_policy_name(CachePolicyKind k) { return k == CachePolicyKind::Lru ? "lru" : "lfu"; }
+const char* cache_policy_name(CachePolicyKind k) {
+  return k == CachePolicyKind::Lru ? "lru" : "lfu";
+}
 
-std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, int64_t slots, int64_t n_expert) {
+std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, int64_t slots,
+                                               int64_t n_expert) {
   if (kind == CachePolicyKind::Lfu) return std::make_unique<LfuPolicy>(slots, n_expert);
   return std::make_unique<LruPolicy>(slots);
 }

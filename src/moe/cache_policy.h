@@ -16,12 +16,13 @@ const char* cache_policy_name(CachePolicyKind k);
 class CachePolicy {
  public:
   virtual ~CachePolicy() = default;
-  virtual void touch(int64_t slot, int32_t expert) = 0;  // the slot's expert was used
-  virtual void filled(int64_t slot, int32_t expert) = 0; // a new expert was read into the slot
+  virtual void touch(int64_t slot, int32_t expert) = 0;   // the slot's expert was used
+  virtual void filled(int64_t slot, int32_t expert) = 0;  // a new expert was read into the slot
   // The slot to evict among those with pinned[slot] == 0.
   virtual int64_t victim(const std::vector<uint8_t>& pinned) const = 0;
 };
 
-std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, int64_t slots, int64_t n_expert);
+std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, int64_t slots,
+                                               int64_t n_expert);
 
 }  // namespace ts

@@ -71,7 +71,8 @@ ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* ba
   uint64_t off = 0;
   for (int p = 0; p < 3; ++p) {
     const ExpertSlice& s = x[static_cast<size_t>(p)];
-    *dst[p] = Weight{s.dtype, s.rows, s.cols, static_cast<size_t>(s.nbytes / static_cast<uint64_t>(s.rows)), base + off};
+    *dst[p] = Weight{s.dtype, s.rows, s.cols,
+                     static_cast<size_t>(s.nbytes / static_cast<uint64_t>(s.rows)), base + off};
     off += s.nbytes;
   }
   return w;
@@ -82,13 +83,15 @@ void ExpertStore::read_expert(int64_t layer, int32_t expert, void* dst) {
   const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
   uint64_t off = 0;
   for (const ExpertSlice& s : x) {
-    read_exact(s.file->fd(), static_cast<uint8_t*>(dst) + off, s.nbytes, s.offset,
-               s.file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert),
-               ErrorKind::Runtime);
+    read_exact(
+        s.file->fd(), static_cast<uint8_t*>(dst) + off, s.nbytes, s.offset,
+        s.file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert),
+        ErrorKind::Runtime);
     off += s.nbytes;
   }
   busy_ns_[static_cast<size_t>(layer)] += static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
 }
 
 int64_t ExpertStore::find(const Layer& L, int32_t expert) const {
@@ -110,7 +113,8 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   slot.expert = expert;
   slot.prefetched = false;
   slot.weights = view(layer, expert, static_cast<const uint8_t*>(slot.memory));
-  stats_[static_cast<size_t>(layer)].bytes_read += spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
+  stats_[static_cast<size_t>(layer)].bytes_read +=
+      spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
   void* dst = slot.memory;
   slot.loading = io_->submit([this, layer, expert, dst] { read_expert(layer, expert, dst); });
 }
@@ -134,10 +138,12 @@ void ExpertStore::fill_now(int64_t layer, std::vector<std::pair<int64_t, int32_t
       Slot& slot = L.slots[static_cast<size_t>(reads[r].first)];
       const int32_t e = reads[r].second;
       if (!staging_.empty())
-        backend_.to_device(slot.memory, staging_[r - r0], spec_.layers[static_cast<size_t>(layer)].expert_bytes(e));
+        backend_.to_device(slot.memory, staging_[r - r0],
+                           spec_.layers[static_cast<size_t>(layer)].expert_bytes(e));
       slot.expert = e;
       slot.weights = view(layer, e, static_cast<const uint8_t*>(slot.memory));
-      stats_[static_cast<size_t>(layer)].bytes_read += spec_.layers[static_cast<size_t>(layer)].expert_bytes(e);
+      stats_[static_cast<size_t>(layer)].bytes_read +=
+          spec_.layers[static_cast<size_t>(layer)].expert_bytes(e);
       L.policy->filled(reads[r].first, e);
     }
   }
@@ -241,16 +247,18 @@ void ExpertStore::reset_stats() {
 nlohmann::json ExpertStore::stats_json() const {
   auto one = [](const ExpertStats& s) {
     const double lookups = static_cast<double>(s.hits + s.misses);
-    return nlohmann::json{{"hits", s.hits},
-                          {"misses", s.misses},
-                          {"hit_rate", lookups > 0 ? static_cast<double>(s.hits) / lookups : 0.0},
-                          {"prefetched", s.prefetched},
-                          {"prefetch_hits", s.prefetch_hits},
-                          {"bytes_read", s.bytes_read},
-                          {"read_wait_seconds", s.read_seconds},
-                          {"read_busy_seconds", s.busy_seconds},
-                          // per reader thread: concurrent reads add up to more
-                          {"read_bandwidth_bytes_per_s", s.busy_seconds > 0 ? static_cast<double>(s.bytes_read) / s.busy_seconds : 0.0}};
+    return nlohmann::json{
+        {"hits", s.hits},
+        {"misses", s.misses},
+        {"hit_rate", lookups > 0 ? static_cast<double>(s.hits) / lookups : 0.0},
+        {"prefetched", s.prefetched},
+        {"prefetch_hits", s.prefetch_hits},
+        {"bytes_read", s.bytes_read},
+        {"read_wait_seconds", s.read_seconds},
+        {"read_busy_seconds", s.busy_seconds},
+        // per reader thread: concurrent reads add up to more
+        {"read_bandwidth_bytes_per_s",
+         s.busy_seconds > 0 ? static_cast<double>(s.bytes_read) / s.busy_seconds : 0.0}};
   };
   nlohmann::json layers = nlohmann::json::array();
   for (size_t l = 0; l < stats_.size(); ++l)
@@ -259,8 +267,11 @@ nlohmann::json ExpertStore::stats_json() const {
       j["layer"] = l;
       layers.push_back(j);
     }
-  return {{"streaming", streaming_}, {"prefetch", prefetch_}, {"slots_per_layer", slots_},
-          {"total", one(total_stats())}, {"layers", layers}};
+  return {{"streaming", streaming_},
+          {"prefetch", prefetch_},
+          {"slots_per_layer", slots_},
+          {"total", one(total_stats())},
+          {"layers", layers}};
 }
 
 }  // namespace ts

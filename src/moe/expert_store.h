@@ -9,10 +9,9 @@
 #include <cstdint>
 #include <future>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "backend/backend.h"
 #include "moe/cache_policy.h"
@@ -30,10 +29,10 @@ struct ExpertStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
   uint64_t bytes_read = 0;
-  uint64_t prefetched = 0;      // reads issued by prefetch()
-  uint64_t prefetch_hits = 0;   // hits on experts a prefetch brought in
-  double read_seconds = 0;      // wall time compute spent waiting on expert reads
-  double busy_seconds = 0;      // time the reads themselves took (summed over reader threads)
+  uint64_t prefetched = 0;     // reads issued by prefetch()
+  uint64_t prefetch_hits = 0;  // hits on experts a prefetch brought in
+  double read_seconds = 0;     // wall time compute spent waiting on expert reads
+  double busy_seconds = 0;     // time the reads themselves took (summed over reader threads)
   void add(const ExpertStats& o);
 };
 

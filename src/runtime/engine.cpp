@@ -23,8 +23,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, int t
   // Asking the CUDA runtime costs ~150 MiB of resident memory even when it finds no device:
   // without the driver's control node there is nothing to ask.
   if (name == "auto")
-    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available() ? make_cuda_backend(device)
-                                                                            : make_cpu_backend(threads);
+    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available()
+               ? make_cuda_backend(device)
+               : make_cpu_backend(threads);
 #else
   (void)device;
   if (name == "cuda") fail(ErrorKind::Usage, "--backend cuda: this build has no CUDA support");
@@ -40,23 +41,28 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   const ArchConfig& c = e->spec_->cfg;
   if (options.ctx <= 0) fail(ErrorKind::Usage, "context length must be positive");
   if (options.prefill_batch <= 0 || options.prefill_batch > 4096)
-    fail(ErrorKind::Usage, "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
+    fail(ErrorKind::Usage,
+         "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
   if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0)
-    fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " + std::to_string(c.head_dim) + ")");
+    fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
+                               std::to_string(c.head_dim) + ")");
   FootprintRequest req{options.ctx, options.kv_type, options.expert_slots, options.prefill_batch};
   if (options.memory_budget > 0) {
-    if (options.expert_slots > 0) fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");
+    if (options.expert_slots > 0)
+      fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");
     req.expert_slots = slots_for_budget(*e->spec_, req, options.memory_budget);
     e->options_.expert_slots = req.expert_slots;
   }
   if (c.is_moe() && req.expert_slots > 0 && req.expert_slots < c.n_expert_used)
-    fail(ErrorKind::Budget, "--expert-slots " + std::to_string(req.expert_slots) + " is below top-k (" +
-                                std::to_string(c.n_expert_used) + " experts per token)");
+    fail(ErrorKind::Budget, "--expert-slots " + std::to_string(req.expert_slots) +
+                                " is below top-k (" + std::to_string(c.n_expert_used) +
+                                " experts per token)");
   e->footprint_ = compute_footprint(*e->spec_, req);
   e->backend_ = make_backend(options.backend, options.device, options.threads);
   e->load_weights();
-  e->experts_ = std::make_unique<ExpertStore>(*e->spec_, *e->backend_,
-                                              ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch});
+  e->experts_ = std::make_unique<ExpertStore>(
+      *e->spec_, *e->backend_,
+      ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch});
   return e;
 }
 
@@ -73,9 +79,11 @@ Weight Engine::load_matrix(const TensorRef& t) {
   const bool host = backend_->is_host();
   void* buf = host ? backend_->alloc(t.nbytes) : std::malloc(t.nbytes);
   if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + t.name);
-  read_exact(t.file->fd(), buf, t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
+  read_exact(t.file->fd(), buf, t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'",
+             ErrorKind::Model);
   const int64_t rows = t.rows();
-  Weight w = backend_->upload_weight(t.dtype, rows, t.cols(), static_cast<size_t>(t.nbytes / static_cast<uint64_t>(rows)), buf);
+  Weight w = backend_->upload_weight(
+      t.dtype, rows, t.cols(), static_cast<size_t>(t.nbytes / static_cast<uint64_t>(rows)), buf);
   if (host) {
     owned_.push_back(buf);
   } else {
@@ -88,8 +96,8 @@ Weight Engine::load_matrix(const TensorRef& t) {
 const float* Engine::load_vector(const TensorRef* t) {
   if (t == nullptr) return nullptr;
   std::vector<uint8_t> raw(t->nbytes);
-  read_exact(t->file->fd(), raw.data(), t->nbytes, t->offset, t->file->path() + ": tensor '" + t->name + "'",
-             ErrorKind::Model);
+  read_exact(t->file->fd(), raw.data(), t->nbytes, t->offset,
+             t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
   const int64_t n = static_cast<int64_t>(t->dims[0]);
   std::vector<float> f(static_cast<size_t>(n));
   dequantize_row(t->dtype, raw.data(), f.data(), n);
@@ -104,7 +112,8 @@ const float* Engine::upload_inv_freq(bool sliding) {
   if (spec_->rope_freqs) {
     const TensorRef& t = *spec_->rope_freqs;
     std::vector<uint8_t> raw(t.nbytes);
-    read_exact(t.file->fd(), raw.data(), t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
+    read_exact(t.file->fd(), raw.data(), t.nbytes, t.offset,
+               t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
     freqs.resize(static_cast<size_t>(t.dims[0]));
     dequantize_row(t.dtype, raw.data(), freqs.data(), static_cast<int64_t>(freqs.size()));
   }
@@ -148,8 +157,8 @@ void Engine::load_weights() {
       L.router = mat(LayerTensor::Router);
       if (const TensorRef* b = I.get(LayerTensor::RouterBias)) {
         std::vector<uint8_t> raw(b->nbytes);
-        read_exact(b->file->fd(), raw.data(), b->nbytes, b->offset, b->file->path() + ": tensor '" + b->name + "'",
-                   ErrorKind::Model);
+        read_exact(b->file->fd(), raw.data(), b->nbytes, b->offset,
+                   b->file->path() + ": tensor '" + b->name + "'", ErrorKind::Model);
         L.router_bias.resize(static_cast<size_t>(c.n_expert));
         dequantize_row(b->dtype, raw.data(), L.router_bias.data(), c.n_expert);
       }
@@ -158,8 +167,8 @@ void Engine::load_weights() {
     if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);
     L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
                       sliding ? inv_freq_local : inv_freq_global};
-    L.attn = AttentionArgs{c.n_head, c.n_head_kv, c.head_dim, c.attn_scale, c.attn_softcap,
-                           sliding ? c.sliding_window : 0};
+    L.attn = AttentionArgs{c.n_head,     c.n_head_kv,    c.head_dim,
+                           c.attn_scale, c.attn_softcap, sliding ? c.sliding_window : 0};
   }
 }
 

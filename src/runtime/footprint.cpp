@@ -14,7 +14,9 @@ int64_t moe_layers(const ArchConfig& c) {
   return std::count(c.layer_moe.begin(), c.layer_moe.end(), 1);
 }
 
-double mib(uint64_t b) { return static_cast<double>(b) / (1 << 20); }
+double mib(uint64_t b) {
+  return static_cast<double>(b) / (1 << 20);
+}
 
 }  // namespace
 
@@ -31,33 +33,38 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   } else {
     f.resident = checked_add(f.resident, spec.routed_expert_bytes, "resident bytes");
   }
-  const uint64_t kv_row = row_bytes(req.kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
-  f.kv_cache = checked_mul(checked_mul(2 * static_cast<uint64_t>(c.n_layer), static_cast<uint64_t>(req.ctx), "KV cache"),
-                           kv_row, "KV cache");
+  const uint64_t kv_row =
+      row_bytes(req.kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
+  f.kv_cache = checked_mul(
+      checked_mul(2 * static_cast<uint64_t>(c.n_layer), static_cast<uint64_t>(req.ctx), "KV cache"),
+      kv_row, "KV cache");
   // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, logits.
   const uint64_t B = static_cast<uint64_t>(req.prefill_batch);
-  const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim), kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
+  const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim),
+                 kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
   const uint64_t ff = static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_expert));
   const uint64_t per_row = 4 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv + 3 * ff;
   f.workspace = checked_mul(B, per_row, "workspace") * 4 + B * static_cast<uint64_t>(c.n_vocab) * 4;
-  f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"), checked_add(f.kv_cache, f.workspace, "footprint"),
-                        "footprint");
+  f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
+                        checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
   return f;
 }
 
 int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t budget) {
   const ArchConfig& c = spec.cfg;
-  if (!c.is_moe()) fail(ErrorKind::Usage, "--memory-budget applies to Mixture-of-Experts models only");
+  if (!c.is_moe())
+    fail(ErrorKind::Usage, "--memory-budget applies to Mixture-of-Experts models only");
   req.expert_slots = c.n_expert;
   if (compute_footprint(spec, req).total <= budget) return c.n_expert;
   req.expert_slots = c.n_expert_used;
   const Footprint min = compute_footprint(spec, req);
   if (min.total > budget)
-    fail(ErrorKind::Budget, "memory budget " + std::to_string(budget) + " bytes cannot hold resident weights (" +
-                                std::to_string(min.resident) + ") + KV cache (" + std::to_string(min.kv_cache) +
-                                ") + workspace (" + std::to_string(min.workspace) + ") + top-k " +
-                                std::to_string(c.n_expert_used) + " expert slots per layer (" +
-                                std::to_string(min.expert_slots) + "): needs " + std::to_string(min.total));
+    fail(ErrorKind::Budget,
+         "memory budget " + std::to_string(budget) + " bytes cannot hold resident weights (" +
+             std::to_string(min.resident) + ") + KV cache (" + std::to_string(min.kv_cache) +
+             ") + workspace (" + std::to_string(min.workspace) + ") + top-k " +
+             std::to_string(c.n_expert_used) + " expert slots per layer (" +
+             std::to_string(min.expert_slots) + "): needs " + std::to_string(min.total));
   const uint64_t per_slot = min.expert_slots / static_cast<uint64_t>(c.n_expert_used);
   const uint64_t spare = budget - min.total;
   const int64_t extra = per_slot == 0 ? 0 : static_cast<int64_t>(spare / per_slot);
@@ -65,16 +72,22 @@ int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t b
 }
 
 nlohmann::json footprint_json(const Footprint& f) {
-  return {{"resident_bytes", f.resident},   {"expert_slot_bytes", f.expert_slots},
-          {"slots_per_layer", f.slots_per_layer}, {"streaming", f.streaming},
-          {"kv_cache_bytes", f.kv_cache},   {"workspace_bytes", f.workspace},
+  return {{"resident_bytes", f.resident},
+          {"expert_slot_bytes", f.expert_slots},
+          {"slots_per_layer", f.slots_per_layer},
+          {"streaming", f.streaming},
+          {"kv_cache_bytes", f.kv_cache},
+          {"workspace_bytes", f.workspace},
           {"total_bytes", f.total}};
 }
 
 void print_footprint(const Footprint& f, std::FILE* out) {
-  std::fprintf(out, "footprint  resident %.2f MiB + expert slots %.2f MiB (%lld/layer%s) + KV %.2f MiB + workspace %.2f MiB = %.2f MiB\n",
+  std::fprintf(out,
+               "footprint  resident %.2f MiB + expert slots %.2f MiB (%lld/layer%s) + KV %.2f MiB "
+               "+ workspace %.2f MiB = %.2f MiB\n",
                mib(f.resident), mib(f.expert_slots), static_cast<long long>(f.slots_per_layer),
-               f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.workspace), mib(f.total));
+               f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.workspace),
+               mib(f.total));
 }
 
 }  // namespace ts

@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <cstdio>
-
 #include <nlohmann/json_fwd.hpp>
 
 #include "quant/dtype.h"
@@ -24,12 +23,12 @@ struct FootprintRequest {
 };
 
 struct Footprint {
-  uint64_t resident = 0;     // non-expert weights (plus every expert when resident)
-  uint64_t expert_slots = 0; // slots x MoE layers x expert stride (streaming only)
+  uint64_t resident = 0;      // non-expert weights (plus every expert when resident)
+  uint64_t expert_slots = 0;  // slots x MoE layers x expert stride (streaming only)
   int64_t slots_per_layer = 0;
   bool streaming = false;
   uint64_t kv_cache = 0;
-  uint64_t workspace = 0;    // activations of one micro-batch
+  uint64_t workspace = 0;  // activations of one micro-batch
   uint64_t total = 0;
 };
 

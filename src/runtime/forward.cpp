@@ -12,7 +12,8 @@ Forward::Forward(Engine& engine, int64_t max_rows)
     : engine_(engine), b_(engine.backend()), c_(engine.cfg()), max_rows_(max_rows) {
   const size_t B = static_cast<size_t>(max_rows_);
   const size_t d = static_cast<size_t>(c_.n_embd);
-  const size_t qw = static_cast<size_t>(c_.n_head * c_.head_dim), kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
+  const size_t qw = static_cast<size_t>(c_.n_head * c_.head_dim),
+               kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
   const size_t ff = static_cast<size_t>(std::max(c_.n_ff, c_.n_ff_expert));
   x_ = scratch(B * d);
   h_ = scratch(B * d);
@@ -47,9 +48,11 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   int64_t M = 0;
   for (const SeqChunk& ch : chunks) {
     if (ch.kv->n_past + ch.n > ch.kv->ctx())
-      fail(ErrorKind::Input, std::to_string(ch.kv->n_past + ch.n) + " tokens exceed the context of " +
-                                 std::to_string(ch.kv->ctx()) + " (raise -c)");
-    if (M + ch.n > max_rows_) fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
+      fail(ErrorKind::Input, std::to_string(ch.kv->n_past + ch.n) +
+                                 " tokens exceed the context of " + std::to_string(ch.kv->ctx()) +
+                                 " (raise -c)");
+    if (M + ch.n > max_rows_)
+      fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       ids_[static_cast<size_t>(M)] = ch.tokens[i];
       pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past + i);
@@ -60,7 +63,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
     attention_block(l, chunks, M);
-    if (c_.sandwich_norms) b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
+    if (c_.sandwich_norms)
+      b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
     b_.add(x_, o_, M * d);
     b_.rms_norm(x_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
     if (L.moe) {
@@ -82,7 +86,8 @@ void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
   int64_t row = 0;
   for (const SeqChunk& ch : chunks) {
     if (ch.logits != nullptr)
-      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i) head_rows_.push_back(static_cast<int32_t>(row + i));
+      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i)
+        head_rows_.push_back(static_cast<int32_t>(row + i));
     row += ch.n;
   }
   if (head_rows_.empty()) return;
@@ -156,7 +161,8 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   b_.matmul(L.router, h_, M, router_);
   router_host_.resize(static_cast<size_t>(M * E));
   b_.to_host(router_host_.data(), router_, router_host_.size() * sizeof(float));
-  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob, L.router_bias.empty() ? nullptr : L.router_bias.data()};
+  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob,
+                      L.router_bias.empty() ? nullptr : L.router_bias.data()};
   // rows routed to each expert, in ascending expert order (std::map): every row then sums its
   // experts in the same order whatever the slot count, which keeps streaming bit-identical.
   std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<float>>> routed;
@@ -205,7 +211,8 @@ void Forward::prefetch_next_layer(int64_t l, int64_t M) {
   const int64_t E = c_.n_expert, k = c_.n_expert_used;
   b_.matmul(N.router, h_, M, router_);
   b_.to_host(router_host_.data(), router_, static_cast<size_t>(M * E) * sizeof(float));
-  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob, N.router_bias.empty() ? nullptr : N.router_bias.data()};
+  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob,
+                      N.router_bias.empty() ? nullptr : N.router_bias.data()};
   std::vector<int64_t> votes(static_cast<size_t>(E), 0);
   std::vector<int32_t> ids(static_cast<size_t>(k));
   std::vector<float> w(static_cast<size_t>(k));
@@ -216,8 +223,11 @@ void Forward::prefetch_next_layer(int64_t l, int64_t M) {
   std::vector<int32_t> order;
   for (int32_t e = 0; e < E; ++e)
     if (votes[static_cast<size_t>(e)] > 0) order.push_back(e);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return votes[static_cast<size_t>(a)] > votes[static_cast<size_t>(b)]; });
-  if (static_cast<int64_t>(order.size()) > engine_.experts().slots_per_layer()) order.resize(static_cast<size_t>(engine_.experts().slots_per_layer()));
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return votes[static_cast<size_t>(a)] > votes[static_cast<size_t>(b)];
+  });
+  if (static_cast<int64_t>(order.size()) > engine_.experts().slots_per_layer())
+    order.resize(static_cast<size_t>(engine_.experts().slots_per_layer()));
   engine_.experts().prefetch(next, order.data(), static_cast<int64_t>(order.size()));
 }
 

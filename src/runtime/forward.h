@@ -48,8 +48,10 @@ class Forward {
   std::vector<void*> buffers_;
   std::vector<int32_t> ids_, pos_, head_rows_;
   // activations, [max_rows][width] in backend memory
-  float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *o_ = nullptr;
-  float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr, *rows_ = nullptr;
+  float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr,
+        *o_ = nullptr;
+  float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr,
+        *rows_ = nullptr;
   float *router_ = nullptr, *logits_ = nullptr;
   std::vector<float> router_host_;
 };

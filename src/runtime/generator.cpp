@@ -12,15 +12,19 @@ namespace ts {
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {
-    case FinishReason::Stop: return "stop";
-    case FinishReason::Length: return "length";
-    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Stop:
+      return "stop";
+    case FinishReason::Length:
+      return "length";
+    case FinishReason::Cancelled:
+      return "cancelled";
   }
   return "?";
 }
 
 GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& o, const std::function<void(const std::string&)>& on_text) {
+                        const GenerateOptions& o,
+                        const std::function<void(const std::string&)>& on_text) {
   using Clock = std::chrono::steady_clock;
   if (prompt.empty()) fail(ErrorKind::Input, "the prompt is empty");
   const int64_t V = session.engine_vocab();

@@ -39,6 +39,7 @@ struct GenerateResult {
 // Feeds `prompt` after what the session already holds and generates. `on_text` receives each
 // piece of text as soon as it is safe to show.
 GenerateResult generate(Session& session, const Tokenizer& tok, const std::vector<int32_t>& prompt,
-                        const GenerateOptions& o, const std::function<void(const std::string&)>& on_text);
+                        const GenerateOptions& o,
+                        const std::function<void(const std::string&)>& on_text);
 
 }  // namespace ts

@@ -13,7 +13,12 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
   const uint64_t layer_bytes = checked_mul(row, static_cast<uint64_t>(ctx), "KV cache");
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (KvView& kv : layers_) {
-    kv = KvView{type, ctx, width, static_cast<size_t>(row), backend_.alloc(layer_bytes), backend_.alloc(layer_bytes)};
+    kv = KvView{type,
+                ctx,
+                width,
+                static_cast<size_t>(row),
+                backend_.alloc(layer_bytes),
+                backend_.alloc(layer_bytes)};
     bytes_ += 2 * layer_bytes;
   }
 }

@@ -11,9 +11,11 @@ Tokenizer load_tokenizer(const ModelSpec& spec) {
 }
 
 ChatTemplate model_chat_template(const ModelSpec& spec, const std::string& explicit_name) {
-  const std::string source = spec.source->gguf() != nullptr ? gguf_chat_template(*spec.source->gguf())
-                                                            : hf_chat_template(spec.source->path());
-  return select_chat_template(explicit_name, source, family_name(spec.cfg.family), spec.source->path());
+  const std::string source = spec.source->gguf() != nullptr
+                                 ? gguf_chat_template(*spec.source->gguf())
+                                 : hf_chat_template(spec.source->path());
+  return select_chat_template(explicit_name, source, family_name(spec.cfg.family),
+                              spec.source->path());
 }
 
 }  // namespace ts

@@ -21,15 +21,18 @@ double nll(const float* row, int64_t V, int32_t target) {
 
 }  // namespace
 
-PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens, const PerplexityOptions& o,
+PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
+                            const PerplexityOptions& o,
                             const std::function<void(int64_t, int64_t, double)>& progress) {
   const int64_t n_ctx = o.ctx;
   if (n_ctx < 2) fail(ErrorKind::Usage, "perplexity needs a context of at least 2 tokens");
-  if (n_ctx > engine.options().ctx) fail(ErrorKind::Usage, "perplexity context exceeds the engine's context");
+  if (n_ctx > engine.options().ctx)
+    fail(ErrorKind::Usage, "perplexity context exceeds the engine's context");
   const int64_t windows = static_cast<int64_t>(tokens.size()) / n_ctx;
   if (windows == 0)
-    fail(ErrorKind::Input, "the text has " + std::to_string(tokens.size()) + " tokens, fewer than one window of " +
-                               std::to_string(n_ctx) + " (lower -c)");
+    fail(ErrorKind::Input, "the text has " + std::to_string(tokens.size()) +
+                               " tokens, fewer than one window of " + std::to_string(n_ctx) +
+                               " (lower -c)");
   const int64_t V = engine.cfg().n_vocab;
   const int64_t first = o.scoring == PerplexityScoring::SecondHalf ? n_ctx / 2 : 0;
   const int64_t batch = engine.options().prefill_batch;
@@ -49,7 +52,8 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens, 
       for (int64_t r = 0; r < M; ++r) {
         const int64_t j = start + r;
         if (j < first || j + 1 >= n_ctx) continue;
-        const double x = nll(logits.data() + r * V, V, tokens[static_cast<size_t>(w * n_ctx + j + 1)]);
+        const double x =
+            nll(logits.data() + r * V, V, tokens[static_cast<size_t>(w * n_ctx + j + 1)]);
         sum += x;
         sum2 += x * x;
         ++count;

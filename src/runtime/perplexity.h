@@ -29,7 +29,8 @@ struct PerplexityResult {
 };
 
 // `progress(done_windows, total_windows, running_ppl)` is called after each window.
-PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens, const PerplexityOptions& o,
+PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
+                            const PerplexityOptions& o,
                             const std::function<void(int64_t, int64_t, double)>& progress = {});
 
 }  // namespace ts

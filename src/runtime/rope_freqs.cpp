@@ -6,7 +6,8 @@
 
 namespace ts {
 
-std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding, const std::vector<float>& divisors) {
+std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
+                                 const std::vector<float>& divisors) {
   const int64_t half = c.rotary_dim / 2;
   const float base = sliding ? c.rope_theta_local : c.rope_theta;
   std::vector<float> inv(static_cast<size_t>(half));
@@ -17,8 +18,10 @@ std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding, const std::v
   if (sliding) return inv;
   if (!divisors.empty()) {
     if (static_cast<int64_t>(divisors.size()) != half)
-      fail(ErrorKind::Model, "rope_freqs has " + std::to_string(divisors.size()) + " entries, expected " + std::to_string(half));
-    for (int64_t i = 0; i < half; ++i) inv[static_cast<size_t>(i)] /= divisors[static_cast<size_t>(i)];
+      fail(ErrorKind::Model, "rope_freqs has " + std::to_string(divisors.size()) +
+                                 " entries, expected " + std::to_string(half));
+    for (int64_t i = 0; i < half; ++i)
+      inv[static_cast<size_t>(i)] /= divisors[static_cast<size_t>(i)];
     return inv;
   }
   if (c.rope_scaling == RopeScaling::Linear) {
@@ -35,7 +38,8 @@ std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding, const std::v
         f /= c.rope_factor;
         continue;
       }
-      const float smooth = (old_ctx / wavelen - c.rope_low_freq_factor) / (c.rope_high_freq_factor - c.rope_low_freq_factor);
+      const float smooth = (old_ctx / wavelen - c.rope_low_freq_factor) /
+                           (c.rope_high_freq_factor - c.rope_low_freq_factor);
       f = (1.0f - smooth) * f / c.rope_factor + smooth * f;
     }
   }

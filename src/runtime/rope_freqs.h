@@ -9,6 +9,7 @@ namespace ts {
 
 // rotary_dim / 2 inverse frequencies. `sliding` selects the local rope base (Gemma 3), whose
 // layers are never frequency-scaled. `divisors` (GGUF rope_freqs, may be empty) divide them.
-std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding, const std::vector<float>& divisors);
+std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
+                                 const std::vector<float>& divisors);
 
 }  // namespace ts

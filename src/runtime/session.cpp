@@ -7,23 +7,26 @@
 namespace ts {
 
 Session::Session(Engine& engine)
-    : vocab_(engine.cfg().n_vocab), kv_(engine, engine.options().ctx), forward_(engine, engine.options().prefill_batch) {}
+    : vocab_(engine.cfg().n_vocab),
+      kv_(engine, engine.options().ctx),
+      forward_(engine, engine.options().prefill_batch) {}
 
 void Session::truncate(int64_t n) {
   if (n < 0 || n > kv_.n_past)
-    fail(ErrorKind::Input, "cannot truncate a session of " + std::to_string(kv_.n_past) + " tokens to " + std::to_string(n));
+    fail(ErrorKind::Input, "cannot truncate a session of " + std::to_string(kv_.n_past) +
+                               " tokens to " + std::to_string(n));
   kv_.n_past = n;
 }
 
 void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows) {
   if (n <= 0) fail(ErrorKind::Input, "nothing to feed: the token list is empty");
   if (kv_.n_past + n > kv_.ctx())
-    fail(ErrorKind::Input, std::to_string(kv_.n_past + n) + " tokens exceed the context of " + std::to_string(kv_.ctx()) +
-                               " (raise -c)");
+    fail(ErrorKind::Input, std::to_string(kv_.n_past + n) + " tokens exceed the context of " +
+                               std::to_string(kv_.ctx()) + " (raise -c)");
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= vocab_)
-      fail(ErrorKind::Input, "token id " + std::to_string(tokens[i]) + " is outside the vocabulary of " +
-                                 std::to_string(vocab_));
+      fail(ErrorKind::Input, "token id " + std::to_string(tokens[i]) +
+                                 " is outside the vocabulary of " + std::to_string(vocab_));
   const int64_t batch = forward_.max_rows();
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t M = std::min(batch, n - start);

@@ -16,7 +16,8 @@ std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures)
     const std::string shared = shared_path("fixtures/" + name);
     const std::string local = fixtures_dir() + "/models/" + name;
     const std::string dir = shared.empty() ? local : shared;
-    if (!shared.empty() && file_exists(shared + "/hf/config.json")) out.push_back({name, "hf", shared + "/hf", dir});
+    if (!shared.empty() && file_exists(shared + "/hf/config.json"))
+      out.push_back({name, "hf", shared + "/hf", dir});
     for (const char* dt : {"f32", "f16"}) {
       const std::string file = "/model-" + std::string(dt) + ".gguf";
       if (file_exists(dir + file)) out.push_back({name, dt, dir + file, dir});
@@ -26,7 +27,8 @@ std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures)
 }
 
 std::vector<int32_t> fixture_prompt(const FixtureForm& f) {
-  const std::string path = file_exists(f.dir + "/meta.json") ? f.dir + "/meta.json" : f.dir + "/prompt.json";
+  const std::string path =
+      file_exists(f.dir + "/meta.json") ? f.dir + "/meta.json" : f.dir + "/prompt.json";
   std::ifstream in(path);
   const nlohmann::json j = nlohmann::json::parse(in);
   return j.at("prompt_ids").get<std::vector<int32_t>>();
@@ -37,7 +39,8 @@ std::vector<float> read_f32_file(const std::string& path) {
   const auto size = static_cast<size_t>(in.tellg());
   std::vector<float> v(size / sizeof(float));
   in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(v.size() * sizeof(float)));
+  in.read(reinterpret_cast<char*>(v.data()),
+          static_cast<std::streamsize>(v.size() * sizeof(float)));
   return v;
 }
 
@@ -47,7 +50,8 @@ std::string LogitsComparison::summary() const {
   return s.str();
 }
 
-LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab) {
+LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
+                                int64_t vocab) {
   LogitsComparison c;
   double max_ref = 0, max_diff = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -63,7 +67,8 @@ LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<f
     std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
     if (sorted[0] - sorted[1] <= 2e-3 * max_ref) continue;
     c.rows_checked++;
-    if (std::max_element(a, a + vocab) - a != std::max_element(b, b + vocab) - b) c.argmax_mismatches++;
+    if (std::max_element(a, a + vocab) - a != std::max_element(b, b + vocab) - b)
+      c.argmax_mismatches++;
   }
   return c;
 }

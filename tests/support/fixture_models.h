@@ -22,12 +22,13 @@ std::vector<int32_t> fixture_prompt(const FixtureForm& f);
 std::vector<float> read_f32_file(const std::string& path);
 
 struct LogitsComparison {
-  double rel = 0;              // max |x - ref| / max |ref|
-  int64_t rows_checked = 0;    // rows whose top-1/top-2 gap makes argmax meaningful
+  double rel = 0;            // max |x - ref| / max |ref|
+  int64_t rows_checked = 0;  // rows whose top-1/top-2 gap makes argmax meaningful
   int64_t argmax_mismatches = 0;
   std::string summary() const;
 };
 
-LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
+LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
+                                int64_t vocab);
 
 }  // namespace ts::test

@@ -7,16 +7,24 @@
 
 namespace ts::test {
 
-std::string fixtures_dir() { return TS_FIXTURES_DIR; }
-std::string repo_dir() { return TS_REPO_DIR; }
-std::string binary_path() { return TS_BINARY_PATH; }
+std::string fixtures_dir() {
+  return TS_FIXTURES_DIR;
+}
+std::string repo_dir() {
+  return TS_REPO_DIR;
+}
+std::string binary_path() {
+  return TS_BINARY_PATH;
+}
 
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
 }
 
-std::string shared_dir() { return file_exists(TS_SHARED_DIR) ? TS_SHARED_DIR : ""; }
+std::string shared_dir() {
+  return file_exists(TS_SHARED_DIR) ? TS_SHARED_DIR : "";
+}
 
 std::string shared_path(const std::string& relative) {
   const std::string dir = shared_dir();

@@ -6,10 +6,10 @@
 
 namespace ts::test {
 
-std::string fixtures_dir();   // tests/fixtures in the repository (always present)
-std::string shared_dir();     // ../shared, or "" when absent
+std::string fixtures_dir();  // tests/fixtures in the repository (always present)
+std::string shared_dir();    // ../shared, or "" when absent
 std::string repo_dir();
-std::string binary_path();    // the built `turbospark` executable
+std::string binary_path();  // the built `turbospark` executable
 
 bool file_exists(const std::string& path);
 // Path under shared_dir(), or "" when the shared data (or that file) is absent.

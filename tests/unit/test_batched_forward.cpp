@@ -29,7 +29,8 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
   std::vector<std::vector<float>> alone(3, std::vector<float>(static_cast<size_t>(V)));
   for (size_t s = 0; s < 3; ++s) {
     Session session(*engine);
-    session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone[s].data(), false);
+    session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone[s].data(),
+                 false);
     session.feed(&next[s], 1, alone[s].data(), false);
   }
   Forward forward(*engine, 64);
@@ -37,12 +38,14 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
   std::vector<SeqChunk> prefill;
   for (size_t s = 0; s < 3; ++s) {
     kv.push_back(std::make_unique<KvCache>(*engine, 64));
-    prefill.push_back({kv[s].get(), prompts[s].data(), static_cast<int64_t>(prompts[s].size()), nullptr, false});
+    prefill.push_back(
+        {kv[s].get(), prompts[s].data(), static_cast<int64_t>(prompts[s].size()), nullptr, false});
   }
   forward.run(prefill);
   std::vector<std::vector<float>> batched(3, std::vector<float>(static_cast<size_t>(V)));
   std::vector<SeqChunk> step;
-  for (size_t s = 0; s < 3; ++s) step.push_back({kv[s].get(), &next[s], 1, batched[s].data(), false});
+  for (size_t s = 0; s < 3; ++s)
+    step.push_back({kv[s].get(), &next[s], 1, batched[s].data(), false});
   forward.run(step);
   for (size_t s = 0; s < 3; ++s) {
     EXPECT_EQ(kv[s]->n_past, static_cast<int64_t>(prompts[s].size()) + 1);
@@ -53,7 +56,8 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchedForward,
-                         ::testing::ValuesIn(test::fixture_forms({"qwen2", "gemma3", "qwen3_moe", "minimax_m2"})),
+                         ::testing::ValuesIn(test::fixture_forms({"qwen2", "gemma3", "qwen3_moe",
+                                                                  "minimax_m2"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 }  // namespace

@@ -22,7 +22,8 @@ int run(const std::string& args, std::string* out = nullptr) {
 TEST(Cli, HelpListsEverySubcommand) {
   std::string out;
   ASSERT_EQ(run("--help", &out), 0);
-  for (const char* cmd : {"inspect", "logits", "perplexity", "run", "chat"}) EXPECT_NE(out.find(cmd), std::string::npos) << cmd;
+  for (const char* cmd : {"inspect", "logits", "perplexity", "run", "chat"})
+    EXPECT_NE(out.find(cmd), std::string::npos) << cmd;
 }
 
 TEST(Cli, UnknownFlagIsAUsageError) {
@@ -51,19 +52,22 @@ TEST(Cli, EmptyPromptAndContextOverflowAreClearErrors) {
   EXPECT_EQ(run("run -p ''", &out), 1);
   EXPECT_NE(out.find("prompt is empty"), std::string::npos) << out;
   out.clear();
-  EXPECT_EQ(run("run -c 8 -p 'a prompt that is certainly longer than eight tokens of context'", &out), 1);
+  EXPECT_EQ(
+      run("run -c 8 -p 'a prompt that is certainly longer than eight tokens of context'", &out), 1);
   EXPECT_NE(out.find("exceed the context"), std::string::npos) << out;
 }
 
 TEST(Cli, GreedyRunOnTheBundledModelFollowsLlamaCpp) {
   // llama.cpp gives this continuation on both the bf16 and the q8_0 tiny-moe files.
   std::string out;
-  ASSERT_EQ(run("run -p 'In the morning, the children walked to the school' -n 24 --temp 0 --ignore-eos "
-                "--no-display-prompt 2>/dev/null",
-                &out),
-            0);
+  ASSERT_EQ(
+      run("run -p 'In the morning, the children walked to the school' -n 24 --temp 0 --ignore-eos "
+          "--no-display-prompt 2>/dev/null",
+          &out),
+      0);
   EXPECT_EQ(out,
-            ", and the children, and the children, and the children, and the children, to their children, to their "
+            ", and the children, and the children, and the children, and the children, to their "
+            "children, to their "
             "children\n");
 }
 
@@ -90,7 +94,8 @@ TEST(Cli, ChatThroughAPseudoTerminalForTwoTurns) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const std::string bin = test::binary_path();
-    ::execl(bin.c_str(), bin.c_str(), "chat", "-n", "12", "--temp", "0", "-t", "1", static_cast<char*>(nullptr));
+    ::execl(bin.c_str(), bin.c_str(), "chat", "-n", "12", "--temp", "0", "-t", "1",
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::string screen;

@@ -24,8 +24,9 @@ bool have_device() {
 #endif
 }
 
-std::vector<float> run(const std::string& backend, const std::string& path, const std::vector<int32_t>& ids,
-                       int64_t batch, bool decode, int64_t slots = 0) {
+std::vector<float> run(const std::string& backend, const std::string& path,
+                       const std::vector<int32_t>& ids, int64_t batch, bool decode,
+                       int64_t slots = 0) {
   EngineOptions o;
   o.backend = backend;
   o.threads = 2;
@@ -38,14 +39,17 @@ std::vector<float> run(const std::string& backend, const std::string& path, cons
   const int64_t V = engine->cfg().n_vocab;
   std::vector<float> logits(ids.size() * static_cast<size_t>(V));
   if (decode) {
-    for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
+    for (size_t i = 0; i < ids.size(); ++i)
+      s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
   } else {
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
   }
   return logits;
 }
 
-double tolerance(const std::string& form) { return form == "f16" ? 5e-3 : 1e-4; }
+double tolerance(const std::string& form) {
+  return form == "f16" ? 5e-3 : 1e-4;
+}
 
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
@@ -61,7 +65,8 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
       if (decode && batch != 64) continue;
       const std::vector<float> gpu = run("cuda", f.path, ids, batch, decode);
       const auto c = test::compare_logits(gpu, ref, V);
-      EXPECT_LE(c.rel, tolerance(f.form)) << (decode ? "decode" : "prefill") << " batch " << batch << ": " << c.summary();
+      EXPECT_LE(c.rel, tolerance(f.form))
+          << (decode ? "decode" : "prefill") << " batch " << batch << ": " << c.summary();
       EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
       const auto vs_cpu = test::compare_logits(gpu, cpu, V);
       EXPECT_LE(vs_cpu.rel, tolerance(f.form)) << "CUDA vs CPU: " << vs_cpu.summary();
@@ -69,9 +74,9 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
-                         ::testing::ValuesIn(test::fixture_forms({"llama", "llama_rope_llama3", "mistral", "qwen2",
-                                                                  "qwen3", "gemma3", "mixtral", "qwen3_moe",
-                                                                  "minimax_m2"})),
+                         ::testing::ValuesIn(test::fixture_forms(
+                             {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma3",
+                              "mixtral", "qwen3_moe", "minimax_m2"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {

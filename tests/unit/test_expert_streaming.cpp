@@ -18,8 +18,9 @@
 namespace ts {
 namespace {
 
-std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids, int64_t slots, bool decode,
-                       CachePolicyKind policy = CachePolicyKind::Lru, bool prefetch = false) {
+std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids, int64_t slots,
+                       bool decode, CachePolicyKind policy = CachePolicyKind::Lru,
+                       bool prefetch = false) {
   EngineOptions o;
   o.backend = "cpu";
   o.threads = 2;
@@ -33,7 +34,8 @@ std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids,
   const int64_t V = engine->cfg().n_vocab;
   std::vector<float> logits(ids.size() * static_cast<size_t>(V));
   if (decode) {
-    for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
+    for (size_t i = 0; i < ids.size(); ++i)
+      s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
   } else {
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
   }
@@ -57,16 +59,18 @@ TEST_P(Streaming, EverySlotCountIsBitIdenticalToResident) {
       for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu})
         for (bool prefetch : {false, true}) {
           const std::vector<float> streamed = run(f.path, ids, slots, decode, policy, prefetch);
-          ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
-              << (decode ? "decode" : "prefill") << " with " << slots << " slots, policy " << cache_policy_name(policy)
-              << (prefetch ? " + prefetch" : "");
+          ASSERT_EQ(0,
+                    std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+              << (decode ? "decode" : "prefill") << " with " << slots << " slots, policy "
+              << cache_policy_name(policy) << (prefetch ? " + prefetch" : "");
         }
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(MoeFixtures, Streaming,
-                         ::testing::ValuesIn(test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2"})),
+                         ::testing::ValuesIn(test::fixture_forms({"mixtral", "qwen3_moe",
+                                                                  "minimax_m2"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 TEST(Streaming, SlotsBelowTopKAreRefused) {
@@ -86,7 +90,8 @@ TEST(Streaming, SlotsBelowTopKAreRefused) {
 TEST(Streaming, TruncatedFileStopsWithAnErrorNamingLayerAndExpert) {
   const auto forms = test::fixture_forms({"mixtral"});
   const std::string copy = ::testing::TempDir() + "/mixtral-truncated.gguf";
-  std::filesystem::copy_file(forms.back().path, copy, std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(forms.back().path, copy,
+                             std::filesystem::copy_options::overwrite_existing);
   EngineOptions o;
   o.backend = "cpu";
   o.ctx = 32;

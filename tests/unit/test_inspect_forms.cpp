@@ -14,27 +14,32 @@ namespace {
 
 nlohmann::json inspect(const std::string& path) {
   std::string out;
-  EXPECT_EQ(test::run_command(test::binary_path() + " inspect --json " + path + " 2>/dev/null", &out), 0) << path;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " inspect --json " + path + " 2>/dev/null", &out), 0)
+      << path;
   return nlohmann::json::parse(out);
 }
 
 TEST(InspectForms, EveryFixtureOpensAndFormsAgree) {
-  const std::vector<std::string> names = {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3",
-                                          "gemma3", "mixtral", "qwen3_moe", "minimax_m2"};
+  const std::vector<std::string> names = {
+      "llama",  "llama_rope_llama3", "mistral",   "qwen2",     "qwen3",
+      "gemma3", "mixtral",           "qwen3_moe", "minimax_m2"};
   std::map<std::string, std::vector<nlohmann::json>> by_fixture;
   for (const auto& f : test::fixture_forms(names)) {
     nlohmann::json j = inspect(f.path)["arch"];
     // How the file stores things, not what the model is:
     for (const char* k : {"source", "rope_pairing", "norm_plus_one"}) j.erase(k);
     // GGUF states llama3 scaling as per-frequency divisors; HF as the formula's parameters.
-    for (const char* k : {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor", "rope_orig_ctx",
-                          "rope_freqs_tensor"})
+    for (const char* k : {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+                          "rope_orig_ctx", "rope_freqs_tensor"})
       j.erase(k);
     by_fixture[f.fixture].push_back(j);
   }
   for (const auto& [name, forms] : by_fixture)
-    for (size_t i = 1; i < forms.size(); ++i) EXPECT_EQ(forms[0], forms[i]) << name << ": form 0 vs form " << i;
-  if (test::shared_dir().empty()) GTEST_SKIP() << "shared fixtures absent: only the GGUF copies were compared";
+    for (size_t i = 1; i < forms.size(); ++i)
+      EXPECT_EQ(forms[0], forms[i]) << name << ": form 0 vs form " << i;
+  if (test::shared_dir().empty())
+    GTEST_SKIP() << "shared fixtures absent: only the GGUF copies were compared";
 }
 
 TEST(InspectForms, Qwen3NextIsRefusedWithAReason) {

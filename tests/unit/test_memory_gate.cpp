@@ -18,8 +18,10 @@ constexpr double kOverheadBytes = 12.0 * (1 << 20);
 
 nlohmann::json run_with_slots(int slots) {
   const std::string json = ::testing::TempDir() + "/stats-" + std::to_string(slots) + ".json";
-  const std::string cmd = test::binary_path() + " run -p 'The history of the old city' -n 48 --temp 0 -c 256 -t 1 --backend cpu " +
-                          "--expert-slots " + std::to_string(slots) + " --stats-json " + json + " > /dev/null 2>&1";
+  const std::string cmd =
+      test::binary_path() +
+      " run -p 'The history of the old city' -n 48 --temp 0 -c 256 -t 1 --backend cpu " +
+      "--expert-slots " + std::to_string(slots) + " --stats-json " + json + " > /dev/null 2>&1";
   EXPECT_EQ(test::run_command(cmd), 0) << cmd;
   std::ifstream in(json);
   return nlohmann::json::parse(in);
@@ -38,7 +40,8 @@ TEST(MemoryGate, StreamingStaysWithinItsFootprintAndBelowResident) {
   // ...and streaming stays within its own footprint plus the same overhead,
   EXPECT_LE(str_peak, str_fp + kOverheadBytes);
   // saving at least 90 % of what the smaller footprint promises.
-  EXPECT_GE(res_peak - str_peak, 0.9 * (res_fp - str_fp)) << "resident peak " << res_peak << ", streamed " << str_peak;
+  EXPECT_GE(res_peak - str_peak, 0.9 * (res_fp - str_fp))
+      << "resident peak " << res_peak << ", streamed " << str_peak;
   EXPECT_GT(streamed["experts"]["total"]["misses"].get<int64_t>(), 0);
 }
 

@@ -83,7 +83,8 @@ TEST(PerplexityGolden, StreamingGivesExactlyTheResidentFigure) {
     auto engine = open(kBundled, slots);
     std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
     std::vector<int32_t> tokens(256 * 12);
-    in.read(reinterpret_cast<char*>(tokens.data()), static_cast<std::streamsize>(tokens.size() * 4));
+    in.read(reinterpret_cast<char*>(tokens.data()),
+            static_cast<std::streamsize>(tokens.size() * 4));
     PerplexityOptions o;
     o.ctx = 256;
     return perplexity(*engine, tokens, o).ppl;

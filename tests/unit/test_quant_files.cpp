@@ -26,8 +26,10 @@ struct QuantFile {
   int64_t max_argmax_mismatches;  // of the 32 prompt rows, as measured when frozen
 };
 
-const QuantFile kFiles[] = {
-    {"Q4_0", 119.8001, 0.026, 2}, {"Q4_K_M", 118.4862, 0.011, 1}, {"Q5_1", 119.1273, 0.006, 2}, {"Q6_K", 118.4096, 0.0022, 1}};
+const QuantFile kFiles[] = {{"Q4_0", 119.8001, 0.026, 2},
+                            {"Q4_K_M", 118.4862, 0.011, 1},
+                            {"Q5_1", 119.1273, 0.006, 2},
+                            {"Q6_K", 118.4096, 0.0022, 1}};
 
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t V) {
   const size_t rows = ref.size() / static_cast<size_t>(V);
@@ -63,7 +65,8 @@ std::unique_ptr<Engine> open(const std::string& path) {
 TEST(QuantFiles, PromptLogitsStayCloseToTheReference) {
   std::ifstream in(test::fixtures_dir() + "/tiny-moe/prompt.json");
   const auto ids = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
-  const std::vector<float> ref = test::read_f32_file(test::fixtures_dir() + "/tiny-moe/ref_logits_prompt32.f32");
+  const std::vector<float> ref =
+      test::read_f32_file(test::fixtures_dir() + "/tiny-moe/ref_logits_prompt32.f32");
   for (const QuantFile& q : kFiles) {
     const std::string path = quant_path(q.name);
     TS_REQUIRE_SHARED(path);
@@ -73,7 +76,8 @@ TEST(QuantFiles, PromptLogitsStayCloseToTheReference) {
     std::vector<float> logits(ids.size() * static_cast<size_t>(V));
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
     EXPECT_LE(mean_kl(logits, ref, V), q.max_mean_kl) << q.name;
-    EXPECT_LE(test::compare_logits(logits, ref, V).argmax_mismatches, q.max_argmax_mismatches) << q.name;
+    EXPECT_LE(test::compare_logits(logits, ref, V).argmax_mismatches, q.max_argmax_mismatches)
+        << q.name;
   }
 }
 
@@ -100,7 +104,9 @@ TEST(QuantFilesSlow, EveryFilePerplexityMatchesLlamaCpp) {
   for (const QuantFile& q : kFiles) check_ppl(q);
 }
 #else
-TEST(QuantFiles, Q4_K_MPerplexityMatchesLlamaCpp) { check_ppl(kFiles[1]); }
+TEST(QuantFiles, Q4_K_MPerplexityMatchesLlamaCpp) {
+  check_ppl(kFiles[1]);
+}
 #endif
 
 }  // namespace

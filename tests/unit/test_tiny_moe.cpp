@@ -28,7 +28,8 @@ double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64
     const float* a = ref.data() + r * static_cast<size_t>(V);
     const float* b = x.data() + r * static_cast<size_t>(V);
     double ma = a[0], mb = b[0];
-    for (int64_t i = 0; i < V; ++i) ma = std::max<double>(ma, a[i]), mb = std::max<double>(mb, b[i]);
+    for (int64_t i = 0; i < V; ++i)
+      ma = std::max<double>(ma, a[i]), mb = std::max<double>(mb, b[i]);
     double za = 0, zb = 0;
     for (int64_t i = 0; i < V; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
     double kl = 0;
@@ -50,7 +51,8 @@ struct Case {
 void check(const Case& c, int64_t slots) {
   const nlohmann::json p = prompt_json();
   const auto ids = p.at("prompt_ids").get<std::vector<int32_t>>();
-  const std::vector<float> ref = test::read_f32_file(test::fixtures_dir() + "/tiny-moe/ref_logits_prompt32.f32");
+  const std::vector<float> ref =
+      test::read_f32_file(test::fixtures_dir() + "/tiny-moe/ref_logits_prompt32.f32");
   EngineOptions o;
   o.backend = "cpu";
   o.threads = 2;
@@ -79,7 +81,8 @@ void check(const Case& c, int64_t slots) {
   std::copy(logits.end() - V, logits.end(), last.begin());
   std::vector<int32_t> got;
   for (size_t i = 0; i < want.size(); ++i) {
-    const int32_t next = static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
     got.push_back(next);
     s.feed(&next, 1, last.data(), false);
   }

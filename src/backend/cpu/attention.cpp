@@ -33,7 +33,8 @@ void quantize_q8_0_row(const float* src, int64_t n, uint8_t* dst) {
     uint8_t* blk = dst + b * 34;
     const uint16_t dh = f32_to_f16(d);
     std::memcpy(blk, &dh, 2);
-    for (int i = 0; i < 32; ++i) blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
+    for (int i = 0; i < 32; ++i)
+      blk[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
   }
 }
 
@@ -48,10 +49,12 @@ float dot(const float* a, const float* b, int64_t n) {
   return s;
 }
 
-__attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, float* dst, int64_t n) {
+__attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, float* dst,
+                                                         int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
+    _mm256_storeu_ps(
+        dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i))));
   for (; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, 2);
@@ -95,7 +98,8 @@ void store_kv_row(DType dtype, const float* src, int64_t width, uint8_t* dst) {
       quantize_q8_0_row(src, width, dst);
       return;
     default:
-      fail(ErrorKind::Unsupported, std::string("KV cache type ") + dtype_name(dtype) + " is not supported");
+      fail(ErrorKind::Unsupported,
+           std::string("KV cache type ") + dtype_name(dtype) + " is not supported");
   }
 }
 
@@ -131,7 +135,8 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
       const int64_t s = t % splits, g = t / splits;
       const int64_t j0 = lo_all + s * per_split, j1 = std::min(hi_all, j0 + per_split);
       for (int64_t j = j0; j < j1; ++j) {
-        const size_t off = static_cast<size_t>(j) * kv.row_bytes + static_cast<size_t>(g) * head_bytes;
+        const size_t off =
+            static_cast<size_t>(j) * kv.row_bytes + static_cast<size_t>(g) * head_bytes;
         load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.k) + off, k.data(), hd);
         load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.v) + off, v.data(), hd);
         for (int64_t m = 0; m < M; ++m) {
@@ -161,7 +166,8 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
   // Combine the splits of each (row, head): rescale each partial to the common max.
   for (int64_t r = 0; r < M * a.n_head; ++r) {
     float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t s = 0; s < splits; ++s) mx = std::max(mx, part[static_cast<size_t>(r * splits + s)].max);
+    for (int64_t s = 0; s < splits; ++s)
+      mx = std::max(mx, part[static_cast<size_t>(r * splits + s)].max);
     float* o = out + r * hd;
     std::fill_n(o, hd, 0.0f);
     float denom = 0;

@@ -20,22 +20,29 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads > 0 ? threads : physical_cores()) {}
 
-  std::string name() const override { return "cpu (" + std::string(cpu::matmul_isa()) + ", " + std::to_string(pool_.size()) + " threads)"; }
+  std::string name() const override {
+    return "cpu (" + std::string(cpu::matmul_isa()) + ", " + std::to_string(pool_.size()) +
+           " threads)";
+  }
 
   void* alloc(size_t bytes) override {
     // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
     const size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-    if (p == nullptr) fail(ErrorKind::Runtime, "out of memory allocating " + std::to_string(bytes) + " bytes");
+    if (p == nullptr)
+      fail(ErrorKind::Runtime, "out of memory allocating " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, rounded == 0 ? 64 : rounded);
     return p;
   }
   void free(void* p) override { std::free(p); }
   bool is_host() const override { return true; }
-  void to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
-  Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, const void* host) override {
+  Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
+                       const void* host) override {
     return Weight{dtype, rows, cols, row_stride, host};
   }
   void release_weight(Weight& w) override { w = Weight{}; }
@@ -43,9 +50,10 @@ class CpuBackend final : public Backend {
   void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
     for (int64_t m = 0; m < M; ++m) {
       if (ids[m] < 0 || ids[m] >= table.rows)
-        fail(ErrorKind::Input, "token id " + std::to_string(ids[m]) + " is outside the vocabulary of " +
-                                   std::to_string(table.rows));
-      const auto* row = static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[m]) * table.row_stride;
+        fail(ErrorKind::Input, "token id " + std::to_string(ids[m]) +
+                                   " is outside the vocabulary of " + std::to_string(table.rows));
+      const auto* row =
+          static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[m]) * table.row_stride;
       float* o = out + m * table.cols;
       dequantize_row(table.dtype, row, o, table.cols);
       if (scale != 1.0f)
@@ -58,17 +66,20 @@ class CpuBackend final : public Backend {
     for (int64_t m = 0; m < M; ++m) norm_row(x + m * n, w, n, eps, plus_one, out + m * n);
   }
 
-  void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim, float eps,
-                      bool plus_one) override {
-    for (int64_t r = 0; r < M * n_heads; ++r) norm_row(x + r * head_dim, w, head_dim, eps, plus_one, x + r * head_dim);
+  void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
+                      float eps, bool plus_one) override {
+    for (int64_t r = 0; r < M * n_heads; ++r)
+      norm_row(x + r * head_dim, w, head_dim, eps, plus_one, x + r * head_dim);
   }
 
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     cpu::pack_activations(w.dtype, x, M, w.cols, packed_);
-    const cpu::WeightView view{w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols, w.row_stride};
+    const cpu::WeightView view{w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols,
+                               w.row_stride};
     // Grain of 16 rows keeps each piece a few cache lines of output and many KB of weights.
     pool_.parallel_for(
-        w.rows, [&](int64_t r0, int64_t r1) { cpu::matmul_rows(view, packed_, r0, r1, y, w.rows); }, 16);
+        w.rows, [&](int64_t r0, int64_t r1) { cpu::matmul_rows(view, packed_, r0, r1, y, w.rows); },
+        16);
   }
 
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
@@ -76,7 +87,9 @@ class CpuBackend final : public Backend {
       for (int64_t i = 0; i < n; ++i) y[m * n + i] += b[i];
   }
 
-  void zero(float* x, int64_t n) override { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
+  void zero(float* x, int64_t n) override {
+    std::memset(x, 0, static_cast<size_t>(n) * sizeof(float));
+  }
 
   void add(float* y, const float* x, int64_t n) override {
     for (int64_t i = 0; i < n; ++i) y[i] += x[i];
@@ -107,19 +120,20 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void kv_store(const KvView& kv, const float* k, const float* v, int64_t M, const int32_t* pos) override {
+  void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
+                const int32_t* pos) override {
     for (int64_t m = 0; m < M; ++m) {
       if (pos[m] < 0 || pos[m] >= kv.capacity)
-        fail(ErrorKind::Input, "position " + std::to_string(pos[m]) + " is outside the KV cache of " +
-                                   std::to_string(kv.capacity));
+        fail(ErrorKind::Input, "position " + std::to_string(pos[m]) +
+                                   " is outside the KV cache of " + std::to_string(kv.capacity));
       const size_t off = static_cast<size_t>(pos[m]) * kv.row_bytes;
       cpu::store_kv_row(kv.dtype, k + m * kv.width, kv.width, static_cast<uint8_t*>(kv.k) + off);
       cpu::store_kv_row(kv.dtype, v + m * kv.width, kv.width, static_cast<uint8_t*>(kv.v) + off);
     }
   }
 
-  void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos, const AttentionArgs& a,
-                 float* out) override {
+  void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                 const AttentionArgs& a, float* out) override {
     cpu::attention(pool_, q, kv, M, pos, a, out);
   }
 
@@ -144,7 +158,8 @@ class CpuBackend final : public Backend {
   }
 
   void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) override {
-    for (int64_t m = 0; m < M; ++m) std::memcpy(out + m * n, x + static_cast<int64_t>(idx[m]) * n, n * sizeof(float));
+    for (int64_t m = 0; m < M; ++m)
+      std::memcpy(out + m * n, x + static_cast<int64_t>(idx[m]) * n, n * sizeof(float));
   }
 
   void softcap(float* x, int64_t n, float cap) override {
@@ -152,7 +167,8 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  static void norm_row(const float* x, const float* w, int64_t n, float eps, bool plus_one, float* out) {
+  static void norm_row(const float* x, const float* w, int64_t n, float eps, bool plus_one,
+                       float* out) {
     double ss = 0;
     for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
     const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
@@ -165,6 +181,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  return std::make_unique<CpuBackend>(threads);
+}
 
 }  // namespace ts

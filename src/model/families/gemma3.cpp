@@ -18,12 +18,16 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
   // HF stores w and computes x * (1 + w); llama.cpp's converter stores 1 + w.
   c.norm_plus_one = !v.is_gguf();
   c.sliding_window = v.req_int("attention.sliding_window", "sliding_window");
-  c.attn_softcap = static_cast<float>(v.opt_float("attn_logit_softcapping", "attn_logit_softcapping").value_or(0));
-  c.final_softcap = static_cast<float>(v.opt_float("final_logit_softcapping", "final_logit_softcapping").value_or(0));
+  c.attn_softcap = static_cast<float>(
+      v.opt_float("attn_logit_softcapping", "attn_logit_softcapping").value_or(0));
+  c.final_softcap = static_cast<float>(
+      v.opt_float("final_logit_softcapping", "final_logit_softcapping").value_or(0));
   if (v.is_gguf()) {
     // The converter writes no pattern key; llama.cpp assumes Gemma 3's 5 local : 1 global.
-    for (int64_t l = 0; l < c.n_layer; ++l) c.layer_sliding[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
-    c.rope_theta_local = static_cast<float>(v.opt_float("rope.freq_base_swa", nullptr).value_or(10000.0));
+    for (int64_t l = 0; l < c.n_layer; ++l)
+      c.layer_sliding[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
+    c.rope_theta_local =
+        static_cast<float>(v.opt_float("rope.freq_base_swa", nullptr).value_or(10000.0));
     // llama.cpp scales q by 1/sqrt(head_dim) for the Gemma 3 sizes that have GGUFs here.
     return;
   }
@@ -32,7 +36,8 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
     v.invalid("layer_types", "expected one entry per layer");
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const auto& t = (*types)[static_cast<size_t>(l)];
-    if (t != "sliding_attention" && t != "full_attention") v.invalid("layer_types", "unknown layer type");
+    if (t != "sliding_attention" && t != "full_attention")
+      v.invalid("layer_types", "unknown layer type");
     c.layer_sliding[static_cast<size_t>(l)] = t == "sliding_attention";
   }
   auto theta = v.opt_float(nullptr, "rope_parameters/full_attention/rope_theta");
@@ -43,7 +48,8 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
   c.rope_theta = static_cast<float>(*theta);
   c.rope_theta_local = static_cast<float>(*local);
   read_hf_rope_scaling(v, c, "rope_parameters/full_attention");
-  const double scalar = v.opt_float(nullptr, "query_pre_attn_scalar").value_or(static_cast<double>(c.head_dim));
+  const double scalar =
+      v.opt_float(nullptr, "query_pre_attn_scalar").value_or(static_cast<double>(c.head_dim));
   c.attn_scale = static_cast<float>(1.0 / std::sqrt(scalar));
 }
 

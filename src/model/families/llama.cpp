@@ -23,7 +23,8 @@ void configure_llama(const ConfigView& v, ArchConfig& c) {
   } else {
     read_hf_rope_scaling(v, c, "rope_parameters");
     if (v.hf_value("sliding_window") != nullptr)
-      v.invalid("sliding_window", "Mistral sliding-window attention is not wired for the llama family yet");
+      v.invalid("sliding_window",
+                "Mistral sliding-window attention is not wired for the llama family yet");
   }
   read_moe_common(v, c, "num_local_experts");
   if (c.n_expert > 0) {

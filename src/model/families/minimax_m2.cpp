@@ -15,12 +15,15 @@ void configure_minimax_m2(const ConfigView& v, ArchConfig& c) {
   if (v.is_gguf()) {
     c.rotary_dim = v.req_int("rope.dimension_count", nullptr);
     const int64_t gating = v.req_int("expert_gating_func", nullptr);
-    if (gating != 2) v.invalid("expert_gating_func", std::to_string(gating) + " (only 2 = sigmoid is MiniMax-M2's)");
+    if (gating != 2)
+      v.invalid("expert_gating_func",
+                std::to_string(gating) + " (only 2 = sigmoid is MiniMax-M2's)");
   } else {
     read_hf_rope_scaling(v, c, "rope_parameters");
     c.rotary_dim = v.req_int(nullptr, "rotary_dim");
     const auto scoring = v.opt_string(nullptr, "scoring_func");
-    if (!scoring || *scoring != "sigmoid") v.invalid("scoring_func", "MiniMax-M2 requires \"sigmoid\"");
+    if (!scoring || *scoring != "sigmoid")
+      v.invalid("scoring_func", "MiniMax-M2 requires \"sigmoid\"");
     if (v.opt_bool(nullptr, "use_routing_bias") == false)
       v.invalid("use_routing_bias", "MiniMax-M2 without the routing bias is not supported");
   }
