@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "server/logprobs.h"
 
 namespace ts::server {
 namespace {
@@ -11,6 +12,7 @@ namespace {
 using nlohmann::json;
 
 constexpr size_t kMaxStops = 16;
+constexpr int64_t kMaxCompletionLogprobs = 5;  // OpenAI's limit for /v1/completions
 // OpenAI's default for /v1/completions; chat completions run to the end of the answer.
 constexpr int64_t kCompletionDefaultMaxTokens = 16;
 
@@ -71,10 +73,7 @@ void refuse_unsupported(const json& body, ApiKind kind) {
     if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "must be 1");
     if (boolean(body, "echo", false)) bad("echo", "is not supported");
     if (!string(body, "suffix").empty()) bad("suffix", "is not supported");
-    if (integer(body, "logprobs", 0, 0, 0) != 0) bad("logprobs", "is not supported");
   } else {
-    if (boolean(body, "logprobs", false)) bad("logprobs", "is not supported");
-    if (get(body, "top_logprobs") != nullptr) bad("top_logprobs", "is not supported");
     for (const char* f : {"tools", "functions"}) {
       const json* v = get(body, f);
       if (v != nullptr && !(v->is_array() && v->empty())) bad(f, "(tool calling) is not supported");
@@ -218,6 +217,13 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   p.penalty_last_n =
       static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
   r.ignore_eos = boolean(body, "ignore_eos", false);
+  if (kind == ApiKind::Completion) {
+    r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxCompletionLogprobs, -1));
+  } else if (boolean(body, "logprobs", false)) {
+    r.top_logprobs = static_cast<int>(integer(body, "top_logprobs", 0, kMaxTopLogprobs, 0));
+  } else if (get(body, "top_logprobs") != nullptr) {
+    bad("top_logprobs", "needs \"logprobs\": true");
+  }
   if (const json* s = get(body, "seed"); s != nullptr) {
     if (!s->is_number_integer()) bad("seed", "must be an integer");
     r.seed =

@@ -1,6 +1,6 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) read into one checked form.
 // A malformed field, a value out of OpenAI's range or a feature we do not implement (n > 1,
-// logprobs, tools, ...) is an Input error naming the field; the HTTP layer answers it with 400.
+// echo, tools, ...) is an Input error naming the field; the HTTP layer answers it with 400.
 // Unknown fields are ignored, as OpenAI's own server does for forward compatibility.
 #pragma once
 
@@ -31,6 +31,7 @@ struct ApiRequest {
   std::vector<std::string> stop;
   SamplerParams sampling;        // OpenAI's defaults: temperature 1, nucleus and top-k off
   std::optional<uint64_t> seed;  // absent: the server draws one
+  int top_logprobs = -1;         // < 0: no log-probabilities
 };
 
 // `body` must be a JSON object.

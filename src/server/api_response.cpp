@@ -23,14 +23,27 @@ json chunk(const ResponseMeta& m, json choices) {
 }
 
 // The one choice of a streamed chunk: a chat delta, or a completion's text.
-json choice(const ResponseMeta& m, json delta, const std::string& text, json finish) {
-  json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", std::move(finish)}};
+json choice(const ResponseMeta& m, json delta, const std::string& text, json finish,
+            const json& logprobs) {
+  json c = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", std::move(finish)}};
   if (chat(m)) {
     c["delta"] = std::move(delta);
   } else {
     c["text"] = text;
   }
   return c;
+}
+
+json bytes_of(const std::string& s) {
+  json b = json::array();
+  for (unsigned char c : s) b.push_back(c);
+  return b;
+}
+
+// A chat token entry: {"token", "logprob", "bytes"} (the bytes tell a partial UTF-8 piece apart).
+json chat_token(const Tokenizer& tok, const TokenProb& p) {
+  const std::string piece = tok.token_to_piece(p.id, true);
+  return {{"token", piece}, {"logprob", p.logprob}, {"bytes", bytes_of(piece)}};
 }
 
 }  // namespace
@@ -49,9 +62,40 @@ json usage_json(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens}};
 }
 
+json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
+                   const std::vector<TokenLogprobs>& lps, size_t& text_offset) {
+  if (chat(m)) {
+    json content = json::array();
+    for (const TokenLogprobs& lp : lps) {
+      json entry = chat_token(tok, lp.chosen);
+      json top = json::array();
+      for (const TokenProb& t : lp.top) top.push_back(chat_token(tok, t));
+      entry["top_logprobs"] = std::move(top);
+      content.push_back(std::move(entry));
+    }
+    return {{"content", std::move(content)}, {"refusal", nullptr}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array();
+  json offsets = json::array();
+  for (const TokenLogprobs& lp : lps) {
+    const std::string piece = tok.token_to_piece(lp.chosen.id, true);
+    tokens.push_back(piece);
+    token_logprobs.push_back(lp.chosen.logprob);
+    json top = json::object();
+    for (const TokenProb& t : lp.top) top[tok.token_to_piece(t.id, true)] = t.logprob;
+    top_logprobs.push_back(std::move(top));
+    offsets.push_back(text_offset);
+    text_offset += piece.size();
+  }
+  return {{"tokens", std::move(tokens)},
+          {"token_logprobs", std::move(token_logprobs)},
+          {"top_logprobs", std::move(top_logprobs)},
+          {"text_offset", std::move(offsets)}};
+}
+
 json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                   const Usage& u) {
-  json c = {{"index", 0}, {"logprobs", nullptr}, {"finish_reason", finish_reason_name(finish)}};
+                   const Usage& u, const json& logprobs) {
+  json c = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_name(finish)}};
   if (chat(m)) {
     c["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
@@ -66,15 +110,17 @@ json full_response(const ResponseMeta& m, const std::string& text, FinishReason 
 }
 
 json role_chunk(const ResponseMeta& m) {
-  return chunk(m, json::array({choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr)}));
+  return chunk(
+      m, json::array({choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr, nullptr)}));
 }
 
-json text_chunk(const ResponseMeta& m, const std::string& text) {
-  return chunk(m, json::array({choice(m, {{"content", text}}, text, nullptr)}));
+json text_chunk(const ResponseMeta& m, const std::string& text, const json& logprobs) {
+  return chunk(m, json::array({choice(m, {{"content", text}}, text, nullptr, logprobs)}));
 }
 
-json finish_chunk(const ResponseMeta& m, FinishReason finish) {
-  return chunk(m, json::array({choice(m, json::object(), "", finish_reason_name(finish))}));
+json finish_chunk(const ResponseMeta& m, FinishReason finish, const json& logprobs) {
+  return chunk(m,
+               json::array({choice(m, json::object(), "", finish_reason_name(finish), logprobs)}));
 }
 
 json usage_chunk(const ResponseMeta& m, const Usage& u) {

@@ -9,6 +9,7 @@
 #include "runtime/generator.h"
 #include "server/api_request.h"
 #include "server/job.h"
+#include "text/tokenizer.h"
 
 namespace ts::server {
 
@@ -24,14 +25,21 @@ struct ResponseMeta {
 std::string new_response_id(ApiKind kind);
 
 nlohmann::json usage_json(const Usage& u);
+// `logprobs`: null, or what logprobs_json made of every token.
 nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                             const Usage& u);
+                             const Usage& u, const nlohmann::json& logprobs);
+// Log-probabilities in the shape `m.kind`'s API gives them. Completions report each token's byte
+// offset in the answer: `text_offset` is that of the first, and is moved past these tokens.
+nlohmann::json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
+                             const std::vector<TokenLogprobs>& lps, size_t& text_offset);
 
 // Streaming: the chat answer opens with the assistant role; then one chunk per piece of text; a
 // chunk with the finish reason; with include_usage a last chunk with no choices and the usage.
 nlohmann::json role_chunk(const ResponseMeta& m);
-nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text);
-nlohmann::json finish_chunk(const ResponseMeta& m, FinishReason finish);
+nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text,
+                          const nlohmann::json& logprobs);
+nlohmann::json finish_chunk(const ResponseMeta& m, FinishReason finish,
+                            const nlohmann::json& logprobs);
 nlohmann::json usage_chunk(const ResponseMeta& m, const Usage& u);
 
 // {"error": {"message", "type", "param": null, "code"}}; an empty code is null.

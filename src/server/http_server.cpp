@@ -57,12 +57,24 @@ int64_t unix_now() {
 struct Relay {
   std::shared_ptr<Job> job;
   ResponseMeta meta;
+  const Tokenizer* tok = nullptr;
+  bool logprobs = false;
   bool opened = false;
-  std::string text;  // the answer so far (not streamed)
+  std::string text;                // the answer so far (not streamed)
+  std::vector<TokenLogprobs> lps;  // not yet sent
+  size_t text_offset = 0;          // of the next token in the answer (completions' logprobs)
 };
 
 bool write(httplib::DataSink& sink, const std::string& s) {
   return sink.write(s.data(), s.size());
+}
+
+// The log-probabilities not yet sent, in the response's shape; null when none were asked for.
+json take_logprobs(Relay& r) {
+  if (!r.logprobs) return nullptr;
+  json j = logprobs_json(r.meta, *r.tok, r.lps, r.text_offset);
+  r.lps.clear();
+  return j;
 }
 
 // One call of a streamed response's provider: waits a little for text and sends it as chunks.
@@ -72,14 +84,17 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
     r.opened = true;
     if (r.meta.kind == ApiKind::Chat && !write(sink, sse_event(role_chunk(r.meta)))) return false;
   }
-  const JobUpdate u = r.job->take(kPoll);
+  JobUpdate u = r.job->take(kPoll);
+  r.lps.insert(r.lps.end(), u.logprobs.begin(), u.logprobs.end());
+  // A token's log-probability rides on the next chunk of text: its own text may still be held
+  // back (an unfinished character, the start of a stop string).
   for (const std::string& piece : u.pieces)
-    if (!write(sink, sse_event(text_chunk(r.meta, piece)))) return false;
+    if (!write(sink, sse_event(text_chunk(r.meta, piece, take_logprobs(r))))) return false;
   if (!u.done) return true;
   if (!u.error.empty()) {
     if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
   } else {
-    if (!write(sink, sse_event(finish_chunk(r.meta, u.finish)))) return false;
+    if (!write(sink, sse_event(finish_chunk(r.meta, u.finish, take_logprobs(r))))) return false;
     if (r.meta.include_usage && !write(sink, sse_event(usage_chunk(r.meta, u.usage)))) return false;
   }
   if (!write(sink, "data: [DONE]\n\n")) return false;
@@ -90,12 +105,14 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
 // A whole answer is also sent through a provider: its calls are where a vanished client is
 // noticed (sink.is_writable() fails) while the answer is still being generated.
 bool relay_whole(Relay& r, httplib::DataSink& sink) {
-  const JobUpdate u = r.job->take(kPoll);
+  JobUpdate u = r.job->take(kPoll);
   for (const std::string& piece : u.pieces) r.text += piece;
+  r.lps.insert(r.lps.end(), u.logprobs.begin(), u.logprobs.end());
   if (!u.done) return true;
   // The status line has gone out as 200; a failure mid-generation can only be told in the body.
-  const std::string body = u.error.empty() ? dump(full_response(r.meta, r.text, u.finish, u.usage))
-                                           : dump(error_json(u.error, "server_error", ""));
+  const std::string body =
+      u.error.empty() ? dump(full_response(r.meta, r.text, u.finish, u.usage, take_logprobs(r)))
+                      : dump(error_json(u.error, "server_error", ""));
   if (!write(sink, body)) return false;
   sink.done();
   return true;
@@ -142,6 +159,7 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
   GenRequest g;
   ResponseMeta meta;
   bool stream = false;
+  bool logprobs = false;
   try {
     const ApiRequest a = parse_api_request(kind, body);
     if (!a.model.empty() && a.model != o.model_id)
@@ -155,6 +173,8 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
     g.stop = a.stop;
     g.sampling = a.sampling;
     g.sampling.seed = a.seed ? *a.seed : random_seed();
+    g.top_logprobs = a.top_logprobs;
+    logprobs = a.top_logprobs >= 0;
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
     stream = a.stream;
@@ -173,7 +193,11 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
                       "the server is busy: " + std::to_string(sched.options().queue_capacity) +
                           " requests are already waiting for a slot; retry later",
                       "server_error", "queue_full");
-  auto relay = std::make_shared<Relay>(Relay{job, std::move(meta), false, {}});
+  auto relay = std::make_shared<Relay>();
+  relay->job = job;
+  relay->meta = std::move(meta);
+  relay->tok = &tok;
+  relay->logprobs = logprobs;
   const auto release = [job](bool) { job->cancel(); };
   const auto guarded = [relay, stream](size_t, httplib::DataSink& sink) {
     // httplib calls providers outside its handler try-block: nothing may escape.

@@ -4,9 +4,10 @@ namespace ts::server {
 
 JobUpdate Job::take(std::chrono::milliseconds timeout) {
   std::unique_lock lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return done_ || !pieces_.empty(); });
+  cv_.wait_for(lock, timeout, [&] { return done_ || !pieces_.empty() || !logprobs_.empty(); });
   JobUpdate u;
   u.pieces.swap(pieces_);
+  u.logprobs.swap(logprobs_);
   u.done = done_;
   u.finish = finish_;
   u.error = error_;
@@ -19,6 +20,14 @@ void Job::emit(std::string text) {
   {
     std::lock_guard lock(mu_);
     pieces_.push_back(std::move(text));
+  }
+  cv_.notify_all();
+}
+
+void Job::record(TokenLogprobs lp) {
+  {
+    std::lock_guard lock(mu_);
+    logprobs_.push_back(std::move(lp));
   }
   cv_.notify_all();
 }

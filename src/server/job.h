@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/generator.h"
+#include "server/logprobs.h"
 #include "text/sampler.h"
 
 namespace ts::server {
@@ -22,6 +23,7 @@ struct GenRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;
+  int top_logprobs = -1;  // < 0: no log-probabilities; else that many alternatives per token
 };
 
 struct Usage {
@@ -31,7 +33,8 @@ struct Usage {
 
 // What a waiter takes out of the channel at once.
 struct JobUpdate {
-  std::vector<std::string> pieces;  // text released since the last take, in order
+  std::vector<std::string> pieces;      // text released since the last take, in order
+  std::vector<TokenLogprobs> logprobs;  // of the tokens sampled since the last take
   bool done = false;
   FinishReason finish = FinishReason::Length;
   std::string error;  // non-empty: generation failed (done is then true)
@@ -53,6 +56,7 @@ class Job {
 
   // Scheduler side.
   void emit(std::string text);
+  void record(TokenLogprobs lp);
   void finish(FinishReason reason, Usage usage);
   void fail(std::string message);
 
@@ -64,6 +68,7 @@ class Job {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> pieces_;
+  std::vector<TokenLogprobs> logprobs_;
   bool done_ = false;
   FinishReason finish_ = FinishReason::Length;
   std::string error_;

@@ -46,6 +46,9 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
       fail(ErrorKind::Input, "token id " + std::to_string(t) + " is outside the vocabulary of " +
                                  std::to_string(vocab));
   if (request.max_tokens == 0) fail(ErrorKind::Input, "max_tokens must be at least 1");
+  if (request.top_logprobs > kMaxTopLogprobs)
+    fail(ErrorKind::Input,
+         "at most " + std::to_string(kMaxTopLogprobs) + " top log-probabilities per token");
   const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
   auto job = std::make_shared<Job>(std::move(request));
   {
@@ -205,10 +208,14 @@ void Scheduler::accept_token(Slot& s) {
   if (!r.ignore_eos && tok_.is_eog(t)) return finish(s, FinishReason::Stop);
   ++s.generated;
   s.sampler->accept(t);
+  if (r.top_logprobs >= 0) s.job->record(token_logprobs(s.logits, t, r.top_logprobs));
   s.job->emit(s.stops->push(s.text->push(t)));
   if (s.stops->stopped()) return finish(s, FinishReason::Stop);
   if (r.max_tokens >= 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
-  if (s.kv->n_past >= s.kv->ctx()) return finish(s, FinishReason::Length);  // no room to feed it
+  // Prompt and answer together never exceed the context (OpenAI's rule; `generate` stops there
+  // too): the cache holds all but the last token, which is never fed.
+  if (static_cast<int64_t>(r.prompt.size()) + s.generated >= s.kv->ctx())
+    return finish(s, FinishReason::Length);
   s.next = t;
 }
 
