@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "runtime/engine.h"
+#include "runtime/model_tokenizer.h"
+#include "runtime/perplexity.h"
+#include "runtime/session.h"
 #include "test_paths.h"
 
 namespace ts::test {
@@ -71,6 +76,63 @@ LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<f
       c.argmax_mismatches++;
   }
   return c;
+}
+
+double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab) {
+  const size_t rows = ref.size() / static_cast<size_t>(vocab);
+  double total = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = ref.data() + r * static_cast<size_t>(vocab);
+    const float* b = x.data() + r * static_cast<size_t>(vocab);
+    const double ma = *std::max_element(a, a + vocab), mb = *std::max_element(b, b + vocab);
+    double za = 0, zb = 0;
+    for (int64_t i = 0; i < vocab; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
+      total += std::exp(la) * (la - lb);
+    }
+  }
+  return total / static_cast<double>(rows);
+}
+
+std::vector<float> run_logits(const std::string& path, const std::vector<int32_t>& ids,
+                              const LogitsRun& r) {
+  EngineOptions o;
+  o.backend = r.backend;
+  o.threads = 2;
+  o.ctx = r.ctx;
+  o.kv_type = r.kv;
+  o.prefill_batch = r.batch;
+  o.expert_slots = r.slots;
+  o.cache_policy = r.policy;
+  o.expert_prefetch = r.prefetch;
+  auto engine = Engine::open(path, o);
+  Session s(*engine);
+  const size_t V = static_cast<size_t>(engine->cfg().n_vocab);
+  std::vector<float> logits(ids.size() * V);
+  if (r.decode) {
+    for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, logits.data() + i * V, false);
+  } else {
+    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
+  }
+  return logits;
+}
+
+double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 256;
+  o.prefill_batch = 256;
+  o.expert_slots = expert_slots;
+  auto engine = Engine::open(path, o);
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  std::ifstream in(fixtures_dir() + "/corpus/valid.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  PerplexityOptions p;
+  p.ctx = 256;
+  p.bos = tok.bos();
+  return perplexity(*engine, tok.encode(text, tok.add_bos(), false), p).ppl;
 }
 
 }  // namespace ts::test

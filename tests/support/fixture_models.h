@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "moe/cache_policy.h"
+#include "quant/dtype.h"
+
 namespace ts::test {
 
 struct FixtureForm {
@@ -30,5 +33,24 @@ struct LogitsComparison {
 
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab);
+// Mean over rows of KL(softmax(ref) || softmax(x)).
+double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
+
+// How to run a model over a prompt for its logits.
+struct LogitsRun {
+  std::string backend = "cpu";
+  int64_t batch = 64;   // prefill micro-batch
+  bool decode = false;  // one token at a time instead of chunked prefill
+  int64_t slots = 0;    // expert slots (0: resident)
+  CachePolicyKind policy = CachePolicyKind::Lru;
+  bool prefetch = false;
+  DType kv = DType::F32;
+  int64_t ctx = 64;
+};
+// llama.cpp's perplexity method on the repository's copy of valid.txt, -c 256 (tiny-moe figures).
+double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots);
+// Logits [ids.size()][vocab] of every position.
+std::vector<float> run_logits(const std::string& path, const std::vector<int32_t>& ids,
+                              const LogitsRun& r);
 
 }  // namespace ts::test

@@ -6,8 +6,6 @@
 #include <cstring>
 
 #include "fixture_models.h"
-#include "runtime/engine.h"
-#include "runtime/session.h"
 #include "test_paths.h"
 #ifdef TURBOSPARK_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -24,29 +22,6 @@ bool have_device() {
 #endif
 }
 
-std::vector<float> run(const std::string& backend, const std::string& path,
-                       const std::vector<int32_t>& ids, int64_t batch, bool decode,
-                       int64_t slots = 0) {
-  EngineOptions o;
-  o.backend = backend;
-  o.threads = 2;
-  o.ctx = 64;
-  o.kv_type = DType::F32;
-  o.prefill_batch = batch;
-  o.expert_slots = slots;
-  auto engine = Engine::open(path, o);
-  Session s(*engine);
-  const int64_t V = engine->cfg().n_vocab;
-  std::vector<float> logits(ids.size() * static_cast<size_t>(V));
-  if (decode) {
-    for (size_t i = 0; i < ids.size(); ++i)
-      s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
-  } else {
-    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
-  }
-  return logits;
-}
-
 double tolerance(const std::string& form) {
   return form == "f16" ? 5e-3 : 1e-4;
 }
@@ -59,11 +34,12 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
   const std::vector<int32_t> ids = test::fixture_prompt(f);
   const std::vector<float> ref = test::read_f32_file(f.dir + "/ref_logits.f32");
   const int64_t V = static_cast<int64_t>(ref.size() / ids.size());
-  const std::vector<float> cpu = run("cpu", f.path, ids, 64, false);
+  const std::vector<float> cpu = test::run_logits(f.path, ids, {});
   for (bool decode : {false, true})
     for (int64_t batch : {64, 7}) {
       if (decode && batch != 64) continue;
-      const std::vector<float> gpu = run("cuda", f.path, ids, batch, decode);
+      const std::vector<float> gpu =
+          test::run_logits(f.path, ids, {.backend = "cuda", .batch = batch, .decode = decode});
       const auto c = test::compare_logits(gpu, ref, V);
       EXPECT_LE(c.rel, tolerance(f.form))
           << (decode ? "decode" : "prefill") << " batch " << batch << ": " << c.summary();
@@ -84,8 +60,10 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2"})) {
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     for (bool decode : {false, true}) {
-      const std::vector<float> resident = run("cuda", f.path, ids, 16, decode);
-      const std::vector<float> streamed = run("cuda", f.path, ids, 16, decode, 2);
+      const std::vector<float> resident =
+          test::run_logits(f.path, ids, {.backend = "cuda", .batch = 16, .decode = decode});
+      const std::vector<float> streamed = test::run_logits(
+          f.path, ids, {.backend = "cuda", .batch = 16, .decode = decode, .slots = 2});
       EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill");
     }

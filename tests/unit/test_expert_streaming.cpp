@@ -21,29 +21,13 @@ namespace {
 std::vector<float> run(const std::string& path, const std::vector<int32_t>& ids, int64_t slots,
                        bool decode, CachePolicyKind policy = CachePolicyKind::Lru,
                        bool prefetch = false) {
-  EngineOptions o;
-  o.backend = "cpu";
-  o.threads = 2;
-  o.ctx = 64;
-  o.prefill_batch = 16;
-  o.expert_slots = slots;
-  o.cache_policy = policy;
-  o.expert_prefetch = prefetch;
-  auto engine = Engine::open(path, o);
-  Session s(*engine);
-  const int64_t V = engine->cfg().n_vocab;
-  std::vector<float> logits(ids.size() * static_cast<size_t>(V));
-  if (decode) {
-    for (size_t i = 0; i < ids.size(); ++i)
-      s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
-  } else {
-    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
-  }
-  if (slots > 0) {
-    EXPECT_TRUE(engine->experts().streaming());
-    EXPECT_GT(engine->experts().total_stats().misses, 0u);
-  }
-  return logits;
+  return test::run_logits(path, ids,
+                          {.batch = 16,
+                           .decode = decode,
+                           .slots = slots,
+                           .policy = policy,
+                           .prefetch = prefetch,
+                           .kv = DType::F16});
 }
 
 class Streaming : public ::testing::TestWithParam<test::FixtureForm> {};

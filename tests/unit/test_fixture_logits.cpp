@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include "fixture_models.h"
-#include "runtime/engine.h"
-#include "runtime/session.h"
 
 namespace ts {
 namespace {
@@ -19,28 +17,6 @@ double tolerance(const std::string& form) {
   return form == "f16" ? 5e-3 : 1e-4;
 }
 
-std::vector<float> run(const test::FixtureForm& f, const std::vector<int32_t>& ids, int64_t batch,
-                       bool decode, int64_t slots = 0) {
-  EngineOptions o;
-  o.backend = "cpu";
-  o.threads = 2;
-  o.ctx = 64;
-  o.kv_type = DType::F32;
-  o.prefill_batch = batch;
-  o.expert_slots = slots;
-  auto engine = Engine::open(f.path, o);
-  Session s(*engine);
-  const int64_t V = engine->cfg().n_vocab;
-  std::vector<float> logits(ids.size() * static_cast<size_t>(V));
-  if (decode) {
-    for (size_t i = 0; i < ids.size(); ++i)
-      s.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
-  } else {
-    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
-  }
-  return logits;
-}
-
 class FixtureLogits : public ::testing::TestWithParam<test::FixtureForm> {};
 
 TEST_P(FixtureLogits, MatchesReferenceInPrefillAndDecode) {
@@ -48,9 +24,9 @@ TEST_P(FixtureLogits, MatchesReferenceInPrefillAndDecode) {
   const std::vector<int32_t> ids = test::fixture_prompt(f);
   const std::vector<float> ref = test::read_f32_file(f.dir + "/ref_logits.f32");
   const int64_t V = static_cast<int64_t>(ref.size() / ids.size());
-  const std::vector<float> decode = run(f, ids, 1, true);
+  const std::vector<float> decode = test::run_logits(f.path, ids, {.batch = 1, .decode = true});
   for (int64_t batch : {64, 7, 5, 1}) {
-    const std::vector<float> prefill = run(f, ids, batch, false);
+    const std::vector<float> prefill = test::run_logits(f.path, ids, {.batch = batch});
     const auto c = test::compare_logits(prefill, ref, V);
     EXPECT_LE(c.rel, tolerance(f.form)) << "prefill batch " << batch << ": " << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << "prefill batch " << batch << ": " << c.summary();

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <iterator>
 
+#include "fixture_models.h"
 #include "runtime/engine.h"
-#include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
 #include "test_paths.h"
 
@@ -32,17 +32,6 @@ std::unique_ptr<Engine> open(const std::string& path, int64_t slots) {
   return Engine::open(path, o);
 }
 
-PerplexityResult llama_cpp_method(const std::string& path, int64_t slots) {
-  auto engine = open(path, slots);
-  const Tokenizer tok = load_tokenizer(engine->spec());
-  std::ifstream in(test::fixtures_dir() + "/corpus/valid.txt", std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  PerplexityOptions o;
-  o.ctx = 256;
-  o.bos = tok.bos();
-  return perplexity(*engine, tok.encode(text, tok.add_bos(), false), o);
-}
-
 PerplexityResult score_all(const std::string& path, int64_t slots) {
   auto engine = open(path, slots);
   std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
@@ -62,13 +51,11 @@ void expect_within(double got, double want, double frac) {
 const std::string kBundled = test::repo_dir() + "/models/tiny-moe-q8_0.gguf";
 
 TEST(PerplexityGolden, Q8_0LlamaCppMethod) {
-  const PerplexityResult r = llama_cpp_method(kBundled, 0);
-  expect_within(r.ppl, kLlamaCppQ8_0, 0.005);
-  EXPECT_EQ(r.windows, 865);
+  expect_within(test::llama_cpp_method_ppl(kBundled, 0), kLlamaCppQ8_0, 0.005);
 }
 
 TEST(PerplexityGolden, Q8_0LlamaCppMethodStreamingTopKSlots) {
-  expect_within(llama_cpp_method(kBundled, 2).ppl, kLlamaCppQ8_0, 0.005);
+  expect_within(test::llama_cpp_method_ppl(kBundled, 2), kLlamaCppQ8_0, 0.005);
 }
 
 TEST(PerplexityGolden, Q8_0ScoreAllMatchesHuggingFace) {
@@ -96,7 +83,7 @@ TEST(PerplexityGolden, StreamingGivesExactlyTheResidentFigure) {
 TEST(PerplexityGolden, Bf16LlamaCppMethod) {
   const std::string path = test::shared_path("models/tiny-moe/model-bf16.gguf");
   TS_REQUIRE_SHARED(path);
-  expect_within(llama_cpp_method(path, 0).ppl, kLlamaCppBf16, 0.005);
+  expect_within(test::llama_cpp_method_ppl(path, 0), kLlamaCppBf16, 0.005);
 }
 
 TEST(PerplexityGolden, Bf16ScoreAllStreaming) {

@@ -6,12 +6,10 @@
 
 #include <cmath>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "fixture_models.h"
 #include "runtime/engine.h"
-#include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
 #include "runtime/session.h"
 #include "test_paths.h"
@@ -30,23 +28,6 @@ const QuantFile kFiles[] = {{"Q4_0", 119.8001, 0.026, 2},
                             {"Q4_K_M", 118.4862, 0.011, 1},
                             {"Q5_1", 119.1273, 0.006, 2},
                             {"Q6_K", 118.4096, 0.0022, 1}};
-
-double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t V) {
-  const size_t rows = ref.size() / static_cast<size_t>(V);
-  double total = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* a = ref.data() + r * static_cast<size_t>(V);
-    const float* b = x.data() + r * static_cast<size_t>(V);
-    const double ma = *std::max_element(a, a + V), mb = *std::max_element(b, b + V);
-    double za = 0, zb = 0;
-    for (int64_t i = 0; i < V; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
-    for (int64_t i = 0; i < V; ++i) {
-      const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
-      total += std::exp(la) * (la - lb);
-    }
-  }
-  return total / static_cast<double>(rows);
-}
 
 std::string quant_path(const char* name) {
   return test::shared_path(std::string("models/tiny-moe/quants/tiny-moe-") + name + ".gguf");
@@ -75,27 +56,16 @@ TEST(QuantFiles, PromptLogitsStayCloseToTheReference) {
     const int64_t V = engine->cfg().n_vocab;
     std::vector<float> logits(ids.size() * static_cast<size_t>(V));
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
-    EXPECT_LE(mean_kl(logits, ref, V), q.max_mean_kl) << q.name;
+    EXPECT_LE(test::mean_kl(logits, ref, V), q.max_mean_kl) << q.name;
     EXPECT_LE(test::compare_logits(logits, ref, V).argmax_mismatches, q.max_argmax_mismatches)
         << q.name;
   }
 }
 
-double llama_cpp_method(const std::string& path) {
-  auto engine = open(path);
-  const Tokenizer tok = load_tokenizer(engine->spec());
-  std::ifstream in(test::fixtures_dir() + "/corpus/valid.txt", std::ios::binary);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  PerplexityOptions o;
-  o.ctx = 256;
-  o.bos = tok.bos();
-  return perplexity(*engine, tok.encode(text, tok.add_bos(), false), o).ppl;
-}
-
 void check_ppl(const QuantFile& q) {
   const std::string path = quant_path(q.name);
   TS_REQUIRE_SHARED(path);
-  const double ppl = llama_cpp_method(path);
+  const double ppl = test::llama_cpp_method_ppl(path, 0);
   EXPECT_LE(std::fabs(ppl - q.llama_cpp_ppl) / q.llama_cpp_ppl, 0.005) << q.name << ": " << ppl;
 }
 

@@ -21,27 +21,6 @@ nlohmann::json prompt_json() {
 }
 
 // mean over rows of KL(softmax(ref) || softmax(x))
-double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t V) {
-  const size_t rows = ref.size() / static_cast<size_t>(V);
-  double total = 0;
-  for (size_t r = 0; r < rows; ++r) {
-    const float* a = ref.data() + r * static_cast<size_t>(V);
-    const float* b = x.data() + r * static_cast<size_t>(V);
-    double ma = a[0], mb = b[0];
-    for (int64_t i = 0; i < V; ++i)
-      ma = std::max<double>(ma, a[i]), mb = std::max<double>(mb, b[i]);
-    double za = 0, zb = 0;
-    for (int64_t i = 0; i < V; ++i) za += std::exp(a[i] - ma), zb += std::exp(b[i] - mb);
-    double kl = 0;
-    for (int64_t i = 0; i < V; ++i) {
-      const double la = a[i] - ma - std::log(za), lb = b[i] - mb - std::log(zb);
-      kl += std::exp(la) * (la - lb);
-    }
-    total += kl;
-  }
-  return total / static_cast<double>(rows);
-}
-
 struct Case {
   std::string path;
   double max_rel, max_kl;
@@ -72,7 +51,7 @@ void check(const Case& c, int64_t slots) {
     agree += (std::max_element(row, row + V) - row) == top1[r];
   }
   EXPECT_LE(cmp.rel, c.max_rel) << cmp.summary();
-  EXPECT_LE(mean_kl(logits, ref, V), c.max_kl);
+  EXPECT_LE(test::mean_kl(logits, ref, V), c.max_kl);
   EXPECT_GE(static_cast<double>(agree) / static_cast<double>(ids.size()), c.min_argmax);
 
   // Greedy continuation of 32 tokens (no stop at EOS), through the decode path.
