@@ -92,35 +92,37 @@ std::vector<uint8_t> random_weight(DType t, uint64_t seed) {
   return bytes;
 }
 
-// A second thread that runs one job per call of run(), spinning between calls so that the
-// hand-off costs well under a microsecond (a decode matmul takes a few hundred).
+// A second thread that runs one job per call of run(). It blocks between jobs (futex-backed
+// atomic wait) rather than spinning: on a shared, oversubscribed machine a spinning waiter that
+// loses its core stalls the other thread for a whole scheduler quantum.
 class Helper {
  public:
   Helper() : thread_([this] { loop(); }) {}
   ~Helper() {
     stop_.store(true);
     generation_.fetch_add(1);
+    generation_.notify_one();
     thread_.join();
   }
   void run(const std::function<void()>& job, const std::function<void()>& own) {
     job_ = &job;
     done_.store(false);
     generation_.fetch_add(1, std::memory_order_release);
+    generation_.notify_one();
     own();
-    while (!done_.load(std::memory_order_acquire)) {
-    }
+    done_.wait(false, std::memory_order_acquire);
   }
 
  private:
   void loop() {
     uint64_t seen = 0;
     for (;;) {
-      while (generation_.load(std::memory_order_acquire) == seen) {
-      }
+      generation_.wait(seen, std::memory_order_acquire);
       seen = generation_.load();
       if (stop_.load()) return;
       (*job_)();
       done_.store(true, std::memory_order_release);
+      done_.notify_one();
     }
   }
   std::atomic<uint64_t> generation_{0};

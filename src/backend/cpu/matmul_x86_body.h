@@ -69,6 +69,21 @@ inline __m256i fifth_bits32_avx2(const uint8_t* qh) {
   return _mm256_and_si256(set, bytes(0x10));
 }
 
+// Decode (a tile of one activation row) streams the weights from DRAM, but the work per byte
+// leaves too few cache misses in flight for the hardware prefetchers (measured: q8_0 streamed at
+// a third of the f32 rate). So each weight row is prefetched this far ahead, one prefetch per
+// 64-byte line: 8 KiB is two q8_0 rows of 4096 beyond the one being read (rows are usually
+// contiguous, so a shorter distance lands in the next row of the tile, already on its way).
+inline constexpr int64_t kPrefetchBytes = 8192;
+
+template <int MT>
+inline void prefetch_ahead(const void* p, size_t bytes) {
+  if constexpr (MT == 1) {
+    const char* ahead = static_cast<const char*>(p) + kPrefetchBytes;
+    for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+  }
+}
+
 // Moves bit `from` of every byte to bit `to` (other bits garbage; the caller masks).
 inline __m256i move_bit(__m256i v, int from, int to) {
   return from <= to ? _mm256_slli_epi16(v, to - from) : _mm256_srli_epi16(v, from - to);
@@ -122,7 +137,10 @@ struct FloatKernel {
     for (; k + U * L <= K; k += U * L)
       for (int u = 0; u < U; ++u) {
         V wv[RT];
-        for (int r = 0; r < RT; ++r) wv[r] = Ops::load(w[r], k + u * L);
+        for (int r = 0; r < RT; ++r) {
+          prefetch_ahead<MT>(w[r].p + k + u * L, 1);
+          wv[r] = Ops::load(w[r], k + u * L);
+        }
         for (int t = 0; t < MT; ++t) {
           const V xv = Ops::load_x(xs + t * K + k + u * L);
           for (int r = 0; r < RT; ++r) acc[r][t][u] = Ops::fma(wv[r], xv, acc[r][t][u]);
@@ -226,6 +244,7 @@ struct Q32Kernel {
       __m256i q[RT];
       float d[RT];
       for (int r = 0; r < RT; ++r) {
+        prefetch_ahead<MT>(&w[r][b], sizeof(Block));
         q[r] = Dec::template codes<Ops>(w[r][b]);
         d[r] = _cvtsh_ss(w[r][b].d);
       }
@@ -418,6 +437,7 @@ struct KKernel {
     __m256i scales[RT][8];
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < RT; ++r) {
+        prefetch_ahead<MT>(&w[r][b], sizeof(Block));
         Dec::decode(w[r][b], k[r]);
         chunk_scales(k[r].scale16, scales[r]);
       }
