@@ -78,8 +78,11 @@ json take_logprobs(Relay& r) {
 }
 
 // One call of a streamed response's provider: waits a little for text and sends it as chunks.
-// Returning false (the client is gone) ends the response; httplib then runs the releaser.
+// httplib calls it until it calls sink.done() or returns false (the client is gone); then the
+// releaser cancels the job. is_writable() also sees a peer that has closed its end, so a client
+// that leaves while its request waits or generates is noticed within one poll.
 bool relay_stream(Relay& r, httplib::DataSink& sink) {
+  if (!sink.is_writable()) return false;
   if (!r.opened) {
     r.opened = true;
     if (r.meta.kind == ApiKind::Chat && !write(sink, sse_event(role_chunk(r.meta)))) return false;
@@ -105,6 +108,7 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
 // A whole answer is also sent through a provider: its calls are where a vanished client is
 // noticed (sink.is_writable() fails) while the answer is still being generated.
 bool relay_whole(Relay& r, httplib::DataSink& sink) {
+  if (!sink.is_writable()) return false;
   JobUpdate u = r.job->take(kPoll);
   for (const std::string& piece : u.pieces) r.text += piece;
   r.lps.insert(r.lps.end(), u.logprobs.begin(), u.logprobs.end());
@@ -217,6 +221,12 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
 
 void HttpServer::Impl::routes() {
   svr.set_payload_max_length(o.max_body_bytes);
+  // httplib's default also sets SO_REUSEPORT, which would let a second server share a port that
+  // is in use instead of refusing it.
+  svr.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   const int threads =
       o.http_threads > 0 ? o.http_threads
                          : std::min<int>(kMaxHttpThreads,

@@ -1,0 +1,319 @@
+"""The server driven by the official `openai` client (and raw HTTP where the client hides what is
+checked: status codes, error bodies, disconnects), on the bundled model."""
+
+import concurrent.futures
+import json
+import socket
+import subprocess
+import time
+import unittest
+
+import openai
+
+from server_util import Server, binary_from_env, reference, run_reference, sse_events
+
+PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird"]
+# Prompts whose greedy answers run past 32 tokens without an end of text.
+LONG_PROMPTS = ["Once upon a time", "One day, a bird", "Tim had a red ball", "Mom said",
+                "The sun was shining"]
+
+
+def client_for(server, key="none"):
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
+
+
+class OpenAIApi(unittest.TestCase):
+    """One server with four slots for every test that does not need other flags."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.binary = binary_from_env()
+        cls.server = Server(cls.binary, "--parallel", "4", "-c", "1024").__enter__()
+        cls.client = client_for(cls.server)
+        cls.model = cls.client.models.list().data[0].id
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        assert cls.server.exit_code == 0, "server exit code %s\n%s" % (cls.server.exit_code, cls.server.log())
+
+    def complete(self, prompt, **kw):
+        return self.client.completions.create(model=self.model, prompt=prompt, **kw)
+
+    def chat(self, content, **kw):
+        return self.client.chat.completions.create(
+            model=self.model, messages=[{"role": "user", "content": content}], **kw)
+
+    def stream_text(self, stream, chat):
+        text, finish, usage = "", None, None
+        for chunk in stream:
+            if chunk.usage is not None:
+                usage = chunk.usage
+            for c in chunk.choices:
+                piece = c.delta.content if chat else c.text
+                text += piece or ""
+                if c.finish_reason is not None:
+                    finish = c.finish_reason
+        return text, finish, usage
+
+    def test_health_and_models(self):
+        h = self.server.health()
+        self.assertEqual(h["status"], "ok")
+        self.assertEqual(h["slots_total"], 4)
+        models = self.client.models.list().data
+        self.assertEqual([m.id for m in models], ["tiny-moe-q8_0"])
+        self.assertEqual(self.client.models.retrieve("tiny-moe-q8_0").id, "tiny-moe-q8_0")
+        with self.assertRaises(openai.NotFoundError):
+            self.client.models.retrieve("gpt-4")
+
+    def test_greedy_completion_equals_run(self):
+        for prompt in PROMPTS[:2]:
+            want = run_reference(self.binary, prompt, 24)
+            r = self.complete(prompt, max_tokens=24, temperature=0)
+            self.assertEqual(r.choices[0].text, want)
+            self.assertEqual(r.object, "text_completion")
+            self.assertEqual(r.model, self.model)
+            self.assertEqual(r.usage.completion_tokens, 24)
+            self.assertEqual(r.choices[0].finish_reason, "length")
+            self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens + 24)
+
+    def test_completion_stream_equals_whole(self):
+        whole = self.complete(PROMPTS[0], max_tokens=20, temperature=0)
+        stream = self.complete(PROMPTS[0], max_tokens=20, temperature=0, stream=True,
+                               stream_options={"include_usage": True})
+        text, finish, usage = self.stream_text(stream, chat=False)
+        self.assertEqual(text, whole.choices[0].text)
+        self.assertEqual(finish, "length")
+        self.assertEqual(usage.completion_tokens, 20)
+        self.assertEqual(usage.prompt_tokens, whole.usage.prompt_tokens)
+
+    def test_raw_stream_framing(self):
+        status, _, raw = self.server.request("POST", "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5, "temperature": 0,
+            "stream": True})
+        self.assertEqual(status, 200)
+        events = sse_events(raw)
+        self.assertEqual(events[-1], "[DONE]")
+        chunks = [json.loads(e) for e in events[:-1]]
+        self.assertEqual(chunks[0]["choices"][0]["delta"], {"role": "assistant", "content": ""})
+        self.assertEqual(chunks[-1]["choices"][0]["finish_reason"], "length")
+        self.assertTrue(all(c["object"] == "chat.completion.chunk" for c in chunks))
+        self.assertEqual(len({c["id"] for c in chunks}), 1)
+        self.assertNotIn("usage", chunks[0])
+
+    def test_chat_whole_and_stream(self):
+        # The bundled base model talks through the raw format: one user message is its text, so
+        # the chat answer is the completion answer.
+        for prompt in (PROMPTS[0], PROMPTS[2]):  # runs to max_tokens; ends with end-of-text
+            want = self.complete(prompt, max_tokens=16, temperature=0)
+            r = self.chat(prompt, max_tokens=16, temperature=0)
+            self.assertEqual(r.object, "chat.completion")
+            self.assertEqual(r.choices[0].message.role, "assistant")
+            self.assertEqual(r.choices[0].message.content, want.choices[0].text)
+            self.assertEqual(r.choices[0].finish_reason, want.choices[0].finish_reason)
+            self.assertEqual(r.usage.completion_tokens, want.usage.completion_tokens)
+            text, finish, usage = self.stream_text(
+                self.chat(prompt, max_tokens=16, temperature=0, stream=True,
+                          stream_options={"include_usage": True}), chat=True)
+            self.assertEqual(text, want.choices[0].text)
+            self.assertEqual(finish, want.choices[0].finish_reason)
+            self.assertEqual(usage.completion_tokens, want.usage.completion_tokens)
+        self.assertEqual(self.chat(PROMPTS[2], max_tokens=16, temperature=0).choices[0].finish_reason,
+                         "stop")
+        r = self.client.chat.completions.create(model=self.model, max_completion_tokens=3, messages=[
+            {"role": "system", "content": "Stories."},
+            {"role": "user", "content": [{"type": "text", "text": "Once upon"}]}])
+        self.assertEqual(r.usage.completion_tokens, 3)
+
+    def test_stop_strings(self):
+        full = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
+        cut = full.index(" ", len(full) // 2)
+        stop = full[cut:cut + 4]
+        want = full[:full.index(stop)]
+        for stops in (stop, ["never there", stop]):
+            r = self.complete(PROMPTS[0], max_tokens=32, temperature=0, stop=stops)
+            self.assertEqual(r.choices[0].text, want)
+            self.assertEqual(r.choices[0].finish_reason, "stop")
+            text, finish, _ = self.stream_text(
+                self.complete(PROMPTS[0], max_tokens=32, temperature=0, stop=stops, stream=True),
+                chat=False)
+            self.assertEqual(text, want)
+            self.assertEqual(finish, "stop")
+        r = self.chat(PROMPTS[0], max_tokens=32, temperature=0, stop=stop)
+        self.assertEqual(r.choices[0].message.content, want)
+
+    def test_seed_reproducible(self):
+        def sample(seed, stream=False):
+            if stream:
+                return self.stream_text(self.complete(PROMPTS[1], max_tokens=24, temperature=0.9,
+                                                      seed=seed, stream=True), chat=False)[0]
+            return self.complete(PROMPTS[1], max_tokens=24, temperature=0.9, seed=seed).choices[0].text
+
+        first = sample(1234)
+        self.assertEqual(sample(1234), first)
+        self.assertEqual(sample(1234, stream=True), first)
+        others = {sample(s) for s in (1, 2, 3, 4)}
+        self.assertTrue(others - {first}, "four other seeds all gave the text of seed 1234")
+        self.assertNotEqual(first, self.complete(PROMPTS[1], max_tokens=24, temperature=0).choices[0].text)
+
+    def test_penalties_change_greedy_text(self):
+        plain = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
+        for kw in ({"frequency_penalty": 2.0}, {"presence_penalty": 2.0}):
+            r = self.complete(PROMPTS[0], max_tokens=32, temperature=0, **kw)
+            self.assertNotEqual(r.choices[0].text, plain, kw)
+        top_p = self.complete(PROMPTS[0], max_tokens=8, temperature=0.7, top_p=0.5, seed=3)
+        self.assertEqual(top_p.usage.completion_tokens, 8)
+
+    def test_logprobs(self):
+        r = self.chat(PROMPTS[0], max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
+        content = r.choices[0].logprobs.content
+        self.assertEqual(len(content), 6)
+        self.assertEqual("".join(t.token for t in content), r.choices[0].message.content)
+        for t in content:
+            self.assertEqual(len(t.top_logprobs), 3)
+            self.assertEqual(t.top_logprobs[0].token, t.token)  # greedy takes the most likely
+            self.assertAlmostEqual(t.top_logprobs[0].logprob, t.logprob, places=5)
+            self.assertLessEqual(t.logprob, 0.0)
+        c = self.complete(PROMPTS[0], max_tokens=4, temperature=0, logprobs=2).choices[0]
+        self.assertEqual(len(c.logprobs.tokens), 4)
+        self.assertEqual(c.logprobs.text_offset[0], 0)
+        self.assertEqual("".join(c.logprobs.tokens), c.text)
+
+    def test_errors_are_openai_json(self):
+        def expect(status, code, method, path, body, headers=None):
+            got, j, raw = self.server.request(method, path, body, headers)
+            self.assertEqual(got, status, raw)
+            self.assertIn("error", j, raw)
+            self.assertIsInstance(j["error"]["message"], str)
+            self.assertIn("type", j["error"])
+            if code is not None:
+                self.assertEqual(j["error"]["code"], code)
+
+        expect(404, "unknown_url", "GET", "/v1/nothing", None)
+        expect(404, "unknown_url", "GET", "/v1/completions", None)
+        expect(404, "model_not_found", "POST", "/v1/completions", {"model": "gpt-4", "prompt": "Hi"})
+        expect(400, None, "POST", "/v1/completions", b'{"prompt": "Hi",')
+        expect(400, None, "POST", "/v1/completions", b'["prompt"]')
+        expect(400, None, "POST", "/v1/completions", {"max_tokens": 4})
+        expect(400, None, "POST", "/v1/completions", {"prompt": "Hi", "temperature": "hot"})
+        expect(400, None, "POST", "/v1/completions", {"prompt": "Hi", "max_tokens": -3})
+        expect(400, None, "POST", "/v1/completions", {"prompt": ["a", "b"]})
+        expect(400, None, "POST", "/v1/completions", {"prompt": [1, 2, 99999999]})
+        expect(400, None, "POST", "/v1/completions", {"prompt": "Hi " * 2000})  # > -c 1024
+        expect(400, None, "POST", "/v1/chat/completions", {"messages": []})
+        expect(400, None, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]})
+        expect(400, None, "POST", "/v1/chat/completions",
+               {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]})
+        expect(400, None, "POST", "/v1/completions", b"\xff\xfe not utf-8")
+        with self.assertRaises(openai.BadRequestError):
+            self.complete("Hi", temperature=5)
+        with self.assertRaises(openai.BadRequestError):
+            self.complete("Hi", n=2)
+        with self.assertRaises(openai.NotFoundError):
+            self.client.completions.create(model="other", prompt="Hi")
+        self.assertTrue(self.server.alive())
+
+    def test_token_id_prompt(self):
+        ids = [1, 100, 200, 300, 400]
+        r = self.client.completions.create(model=self.model, prompt=ids, max_tokens=4, temperature=0)
+        self.assertEqual(r.usage.prompt_tokens, len(ids))
+        self.assertEqual(r.usage.completion_tokens, 4)
+
+    def test_disconnect_frees_slot(self):
+        for stream in (True, False):
+            body = json.dumps({"prompt": PROMPTS[0], "max_tokens": 900, "ignore_eos": True,
+                               "temperature": 0, "stream": stream}).encode()
+            s = socket.create_connection(("127.0.0.1", self.server.port))
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            if stream:
+                s.recv(256)  # the answer has started
+            else:
+                time.sleep(0.3)
+            self.assertLess(self.server.health()["slots_free"], 4)
+            s.close()
+            t0 = time.time()
+            self.assertIs(self.server.wait_idle(timeout=3), True)
+            # 900 tokens take several seconds on this model: the slot was freed on disconnect.
+            self.assertLess(time.time() - t0, 2.0, "stream=%s" % stream)
+
+    def test_concurrent_requests_match_lone_answers(self):
+        refs = {p: reference(self.server, p, 24) for p in LONG_PROMPTS}
+        for p, ref in refs.items():
+            self.assertEqual(ref.finish, "length", "pick prompts whose answers run to max_tokens")
+        jobs = LONG_PROMPTS * 3
+        with concurrent.futures.ThreadPoolExecutor(len(jobs)) as pool:
+            answers = list(pool.map(lambda p: self.complete(p, max_tokens=24, temperature=0), jobs))
+        for p, a in zip(jobs, answers):
+            self.assertIsNone(refs[p].check(a.choices[0].text))
+            self.assertEqual(a.usage.completion_tokens, 24)
+        h = self.server.health()
+        self.assertEqual(h["slots_free"], 4)
+
+
+class ServerFlags(unittest.TestCase):
+    """Behaviour that needs a server of its own: API key, body limit, a full queue."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.binary = binary_from_env()
+
+    def test_api_key(self):
+        with Server(self.binary, "--api-key", "s3cret", "--parallel", "1", "-c", "256") as s:
+            self.assertEqual(s.health()["status"], "ok")  # /health needs no key
+            with self.assertRaises(openai.AuthenticationError):
+                client_for(s, "wrong").models.list()
+            with self.assertRaises(openai.AuthenticationError):
+                client_for(s, "wrong").completions.create(model="tiny-moe-q8_0", prompt="Hi", max_tokens=2)
+            status, j, _ = s.request("GET", "/v1/models")
+            self.assertEqual(status, 401)
+            self.assertEqual(j["error"]["code"], "invalid_api_key")
+            r = client_for(s, "s3cret").completions.create(model="tiny-moe-q8_0", prompt="Hi", max_tokens=2)
+            self.assertEqual(r.usage.completion_tokens, 2)
+        self.assertEqual(s.exit_code, 0)
+
+    def test_body_too_large(self):
+        with Server(self.binary, "--max-body", "64K", "--parallel", "1", "-c", "256") as s:
+            status, j, raw = s.request("POST", "/v1/completions",
+                                       {"prompt": "x" * 100000, "max_tokens": 1})
+            self.assertEqual(status, 413, raw)
+            self.assertEqual(j["error"]["code"], "request_too_large")
+            status, _, _ = s.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 1})
+            self.assertEqual(status, 200)
+        self.assertEqual(s.exit_code, 0)
+
+    def test_full_queue_answers_503(self):
+        with Server(self.binary, "--parallel", "1", "--queue", "1", "-c", "2048") as s:
+            long = json.dumps({"prompt": "Once", "max_tokens": 1500, "ignore_eos": True,
+                               "stream": True}).encode()
+            held = []
+            for _ in range(2):  # one generating, one waiting
+                c = socket.create_connection(("127.0.0.1", s.port))
+                c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                          b"\r\nContent-Length: %d\r\n\r\n" % len(long) + long)
+                held.append(c)
+            deadline = time.time() + 10
+            while s.health()["queued"] < 1 and time.time() < deadline:
+                time.sleep(0.02)
+            status, j, raw = s.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+            self.assertEqual(status, 503, raw)
+            self.assertEqual(j["error"]["code"], "queue_full")
+            with self.assertRaises(openai.InternalServerError):
+                client_for(s).completions.create(model="tiny-moe-q8_0", prompt="Hi", max_tokens=2)
+            for c in held:
+                c.close()
+            self.assertIs(s.wait_idle(timeout=5), True)
+            status, _, _ = s.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
+            self.assertEqual(status, 200)
+        self.assertEqual(s.exit_code, 0)
+
+    def test_refuses_port_in_use(self):
+        with Server(self.binary, "--parallel", "1", "-c", "64") as s:
+            out = subprocess.run([self.binary, "serve", "--port", str(s.port), "-c", "64"],
+                                 capture_output=True, text=True, timeout=120)
+            self.assertEqual(out.returncode, 1)
+            self.assertIn("cannot listen", out.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
