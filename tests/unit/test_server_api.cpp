@@ -1,0 +1,201 @@
+// OpenAI request parsing and response shapes of the server, without a model or a socket: every
+// field's default, range and type check, the refusal of features we do not implement, and the
+// JSON the official clients expect (whole answers, stream chunks, usage, logprobs, errors).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "server/api_request.h"
+#include "server/api_response.h"
+#include "server/logprobs.h"
+
+namespace ts::server {
+namespace {
+
+using nlohmann::json;
+
+ApiRequest completion(const std::string& body) {
+  return parse_api_request(ApiKind::Completion, json::parse(body));
+}
+ApiRequest chat(const std::string& body) {
+  return parse_api_request(ApiKind::Chat, json::parse(body));
+}
+
+// The Input error's message, or "" when the body parses.
+std::string error_of(ApiKind kind, const std::string& body) {
+  try {
+    parse_api_request(kind, json::parse(body));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Input) << body;
+    return e.what();
+  }
+  return "";
+}
+
+TEST(ServerApi, CompletionDefaultsAreOpenAIs) {
+  const ApiRequest r = completion(R"({"prompt": "Hi"})");
+  EXPECT_EQ(r.prompt_text, "Hi");
+  EXPECT_EQ(r.max_tokens, 16);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 1.0f);
+  EXPECT_EQ(r.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f);
+  EXPECT_FALSE(r.seed.has_value());
+  EXPECT_EQ(r.top_logprobs, -1);
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "Hi"}]})").max_tokens, -1);
+}
+
+TEST(ServerApi, ReadsEveryField) {
+  const ApiRequest r =
+      completion(R"({"model": "m", "prompt": ["Hello"], "max_tokens": 7, "temperature": 0.5,
+    "top_p": 0.9, "stop": ["a", "bc"], "seed": 42, "presence_penalty": -1.5, "frequency_penalty": 2,
+    "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "top_k": 20, "min_p": 0.1,
+    "repeat_penalty": 1.1, "ignore_eos": true, "user": "ignored"})");
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt_text, "Hello");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.top_p, 0.9f);
+  EXPECT_EQ(r.stop, (std::vector<std::string>{"a", "bc"}));
+  EXPECT_EQ(r.seed, 42u);
+  EXPECT_FLOAT_EQ(r.sampling.presence_penalty, -1.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequency_penalty, 2.0f);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+  EXPECT_EQ(r.top_logprobs, 3);
+  EXPECT_EQ(r.sampling.top_k, 20);
+  EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
+  EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").stop, std::vector<std::string>{"end"});
+  EXPECT_EQ(completion(R"({"prompt": [5, 6, 7]})").prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(completion(R"({"prompt": [[8, 9]]})").prompt_tokens, (std::vector<int32_t>{8, 9}));
+  EXPECT_EQ(completion(R"({"prompt": "x", "seed": -1})").seed, ~uint64_t{0});
+}
+
+TEST(ServerApi, ReadsChatMessages) {
+  const ApiRequest r = chat(R"({"messages": [{"role": "developer", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Hel"}, {"type": "text", "text": "lo"}]},
+    {"role": "assistant", "content": null}], "max_completion_tokens": 9, "logprobs": true, "top_logprobs": 2})");
+  ASSERT_EQ(r.messages.size(), 3u);
+  EXPECT_EQ(r.messages[0].role, "system");
+  EXPECT_EQ(r.messages[1].content, "Hello");
+  EXPECT_EQ(r.messages[2].content, "");
+  EXPECT_EQ(r.max_tokens, 9);
+  EXPECT_EQ(r.top_logprobs, 2);
+  EXPECT_EQ(
+      chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").top_logprobs,
+      0);
+}
+
+TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
+  const std::vector<std::pair<std::string, std::string>> bad_completions = {
+      {R"({})", "'prompt' is required"},
+      {R"({"prompt": 3})", "'prompt'"},
+      {R"({"prompt": []})", "'prompt'"},
+      {R"({"prompt": ["a", "b"]})", "one prompt per request"},
+      {R"({"prompt": [1, -2]})", "non-negative"},
+      {R"({"prompt": "x", "max_tokens": 0})", "'max_tokens'"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "'max_tokens' must be an integer"},
+      {R"({"prompt": "x", "max_tokens": 99999999999})", "'max_tokens'"},
+      {R"({"prompt": "x", "temperature": 2.5})", "'temperature' must be between"},
+      {R"({"prompt": "x", "temperature": "hot"})", "'temperature' must be a number"},
+      {R"({"prompt": "x", "top_p": 0})", "'top_p'"},
+      {R"({"prompt": "x", "presence_penalty": 3})", "'presence_penalty'"},
+      {R"({"prompt": "x", "stop": ""})", "'stop'"},
+      {R"({"prompt": "x", "stop": [1]})", "'stop'"},
+      {R"({"prompt": "x", "stream": "yes"})", "'stream'"},
+      {R"({"prompt": "x", "seed": "abc"})", "'seed'"},
+      {R"({"prompt": "x", "n": 2})", "'n'"},
+      {R"({"prompt": "x", "best_of": 3})", "'best_of'"},
+      {R"({"prompt": "x", "echo": true})", "'echo'"},
+      {R"({"prompt": "x", "suffix": "end"})", "'suffix'"},
+      {R"({"prompt": "x", "logprobs": 6})", "'logprobs'"},
+      {R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'"},
+      {R"({"prompt": "x", "model": 5})", "'model'"},
+  };
+  for (const auto& [body, message] : bad_completions)
+    EXPECT_NE(error_of(ApiKind::Completion, body).find(message), std::string::npos)
+        << body << " -> " << error_of(ApiKind::Completion, body);
+  const std::vector<std::pair<std::string, std::string>> bad_chats = {
+      {R"({})", "'messages' is required"},
+      {R"({"messages": []})", "'messages'"},
+      {R"({"messages": ["hi"]})", "'messages[0]'"},
+      {R"({"messages": [{"content": "hi"}]})", "'messages[0].role'"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "'messages[0].content'"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "'messages[0].content'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       "'tools'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+       "'response_format'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "'top_logprobs'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
+       "'top_logprobs'"},
+  };
+  for (const auto& [body, message] : bad_chats)
+    EXPECT_NE(error_of(ApiKind::Chat, body).find(message), std::string::npos)
+        << body << " -> " << error_of(ApiKind::Chat, body);
+}
+
+TEST(ServerApi, ResponsesHaveOpenAIShapes) {
+  ResponseMeta m{ApiKind::Chat, new_response_id(ApiKind::Chat), "tiny", 1700000000, true};
+  EXPECT_EQ(m.id.rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(m.id.size(), 9u + 24u);
+  EXPECT_NE(m.id, new_response_id(ApiKind::Chat));
+  const json whole = full_response(m, "Hi!", FinishReason::Stop, {5, 2}, nullptr);
+  EXPECT_EQ(whole["object"], "chat.completion");
+  EXPECT_EQ(whole["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "Hi!"}}));
+  EXPECT_EQ(whole["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(whole["usage"],
+            (json{{"prompt_tokens", 5}, {"completion_tokens", 2}, {"total_tokens", 7}}));
+  EXPECT_EQ(role_chunk(m)["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
+  const json text = text_chunk(m, "Hi", nullptr);
+  EXPECT_EQ(text["object"], "chat.completion.chunk");
+  EXPECT_TRUE(text["usage"].is_null());
+  EXPECT_EQ(text["choices"][0]["delta"]["content"], "Hi");
+  EXPECT_EQ(finish_chunk(m, FinishReason::Length, nullptr)["choices"][0]["finish_reason"],
+            "length");
+  const json usage = usage_chunk(m, {5, 2});
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["total_tokens"], 7);
+
+  ResponseMeta c{ApiKind::Completion, new_response_id(ApiKind::Completion), "tiny", 1, false};
+  EXPECT_EQ(c.id.rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(full_response(c, "abc", FinishReason::Length, {1, 3}, nullptr)["choices"][0]["text"],
+            "abc");
+  const json chunk = text_chunk(c, "a", nullptr);
+  EXPECT_EQ(chunk["object"], "text_completion");
+  EXPECT_EQ(chunk["choices"][0]["text"], "a");
+  EXPECT_FALSE(chunk.contains("usage"));
+
+  EXPECT_EQ(error_json("bad", "invalid_request_error", "")["error"],
+            (json{{"message", "bad"},
+                  {"type", "invalid_request_error"},
+                  {"param", nullptr},
+                  {"code", nullptr}}));
+  EXPECT_EQ(error_json("no", "server_error", "queue_full")["error"]["code"], "queue_full");
+  EXPECT_EQ(sse_event(json{{"a", 1}}), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(dump(json("\xff")), "\"\xef\xbf\xbd\"");  // invalid UTF-8 is replaced, not thrown
+}
+
+TEST(ServerApi, LogprobsAreNormalisedAndOrdered) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 3.0f};
+  const TokenLogprobs lp = token_logprobs(logits, 2, 3);
+  double z = 0;
+  for (float l : logits) z += std::exp(l);
+  EXPECT_NEAR(lp.chosen.logprob, 2.0 - std::log(z), 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].id, 1);  // tie with 3: the lower id first
+  EXPECT_EQ(lp.top[1].id, 3);
+  EXPECT_EQ(lp.top[2].id, 2);
+  EXPECT_FLOAT_EQ(lp.top[2].logprob, lp.chosen.logprob);
+  EXPECT_TRUE(token_logprobs(logits, 0, 0).top.empty());
+  EXPECT_EQ(token_logprobs(logits, 0, 10).top.size(), 4u);
+}
+
+}  // namespace
+}  // namespace ts::server
