@@ -262,8 +262,11 @@ TEST(MatmulKernelsIsa, EnvironmentNamesALowerPath) {
   EXPECT_EQ(resolve_isa(nullptr), best);
   EXPECT_EQ(resolve_isa(""), best);
   for (Isa isa : available_isas()) EXPECT_EQ(resolve_isa(isa_name(isa)), isa);
-  for (Isa isa : {Isa::Avx2, Isa::Avx512})
-    if (!isa_available(isa)) EXPECT_THROW(resolve_isa(isa_name(isa)), Error);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!isa_available(isa)) {
+      EXPECT_THROW(resolve_isa(isa_name(isa)), Error);
+    }
+  }
   EXPECT_THROW(resolve_isa("sse9"), Error);
 }
 

@@ -50,6 +50,7 @@ struct Avx2Ops {
   static __m256i dot_scaled(__m256i acc, __m256i u, __m256i s, __m256i scale16) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), scale16));
   }
+  using KDot = KDot256<Avx2Ops>;
 };
 
 }  // namespace

@@ -16,12 +16,47 @@
 #else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized flags
+// (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 #include "backend/cpu/matmul_x86_body.h"
 
 namespace ts::cpu {
 namespace {
+
+// The k-quant chunk dots two chunks (64 codes) per 512-bit instruction: the prefill kernels are
+// bound by these dots, and the 512-bit forms do twice the work per instruction.
+struct KDot512 {
+  struct Chunks {
+    __m512i u[4];
+    __m512i scale[4];
+  };
+  static __m512i pair(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  }
+  static void prepare(const KDecoded& k, Chunks& ch) {
+    __m256i scales[8];
+    chunk_scales(k.scale16, scales);
+    for (int p = 0; p < 4; ++p) {
+      ch.u[p] = pair(k.u[2 * p], k.u[2 * p + 1]);
+      ch.scale[p] = pair(scales[2 * p], scales[2 * p + 1]);
+    }
+  }
+  static __m256i dot(const KDecoded&, const Chunks& ch, const int8_t* xq) {
+    __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
+    for (int p = 0; p < 4; p += 2) {
+      const __m512i x0 = _mm512_loadu_si512(xq + 64 * p), x1 = _mm512_loadu_si512(xq + 64 * p + 64);
+      even = _mm512_dpwssd_epi32(even, _mm512_maddubs_epi16(ch.u[p], x0), ch.scale[p]);
+      odd = _mm512_dpwssd_epi32(odd, _mm512_maddubs_epi16(ch.u[p + 1], x1), ch.scale[p + 1]);
+    }
+    const __m512i sum = _mm512_add_epi32(even, odd);
+    return _mm256_add_epi32(_mm512_castsi512_si256(sum), _mm512_extracti64x4_epi64(sum, 1));
+  }
+};
 
 struct VnniOps {
   // vpdpbusd sums the u8 x s8 products in int32: any unsigned code.
@@ -34,6 +69,7 @@ struct VnniOps {
   static __m256i dot_scaled(__m256i acc, __m256i u, __m256i s, __m256i scale16) {
     return _mm256_dpwssd_epi32(acc, _mm256_maddubs_epi16(u, s), scale16);
   }
+  using KDot = KDot512;
 };
 
 }  // namespace
@@ -47,5 +83,6 @@ RowsKernel avx512vnni_int_kernel(DType t) {
 #if defined(__clang__)
 #pragma clang attribute pop
 #else
+#pragma GCC diagnostic pop
 #pragma GCC pop_options
 #endif

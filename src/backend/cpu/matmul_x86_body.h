@@ -418,6 +418,26 @@ inline void chunk_scales(__m256i scale16, __m256i* out) {
   }
 }
 
+// The scaled chunk dots of one decoded super-block against an activation block, 256 bits at a
+// time: chunk c's 32 codes times 32 int8 activations, pair sums times the chunk's int16 scales,
+// summed over the chunks into int32 lanes (two chains: a dot-accumulate has a latency of several
+// cycles). Ops can substitute a wider version (Ops::KDot).
+template <class Ops>
+struct KDot256 {
+  struct Chunks {
+    __m256i scale[8];
+  };
+  static void prepare(const KDecoded& k, Chunks& ch) { chunk_scales(k.scale16, ch.scale); }
+  static __m256i dot(const KDecoded& k, const Chunks& ch, const int8_t* xq) {
+    __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c += 2) {
+      even = Ops::dot_scaled(even, k.u[c], load256(xq + 32 * c), ch.scale[c]);
+      odd = Ops::dot_scaled(odd, k.u[c + 1], load256(xq + 32 * c + 32), ch.scale[c + 1]);
+    }
+    return _mm256_add_epi32(even, odd);
+  }
+};
+
 template <class Ops, class Dec>
 struct KKernel {
   template <int RT, int MT>
@@ -433,29 +453,21 @@ struct KKernel {
     __m256 acc[RT][MT];
     for (int r = 0; r < RT; ++r)
       for (int t = 0; t < MT; ++t) acc[r][t] = _mm256_setzero_ps();
+    using KDot = typename Ops::KDot;
     KDecoded k[RT];
-    __m256i scales[RT][8];
+    typename KDot::Chunks chunks[RT];
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < RT; ++r) {
         prefetch_ahead<MT>(&w[r][b], sizeof(Block));
         Dec::decode(w[r][b], k[r]);
-        chunk_scales(k[r].scale16, scales[r]);
+        KDot::prepare(k[r], chunks[r]);
       }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8K& xb = xs[t][b];
-        // Two partial sums per row: a fused dot-accumulate has a latency of several cycles.
-        __m256i isum[RT], odd[RT];
-        for (int r = 0; r < RT; ++r) isum[r] = odd[r] = _mm256_setzero_si256();
-        for (int c = 0; c < 8; c += 2) {
-          const __m256i x0 = load256(xb.qs + 32 * c), x1 = load256(xb.qs + 32 * c + 32);
-          for (int r = 0; r < RT; ++r) {
-            isum[r] = Ops::dot_scaled(isum[r], k[r].u[c], x0, scales[r][c]);
-            odd[r] = Ops::dot_scaled(odd[r], k[r].u[c + 1], x1, scales[r][c + 1]);
-          }
-        }
+        __m256i isum[RT];
+        for (int r = 0; r < RT; ++r) isum[r] = KDot::dot(k[r], chunks[r], xb.qs);
         const __m256i bsums = load256(xb.bsums);
         for (int r = 0; r < RT; ++r) {
-          isum[r] = _mm256_add_epi32(isum[r], odd[r]);
           if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
             const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
             isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
