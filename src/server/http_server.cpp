@@ -19,8 +19,8 @@ using nlohmann::json;
 
 // How often a handler waiting for tokens checks that its client is still connected.
 constexpr auto kPoll = std::chrono::milliseconds(50);
-constexpr int kSpareHttpThreads = 8;  // /health, /v1/models and errors while every slot streams
-constexpr int kMaxHttpThreads = 1024;
+constexpr size_t kSpareHttpThreads = 8;
+constexpr size_t kMaxHttpThreads = 1024;
 
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code) {
@@ -40,6 +40,14 @@ bool same_secret(const std::string& given, const std::string& expected) {
     diff |= static_cast<unsigned char>(given[i]) ^
             static_cast<unsigned char>(expected[i % expected.size()]);
   return diff == 0;
+}
+
+// A request holds its handler thread while it waits and generates, so every slot and queue place
+// needs one; the spare ones keep /health and refusals answering when all of those are taken.
+int handler_threads(int asked, const SchedulerOptions& s) {
+  if (asked > 0) return asked;
+  const size_t want = static_cast<size_t>(s.parallel) + s.queue_capacity + kSpareHttpThreads;
+  return static_cast<int>(std::min<size_t>(want, kMaxHttpThreads));
 }
 
 uint64_t random_seed() {
@@ -227,13 +235,7 @@ void HttpServer::Impl::routes() {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
   });
-  const int threads =
-      o.http_threads > 0 ? o.http_threads
-                         : std::min<int>(kMaxHttpThreads,
-                                         sched.options().parallel +
-                                             static_cast<int>(std::min<size_t>(
-                                                 sched.options().queue_capacity, kMaxHttpThreads)) +
-                                             kSpareHttpThreads);
+  const int threads = handler_threads(o.http_threads, sched.options());
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
