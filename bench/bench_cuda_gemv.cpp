@@ -214,7 +214,7 @@ int run(bool quick) {
                               DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
                               DType::Q4_K, DType::Q5_K, DType::Q6_K};
   const std::vector<Shape> gemv_shapes =
-      quick ? std::vector<Shape>{{4096, 4096}}
+      quick ? std::vector<Shape>{{4096, 4096}, {4096, 14336}}
             : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}};
   std::printf("%-6s %-13s %10s %10s %9s\n", "type", "rows x cols", "us", "GB/s", "of copy");
   for (const Shape& s : gemv_shapes)

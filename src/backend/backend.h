@@ -63,6 +63,21 @@ class Backend {
   // True when backend memory is ordinary host memory (files can be read straight into it).
   virtual bool is_host() const { return false; }
 
+  // Host staging memory for streaming weights in: page-locked where that makes copies to the
+  // device faster (CUDA), plain aligned host memory otherwise. free_host_pinned(nullptr) is a
+  // no-op. Thread-safe, as are host_waits_for() and the host memory it guards.
+  virtual void* alloc_host_pinned(size_t bytes);
+  virtual void free_host_pinned(void* p);
+  // Host-to-device copies beside compute (expert streaming). copy_after_compute() orders the
+  // async copies queued after it behind every op queued so far (which may still read their
+  // destinations). copy_to_device_async() queues a copy and returns a ticket: `src` must stay
+  // unchanged until host_waits_for(ticket) returns, and ops queued after
+  // compute_waits_for(ticket) see the bytes. Default: a synchronous to_device().
+  virtual void copy_after_compute() {}
+  virtual uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes);
+  virtual void compute_waits_for(uint64_t /*ticket*/) {}
+  virtual void host_waits_for(uint64_t /*ticket*/) {}
+
   // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
   // `host` points at `rows * row_stride` bytes of the model file.
   virtual Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -14,6 +13,12 @@ namespace {
 
 // Concurrent positional reads: the top-k misses of a layer are read together.
 constexpr int kReadThreads = 4;
+// Device backends: each expert is read in chunks by this many threads at once (one reader of
+// the page cache copies well under the host-to-device rate), into this many pinned staging
+// buffers, so that the copy of one expert to the device overlaps the reads of the next ones.
+constexpr int kDeviceReadThreads = 8;
+constexpr size_t kStagingBuffers = 4;
+constexpr uint64_t kReadChunk = uint64_t{1} << 20;
 
 }  // namespace
 
@@ -37,12 +42,15 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
   if (streaming_ && slots_ < c.n_expert_used)
     fail(ErrorKind::Budget, "--expert-slots " + std::to_string(slots_) + " is below the " +
                                 std::to_string(c.n_expert_used) + " experts each token uses");
-  io_ = std::make_unique<IoQueue>(kReadThreads);
+  io_ = std::make_unique<IoQueue>(backend.is_host() ? kReadThreads : kDeviceReadThreads);
   layers_.resize(spec.layers.size());
   stats_.resize(spec.layers.size());
   busy_ns_ = std::make_unique<std::atomic<uint64_t>[]>(spec.layers.size());
-  if (!backend.is_host())
-    for (int i = 0; i < kReadThreads; ++i) staging_.push_back(std::malloc(spec.expert_stride));
+  if (!backend.is_host() && c.is_moe()) {
+    for (size_t i = 0; i < kStagingBuffers; ++i)
+      staging_.push_back(backend.alloc_host_pinned(spec.expert_stride));
+    staging_copy_.assign(kStagingBuffers, 0);
+  }
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     if (spec.layers[l].experts.empty()) continue;
     Layer& L = layers_[l];
@@ -52,16 +60,28 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     if (streaming_) continue;
     std::vector<std::pair<int64_t, int32_t>> all;
     for (int32_t e = 0; e < c.n_expert; ++e) all.emplace_back(e, e);
-    fill_now(static_cast<int64_t>(l), all);
+    if (backend.is_host()) {
+      for (const auto& [slot, e] : all) fill(static_cast<int64_t>(l), L.slots[slot], e);
+      for (Slot& s : L.slots) {
+        s.loading.get();
+        s.loading = {};
+      }
+    } else {
+      start_reads(static_cast<int64_t>(l), all);
+      for (size_t k = 0; k < all.size(); ++k) finish_read(static_cast<int64_t>(l), k);
+    }
+    for (const auto& [slot, e] : all) L.policy->filled(slot, e);
   }
   reset_stats();
 }
 
 ExpertStore::~ExpertStore() {
-  io_.reset();  // joins the readers before their slots go away
+  drain_reads();
+  io_.reset();             // joins the readers before their slots go away
+  backend_.synchronize();  // no copy still reads staging memory or writes a slot
   for (Layer& L : layers_)
     for (Slot& s : L.slots) backend_.free(s.memory);
-  for (void* p : staging_) std::free(p);
+  for (void* p : staging_) backend_.free_host_pinned(p);
 }
 
 ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* base) const {
@@ -79,14 +99,23 @@ ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* ba
 }
 
 void ExpertStore::read_expert(int64_t layer, int32_t expert, void* dst) {
+  read_range(layer, expert, static_cast<uint8_t*>(dst), 0,
+             spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert));
+}
+
+// Bytes [begin, end) of the expert's gate, up and down slices laid end to end, to dst + begin.
+void ExpertStore::read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64_t begin,
+                             uint64_t end) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
   uint64_t off = 0;
   for (const ExpertSlice& s : x) {
-    read_exact(
-        s.file->fd(), static_cast<uint8_t*>(dst) + off, s.nbytes, s.offset,
-        s.file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert),
-        ErrorKind::Runtime);
+    const uint64_t b = std::max(begin, off), e = std::min(end, off + s.nbytes);
+    if (b < e)
+      read_exact(
+          s.file->fd(), dst + b, e - b, s.offset + (b - off),
+          s.file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert),
+          ErrorKind::Runtime);
     off += s.nbytes;
   }
   busy_ns_[static_cast<size_t>(layer)] += static_cast<uint64_t>(
@@ -119,34 +148,66 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   slot.loading = io_->submit([this, layer, expert, dst] { read_expert(layer, expert, dst); });
 }
 
-// Device backends (and resident loading): reads run concurrently into host staging buffers, then
-// each is copied to its slot on this thread, before returning.
-void ExpertStore::fill_now(int64_t layer, std::vector<std::pair<int64_t, int32_t>>& reads) {
+// Device backends: the misses of a wave are read into the pinned staging buffers, each expert in
+// chunks by all reader threads, the first kStagingBuffers at once; finish_read(k), in wave order,
+// waits for the k-th, queues its copy to the slot on the copy stream, makes compute wait for that
+// copy alone, and starts the read that reuses the buffer once the copy has left it.
+void ExpertStore::start_reads(int64_t layer,
+                              const std::vector<std::pair<int64_t, int32_t>>& misses) {
+  drain_reads();
+  reads_.clear();
   Layer& L = layers_[static_cast<size_t>(layer)];
-  for (size_t r0 = 0; r0 < reads.size(); r0 += kReadThreads) {
-    const size_t r1 = std::min(reads.size(), r0 + kReadThreads);
-    std::vector<std::shared_future<void>> done;
-    for (size_t r = r0; r < r1; ++r) {
-      Slot& slot = L.slots[static_cast<size_t>(reads[r].first)];
-      slot.expert = -1;  // a failed read must never leave a slot that claims the expert
-      void* dst = staging_.empty() ? slot.memory : staging_[r - r0];
-      const int32_t e = reads[r].second;
-      done.push_back(io_->submit([this, layer, e, dst] { read_expert(layer, e, dst); }));
-    }
-    for (size_t r = r0; r < r1; ++r) {
-      done[r - r0].get();
-      Slot& slot = L.slots[static_cast<size_t>(reads[r].first)];
-      const int32_t e = reads[r].second;
-      if (!staging_.empty())
-        backend_.to_device(slot.memory, staging_[r - r0],
-                           spec_.layers[static_cast<size_t>(layer)].expert_bytes(e));
-      slot.expert = e;
-      slot.weights = view(layer, e, static_cast<const uint8_t*>(slot.memory));
-      stats_[static_cast<size_t>(layer)].bytes_read +=
-          spec_.layers[static_cast<size_t>(layer)].expert_bytes(e);
-      L.policy->filled(reads[r].first, e);
-    }
+  for (size_t k = 0; k < misses.size(); ++k) {
+    L.slots[static_cast<size_t>(misses[k].first)].expert = -1;  // claimed once its copy is queued
+    reads_.push_back(DeviceRead{misses[k].first, misses[k].second, k % kStagingBuffers, {}, false});
+    stats_[static_cast<size_t>(layer)].bytes_read +=
+        spec_.layers[static_cast<size_t>(layer)].expert_bytes(misses[k].second);
   }
+  backend_.copy_after_compute();  // the victims' old experts may still be read by queued ops
+  for (size_t k = 0; k < std::min(reads_.size(), kStagingBuffers); ++k) submit_read(layer, k);
+}
+
+void ExpertStore::submit_read(int64_t layer, size_t k) {
+  DeviceRead& r = reads_[k];
+  auto* dst = static_cast<uint8_t*>(staging_[r.staging]);
+  const uint64_t bytes = spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert);
+  const uint64_t copy = staging_copy_[r.staging];  // the buffer's last copy must have left it
+  const int32_t e = r.expert;
+  for (uint64_t b = 0; b < bytes; b += kReadChunk) {
+    const uint64_t end = std::min(bytes, b + kReadChunk);
+    r.chunks.push_back(io_->submit([this, layer, e, dst, b, end, copy] {
+      backend_.host_waits_for(copy);
+      read_range(layer, e, dst, b, end);
+    }));
+  }
+}
+
+void ExpertStore::finish_read(int64_t layer, size_t k) {
+  DeviceRead& r = reads_[k];
+  for (auto& c : r.chunks) c.get();  // a failed read throws; its slot stays unclaimed
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  Slot& slot = L.slots[static_cast<size_t>(r.slot)];
+  const uint64_t copy = backend_.copy_to_device_async(
+      slot.memory, staging_[r.staging],
+      spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert));
+  staging_copy_[r.staging] = copy;
+  backend_.compute_waits_for(copy);
+  r.done = true;
+  slot.expert = r.expert;
+  slot.weights = view(layer, r.expert, static_cast<const uint8_t*>(slot.memory));
+  if (k + kStagingBuffers < reads_.size()) submit_read(layer, k + kStagingBuffers);
+}
+
+// Waits for every read still writing a staging buffer (after a failed read, or at teardown).
+void ExpertStore::drain_reads() {
+  for (DeviceRead& r : reads_)
+    for (auto& c : r.chunks) {
+      try {
+        c.wait();
+        c.get();
+      } catch (const Error&) {
+      }
+    }
 }
 
 void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
@@ -167,6 +228,7 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     L.policy->touch(s, experts[i]);
   }
   std::vector<std::pair<int64_t, int32_t>> reads;
+  L.current_read.assign(static_cast<size_t>(n), -1);
   for (int64_t i = 0; i < n; ++i) {
     if (L.current[static_cast<size_t>(i)] >= 0) continue;
     const int64_t v = L.policy->victim(pinned);
@@ -175,21 +237,25 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     st.misses++;
     if (backend_.is_host()) {
       fill(layer, L.slots[static_cast<size_t>(v)], experts[i]);
-      L.policy->filled(v, experts[i]);
     } else {
+      L.current_read[static_cast<size_t>(i)] = static_cast<int64_t>(reads.size());
       reads.emplace_back(v, experts[i]);
     }
+    L.policy->filled(v, experts[i]);
   }
-  if (!reads.empty()) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fill_now(layer, reads);
-    st.read_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
+  if (!reads.empty()) start_reads(layer, reads);
 }
 
 const ExpertWeights& ExpertStore::ready(int64_t layer, int64_t i) {
   Layer& L = layers_[static_cast<size_t>(layer)];
   Slot& slot = L.slots[static_cast<size_t>(L.current[static_cast<size_t>(i)])];
+  const int64_t k = backend_.is_host() ? -1 : L.current_read[static_cast<size_t>(i)];
+  if (k >= 0 && !reads_[static_cast<size_t>(k)].done) {
+    const auto t0 = std::chrono::steady_clock::now();
+    finish_read(layer, static_cast<size_t>(k));
+    stats_[static_cast<size_t>(layer)].read_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
   if (slot.loading.valid()) {
     const auto t0 = std::chrono::steady_clock::now();
     try {

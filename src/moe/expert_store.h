@@ -77,11 +77,25 @@ class ExpertStore {
   struct Layer {
     std::vector<Slot> slots;
     std::unique_ptr<CachePolicy> policy;
-    std::vector<int64_t> current;  // slots of the last acquire(), in request order
+    std::vector<int64_t> current;       // slots of the last acquire(), in request order
+    std::vector<int64_t> current_read;  // device backends: index in reads_ per entry, or -1
+  };
+  // Device backends: one miss of the last acquire(), read into a pinned staging buffer in chunks
+  // by the reader threads, then copied to its slot asynchronously.
+  struct DeviceRead {
+    int64_t slot = 0;
+    int32_t expert = 0;
+    size_t staging = 0;
+    std::vector<std::shared_future<void>> chunks;
+    bool done = false;
   };
   void read_expert(int64_t layer, int32_t expert, void* dst);
+  void read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64_t begin, uint64_t end);
   void fill(int64_t layer, Slot& slot, int32_t expert);
-  void fill_now(int64_t layer, std::vector<std::pair<int64_t, int32_t>>& reads);
+  void start_reads(int64_t layer, const std::vector<std::pair<int64_t, int32_t>>& misses);
+  void submit_read(int64_t layer, size_t k);
+  void finish_read(int64_t layer, size_t k);
+  void drain_reads();
   int64_t find(const Layer& L, int32_t expert) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
 
@@ -93,7 +107,9 @@ class ExpertStore {
   std::vector<Layer> layers_;
   std::vector<ExpertStats> stats_;
   std::unique_ptr<std::atomic<uint64_t>[]> busy_ns_;  // per layer, written by reader threads
-  std::vector<void*> staging_;  // host buffers for device backends, one per concurrent read
+  std::vector<void*> staging_;                        // pinned host buffers for device backends
+  std::vector<uint64_t> staging_copy_;  // the last async copy out of each staging buffer
+  std::vector<DeviceRead> reads_;       // the misses of the last acquire() on a device backend
   std::unique_ptr<IoQueue> io_;
 };
 

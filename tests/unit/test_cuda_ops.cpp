@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "core/error.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
@@ -212,39 +213,63 @@ struct Reference {
   std::vector<double> y;     // W x in double precision from the reference dequantisation
   std::vector<double> mag;   // sum |w x|, the scale of f32 rounding errors
   std::vector<double> int8;  // sum |w| * amax(x block) / 127: twice the CPU's int8 activation error
+  // sum |w_k| d_k (1/2 + 1e-4), d_k = max |x| over k's 32-element block / 127: the bound on the
+  // int8 GEMV's activation error (|x_k - d_k q_k| <= d_k / 2, plus a few ulp of the f32
+  // reciprocal), as in test_quant_matmul.
+  std::vector<double> int8_gemv;
 };
+
+// Max |x| over the `block`-element block of each element.
+std::vector<float> block_amax(const std::vector<float>& x, int64_t block) {
+  std::vector<float> amax(x.size());
+  for (size_t b = 0; b < x.size(); b += static_cast<size_t>(block)) {
+    const size_t e = std::min(x.size(), b + static_cast<size_t>(block));
+    float a = 0;
+    for (size_t i = b; i < e; ++i) a = std::max(a, std::fabs(x[i]));
+    std::fill(amax.begin() + static_cast<std::ptrdiff_t>(b),
+              amax.begin() + static_cast<std::ptrdiff_t>(e), a);
+  }
+  return amax;
+}
 
 Reference reference_matmul(DType t, const std::vector<uint8_t>& w, const MatmulCase& c,
                            size_t stride, const std::vector<float>& x) {
   // The CPU packs activations per 32 elements for the 32-element types, per 256 for the k-quants.
-  const int64_t act_block = dtype_info(t).block_elems == kQKK ? kQKK : kQK32;
-  std::vector<float> amax(x.size());
-  for (size_t b = 0; b < x.size(); b += static_cast<size_t>(act_block)) {
-    float a = 0;
-    for (size_t i = b; i < std::min(x.size(), b + act_block); ++i) a = std::max(a, std::fabs(x[i]));
-    std::fill(amax.begin() + b, amax.begin() + std::min(x.size(), b + act_block), a);
-  }
+  const std::vector<float> amax = block_amax(x, dtype_info(t).block_elems == kQKK ? kQKK : kQK32);
+  const std::vector<float> amax32 = block_amax(x, kQK32);
   Reference ref;
   std::vector<float> row(static_cast<size_t>(c.cols));
   ref.y.assign(static_cast<size_t>(c.M * c.rows), 0.0);
   ref.mag.assign(ref.y.size(), 0.0);
   ref.int8.assign(ref.y.size(), 0.0);
+  ref.int8_gemv.assign(ref.y.size(), 0.0);
   for (int64_t r = 0; r < c.rows; ++r) {
     dequantize_row(t, w.data() + r * stride, row.data(), c.cols);
     for (int64_t m = 0; m < c.M; ++m) {
-      double s = 0, a = 0, q = 0;
+      double s = 0, a = 0, q = 0, g = 0;
       for (int64_t i = 0; i < c.cols; ++i) {
         const double p = static_cast<double>(row[i]) * x[m * c.cols + i];
         s += p;
         a += std::fabs(p);
         q += std::fabs(static_cast<double>(row[i])) * amax[m * c.cols + i] / 127.0;
+        g += std::fabs(static_cast<double>(row[i])) * amax32[m * c.cols + i] / 127.0 * (0.5 + 1e-4);
       }
       ref.y[m * c.rows + r] = s;
       ref.mag[m * c.rows + r] = a;
       ref.int8[m * c.rows + r] = q;
+      ref.int8_gemv[m * c.rows + r] = g;
     }
   }
   return ref;
+}
+
+// Whether a one-row matmul of `w` takes the int8-activation GEMV on this device.
+bool int8_gemv(const Weight& w, int64_t M) {
+  int device = 0, major = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
+    return false;
+  return M == 1 && cuda::gemv_int8_supported(w, major);
 }
 
 // Relative error bound (times sum |w x|) of the CUDA matmul path taken for (type, M):
@@ -266,6 +291,7 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       {64, 1024, 3, 0},   // cuBLAS (dequantise-then-GEMM for the block types)
       {33, 768, 17, 6},   // cuBLAS over padded rows
       {300, 4096, 1, 0},  // GEMV at a real hidden size
+      {21, 14336, 1, 2},  // GEMV over more segments than the int8 kernel's stages, padded rows
   };
   for (DType t : kWeightTypes) {
     for (const MatmulCase& c : cases) {
@@ -276,6 +302,7 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       const Reference ref = reference_matmul(t, host, c, stride, x);
 
       Weight wg = gpu_->upload_weight(t, c.rows, c.cols, stride, host.data());
+      const bool gemv8 = int8_gemv(wg, c.M);
       const size_t n = ref.y.size();
       float* y = upload(std::vector<float>(n));
       gpu_->matmul(wg, upload(x), c.M, y);
@@ -291,7 +318,8 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
                                std::to_string(c.cols) + " M=" + std::to_string(c.M);
       int reported = 0;
       for (size_t i = 0; i < n; ++i) {
-        const double tol = matmul_bound(t, c.M) * ref.mag[i] + 1e-30;
+        const double tol =
+            matmul_bound(t, c.M) * ref.mag[i] + (gemv8 ? ref.int8_gemv[i] : 0.0) + 1e-30;
         if (!(std::fabs(got[i] - ref.y[i]) <= tol) && reported++ < 3)
           ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " ref " << ref.y[i]
                         << " tol " << tol;
@@ -305,8 +333,9 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   }
 }
 
-// A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs
-// in f32 through the element-load GEMV variants.
+// A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:
+// in f32 through the element-load GEMV variants, or (q8_0, q4_k on sm_90) through the int8 GEMV,
+// whose activation quantisation reads x one element per thread.
 TEST_F(CudaOps, MatmulUnalignedActivations) {
   const MatmulCase c{48, 256, 1, 0};
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {
@@ -319,8 +348,10 @@ TEST_F(CudaOps, MatmulUnalignedActivations) {
     float* y = upload(std::vector<float>(ref.y.size()));
     gpu_->matmul(w, upload(x) + 1, 1, y);
     const std::vector<float> got = download(y, ref.y.size());
+    const bool gemv8 = int8_gemv(w, 1);
     for (size_t i = 0; i < got.size(); ++i)
-      EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i]) << dtype_name(t) << " " << i;
+      EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + (gemv8 ? ref.int8_gemv[i] : 0.0))
+          << dtype_name(t) << " " << i;
     gpu_->release_weight(w);
   }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/arg_stage.h"
 #include "backend/cuda/cuda_check.h"
@@ -23,6 +24,9 @@ constexpr size_t kTailSlack = 16;
 constexpr int64_t kMaxHeadDim = 256;
 // Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
 constexpr int64_t kMaxGridY = 65535;
+// Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
+// and an older one waits for a later copy of the same in-order stream, never for less.
+constexpr uint64_t kCopyEvents = 256;
 
 std::string str(int64_t v) {
   return std::to_string(v);
@@ -35,19 +39,33 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     sm_count_ = prop.multiProcessorCount;
+    sm_major_ = prop.major;
     name_ = "cuda (" + std::string(prop.name) + ", sm_" + str(prop.major) + str(prop.minor) +
             ", device " + str(device) + ")";
     cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    cuda::check(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking),
+                "cudaStreamCreate (copies)");
+    cuda::check(cudaEventCreateWithFlags(&compute_mark_, cudaEventDisableTiming),
+                "cudaEventCreate");
+    copy_events_.resize(kCopyEvents);
+    for (cudaEvent_t& e : copy_events_)
+      cuda::check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
     args_ = std::make_unique<cuda::ArgStage>(stream_);
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
     partials_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+    int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
   }
 
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
     args_.reset();
+    cudaStreamSynchronize(copy_stream_);
+    for (cudaEvent_t e : copy_events_) cudaEventDestroy(e);
+    cudaEventDestroy(compute_mark_);
+    cudaStreamDestroy(copy_stream_);
     cudaStreamDestroy(stream_);
   }
 
@@ -68,7 +86,48 @@ class CudaBackend final : public Backend {
   void free(void* p) override {
     if (p == nullptr) return;
     cuda::check(cudaStreamSynchronize(stream_), "free");
+    cuda::check(cudaStreamSynchronize(copy_stream_), "free");
     cuda::check(cudaFree(p), "cudaFree");
+  }
+
+  void* alloc_host_pinned(size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocPortable);
+    if (e != cudaSuccess)
+      fail(ErrorKind::Runtime, "CUDA out of pinned host memory allocating " +
+                                   std::to_string(bytes) + " bytes: " + cudaGetErrorString(e));
+    return p;
+  }
+
+  void free_host_pinned(void* p) override {
+    if (p != nullptr) cuda::check(cudaFreeHost(p), "cudaFreeHost");
+  }
+
+  void copy_after_compute() override {
+    cuda::check(cudaEventRecord(compute_mark_, stream_), "copy after compute");
+    cuda::check(cudaStreamWaitEvent(copy_stream_, compute_mark_, 0), "copy after compute");
+  }
+
+  uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_),
+                "async copy to device");
+    const uint64_t ticket = ++copies_;
+    cuda::check(cudaEventRecord(copy_events_[ticket % kCopyEvents], copy_stream_),
+                "async copy to device");
+    return ticket;
+  }
+
+  void compute_waits_for(uint64_t ticket) override {
+    if (ticket == 0) return;
+    cuda::check(cudaStreamWaitEvent(stream_, copy_events_[ticket % kCopyEvents], 0),
+                "wait for a copy");
+  }
+
+  // Called from reader threads too: touches only the fixed event ring.
+  void host_waits_for(uint64_t ticket) override {
+    if (ticket == 0) return;
+    cuda::check(cudaSetDevice(device_), "cudaSetDevice");
+    cuda::check(cudaEventSynchronize(copy_events_[ticket % kCopyEvents]), "wait for a copy");
   }
 
   // Synchronous like the CPU backend's memcpy: the host memory may be reused on return.
@@ -83,7 +142,10 @@ class CudaBackend final : public Backend {
     cuda::check(cudaStreamSynchronize(stream_), "copy to host");
   }
 
-  void synchronize() override { cuda::check(cudaStreamSynchronize(stream_), "synchronize"); }
+  void synchronize() override {
+    cuda::check(cudaStreamSynchronize(copy_stream_), "synchronize");
+    cuda::check(cudaStreamSynchronize(stream_), "synchronize");
+  }
 
   Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
                        const void* host) override {
@@ -132,10 +194,14 @@ class CudaBackend final : public Backend {
   }
 
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
-    if (M == 1)
-      cuda::launch_gemv(w, x, y, stream_);
-    else
+    if (M > 1) {
       gemm_->run(w, x, M, y);
+    } else if (cuda::gemv_int8_supported(w, sm_major_)) {
+      void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(w.cols), "int8 activations");
+      cuda::launch_gemv_int8(w, x, y, acts, stream_);
+    } else {
+      cuda::launch_gemv(w, x, y, stream_);
+    }
   }
 
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
@@ -250,11 +316,17 @@ class CudaBackend final : public Backend {
 
   int device_;
   int sm_count_ = 0;
+  int sm_major_ = 0;
   std::string name_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t copy_stream_ = nullptr;  // async host-to-device copies (expert streaming)
+  cudaEvent_t compute_mark_ = nullptr;  // copy_after_compute()'s point on stream_
+  std::vector<cudaEvent_t> copy_events_;
+  uint64_t copies_ = 0;  // tickets issued
   std::unique_ptr<cuda::ArgStage> args_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::DeviceBuffer> partials_;
+  std::unique_ptr<cuda::DeviceBuffer> int8_acts_;  // quantised activations of the int8 GEMV
 };
 
 }  // namespace

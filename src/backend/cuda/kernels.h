@@ -42,6 +42,15 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
 // rows and x are aligned, element loads otherwise.
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream);
 
+// Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later.
+// x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
+// memory, 256-byte aligned), so each output is off the f32 GEMV by at most
+// sum |w_k| * (max |x| over k's block / 127) / 2.
+bool gemv_int8_supported(const Weight& w, int sm_major);
+size_t gemv_int8_scratch_bytes(int64_t cols);
+void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
+                      cudaStream_t stream);
+
 // KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
 void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
                      const int32_t* pos, cudaStream_t stream);

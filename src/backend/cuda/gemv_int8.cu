@@ -1,0 +1,330 @@
+// Decode GEMV (one activation row) of q8_0, q4_k and q6_k weights through int8 activations, on
+// Hopper (sm_90). The f32 kernels of gemv.cu spend ~3 instructions per weight element decoding
+// bytes to floats, which keeps them well under the HBM rate; here the activation row is quantised
+// once per matmul to int8 per 32 elements (as the CPU backend does), and each weight block becomes
+// 32-bit words of int8 codes that __dp4a multiplies four at a time, the scales applied once per
+// 32 elements.
+//
+// The GGML blocks (34, 144, 210 bytes) only keep 2-byte alignment, so a block of 4 rows stages a
+// segment (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
+// (cp.async.bulk, completing on an mbarrier), four stages deep, so that the copy engine, not the
+// threads, moves the bytes. Each thread then takes one 32-element unit of one row: it reads the
+// unit's quants as aligned 32-bit words shifted into place, its int8 activations as two 16-byte
+// loads, and adds the unit's float term to its own partial sum. A row is two warps; their sums
+// meet through shared memory at the end.
+#include <cuda_fp16.h>
+
+#include <cstddef>
+#include <string>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_device.cuh"
+#include "core/error.h"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kRows = 4;                             // rows per block
+constexpr int kUnit = 32;                            // elements per thread per segment
+constexpr int kSegElems = kThreads / kRows * kUnit;  // 2048 elements per row per segment
+constexpr int kStages = 4;
+constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block terms after
+
+// One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
+// codes of its two halves (the q4_k minimum and the q6_k offset of 32 multiply them).
+struct alignas(8) ActBlock {
+  float d;
+  int16_t s0, s1;
+};
+
+// ---- activation quantisation: one warp per 32-element block ----
+
+__global__ void __launch_bounds__(kThreads)
+    quantize_acts_kernel(const float* x, int64_t blocks, int8_t* q, ActBlock* meta) {
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  if (b >= blocks) return;
+  const int lane = threadIdx.x % 32;
+  const float v = x[b * 32 + lane];
+  float amax = fabsf(v);
+  for (int off = 16; off > 0; off >>= 1)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
+  // The CPU's rounding (quant/quantize.cpp): d = amax / 127, codes round half away from zero.
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float s = __fmul_rn(v, id);  // never contracted with the rounding add below
+  const int code = static_cast<int>(s + (s >= 0.0f ? 0.5f : -0.5f));
+  q[b * 32 + lane] = static_cast<int8_t>(code);
+  int half = code;  // sums over lanes 0..15 and 16..31
+  for (int off = 8; off > 0; off >>= 1) half += __shfl_xor_sync(0xffffffffu, half, off);
+  const int upper = __shfl_sync(0xffffffffu, half, 16);
+  if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
+}
+
+// ---- shared-memory reads of 2-byte aligned block fields ----
+
+// Eight 32-bit words starting at `p` (2-byte aligned, in shared memory): nine aligned loads, each
+// pair funnel-shifted into place.
+__device__ __forceinline__ void load_words8(const uint8_t* p, uint32_t (&v)[8]) {
+  const uint32_t shift = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
+  const auto* a = reinterpret_cast<const uint32_t*>(p - (reinterpret_cast<uintptr_t>(p) & 2));
+  uint32_t w[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) w[i] = a[i];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = __funnelshift_r(w[i], w[i + 1], shift);
+}
+
+__device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
+                                     int count) {
+  const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i >= first && i < first + count)
+      s = __dp4a(static_cast<int>(q[i]), static_cast<int>(xs[i]), s);
+  return s;
+}
+
+// unit_dot<T>(seg, j, x, a): the dot of 32-element unit j of a row segment staged at `seg` with
+// its int8 activations x (32 codes) and their block term a. Integer sums are exact; the float
+// terms are the weight's scales times a.d.
+template <DType T>
+__device__ __forceinline__ float unit_dot(const uint8_t* seg, int j, const uint4 (&x)[2],
+                                          ActBlock a);
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q8_0>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ8_0));
+  uint32_t q[8];
+  load_words8(b + offsetof(BlockQ8_0, qs), q);
+  const int s = dp4a8(q, x, 0, 8);
+  return half_bits_to_float(load_u16(b + offsetof(BlockQ8_0, d))) * a.d * static_cast<float>(s);
+}
+
+// Sub-block `sub` of a q4_k block: the low (even sub) or high (odd) nibbles of qs[32 (sub / 2)..],
+// x = d * scale * q - dmin * min.
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q4_K>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ4_K));
+  const int sub = j % 8;
+  uint32_t q[8];
+  load_words8(b + offsetof(BlockQ4_K, qs) + 32 * (sub / 2), q);
+  const int shift = 4 * (sub % 2);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = (q[i] >> shift) & 0x0F0F0F0Fu;
+  const int s = dp4a8(q, x, 0, 8);
+  float scale, min;
+  k4_scale_min_dev(b + offsetof(BlockQ4_K, scales), sub, scale, min);
+  const float d = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, d)));
+  const float dmin = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, dmin)));
+  return a.d * (d * scale * static_cast<float>(s) - dmin * min * static_cast<float>(a.s0 + a.s1));
+}
+
+// Elements 32 sub .. 32 sub + 31 of a q6_k block: h = sub / 4 picks the 128-element half, the low
+// nibbles come from ql[64 h + 32 (sub % 2)] shifted by 4 ((sub % 4) / 2), the high two bits from
+// qh[32 h] shifted by 2 (sub % 4); q - 32 with one int8 scale per 16 elements.
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q6_K>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ6_K));
+  const int sub = j % 8, h = sub / 4, r = sub % 4;
+  uint32_t lo[8], hi[8];
+  load_words8(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (r % 2), lo);
+  load_words8(b + offsetof(BlockQ6_K, qh) + 32 * h, hi);
+  const int lo_shift = 4 * (r / 2), hi_shift = 2 * r;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    lo[i] = ((lo[i] >> lo_shift) & 0x0F0F0F0Fu) | (((hi[i] >> hi_shift) & 0x03030303u) << 4);
+  const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(BlockQ6_K, scales));
+  const int s0 = dp4a8(lo, x, 0, 4) - 32 * a.s0;
+  const int s1 = dp4a8(lo, x, 4, 4) - 32 * a.s1;
+  const int s = scales[2 * sub] * s0 + scales[2 * sub + 1] * s1;
+  return half_bits_to_float(load_u16(b + offsetof(BlockQ6_K, d))) * a.d * static_cast<float>(s);
+}
+
+// ---- bulk copies completing on an mbarrier (sm_90) ----
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbar_init(uint64_t* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_addr(bar)) : "memory");
+}
+
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// The one arrival of this phase, announcing `bytes` of copies that complete it.
+__device__ __forceinline__ void mbar_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(bytes)
+               : "memory");
+}
+
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+  } while (done == 0);
+}
+
+// `bytes` (a multiple of 16) from 16-byte aligned global `src` to 16-byte aligned shared `dst`.
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_addr(dst)),
+      "l"(src), "r"(bytes), "r"(smem_addr(bar))
+      : "memory");
+}
+
+template <DType T>
+struct Seg {
+  using B = BlockTraits<T>;
+  static constexpr int kBytes = kSegElems / B::kElems * B::kBytes;  // a multiple of 16
+  // The segment, the up to 15 bytes before it of its aligned-down start, and the 4 bytes that
+  // load_words8 reads past a unit.
+  static constexpr int kBuf = (kBytes + 15 + 15 + 4 + 15) / 16 * 16;
+  static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
+};
+
+template <DType T>
+__global__ void __launch_bounds__(kThreads)
+    gemv_int8_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
+                     const int8_t* xq, const ActBlock* meta, float* y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using S = Seg<T>;
+  __shared__ __align__(16) uint8_t stage[kStages][kRows][S::kBuf];
+  __shared__ __align__(8) uint64_t bar[kStages];
+  __shared__ float part[kThreads / 32];
+  const int tid = threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  const int64_t row_bytes = cols / S::B::kElems * S::B::kBytes;
+  const int nseg = static_cast<int>((cols + kSegElems - 1) / kSegElems);
+
+  // Thread 0 copies segment s of every row into stage s % kStages.
+  auto issue = [&](int s) {
+    uint64_t* b = &bar[s % kStages];
+    const uint8_t* src[kRows] = {};
+    uint32_t bytes[kRows] = {};
+    uint32_t total = 0;
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      if (r >= nr) break;
+      const uint8_t* row = w + (r0 + r) * row_stride;
+      const uint8_t* start = row + static_cast<int64_t>(s) * S::kBytes;
+      const uint8_t* end = row + min(static_cast<int64_t>(s + 1) * S::kBytes, row_bytes);
+      src[r] = start - (reinterpret_cast<uintptr_t>(start) & 15);
+      bytes[r] = static_cast<uint32_t>((end - src[r] + 15) / 16 * 16);
+      total += bytes[r];
+    }
+    mbar_expect(b, total);
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r < nr) bulk_copy(stage[s % kStages][r], src[r], bytes[r], b);
+  };
+
+  if (tid == 0) {
+    for (int i = 0; i < kStages; ++i) mbar_init(&bar[i]);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (tid == 0)
+    for (int s = 0; s < min(kStages, nseg); ++s) issue(s);
+
+  const int r = tid / (kThreads / kRows), j = tid % (kThreads / kRows);
+  // Where row r's bytes start in its stage buffer: its 16-byte phase.
+  const int phase =
+      r < nr ? static_cast<int>(reinterpret_cast<uintptr_t>(w + (r0 + r) * row_stride) & 15) : 0;
+  float acc = 0.0f;
+  for (int s = 0; s < nseg; ++s) {
+    const int64_t e = static_cast<int64_t>(s) * kSegElems + static_cast<int64_t>(j) * kUnit;
+    uint4 x[2] = {};
+    ActBlock a{};
+    const bool active = r < nr && e < cols;
+    if (active) {  // the activations first: their loads overlap the wait
+      const auto* x4 = reinterpret_cast<const uint4*>(xq + e);
+      x[0] = __ldg(x4);
+      x[1] = __ldg(x4 + 1);
+      const int2 m = __ldg(reinterpret_cast<const int2*>(meta + e / kUnit));
+      a = *reinterpret_cast<const ActBlock*>(&m);
+    }
+    mbar_wait(&bar[s % kStages], static_cast<uint32_t>((s / kStages) & 1));
+    if (active) acc += unit_dot<T>(stage[s % kStages][r] + phase, j, x, a);
+    __syncthreads();  // every thread is done with this stage before it is refilled
+    if (tid == 0 && s + kStages < nseg) issue(s + kStages);
+  }
+
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (tid % 32 == 0) part[tid / 32] = acc;
+  __syncthreads();
+  constexpr int kWarpsPerRow = kThreads / kRows / 32;
+  if (tid < nr) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
+    y[r0 + tid] = sum;
+  }
+#else
+  __trap();  // launched only on sm_90 and later (gemv_int8_supported)
+#endif
+}
+
+size_t act_codes_bytes(int64_t cols) {
+  return (static_cast<size_t>(cols) + kActAlign - 1) / kActAlign * kActAlign;
+}
+
+}  // namespace
+
+bool gemv_int8_supported(const Weight& w, int sm_major) {
+  const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
+  return sm_major >= 9 && type && w.cols % kUnit == 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
+}
+
+size_t gemv_int8_scratch_bytes(int64_t cols) {
+  return act_codes_bytes(cols) + static_cast<size_t>(cols / kUnit) * sizeof(ActBlock);
+}
+
+void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
+                      cudaStream_t stream) {
+  auto* q = static_cast<int8_t*>(scratch);
+  auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols));
+  const int64_t blocks = w.cols / kUnit;
+  const auto qgrid = static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32));
+  quantize_acts_kernel<<<qgrid, kThreads, 0, stream>>>(x, blocks, q, meta);
+  check_launch("int8 activations");
+  const auto grid = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  switch (w.dtype) {
+    case DType::Q8_0:
+      gemv_int8_kernel<DType::Q8_0>
+          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      break;
+    case DType::Q4_K:
+      gemv_int8_kernel<DType::Q4_K>
+          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      break;
+    case DType::Q6_K:
+      gemv_int8_kernel<DType::Q6_K>
+          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      break;
+    default:
+      fail(ErrorKind::Unsupported,
+           std::string("int8 GEMV: weight type ") + dtype_name(w.dtype) + " has no kernel");
+  }
+  check_launch("int8 gemv");
+}
+
+}  // namespace ts::cuda
