@@ -10,27 +10,17 @@
 #include "core/file_io.h"
 #include "quant/dequant.h"
 #include "runtime/rope_freqs.h"
-#ifdef TURBOSPARK_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace ts {
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
-#ifdef TURBOSPARK_HAVE_CUDA
   if (name == "cuda") return make_cuda_backend(device);
-  // Asking the CUDA runtime costs ~150 MiB of resident memory even when it finds no device:
-  // without the driver's control node there is nothing to ask.
+  // Without the driver's control node there is no device to ask the CUDA runtime about.
   if (name == "auto")
-    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available()
-               ? make_cuda_backend(device)
-               : make_cpu_backend(threads);
-#else
-  (void)device;
-  if (name == "cuda") fail(ErrorKind::Usage, "--backend cuda: this build has no CUDA support");
-  if (name == "auto") return make_cpu_backend(threads);
-#endif
+    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available() ? make_cuda_backend(device)
+                                                                            : make_cpu_backend(threads);
   fail(ErrorKind::Usage, "unknown backend '" + name + "' (auto, cpu, cuda)");
 }
 

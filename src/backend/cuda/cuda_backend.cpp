@@ -331,19 +331,22 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-bool cuda_device_available() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-std::unique_ptr<Backend> make_cuda_backend(int device) {
-  int count = 0;
-  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
-    fail(ErrorKind::Usage, "--backend cuda: no CUDA device is present");
-  if (device < 0 || device >= count)
-    fail(ErrorKind::Usage,
-         "--device " + str(device) + ": only " + str(count) + " CUDA device(s) present");
-  return std::make_unique<CudaBackend>(device);
-}
-
 }  // namespace ts
+
+// The plugin's entry points (libturbospark_cuda.so), found with dlsym by backend/cuda_loader.cpp.
+// Keeping CUDA in a plugin spares every CPU run the ~200 MiB that loading cuBLAS costs.
+extern "C" int turbospark_cuda_device_count() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess ? count : 0;
+}
+
+extern "C" ts::Backend* turbospark_cuda_create(int device) {
+  using ts::ErrorKind;
+  using ts::fail;
+  const int count = turbospark_cuda_device_count();
+  if (count == 0) fail(ErrorKind::Usage, "--backend cuda: no CUDA device is present");
+  if (device < 0 || device >= count)
+    fail(ErrorKind::Usage, "--device " + std::to_string(device) + ": only " + std::to_string(count) +
+                               " CUDA device(s) present");
+  return new ts::CudaBackend(device);
+}

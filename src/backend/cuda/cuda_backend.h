@@ -8,7 +8,9 @@
 
 namespace ts {
 
-// True when the CUDA runtime sees at least one device.
+// Both are implemented by backend/cuda_loader.cpp, which loads the plugin libturbospark_cuda.so
+// (built from this folder) on first use.
+// True when the plugin loads and the CUDA runtime sees at least one device.
 bool cuda_device_available();
 
 // The backend on device `device`; fails (ErrorKind::Usage) when there is no such device.
