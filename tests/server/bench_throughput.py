@@ -19,15 +19,32 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_util import Server, sse_events  # noqa: E402
 
-PROMPTS = ["Once upon a time", "One day, a bird", "Tim had a red ball", "Mom said",
-           "The sun was shining", "The little dog", "In a small town", "A big fish"]
+PROMPTS = [
+    "Once upon a time",
+    "One day, a bird",
+    "Tim had a red ball",
+    "Mom said",
+    "The sun was shining",
+    "The little dog",
+    "In a small town",
+    "A big fish",
+]
 
 
 def one_stream(server, i, tokens):
     t0 = time.time()
-    status, _, raw = server.request("POST", "/v1/completions", {
-        "prompt": PROMPTS[i % len(PROMPTS)], "max_tokens": tokens, "temperature": 0,
-        "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    status, _, raw = server.request(
+        "POST",
+        "/v1/completions",
+        {
+            "prompt": PROMPTS[i % len(PROMPTS)],
+            "max_tokens": tokens,
+            "temperature": 0,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     if status != 200:
         raise RuntimeError("status %d: %r" % (status, raw[:200]))
     events = sse_events(raw)
@@ -45,14 +62,21 @@ def measure(server, n, tokens):
     generated = sum(r[0] for r in results)
     steps = after["steps"] - before["steps"]
     decode = after["decode_rows"] - before["decode_rows"]
-    return {"streams": n, "generated": generated, "seconds": round(wall, 2),
-            "aggregate_tok_s": round(generated / wall, 1),
-            "per_stream_tok_s": round(generated / wall / n, 1),
-            "forward_passes": steps, "decode_rows_per_pass": round(decode / max(steps, 1), 2)}
+    return {
+        "streams": n,
+        "generated": generated,
+        "seconds": round(wall, 2),
+        "aggregate_tok_s": round(generated / wall, 1),
+        "per_stream_tok_s": round(generated / wall / n, 1),
+        "forward_passes": steps,
+        "decode_rows_per_pass": round(decode / max(steps, 1), 2),
+    }
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--binary", required=True)
     ap.add_argument("-m", "--model", default=None)
     ap.add_argument("--threads", type=int, default=0)
@@ -70,14 +94,26 @@ def main():
         measure(s, 1, 16)  # warm-up
         rows = []
         for n in counts:
-            best = max((measure(s, n, a.tokens) for _ in range(a.repeat)), key=lambda r: r["aggregate_tok_s"])
+            best = max(
+                (measure(s, n, a.tokens) for _ in range(a.repeat)),
+                key=lambda r: r["aggregate_tok_s"],
+            )
             rows.append(best)
             print(json.dumps(best), flush=True)
     base = rows[0]["aggregate_tok_s"]
     for r in rows:
-        print("%d streams: %.1f tok/s aggregate (%.2fx of %d), %.1f tok/s per stream, %.2f decode rows per pass"
-              % (r["streams"], r["aggregate_tok_s"], r["aggregate_tok_s"] / base, rows[0]["streams"],
-                 r["per_stream_tok_s"], r["decode_rows_per_pass"]))
+        print(
+            "%d streams: %.1f tok/s aggregate (%.2fx of %d), %.1f tok/s per stream, "
+            "%.2f decode rows per pass"
+            % (
+                r["streams"],
+                r["aggregate_tok_s"],
+                r["aggregate_tok_s"] / base,
+                rows[0]["streams"],
+                r["per_stream_tok_s"],
+                r["decode_rows_per_pass"],
+            )
+        )
     return 0
 
 

@@ -29,8 +29,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from server_util import Server, reference, sse_events  # noqa: E402
 
-PROMPTS = ["Once upon a time", "One day, a bird", "Tim had a red ball", "Mom said",
-           "The sun was shining"]
+PROMPTS = [
+    "Once upon a time",
+    "One day, a bird",
+    "Tim had a red ball",
+    "Mom said",
+    "The sun was shining",
+]
 MAX_TOKENS = (8, 24)
 MAX_BODY = 256 * 1024
 # Growth of the resident set allowed between the middle and the end of the load. The server's
@@ -60,8 +65,10 @@ def http_raw(port, payload, timeout=120):
 
 
 def post_bytes(path, body):
-    return (b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body))) + body
+    return (
+        b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+        b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body))
+    ) + body
 
 
 def dechunk(raw):
@@ -77,7 +84,7 @@ def dechunk(raw):
         if size == 0:
             break
         out += rest[:size]
-        body = rest[size + 2:]
+        body = rest[size + 2 :]
     return status, out
 
 
@@ -101,9 +108,13 @@ class Load:
         return lambda: self._answer(body, chat, stream, self.refs[(prompt, n)])
 
     def sampled(self, chat, stream):
-        body = {"max_tokens": self.rng.choice(MAX_TOKENS), "temperature": 0.8,
-                "seed": self.rng.randrange(1 << 31), "stream": stream,
-                "presence_penalty": self.rng.choice([0.0, 0.5])}
+        body = {
+            "max_tokens": self.rng.choice(MAX_TOKENS),
+            "temperature": 0.8,
+            "seed": self.rng.randrange(1 << 31),
+            "stream": stream,
+            "presence_penalty": self.rng.choice([0.0, 0.5]),
+        }
         if chat:
             body["messages"] = [{"role": "user", "content": self.rng.choice(PROMPTS)}]
         else:
@@ -134,9 +145,14 @@ class Load:
             text = ch["message"]["content"] if chat else ch["text"]
             finish, usage = ch["finish_reason"], j["usage"]
         n = body["max_tokens"]
-        if finish not in ("stop", "length") or usage["completion_tokens"] > n or \
-                (finish == "length") != (usage["completion_tokens"] == n):
-            raise Check("inconsistent finish %s with usage %s for max_tokens %d" % (finish, usage, n))
+        if (
+            finish not in ("stop", "length")
+            or usage["completion_tokens"] > n
+            or (finish == "length") != (usage["completion_tokens"] == n)
+        ):
+            raise Check(
+                "inconsistent finish %s with usage %s for max_tokens %d" % (finish, usage, n)
+            )
         self.tokens += usage["completion_tokens"]
         if ref is not None:
             why = ref.check(text)
@@ -154,7 +170,11 @@ class Load:
             ("/v1/completions", b'{"prompt": "Hi", "temperature": "warm"}', 400),
             ("/v1/completions", b'{"prompt": "Hi", "max_tokens": 0}', 400),
             ("/v1/chat/completions", b'{"messages": "Hi"}', 400),
-            ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "Hi"}], "n": 3}', 400),
+            (
+                "/v1/chat/completions",
+                b'{"messages": [{"role": "user", "content": "Hi"}], "n": 3}',
+                400,
+            ),
             ("/v1/completions", b'{"model": "gpt-9", "prompt": "Hi"}', 404),
             ("/v1/nowhere", b"{}", 404),
             ("/v1/completions", b'{"prompt": "' + b"a" * (MAX_BODY + 10) + b'"}', 413),
@@ -169,11 +189,17 @@ class Load:
             if "error" not in json.loads(raw):
                 raise Check("error without an OpenAI error body: %r" % raw[:200])
             return "malformed"
+
         return run
 
     def broken_http(self):
-        payload = self.rng.choice([b"GARBAGE\r\n\r\n", b"POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
-                                   b"\x00\x01\x02\x03" * 50 + b"\r\n\r\n"])
+        payload = self.rng.choice(
+            [
+                b"GARBAGE\r\n\r\n",
+                b"POST /v1/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+                b"\x00\x01\x02\x03" * 50 + b"\r\n\r\n",
+            ]
+        )
 
         def run():
             # No Connection: close here: read the answer, then leave the connection httplib keeps
@@ -187,30 +213,47 @@ class Load:
             if raw and not raw.startswith(b"HTTP/1.1 4"):
                 raise Check("broken HTTP answered %r" % raw[:80])
             return "broken"
+
         return run
 
     # --- clients that leave ----------------------------------------------------------------------
     def disconnect(self):
-        body = json.dumps({"prompt": self.rng.choice(PROMPTS), "max_tokens": self.rng.randrange(32, 300),
-                           "ignore_eos": True, "stream": self.rng.random() < 0.5}).encode()
+        body = json.dumps(
+            {
+                "prompt": self.rng.choice(PROMPTS),
+                "max_tokens": self.rng.randrange(32, 300),
+                "ignore_eos": True,
+                "stream": self.rng.random() < 0.5,
+            }
+        ).encode()
         wait = self.rng.random() * 0.3
         read_some = self.rng.random() < 0.5
 
         def run():
             s = socket.create_connection(("127.0.0.1", self.s.port), timeout=60)
-            s.sendall(post_bytes("/v1/completions", body).replace(b"Connection: close", b"Connection: keep-alive"))
+            s.sendall(
+                post_bytes("/v1/completions", body).replace(
+                    b"Connection: close", b"Connection: keep-alive"
+                )
+            )
             time.sleep(wait)
             if read_some:
                 s.recv(100)
             s.close()
             return "disconnect"
+
         return run
 
     def plan(self, n):
-        kinds = [(25, lambda: self.greedy(False, False)), (10, lambda: self.greedy(False, True)),
-                 (12, lambda: self.greedy(True, self.rng.random() < 0.5)),
-                 (15, lambda: self.sampled(self.rng.random() < 0.5, self.rng.random() < 0.5)),
-                 (15, self.malformed), (5, self.broken_http), (18, self.disconnect)]
+        kinds = [
+            (25, lambda: self.greedy(False, False)),
+            (10, lambda: self.greedy(False, True)),
+            (12, lambda: self.greedy(True, self.rng.random() < 0.5)),
+            (15, lambda: self.sampled(self.rng.random() < 0.5, self.rng.random() < 0.5)),
+            (15, self.malformed),
+            (5, self.broken_http),
+            (18, self.disconnect),
+        ]
         weights = [w for w, _ in kinds]
         return [self.rng.choices(kinds, weights)[0][1]() for _ in range(n)]
 
@@ -238,12 +281,23 @@ def run_pool(jobs, clients, seconds=None):
 def run_load(binary, clients=64, requests=1000, parallel=4, seed=1, log=print):
     """Runs the load; returns a report dict. Raises Check with every failure listed."""
     rng = random.Random(seed)
-    with Server(binary, "--parallel", str(parallel), "--queue", str(clients), "-c", "512",
-                "--max-body", str(MAX_BODY)) as s:
+    with Server(
+        binary,
+        "--parallel",
+        str(parallel),
+        "--queue",
+        str(clients),
+        "-c",
+        "512",
+        "--max-body",
+        str(MAX_BODY),
+    ) as s:
         refs = {(p, n): reference(s, p, n) for p in PROMPTS for n in MAX_TOKENS}
         for k, r in refs.items():
             if r.finish != "length":
-                raise Check("reference %r ended by %s: pick prompts that run to max_tokens" % (k, r.finish))
+                raise Check(
+                    "reference %r ended by %s: pick prompts that run to max_tokens" % (k, r.finish)
+                )
         load = Load(s, refs, rng)
         # Warm-up: every HTTP thread and allocator arena comes into use once.
         run_pool(load.plan(clients), clients)
@@ -264,18 +318,30 @@ def run_load(binary, clients=64, requests=1000, parallel=4, seed=1, log=print):
         if idle1 is not True or idle2 is not True:
             failures.append("slots or queue not back to idle: %s / %s" % (idle1, idle2))
         if rss_end - rss_mid > RSS_GROWTH_KIB:
-            failures.append("resident set grew by %d KiB between the halves (allowed %d)"
-                            % (rss_end - rss_mid, RSS_GROWTH_KIB))
+            failures.append(
+                "resident set grew by %d KiB between the halves (allowed %d)"
+                % (rss_end - rss_mid, RSS_GROWTH_KIB)
+            )
         if not s.alive():
             failures.append("the server died:\n" + s.log()[-2000:])
         results = {k: r1.get(k, 0) + r2.get(k, 0) for k in set(r1) | set(r2)}
     if s.exit_code != 0:
         failures.append("exit code %s after SIGTERM:\n%s" % (s.exit_code, s.log()[-2000:]))
-    report = {"requests": requests, "clients": clients, "parallel": parallel, "results": results,
-              "greedy_answers_parted_at_a_near_tie": load.ties, "seconds": round(elapsed, 1),
-              "generated_tokens": load.tokens, "tokens_per_s": round(load.tokens / elapsed, 1),
-              "slowest_s": {k: round(v, 2) for k, v in slowest.items()}, "rss_start_kib": rss_start,
-              "rss_mid_kib": rss_mid, "rss_end_kib": rss_end, "failures": len(failures)}
+    report = {
+        "requests": requests,
+        "clients": clients,
+        "parallel": parallel,
+        "results": results,
+        "greedy_answers_parted_at_a_near_tie": load.ties,
+        "seconds": round(elapsed, 1),
+        "generated_tokens": load.tokens,
+        "tokens_per_s": round(load.tokens / elapsed, 1),
+        "slowest_s": {k: round(v, 2) for k, v in slowest.items()},
+        "rss_start_kib": rss_start,
+        "rss_mid_kib": rss_mid,
+        "rss_end_kib": rss_end,
+        "failures": len(failures),
+    }
     log(json.dumps(report))
     if failures:
         raise Check("%d failures, first ones:\n" % len(failures) + "\n".join(failures[:20]))
@@ -283,7 +349,9 @@ def run_load(binary, clients=64, requests=1000, parallel=4, seed=1, log=print):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--binary", required=True)
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--requests", type=int, default=1000)

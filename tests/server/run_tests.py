@@ -23,19 +23,34 @@ def ensure_openai():
         return True
     except ImportError:
         pass
-    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "openai"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "openai",
+        ],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        print("server tests skipped: the 'openai' package is missing and pip could not install it "
-              "(%s)" % last)
+        print(
+            "server tests skipped: the 'openai' package is missing and pip could not install it "
+            "(%s)" % last
+        )
         return False
     importlib.invalidate_caches()
     return True
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--binary", required=True, help="the turbospark executable")
     args, rest = ap.parse_known_args()
     if not os.access(args.binary, os.X_OK):

@@ -38,8 +38,14 @@ class Server:
         self._ready = threading.Event()
 
     def __enter__(self):
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True, errors="replace")
+        self.proc = subprocess.Popen(
+            self.cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+        )
         threading.Thread(target=self._drain, daemon=True).start()
         if not self._ready.wait(START_TIMEOUT_S) or self.port is None:
             self._kill()
@@ -135,14 +141,18 @@ def sse_events(raw):
     for block in raw.decode("utf-8").split("\n\n"):
         for line in block.split("\n"):
             if line.startswith("data: "):
-                events.append(line[len("data: "):])
+                events.append(line[len("data: ") :])
     return events
 
 
 def run_reference(binary, prompt, n):
     """The continuation `turbospark run --temp 0` prints for the bundled model."""
-    out = subprocess.run([binary, "run", "-p", prompt, "-n", str(n), "--temp", "0",
-                          "--no-display-prompt"], capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [binary, "run", "-p", prompt, "-n", str(n), "--temp", "0", "--no-display-prompt"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if out.returncode != 0:
         raise RuntimeError("turbospark run failed: " + out.stderr)
     assert out.stdout.endswith("\n")
@@ -178,13 +188,18 @@ class Reference:
         gap = min(self.gaps[i], self.gaps[i - 1] if i > 0 else self.gaps[i])
         if gap < TIE_GAP:
             return None
-        return "parted from the lone answer at step %d where its top two log-probabilities are " \
-               "%.3f apart\n got: %r\nwant: %r" % (i, gap, got, self.text)
+        return (
+            "parted from the lone answer at step %d where its top two log-probabilities are "
+            "%.3f apart\n got: %r\nwant: %r" % (i, gap, got, self.text)
+        )
 
 
 def reference(server, prompt, max_tokens):
-    status, j, raw = server.request("POST", "/v1/completions", {
-        "prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "logprobs": 2})
+    status, j, raw = server.request(
+        "POST",
+        "/v1/completions",
+        {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "logprobs": 2},
+    )
     if status != 200:
         raise RuntimeError("reference request failed: %d %r" % (status, raw))
     return Reference(j["choices"][0])

@@ -8,8 +8,14 @@ from server_util import binary_from_env
 
 class ShortLoad(unittest.TestCase):
     def test_short_load(self):
-        report = run_load(binary_from_env(), clients=16, requests=200, parallel=4, seed=2,
-                          log=lambda line: print("\n" + line))
+        report = run_load(
+            binary_from_env(),
+            clients=16,
+            requests=200,
+            parallel=4,
+            seed=2,
+            log=lambda line: print("\n" + line),
+        )
         self.assertEqual(report["failures"], 0)
         self.assertGreater(report["results"].get("ok", 0), 0)
         self.assertGreater(report["results"].get("disconnect", 0), 0)

@@ -14,8 +14,13 @@ from server_util import Server, binary_from_env, reference, run_reference, sse_e
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird"]
 # Prompts whose greedy answers run past 32 tokens without an end of text.
-LONG_PROMPTS = ["Once upon a time", "One day, a bird", "Tim had a red ball", "Mom said",
-                "The sun was shining"]
+LONG_PROMPTS = [
+    "Once upon a time",
+    "One day, a bird",
+    "Tim had a red ball",
+    "Mom said",
+    "The sun was shining",
+]
 
 
 def client_for(server, key="none"):
@@ -35,14 +40,18 @@ class OpenAIApi(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.stop()
-        assert cls.server.exit_code == 0, "server exit code %s\n%s" % (cls.server.exit_code, cls.server.log())
+        assert cls.server.exit_code == 0, "server exit code %s\n%s" % (
+            cls.server.exit_code,
+            cls.server.log(),
+        )
 
     def complete(self, prompt, **kw):
         return self.client.completions.create(model=self.model, prompt=prompt, **kw)
 
     def chat(self, content, **kw):
         return self.client.chat.completions.create(
-            model=self.model, messages=[{"role": "user", "content": content}], **kw)
+            model=self.model, messages=[{"role": "user", "content": content}], **kw
+        )
 
     def stream_text(self, stream, chat):
         text, finish, usage = "", None, None
@@ -79,8 +88,13 @@ class OpenAIApi(unittest.TestCase):
 
     def test_completion_stream_equals_whole(self):
         whole = self.complete(PROMPTS[0], max_tokens=20, temperature=0)
-        stream = self.complete(PROMPTS[0], max_tokens=20, temperature=0, stream=True,
-                               stream_options={"include_usage": True})
+        stream = self.complete(
+            PROMPTS[0],
+            max_tokens=20,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
         text, finish, usage = self.stream_text(stream, chat=False)
         self.assertEqual(text, whole.choices[0].text)
         self.assertEqual(finish, "length")
@@ -88,9 +102,16 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(usage.prompt_tokens, whole.usage.prompt_tokens)
 
     def test_raw_stream_framing(self):
-        status, _, raw = self.server.request("POST", "/v1/chat/completions", {
-            "messages": [{"role": "user", "content": "Hello"}], "max_tokens": 5, "temperature": 0,
-            "stream": True})
+        status, _, raw = self.server.request(
+            "POST",
+            "/v1/chat/completions",
+            {
+                "messages": [{"role": "user", "content": "Hello"}],
+                "max_tokens": 5,
+                "temperature": 0,
+                "stream": True,
+            },
+        )
         self.assertEqual(status, 200)
         events = sse_events(raw)
         self.assertEqual(events[-1], "[DONE]")
@@ -113,30 +134,44 @@ class OpenAIApi(unittest.TestCase):
             self.assertEqual(r.choices[0].finish_reason, want.choices[0].finish_reason)
             self.assertEqual(r.usage.completion_tokens, want.usage.completion_tokens)
             text, finish, usage = self.stream_text(
-                self.chat(prompt, max_tokens=16, temperature=0, stream=True,
-                          stream_options={"include_usage": True}), chat=True)
+                self.chat(
+                    prompt,
+                    max_tokens=16,
+                    temperature=0,
+                    stream=True,
+                    stream_options={"include_usage": True},
+                ),
+                chat=True,
+            )
             self.assertEqual(text, want.choices[0].text)
             self.assertEqual(finish, want.choices[0].finish_reason)
             self.assertEqual(usage.completion_tokens, want.usage.completion_tokens)
-        self.assertEqual(self.chat(PROMPTS[2], max_tokens=16, temperature=0).choices[0].finish_reason,
-                         "stop")
-        r = self.client.chat.completions.create(model=self.model, max_completion_tokens=3, messages=[
-            {"role": "system", "content": "Stories."},
-            {"role": "user", "content": [{"type": "text", "text": "Once upon"}]}])
+        self.assertEqual(
+            self.chat(PROMPTS[2], max_tokens=16, temperature=0).choices[0].finish_reason, "stop"
+        )
+        r = self.client.chat.completions.create(
+            model=self.model,
+            max_completion_tokens=3,
+            messages=[
+                {"role": "system", "content": "Stories."},
+                {"role": "user", "content": [{"type": "text", "text": "Once upon"}]},
+            ],
+        )
         self.assertEqual(r.usage.completion_tokens, 3)
 
     def test_stop_strings(self):
         full = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
         cut = full.index(" ", len(full) // 2)
-        stop = full[cut:cut + 4]
-        want = full[:full.index(stop)]
+        stop = full[cut : cut + 4]
+        want = full[: full.index(stop)]
         for stops in (stop, ["never there", stop]):
             r = self.complete(PROMPTS[0], max_tokens=32, temperature=0, stop=stops)
             self.assertEqual(r.choices[0].text, want)
             self.assertEqual(r.choices[0].finish_reason, "stop")
             text, finish, _ = self.stream_text(
                 self.complete(PROMPTS[0], max_tokens=32, temperature=0, stop=stops, stream=True),
-                chat=False)
+                chat=False,
+            )
             self.assertEqual(text, want)
             self.assertEqual(finish, "stop")
         r = self.chat(PROMPTS[0], max_tokens=32, temperature=0, stop=stop)
@@ -145,16 +180,24 @@ class OpenAIApi(unittest.TestCase):
     def test_seed_reproducible(self):
         def sample(seed, stream=False):
             if stream:
-                return self.stream_text(self.complete(PROMPTS[1], max_tokens=24, temperature=0.9,
-                                                      seed=seed, stream=True), chat=False)[0]
-            return self.complete(PROMPTS[1], max_tokens=24, temperature=0.9, seed=seed).choices[0].text
+                return self.stream_text(
+                    self.complete(
+                        PROMPTS[1], max_tokens=24, temperature=0.9, seed=seed, stream=True
+                    ),
+                    chat=False,
+                )[0]
+            return (
+                self.complete(PROMPTS[1], max_tokens=24, temperature=0.9, seed=seed).choices[0].text
+            )
 
         first = sample(1234)
         self.assertEqual(sample(1234), first)
         self.assertEqual(sample(1234, stream=True), first)
         others = {sample(s) for s in (1, 2, 3, 4)}
         self.assertTrue(others - {first}, "four other seeds all gave the text of seed 1234")
-        self.assertNotEqual(first, self.complete(PROMPTS[1], max_tokens=24, temperature=0).choices[0].text)
+        self.assertNotEqual(
+            first, self.complete(PROMPTS[1], max_tokens=24, temperature=0).choices[0].text
+        )
 
     def test_penalties_change_greedy_text(self):
         plain = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
@@ -191,7 +234,9 @@ class OpenAIApi(unittest.TestCase):
 
         expect(404, "unknown_url", "GET", "/v1/nothing", None)
         expect(404, "unknown_url", "GET", "/v1/completions", None)
-        expect(404, "model_not_found", "POST", "/v1/completions", {"model": "gpt-4", "prompt": "Hi"})
+        expect(
+            404, "model_not_found", "POST", "/v1/completions", {"model": "gpt-4", "prompt": "Hi"}
+        )
         expect(400, None, "POST", "/v1/completions", b'{"prompt": "Hi",')
         expect(400, None, "POST", "/v1/completions", b'["prompt"]')
         expect(400, None, "POST", "/v1/completions", {"max_tokens": 4})
@@ -201,9 +246,20 @@ class OpenAIApi(unittest.TestCase):
         expect(400, None, "POST", "/v1/completions", {"prompt": [1, 2, 99999999]})
         expect(400, None, "POST", "/v1/completions", {"prompt": "Hi " * 2000})  # > -c 1024
         expect(400, None, "POST", "/v1/chat/completions", {"messages": []})
-        expect(400, None, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": 5}]})
-        expect(400, None, "POST", "/v1/chat/completions",
-               {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]})
+        expect(
+            400,
+            None,
+            "POST",
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": 5}]},
+        )
+        expect(
+            400,
+            None,
+            "POST",
+            "/v1/chat/completions",
+            {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]},
+        )
         expect(400, None, "POST", "/v1/completions", b"\xff\xfe not utf-8")
         with self.assertRaises(openai.BadRequestError):
             self.complete("Hi", temperature=5)
@@ -215,17 +271,28 @@ class OpenAIApi(unittest.TestCase):
 
     def test_token_id_prompt(self):
         ids = [1, 100, 200, 300, 400]
-        r = self.client.completions.create(model=self.model, prompt=ids, max_tokens=4, temperature=0)
+        r = self.client.completions.create(
+            model=self.model, prompt=ids, max_tokens=4, temperature=0
+        )
         self.assertEqual(r.usage.prompt_tokens, len(ids))
         self.assertEqual(r.usage.completion_tokens, 4)
 
     def test_disconnect_frees_slot(self):
         for stream in (True, False):
-            body = json.dumps({"prompt": PROMPTS[0], "max_tokens": 900, "ignore_eos": True,
-                               "temperature": 0, "stream": stream}).encode()
+            body = json.dumps(
+                {
+                    "prompt": PROMPTS[0],
+                    "max_tokens": 900,
+                    "ignore_eos": True,
+                    "temperature": 0,
+                    "stream": stream,
+                }
+            ).encode()
             s = socket.create_connection(("127.0.0.1", self.server.port))
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            s.sendall(
+                b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body
+            )
             if stream:
                 s.recv(256)  # the answer has started
             else:
@@ -264,18 +331,23 @@ class ServerFlags(unittest.TestCase):
             with self.assertRaises(openai.AuthenticationError):
                 client_for(s, "wrong").models.list()
             with self.assertRaises(openai.AuthenticationError):
-                client_for(s, "wrong").completions.create(model="tiny-moe-q8_0", prompt="Hi", max_tokens=2)
+                client_for(s, "wrong").completions.create(
+                    model="tiny-moe-q8_0", prompt="Hi", max_tokens=2
+                )
             status, j, _ = s.request("GET", "/v1/models")
             self.assertEqual(status, 401)
             self.assertEqual(j["error"]["code"], "invalid_api_key")
-            r = client_for(s, "s3cret").completions.create(model="tiny-moe-q8_0", prompt="Hi", max_tokens=2)
+            r = client_for(s, "s3cret").completions.create(
+                model="tiny-moe-q8_0", prompt="Hi", max_tokens=2
+            )
             self.assertEqual(r.usage.completion_tokens, 2)
         self.assertEqual(s.exit_code, 0)
 
     def test_body_too_large(self):
         with Server(self.binary, "--max-body", "64K", "--parallel", "1", "-c", "256") as s:
-            status, j, raw = s.request("POST", "/v1/completions",
-                                       {"prompt": "x" * 100000, "max_tokens": 1})
+            status, j, raw = s.request(
+                "POST", "/v1/completions", {"prompt": "x" * 100000, "max_tokens": 1}
+            )
             self.assertEqual(status, 413, raw)
             self.assertEqual(j["error"]["code"], "request_too_large")
             status, _, _ = s.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 1})
@@ -284,13 +356,16 @@ class ServerFlags(unittest.TestCase):
 
     def test_full_queue_answers_503(self):
         with Server(self.binary, "--parallel", "1", "--queue", "1", "-c", "2048") as s:
-            long = json.dumps({"prompt": "Once", "max_tokens": 1500, "ignore_eos": True,
-                               "stream": True}).encode()
+            long = json.dumps(
+                {"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "stream": True}
+            ).encode()
             held = []
             for _ in range(2):  # one generating, one waiting
                 c = socket.create_connection(("127.0.0.1", s.port))
-                c.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
-                          b"\r\nContent-Length: %d\r\n\r\n" % len(long) + long)
+                c.sendall(
+                    b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                    b"\r\nContent-Length: %d\r\n\r\n" % len(long) + long
+                )
                 held.append(c)
             deadline = time.time() + 10
             while s.health()["queued"] < 1 and time.time() < deadline:
@@ -309,8 +384,12 @@ class ServerFlags(unittest.TestCase):
 
     def test_refuses_port_in_use(self):
         with Server(self.binary, "--parallel", "1", "-c", "64") as s:
-            out = subprocess.run([self.binary, "serve", "--port", str(s.port), "-c", "64"],
-                                 capture_output=True, text=True, timeout=120)
+            out = subprocess.run(
+                [self.binary, "serve", "--port", str(s.port), "-c", "64"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
             self.assertEqual(out.returncode, 1)
             self.assertIn("cannot listen", out.stderr)
 
