@@ -16,7 +16,7 @@ constexpr int kReadThreads = 4;
 // Device backends: each expert is read in chunks by this many threads at once (one reader of
 // the page cache copies well under the host-to-device rate), into this many pinned staging
 // buffers, so that the copy of one expert to the device overlaps the reads of the next ones.
-constexpr int kDeviceReadThreads = 8;
+constexpr int kDeviceReadThreads = 12;
 constexpr size_t kStagingBuffers = 4;
 constexpr uint64_t kReadChunk = uint64_t{1} << 20;
 
@@ -150,8 +150,9 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
 
 // Device backends: the misses of a wave are read into the pinned staging buffers, each expert in
 // chunks by all reader threads, the first kStagingBuffers at once; finish_read(k), in wave order,
-// waits for the k-th, queues its copy to the slot on the copy stream, makes compute wait for that
-// copy alone, and starts the read that reuses the buffer once the copy has left it.
+// queues the k-th expert's copy to its slot on the copy stream chunk by chunk as the reads land,
+// makes compute wait for that copy alone, and starts the read that reuses the buffer once the
+// copy has left it.
 void ExpertStore::start_reads(int64_t layer,
                               const std::vector<std::pair<int64_t, int32_t>>& misses) {
   drain_reads();
@@ -182,16 +183,22 @@ void ExpertStore::submit_read(int64_t layer, size_t k) {
   }
 }
 
+// Each chunk is copied as soon as it is read, so the copy of an expert overlaps its own reads.
 void ExpertStore::finish_read(int64_t layer, size_t k) {
   DeviceRead& r = reads_[k];
-  for (auto& c : r.chunks) c.get();  // a failed read throws; its slot stays unclaimed
   Layer& L = layers_[static_cast<size_t>(layer)];
   Slot& slot = L.slots[static_cast<size_t>(r.slot)];
-  const uint64_t copy = backend_.copy_to_device_async(
-      slot.memory, staging_[r.staging],
-      spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert));
-  staging_copy_[r.staging] = copy;
-  backend_.compute_waits_for(copy);
+  const uint64_t bytes = spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert);
+  const auto* src = static_cast<const uint8_t*>(staging_[r.staging]);
+  auto* dst = static_cast<uint8_t*>(slot.memory);
+  uint64_t copy = 0;
+  for (size_t c = 0; c < r.chunks.size(); ++c) {
+    r.chunks[c].get();  // a failed read throws; its slot stays unclaimed
+    const uint64_t b = c * kReadChunk, e = std::min(bytes, b + kReadChunk);
+    copy = backend_.copy_to_device_async(dst + b, src + b, e - b);
+    staging_copy_[r.staging] = copy;
+  }
+  backend_.compute_waits_for(copy);  // the copy stream runs in order: every chunk is in
   r.done = true;
   slot.expert = r.expert;
   slot.weights = view(layer, r.expert, static_cast<const uint8_t*>(slot.memory));

@@ -7,16 +7,19 @@
 //
 // The GGML blocks (34, 144, 210 bytes) only keep 2-byte alignment, so a block of 4 rows stages a
 // segment (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
-// (cp.async.bulk, completing on an mbarrier), four stages deep, so that the copy engine, not the
-// threads, moves the bytes. Each thread then takes one 32-element unit of one row: it reads the
-// unit's quants as aligned 32-bit words shifted into place, its int8 activations as two 16-byte
-// loads, and adds the unit's float term to its own partial sum. A row is two warps; their sums
-// meet through shared memory at the end.
+// (cp.async.bulk, completing on an mbarrier), 3 to 5 stages deep, so that the copy engine, not
+// the threads, moves the bytes; the GEMV is launched as a programmatic dependent of the
+// quantisation kernel, so that these copies start while the activations are being quantised. Each
+// thread then takes one 32-element unit of one row: it reads the unit's quants as aligned 32-bit
+// words shifted into place, its int8 activations as two 16-byte loads, and adds the unit's float
+// term to its own partial sum. A row is two warps; their sums meet through shared memory at the
+// end.
 #include <cuda_fp16.h>
 
 #include <cstddef>
 #include <string>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
@@ -28,7 +31,11 @@ constexpr int kThreads = 256;
 constexpr int kRows = 4;                             // rows per block
 constexpr int kUnit = 32;                            // elements per thread per segment
 constexpr int kSegElems = kThreads / kRows * kUnit;  // 2048 elements per row per segment
-constexpr int kStages = 4;
+// Eight blocks of 256 threads fill a multiprocessor (2048 threads), so a 4096-row matrix (1024
+// blocks) runs in one wave on 132 multiprocessors: registers are capped at 32 and each block's
+// stages fit an eighth of the 228 KiB of shared memory, less the 1 KiB the hardware reserves.
+constexpr int kBlocksPerSm = 8;
+constexpr int kSmemPerBlock = 228 * 1024 / kBlocksPerSm - 1024 - 64;
 constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block terms after
 
 // One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
@@ -42,6 +49,10 @@ struct alignas(8) ActBlock {
 
 __global__ void __launch_bounds__(kThreads)
     quantize_acts_kernel(const float* x, int64_t blocks, int8_t* q, ActBlock* meta) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Lets the GEMV that follows start its weight copies now (it waits for this grid's results).
+  asm volatile("griddepcontrol.launch_dependents;");
+#endif
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (b >= blocks) return;
   const int lane = threadIdx.x % 32;
@@ -60,6 +71,10 @@ __global__ void __launch_bounds__(kThreads)
   const int upper = __shfl_sync(0xffffffffu, half, 16);
   if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
 }
+
+// The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the kernel
+// runs only there, and other architectures compile an empty kernel.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // ---- shared-memory reads of 2-byte aligned block fields ----
 
@@ -188,22 +203,29 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
       : "memory");
 }
 
+#endif  // sm_90
+
 template <DType T>
 struct Seg {
   using B = BlockTraits<T>;
   static constexpr int kBytes = kSegElems / B::kElems * B::kBytes;  // a multiple of 16
-  // The segment, the up to 15 bytes before it of its aligned-down start, and the 4 bytes that
-  // load_words8 reads past a unit.
-  static constexpr int kBuf = (kBytes + 15 + 15 + 4 + 15) / 16 * 16;
+  // The segment after its row's 16-byte phase (<= 14 bytes), the copy's rounding up to 16 bytes,
+  // and the word load_words8 reads past the end of a unit.
+  static constexpr int kBuf = kBytes + 32;
+  // As many stages as fit the block's shared memory (3 for q8_0, 5 for q4_k, 4 for q6_k).
+  static constexpr int kStages =
+      kSmemPerBlock / (kRows * kBuf) < 6 ? kSmemPerBlock / (kRows * kBuf) : 6;
   static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
+  static_assert(kStages >= 2, "a segment must be in flight while another is used");
 };
 
 template <DType T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemv_int8_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                      const int8_t* xq, const ActBlock* meta, float* y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = Seg<T>;
+  constexpr int kStages = S::kStages;
   __shared__ __align__(16) uint8_t stage[kStages][kRows][S::kBuf];
   __shared__ __align__(8) uint64_t bar[kStages];
   __shared__ float part[kThreads / 32];
@@ -242,6 +264,9 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   if (tid == 0)
     for (int s = 0; s < min(kStages, nseg); ++s) issue(s);
+  // Launched as a programmatic dependent of the quantisation kernel: the weight copies above
+  // start while it runs; its int8 activations are read only after this wait.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 
   const int r = tid / (kThreads / kRows), j = tid % (kThreads / kRows);
   // Where row r's bytes start in its stage buffer: its 16-byte phase.
@@ -281,6 +306,20 @@ __global__ void __launch_bounds__(kThreads)
 #endif
 }
 
+template <DType T>
+void launch_int8(const cudaLaunchConfig_t& cfg, const uint8_t* data, const Weight& w,
+                 const int8_t* q, const ActBlock* meta, float* y) {
+  // All of shared memory rather than the default split with L1, for eight blocks per SM (set
+  // once, on the device of the first launch).
+  static const cudaError_t carveout =
+      cudaFuncSetAttribute(gemv_int8_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                           cudaSharedmemCarveoutMaxShared);
+  check(carveout, "int8 gemv shared memory carveout");
+  check(
+      cudaLaunchKernelEx(&cfg, gemv_int8_kernel<T>, data, w.row_stride, w.rows, w.cols, q, meta, y),
+      "int8 gemv");
+}
+
 size_t act_codes_bytes(int64_t cols) {
   return (static_cast<size_t>(cols) + kActAlign - 1) / kActAlign * kActAlign;
 }
@@ -305,26 +344,32 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
   const auto qgrid = static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32));
   quantize_acts_kernel<<<qgrid, kThreads, 0, stream>>>(x, blocks, q, meta);
   check_launch("int8 activations");
-  const auto grid = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
+  // Programmatic dependent launch: the GEMV's blocks may start before the quantisation kernel
+  // has finished (griddepcontrol.wait in the kernel orders the reads of its output).
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>((w.rows + kRows - 1) / kRows));
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.dtype) {
     case DType::Q8_0:
-      gemv_int8_kernel<DType::Q8_0>
-          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      launch_int8<DType::Q8_0>(cfg, data, w, q, meta, y);
       break;
     case DType::Q4_K:
-      gemv_int8_kernel<DType::Q4_K>
-          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      launch_int8<DType::Q4_K>(cfg, data, w, q, meta, y);
       break;
     case DType::Q6_K:
-      gemv_int8_kernel<DType::Q6_K>
-          <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, q, meta, y);
+      launch_int8<DType::Q6_K>(cfg, data, w, q, meta, y);
       break;
     default:
       fail(ErrorKind::Unsupported,
            std::string("int8 GEMV: weight type ") + dtype_name(w.dtype) + " has no kernel");
   }
-  check_launch("int8 gemv");
 }
 
 }  // namespace ts::cuda
