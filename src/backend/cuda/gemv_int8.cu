@@ -50,8 +50,11 @@ struct alignas(8) ActBlock {
 __global__ void __launch_bounds__(kThreads)
     quantize_acts_kernel(const float* x, int64_t blocks, int8_t* q, ActBlock* meta) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Lets the GEMV that follows start its weight copies now (it waits for this grid's results).
+  // Launched as a programmatic dependent of the kernel before it: lets the GEMV that follows
+  // start its weight copies now, then waits for that kernel (which wrote x, and may be the last
+  // GEMV still reading this scratch) to finish before touching either.
   asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (b >= blocks) return;
@@ -230,6 +233,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   __shared__ __align__(8) uint64_t bar[kStages];
   __shared__ float part[kThreads / 32];
   const int tid = threadIdx.x;
+  // The next matmul's quantisation kernel may be scheduled now; it waits for this grid to end.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   const int64_t row_bytes = cols / S::B::kElems * S::B::kBytes;
@@ -341,20 +346,21 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
   auto* q = static_cast<int8_t*>(scratch);
   auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols));
   const int64_t blocks = w.cols / kUnit;
-  const auto qgrid = static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32));
-  quantize_acts_kernel<<<qgrid, kThreads, 0, stream>>>(x, blocks, q, meta);
-  check_launch("int8 activations");
-  // Programmatic dependent launch: the GEMV's blocks may start before the quantisation kernel
-  // has finished (griddepcontrol.wait in the kernel orders the reads of its output).
+  // Programmatic dependent launches: each kernel may be scheduled before the one ahead of it in
+  // the stream has finished, and waits for it (griddepcontrol.wait) before reading its results,
+  // so that consecutive matmuls leave no gap between their weight streams.
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
+  cudaLaunchConfig_t qcfg{};
+  qcfg.gridDim = dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32)));
+  qcfg.blockDim = dim3(kThreads);
+  qcfg.stream = stream;
+  qcfg.attrs = &attr;
+  qcfg.numAttrs = 1;
+  check(cudaLaunchKernelEx(&qcfg, quantize_acts_kernel, x, blocks, q, meta), "int8 activations");
+  cudaLaunchConfig_t cfg = qcfg;
   cfg.gridDim = dim3(static_cast<unsigned>((w.rows + kRows - 1) / kRows));
-  cfg.blockDim = dim3(kThreads);
-  cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.dtype) {
     case DType::Q8_0:
