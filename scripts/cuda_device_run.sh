@@ -8,8 +8,62 @@
 #
 # then carry .devdeps with the device tool's run and call scripts/cuda_device_run.sh [--quick]
 # there (--quick: one GEMV shape, for a fast check).
+#
+# Building there costs minutes of device time per call. The binaries built here (Debian 12, glibc
+# 2.36) run there too, so the cheaper way is to build here and carry only them:
+#
+#   echo /.gpubin/ >> .git/info/exclude; scripts/cuda_device_run.sh --pack build-dir
+#
+# then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: the cuda tests, the
+# GEMV bench and `turbospark bench` on $SHAPES (as --e2e), in about a minute.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--pack" ]; then
+  # The binaries, stripped, and the shared libraries turbospark needs that the GPU image lacks.
+  set -e
+  b=${2:?usage: --pack BUILD_DIR}
+  rm -rf .gpubin
+  mkdir -p .gpubin/lib
+  cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_ops $b/tests/test_cuda_fixtures \
+    $b/bench/bench_cuda_gemv .gpubin/
+  strip .gpubin/turbospark .gpubin/libturbospark_cuda.so .gpubin/test_cuda_* .gpubin/bench_cuda_gemv
+  for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
+    libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6; do
+    cp -L /lib/x86_64-linux-gnu/$l .gpubin/lib/
+  done
+  du -sh .gpubin
+  exit 0
+fi
+if [ "${1:-}" = "--prebuilt" ]; then
+  out=${OUT:-out}
+  mkdir -p "$out"
+  B=$PWD/.gpubin
+  export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
+  # The tests find their fixtures at the absolute path of the checkout they were built in.
+  [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
+  $B/test_cuda_ops --gtest_list_tests >/dev/null 2>&1 ||
+    { echo "prebuilt binaries do not run here:"; ldd $B/turbospark | grep "not found"; exit 1; }
+  start=$(date +%s)
+  for t in test_cuda_ops test_cuda_fixtures; do
+    timeout 200 $B/$t >"$out/$t.log" 2>&1
+    echo "$t rc=$? $(( $(date +%s) - start )) s"
+    grep -E "FAILED|Failure|PASSED" "$out/$t.log" | head -20
+  done
+  timeout 120 $B/bench_cuda_gemv --quick 2>&1 | tee "$out/gemv.log" | grep -E "copy|bf16|q8_0|q4_k|q6_k"
+  for spec in ${SHAPES:-llama3-8b:q8_0:8 qwen3-30b-a3b:bf16:12}; do
+    IFS=: read -r shape dtype layers <<<"$spec"
+    f=/tmp/$shape-$dtype-$layers.gguf
+    $B/turbospark synth --shape "$shape" --dtype "$dtype" --layers "$layers" -o "$f" -t 16 \
+      >/dev/null 2>&1 || { echo "synth $spec failed"; continue; }
+    $B/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 2>&1 | tee -a "$out/bench.log"
+    [ "$shape" = qwen3-30b-a3b ] && $B/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 \
+      --expert-slots 32 2>&1 | tee -a "$out/bench.log"
+    rm -f "$f"
+  done
+  echo "total $(( $(date +%s) - start )) s"
+  exit 0
+fi
 if [ "${1:-}" = "--collect-deps" ]; then
   # Headers, static or shared libraries, CMake configs and pkg-config files of the build's
   # dependencies, relocated under .devdeps/usr (their .pc prefixes made relative to the file).
