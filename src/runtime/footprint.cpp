@@ -43,8 +43,12 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim),
                  kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
   const uint64_t ff = static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_expert));
-  const uint64_t per_row = 4 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv + 3 * ff;
-  f.workspace = checked_mul(B, per_row, "workspace") * 4 + B * static_cast<uint64_t>(c.n_vocab) * 4;
+  // Exactly what Forward allocates per row: five hidden-width buffers (stream, norm, output,
+  // gathered rows, expert output), q and attention output, k and v, three FFN halves, the
+  // router logits and the head's logits.
+  const uint64_t per_row = 5 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv + 3 * ff +
+                           static_cast<uint64_t>(c.n_expert) + static_cast<uint64_t>(c.n_vocab);
+  f.workspace = checked_mul(checked_mul(B, per_row, "workspace"), 4, "workspace");
   f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
                         checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
   return f;
