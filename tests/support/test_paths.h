@@ -7,7 +7,7 @@
 namespace ts::test {
 
 std::string fixtures_dir();  // tests/fixtures in the repository (always present)
-std::string shared_dir();    // ../shared, or "" when absent
+std::string shared_dir();    // the "shared" folder beside the checkout, or "" when absent
 std::string repo_dir();
 std::string binary_path();  // the built `turbospark` executable
 
