@@ -17,7 +17,7 @@ struct ReadBandwidth {
 // Each thread sums its contiguous slice of one buffer far larger than the last-level cache with
 // the widest vector loads the CPU has; the figure is bytes / wall time of the best of `runs`
 // passes. buffer_bytes 0: max(1 GiB, 2 x the reported L3), at most a quarter of the RAM.
-ReadBandwidth measure_read_bandwidth(int threads, uint64_t buffer_bytes = 0, int runs = 5);
+ReadBandwidth measure_read_bandwidth(int threads, uint64_t buffer_bytes = 0, int runs = 10);
 
 struct ComputePeak {
   double f32_flops = 0;     // f32 FMA, widest vectors (one FMA = 2 flops)
