@@ -7,6 +7,17 @@
 
 namespace ts {
 
+namespace {
+
+// Tells the core this is a spin-wait (saves power, yields the pipeline to a sibling thread).
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+}  // namespace
+
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
@@ -14,9 +25,9 @@ ThreadPool::ThreadPool(int threads) {
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
-  start_cv_.notify_all();
+  wake_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
@@ -37,35 +48,55 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     fn(0, n);
     return;
   }
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  pieces_ = static_cast<int>(std::min<int64_t>(blocks, size()));
+  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  bool wake = false;
   {
+    // Under the mutex, so that a worker about to sleep either sees the new generation or is
+    // counted in sleepers_ and gets the notification.
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    grain_ = grain;
-    pieces_ = static_cast<int>(std::min<int64_t>(blocks, size()));
-    pending_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
+    wake = sleepers_ > 0;
   }
-  start_cv_.notify_all();
+  if (wake) wake_cv_.notify_all();
   run_piece(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  // The workers are running their pieces: spin briefly, then give the core away while waiting
+  // (a worker may have been preempted by another process).
+  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+    if (spins < 4096)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    const auto spin_until = std::chrono::steady_clock::now() + kSpin;
+    for (int i = 0; g == seen && !stop_.load(std::memory_order_acquire); ++i) {
+      cpu_relax();
+      g = generation_.load(std::memory_order_acquire);
+      // Reading the clock costs more than a pause: look at it every 64 polls.
+      if (g == seen && i % 64 == 63 && std::chrono::steady_clock::now() > spin_until) {
+        std::unique_lock<std::mutex> lock(mu_);
+        ++sleepers_;
+        wake_cv_.wait(lock, [&] {
+          return stop_.load(std::memory_order_acquire) ||
+                 generation_.load(std::memory_order_acquire) != seen;
+        });
+        --sleepers_;
+        g = generation_.load(std::memory_order_acquire);
+      }
     }
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = g;
     run_piece(index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_release);
   }
 }
 
