@@ -290,11 +290,16 @@ struct Report {
       }
       std::printf("\n");
     }
+    if (moe())
+      std::printf(
+          "\nhit %% = expert lookups found in a slot; MB read/tok = expert bytes read from the "
+          "file "
+          "per token; read GB/s = those bytes / the time compute waited for them.\n");
     if (machine != nullptr) {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
-          "(%s), "
-          "int8 %.1f GOP/s (%s; %.1f on 256-bit vectors). tg bound = bytes per token (weights + "
+          "(%s), int8 %.1f GOP/s (%s; %.1f on 256-bit vectors). tg bound = bytes per token "
+          "(weights + "
           "top-k experts + KV) / read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
           machine->bw.bytes_per_s / 1e9, machine->bw.threads,
           static_cast<unsigned long long>(machine->bw.buffer_bytes >> 20),

@@ -197,7 +197,7 @@ double chain_rate(ThreadPool& pool, int threads, Fn chain, double ops_per_iter) 
     iters *= 4;
   }
   const double work = static_cast<double>(iters) * ops_per_iter * threads;
-  return best_rate(pool, threads, 3, work,
+  return best_rate(pool, threads, 5, work,
                    [&](int) { g_sink += static_cast<uint64_t>(chain(iters)); });
 }
 

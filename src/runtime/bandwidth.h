@@ -30,7 +30,7 @@ struct ComputePeak {
 
 // Every thread runs independent chains of FMA (f32) and of int8 dot-product instructions
 // (AVX512-VNNI vpdpbusd, else AVX-VNNI, else AVX2 maddubs + madd) on registers, long enough to
-// amortise the start; the best of a few passes.
+// amortise the start; the best of five passes of about 0.1 s.
 ComputePeak measure_compute_peak(int threads);
 
 }  // namespace ts
