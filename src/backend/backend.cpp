@@ -1,6 +1,8 @@
 #include "backend/backend.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -33,9 +35,59 @@ uint64_t Backend::copy_to_device_async(void* dst, const void* src, size_t bytes)
   return 0;
 }
 
+void Backend::run_recorded(const StepKey& /*key*/, const std::function<void()>& ops) {
+  ops();
+}
+
 void Backend::zero(float* x, int64_t n) {
   const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
   to_device(x, zeros.data(), zeros.size() * sizeof(float));
+}
+
+void Backend::route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
+                    float* weights) {
+  const size_t E = static_cast<size_t>(a.n_expert), k = static_cast<size_t>(a.k);
+  std::vector<float> host(static_cast<size_t>(M) * E), bias;
+  to_host(host.data(), logits, host.size() * sizeof(float));
+  RouterArgs h = a;
+  if (a.bias != nullptr) {
+    bias.resize(E);
+    to_host(bias.data(), a.bias, E * sizeof(float));
+    h.bias = bias.data();
+  }
+  std::vector<int32_t> host_ids(static_cast<size_t>(M) * k);
+  std::vector<float> host_w(host_ids.size());
+  for (size_t m = 0; m < static_cast<size_t>(M); ++m)
+    route_token(host.data() + m * E, h, host_ids.data() + m * k, host_w.data() + m * k);
+  to_device(ids, host_ids.data(), host_ids.size() * sizeof(int32_t));
+  to_device(weights, host_w.data(), host_w.size() * sizeof(float));
+}
+
+void Backend::matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
+                             int64_t n, const float* x, int64_t x_stride, float* y) {
+  std::vector<int32_t> host_ids(static_cast<size_t>(n));
+  to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
+  for (int64_t i = 0; i < n; ++i) {
+    Weight w = shape;
+    to_host(&w.data, experts + host_ids[static_cast<size_t>(i)], sizeof(w.data));
+    matmul(w, x + i * x_stride, 1, y + i * shape.rows);
+  }
+}
+
+void Backend::combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                              int64_t n, float* out) {
+  std::vector<int32_t> host_ids(static_cast<size_t>(k));
+  std::vector<float> host_w(static_cast<size_t>(k));
+  to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
+  to_host(host_w.data(), weights, host_w.size() * sizeof(float));
+  std::vector<size_t> order(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return host_ids[a] < host_ids[b]; });
+  zero(out, n);
+  const int32_t row0 = 0;
+  for (size_t i : order)
+    scatter_add_rows(out, y + static_cast<int64_t>(i) * n, &row0, &host_w[i], 1, n);
 }
 
 }  // namespace ts

@@ -6,9 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "moe/router.h"
 #include "quant/dtype.h"
 
 namespace ts {
@@ -49,6 +51,15 @@ struct AttentionArgs {
   int64_t window = 0;  // 0 = full causal; else keys j with pos - window < j <= pos
 };
 
+// Names one recordable step (see Backend::run_recorded): the object that issues it, the state it
+// works on, and a variant for anything else that changes which ops it queues.
+struct StepKey {
+  const void* owner = nullptr;
+  const void* state = nullptr;
+  int64_t variant = 0;
+  bool operator==(const StepKey&) const = default;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -77,6 +88,15 @@ class Backend {
   virtual uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes);
   virtual void compute_waits_for(uint64_t /*ticket*/) {}
   virtual void host_waits_for(uint64_t /*ticket*/) {}
+
+  // Runs `ops`, a sequence of calls on this backend that is the same every time it runs under
+  // `key`: same buffers, same shapes, no reads back to the host; only the contents of the host
+  // arguments (ids, positions...) change. A backend may record the sequence once and replay it
+  // (CUDA graphs: one launch instead of hundreds). A replay re-reads every host argument from
+  // the address it had when recorded, and skips the host-side checks the ops make, so the caller
+  // keeps its argument arrays in place and validates their values first. free() forgets every
+  // recording (a recording names the buffers it touches). Default: runs `ops`.
+  virtual void run_recorded(const StepKey& key, const std::function<void()>& ops);
 
   // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
   // `host` points at `rows * row_stride` bytes of the model file.
@@ -117,6 +137,25 @@ class Backend {
   virtual void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n,
                            float* out) = 0;
   virtual void softcap(float* x, int64_t n, float cap) = 0;  // x = cap * tanh(x / cap)
+
+  // Routed experts. route(): ids and weights [M][k] (backend memory) of the k experts each row of
+  // router logits [M][n_expert] picks, as route_token() does; a.bias is backend memory. Default:
+  // on the host.
+  virtual void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
+                     float* weights);
+  // True when the two ops below run without reading the routing back to the host, so that a
+  // decode step over resident experts can stay on the device (and be recorded).
+  virtual bool indexes_experts_on_device() const { return false; }
+  // y[i] = W_{ids[i]} x_i for i < n: `experts` (backend memory) holds one data pointer per expert,
+  // each a weight of `shape`'s dtype and dimensions; x_i = x + i * x_stride (0: one shared row);
+  // y is [n][shape.rows]. Default: the ids read back, one matmul per expert.
+  virtual void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
+                              int64_t n, const float* x, int64_t x_stride, float* y);
+  // out = sum over i < k of weights[i] * y[i] (rows of n), the experts taken in ascending id
+  // order: the order in which the host path scatters them, so both give the same bits. Default:
+  // zero() and scatter_add_rows() per expert.
+  virtual void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                               int64_t n, float* out);
 };
 
 // The CPU backend with `threads` workers (0 = physical cores).

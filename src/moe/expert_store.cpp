@@ -84,6 +84,12 @@ ExpertStore::~ExpertStore() {
   for (void* p : staging_) backend_.free_host_pinned(p);
 }
 
+const ExpertWeights& ExpertStore::resident(int64_t layer, int32_t expert) const {
+  if (streaming_) fail(ErrorKind::Runtime, "internal: resident() on streamed experts");
+  // Resident slots hold expert e in slot e (filled in order at open).
+  return layers_[static_cast<size_t>(layer)].slots[static_cast<size_t>(expert)].weights;
+}
+
 ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* base) const {
   const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
   ExpertWeights w;

@@ -61,6 +61,9 @@ class ExpertStore {
   // slots the layer's last acquire() does not hold, in the background. No-op unless prefetching.
   void prefetch(int64_t layer, const int32_t* experts, int64_t n);
 
+  // Resident mode only: expert `expert` of `layer`, always present.
+  const ExpertWeights& resident(int64_t layer, int32_t expert) const;
+
   ExpertStats layer_stats(int64_t layer) const;
   ExpertStats total_stats() const;
   void reset_stats();

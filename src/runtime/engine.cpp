@@ -6,11 +6,11 @@
 #include <cstdlib>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
 #include "core/error.h"
 #include "core/file_io.h"
 #include "quant/dequant.h"
 #include "runtime/rope_freqs.h"
-#include "backend/cuda/cuda_backend.h"
 
 namespace ts {
 
@@ -19,8 +19,9 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, int t
   if (name == "cuda") return make_cuda_backend(device);
   // Without the driver's control node there is no device to ask the CUDA runtime about.
   if (name == "auto")
-    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available() ? make_cuda_backend(device)
-                                                                            : make_cpu_backend(threads);
+    return ::access("/dev/nvidiactl", F_OK) == 0 && cuda_device_available()
+               ? make_cuda_backend(device)
+               : make_cpu_backend(threads);
   fail(ErrorKind::Usage, "unknown backend '" + name + "' (auto, cpu, cuda)");
 }
 
@@ -53,7 +54,46 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->experts_ = std::make_unique<ExpertStore>(
       *e->spec_, *e->backend_,
       ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch});
+  if (c.is_moe() && !e->experts_->streaming()) e->build_expert_tables();
   return e;
+}
+
+const ExpertTable* Engine::expert_table(int64_t layer) const {
+  const auto l = static_cast<size_t>(layer);
+  return l < has_expert_table_.size() && has_expert_table_[l] ? &expert_tables_[l] : nullptr;
+}
+
+void Engine::build_expert_tables() {
+  const ArchConfig& c = cfg();
+  const auto E = static_cast<size_t>(c.n_expert);
+  const auto same_shape = [](const Weight& a, const Weight& b) {
+    return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
+           a.row_stride == b.row_stride;
+  };
+  expert_tables_.resize(static_cast<size_t>(c.n_layer));
+  has_expert_table_.assign(static_cast<size_t>(c.n_layer), false);
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (!layers_[static_cast<size_t>(l)].moe) continue;
+    const ExpertWeights& first = experts_->resident(l, 0);
+    // [gate pointers][up pointers][down pointers], E each.
+    std::vector<const void*> ptrs(3 * E);
+    bool uniform = true;
+    for (size_t e = 0; e < E; ++e) {
+      const ExpertWeights& w = experts_->resident(l, static_cast<int32_t>(e));
+      uniform = uniform && same_shape(w.gate, first.gate) && same_shape(w.up, first.up) &&
+                same_shape(w.down, first.down);
+      ptrs[e] = w.gate.data;
+      ptrs[E + e] = w.up.data;
+      ptrs[2 * E + e] = w.down.data;
+    }
+    if (!uniform) continue;
+    auto* dev = static_cast<const void**>(backend_->alloc(ptrs.size() * sizeof(void*)));
+    backend_->to_device(dev, ptrs.data(), ptrs.size() * sizeof(void*));
+    owned_.push_back(dev);
+    expert_tables_[static_cast<size_t>(l)] =
+        ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down};
+    has_expert_table_[static_cast<size_t>(l)] = true;
+  }
 }
 
 Engine::~Engine() {
@@ -146,11 +186,10 @@ void Engine::load_weights() {
     if (L.moe) {
       L.router = mat(LayerTensor::Router);
       if (const TensorRef* b = I.get(LayerTensor::RouterBias)) {
-        std::vector<uint8_t> raw(b->nbytes);
-        read_exact(b->file->fd(), raw.data(), b->nbytes, b->offset,
-                   b->file->path() + ": tensor '" + b->name + "'", ErrorKind::Model);
-        L.router_bias.resize(static_cast<size_t>(c.n_expert));
-        dequantize_row(b->dtype, raw.data(), L.router_bias.data(), c.n_expert);
+        L.router_bias = load_vector(b);
+        L.router_bias_host.resize(static_cast<size_t>(c.n_expert));
+        backend_->to_host(L.router_bias_host.data(), L.router_bias,
+                          L.router_bias_host.size() * sizeof(float));
       }
     }
     const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;

@@ -41,12 +41,23 @@ struct LayerWeights {
   const float* attn_post_norm = nullptr;
   const float* ffn_norm = nullptr;
   const float* ffn_post_norm = nullptr;
-  Weight ffn_gate, ffn_up, ffn_down;  // dense layers
-  Weight router;                      // MoE layers
-  std::vector<float> router_bias;     // host: selection happens on the host
+  Weight ffn_gate, ffn_up, ffn_down;    // dense layers
+  Weight router;                        // MoE layers
+  const float* router_bias = nullptr;   // MiniMax selection bias, backend memory
+  std::vector<float> router_bias_host;  // the same, for the host's prefetch guesses
   bool moe = false;
   RopeArgs rope;
   AttentionArgs attn;
+};
+
+// The resident experts of one MoE layer, for Backend::matmul_indexed: per projection, the data
+// pointers of every expert's weight (backend memory, indexed by expert id) and the shape they
+// share.
+struct ExpertTable {
+  const void* const* gate = nullptr;
+  const void* const* up = nullptr;
+  const void* const* down = nullptr;
+  Weight gate_shape, up_shape, down_shape;
 };
 
 class Engine {
@@ -64,6 +75,8 @@ class Engine {
   const Weight& token_embd() const { return token_embd_; }
   const Weight& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
+  // Null when the experts stream, for a dense layer, or when the layer's experts differ in shape.
+  const ExpertTable* expert_table(int64_t layer) const;
 
  private:
   Engine() = default;
@@ -71,6 +84,7 @@ class Engine {
   Weight load_matrix(const TensorRef& t);
   const float* load_vector(const TensorRef* t);
   const float* upload_inv_freq(bool sliding);
+  void build_expert_tables();
 
   std::unique_ptr<ModelSpec> spec_;
   EngineOptions options_;
@@ -82,6 +96,8 @@ class Engine {
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::unique_ptr<ExpertStore> experts_;
+  std::vector<ExpertTable> expert_tables_;  // per layer; empty when streaming
+  std::vector<bool> has_expert_table_;
 };
 
 // Picks the backend named by `name` (auto: cuda when a device is present, else cpu).

@@ -15,6 +15,9 @@ Forward::Forward(Engine& engine, int64_t max_rows)
   const size_t qw = static_cast<size_t>(c_.n_head * c_.head_dim),
                kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
   const size_t ff = static_cast<size_t>(std::max(c_.n_ff, c_.n_ff_expert));
+  const size_t k = c_.is_moe() ? static_cast<size_t>(c_.n_expert_used) : 0;
+  // The FFN buffers hold a micro-batch's rows, or one token's k expert rows if those are more.
+  const size_t ffn_rows = std::max(B, k);
   x_ = scratch(B * d);
   h_ = scratch(B * d);
   o_ = scratch(B * d);
@@ -23,11 +26,19 @@ Forward::Forward(Engine& engine, int64_t max_rows)
   att_ = scratch(B * qw);
   k_ = scratch(B * kvw);
   v_ = scratch(B * kvw);
-  ff_gate_ = scratch(B * ff);
-  ff_up_ = scratch(B * ff);
-  ff_act_ = scratch(B * ff);
-  ff_out_ = scratch(B * d);
-  if (c_.is_moe()) router_ = scratch(B * static_cast<size_t>(c_.n_expert));
+  ff_gate_ = scratch(ffn_rows * ff);
+  ff_up_ = scratch(ffn_rows * ff);
+  ff_act_ = scratch(ffn_rows * ff);
+  ff_out_ = scratch(ffn_rows * d);
+  if (c_.is_moe()) {
+    router_ = scratch(B * static_cast<size_t>(c_.n_expert));
+    route_ids_ = reinterpret_cast<int32_t*>(scratch(B * k));
+    route_weights_ = scratch(B * k);
+    experts_on_device_ = b_.indexes_experts_on_device();
+    for (int64_t l = 0; l < c_.n_layer; ++l)
+      if (engine_.layers()[static_cast<size_t>(l)].moe && engine_.expert_table(l) == nullptr)
+        experts_on_device_ = false;
+  }
   logits_ = scratch(B * static_cast<size_t>(c_.n_vocab));
   ids_.resize(B);
   pos_.resize(B);
@@ -44,7 +55,7 @@ float* Forward::scratch(size_t floats) {
 }
 
 void Forward::run(const std::vector<SeqChunk>& chunks) {
-  const int64_t d = c_.n_embd;
+  const int64_t vocab = engine_.token_embd().rows;
   int64_t M = 0;
   for (const SeqChunk& ch : chunks) {
     if (ch.kv->n_past + ch.n > ch.kv->ctx())
@@ -54,11 +65,35 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     if (M + ch.n > max_rows_)
       fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
+      if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
+        fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
+                                   " is outside the vocabulary of " + std::to_string(vocab));
       ids_[static_cast<size_t>(M)] = ch.tokens[i];
       pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past + i);
     }
   }
   if (M == 0) return;
+  const auto step = [&] {
+    layers(chunks, M);
+    head(chunks, M);
+  };
+  // One sequence decoding one token queues the same ops every step, over the same buffers and
+  // the same KV cache; only ids_ and pos_ change (checked above, and kept where they are). The
+  // backend may record it once and replay it. MoE layers that read the routing back to the host
+  // run eagerly.
+  const bool same_every_step = chunks.size() == 1 && M == 1 && (!c_.is_moe() || experts_indexed(M));
+  if (same_every_step) {
+    const StepKey key{this, chunks[0].kv, chunks[0].logits != nullptr ? 1 : 0};
+    b_.run_recorded(key, step);
+  } else {
+    step();
+  }
+  for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
+  copy_logits(chunks);
+}
+
+void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M) {
+  const int64_t d = c_.n_embd;
   b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
@@ -75,8 +110,6 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
     b_.add(x_, o_, M * d);
   }
-  for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
-  head(chunks, M);
 }
 
 void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
@@ -100,6 +133,10 @@ void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
   }
   b_.matmul(engine_.output(), h_, R, logits_);
   if (c_.final_softcap > 0) b_.softcap(logits_, R * V, c_.final_softcap);
+}
+
+void Forward::copy_logits(const std::vector<SeqChunk>& chunks) {
+  const int64_t V = c_.n_vocab;
   int64_t r = 0;
   for (const SeqChunk& ch : chunks) {
     if (ch.logits == nullptr) continue;
@@ -155,27 +192,40 @@ void Forward::ffn_dense(int64_t l, int64_t M) {
   b_.matmul(L.ffn_down, ff_act_, M, o_);
 }
 
+bool Forward::experts_indexed(int64_t M) const {
+  return M == 1 && experts_on_device_;
+}
+
 void Forward::ffn_moe(int64_t l, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-  const int64_t d = c_.n_embd, E = c_.n_expert, k = c_.n_expert_used, ff = c_.n_ff_expert;
+  const int64_t d = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_expert;
   b_.matmul(L.router, h_, M, router_);
-  router_host_.resize(static_cast<size_t>(M * E));
-  b_.to_host(router_host_.data(), router_, router_host_.size() * sizeof(float));
-  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob,
-                      L.router_bias.empty() ? nullptr : L.router_bias.data()};
+  const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
+  b_.route(router_, M, ra, route_ids_, route_weights_);
+  if (experts_indexed(M)) {
+    // One token over resident experts: the k experts' matmuls pick their weights on the device,
+    // and nothing comes back to the host.
+    const ExpertTable& t = *engine_.expert_table(l);
+    b_.matmul_indexed(t.gate_shape, t.gate, route_ids_, k, h_, 0, ff_gate_);
+    b_.matmul_indexed(t.up_shape, t.up, route_ids_, k, h_, 0, ff_up_);
+    b_.swiglu(ff_gate_, ff_up_, k * ff, ff_act_);
+    b_.matmul_indexed(t.down_shape, t.down, route_ids_, k, ff_act_, ff, ff_out_);
+    b_.combine_experts(ff_out_, route_ids_, route_weights_, k, d, o_);
+    return;
+  }
+  ids_host_.resize(static_cast<size_t>(M * k));
+  weights_host_.resize(static_cast<size_t>(M * k));
+  b_.to_host(ids_host_.data(), route_ids_, ids_host_.size() * sizeof(int32_t));
+  b_.to_host(weights_host_.data(), route_weights_, weights_host_.size() * sizeof(float));
   // rows routed to each expert, in ascending expert order (std::map): every row then sums its
   // experts in the same order whatever the slot count, which keeps streaming bit-identical.
   std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<float>>> routed;
-  std::vector<int32_t> ids(static_cast<size_t>(k));
-  std::vector<float> w(static_cast<size_t>(k));
-  for (int64_t m = 0; m < M; ++m) {
-    route_token(router_host_.data() + m * E, ra, ids.data(), w.data());
+  for (int64_t m = 0; m < M; ++m)
     for (int64_t i = 0; i < k; ++i) {
-      auto& r = routed[ids[static_cast<size_t>(i)]];
+      auto& r = routed[ids_host_[static_cast<size_t>(m * k + i)]];
       r.first.push_back(static_cast<int32_t>(m));
-      r.second.push_back(w[static_cast<size_t>(i)]);
+      r.second.push_back(weights_host_[static_cast<size_t>(m * k + i)]);
     }
-  }
   b_.zero(o_, M * d);
   std::vector<int32_t> experts;
   for (const auto& [e, r] : routed) experts.push_back(e);
@@ -210,9 +260,10 @@ void Forward::prefetch_next_layer(int64_t l, int64_t M) {
   const LayerWeights& N = engine_.layers()[static_cast<size_t>(next)];
   const int64_t E = c_.n_expert, k = c_.n_expert_used;
   b_.matmul(N.router, h_, M, router_);
+  router_host_.resize(static_cast<size_t>(M * E));
   b_.to_host(router_host_.data(), router_, static_cast<size_t>(M * E) * sizeof(float));
   const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob,
-                      N.router_bias.empty() ? nullptr : N.router_bias.data()};
+                      N.router_bias_host.empty() ? nullptr : N.router_bias_host.data()};
   std::vector<int64_t> votes(static_cast<size_t>(E), 0);
   std::vector<int32_t> ids(static_cast<size_t>(k));
   std::vector<float> w(static_cast<size_t>(k));

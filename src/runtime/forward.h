@@ -34,11 +34,16 @@ class Forward {
   void run(const std::vector<SeqChunk>& chunks);
 
  private:
+  void layers(const std::vector<SeqChunk>& chunks, int64_t M);
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void ffn_dense(int64_t l, int64_t M);
   void ffn_moe(int64_t l, int64_t M);
+  // True when the routed experts of an M-row pass run on the device by expert id (resident
+  // experts on a backend that indexes them), without a read back to the host.
+  bool experts_indexed(int64_t M) const;
   void prefetch_next_layer(int64_t l, int64_t M);
   void head(const std::vector<SeqChunk>& chunks, int64_t M);
+  void copy_logits(const std::vector<SeqChunk>& chunks);
   float* scratch(size_t floats);
 
   Engine& engine_;
@@ -53,7 +58,12 @@ class Forward {
   float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr,
         *rows_ = nullptr;
   float *router_ = nullptr, *logits_ = nullptr;
+  bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
+  int32_t* route_ids_ = nullptr;    // [max_rows][k], backend memory
+  float* route_weights_ = nullptr;
   std::vector<float> router_host_;
+  std::vector<int32_t> ids_host_;
+  std::vector<float> weights_host_;
 };
 
 }  // namespace ts

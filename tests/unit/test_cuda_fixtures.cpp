@@ -1,8 +1,9 @@
 // The CUDA backend end to end (ctest label `cuda`; skips without a device): every family fixture
 // against the Hugging Face reference in prefill and decode, CUDA against CPU, streaming on the GPU
-// bit-identical to resident on the GPU, and the tiny MoE model's greedy continuation.
+// bit-identical to resident on the GPU, decode replayed from CUDA graphs bit-identical to eager.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "fixture_models.h"
@@ -67,6 +68,20 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
       EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill");
     }
+  }
+}
+
+TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  for (const auto& f : test::fixture_forms({"llama", "qwen3", "gemma3"})) {
+    const std::vector<int32_t> ids = test::fixture_prompt(f);
+    const test::LogitsRun run{.backend = "cuda", .decode = true, .kv = DType::F16};
+    ASSERT_EQ(0, setenv("TURBOSPARK_CUDA_GRAPHS", "0", 1));
+    const std::vector<float> eager = test::run_logits(f.path, ids, run);
+    ASSERT_EQ(0, unsetenv("TURBOSPARK_CUDA_GRAPHS"));
+    const std::vector<float> replayed = test::run_logits(f.path, ids, run);
+    EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
+        << f.fixture << "_" << f.form;
   }
 }
 

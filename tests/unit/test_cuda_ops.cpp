@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
+#include "moe/router.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
@@ -427,6 +428,92 @@ TEST_F(CudaOps, GatherAndScatterRows) {
   float* y = upload(x);
   gpu_->scatter_add_rows(y, upload(src), idx.data(), scale.data(), M, n);
   expect_close(download(y, want.size()), want, 1e-6f, 1e-6f, "scatter_add_rows");
+}
+
+// Routing on the device picks the experts route_token() picks (distinct random logits: no ties)
+// with the same weights up to expf's rounding, for every scoring rule.
+TEST_F(CudaOps, RouteMatchesHostRouting) {
+  const int64_t M = 3, E = 40, k = 6;
+  const std::vector<float> logits = randn(static_cast<size_t>(M * E), 2.0f);
+  const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
+  struct Case {
+    RouterScoring scoring;
+    bool norm;
+    bool biased;
+  };
+  for (const Case& c : {Case{RouterScoring::TopkSoftmax, false, false},
+                        Case{RouterScoring::SoftmaxTopk, false, false},
+                        Case{RouterScoring::SoftmaxTopk, true, false},
+                        Case{RouterScoring::SigmoidBiasTopk, true, true}}) {
+    const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "");
+    std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
+    std::vector<float> want_w(want_ids.size());
+    const RouterArgs host{c.scoring, E, k, c.norm, c.biased ? bias.data() : nullptr};
+    for (int64_t m = 0; m < M; ++m)
+      route_token(logits.data() + m * E, host, want_ids.data() + m * k, want_w.data() + m * k);
+    const RouterArgs dev{c.scoring, E, k, c.norm, c.biased ? upload(bias) : nullptr};
+    auto* ids = static_cast<int32_t*>(device_bytes(want_ids.size() * sizeof(int32_t)));
+    float* w = upload(std::vector<float>(want_w.size()));
+    gpu_->route(upload(logits), M, dev, ids, w);
+    std::vector<int32_t> got_ids(want_ids.size());
+    gpu_->to_host(got_ids.data(), ids, got_ids.size() * sizeof(int32_t));
+    EXPECT_EQ(got_ids, want_ids) << what;
+    expect_close(download(w, want_w.size()), want_w, 0.0f, 1e-6f, what);
+  }
+}
+
+// matmul_indexed runs the same GEMV kernels as a matmul per expert, and combine_experts the same
+// multiply-adds as scatter_add_rows over a zeroed output in ascending id order: bit for bit.
+TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
+  const int64_t E = 5, rows = 96, cols = 512;
+  const std::vector<int32_t> ids = {3, 0, 4};
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const std::vector<float> scale = {0.5f, 0.3f, 0.2f};
+  auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
+  gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
+  for (DType t : {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_1}) {
+    const size_t stride = row_bytes(t, cols, "test");
+    std::vector<Weight> experts;
+    std::vector<const void*> table;
+    for (int64_t e = 0; e < E; ++e) {
+      experts.push_back(gpu_->upload_weight(t, rows, cols, stride,
+                                            random_weight(t, rows, cols, stride, rng_).data()));
+      table.push_back(experts.back().data);
+    }
+    auto* d_table = static_cast<const void**>(device_bytes(table.size() * sizeof(void*)));
+    gpu_->to_device(d_table, table.data(), table.size() * sizeof(void*));
+    const std::vector<float> x = randn(static_cast<size_t>(n * cols));
+    const float* d_x = upload(x);
+    for (int64_t x_stride : {int64_t{0}, cols}) {
+      const std::string what = std::string(dtype_name(t)) + " x_stride " + std::to_string(x_stride);
+      float* got = upload(std::vector<float>(static_cast<size_t>(n * rows)));
+      gpu_->matmul_indexed(experts[0], d_table, d_ids, n, d_x, x_stride, got);
+      float* want = upload(std::vector<float>(static_cast<size_t>(n * rows)));
+      for (int64_t i = 0; i < n; ++i)
+        gpu_->matmul(experts[static_cast<size_t>(ids[static_cast<size_t>(i)])], d_x + i * x_stride,
+                     1, want + i * rows);
+      const std::vector<float> g = download(got, static_cast<size_t>(n * rows));
+      const std::vector<float> w = download(want, static_cast<size_t>(n * rows));
+      EXPECT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << what;
+    }
+    for (Weight& w : experts) gpu_->release_weight(w);
+  }
+  const std::vector<float> y = randn(static_cast<size_t>(n * rows));
+  const float* d_y = upload(y);
+  float* d_w = upload(scale);
+  float* got = upload(std::vector<float>(rows));
+  gpu_->combine_experts(d_y, d_ids, d_w, n, rows, got);
+  float* want = upload(std::vector<float>(rows));
+  gpu_->zero(want, rows);
+  const int32_t row0 = 0;
+  for (size_t i : {size_t{1}, size_t{0}, size_t{2}})  // ids 0, 3, 4
+    gpu_->scatter_add_rows(want, d_y + static_cast<int64_t>(i) * rows, &row0, &scale[i], 1, rows);
+  const std::vector<float> g = download(got, rows), w = download(want, rows);
+  EXPECT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << "combine_experts";
+  // The CPU backend's generic versions agree with the same per-expert ops.
+  std::vector<float> cpu(static_cast<size_t>(rows));
+  cpu_->combine_experts(y.data(), ids.data(), scale.data(), n, rows, cpu.data());
+  expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
 }
 
 // The angle is the same f32 product on both sides; sin/cos differ by at most 2 ulp (CUDA) against

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/step_graph.h"
 
 namespace ts::cuda {
 namespace {
@@ -48,6 +49,8 @@ void ArgStage::reserve(size_t bytes) {
 }
 
 const void* ArgStage::put(const void* host, size_t bytes) {
+  put_bytes_ += round_up(std::max<size_t>(bytes, 1));
+  if (recording_ != nullptr) return recording_->slot(host, bytes);
   for (const Recent& r : recent_)
     if (r.valid && r.bytes.size() == bytes && std::memcmp(r.bytes.data(), host, bytes) == 0)
       return device_ + r.offset;

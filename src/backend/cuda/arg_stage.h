@@ -14,6 +14,8 @@
 
 namespace ts::cuda {
 
+class ArgTable;
+
 class ArgStage {
  public:
   explicit ArgStage(cudaStream_t stream) : stream_(stream) {}
@@ -23,6 +25,13 @@ class ArgStage {
 
   // Device copy of `bytes` bytes at `host`.
   const void* put(const void* host, size_t bytes);
+
+  // While a step is being recorded (CUDA graph capture), put() takes the recording's slot for
+  // the argument instead and queues no copy: the recording copies its arguments before every
+  // replay. nullptr ends the recording.
+  void record_into(ArgTable* table) { recording_ = table; }
+  // Bytes of slots put() has handed out so far: an eager run's count sizes its recording.
+  size_t put_bytes() const { return put_bytes_; }
 
  private:
   struct Recent {
@@ -41,6 +50,8 @@ class ArgStage {
   size_t used_ = 0;
   std::array<Recent, 4> recent_;
   size_t next_recent_ = 0;
+  ArgTable* recording_ = nullptr;
+  size_t put_bytes_ = 0;
 };
 
 }  // namespace ts::cuda

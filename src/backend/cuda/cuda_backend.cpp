@@ -3,6 +3,9 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -11,6 +14,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/step_graph.h"
 #include "core/checked.h"
 #include "core/error.h"
 
@@ -27,6 +31,12 @@ constexpr int64_t kMaxGridY = 65535;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
+// Routing kernel limits: its top-k list and its per-expert scores live in shared memory.
+constexpr int64_t kMaxTopK = 64;
+constexpr int64_t kMaxRoutedExperts = 4096;
+// Recorded steps kept at once (one per decoding sequence, typically); the least recently replayed
+// goes first.
+constexpr size_t kMaxGraphs = 8;
 
 std::string str(int64_t v) {
   return std::to_string(v);
@@ -54,10 +64,15 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
     partials_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+    // TURBOSPARK_CUDA_GRAPHS=0 runs every step eagerly (to measure what the graphs save).
+    const char* graphs = std::getenv("TURBOSPARK_CUDA_GRAPHS");
+    graphs_enabled_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
   }
 
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    recordings_.clear();
+    warmups_.clear();
     int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
@@ -87,6 +102,8 @@ class CudaBackend final : public Backend {
     if (p == nullptr) return;
     cuda::check(cudaStreamSynchronize(stream_), "free");
     cuda::check(cudaStreamSynchronize(copy_stream_), "free");
+    recordings_.clear();
+    warmups_.clear();
     cuda::check(cudaFree(p), "cudaFree");
   }
 
@@ -145,6 +162,24 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     cuda::check(cudaStreamSynchronize(copy_stream_), "synchronize");
     cuda::check(cudaStreamSynchronize(stream_), "synchronize");
+  }
+
+  // The first run of a key is eager (it sizes every scratch buffer and counts the arguments);
+  // the second is captured into a graph and replayed, as is every later one.
+  void run_recorded(const StepKey& key, const std::function<void()>& ops) override {
+    if (!graphs_enabled_) return ops();
+    Recording* rec = find_recording(key);
+    if (rec != nullptr && rec->scratch != scratch_generation()) {
+      recordings_.erase(recordings_.begin() + (rec - recordings_.data()));
+      rec = nullptr;
+    }
+    if (rec == nullptr) {
+      rec = record(key, ops);
+      if (rec == nullptr) return;
+    }
+    if (rec->graph == nullptr) return ops();  // could not be recorded
+    rec->last_use = ++replays_;
+    rec->graph->replay();
   }
 
   Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
@@ -248,7 +283,7 @@ class CudaBackend final : public Backend {
       cuda::launch_attention_prefill(q, kv, M, d_pos, a, out, stream_);
       return;
     }
-    const int splits = decode_splits(pos[0], a);
+    const int splits = decode_splits(a);
     auto* partials = static_cast<float*>(
         partials_->get(sizeof(float) * static_cast<size_t>(a.n_head * splits * (a.head_dim + 2)),
                        "attention partials"));
@@ -279,7 +314,94 @@ class CudaBackend final : public Backend {
     cuda::launch_softcap(x, n, cap, stream_);
   }
 
+  void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
+             float* weights) override {
+    if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_expert || a.n_expert > kMaxRoutedExperts)
+      fail(ErrorKind::Unsupported, "route: top-" + str(a.k) + " of " + str(a.n_expert) +
+                                       " experts (the CUDA kernel takes top-k <= " + str(kMaxTopK) +
+                                       " of <= " + str(kMaxRoutedExperts) + ")");
+    check_rows(M, "route");
+    cuda::launch_route(logits, M, a, ids, weights, stream_);
+  }
+
+  bool indexes_experts_on_device() const override { return true; }
+
+  void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
+                      int64_t n, const float* x, int64_t x_stride, float* y) override {
+    if (n < 1 || n > kMaxGridY)
+      fail(ErrorKind::Unsupported, "matmul_indexed: " + str(n) + " experts in one call");
+    const cuda::ExpertIndex ix{experts, ids, n, x_stride};
+    if (cuda::gemv_int8_supported(shape, sm_major_)) {
+      const int64_t x_rows = x_stride != 0 ? n : 1;
+      void* acts =
+          int8_acts_->get(cuda::gemv_int8_scratch_bytes(shape.cols * x_rows), "int8 activations");
+      cuda::launch_gemv_int8(shape, x, y, acts, stream_, ix);
+    } else {
+      cuda::launch_gemv(shape, x, y, stream_, ix);
+    }
+  }
+
+  void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                       int64_t n, float* out) override {
+    if (k < 1 || k > kMaxTopK)
+      fail(ErrorKind::Unsupported, "combine_experts: " + str(k) + " experts per row");
+    cuda::launch_combine_experts(y, ids, weights, k, n, out, stream_);
+  }
+
  private:
+  struct Recording {
+    StepKey key;
+    std::unique_ptr<cuda::StepGraph> graph;  // null if the capture failed
+    uint64_t scratch = 0;                    // scratch_generation() when captured
+    uint64_t last_use = 0;
+  };
+
+  Recording* find_recording(const StepKey& key) {
+    for (Recording& r : recordings_)
+      if (r.key == key) return &r;
+    return nullptr;
+  }
+
+  uint64_t scratch_generation() const { return partials_->generation() + int8_acts_->generation(); }
+
+  // Runs the eager first pass of a new key (and returns null), or captures the second pass.
+  Recording* record(const StepKey& key, const std::function<void()>& ops) {
+    auto warm = std::find_if(warmups_.begin(), warmups_.end(),
+                             [&](const auto& w) { return w.first == key; });
+    if (warm == warmups_.end()) {
+      const size_t before = args_->put_bytes();
+      ops();
+      if (warmups_.size() >= kMaxGraphs) warmups_.erase(warmups_.begin());
+      warmups_.emplace_back(key, args_->put_bytes() - before);
+      return nullptr;
+    }
+    const size_t arg_bytes = warm->second;
+    warmups_.erase(warm);
+    if (recordings_.size() >= kMaxGraphs) {
+      auto oldest = std::min_element(
+          recordings_.begin(), recordings_.end(),
+          [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
+      recordings_.erase(oldest);
+    }
+    Recording rec;
+    rec.key = key;
+    rec.graph = std::make_unique<cuda::StepGraph>(stream_, arg_bytes);
+    rec.scratch = scratch_generation();
+    args_->record_into(&rec.graph->args());
+    std::string why;
+    const bool captured = rec.graph->capture(ops, why);
+    args_->record_into(nullptr);
+    if (!captured) {
+      std::fprintf(stderr,
+                   "turbospark: a decode step could not be recorded as a CUDA graph (%s); "
+                   "running it eagerly\n",
+                   why.c_str());
+      rec.graph.reset();
+    }
+    recordings_.push_back(std::move(rec));
+    return &recordings_.back();
+  }
+
   static void check_rows(int64_t M, const char* op) {
     if (M > kMaxGridY)
       fail(ErrorKind::Unsupported,
@@ -305,13 +427,12 @@ class CudaBackend final : public Backend {
                                    " is outside the KV cache of " + str(kv.capacity));
   }
 
-  // Key ranges per head for decode: about two blocks per multiprocessor in all, each range at least
-  // 16 keys (one step of the block's four warps) so that the combine stays cheap.
-  int decode_splits(int32_t pos, const AttentionArgs& a) const {
-    const int64_t keys = a.window > 0 ? std::min<int64_t>(pos + 1, a.window) : pos + 1;
+  // Key ranges per head for decode: about two blocks per multiprocessor in all. The count does not
+  // depend on the position, so that a recorded decode step stays valid as the context grows; a
+  // range left without keys (early in a sequence) costs one idle block.
+  int decode_splits(const AttentionArgs& a) const {
     const int64_t wanted = (2 * sm_count_ + a.n_head - 1) / a.n_head;
-    const int64_t most = (keys + 15) / 16;
-    return static_cast<int>(std::clamp<int64_t>(std::min(wanted, most), 1, 64));
+    return static_cast<int>(std::clamp<int64_t>(wanted, 1, 64));
   }
 
   int device_;
@@ -327,6 +448,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::DeviceBuffer> partials_;
   std::unique_ptr<cuda::DeviceBuffer> int8_acts_;  // quantised activations of the int8 GEMV
+  bool graphs_enabled_ = true;
+  std::vector<std::pair<StepKey, size_t>> warmups_;  // keys run once eagerly, and their arg bytes
+  std::vector<Recording> recordings_;
+  uint64_t replays_ = 0;
 };
 
 }  // namespace
@@ -346,7 +471,7 @@ extern "C" ts::Backend* turbospark_cuda_create(int device) {
   const int count = turbospark_cuda_device_count();
   if (count == 0) fail(ErrorKind::Usage, "--backend cuda: no CUDA device is present");
   if (device < 0 || device >= count)
-    fail(ErrorKind::Usage, "--device " + std::to_string(device) + ": only " + std::to_string(count) +
-                               " CUDA device(s) present");
+    fail(ErrorKind::Usage, "--device " + std::to_string(device) + ": only " +
+                               std::to_string(count) + " CUDA device(s) present");
   return new ts::CudaBackend(device);
 }

@@ -19,6 +19,7 @@ void* DeviceBuffer::get(size_t bytes, const char* what) {
   capacity_ = 0;
   check(cudaMalloc(&data_, bytes), what);
   capacity_ = bytes;
+  ++generation_;
   return data_;
 }
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 
 namespace ts::cuda {
 
@@ -18,11 +19,14 @@ class DeviceBuffer {
   // At least `bytes` of device memory; `what` names the buffer in an allocation failure.
   void* get(size_t bytes, const char* what);
   size_t capacity() const { return capacity_; }
+  // Counts the reallocations: a recorded graph that names the buffer is stale once it changes.
+  uint64_t generation() const { return generation_; }
 
  private:
   cudaStream_t stream_;
   void* data_ = nullptr;
   size_t capacity_ = 0;
+  uint64_t generation_ = 0;
 };
 
 }  // namespace ts::cuda

@@ -70,6 +70,38 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float
     o[i] = xr[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
 }
 
+// Rows of up to 4 * 1024 * kVec elements, 16-byte aligned: each thread keeps its kVec float4s in
+// registers between the sum and the scaling, so a row is read from memory once, in one round of
+// 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs).
+template <int kVec>
+__global__ void __launch_bounds__(1024)
+    rms_norm_vec_kernel(const float* x, const float* w, int64_t n, float eps, bool plus_one,
+                        float* out) {
+  const auto* xr = reinterpret_cast<const float4*>(x + blockIdx.x * n);
+  auto* o = reinterpret_cast<float4*>(out + blockIdx.x * n);
+  const auto* w4 = reinterpret_cast<const float4*>(w);
+  const int64_t n4 = n / 4;
+  float4 v[kVec];
+  float ss = 0;
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    v[i] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  }
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (j >= n4) break;
+    float4 g = w4[j];
+    if (plus_one) g = make_float4(1.0f + g.x, 1.0f + g.y, 1.0f + g.z, 1.0f + g.w);
+    o[j] =
+        make_float4(v[i].x * inv * g.x, v[i].y * inv * g.y, v[i].z * inv * g.z, v[i].w * inv * g.w);
+  }
+}
+
 __global__ void add_bias_kernel(float* y, const float* b, int64_t M, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < M * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -185,6 +217,21 @@ void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scal
 
 void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
                      bool plus_one, float* out, cudaStream_t stream) {
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const int64_t n4 = n / 4;
+  if (n % 4 == 0 && n4 >= 256 && n4 <= 4 * 1024 && aligned(x) && aligned(w) && aligned(out)) {
+    const int threads = static_cast<int>(std::min<int64_t>((n4 + 31) / 32 * 32, 1024));
+    const int64_t per_thread = (n4 + threads - 1) / threads;
+    const auto grid = static_cast<unsigned>(rows);
+    if (per_thread == 1)
+      rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+    else if (per_thread == 2)
+      rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+    else
+      rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+    check_launch("rms_norm");
+    return;
+  }
   // 32 threads per 128 elements, between one and eight warps: short rows (q/k heads) don't idle
   // a big block, long rows (hidden states) get enough loads in flight.
   const int threads = static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));

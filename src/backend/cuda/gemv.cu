@@ -53,6 +53,15 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, i
   }
 }
 
+// GEMV blockIdx.y of an ExpertIndex: its expert's weight, its input row and its output row.
+__device__ __forceinline__ void select_expert(const ExpertIndex& ix, int64_t rows,
+                                              const uint8_t*& w, const float*& x, float*& y) {
+  if (ix.table == nullptr) return;
+  w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
+  x += blockIdx.y * ix.x_stride;
+  y += blockIdx.y * rows;
+}
+
 // ---- plain types ----
 
 constexpr int kPlainUnroll = 2;  // chunks per row per step: 2 x 4 rows = 8 16-byte loads in flight
@@ -82,7 +91,8 @@ __device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
 template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_scalar_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
-                             const float* x, float* y) {
+                             const float* x, float* y, ExpertIndex ix) {
+  select_expert(ix, rows, w, x, y);
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   float acc[kRows] = {};
@@ -98,7 +108,8 @@ __global__ void __launch_bounds__(kThreads)
 template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
-                      const float* x, float* y) {
+                      const float* x, float* y, ExpertIndex ix) {
+  select_expert(ix, rows, w, x, y);
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
@@ -164,7 +175,8 @@ __device__ __forceinline__ void cp_async_wait_one() {
 template <DType T, bool kAlignedX>
 __global__ void __launch_bounds__(kThreads)
     gemv_quant_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
-                      const float* x, float* y) {
+                      const float* x, float* y, ExpertIndex ix) {
+  select_expert(ix, rows, w, x, y);
   using G = SegGeometry<T>;
   using B = BlockTraits<T>;
   __shared__ __align__(16) uint8_t smem[2][kRows][G::kBuf];
@@ -226,20 +238,23 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream) {
+void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
+                 const ExpertIndex& ix) {
+  // Under an index every expert's weight lies like w.data (same offset in its slot).
   const auto addr = reinterpret_cast<uintptr_t>(w.data);
-  const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ix.x_stride % 4 == 0;
   const auto* data = static_cast<const uint8_t*>(w.data);
-  const unsigned grid = static_cast<unsigned>((w.rows + kRows - 1) / kRows);
+  const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
+                  static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
       if (x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0)
         gemv_plain_kernel<T>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
       else
         gemv_plain_scalar_kernel<T>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
     } else {
       if (addr % 2 != 0 || w.row_stride % 2 != 0)
         fail(ErrorKind::Unsupported,
@@ -247,10 +262,10 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream)
                  " weight rows must start at even addresses (16-bit scales)");
       if (x_aligned)
         gemv_quant_kernel<T, true>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
       else
         gemv_quant_kernel<T, false>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y);
+            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
     }
   });
   if (!known)

@@ -225,7 +225,7 @@ struct Seg {
 template <DType T>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemv_int8_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
-                     const int8_t* xq, const ActBlock* meta, float* y) {
+                     const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = Seg<T>;
   constexpr int kStages = S::kStages;
@@ -235,6 +235,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   const int tid = threadIdx.x;
   // The next matmul's quantisation kernel may be scheduled now; it waits for this grid to end.
   asm volatile("griddepcontrol.launch_dependents;");
+  if (ix.table != nullptr) {
+    // The expert ids come from the kernels ahead: wait for them before picking the weight (the
+    // weight copies then no longer overlap the quantisation).
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
+    xq += blockIdx.y * ix.x_stride;
+    meta += blockIdx.y * ix.x_stride / kUnit;
+    y += blockIdx.y * rows;
+  }
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   const int64_t row_bytes = cols / S::B::kElems * S::B::kBytes;
@@ -313,16 +322,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
 template <DType T>
 void launch_int8(const cudaLaunchConfig_t& cfg, const uint8_t* data, const Weight& w,
-                 const int8_t* q, const ActBlock* meta, float* y) {
+                 const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
   // All of shared memory rather than the default split with L1, for eight blocks per SM (set
   // once, on the device of the first launch).
   static const cudaError_t carveout =
       cudaFuncSetAttribute(gemv_int8_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
   check(carveout, "int8 gemv shared memory carveout");
-  check(
-      cudaLaunchKernelEx(&cfg, gemv_int8_kernel<T>, data, w.row_stride, w.rows, w.cols, q, meta, y),
-      "int8 gemv");
+  check(cudaLaunchKernelEx(&cfg, gemv_int8_kernel<T>, data, w.row_stride, w.rows, w.cols, q, meta,
+                           y, ix),
+        "int8 gemv");
 }
 
 size_t act_codes_bytes(int64_t cols) {
@@ -341,11 +350,16 @@ size_t gemv_int8_scratch_bytes(int64_t cols) {
   return act_codes_bytes(cols) + static_cast<size_t>(cols / kUnit) * sizeof(ActBlock);
 }
 
-void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
-                      cudaStream_t stream) {
+void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
+                      const ExpertIndex& ix) {
+  if (ix.x_stride != 0 && ix.x_stride != w.cols)
+    fail(ErrorKind::Unsupported, "int8 GEMV: indexed input rows must be " + std::to_string(w.cols) +
+                                     " apart, not " + std::to_string(ix.x_stride));
+  // Every input row is quantised: one, or the n rows of an index with its own row per expert.
+  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n : 1;
   auto* q = static_cast<int8_t*>(scratch);
-  auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols));
-  const int64_t blocks = w.cols / kUnit;
+  auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols * x_rows));
+  const int64_t blocks = w.cols * x_rows / kUnit;
   // Programmatic dependent launches: each kernel may be scheduled before the one ahead of it in
   // the stream has finished, and waits for it (griddepcontrol.wait) before reading its results,
   // so that consecutive matmuls leave no gap between their weight streams.
@@ -360,17 +374,18 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
   qcfg.numAttrs = 1;
   check(cudaLaunchKernelEx(&qcfg, quantize_acts_kernel, x, blocks, q, meta), "int8 activations");
   cudaLaunchConfig_t cfg = qcfg;
-  cfg.gridDim = dim3(static_cast<unsigned>((w.rows + kRows - 1) / kRows));
+  cfg.gridDim = dim3(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
+                     static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.dtype) {
     case DType::Q8_0:
-      launch_int8<DType::Q8_0>(cfg, data, w, q, meta, y);
+      launch_int8<DType::Q8_0>(cfg, data, w, q, meta, y, ix);
       break;
     case DType::Q4_K:
-      launch_int8<DType::Q4_K>(cfg, data, w, q, meta, y);
+      launch_int8<DType::Q4_K>(cfg, data, w, q, meta, y, ix);
       break;
     case DType::Q6_K:
-      launch_int8<DType::Q6_K>(cfg, data, w, q, meta, y);
+      launch_int8<DType::Q6_K>(cfg, data, w, q, meta, y, ix);
       break;
     default:
       fail(ErrorKind::Unsupported,

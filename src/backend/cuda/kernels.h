@@ -12,6 +12,16 @@
 
 namespace ts::cuda {
 
+// Experts picked on the device (Backend::matmul_indexed): GEMV i < n, along grid dimension y, uses
+// the weight whose data pointer is table[ids[i]] (of the launch's dtype and shape), the input
+// x + i * x_stride and the output y + i * rows. A null table: the launch's own weight, n = 1.
+struct ExpertIndex {
+  const void* const* table = nullptr;
+  const int32_t* ids = nullptr;
+  int64_t n = 1;
+  int64_t x_stride = 0;
+};
+
 // Elementwise and row ops (elementwise.cu).
 void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
                   cudaStream_t stream);
@@ -40,16 +50,27 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
 
 // y = W x for one activation row (M = 1), in f32 whatever the layout: 16-byte vector loads when
 // rows and x are aligned, element loads otherwise.
-void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream);
+void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
+                 const ExpertIndex& ix = {});
 
 // Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later.
 // x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
 // memory, 256-byte aligned), so each output is off the f32 GEMV by at most
 // sum |w_k| * (max |x| over k's block / 127) / 2.
+// Under an ExpertIndex with x_stride != 0 (which must equal w.cols), all n input rows are
+// quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 size_t gemv_int8_scratch_bytes(int64_t cols);
-void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch,
-                      cudaStream_t stream);
+void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
+                      const ExpertIndex& ix = {});
+
+// Routing and expert sums (moe.cu). route: one block per row of logits [M][a.n_expert], writing
+// ids / weights [M][a.k] as route_token() does (a.bias in device memory).
+void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
+                  cudaStream_t stream);
+// out = sum over i < k of weights[i] * y[i] (rows of n), in ascending id order.
+void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                            int64_t n, float* out, cudaStream_t stream);
 
 // KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
 void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,

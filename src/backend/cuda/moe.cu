@@ -1,0 +1,158 @@
+// Routed experts on the device: top-k routing by the family's rule, and the weighted sum of the
+// k experts' outputs. With them (and the indexed GEMVs) a decode step over resident experts never
+// reads the routing back to the host, so it can be recorded as a graph.
+#include <cfloat>
+
+#include "backend/cuda/kernels.h"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kRouteThreads = 256;
+constexpr int kMaxTopK = 64;
+
+__device__ float route_block_reduce(float v, bool take_max, float* scratch) {
+  for (int off = 16; off > 0; off >>= 1) {
+    const float o = __shfl_xor_sync(0xffffffffu, v, off);
+    v = take_max ? fmaxf(v, o) : v + o;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float r = scratch[0];
+    for (int w = 1; w < kRouteThreads / 32; ++w)
+      r = take_max ? fmaxf(r, scratch[w]) : r + scratch[w];
+    scratch[kRouteThreads / 32] = r;
+  }
+  __syncthreads();
+  const float r = scratch[kRouteThreads / 32];
+  __syncthreads();  // scratch may be reused by the next reduction
+  return r;
+}
+
+// The best not-yet-taken expert: highest score, the lower index on ties (route_token's order).
+__device__ int route_argmax(const float* score, const uint8_t* taken, int64_t E, int* best_i,
+                            float* best_v) {
+  float v = -FLT_MAX;
+  int idx = -1;
+  for (int64_t e = threadIdx.x; e < E; e += kRouteThreads)
+    if (!taken[e] && (idx < 0 || score[e] > v)) v = score[e], idx = static_cast<int>(e);
+  for (int off = 16; off > 0; off >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const int oi = __shfl_xor_sync(0xffffffffu, idx, off);
+    if (oi >= 0 && (idx < 0 || ov > v || (ov == v && oi < idx))) v = ov, idx = oi;
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) best_i[warp] = idx, best_v[warp] = v;
+  __syncthreads();
+  int r = -1;
+  float rv = -FLT_MAX;
+  for (int w = 0; w < kRouteThreads / 32; ++w)
+    if (best_i[w] >= 0 && (r < 0 || best_v[w] > rv || (best_v[w] == rv && best_i[w] < r)))
+      r = best_i[w], rv = best_v[w];
+  __syncthreads();
+  return r;
+}
+
+// Shared memory: the probabilities p and the selection scores, E floats each, and E taken flags.
+__global__ void __launch_bounds__(kRouteThreads)
+    route_kernel(const float* logits, int64_t E, int k, RouterScoring scoring, bool norm_topk,
+                 const float* bias, int32_t* ids, float* weights) {
+  extern __shared__ float smem[];
+  float* p = smem;
+  float* score = smem + E;
+  auto* taken = reinterpret_cast<uint8_t*>(smem + 2 * E);
+  __shared__ float red[kRouteThreads / 32 + 1];
+  __shared__ int best_i[kRouteThreads / 32];
+  __shared__ float best_v[kRouteThreads / 32];
+  __shared__ int chosen[kMaxTopK];
+  const float* row = logits + blockIdx.x * E;
+  for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) taken[e] = 0;
+  if (scoring == RouterScoring::SoftmaxTopk) {
+    float mx = -FLT_MAX;
+    for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) mx = fmaxf(mx, row[e]);
+    mx = route_block_reduce(mx, true, red);
+    float sum = 0.0f;
+    for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) sum += p[e] = expf(row[e] - mx);
+    sum = route_block_reduce(sum, false, red);
+    for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) score[e] = p[e] = p[e] / sum;
+  } else if (scoring == RouterScoring::SigmoidBiasTopk) {
+    // The bias decides which experts run; the weights stay the unbiased sigmoids.
+    for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) {
+      p[e] = 1.0f / (1.0f + expf(-row[e]));
+      score[e] = p[e] + (bias != nullptr ? bias[e] : 0.0f);
+    }
+  } else {
+    for (int64_t e = threadIdx.x; e < E; e += kRouteThreads) score[e] = row[e];
+  }
+  __syncthreads();
+  for (int i = 0; i < k; ++i) {
+    const int best = route_argmax(score, taken, E, best_i, best_v);
+    if (threadIdx.x == 0) chosen[i] = best, taken[best] = 1;
+    __syncthreads();
+  }
+  if (threadIdx.x != 0) return;
+  int32_t* out_ids = ids + blockIdx.x * k;
+  float* out_w = weights + blockIdx.x * k;
+  if (scoring == RouterScoring::TopkSoftmax) {
+    float mx = row[chosen[0]];
+    for (int i = 1; i < k; ++i) mx = fmaxf(mx, row[chosen[i]]);
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum += out_w[i] = expf(row[chosen[i]] - mx);
+    for (int i = 0; i < k; ++i) out_w[i] /= sum;
+  } else {
+    for (int i = 0; i < k; ++i) out_w[i] = p[chosen[i]];
+    if (norm_topk) {
+      float sum = 0.0f;
+      for (int i = 0; i < k; ++i) sum += out_w[i];
+      for (int i = 0; i < k; ++i) out_w[i] /= sum;
+    }
+  }
+  for (int i = 0; i < k; ++i) out_ids[i] = chosen[i];
+}
+
+// Each thread sums its columns over the k experts in ascending id order, with the same fused
+// multiply-add the host path's scatter_add_rows applies to a zeroed output.
+__global__ void combine_experts_kernel(const float* y, const int32_t* ids, const float* weights,
+                                       int k, int64_t n, float* out) {
+  __shared__ int order[kMaxTopK];
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < k; ++i) {
+      int j = i;
+      while (j > 0 && ids[order[j - 1]] > ids[i]) {
+        order[j] = order[j - 1];
+        --j;
+      }
+      order[j] = i;
+    }
+  }
+  __syncthreads();
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < n;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < k; ++i) acc = fmaf(weights[order[i]], y[order[i] * n + c], acc);
+    out[c] = acc;
+  }
+}
+
+}  // namespace
+
+void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
+                  cudaStream_t stream) {
+  const size_t smem = static_cast<size_t>(a.n_expert) * (2 * sizeof(float) + 1);
+  route_kernel<<<static_cast<unsigned>(M), kRouteThreads, smem, stream>>>(
+      logits, a.n_expert, static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids, weights);
+  check_launch("route");
+}
+
+void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                            int64_t n, float* out, cudaStream_t stream) {
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
+  combine_experts_kernel<<<blocks, kThreads, 0, stream>>>(y, ids, weights, static_cast<int>(k), n,
+                                                          out);
+  check_launch("combine experts");
+}
+
+}  // namespace ts::cuda

@@ -1,0 +1,72 @@
+// The Backend's generic routed-expert ops (what a backend without device kernels for them runs):
+// route() is route_token() per row, matmul_indexed() a matmul per chosen expert, combine_experts()
+// the zeroed sum in ascending expert order that the host path of the forward pass computes.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/backend.h"
+#include "moe/router.h"
+
+namespace ts {
+namespace {
+
+std::vector<float> randn(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(BackendExperts, GenericOpsMatchThePerExpertPath) {
+  auto cpu = make_cpu_backend(1);
+  std::mt19937 rng(7);
+  const int64_t E = 6, k = 3, rows = 16, cols = 64;
+  // Routing of two rows: exactly route_token's choice and weights.
+  const std::vector<float> logits = randn(static_cast<size_t>(2 * E), rng);
+  const RouterArgs args{RouterScoring::SoftmaxTopk, E, k, true, nullptr};
+  std::vector<int32_t> ids(static_cast<size_t>(2 * k)), want_ids(ids.size());
+  std::vector<float> w(ids.size()), want_w(ids.size());
+  cpu->route(logits.data(), 2, args, ids.data(), w.data());
+  for (int64_t m = 0; m < 2; ++m)
+    route_token(logits.data() + m * E, args, want_ids.data() + m * k, want_w.data() + m * k);
+  EXPECT_EQ(ids, want_ids);
+  EXPECT_EQ(w, want_w);
+
+  // Per-expert f32 weights, addressed through a table of data pointers.
+  std::vector<std::vector<float>> data;
+  std::vector<const void*> table;
+  for (int64_t e = 0; e < E; ++e) {
+    data.push_back(randn(static_cast<size_t>(rows * cols), rng));
+    table.push_back(data.back().data());
+  }
+  const Weight shape{DType::F32, rows, cols, cols * sizeof(float), table[0]};
+  const std::vector<float> x = randn(static_cast<size_t>(k * cols), rng);
+  for (int64_t x_stride : {int64_t{0}, cols}) {
+    std::vector<float> got(static_cast<size_t>(k * rows)), want(got.size());
+    cpu->matmul_indexed(shape, table.data(), ids.data(), k, x.data(), x_stride, got.data());
+    for (int64_t i = 0; i < k; ++i) {
+      Weight we = shape;
+      we.data = table[static_cast<size_t>(ids[static_cast<size_t>(i)])];
+      cpu->matmul(we, x.data() + i * x_stride, 1, want.data() + i * rows);
+    }
+    EXPECT_EQ(got, want) << "x_stride " << x_stride;
+  }
+
+  // The sum in ascending id order, each term a separate scatter into a zeroed row.
+  const std::vector<float> y = randn(static_cast<size_t>(k * rows), rng);
+  std::vector<float> got(static_cast<size_t>(rows)), want(static_cast<size_t>(rows), 0.0f);
+  cpu->combine_experts(y.data(), ids.data(), w.data(), k, rows, got.data());
+  std::vector<size_t> order = {0, 1, 2};
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  const int32_t row0 = 0;
+  for (size_t i : order)
+    cpu->scatter_add_rows(want.data(), y.data() + i * rows, &row0, &w[i], 1, rows);
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+}  // namespace ts
