@@ -19,7 +19,7 @@ inline void cpu_relax() {
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -31,12 +31,22 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_piece(int index) {
-  if (index >= pieces_) return;
-  const int64_t blocks = (n_ + grain_ - 1) / grain_;
-  const int64_t begin = std::min(n_, blocks * index / pieces_ * grain_);
-  const int64_t end = std::min(n_, blocks * (index + 1) / pieces_ * grain_);
-  if (begin < end) (*fn_)(begin, end);
+void ThreadPool::run_pieces(uint32_t generation) {
+  uint64_t cur = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    const uint64_t index = cur & 0xFFFF, pieces = (cur >> 16) & 0xFFFF;
+    if ((cur >> 32) != generation || index >= pieces) return;
+    if (!claim_.compare_exchange_weak(cur, cur + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire))
+      continue;
+    const int64_t blocks = (n_ + grain_ - 1) / grain_;
+    const int64_t p = static_cast<int64_t>(pieces), i = static_cast<int64_t>(index);
+    const int64_t begin = std::min(n_, blocks * i / p * grain_);
+    const int64_t end = std::min(n_, blocks * (i + 1) / p * grain_);
+    if (begin < end) (*fn_)(begin, end);
+    done_.fetch_add(1, std::memory_order_release);
+    cur = claim_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn,
@@ -51,21 +61,24 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   fn_ = &fn;
   n_ = n;
   grain_ = grain;
-  pieces_ = static_cast<int>(std::min<int64_t>(blocks, size()));
-  pending_.store(static_cast<int>(workers_.size()), std::memory_order_relaxed);
+  const int pieces = static_cast<int>(std::min<int64_t>(blocks, kPiecesPerThread * size()));
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  claim_.store(static_cast<uint64_t>(generation) << 32 | static_cast<uint64_t>(pieces) << 16,
+               std::memory_order_release);
   bool wake = false;
   {
     // Under the mutex, so that a worker about to sleep either sees the new generation or is
     // counted in sleepers_ and gets the notification.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1, std::memory_order_release);
+    generation_.store(generation, std::memory_order_release);
     wake = sleepers_ > 0;
   }
   if (wake) wake_cv_.notify_all();
-  run_piece(0);
-  // The workers are running their pieces: spin briefly, then give the core away while waiting
-  // (a worker may have been preempted by another process).
-  for (int spins = 0; pending_.load(std::memory_order_acquire) != 0; ++spins) {
+  run_pieces(generation);
+  // Only pieces another thread is running are left: spin briefly, then give the core away while
+  // waiting (that thread may have been preempted by another process).
+  for (int spins = 0; done_.load(std::memory_order_acquire) != pieces; ++spins) {
     if (spins < 4096)
       cpu_relax();
     else
@@ -73,10 +86,10 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
   }
 }
 
-void ThreadPool::worker(int index) {
-  uint64_t seen = 0;
+void ThreadPool::worker() {
+  uint32_t seen = 0;
   for (;;) {
-    uint64_t g = generation_.load(std::memory_order_acquire);
+    uint32_t g = generation_.load(std::memory_order_acquire);
     const auto spin_until = std::chrono::steady_clock::now() + kSpin;
     for (int i = 0; g == seen && !stop_.load(std::memory_order_acquire); ++i) {
       cpu_relax();
@@ -95,8 +108,7 @@ void ThreadPool::worker(int index) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = g;
-    run_piece(index);
-    pending_.fetch_sub(1, std::memory_order_release);
+    run_pieces(g);
   }
 }
 

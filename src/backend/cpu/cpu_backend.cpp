@@ -1,6 +1,7 @@
 // The CPU backend: ops on host memory, rows split across a thread pool. Matmuls go through the
 // per-dtype kernels of matmul_kernels.h; everything else is plain f32 loops the compiler
 // vectorises.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -63,17 +64,21 @@ class CpuBackend final : public Backend {
 
   void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
                 float* out) override {
-    for (int64_t m = 0; m < M; ++m) norm_row(x + m * n, w, n, eps, plus_one, out + m * n);
+    rows(M, n, [&](int64_t m) { norm_row(x + m * n, w, n, eps, plus_one, out + m * n); });
   }
 
   void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
                       float eps, bool plus_one) override {
-    for (int64_t r = 0; r < M * n_heads; ++r)
+    rows(M * n_heads, head_dim, [&](int64_t r) {
       norm_row(x + r * head_dim, w, head_dim, eps, plus_one, x + r * head_dim);
+    });
   }
 
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
-    cpu::pack_activations(w.dtype, x, M, w.cols, packed_);
+    if (M > 1)
+      cpu::pack_activations_parallel(pool_, w.dtype, x, M, w.cols, packed_);
+    else
+      cpu::pack_activations(w.dtype, x, M, w.cols, packed_);
     const cpu::WeightView view{w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols,
                                w.row_stride};
     // Grain of 16 rows keeps each piece a few cache lines of output and many KB of weights.
@@ -83,8 +88,9 @@ class CpuBackend final : public Backend {
   }
 
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
-    for (int64_t m = 0; m < M; ++m)
+    rows(M, n, [&](int64_t m) {
       for (int64_t i = 0; i < n; ++i) y[m * n + i] += b[i];
+    });
   }
 
   void zero(float* x, int64_t n) override {
@@ -92,13 +98,23 @@ class CpuBackend final : public Backend {
   }
 
   void add(float* y, const float* x, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+    spans(n, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) y[i] += x[i];
+    });
   }
 
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
     const int64_t half = r.rotary_dim / 2;
+    // sin and cos dominate: a row's cost is its half-rotary angles plus the rotations.
+    spans(M, half * (8 + n_heads),
+          [&](int64_t m0, int64_t m1) { rope_rows(x, m0, m1, n_heads, pos, r); });
+  }
+
+  static void rope_rows(float* x, int64_t m0, int64_t m1, int64_t n_heads, const int32_t* pos,
+                        const RopeArgs& r) {
+    const int64_t half = r.rotary_dim / 2;
     std::vector<float> cs(static_cast<size_t>(2 * half));
-    for (int64_t m = 0; m < M; ++m) {
+    for (int64_t m = m0; m < m1; ++m) {
       // The angle is computed in f32 as PyTorch does (position x inverse frequency), so that long
       // positions round the same way as the reference.
       for (int64_t i = 0; i < half; ++i) {
@@ -122,14 +138,15 @@ class CpuBackend final : public Backend {
 
   void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
                 const int32_t* pos) override {
-    for (int64_t m = 0; m < M; ++m) {
+    for (int64_t m = 0; m < M; ++m)
       if (pos[m] < 0 || pos[m] >= kv.capacity)
         fail(ErrorKind::Input, "position " + std::to_string(pos[m]) +
                                    " is outside the KV cache of " + std::to_string(kv.capacity));
+    rows(M, 2 * kv.width, [&](int64_t m) {
       const size_t off = static_cast<size_t>(pos[m]) * kv.row_bytes;
       cpu::store_kv_row(kv.dtype, k + m * kv.width, kv.width, static_cast<uint8_t*>(kv.k) + off);
       cpu::store_kv_row(kv.dtype, v + m * kv.width, kv.width, static_cast<uint8_t*>(kv.v) + off);
-    }
+    });
   }
 
   void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
@@ -138,15 +155,19 @@ class CpuBackend final : public Backend {
   }
 
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
-    for (int64_t i = 0; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+    });
   }
 
   void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) override {
     constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    for (int64_t i = 0; i < n; ++i) {
-      const float g = gate[i];
-      out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
-    }
+    spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float g = gate[i];
+        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+      }
+    });
   }
 
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
@@ -163,10 +184,38 @@ class CpuBackend final : public Backend {
   }
 
   void softcap(float* x, int64_t n, float cap) override {
-    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+    spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) x[i] = cap * std::tanh(x[i] / cap);
+    });
   }
 
  private:
+  // Element-wise work is split across the pool only when there is enough of it: handing a loop
+  // to the workers costs about a microsecond, a few thousand simple element operations.
+  static constexpr int64_t kMinParallelWork = 8192;
+  // An exp or tanh costs about ten simple operations.
+  static constexpr int64_t kTranscendentalCost = 10;
+
+  // fn(i0, i1) over [0, n), where one item costs about `cost` simple operations.
+  template <class Fn>
+  void spans(int64_t n, int64_t cost, const Fn& fn) {
+    if (n * cost < 2 * kMinParallelWork || pool_.size() == 1) {
+      fn(0, n);
+      return;
+    }
+    const int64_t grain = std::max<int64_t>(1, kMinParallelWork / cost);
+    pool_.parallel_for(
+        n, [&](int64_t i0, int64_t i1) { fn(i0, i1); }, grain);
+  }
+
+  // fn(i) for each of n rows of about `cost` operations each.
+  template <class Fn>
+  void rows(int64_t n, int64_t cost, const Fn& fn) {
+    spans(n, cost, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) fn(i);
+    });
+  }
+
   static void norm_row(const float* x, const float* w, int64_t n, float eps, bool plus_one,
                        float* out) {
     double ss = 0;

@@ -48,10 +48,12 @@ bool cpu_has_vnni() {
 #endif
 }
 
-RowsKernel kernel_for(Isa isa, DType t) {
+RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
   RowsKernel k = nullptr;
   switch (isa) {
     case Isa::Avx512:
+      if (M >= kGemmMinRows && cpu_has_vnni()) k = avx512vnni_gemm_kernel(t);
+      if (k != nullptr) break;
       if (is_float_type(t))
         k = avx512_float_kernel(t);
       else
@@ -143,7 +145,10 @@ const char* matmul_isa() {
   return isa_name(active_isa());
 }
 
-void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out) {
+namespace {
+
+// Sets out's shape and sizes its buffer; false when the weight type takes the f32 rows as they are.
+bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out) {
   out.wtype = wtype;
   out.M = M;
   out.K = K;
@@ -151,7 +156,7 @@ void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedA
   if (is_float_type(wtype)) {
     out.row_bytes = checked_mul(static_cast<uint64_t>(K), sizeof(float), "matmul activations");
     out.f32 = x;
-    return;
+    return false;
   }
   const bool k_quant = is_q8k_type(wtype);
   const int64_t block = k_quant ? kQKK : kQK32;
@@ -161,13 +166,29 @@ void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedA
   const size_t block_bytes = k_quant ? sizeof(BlockQ8K) : sizeof(BlockQ8A32);
   out.row_bytes = checked_mul(static_cast<uint64_t>(K / block), block_bytes, "matmul activations");
   out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(M), "matmul activations"));
-  for (int64_t m = 0; m < M; ++m) {
+  return true;
+}
+
+void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
+  for (int64_t m = m0; m < m1; ++m) {
     uint8_t* row = out.data.data() + m * out.row_bytes;
-    if (k_quant)
-      quantize_row_q8k(x + m * K, reinterpret_cast<BlockQ8K*>(row), K);
+    if (is_q8k_type(out.wtype))
+      quantize_row_q8k(x + m * out.K, reinterpret_cast<BlockQ8K*>(row), out.K);
     else
-      quantize_row_q8a32(x + m * K, reinterpret_cast<BlockQ8A32*>(row), K);
+      quantize_row_q8a32(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
   }
+}
+
+}  // namespace
+
+void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out) {
+  if (shape_packing(wtype, x, M, K, out)) quantize_rows(x, 0, M, out);
+}
+
+void pack_activations_parallel(ThreadPool& pool, DType wtype, const float* x, int64_t M, int64_t K,
+                               PackedActs& out) {
+  if (shape_packing(wtype, x, M, K, out))
+    pool.parallel_for(M, [&](int64_t m0, int64_t m1) { quantize_rows(x, m0, m1, out); });
 }
 
 void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
@@ -176,7 +197,7 @@ void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t 
     fail(ErrorKind::Unsupported, std::string("matmul: this CPU lacks ") + isa_name(isa));
   check_args(w, x, r0, r1);
   if (r0 == r1 || x.M == 0) return;
-  kernel_for(isa, w.dtype)(w, x, r0, r1, y, ldy);
+  kernel_for(isa, w.dtype, x.M)(w, x, r0, r1, y, ldy);
 }
 
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,

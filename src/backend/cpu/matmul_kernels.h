@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "quant/dtype.h"
 
 namespace ts::cpu {
@@ -33,6 +34,9 @@ struct PackedActs {
 };
 
 void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedActs& out);
+// The same, the rows quantised in parallel on `pool`.
+void pack_activations_parallel(ThreadPool& pool, DType wtype, const float* x, int64_t M, int64_t K,
+                               PackedActs& out);
 
 // y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M). Float
 // weights: f32 FMA accumulation. Quantised weights: exact integer dots against the activations as

@@ -18,6 +18,8 @@ RowsKernel avx2_kernel(DType t);
 // file, so no VNNI instruction can reach a CPU without it; such a CPU uses the AVX2 ones).
 RowsKernel avx512_float_kernel(DType t);
 RowsKernel avx512vnni_int_kernel(DType t);
+// The AVX512-VNNI GEMM for the 32-element block types at M >= kGemmMinRows (nullptr for others).
+RowsKernel avx512vnni_gemm_kernel(DType t);
 
 // Register tile of the SIMD kernels (weight rows x activation rows: each loaded vector feeds
 // several dot products), and weight rows per cache chunk: a chunk of weight rows stays in L2
@@ -25,5 +27,9 @@ RowsKernel avx512vnni_int_kernel(DType t);
 inline constexpr int kRowTile = 2;
 inline constexpr int kActTile = 4;
 inline constexpr int64_t kRowChunk = 16;
+
+// From this many activation rows up, the GEMM's weight repacking (once per matmul) costs less
+// than it saves.
+inline constexpr int64_t kGemmMinRows = 8;
 
 }  // namespace ts::cpu
