@@ -60,6 +60,14 @@ struct StepKey {
   bool operator==(const StepKey&) const = default;
 };
 
+// What a device backend's hardware can do at best, measured: device-to-device copy bandwidth (bytes
+// read + written per second) and the bf16 tensor-core GEMM rate. Zero for host backends, whose
+// ceilings runtime/bandwidth.h measures.
+struct DeviceCeilings {
+  double copy_bytes_per_s = 0;
+  double gemm_flops = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -97,6 +105,9 @@ class Backend {
   // keeps its argument arrays in place and validates their values first. free() forgets every
   // recording (a recording names the buffers it touches). Default: runs `ops`.
   virtual void run_recorded(const StepKey& key, const std::function<void()>& ops);
+
+  // Measures DeviceCeilings (about a second; allocates and frees a few GiB).
+  virtual DeviceCeilings measure_ceilings() { return {}; }
 
   // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
   // `host` points at `rows * row_stride` bytes of the model file.

@@ -37,6 +37,8 @@ struct BenchArgs {
 struct Machine {
   ReadBandwidth bw;
   ComputePeak peak;
+  DeviceCeilings device;  // zero on the CPU backend; else the bounds of a device run
+  bool on_device() const { return device.copy_bytes_per_s > 0; }
 };
 
 struct TestResult {
@@ -196,7 +198,9 @@ struct Report {
       const double attended =
           static_cast<double>(t.n_prompt) + static_cast<double>(t.n_gen + 1) / 2;
       const DecodeBytes b = decode_bytes(spec, engine.options().kv_type, attended);
-      const double bound = machine->bw.bytes_per_s / b.total();
+      const double bw =
+          machine->on_device() ? machine->device.copy_bytes_per_s : machine->bw.bytes_per_s;
+      const double bound = bw / b.total();
       return {{"bytes_per_token", b.total()},
               {"weight_bytes", b.weights},
               {"expert_bytes", b.experts},
@@ -205,11 +209,15 @@ struct Report {
               {"fraction", t.mean() / bound}};
     }
     const bool int8 = integer_kernels(matrix_dtype(spec));
-    const double peak = int8 ? machine->peak.int8_ops : machine->peak.f32_flops;
+    const double peak = machine->on_device() ? machine->device.gemm_flops
+                        : int8               ? machine->peak.int8_ops
+                                             : machine->peak.f32_flops;
     const double flops = feed_flops(spec, 0, t.n_prompt) / static_cast<double>(t.n_prompt);
     const double bound = peak / flops;
     return {{"flops_per_token", flops},
-            {"peak", int8 ? "int8" : "f32"},
+            {"peak", machine->on_device() ? "bf16 gemm"
+                     : int8               ? "int8"
+                                          : "f32"},
             {"peak_ops", peak},
             {"bound_ts", bound},
             {"fraction", t.mean() / bound}};
@@ -244,6 +252,9 @@ struct Report {
                       {"int8_peak_gops", machine->peak.int8_ops / 1e9},
                       {"int8_peak_256bit_gops", machine->peak.int8_ops_256 / 1e9},
                       {"int8_isa", machine->peak.int8_isa}};
+      if (machine->on_device())
+        j["device"] = {{"copy_gbps", machine->device.copy_bytes_per_s / 1e9},
+                       {"bf16_gemm_tflops", machine->device.gemm_flops / 1e12}};
     }
     j["tests"] = nlohmann::json::array();
     for (const TestResult& t : tests) {
@@ -295,7 +306,13 @@ struct Report {
           "\nhit %% = expert lookups found in a slot; MB read/tok = expert bytes read from the "
           "file "
           "per token; read GB/s = those bytes / the time compute waited for them.\n");
-    if (machine != nullptr) {
+    if (machine != nullptr && machine->on_device()) {
+      std::printf(
+          "\nbounds: device copy %.0f GB/s (read + write), bf16 GEMM %.1f TFLOP/s (cuBLAS). tg "
+          "bound = bytes per token (weights + top-k experts + KV) / copy bandwidth; pp bound = "
+          "GEMM rate / FLOPs per token.\n",
+          machine->device.copy_bytes_per_s / 1e9, machine->device.gemm_flops / 1e12);
+    } else if (machine != nullptr) {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
           "(%s), int8 %.1f GOP/s (%s; %.1f on 256-bit vectors). tg bound = bytes per token "
@@ -325,6 +342,7 @@ int run_bench(BenchArgs& a) {
     machine->peak = measure_compute_peak(threads);
   }
   auto engine = Engine::open(model_path(a.model, true), options);
+  if (machine) machine->device = engine->backend().measure_ceilings();
   Session session(*engine);
   std::mt19937_64 rng(1234);
   Report report{*engine, a, threads, machine.get(), {}};

@@ -1,6 +1,7 @@
 #include "runtime/forward.h"
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "core/error.h"
@@ -32,8 +33,7 @@ Forward::Forward(Engine& engine, int64_t max_rows)
   ff_out_ = scratch(ffn_rows * d);
   if (c_.is_moe()) {
     router_ = scratch(B * static_cast<size_t>(c_.n_expert));
-    route_ids_ = reinterpret_cast<int32_t*>(scratch(B * k));
-    route_weights_ = scratch(B * k);
+    routing_ = scratch(B * 2 * k);
     experts_on_device_ = b_.indexes_experts_on_device();
     for (int64_t l = 0; l < c_.n_layer; ++l)
       if (engine_.layers()[static_cast<size_t>(l)].moe && engine_.expert_table(l) == nullptr)
@@ -201,22 +201,26 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   const int64_t d = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_expert;
   b_.matmul(L.router, h_, M, router_);
   const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
-  b_.route(router_, M, ra, route_ids_, route_weights_);
+  // The weights right after the ids: one copy brings both back to the host.
+  auto* ids = reinterpret_cast<int32_t*>(routing_);
+  float* weights = routing_ + M * k;
+  b_.route(router_, M, ra, ids, weights);
   if (experts_indexed(M)) {
     // One token over resident experts: the k experts' matmuls pick their weights on the device,
     // and nothing comes back to the host.
     const ExpertTable& t = *engine_.expert_table(l);
-    b_.matmul_indexed(t.gate_shape, t.gate, route_ids_, k, h_, 0, ff_gate_);
-    b_.matmul_indexed(t.up_shape, t.up, route_ids_, k, h_, 0, ff_up_);
+    b_.matmul_indexed(t.gate_shape, t.gate, ids, k, h_, 0, ff_gate_);
+    b_.matmul_indexed(t.up_shape, t.up, ids, k, h_, 0, ff_up_);
     b_.swiglu(ff_gate_, ff_up_, k * ff, ff_act_);
-    b_.matmul_indexed(t.down_shape, t.down, route_ids_, k, ff_act_, ff, ff_out_);
-    b_.combine_experts(ff_out_, route_ids_, route_weights_, k, d, o_);
+    b_.matmul_indexed(t.down_shape, t.down, ids, k, ff_act_, ff, ff_out_);
+    b_.combine_experts(ff_out_, ids, weights, k, d, o_);
     return;
   }
+  routing_host_.resize(static_cast<size_t>(2 * M * k));
+  b_.to_host(routing_host_.data(), routing_, routing_host_.size() * sizeof(float));
   ids_host_.resize(static_cast<size_t>(M * k));
-  weights_host_.resize(static_cast<size_t>(M * k));
-  b_.to_host(ids_host_.data(), route_ids_, ids_host_.size() * sizeof(int32_t));
-  b_.to_host(weights_host_.data(), route_weights_, weights_host_.size() * sizeof(float));
+  std::memcpy(ids_host_.data(), routing_host_.data(), ids_host_.size() * sizeof(int32_t));
+  const float* weights_host = routing_host_.data() + M * k;
   // rows routed to each expert, in ascending expert order (std::map): every row then sums its
   // experts in the same order whatever the slot count, which keeps streaming bit-identical.
   std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<float>>> routed;
@@ -224,7 +228,7 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
     for (int64_t i = 0; i < k; ++i) {
       auto& r = routed[ids_host_[static_cast<size_t>(m * k + i)]];
       r.first.push_back(static_cast<int32_t>(m));
-      r.second.push_back(weights_host_[static_cast<size_t>(m * k + i)]);
+      r.second.push_back(weights_host[m * k + i]);
     }
   b_.zero(o_, M * d);
   std::vector<int32_t> experts;

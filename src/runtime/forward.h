@@ -59,11 +59,10 @@ class Forward {
         *rows_ = nullptr;
   float *router_ = nullptr, *logits_ = nullptr;
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
-  int32_t* route_ids_ = nullptr;    // [max_rows][k], backend memory
-  float* route_weights_ = nullptr;
+  float* routing_ = nullptr;        // ids [M][k] (int32), then weights [M][k]; backend memory
   std::vector<float> router_host_;
+  std::vector<float> routing_host_;
   std::vector<int32_t> ids_host_;
-  std::vector<float> weights_host_;
 };
 
 }  // namespace ts

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/arg_stage.h"
+#include "backend/cuda/ceilings.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
@@ -162,6 +163,11 @@ class CudaBackend final : public Backend {
   void synchronize() override {
     cuda::check(cudaStreamSynchronize(copy_stream_), "synchronize");
     cuda::check(cudaStreamSynchronize(stream_), "synchronize");
+  }
+
+  DeviceCeilings measure_ceilings() override {
+    cuda::check(cudaStreamSynchronize(stream_), "ceilings");
+    return cuda::measure_ceilings(stream_);
   }
 
   // The first run of a key is eager (it sizes every scratch buffer and counts the arguments);
