@@ -65,23 +65,29 @@ struct GemmOps {
   }
 };
 
-// out[g] (g < 8) lane j = 32-bit word g of rows[j] (j < 8).
-inline void transpose8x8(const __m256i* rows, __m256i* out) {
-  __m256i t[8], u[8];
+// Sixteen rows of eight 32-bit words, rows j and j + 8 in the low and high halves of in[j], to
+// out[g] lane j = word g of row j (j < 16): an 8 x 8 transpose within each 256-bit half, then
+// the halves' 128-bit quarters put in row order by a two-source permute.
+inline void transpose16x8(const __m512i* in, __m512i* out) {
+  __m512i t[8], u[8];
   for (int i = 0; i < 4; ++i) {
-    t[2 * i] = _mm256_unpacklo_epi32(rows[2 * i], rows[2 * i + 1]);
-    t[2 * i + 1] = _mm256_unpackhi_epi32(rows[2 * i], rows[2 * i + 1]);
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
   }
   for (int h = 0; h < 2; ++h) {
-    const __m256i* p = t + 4 * h;                      // rows 4h..4h+3
-    u[4 * h + 0] = _mm256_unpacklo_epi64(p[0], p[2]);  // words 0 | 4
-    u[4 * h + 1] = _mm256_unpackhi_epi64(p[0], p[2]);  // words 1 | 5
-    u[4 * h + 2] = _mm256_unpacklo_epi64(p[1], p[3]);  // words 2 | 6
-    u[4 * h + 3] = _mm256_unpackhi_epi64(p[1], p[3]);  // words 3 | 7
+    const __m512i* p = t + 4 * h;                      // rows 4h..4h+3 (and + 8)
+    u[4 * h + 0] = _mm512_unpacklo_epi64(p[0], p[2]);  // words 0 | 4
+    u[4 * h + 1] = _mm512_unpackhi_epi64(p[0], p[2]);  // words 1 | 5
+    u[4 * h + 2] = _mm512_unpacklo_epi64(p[1], p[3]);  // words 2 | 6
+    u[4 * h + 3] = _mm512_unpackhi_epi64(p[1], p[3]);  // words 3 | 7
   }
+  // u[g] quarters: (rows 0-3, word g), (rows 0-3, word g + 4), (rows 8-11, g), (rows 8-11, g + 4);
+  // u[4 + g] the same for rows 4-7 and 12-15.
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
   for (int g = 0; g < 4; ++g) {
-    out[g] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x20);
-    out[g + 4] = _mm256_permute2x128_si256(u[g], u[4 + g], 0x31);
+    out[g] = _mm512_permutex2var_epi64(u[g], low, u[4 + g]);
+    out[g + 4] = _mm512_permutex2var_epi64(u[g], high, u[4 + g]);
   }
 }
 
@@ -91,11 +97,13 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
                 uint8_t* dst) {
   using Block = typename Dec::Block;
   constexpr size_t stride = packed_block_bytes<Dec>();
+  // The f16 scales are collected for the whole chunk and converted sixteen at a time at the end:
+  // a vector load of scales just stored one by one cannot be forwarded from the store buffer and
+  // stalls, and one scalar conversion per row made a dependency chain through the register it
+  // merges into.
+  alignas(64) uint16_t dh[kChunkBlocks][kPanelRows] = {}, mh[kChunkBlocks][kPanelRows] = {};
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* out = dst + (b - b0) * stride;
-    // The f16 scales are gathered and converted sixteen at a time: one scalar conversion per row
-    // made a dependency chain through the register it merges into.
-    alignas(32) uint16_t dh[kPanelRows] = {}, mh[kPanelRows] = {};
     for (int v = 0; v < kPanelVecs; ++v) {
       __m256i codes[kVecRows];
       for (int j = 0; j < kVecRows; ++j) {
@@ -105,21 +113,27 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
           continue;
         }
         const Block& blk = reinterpret_cast<const Block*>(w.data + (r + row) * w.row_stride)[b];
-        const __m256i c = Dec::template codes<GemmOps>(blk);
-        codes[j] = Dec::kSigned ? _mm256_xor_si256(c, bytes(0x80)) : c;
-        dh[row] = blk.d;
-        if constexpr (Dec::kMin) mh[row] = blk.m;
+        codes[j] = Dec::template codes<GemmOps>(blk);
+        dh[b - b0][row] = blk.d;
+        if constexpr (Dec::kMin) mh[b - b0][row] = blk.m;
       }
-      auto* d = reinterpret_cast<float*>(out + kCodesBytes) + v * kVecRows;
-      _mm512_storeu_ps(d, _mm512_cvtph_ps(load256(dh + v * kVecRows)));
+      __m512i pairs[8], words[8];
+      for (int j = 0; j < 8; ++j) {
+        pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(codes[j]), codes[j + 8], 1);
+        // Signed values to unsigned codes (offset 128).
+        if constexpr (Dec::kSigned) pairs[j] = _mm512_xor_si512(pairs[j], _mm512_set1_epi8(-128));
+      }
+      transpose16x8(pairs, words);
+      for (int g = 0; g < 8; ++g) _mm512_storeu_si512(out + (g * kPanelVecs + v) * 64, words[g]);
+    }
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    auto* d = reinterpret_cast<float*>(dst + (b - b0) * stride + kCodesBytes);
+    for (int v = 0; v < kPanelVecs; ++v) {
+      _mm512_storeu_ps(d + v * kVecRows, _mm512_cvtph_ps(load256(&dh[b - b0][v * kVecRows])));
       if constexpr (Dec::kMin)
-        _mm512_storeu_ps(d + kPanelRows, _mm512_cvtph_ps(load256(mh + v * kVecRows)));
-      __m256i lo[8], hi[8];
-      transpose8x8(codes, lo);
-      transpose8x8(codes + 8, hi);
-      for (int g = 0; g < 8; ++g)
-        _mm512_storeu_si512(out + (g * kPanelVecs + v) * 64,
-                            _mm512_inserti64x4(_mm512_castsi256_si512(lo[g]), hi[g], 1));
+        _mm512_storeu_ps(d + kPanelRows + v * kVecRows,
+                         _mm512_cvtph_ps(load256(&mh[b - b0][v * kVecRows])));
     }
   }
 }
@@ -135,7 +149,7 @@ void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, 
     const auto* blocks = reinterpret_cast<const Block*>(w.data + row * w.row_stride);
     const auto* p = reinterpret_cast<const char*>(blocks + b0);
     const auto* end = reinterpret_cast<const char*>(blocks + b1);
-    for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T1);
+    for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
   }
 }
 
