@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/activations.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "core/error.h"
@@ -155,7 +156,12 @@ class CpuBackend final : public Backend {
   }
 
   void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+    const bool wide = cpu::active_isa() == cpu::Isa::Avx512;
     spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
+      if (wide) {
+        cpu::swiglu_avx512(gate + i0, up + i0, i1 - i0, out + i0);
+        return;
+      }
       for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
     });
   }

@@ -156,9 +156,10 @@ void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, 
 // y rows m0..m0+T-1, columns [r, r + 16 kPanelVecs) (masked to `valid`) += the panel chunk
 // (blocks [b0, b1), packed at `panel`) dotted with the activations; `first` starts from zero.
 template <class Dec, int T>
-void micro(const uint8_t* panel, const PackedActs& x, int64_t m0, int64_t b0, int64_t b1, float* y,
-           int64_t ldy, int64_t r, __mmask16 mask[kPanelVecs], bool first) {
+void micro(const uint8_t* panel, const PackedActs& x, const int32_t* starts, int64_t m0, int64_t b0,
+           int64_t b1, float* y, int64_t ldy, int64_t r, __mmask16 mask[kPanelVecs], bool first) {
   constexpr size_t stride = packed_block_bytes<Dec>();
+  const int64_t nb = x.K / kQK32;
   const BlockQ8A32* xs[T];
   for (int t = 0; t < T; ++t)
     xs[t] = reinterpret_cast<const BlockQ8A32*>(x.data.data() + (m0 + t) * x.row_bytes);
@@ -171,7 +172,7 @@ void micro(const uint8_t* panel, const PackedActs& x, int64_t m0, int64_t b0, in
     const uint8_t* pb = panel + (b - b0) * stride;
     __m512i isum[kPanelVecs][T];
     for (int t = 0; t < T; ++t) {
-      const __m512i start = _mm512_set1_epi32(-Dec::kOffset * xs[t][b].sum);
+      const __m512i start = _mm512_set1_epi32(starts[(m0 + t) * nb + b]);
       for (int v = 0; v < kPanelVecs; ++v) isum[v][t] = start;
     }
     for (int g = 0; g < 8; ++g) {
@@ -206,13 +207,14 @@ void micro(const uint8_t* panel, const PackedActs& x, int64_t m0, int64_t b0, in
 }
 
 template <class Dec, int T = kTile>
-void micro_rows(int rows, const uint8_t* panel, const PackedActs& x, int64_t m0, int64_t b0,
-                int64_t b1, float* y, int64_t ldy, int64_t r, __mmask16 mask[kPanelVecs],
-                bool first) {
+void micro_rows(int rows, const uint8_t* panel, const PackedActs& x, const int32_t* starts,
+                int64_t m0, int64_t b0, int64_t b1, float* y, int64_t ldy, int64_t r,
+                __mmask16 mask[kPanelVecs], bool first) {
   if constexpr (T > 1) {
-    if (rows < T) return micro_rows<Dec, T - 1>(rows, panel, x, m0, b0, b1, y, ldy, r, mask, first);
+    if (rows < T)
+      return micro_rows<Dec, T - 1>(rows, panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
   }
-  micro<Dec, T>(panel, x, m0, b0, b1, y, ldy, r, mask, first);
+  micro<Dec, T>(panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
 }
 
 template <class Dec>
@@ -222,6 +224,15 @@ void gemm_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
   thread_local std::vector<uint8_t> panel;
   panel.resize(kChunkBlocks * packed_block_bytes<Dec>());
   const int64_t nb = x.K / kQK32;
+  // Where each block's int32 sums start: -offset x (the activation block's sum), as a table, so
+  // that the kernel starts them with a broadcast load rather than arithmetic on every block.
+  thread_local std::vector<int32_t> starts;
+  starts.resize(static_cast<size_t>(x.M * nb));
+  for (int64_t m = 0; m < x.M; ++m) {
+    const auto* xb = reinterpret_cast<const BlockQ8A32*>(x.data.data() + m * x.row_bytes);
+    for (int64_t b = 0; b < nb; ++b)
+      starts[static_cast<size_t>(m * nb + b)] = -Dec::kOffset * xb[b].sum;
+  }
   const int64_t tiles = (x.M + kTile - 1) / kTile;
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const int64_t valid = std::min(kPanelRows, r1 - r);
@@ -245,7 +256,7 @@ void gemm_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
           prefetch_rows<Dec>(w, pr + (pr_end - pr) * i / tiles,
                              pr + (pr_end - pr) * (i + 1) / tiles, pb0, pb1);
         const int rows = static_cast<int>(std::min<int64_t>(kTile, x.M - m0));
-        micro_rows<Dec>(rows, panel.data(), x, m0, b0, b1, y, ldy, r, mask, b0 == 0);
+        micro_rows<Dec>(rows, panel.data(), x, starts.data(), m0, b0, b1, y, ldy, r, mask, b0 == 0);
       }
     }
   }

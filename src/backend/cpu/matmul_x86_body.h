@@ -519,6 +519,13 @@ template <class Kernel>
 void rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy) {
   static_assert(kRowTile == 2);
+  // Decode: the tiles prefetch kPrefetchBytes ahead of themselves, so the first that many bytes of
+  // the range would arrive on demand, one miss at a time (a thread runs several ranges per matmul).
+  if (x.M == 1) {
+    const char* start = reinterpret_cast<const char*>(w.data + r0 * w.row_stride);
+    const int64_t bytes = std::min<int64_t>(kPrefetchBytes, (r1 - r0) * w.row_stride);
+    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(start + off, _MM_HINT_T0);
+  }
   for (int64_t rc = r0; rc < r1; rc += kRowChunk) {
     const int64_t re = std::min(rc + kRowChunk, r1);
     for (int64_t m0 = 0; m0 < x.M; m0 += kActTile) {
