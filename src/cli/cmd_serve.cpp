@@ -65,7 +65,7 @@ int run_serve(ServeArgs& a) {
   }
 
   server::Scheduler scheduler(*engine, tok,
-                              {a.parallel, a.model.ctx, a.model.prefill_batch, a.queue});
+                              {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);

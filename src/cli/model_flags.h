@@ -17,7 +17,7 @@ struct ModelFlags {
   int threads = 0;
   int64_t ctx = 4096;
   std::string kv_type = "f16";
-  int64_t prefill_batch = kMaxPrefillBatch;
+  int64_t prefill_batch = 0;  // 0: the backend's default
   int64_t expert_slots = 0;
   std::string memory_budget;
   std::string cache_policy = "lru";

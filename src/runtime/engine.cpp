@@ -31,13 +31,19 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->spec_ = open_model_spec(path);
   const ArchConfig& c = e->spec_->cfg;
   if (options.ctx <= 0) fail(ErrorKind::Usage, "context length must be positive");
-  if (options.prefill_batch <= 0 || options.prefill_batch > 4096)
+  if (options.prefill_batch < 0 || options.prefill_batch > 4096)
     fail(ErrorKind::Usage,
          "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
   if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0)
     fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
                                std::to_string(c.head_dim) + ")");
-  FootprintRequest req{options.ctx, options.kv_type, options.expert_slots, options.prefill_batch};
+  // The backend first (it allocates nothing sizeable): the default micro-batch depends on it, and
+  // the footprint on the micro-batch.
+  e->backend_ = make_backend(options.backend, options.device, options.threads);
+  if (options.prefill_batch == 0)
+    e->options_.prefill_batch = e->backend_->is_host() ? kMaxPrefillBatch : kDevicePrefillBatch;
+  FootprintRequest req{options.ctx, options.kv_type, options.expert_slots,
+                       e->options_.prefill_batch};
   if (options.memory_budget > 0) {
     if (options.expert_slots > 0)
       fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");
@@ -49,7 +55,6 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
                                 " is below top-k (" + std::to_string(c.n_expert_used) +
                                 " experts per token)");
   e->footprint_ = compute_footprint(*e->spec_, req);
-  e->backend_ = make_backend(options.backend, options.device, options.threads);
   e->load_weights();
   e->experts_ = std::make_unique<ExpertStore>(
       *e->spec_, *e->backend_,
