@@ -1,4 +1,5 @@
-// `turbospark perplexity [-m MODEL] -f TEXT | --tokens FILE [-c CTX] [--score all] [--json]`
+// `turbospark perplexity [-m MODEL] -f TEXT | --tokens FILE [-c CTX] [--chunks N] [--score all]
+// [--json]`
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <cstring>
@@ -21,6 +22,7 @@ struct PerplexityArgs {
   std::string text_file;
   std::string tokens_file;
   std::string score = "half";
+  int64_t chunks = 0;
   bool json = false;
 };
 
@@ -54,6 +56,7 @@ int run_perplexity(PerplexityArgs& a) {
   o.ctx = window;
   o.scoring = a.score == "all" ? PerplexityScoring::All : PerplexityScoring::SecondHalf;
   o.bos = bos;
+  o.max_windows = a.chunks;
   Progress bar("perplexity", !a.json);
   const PerplexityResult r =
       perplexity(*engine, tokens, o, [&](int64_t done, int64_t total, double ppl) {
@@ -90,6 +93,8 @@ Runner add_perplexity(CLI::App& app) {
          "--score", a->score,
          "half: second half of each window (llama.cpp); all: every position after the first")
       ->check(CLI::IsMember({"half", "all"}));
+  sub->add_option("--chunks", a->chunks, "Score only the first N windows (0: all)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_perplexity(*a); };
 }

@@ -28,7 +28,8 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
   if (n_ctx < 2) fail(ErrorKind::Usage, "perplexity needs a context of at least 2 tokens");
   if (n_ctx > engine.options().ctx)
     fail(ErrorKind::Usage, "perplexity context exceeds the engine's context");
-  const int64_t windows = static_cast<int64_t>(tokens.size()) / n_ctx;
+  const int64_t available = static_cast<int64_t>(tokens.size()) / n_ctx;
+  const int64_t windows = o.max_windows > 0 ? std::min(o.max_windows, available) : available;
   if (windows == 0)
     fail(ErrorKind::Input, "the text has " + std::to_string(tokens.size()) +
                                " tokens, fewer than one window of " + std::to_string(n_ctx) +

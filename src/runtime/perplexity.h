@@ -17,6 +17,7 @@ struct PerplexityOptions {
   int64_t ctx = 512;
   PerplexityScoring scoring = PerplexityScoring::SecondHalf;
   int32_t bos = -1;  // SecondHalf: replaces each window's first token (llama.cpp); -1 = keep it
+  int64_t max_windows = 0;  // score only the first windows (llama.cpp's --chunks); 0 = all
 };
 
 struct PerplexityResult {
