@@ -99,7 +99,7 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
                               const LogitsRun& r) {
   EngineOptions o;
   o.backend = r.backend;
-  o.threads = 2;
+  o.threads = r.threads;
   o.ctx = r.ctx;
   o.kv_type = r.kv;
   o.prefill_batch = r.batch;

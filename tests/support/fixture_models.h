@@ -46,6 +46,7 @@ struct LogitsRun {
   bool prefetch = false;
   DType kv = DType::F32;
   int64_t ctx = 64;
+  int threads = 2;
 };
 // llama.cpp's perplexity method on the repository's copy of valid.txt, -c 256 (tiny-moe figures).
 double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots);

@@ -14,8 +14,9 @@
 namespace ts::cpu {
 namespace {
 
-// The fewest keys a split takes: fewer would cost more in the combine than they save.
-constexpr int64_t kMinKeysPerSplit = 64;
+// Keys per split: a decode over a long context is cut into this many keys per task (fewer would
+// cost more in the combine than they save).
+constexpr int64_t kKeysPerSplit = 128;
 
 struct Partial {
   float max;
@@ -116,13 +117,13 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
     lo_all = std::min(lo_all, lo[static_cast<size_t>(m)]);
     hi_all = std::max(hi_all, hi[static_cast<size_t>(m)]);
   }
-  // Split the keys so that every thread has work even with one kv head (decode over a long
-  // context is the case this exists for); each split converts a key row once for every query
-  // row and every head of its group.
-  const int64_t want = std::max<int64_t>(1, (4 * pool.size() + a.n_head_kv - 1) / a.n_head_kv);
-  const int64_t span = hi_all - lo_all;
-  const int64_t per_split = std::max(kMinKeysPerSplit, (span + want - 1) / want);
-  const int64_t splits = std::max<int64_t>(1, (span + per_split - 1) / per_split);
+  // Keys are split at fixed absolute positions (multiples of kKeysPerSplit), never by the thread
+  // count or the micro-batch's span: each row then sums the same key ranges in the same order
+  // whatever -t is and whichever micro-batch it came in (a range without keys for a row adds
+  // exact zeros), so neither changes a result. Each split converts a key row once for every
+  // query row and every head of its group.
+  const int64_t first_split = lo_all / kKeysPerSplit;
+  const int64_t splits = (hi_all + kKeysPerSplit - 1) / kKeysPerSplit - first_split;
 
   // partial outputs [M][n_head][splits][hd] and their (max, sum)
   std::vector<float> part_out(static_cast<size_t>(M * a.n_head * splits * hd), 0.0f);
@@ -133,7 +134,8 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
     std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t s = t % splits, g = t / splits;
-      const int64_t j0 = lo_all + s * per_split, j1 = std::min(hi_all, j0 + per_split);
+      const int64_t j0 = std::max(lo_all, (first_split + s) * kKeysPerSplit),
+                    j1 = std::min(hi_all, (first_split + s + 1) * kKeysPerSplit);
       for (int64_t j = j0; j < j1; ++j) {
         const size_t off =
             static_cast<size_t>(j) * kv.row_bytes + static_cast<size_t>(g) * head_bytes;

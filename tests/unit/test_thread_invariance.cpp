@@ -1,0 +1,32 @@
+// CPU decode does not depend on the thread count: every op gives each output element to one
+// thread with a fixed order of operations, and attention splits keys at fixed positions (it used
+// to split by the thread count). Prefill is not invariant yet: the f32 matmul's tile shapes
+// follow the pieces each thread takes, and its accumulation order follows the tile.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "fixture_models.h"
+
+namespace ts {
+namespace {
+
+TEST(ThreadInvariance, DecodeLogitsAreIdenticalForOneAndThreeThreads) {
+  for (const auto& f : test::fixture_forms({"llama", "qwen3", "gemma3", "mixtral"})) {
+    if (f.form != "f32") continue;
+    // The fixture's prompt repeated past 300 tokens: three key splits, and gemma3's window.
+    // Decoded one token at a time: every step's attention over up to 300 keys.
+    const std::vector<int32_t> base = test::fixture_prompt(f);
+    std::vector<int32_t> ids;
+    while (ids.size() < 300) ids.insert(ids.end(), base.begin(), base.end());
+    test::LogitsRun run{.decode = true, .ctx = 512, .threads = 1};
+    const std::vector<float> one = test::run_logits(f.path, ids, run);
+    run.threads = 3;
+    const std::vector<float> three = test::run_logits(f.path, ids, run);
+    EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float))) << f.fixture;
+  }
+}
+
+}  // namespace
+}  // namespace ts
