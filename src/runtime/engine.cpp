@@ -65,7 +65,8 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
 
 const ExpertTable* Engine::expert_table(int64_t layer) const {
   const auto l = static_cast<size_t>(layer);
-  return l < has_expert_table_.size() && has_expert_table_[l] ? &expert_tables_[l] : nullptr;
+  return l < expert_tables_.size() && expert_tables_[l].gate != nullptr ? &expert_tables_[l]
+                                                                        : nullptr;
 }
 
 void Engine::build_expert_tables() {
@@ -75,8 +76,7 @@ void Engine::build_expert_tables() {
     return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
            a.row_stride == b.row_stride;
   };
-  expert_tables_.resize(static_cast<size_t>(c.n_layer));
-  has_expert_table_.assign(static_cast<size_t>(c.n_layer), false);
+  expert_tables_.resize(static_cast<size_t>(c.n_layer));  // gate null: no table
   for (int64_t l = 0; l < c.n_layer; ++l) {
     if (!layers_[static_cast<size_t>(l)].moe) continue;
     const ExpertWeights& first = experts_->resident(l, 0);
@@ -97,7 +97,6 @@ void Engine::build_expert_tables() {
     owned_.push_back(dev);
     expert_tables_[static_cast<size_t>(l)] =
         ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down};
-    has_expert_table_[static_cast<size_t>(l)] = true;
   }
 }
 

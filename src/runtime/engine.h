@@ -96,8 +96,7 @@ class Engine {
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::unique_ptr<ExpertStore> experts_;
-  std::vector<ExpertTable> expert_tables_;  // per layer; empty when streaming
-  std::vector<bool> has_expert_table_;
+  std::vector<ExpertTable> expert_tables_;  // per layer (gate null: none); empty when streaming
 };
 
 // Picks the backend named by `name` (auto: cuda when a device is present, else cpu).

