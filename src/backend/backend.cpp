@@ -39,6 +39,12 @@ void Backend::run_recorded(const StepKey& /*key*/, const std::function<void()>& 
   ops();
 }
 
+void Backend::add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n,
+                           float eps, bool plus_one, float* out) {
+  add(x, y, M * n);
+  rms_norm(x, w, M, n, eps, plus_one, out);
+}
+
 void Backend::zero(float* x, int64_t n) {
   const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
   to_device(x, zeros.data(), zeros.size() * sizeof(float));

@@ -51,6 +51,9 @@ struct AttentionArgs {
   int64_t window = 0;  // 0 = full causal; else keys j with pos - window < j <= pos
 };
 
+// The activation of a gated FFN: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU).
+enum class Glu { SiLU, GeluTanh };
+
 // Names one recordable step (see Backend::run_recorded): the object that issues it, the state it
 // works on, and a variant for anything else that changes which ops it queues.
 struct StepKey {
@@ -121,6 +124,10 @@ class Backend {
   // out[m] = x[m] / rms(x[m]) * (w or 1 + w), over `n` elements per row (in place allowed).
   virtual void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps,
                         bool plus_one, float* out) = 0;
+  // x += y, then out = rms_norm(x): the residual add and the norm after it, in one pass where the
+  // backend can (the same bits as add() then rms_norm()). Default: those two ops.
+  virtual void add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n,
+                            float eps, bool plus_one, float* out);
   // In place over each head of each row: x is [M][n_heads * head_dim].
   virtual void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads,
                               int64_t head_dim, float eps, bool plus_one) = 0;
@@ -138,9 +145,11 @@ class Backend {
   // Causal attention of q [M][n_head * head_dim] over cache rows 0..pos[m]; out like q.
   virtual void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                          const AttentionArgs& a, float* out) = 0;
-  // out = act(gate) * up over n elements; act = SiLU or GELU(tanh).
-  virtual void swiglu(const float* gate, const float* up, int64_t n, float* out) = 0;
-  virtual void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) = 0;
+  // Gated activation: out[r][i] = act(gate[r * stride + i]) * up[r * stride + i] for r < rows,
+  // i < n; out is [rows][n]. Separate gate and up buffers have stride = n; one matmul over the
+  // stacked gate and up weights writes each row as [gate | up]: up = gate + n, stride = 2n.
+  virtual void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
+                   int64_t stride, float* out) = 0;
   // y[idx[m]] += scale[m] * x[m] for m < M (rows of width n); idx/scale are host memory.
   virtual void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                                 int64_t M, int64_t n) = 0;

@@ -101,6 +101,10 @@ ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* ba
                      static_cast<size_t>(s.nbytes / static_cast<uint64_t>(s.rows)), base + off};
     off += s.nbytes;
   }
+  if (w.gate.dtype == w.up.dtype && w.gate.cols == w.up.cols &&
+      w.gate.row_stride == w.up.row_stride)
+    w.gate_up =
+        Weight{w.gate.dtype, w.gate.rows + w.up.rows, w.gate.cols, w.gate.row_stride, w.gate.data};
   return w;
 }
 

@@ -21,8 +21,12 @@ namespace ts {
 
 struct ModelSpec;
 
+// One expert's projections, laid end to end in one piece of memory. When gate and up have one
+// type and width, gate_up is the two as one stacked matrix (one matmul computes both); otherwise
+// its rows are 0.
 struct ExpertWeights {
   Weight gate, up, down;
+  Weight gate_up;
 };
 
 struct ExpertStats {

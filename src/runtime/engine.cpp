@@ -86,7 +86,7 @@ void Engine::build_expert_tables() {
     for (size_t e = 0; e < E; ++e) {
       const ExpertWeights& w = experts_->resident(l, static_cast<int32_t>(e));
       uniform = uniform && same_shape(w.gate, first.gate) && same_shape(w.up, first.up) &&
-                same_shape(w.down, first.down);
+                same_shape(w.down, first.down) && same_shape(w.gate_up, first.gate_up);
       ptrs[e] = w.gate.data;
       ptrs[E + e] = w.up.data;
       ptrs[2 * E + e] = w.down.data;
@@ -96,7 +96,7 @@ void Engine::build_expert_tables() {
     backend_->to_device(dev, ptrs.data(), ptrs.size() * sizeof(void*));
     owned_.push_back(dev);
     expert_tables_[static_cast<size_t>(l)] =
-        ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down};
+        ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down, first.gate_up};
   }
 }
 
@@ -123,6 +123,44 @@ Weight Engine::load_matrix(const TensorRef& t) {
   } else {
     std::free(buf);
     uploaded_.push_back(w);
+  }
+  return w;
+}
+
+Weight Engine::load_stacked(const std::vector<const TensorRef*>& parts,
+                            const std::vector<Weight*>& views) {
+  const TensorRef& first = *parts[0];
+  const uint64_t stride = first.nbytes / static_cast<uint64_t>(first.rows());
+  uint64_t total = 0;
+  for (const TensorRef* t : parts) {
+    if (t == nullptr || t->dtype != first.dtype || t->cols() != first.cols() ||
+        t->nbytes / static_cast<uint64_t>(t->rows()) != stride ||
+        t->nbytes % static_cast<uint64_t>(t->rows()) != 0)
+      return Weight{};
+    total += t->nbytes;
+  }
+  const bool host = backend_->is_host();
+  void* buf = host ? backend_->alloc(total) : std::malloc(total);
+  if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + first.name);
+  uint64_t off = 0;
+  for (const TensorRef* t : parts) {
+    read_exact(t->file->fd(), static_cast<uint8_t*>(buf) + off, t->nbytes, t->offset,
+               t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
+    off += t->nbytes;
+  }
+  const Weight w = backend_->upload_weight(first.dtype, static_cast<int64_t>(total / stride),
+                                           first.cols(), static_cast<size_t>(stride), buf);
+  if (host) {
+    owned_.push_back(buf);
+  } else {
+    std::free(buf);
+    uploaded_.push_back(w);
+  }
+  off = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    *views[i] = Weight{w.dtype, parts[i]->rows(), w.cols, w.row_stride,
+                       static_cast<const uint8_t*>(w.data) + off};
+    off += parts[i]->nbytes;
   }
   return w;
 }
@@ -171,9 +209,13 @@ void Engine::load_weights() {
     LayerWeights& L = layers_[static_cast<size_t>(l)];
     auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
     L.attn_norm = load_vector(I.get(LayerTensor::AttnNorm));
-    L.wq = mat(LayerTensor::Wq);
-    L.wk = mat(LayerTensor::Wk);
-    L.wv = mat(LayerTensor::Wv);
+    L.wqkv = load_stacked({I.get(LayerTensor::Wq), I.get(LayerTensor::Wk), I.get(LayerTensor::Wv)},
+                          {&L.wq, &L.wk, &L.wv});
+    if (L.wqkv.data == nullptr) {
+      L.wq = mat(LayerTensor::Wq);
+      L.wk = mat(LayerTensor::Wk);
+      L.wv = mat(LayerTensor::Wv);
+    }
     L.wo = mat(LayerTensor::Wo);
     L.bq = load_vector(I.get(LayerTensor::Bq));
     L.bk = load_vector(I.get(LayerTensor::Bk));
@@ -183,8 +225,13 @@ void Engine::load_weights() {
     L.attn_post_norm = load_vector(I.get(LayerTensor::AttnPostNorm));
     L.ffn_norm = load_vector(I.get(LayerTensor::FfnNorm));
     L.ffn_post_norm = load_vector(I.get(LayerTensor::FfnPostNorm));
-    L.ffn_gate = mat(LayerTensor::FfnGate);
-    L.ffn_up = mat(LayerTensor::FfnUp);
+    if (I.get(LayerTensor::FfnGate) != nullptr)
+      L.ffn_gate_up = load_stacked({I.get(LayerTensor::FfnGate), I.get(LayerTensor::FfnUp)},
+                                   {&L.ffn_gate, &L.ffn_up});
+    if (L.ffn_gate_up.data == nullptr) {
+      L.ffn_gate = mat(LayerTensor::FfnGate);
+      L.ffn_up = mat(LayerTensor::FfnUp);
+    }
     L.ffn_down = mat(LayerTensor::FfnDown);
     L.moe = c.layer_moe[static_cast<size_t>(l)] != 0;
     if (L.moe) {

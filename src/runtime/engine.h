@@ -32,6 +32,11 @@ struct EngineOptions {
 // One layer's resident weights in backend memory. Norm vectors are f32.
 struct LayerWeights {
   const float* attn_norm = nullptr;
+  // q, k and v of one type and width are stored stacked, as one matrix `wqkv` of which wq, wk
+  // and wv are views: one matmul then computes all three for a token (decode), with one launch and
+  // one pass over the activations. wqkv.data is null when they can't be stacked. Likewise
+  // ffn_gate_up for the dense FFN's gate and up.
+  Weight wqkv, ffn_gate_up;
   Weight wq, wk, wv, wo;
   const float* bq = nullptr;
   const float* bk = nullptr;
@@ -58,6 +63,7 @@ struct ExpertTable {
   const void* const* up = nullptr;
   const void* const* down = nullptr;
   Weight gate_shape, up_shape, down_shape;
+  Weight gate_up_shape;  // gate and up stacked (from the `gate` pointers); rows 0 when they aren't
 };
 
 class Engine {
@@ -82,6 +88,8 @@ class Engine {
   Engine() = default;
   void load_weights();
   Weight load_matrix(const TensorRef& t);
+  Weight load_stacked(const std::vector<const TensorRef*>& parts,
+                      const std::vector<Weight*>& views);
   const float* load_vector(const TensorRef* t);
   const float* upload_inv_freq(bool sliding);
   void build_expert_tables();

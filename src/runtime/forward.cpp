@@ -23,12 +23,14 @@ Forward::Forward(Engine& engine, int64_t max_rows)
   h_ = scratch(B * d);
   o_ = scratch(B * d);
   rows_ = scratch(B * d);
-  q_ = scratch(B * qw);
+  // q, k and v in one buffer: a stacked matmul writes a token's three side by side.
+  q_ = scratch(B * (qw + 2 * kvw));
+  k_ = q_ + B * qw;
+  v_ = k_ + B * kvw;
   att_ = scratch(B * qw);
-  k_ = scratch(B * kvw);
-  v_ = scratch(B * kvw);
-  ff_gate_ = scratch(ffn_rows * ff);
-  ff_up_ = scratch(ffn_rows * ff);
+  // Gate and up in one buffer: a stacked matmul writes each row as [gate | up].
+  ff_gate_ = scratch(ffn_rows * 2 * ff);
+  ff_up_ = ff_gate_ + ffn_rows * ff;
   ff_act_ = scratch(ffn_rows * ff);
   ff_out_ = scratch(ffn_rows * d);
   if (c_.is_moe()) {
@@ -95,20 +97,25 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
 void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M) {
   const int64_t d = c_.n_embd;
   b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
+  // Each residual add is fused with the norm after it: the FFN's output joins x_ in the next
+  // layer's attention norm, and the last layer's in the head's output norm.
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+    if (l == 0) {
+      b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+    } else {
+      b_.add_rms_norm(x_, o_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+    }
     attention_block(l, chunks, M);
     if (c_.sandwich_norms)
       b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
-    b_.add(x_, o_, M * d);
-    b_.rms_norm(x_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+    b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
     if (L.moe) {
       ffn_moe(l, M);
     } else {
       ffn_dense(l, M);
     }
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
-    b_.add(x_, o_, M * d);
   }
 }
 
@@ -125,11 +132,13 @@ void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
   }
   if (head_rows_.empty()) return;
   const int64_t R = static_cast<int64_t>(head_rows_.size());
+  // x_ still lacks the last layer's FFN output (see layers()).
   if (R < M) {
+    b_.add(x_, o_, M * d);
     b_.gather_rows(x_, head_rows_.data(), R, d, rows_);
     b_.rms_norm(rows_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
   } else {
-    b_.rms_norm(x_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
+    b_.add_rms_norm(x_, o_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
   }
   b_.matmul(engine_.output(), h_, R, logits_);
   if (c_.final_softcap > 0) b_.softcap(logits_, R * V, c_.final_softcap);
@@ -148,46 +157,63 @@ void Forward::copy_logits(const std::vector<SeqChunk>& chunks) {
 
 void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-  const int64_t d = c_.n_embd, qw = c_.n_head * c_.head_dim, kvw = c_.n_head_kv * c_.head_dim;
-  b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
-  b_.matmul(L.wq, h_, M, q_);
-  b_.matmul(L.wk, h_, M, k_);
-  b_.matmul(L.wv, h_, M, v_);
+  const int64_t qw = c_.n_head * c_.head_dim, kvw = c_.n_head_kv * c_.head_dim;
+  float *q = q_, *k = k_, *v = v_;
+  // One token through stacked q/k/v weights: one matmul, its row holding q, k and v side by side.
+  // Rows of a micro-batch would interleave that way, so they take the three views instead.
+  if (M == 1 && L.wqkv.data != nullptr) {
+    b_.matmul(L.wqkv, h_, 1, q_);
+    k = q + qw;
+    v = k + kvw;
+  } else {
+    b_.matmul(L.wq, h_, M, q);
+    b_.matmul(L.wk, h_, M, k);
+    b_.matmul(L.wv, h_, M, v);
+  }
   if (c_.qkv_bias) {
-    b_.add_bias(q_, L.bq, M, qw);
-    b_.add_bias(k_, L.bk, M, kvw);
-    b_.add_bias(v_, L.bv, M, kvw);
+    b_.add_bias(q, L.bq, M, qw);
+    b_.add_bias(k, L.bk, M, kvw);
+    b_.add_bias(v, L.bv, M, kvw);
   }
   if (c_.qk_norm == QkNorm::WholeProjection) {
-    b_.rms_norm(q_, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q_);
-    b_.rms_norm(k_, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k_);
+    b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
+    b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
   } else if (c_.qk_norm == QkNorm::PerHead) {
-    b_.rms_norm_heads(q_, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
-    b_.rms_norm_heads(k_, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+    b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+    b_.rms_norm_heads(k, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
   }
-  b_.rope(q_, M, c_.n_head, pos_.data(), L.rope);
-  b_.rope(k_, M, c_.n_head_kv, pos_.data(), L.rope);
+  if (M == 1 && k == q + qw) {  // k heads right after q heads: one rotation for both
+    b_.rope(q, 1, c_.n_head + c_.n_head_kv, pos_.data(), L.rope);
+  } else {
+    b_.rope(q, M, c_.n_head, pos_.data(), L.rope);
+    b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
+  }
   // Each sequence attends over its own cache.
   int64_t row = 0;
   for (const SeqChunk& ch : chunks) {
     const KvView& kv = ch.kv->layer(l);
     const int32_t* pos = pos_.data() + row;
-    b_.kv_store(kv, k_ + row * kvw, v_ + row * kvw, ch.n, pos);
-    b_.attention(q_ + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
+    b_.kv_store(kv, k + row * kvw, v + row * kvw, ch.n, pos);
+    b_.attention(q + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
     row += ch.n;
   }
   b_.matmul(L.wo, att_, M, o_);
 }
 
+Glu Forward::glu_kind() const {
+  return c_.ffn_act == FfnActivation::SiLU ? Glu::SiLU : Glu::GeluTanh;
+}
+
 void Forward::ffn_dense(int64_t l, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
   const int64_t ff = c_.n_ff;
-  b_.matmul(L.ffn_gate, h_, M, ff_gate_);
-  b_.matmul(L.ffn_up, h_, M, ff_up_);
-  if (c_.ffn_act == FfnActivation::SiLU) {
-    b_.swiglu(ff_gate_, ff_up_, M * ff, ff_act_);
+  if (L.ffn_gate_up.data != nullptr) {
+    b_.matmul(L.ffn_gate_up, h_, M, ff_gate_);
+    b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, M, ff, 2 * ff, ff_act_);
   } else {
-    b_.geglu_tanh(ff_gate_, ff_up_, M * ff, ff_act_);
+    b_.matmul(L.ffn_gate, h_, M, ff_gate_);
+    b_.matmul(L.ffn_up, h_, M, ff_up_);
+    b_.glu(glu_kind(), ff_gate_, ff_up_, M, ff, ff, ff_act_);
   }
   b_.matmul(L.ffn_down, ff_act_, M, o_);
 }
@@ -209,9 +235,14 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
     // One token over resident experts: the k experts' matmuls pick their weights on the device,
     // and nothing comes back to the host.
     const ExpertTable& t = *engine_.expert_table(l);
-    b_.matmul_indexed(t.gate_shape, t.gate, ids, k, h_, 0, ff_gate_);
-    b_.matmul_indexed(t.up_shape, t.up, ids, k, h_, 0, ff_up_);
-    b_.swiglu(ff_gate_, ff_up_, k * ff, ff_act_);
+    if (t.gate_up_shape.rows > 0) {
+      b_.matmul_indexed(t.gate_up_shape, t.gate, ids, k, h_, 0, ff_gate_);
+      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, k, ff, 2 * ff, ff_act_);
+    } else {
+      b_.matmul_indexed(t.gate_shape, t.gate, ids, k, h_, 0, ff_gate_);
+      b_.matmul_indexed(t.up_shape, t.up, ids, k, h_, 0, ff_up_);
+      b_.glu(glu_kind(), ff_gate_, ff_up_, k, ff, ff, ff_act_);
+    }
     b_.matmul_indexed(t.down_shape, t.down, ids, k, ff_act_, ff, ff_out_);
     b_.combine_experts(ff_out_, ids, weights, k, d, o_);
     return;
@@ -245,9 +276,14 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
       const auto& [rows, scale] = routed[experts[w0 + static_cast<size_t>(i)]];
       const int64_t R = static_cast<int64_t>(rows.size());
       b_.gather_rows(h_, rows.data(), R, d, rows_);
-      b_.matmul(ew.gate, rows_, R, ff_gate_);
-      b_.matmul(ew.up, rows_, R, ff_up_);
-      b_.swiglu(ff_gate_, ff_up_, R * ff, ff_act_);
+      if (ew.gate_up.rows > 0) {
+        b_.matmul(ew.gate_up, rows_, R, ff_gate_);
+        b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, R, ff, 2 * ff, ff_act_);
+      } else {
+        b_.matmul(ew.gate, rows_, R, ff_gate_);
+        b_.matmul(ew.up, rows_, R, ff_up_);
+        b_.glu(glu_kind(), ff_gate_, ff_up_, R, ff, ff, ff_act_);
+      }
       b_.matmul(ew.down, ff_act_, R, ff_out_);
       b_.scatter_add_rows(o_, ff_out_, rows.data(), scale.data(), R, d);
     }

@@ -37,6 +37,7 @@ class Forward {
   void layers(const std::vector<SeqChunk>& chunks, int64_t M);
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void ffn_dense(int64_t l, int64_t M);
+  Glu glu_kind() const;
   void ffn_moe(int64_t l, int64_t M);
   // True when the routed experts of an M-row pass run on the device by expert id (resident
   // experts on a backend that indexes them), without a read back to the host.
@@ -52,7 +53,8 @@ class Forward {
   int64_t max_rows_;
   std::vector<void*> buffers_;
   std::vector<int32_t> ids_, pos_, head_rows_;
-  // activations, [max_rows][width] in backend memory
+  // activations, [max_rows][width] in backend memory; k_ and v_ point into q_'s buffer, ff_up_
+  // into ff_gate_'s (see the constructor)
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr,
         *o_ = nullptr;
   float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr,

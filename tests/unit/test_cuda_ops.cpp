@@ -205,6 +205,34 @@ TEST_F(CudaOps, RmsNormAndPerHeadNorm) {
   }
 }
 
+// add_rms_norm is add() then rms_norm() in one pass: the same bits, on the 16-byte vector path
+// (n = 4192) and the general one (n = 999).
+TEST_F(CudaOps, AddRmsNormBitIdenticalToAddThenNorm) {
+  for (const int64_t n : {int64_t{4096 + 96}, int64_t{999}}) {
+    const int64_t M = 3;
+    const std::vector<float> x = randn(static_cast<size_t>(M * n), 3.0f),
+                             r = randn(static_cast<size_t>(M * n), 2.0f),
+                             w = randn(static_cast<size_t>(n));
+    const size_t N = x.size();
+    float* x1 = upload(x);
+    float* out1 = upload(std::vector<float>(N));
+    gpu_->add(x1, upload(r), M * n);
+    gpu_->rms_norm(x1, upload(w), M, n, 1e-6f, true, out1);
+    float* x2 = upload(x);
+    float* out2 = upload(std::vector<float>(N));
+    gpu_->add_rms_norm(x2, upload(r), upload(w), M, n, 1e-6f, true, out2);
+    const std::vector<float> sum1 = download(x1, N), sum2 = download(x2, N);
+    const std::vector<float> norm1 = download(out1, N), norm2 = download(out2, N);
+    for (size_t i = 0; i < N; ++i) {
+      ASSERT_EQ(sum1[i], sum2[i]) << "sum " << i << " (n " << n << ")";
+      ASSERT_EQ(norm1[i], norm2[i]) << "norm " << i << " (n " << n << ")";
+    }
+    std::vector<float> cpu_x = x, cpu_out(N);
+    cpu_->add_rms_norm(cpu_x.data(), r.data(), w.data(), M, n, 1e-6f, true, cpu_out.data());
+    expect_close(norm2, cpu_out, 1e-6f, 1e-5f, "add_rms_norm");
+  }
+}
+
 struct MatmulCase {
   int64_t rows, cols, M;
   size_t pad;  // extra bytes per row (even): rows that are not 16-byte aligned
@@ -381,24 +409,35 @@ TEST_F(CudaOps, ElementwiseOps) {
     gpu_->zero(y, static_cast<int64_t>(N));
     expect_close(download(y, N), std::vector<float>(N, 0.0f), 0.0f, 0.0f, "zero");
   }
-  {
-    std::vector<float> want(N);
-    cpu_->swiglu(a.data(), b.data(), static_cast<int64_t>(N), want.data());
-    float* y = upload(std::vector<float>(N));
-    gpu_->swiglu(upload(a), upload(b), static_cast<int64_t>(N), y);
-    expect_close(download(y, N), want, 1e-7f, 1e-6f, "swiglu");
-  }
-  {
-    std::vector<float> want(N);
-    cpu_->geglu_tanh(a.data(), b.data(), static_cast<int64_t>(N), want.data());
-    float* y = upload(std::vector<float>(N));
-    gpu_->geglu_tanh(upload(a), upload(b), static_cast<int64_t>(N), y);
+  // Both layouts of glu: separate gate and up rows, and each row as [gate | up] (stride 2n).
+  struct GluCase {
+    const float *gate, *up, *gate_dev, *up_dev;
+    int64_t n, stride;
+  };
+  const float* da = upload(a);
+  const float* db = upload(b);
+  for (const GluCase g : {GluCase{a.data(), b.data(), da, db, n, n},
+                          GluCase{a.data(), a.data() + n / 2, da, da + n / 2, n / 2, n}}) {
+    const size_t out_n = static_cast<size_t>(M * g.n);
+    std::vector<float> want(out_n);
+    cpu_->glu(Glu::SiLU, g.gate, g.up, M, g.n, g.stride, want.data());
+    float* y = upload(std::vector<float>(out_n));
+    gpu_->glu(Glu::SiLU, g.gate_dev, g.up_dev, M, g.n, g.stride, y);
+    expect_close(download(y, out_n), want, 1e-7f, 1e-6f, "swiglu");
+
+    cpu_->glu(Glu::GeluTanh, g.gate, g.up, M, g.n, g.stride, want.data());
+    gpu_->glu(Glu::GeluTanh, g.gate_dev, g.up_dev, M, g.n, g.stride, y);
     // Where tanh is near -1, (1 + tanh) cancels: the two tanh implementations' few-ulp difference
     // (<= 3 * 6e-8) then shows as an absolute error of 0.5 |gate * up| times that.
-    const std::vector<float> got = download(y, N);
-    for (size_t i = 0; i < N; ++i)
-      EXPECT_NEAR(got[i], want[i], 1e-6f * std::fabs(want[i]) + 2e-7f * std::fabs(a[i] * b[i]))
-          << "geglu " << i;
+    const std::vector<float> got = download(y, out_n);
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t i = 0; i < g.n; ++i) {
+        const size_t o = static_cast<size_t>(m * g.n + i),
+                     at = static_cast<size_t>(m * g.stride + i);
+        EXPECT_NEAR(got[o], want[o],
+                    1e-6f * std::fabs(want[o]) + 2e-7f * std::fabs(g.gate[at] * g.up[at]))
+            << "geglu " << o;
+      }
   }
   {
     std::vector<float> want = a;

@@ -155,23 +155,31 @@ class CpuBackend final : public Backend {
     cpu::attention(pool_, q, kv, M, pos, a, out);
   }
 
-  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
+  void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+           float* out) override {
     const bool wide = cpu::active_isa() == cpu::Isa::Avx512;
-    spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
-      if (wide) {
-        cpu::swiglu_avx512(gate + i0, up + i0, i1 - i0, out + i0);
-        return;
+    // One contiguous run of a row: elements [i, i + len) of row r.
+    const auto run = [&](int64_t r, int64_t i, int64_t len) {
+      const float* g = gate + r * stride + i;
+      const float* u = up + r * stride + i;
+      float* o = out + r * n + i;
+      if (act == Glu::SiLU && wide) {
+        cpu::swiglu_avx512(g, u, len, o);
+      } else if (act == Glu::SiLU) {
+        for (int64_t j = 0; j < len; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+      } else {
+        constexpr float kSqrt2OverPi = 0.7978845608028654f;
+        for (int64_t j = 0; j < len; ++j)
+          o[j] = 0.5f * g[j] *
+                 (1.0f + std::tanh(kSqrt2OverPi * (g[j] + 0.044715f * g[j] * g[j] * g[j]))) * u[j];
       }
-      for (int64_t i = i0; i < i1; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
-    });
-  }
-
-  void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) override {
-    constexpr float kSqrt2OverPi = 0.7978845608028654f;
-    spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const float g = gate[i];
-        out[i] = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+    };
+    // The rows' elements as one range, so that a single row is split across threads as well.
+    spans(rows * n, kTranscendentalCost, [&](int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1;) {
+        const int64_t r = e / n, i = e % n, len = std::min(n - i, e1 - e);
+        run(r, i, len);
+        e += len;
       }
     });
   }

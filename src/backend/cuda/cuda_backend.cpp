@@ -229,6 +229,11 @@ class CudaBackend final : public Backend {
     cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_);
   }
 
+  void add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n, float eps,
+                    bool plus_one, float* out) override {
+    cuda::launch_add_rms_norm(x, y, w, M, n, eps, plus_one, out, stream_);
+  }
+
   void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
                       float eps, bool plus_one) override {
     cuda::launch_rms_norm(x, w, M * n_heads, head_dim, eps, plus_one, x, stream_);
@@ -296,12 +301,9 @@ class CudaBackend final : public Backend {
     cuda::launch_attention_decode(q, kv, d_pos, a, splits, partials, out, stream_);
   }
 
-  void swiglu(const float* gate, const float* up, int64_t n, float* out) override {
-    cuda::launch_swiglu(gate, up, n, out, stream_);
-  }
-
-  void geglu_tanh(const float* gate, const float* up, int64_t n, float* out) override {
-    cuda::launch_geglu_tanh(gate, up, n, out, stream_);
+  void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+           float* out) override {
+    cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_);
   }
 
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,

@@ -57,13 +57,19 @@ __device__ float block_sum(float v) {
   return v;
 }
 
-// One block per row; w has n elements (the same weight for every row).
-__global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float eps, bool plus_one,
-                                float* out) {
-  const float* xr = x + blockIdx.x * n;
+// One block per row; w has n elements (the same weight for every row). With `res`, each row of x
+// first takes res's row (x += res, written back): add() then rms_norm() in one pass, the same bits.
+__global__ void rms_norm_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
+                                bool plus_one, float* out) {
+  float* xr = x + blockIdx.x * n;
+  const float* rr = res != nullptr ? res + blockIdx.x * n : nullptr;
   float* o = out + blockIdx.x * n;
   float ss = 0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = xr[i];
+    if (rr != nullptr) xr[i] = v = v + rr[i];  // read back below by this same thread
+    ss += v * v;
+  }
   ss = block_sum(ss);
   const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
@@ -75,9 +81,10 @@ __global__ void rms_norm_kernel(const float* x, const float* w, int64_t n, float
 // 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs).
 template <int kVec>
 __global__ void __launch_bounds__(1024)
-    rms_norm_vec_kernel(const float* x, const float* w, int64_t n, float eps, bool plus_one,
-                        float* out) {
-  const auto* xr = reinterpret_cast<const float4*>(x + blockIdx.x * n);
+    rms_norm_vec_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
+                        bool plus_one, float* out) {
+  auto* xr = reinterpret_cast<float4*>(x + blockIdx.x * n);
+  const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + blockIdx.x * n : nullptr);
   auto* o = reinterpret_cast<float4*>(out + blockIdx.x * n);
   const auto* w4 = reinterpret_cast<const float4*>(w);
   const int64_t n4 = n / 4;
@@ -87,6 +94,11 @@ __global__ void __launch_bounds__(1024)
   for (int i = 0; i < kVec; ++i) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     v[i] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (rr != nullptr && j < n4) {
+      const float4 r = rr[j];
+      v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
+      xr[j] = v[i];
+    }
     ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
   }
   ss = block_sum(ss);
@@ -132,19 +144,20 @@ __global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64
   }
 }
 
-__global__ void swiglu_kernel(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
-}
-
-// GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh').
-__global__ void geglu_tanh_kernel(const float* gate, const float* up, int64_t n, float* out) {
+// Element i of row r: gate[r * stride + i], up likewise; out is [rows][n].
+template <Glu A>
+__global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int64_t n,
+                           int64_t stride, float* out) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float g = gate[i];
-    out[i] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[i];
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / n, at = r * stride + (e - r * n);
+    const float g = gate[at];
+    if constexpr (A == Glu::SiLU) {
+      out[e] = g / (1.0f + expf(-g)) * up[at];
+    } else {  // GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh')
+      out[e] = 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * up[at];
+    }
   }
 }
 
@@ -215,28 +228,45 @@ void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scal
   check_launch("embed");
 }
 
-void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
-                     bool plus_one, float* out, cudaStream_t stream) {
+namespace {
+
+void rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int64_t n, float eps,
+                   bool plus_one, float* out, cudaStream_t stream) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t n4 = n / 4;
-  if (n % 4 == 0 && n4 >= 256 && n4 <= 4 * 1024 && aligned(x) && aligned(w) && aligned(out)) {
+  if (n % 4 == 0 && n4 >= 256 && n4 <= 4 * 1024 && aligned(x) && aligned(w) && aligned(out) &&
+      (res == nullptr || aligned(res))) {
     const int threads = static_cast<int>(std::min<int64_t>((n4 + 31) / 32 * 32, 1024));
     const int64_t per_thread = (n4 + threads - 1) / threads;
     const auto grid = static_cast<unsigned>(rows);
     if (per_thread == 1)
-      rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+      rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
     else if (per_thread == 2)
-      rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+      rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
     else
-      rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+      rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
     check_launch("rms_norm");
     return;
   }
   // 32 threads per 128 elements, between one and eight warps: short rows (q/k heads) don't idle
   // a big block, long rows (hidden states) get enough loads in flight.
   const int threads = static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));
-  rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, w, n, eps, plus_one, out);
+  rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, res, w, n, eps, plus_one,
+                                                                       out);
   check_launch("rms_norm");
+}
+
+}  // namespace
+
+// Without a residual the kernels only read x.
+void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
+                     bool plus_one, float* out, cudaStream_t stream) {
+  rms_norm_rows(const_cast<float*>(x), nullptr, w, rows, n, eps, plus_one, out, stream);
+}
+
+void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
+                         float eps, bool plus_one, float* out, cudaStream_t stream) {
+  rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, stream);
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {
@@ -258,15 +288,15 @@ void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const
   check_launch("rope");
 }
 
-void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream) {
-  swiglu_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
-  check_launch("swiglu");
-}
-
-void launch_geglu_tanh(const float* gate, const float* up, int64_t n, float* out,
-                       cudaStream_t stream) {
-  geglu_tanh_kernel<<<grid_for(n), kThreads, 0, stream>>>(gate, up, n, out);
-  check_launch("geglu_tanh");
+void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
+                int64_t stride, float* out, cudaStream_t stream) {
+  if (act == Glu::SiLU)
+    glu_kernel<Glu::SiLU>
+        <<<grid_for(rows * n), kThreads, 0, stream>>>(gate, up, rows, n, stride, out);
+  else
+    glu_kernel<Glu::GeluTanh>
+        <<<grid_for(rows * n), kThreads, 0, stream>>>(gate, up, rows, n, stride, out);
+  check_launch("glu");
 }
 
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,

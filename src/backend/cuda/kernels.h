@@ -31,9 +31,11 @@ void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
                  cudaStream_t stream);
-void launch_swiglu(const float* gate, const float* up, int64_t n, float* out, cudaStream_t stream);
-void launch_geglu_tanh(const float* gate, const float* up, int64_t n, float* out,
-                       cudaStream_t stream);
+// x += res, then out = rms_norm(x) (Backend::add_rms_norm).
+void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
+                         float eps, bool plus_one, float* out, cudaStream_t stream);
+void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
+                int64_t stride, float* out, cudaStream_t stream);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                              int64_t M, int64_t n, cudaStream_t stream);
 void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,
