@@ -16,6 +16,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 
 namespace ts::cuda {
@@ -77,6 +78,7 @@ constexpr int kDecodeWarps = 4;
 template <DType T, int E>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
     attn_decode_kernel(AttnParams p, int splits, float* partials) {
+  pdl_enter();
   const int h = blockIdx.x, s = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int D = p.head_dim;
@@ -163,6 +165,7 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
 }
 
 __global__ void attn_combine_kernel(const float* partials, int splits, int D, float* out) {
+  pdl_enter();
   const int h = blockIdx.x;
   const float* ph = partials + static_cast<int64_t>(h) * splits * (D + 2);
   float mx = -FLT_MAX;
@@ -199,6 +202,7 @@ size_t prefill_smem_bytes(int D) {
 // Lane l holds head dimensions l, l + 32, ... (E of them) of its warp's four rows.
 template <DType T, int E>
 __global__ void __launch_bounds__(kPrefillThreads) attn_prefill_kernel(AttnParams p, float* out) {
+  pdl_enter();
   extern __shared__ float smem[];
   const int D = p.head_dim;
   float* qs = smem;
@@ -362,12 +366,11 @@ void launch_attention_decode(const float* q, const KvView& kv, const int32_t* po
   const AttnParams p = make_params(q, kv, 1, pos, a);
   const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits));
   dispatch_kv(kv.dtype, p.head_dim, [&]<DType T, int E>() {
-    attn_decode_kernel<T, E><<<grid, kDecodeWarps * 32, 0, stream>>>(p, splits, partials);
+    launch("attn decode", attn_decode_kernel<T, E>, grid, kDecodeWarps * 32, 0, stream, p, splits,
+           partials);
   });
-  check_launch("attention (decode partials)");
-  attn_combine_kernel<<<static_cast<unsigned>(a.n_head), 128, 0, stream>>>(partials, splits,
-                                                                           p.head_dim, out);
-  check_launch("attention (decode combine)");
+  launch("attn combine", attn_combine_kernel, static_cast<unsigned>(a.n_head), 128, 0, stream,
+         partials, splits, p.head_dim, out);
 }
 
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
@@ -380,9 +383,8 @@ void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const
     check(cudaFuncSetAttribute(attn_prefill_kernel<T, E>,
                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
           "attention (prefill) shared memory");
-    attn_prefill_kernel<T, E><<<grid, kPrefillThreads, smem, stream>>>(p, out);
+    launch("attn prefill", attn_prefill_kernel<T, E>, grid, kPrefillThreads, smem, stream, p, out);
   });
-  check_launch("attention (prefill)");
 }
 
 }  // namespace ts::cuda

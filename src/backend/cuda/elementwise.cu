@@ -7,6 +7,7 @@
 #include <string>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
 
@@ -25,6 +26,7 @@ unsigned grid_for(int64_t n) {
 template <DType T>
 __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t cols,
                              const int32_t* ids, float scale, float* out) {
+  pdl_enter();
   const int64_t m = blockIdx.y;
   const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
   if (e0 >= cols) return;
@@ -61,6 +63,7 @@ __device__ float block_sum(float v) {
 // first takes res's row (x += res, written back): add() then rms_norm() in one pass, the same bits.
 __global__ void rms_norm_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
                                 bool plus_one, float* out) {
+  pdl_enter();
   float* xr = x + blockIdx.x * n;
   const float* rr = res != nullptr ? res + blockIdx.x * n : nullptr;
   float* o = out + blockIdx.x * n;
@@ -83,6 +86,7 @@ template <int kVec>
 __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
                         bool plus_one, float* out) {
+  pdl_enter();
   auto* xr = reinterpret_cast<float4*>(x + blockIdx.x * n);
   const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + blockIdx.x * n : nullptr);
   auto* o = reinterpret_cast<float4*>(out + blockIdx.x * n);
@@ -115,12 +119,14 @@ __global__ void __launch_bounds__(1024)
 }
 
 __global__ void add_bias_kernel(float* y, const float* b, int64_t M, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < M * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] += b[i % n];
 }
 
 __global__ void add_kernel(float* y, const float* x, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] += x[i];
@@ -129,6 +135,7 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
 // One block per (row, head); threads over the rotated pairs.
 __global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
                             int64_t half, bool neox, const float* inv_freq) {
+  pdl_enter();
   const int64_t m = blockIdx.x / n_heads;
   float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
   // The angle is an f32 product as in PyTorch, so long positions round like the reference.
@@ -148,6 +155,7 @@ __global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64
 template <Glu A>
 __global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int64_t n,
                            int64_t stride, float* out) {
+  pdl_enter();
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -165,6 +173,7 @@ __global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int
 // order as on the CPU, with no atomics.
 __global__ void scatter_add_rows_kernel(float* y, const float* x, const int32_t* idx,
                                         const float* scale, int64_t M, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     for (int64_t m = 0; m < M; ++m)
@@ -173,12 +182,14 @@ __global__ void scatter_add_rows_kernel(float* y, const float* x, const int32_t*
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* idx, int64_t M, int64_t n,
                                    float* out) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < M * n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = x[static_cast<int64_t>(idx[i / n]) * n + i % n];
 }
 
 __global__ void softcap_kernel(float* x, int64_t n, float cap) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     x[i] = cap * tanhf(x[i] / cap);
@@ -186,6 +197,7 @@ __global__ void softcap_kernel(float* x, int64_t n, float cap) {
 
 template <class Out>
 __global__ void convert_kernel(const float* x, int64_t n, Out* out) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     if constexpr (std::is_same_v<Out, __half>)
@@ -199,6 +211,7 @@ __global__ void convert_kernel(const float* x, int64_t n, Out* out) {
 template <DType T>
 __global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int64_t cols,
                                         __half* out) {
+  pdl_enter();
   using B = BlockTraits<T>;
   const int64_t r = blockIdx.y;
   const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
@@ -219,13 +232,12 @@ void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scal
   const dim3 grid(static_cast<unsigned>((table.cols + 8 * 128 - 1) / (8 * 128)),
                   static_cast<unsigned>(M));
   const bool known = dispatch_weight_type(table.dtype, [&]<DType T>() {
-    embed_kernel<T><<<grid, 128, 0, stream>>>(static_cast<const uint8_t*>(table.data),
-                                              table.row_stride, table.cols, ids, scale, out);
+    launch("embed", embed_kernel<T>, grid, 128, 0, stream, static_cast<const uint8_t*>(table.data),
+           table.row_stride, table.cols, ids, scale, out);
   });
   if (!known)
     fail(ErrorKind::Unsupported,
          std::string("embed: table type ") + dtype_name(table.dtype) + " has no CUDA kernel");
-  check_launch("embed");
 }
 
 namespace {
@@ -240,20 +252,21 @@ void rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int
     const int64_t per_thread = (n4 + threads - 1) / threads;
     const auto grid = static_cast<unsigned>(rows);
     if (per_thread == 1)
-      rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
+      launch("rms norm vec", rms_norm_vec_kernel<1>, grid, threads, 0, stream, x, res, w, n, eps,
+             plus_one, out);
     else if (per_thread == 2)
-      rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
+      launch("rms norm vec", rms_norm_vec_kernel<2>, grid, threads, 0, stream, x, res, w, n, eps,
+             plus_one, out);
     else
-      rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(x, res, w, n, eps, plus_one, out);
-    check_launch("rms_norm");
+      launch("rms norm vec", rms_norm_vec_kernel<4>, grid, threads, 0, stream, x, res, w, n, eps,
+             plus_one, out);
     return;
   }
   // 32 threads per 128 elements, between one and eight warps: short rows (q/k heads) don't idle
   // a big block, long rows (hidden states) get enough loads in flight.
   const int threads = static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));
-  rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, res, w, n, eps, plus_one,
-                                                                       out);
-  check_launch("rms_norm");
+  launch("rms norm", rms_norm_kernel, static_cast<unsigned>(rows), threads, 0, stream, x, res, w, n,
+         eps, plus_one, out);
 }
 
 }  // namespace
@@ -270,58 +283,54 @@ void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t row
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {
-  add_bias_kernel<<<grid_for(M * n), kThreads, 0, stream>>>(y, b, M, n);
-  check_launch("add_bias");
+  launch("add bias", add_bias_kernel, grid_for(M * n), kThreads, 0, stream, y, b, M, n);
 }
 
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
-  add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, n);
-  check_launch("add");
+  launch("add", add_kernel, grid_for(n), kThreads, 0, stream, y, x, n);
 }
 
 void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
                  cudaStream_t stream) {
   const int64_t half = r.rotary_dim / 2;
   const int threads = static_cast<int>(std::clamp<int64_t>((half + 31) / 32 * 32, 32, 128));
-  rope_kernel<<<static_cast<unsigned>(M * n_heads), threads, 0, stream>>>(
-      x, n_heads, pos, r.head_dim, half, r.neox, r.inv_freq);
-  check_launch("rope");
+  launch("rope", rope_kernel, static_cast<unsigned>(M * n_heads), threads, 0, stream, x, n_heads,
+         pos, r.head_dim, half, r.neox, r.inv_freq);
 }
 
 void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                 int64_t stride, float* out, cudaStream_t stream) {
   if (act == Glu::SiLU)
-    glu_kernel<Glu::SiLU>
-        <<<grid_for(rows * n), kThreads, 0, stream>>>(gate, up, rows, n, stride, out);
+    launch("glu", glu_kernel<Glu::SiLU>, grid_for(rows * n), kThreads, 0, stream, gate, up, rows, n,
+           stride, out);
   else
-    glu_kernel<Glu::GeluTanh>
-        <<<grid_for(rows * n), kThreads, 0, stream>>>(gate, up, rows, n, stride, out);
-  check_launch("glu");
+    launch("glu", glu_kernel<Glu::GeluTanh>, grid_for(rows * n), kThreads, 0, stream, gate, up,
+           rows, n, stride, out);
 }
 
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                              int64_t M, int64_t n, cudaStream_t stream) {
-  scatter_add_rows_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, idx, scale, M, n);
-  check_launch("scatter_add_rows");
+  launch("scatter add rows", scatter_add_rows_kernel, grid_for(n), kThreads, 0, stream, y, x, idx,
+         scale, M, n);
 }
 
 void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,
                         cudaStream_t stream) {
-  gather_rows_kernel<<<grid_for(M * n), kThreads, 0, stream>>>(x, idx, M, n, out);
-  check_launch("gather_rows");
+  launch("gather rows", gather_rows_kernel, grid_for(M * n), kThreads, 0, stream, x, idx, M, n,
+         out);
 }
 
 void launch_softcap(float* x, int64_t n, float cap, cudaStream_t stream) {
-  softcap_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, cap);
-  check_launch("softcap");
+  launch("softcap", softcap_kernel, grid_for(n), kThreads, 0, stream, x, n, cap);
 }
 
 void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream) {
   if (to == DType::F16)
-    convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__half*>(out));
+    launch("convert activations", convert_kernel<__half>, grid_for(n), kThreads, 0, stream, x, n,
+           static_cast<__half*>(out));
   else
-    convert_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, static_cast<__nv_bfloat16*>(out));
-  check_launch("convert activations");
+    launch("convert activations", convert_kernel<__nv_bfloat16>, grid_for(n), kThreads, 0, stream,
+           x, n, static_cast<__nv_bfloat16*>(out));
 }
 
 void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
@@ -331,13 +340,12 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
   const auto* base = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (!is_plain(T))
-      dequant_rows_f16_kernel<T>
-          <<<grid, 128, 0, stream>>>(base, w.row_stride, w.cols, static_cast<__half*>(out));
+      launch("dequant rows f16", dequant_rows_f16_kernel<T>, grid, 128, 0, stream, base,
+             w.row_stride, w.cols, static_cast<__half*>(out));
   });
   if (!known || is_plain(w.dtype))
     fail(ErrorKind::Unsupported,
          std::string("matmul: no dequantising kernel for ") + dtype_name(w.dtype));
-  check_launch("dequantise weight rows");
 }
 
 }  // namespace ts::cuda

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
 
@@ -53,9 +54,17 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, i
   }
 }
 
-// GEMV blockIdx.y of an ExpertIndex: its expert's weight, its input row and its output row.
-__device__ __forceinline__ void select_expert(const ExpertIndex& ix, int64_t rows,
-                                              const uint8_t*& w, const float*& x, float*& y) {
+// The start of every GEMV kernel. Without an index, the block's rows (`row_bytes` each) are asked
+// of L2 before waiting for the kernels ahead (pdl.cuh): the weight stream starts under their tail.
+// Under an index the expert ids come from those kernels, so the wait comes first; then GEMV
+// blockIdx.y takes its expert's weight, its input row and its output row.
+__device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, size_t row_stride,
+                                           int64_t row_bytes, const uint8_t*& w, const float*& x,
+                                           float*& y) {
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  if (ix.table == nullptr) prefetch_rows_l2(w + r0 * row_stride, row_stride, nr, row_bytes);
+  pdl_enter();
   if (ix.table == nullptr) return;
   w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
   x += blockIdx.y * ix.x_stride;
@@ -92,7 +101,7 @@ template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_scalar_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                              const float* x, float* y, ExpertIndex ix) {
-  select_expert(ix, rows, w, x, y);
+  gemv_enter(ix, rows, row_stride, cols * (T == DType::F32 ? 4 : 2), w, x, y);
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   float acc[kRows] = {};
@@ -109,7 +118,7 @@ template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
-  select_expert(ix, rows, w, x, y);
+  gemv_enter(ix, rows, row_stride, cols * (T == DType::F32 ? 4 : 2), w, x, y);
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
@@ -176,9 +185,9 @@ template <DType T, bool kAlignedX>
 __global__ void __launch_bounds__(kThreads)
     gemv_quant_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
-  select_expert(ix, rows, w, x, y);
   using G = SegGeometry<T>;
   using B = BlockTraits<T>;
+  gemv_enter(ix, rows, row_stride, cols / B::kElems * B::kBytes, w, x, y);
   __shared__ __align__(16) uint8_t smem[2][kRows][G::kBuf];
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
@@ -250,28 +259,27 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
       if (x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0)
-        gemv_plain_kernel<T>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv plain", gemv_plain_kernel<T>, grid, kThreads, 0, stream, data, w.row_stride,
+               w.rows, w.cols, x, y, ix);
       else
-        gemv_plain_scalar_kernel<T>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv plain scalar", gemv_plain_scalar_kernel<T>, grid, kThreads, 0, stream, data,
+               w.row_stride, w.rows, w.cols, x, y, ix);
     } else {
       if (addr % 2 != 0 || w.row_stride % 2 != 0)
         fail(ErrorKind::Unsupported,
              std::string("matmul: ") + dtype_name(T) +
                  " weight rows must start at even addresses (16-bit scales)");
       if (x_aligned)
-        gemv_quant_kernel<T, true>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv quant", gemv_quant_kernel<T, true>, grid, kThreads, 0, stream, data,
+               w.row_stride, w.rows, w.cols, x, y, ix);
       else
-        gemv_quant_kernel<T, false>
-            <<<grid, kThreads, 0, stream>>>(data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv quant", gemv_quant_kernel<T, false>, grid, kThreads, 0, stream, data,
+               w.row_stride, w.rows, w.cols, x, y, ix);
     }
   });
   if (!known)
     fail(ErrorKind::Unsupported,
          std::string("matmul: weight type ") + dtype_name(w.dtype) + " has no CUDA kernel");
-  check_launch("gemv");
 }
 
 }  // namespace ts::cuda

@@ -21,6 +21,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
 
@@ -49,13 +50,9 @@ struct alignas(8) ActBlock {
 
 __global__ void __launch_bounds__(kThreads)
     quantize_acts_kernel(const float* x, int64_t blocks, int8_t* q, ActBlock* meta) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  // Launched as a programmatic dependent of the kernel before it: lets the GEMV that follows
-  // start its weight copies now, then waits for that kernel (which wrote x, and may be the last
-  // GEMV still reading this scratch) to finish before touching either.
-  asm volatile("griddepcontrol.launch_dependents;");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  // Lets the GEMV that follows start its weight copies now, then waits for the kernel ahead
+  // (which wrote x, and may be the last GEMV still reading this scratch) before touching either.
+  pdl_enter();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   if (b >= blocks) return;
   const int lane = threadIdx.x % 32;
@@ -234,11 +231,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   __shared__ float part[kThreads / 32];
   const int tid = threadIdx.x;
   // The next matmul's quantisation kernel may be scheduled now; it waits for this grid to end.
-  asm volatile("griddepcontrol.launch_dependents;");
+  pdl_launch_dependents();
   if (ix.table != nullptr) {
     // The expert ids come from the kernels ahead: wait for them before picking the weight (the
     // weight copies then no longer overlap the quantisation).
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+    pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
     xq += blockIdx.y * ix.x_stride;
     meta += blockIdx.y * ix.x_stride / kUnit;
@@ -280,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     for (int s = 0; s < min(kStages, nseg); ++s) issue(s);
   // Launched as a programmatic dependent of the quantisation kernel: the weight copies above
   // start while it runs; its int8 activations are read only after this wait.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  pdl_wait();
 
   const int r = tid / (kThreads / kRows), j = tid % (kThreads / kRows);
   // Where row r's bytes start in its stage buffer: its 16-byte phase.
@@ -321,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 }
 
 template <DType T>
-void launch_int8(const cudaLaunchConfig_t& cfg, const uint8_t* data, const Weight& w,
+void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
                  const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
   // All of shared memory rather than the default split with L1, for eight blocks per SM (set
   // once, on the device of the first launch).
@@ -329,9 +326,8 @@ void launch_int8(const cudaLaunchConfig_t& cfg, const uint8_t* data, const Weigh
       cudaFuncSetAttribute(gemv_int8_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
   check(carveout, "int8 gemv shared memory carveout");
-  check(cudaLaunchKernelEx(&cfg, gemv_int8_kernel<T>, data, w.row_stride, w.rows, w.cols, q, meta,
-                           y, ix),
-        "int8 gemv");
+  launch("int8 gemv", gemv_int8_kernel<T>, grid, kThreads, 0, stream, data, w.row_stride, w.rows,
+         w.cols, q, meta, y, ix);
 }
 
 size_t act_codes_bytes(int64_t cols) {
@@ -360,32 +356,23 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   auto* q = static_cast<int8_t*>(scratch);
   auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols * x_rows));
   const int64_t blocks = w.cols * x_rows / kUnit;
-  // Programmatic dependent launches: each kernel may be scheduled before the one ahead of it in
-  // the stream has finished, and waits for it (griddepcontrol.wait) before reading its results,
-  // so that consecutive matmuls leave no gap between their weight streams.
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t qcfg{};
-  qcfg.gridDim = dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32)));
-  qcfg.blockDim = dim3(kThreads);
-  qcfg.stream = stream;
-  qcfg.attrs = &attr;
-  qcfg.numAttrs = 1;
-  check(cudaLaunchKernelEx(&qcfg, quantize_acts_kernel, x, blocks, q, meta), "int8 activations");
-  cudaLaunchConfig_t cfg = qcfg;
-  cfg.gridDim = dim3(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
-                     static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
+  // Both kernels are programmatic dependent launches (pdl.cuh): the GEMV's weight copies start
+  // while the activations are quantised.
+  launch("int8 activations", quantize_acts_kernel,
+         dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32))), kThreads, 0,
+         stream, x, blocks, q, meta);
+  const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
+                  static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
   switch (w.dtype) {
     case DType::Q8_0:
-      launch_int8<DType::Q8_0>(cfg, data, w, q, meta, y, ix);
+      launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);
       break;
     case DType::Q4_K:
-      launch_int8<DType::Q4_K>(cfg, data, w, q, meta, y, ix);
+      launch_int8<DType::Q4_K>(grid, stream, data, w, q, meta, y, ix);
       break;
     case DType::Q6_K:
-      launch_int8<DType::Q6_K>(cfg, data, w, q, meta, y, ix);
+      launch_int8<DType::Q6_K>(grid, stream, data, w, q, meta, y, ix);
       break;
     default:
       fail(ErrorKind::Unsupported,

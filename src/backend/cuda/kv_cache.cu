@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "quant/blocks.h"
 
 namespace ts::cuda {
@@ -15,6 +16,7 @@ constexpr int kThreads = 256;
 template <DType T>
 __global__ void kv_store_kernel(uint8_t* kc, uint8_t* vc, size_t row_bytes, int64_t width,
                                 const float* k, const float* v, const int32_t* pos) {
+  pdl_enter();
   const int64_t m = blockIdx.y;
   const int64_t e = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   const float* src = (blockIdx.z == 0 ? k : v) + m * width;
@@ -52,23 +54,22 @@ void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M
   auto* vc = static_cast<uint8_t*>(kv.v);
   switch (kv.dtype) {
     case DType::F32:
-      kv_store_kernel<DType::F32>
-          <<<grid, kThreads, 0, stream>>>(kc, vc, kv.row_bytes, kv.width, k, v, pos);
+      launch("kv store", kv_store_kernel<DType::F32>, grid, kThreads, 0, stream, kc, vc,
+             kv.row_bytes, kv.width, k, v, pos);
       break;
     case DType::F16:
-      kv_store_kernel<DType::F16>
-          <<<grid, kThreads, 0, stream>>>(kc, vc, kv.row_bytes, kv.width, k, v, pos);
+      launch("kv store", kv_store_kernel<DType::F16>, grid, kThreads, 0, stream, kc, vc,
+             kv.row_bytes, kv.width, k, v, pos);
       break;
     case DType::BF16:
-      kv_store_kernel<DType::BF16>
-          <<<grid, kThreads, 0, stream>>>(kc, vc, kv.row_bytes, kv.width, k, v, pos);
+      launch("kv store", kv_store_kernel<DType::BF16>, grid, kThreads, 0, stream, kc, vc,
+             kv.row_bytes, kv.width, k, v, pos);
       break;
     default:
-      kv_store_kernel<DType::Q8_0>
-          <<<grid, kThreads, 0, stream>>>(kc, vc, kv.row_bytes, kv.width, k, v, pos);
+      launch("kv store", kv_store_kernel<DType::Q8_0>, grid, kThreads, 0, stream, kc, vc,
+             kv.row_bytes, kv.width, k, v, pos);
       break;
   }
-  check_launch("kv_store");
 }
 
 }  // namespace ts::cuda

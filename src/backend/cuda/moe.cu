@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace ts::cuda {
 namespace {
@@ -24,6 +25,7 @@ __device__ __forceinline__ float warp_reduce(float v, bool take_max) {
 __global__ void __launch_bounds__(32)
     route_kernel(const float* logits, int64_t E, int k, RouterScoring scoring, bool norm_topk,
                  const float* bias, int32_t* ids, float* weights) {
+  pdl_enter();
   extern __shared__ float smem[];
   float* p = smem;
   float* score = smem + E;
@@ -89,6 +91,7 @@ __global__ void __launch_bounds__(32)
 // multiply-add the host path's scatter_add_rows applies to a zeroed output.
 __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const float* weights,
                                        int k, int64_t n, float* out) {
+  pdl_enter();
   __shared__ int order[kMaxTopK];
   if (threadIdx.x == 0) {
     for (int i = 0; i < k; ++i) {
@@ -114,18 +117,16 @@ __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
   const size_t smem = static_cast<size_t>(a.n_expert) * (2 * sizeof(float) + 1);
-  route_kernel<<<static_cast<unsigned>(M), 32, smem, stream>>>(
-      logits, a.n_expert, static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids, weights);
-  check_launch("route");
+  launch("route", route_kernel, static_cast<unsigned>(M), 32, smem, stream, logits, a.n_expert,
+         static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids, weights);
 }
 
 void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
                             int64_t n, float* out, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-  combine_experts_kernel<<<blocks, kThreads, 0, stream>>>(y, ids, weights, static_cast<int>(k), n,
-                                                          out);
-  check_launch("combine experts");
+  launch("combine experts", combine_experts_kernel, blocks, kThreads, 0, stream, y, ids, weights,
+         static_cast<int>(k), n, out);
 }
 
 }  // namespace ts::cuda
