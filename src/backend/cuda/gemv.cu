@@ -54,16 +54,11 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, i
   }
 }
 
-// The start of every GEMV kernel. Without an index, the block's rows (`row_bytes` each) are asked
-// of L2 before waiting for the kernels ahead (pdl.cuh): the weight stream starts under their tail.
-// Under an index the expert ids come from those kernels, so the wait comes first; then GEMV
-// blockIdx.y takes its expert's weight, its input row and its output row.
-__device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, size_t row_stride,
-                                           int64_t row_bytes, const uint8_t*& w, const float*& x,
-                                           float*& y) {
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
-  if (ix.table == nullptr) prefetch_rows_l2(w + r0 * row_stride, row_stride, nr, row_bytes);
+// The start of every GEMV kernel: waits for the kernels ahead (pdl.cuh); under an index, GEMV
+// blockIdx.y then takes its expert's weight, its input row and its output row. (Asking L2 for the
+// block's weight rows before the wait was measured: bf16 decode lost 12 %.)
+__device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, const uint8_t*& w,
+                                           const float*& x, float*& y) {
   pdl_enter();
   if (ix.table == nullptr) return;
   w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
@@ -101,7 +96,7 @@ template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_scalar_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                              const float* x, float* y, ExpertIndex ix) {
-  gemv_enter(ix, rows, row_stride, cols * (T == DType::F32 ? 4 : 2), w, x, y);
+  gemv_enter(ix, rows, w, x, y);
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
   float acc[kRows] = {};
@@ -118,7 +113,7 @@ template <DType T>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
-  gemv_enter(ix, rows, row_stride, cols * (T == DType::F32 ? 4 : 2), w, x, y);
+  gemv_enter(ix, rows, w, x, y);
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
@@ -187,7 +182,7 @@ __global__ void __launch_bounds__(kThreads)
                       const float* x, float* y, ExpertIndex ix) {
   using G = SegGeometry<T>;
   using B = BlockTraits<T>;
-  gemv_enter(ix, rows, row_stride, cols / B::kElems * B::kBytes, w, x, y);
+  gemv_enter(ix, rows, w, x, y);
   __shared__ __align__(16) uint8_t smem[2][kRows][G::kBuf];
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));

@@ -2,8 +2,7 @@
 // may be scheduled while the kernel before it in the stream is still finishing, and waits for that
 // kernel (pdl_wait) before it touches memory that kernel may write or read. A decode step is a
 // chain of ~100 kernels, many of them a few microseconds long: without this, each one's launch and
-// ramp-up sit in the gap after the previous one ends. The GEMVs also ask L2 for their weight rows
-// before they wait, so the next weight stream starts under the tail of the kernel ahead.
+// ramp-up sit in the gap after the previous one ends.
 //
 // The rule for every kernel launched with launch(): call pdl_enter() (or pdl_launch_dependents()
 // and pdl_wait()) before its first access to activations, caches, scratch or anything else another
@@ -36,17 +35,6 @@ __device__ __forceinline__ void pdl_wait() {
 __device__ __forceinline__ void pdl_enter() {
   pdl_launch_dependents();
   pdl_wait();
-}
-
-// Asks L2 for `nr` rows of `row_bytes` bytes, `row_stride` apart (one 128-byte line per thread per
-// step), without waiting for them.
-__device__ __forceinline__ void prefetch_rows_l2(const void* base, size_t row_stride, int nr,
-                                                 int64_t row_bytes) {
-  const auto* b = static_cast<const unsigned char*>(base);
-  for (int r = 0; r < nr; ++r)
-    for (int64_t off = static_cast<int64_t>(threadIdx.x) * 128; off < row_bytes;
-         off += static_cast<int64_t>(blockDim.x) * 128)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(b + r * row_stride + off));
 }
 
 // True when the current device runs programmatic dependent launches (sm_90 and later) and
