@@ -603,8 +603,10 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
     for (const AttnCase& c : cases) {
       const int64_t width = c.n_head_kv * c.head_dim;
       if (dt == DType::Q8_0 && c.head_dim % kQK32 != 0) continue;  // heads must be whole blocks
-      if (c.pos.size() > 1 && (dt == DType::F16 || dt == DType::BF16) && c.head_dim % 64 == 0)
-        continue;  // the tensor-core kernel, rounding Q and P: AttentionPrefillTensorCores
+      const bool tensor_cores = (dt == DType::F16 || dt == DType::BF16) &&
+                                (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
+      if (c.pos.size() > 1 && tensor_cores)
+        continue;  // rounds Q and P: AttentionPrefillTensorCores
       KvPair kv = make_kv(*gpu_, dt, cap, width);
       const int64_t fill = 1 + *std::max_element(c.pos.begin(), c.pos.end());
       const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
@@ -656,9 +658,9 @@ float cache_value(DType dt, const uint8_t* row, int64_t i) {
 //    softcap's tanh is 1-Lipschitz. Each softmax weight then moves by a factor within
 //    exp(+-2E), and the output by at most expm1(2E) * vmax;
 //  * P rounded to the cache type before P V, the denominator summed from the unrounded f32
-//    weights: relative error u_p per weight, so at most u_p * vmax; f16 holds weights
-//    below 2^-14 as subnormals, with absolute error up to 2^-25 per weight against a denominator >=
-//    1: n * 2^-25 * vmax;
+//    weights: relative error u_p per weight, so at most u_p * vmax; f16 holds weights below
+//    2^-14 as subnormals, off by up to 2^-25 each against a denominator of at least 1, so at
+//    most n * 2^-25 * vmax more;
 //  * the f32 sums of P V on both sides (weights summing to at most the denominator):
 //    2 * n * 2^-23 * vmax;
 //  * exp / tanh implementations and the softmax's summation order: 2e-5, as for the f32 kernel.
