@@ -642,6 +642,10 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
     for (const AttnCase& c : cases) {
       const int64_t width = c.n_head_kv * c.head_dim;
       if (dt == DType::Q8_0 && c.head_dim % kQK32 != 0) continue;  // heads must be whole blocks
+      const bool tensor_cores = (dt == DType::F16 || dt == DType::BF16) &&
+                                (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
+      if (c.pos.size() > 1 && tensor_cores)
+        continue;  // rounds Q and P: AttentionPrefillTensorCores
       KvPair kv = make_kv(*gpu_, dt, cap, width);
       const int64_t fill = 1 + *std::max_element(c.pos.begin(), c.pos.end());
       const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
@@ -663,6 +667,121 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
                    std::string("attention ") + dtype_name(dt) +
                        " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M));
+      gpu_->free(kv.gpu.k);
+      gpu_->free(kv.gpu.v);
+    }
+  }
+}
+
+struct PrefillCase {
+  int64_t n_head, n_head_kv, head_dim;
+  float softcap;
+  int64_t window;
+  int64_t n_past, M;  // query rows at positions n_past .. n_past + M - 1
+};
+
+float cache_value(DType dt, const uint8_t* row, int64_t i) {
+  uint16_t h;
+  std::memcpy(&h, row + 2 * i, 2);
+  return dt == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+// The tensor-core prefill kernel (f16 / bf16 caches, head_dim 64, 128, 256) against the CPU
+// backend's f32 attention. The kernel rounds Q to the cache type by design; the reference gets
+// the same rounded Q (both round to nearest even), so Q's rounding adds no difference and what is
+// left is bounded per (row, head) as follows, with u_p the unit roundoff of the cache type
+// (2^-11 for f16, 2^-8 for bf16), n the keys of the row and vmax = max |v| over the kv head:
+//  * scores: both sides sum exact products of the same 16-bit Q and K in f32, in different
+//    orders (the tensor cores possibly truncating), so they differ by at most
+//    E = scale * 2 * D * 2^-23 * |q| * max_j |k_j| (Cauchy-Schwarz bounds sum |q_d k_d|); the
+//    softcap's tanh is 1-Lipschitz. Each softmax weight then moves by a factor within
+//    exp(+-2E), and the output by at most expm1(2E) * vmax;
+//  * P rounded to the cache type before P V, the denominator summed from the unrounded f32
+//    weights: relative error u_p per weight, so at most u_p * vmax; f16 holds weights below
+//    2^-14 as subnormals, off by up to 2^-25 each against a denominator of at least 1, so at
+//    most n * 2^-25 * vmax more;
+//  * the f32 sums of P V on both sides (weights summing to at most the denominator):
+//    2 * n * 2^-23 * vmax;
+//  * exp / tanh implementations and the softmax's summation order: 2e-5, as for the f32 kernel.
+TEST_F(CudaOps, AttentionPrefillTensorCores) {
+  const PrefillCase cases[] = {
+      {8, 2, 128, 0.0f, 0, 0, 600},    // long prefill from empty, GQA 4, last tile partial
+      {8, 2, 128, 0.0f, 0, 300, 77},   // chunked prefill after 300 cached positions
+      {4, 1, 64, 30.0f, 0, 0, 2},      // two rows, softcap, all heads of one kv head
+      {12, 2, 64, 0.0f, 16, 50, 100},  // group 6 (rows per block not a multiple), window 16
+      {8, 1, 64, 20.0f, 7, 0, 65},     // window 7 and softcap from position 0
+      {32, 1, 64, 0.0f, 0, 10, 45},    // group 32: two blocks of 16 heads per kv head
+      {4, 4, 256, 50.0f, 0, 100, 33},  // head_dim 256, softcap, no GQA
+      {2, 1, 256, 0.0f, 40, 0, 130},   // head_dim 256, window
+      {8, 8, 128, 0.0f, 0, 5, 1},      // one row (the decode kernel)
+  };
+  for (DType dt : {DType::F16, DType::BF16}) {
+    const double u_p = dt == DType::F16 ? 0x1p-11 : 0x1p-8;
+    const double subnormal = dt == DType::F16 ? 0x1p-25 : 0.0;
+    for (const PrefillCase& c : cases) {
+      const int64_t D = c.head_dim, width = c.n_head_kv * D, fill = c.n_past + c.M;
+      const std::string what = std::string("attention ") + dtype_name(dt) +
+                               " hd=" + std::to_string(D) + " M=" + std::to_string(c.M) +
+                               " past=" + std::to_string(c.n_past);
+      KvPair kv = make_kv(*gpu_, dt, fill + 3, width);
+      const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
+                               v = randn(static_cast<size_t>(fill * width));
+      std::vector<int32_t> rows(static_cast<size_t>(fill));
+      for (int64_t i = 0; i < fill; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+      cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
+      gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
+      const std::vector<int32_t> pos(rows.begin() + c.n_past, rows.end());
+
+      std::vector<float> q = randn(static_cast<size_t>(c.M * c.n_head * D));
+      for (float& x : q)
+        x = dt == DType::F16 ? f16_to_f32(f32_to_f16(x)) : bf16_to_f32(f32_to_bf16(x));
+      const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+      const AttentionArgs args{c.n_head, c.n_head_kv, D, scale, c.softcap, c.window};
+      std::vector<float> want(q.size());
+      cpu_->attention(q.data(), kv.cpu, c.M, pos.data(), args, want.data());
+      float* out = upload(std::vector<float>(q.size()));
+      gpu_->attention(upload(q), kv.gpu, c.M, pos.data(), args, out);
+      const std::vector<float> got = download(out, q.size());
+
+      // max_j |k_j| and max |v| per kv head, from the cache's own values.
+      std::vector<double> k_norm(static_cast<size_t>(c.n_head_kv), 0.0),
+          v_max(static_cast<size_t>(c.n_head_kv), 0.0);
+      for (int64_t j = 0; j < fill; ++j)
+        for (int64_t hk = 0; hk < c.n_head_kv; ++hk) {
+          double kk = 0.0;
+          for (int64_t d = 0; d < D; ++d) {
+            const int64_t i = hk * D + d;
+            const double kv_k = cache_value(dt, kv.cpu_k.data() + j * kv.cpu.row_bytes, i);
+            const double kv_v = cache_value(dt, kv.cpu_v.data() + j * kv.cpu.row_bytes, i);
+            kk += kv_k * kv_k;
+            v_max[static_cast<size_t>(hk)] =
+                std::max(v_max[static_cast<size_t>(hk)], std::fabs(kv_v));
+          }
+          k_norm[static_cast<size_t>(hk)] =
+              std::max(k_norm[static_cast<size_t>(hk)], std::sqrt(kk));
+        }
+      int reported = 0;
+      for (int64_t m = 0; m < c.M; ++m) {
+        const int64_t p = pos[static_cast<size_t>(m)];
+        const int64_t n = c.window > 0 ? std::min(p + 1, c.window) : p + 1;
+        for (int64_t h = 0; h < c.n_head; ++h) {
+          const size_t hk = static_cast<size_t>(h / (c.n_head / c.n_head_kv));
+          const float* qr = q.data() + (m * c.n_head + h) * D;
+          double qq = 0.0;
+          for (int64_t d = 0; d < D; ++d) qq += static_cast<double>(qr[d]) * qr[d];
+          const double E =
+              scale * 2.0 * static_cast<double>(D) * 0x1p-23 * std::sqrt(qq) * k_norm[hk];
+          const double tol = v_max[hk] * (std::expm1(2.0 * E) + u_p +
+                                          static_cast<double>(n) * (subnormal + 2.0 * 0x1p-23)) +
+                             2e-5;
+          for (int64_t d = 0; d < D; ++d) {
+            const size_t i = static_cast<size_t>((m * c.n_head + h) * D + d);
+            if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
+              ADD_FAILURE() << what << " row " << m << " head " << h << " dim " << d << ": cuda "
+                            << got[i] << " cpu " << want[i] << " tol " << tol;
+          }
+        }
+      }
       gpu_->free(kv.gpu.k);
       gpu_->free(kv.gpu.v);
     }

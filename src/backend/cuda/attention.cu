@@ -5,15 +5,18 @@
 // merges its warps, and writes the partial (max, denominator, output); a second kernel merges the
 // ranges. Enough ranges are used to give every multiprocessor work even for a handful of heads.
 //
-// Prefill (many query rows): one block per (32 query rows, head) walks the keys in tiles of 32
-// staged in shared memory as f32: scores with one key per lane, online softmax per row, and the
-// output accumulated with one head dimension per lane.
+// Prefill (many query rows): f16 and bf16 caches of the common head sizes go to the tensor-core
+// kernel of attention_mma.cu. Everything else (f32 caches, whose results must stay exact; q8_0;
+// other head sizes) takes the f32 kernel here: one block per (32 query rows, head) walks the keys
+// in tiles of 32 staged in shared memory as f32: scores with one key per lane, online softmax per
+// row, and the output accumulated with one head dimension per lane.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cfloat>
 
+#include "backend/cuda/attention_mma.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -375,6 +378,7 @@ void launch_attention_decode(const float* q, const KvView& kv, const int32_t* po
 
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream) {
+  if (launch_attention_prefill_mma(q, kv, M, pos, a, out, stream)) return;
   const AttnParams p = make_params(q, kv, M, pos, a);
   const dim3 grid(static_cast<unsigned>((M + kTileQ - 1) / kTileQ),
                   static_cast<unsigned>(a.n_head));
