@@ -48,6 +48,17 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
       const auto vs_cpu = test::compare_logits(gpu, cpu, V);
       EXPECT_LE(vs_cpu.rel, tolerance(f.form)) << "CUDA vs CPU: " << vs_cpu.summary();
     }
+  // The default f16 cache, whose prefill attention runs on the tensor cores (q and the softmax
+  // weights rounded to f16): held to the bound of f16 weights, against the reference and against
+  // the CPU with the same cache.
+  const test::LogitsRun f16_cache{.backend = "cuda", .kv = DType::F16};
+  const std::vector<float> gpu16 = test::run_logits(f.path, ids, f16_cache);
+  const std::vector<float> cpu16 = test::run_logits(f.path, ids, {.kv = DType::F16});
+  const auto c16 = test::compare_logits(gpu16, ref, V);
+  EXPECT_LE(c16.rel, tolerance("f16")) << "f16 cache: " << c16.summary();
+  EXPECT_EQ(c16.argmax_mismatches, 0) << "f16 cache: " << c16.summary();
+  const auto c16_cpu = test::compare_logits(gpu16, cpu16, V);
+  EXPECT_LE(c16_cpu.rel, tolerance("f16")) << "f16 cache, CUDA vs CPU: " << c16_cpu.summary();
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,

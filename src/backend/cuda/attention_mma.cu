@@ -23,6 +23,7 @@
 #include "backend/cuda/attention_mma.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace ts::cuda {
 namespace {
@@ -138,6 +139,7 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(MmaParams p,
   constexpr int DB = D / 8;   // 8-wide column blocks of O
   constexpr int KS = D / 16;  // 16-wide steps of Q K^T
   extern __shared__ __align__(16) uint16_t smem[];
+  pdl_enter();
   uint16_t* qs = smem;
   uint16_t* ks = qs + kRows * LD;
   uint16_t* vs = ks + 2 * BK * LD;
@@ -333,22 +335,23 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(MmaParams p,
 }
 
 template <DType T, int D>
-void launch(const MmaParams& p, dim3 grid, float* out, cudaStream_t stream) {
+void launch_mma(const MmaParams& p, dim3 grid, float* out, cudaStream_t stream) {
   constexpr size_t smem = smem_bytes<D>();
   check(cudaFuncSetAttribute(attn_prefill_mma_kernel<T, D>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
         "attention (prefill, tensor cores) shared memory");
-  attn_prefill_mma_kernel<T, D><<<grid, kThreads, smem, stream>>>(p, out);
+  launch("attention (prefill, tensor cores)", attn_prefill_mma_kernel<T, D>, grid, kThreads, smem,
+         stream, p, out);
 }
 
 template <DType T>
 void launch_for_head_dim(int D, const MmaParams& p, dim3 grid, float* out, cudaStream_t stream) {
   if (D == 64)
-    launch<T, 64>(p, grid, out, stream);
+    launch_mma<T, 64>(p, grid, out, stream);
   else if (D == 128)
-    launch<T, 128>(p, grid, out, stream);
+    launch_mma<T, 128>(p, grid, out, stream);
   else
-    launch<T, 256>(p, grid, out, stream);
+    launch_mma<T, 256>(p, grid, out, stream);
 }
 
 bool aligned(const void* p, uintptr_t n) {
@@ -388,7 +391,6 @@ bool launch_attention_prefill_mma(const float* q, const KvView& kv, int64_t M, c
     launch_for_head_dim<DType::F16>(D, p, grid, out, stream);
   else
     launch_for_head_dim<DType::BF16>(D, p, grid, out, stream);
-  check_launch("attention (prefill, tensor cores)");
   return true;
 }
 
