@@ -321,6 +321,7 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       {33, 768, 17, 6},   // cuBLAS over padded rows
       {300, 4096, 1, 0},  // GEMV at a real hidden size
       {21, 14336, 1, 2},  // GEMV over more segments than the int8 kernel's stages, padded rows
+      {70, 768, 1, 0},    // GEMV of short rows (a warp per rows), a partial last block and step
   };
   for (DType t : kWeightTypes) {
     for (const MatmulCase& c : cases) {

@@ -75,12 +75,36 @@ struct AttnParams {
 // ---- decode ----
 
 constexpr int kDecodeWarps = 4;
+// The decode scratch starts with a counter per head (blocks done), zero between launches, then the
+// partials; room for this many heads.
+constexpr int64_t kMaxDecodeHeads = 1024;
+constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
+
+// Merges head h's `splits` partials (max, denominator, output) into its output row.
+__device__ void combine_splits(const float* ph, int splits, int D, float* out) {
+  float mx = -FLT_MAX;
+  for (int s = 0; s < splits; ++s)
+    if (__ldcg(ph + s * (D + 2) + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ph + s * (D + 2)));
+  float den = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const float* ps = ph + s * (D + 2);
+    if (__ldcg(ps + 1) > 0.0f) den += __ldcg(ps + 1) * expf(__ldcg(ps) - mx);
+  }
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float o = 0.0f;
+    for (int s = 0; s < splits; ++s) {
+      const float* ps = ph + s * (D + 2);
+      if (__ldcg(ps + 1) > 0.0f) o += __ldcg(ps + 2 + d) * expf(__ldcg(ps) - mx);
+    }
+    out[d] = o / den;
+  }
+}
 
 // Lane l holds head dimensions l * E .. l * E + E - 1 (E = head_dim / 32 rounded up to a power of
 // 2).
 template <DType T, int E>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
-    attn_decode_kernel(AttnParams p, int splits, float* partials) {
+    attn_decode_kernel(AttnParams p, int splits, int* done, float* partials, float* head_out) {
   pdl_enter();
   const int h = blockIdx.x, s = blockIdx.y;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -165,28 +189,20 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
     out[0] = mx;
     out[1] = den;
   }
-}
-
-__global__ void attn_combine_kernel(const float* partials, int splits, int D, float* out) {
-  pdl_enter();
-  const int h = blockIdx.x;
-  const float* ph = partials + static_cast<int64_t>(h) * splits * (D + 2);
-  float mx = -FLT_MAX;
-  for (int s = 0; s < splits; ++s)
-    if (ph[s * (D + 2) + 1] > 0.0f) mx = fmaxf(mx, ph[s * (D + 2)]);
-  float den = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    const float* ps = ph + s * (D + 2);
-    if (ps[1] > 0.0f) den += ps[1] * expf(ps[0] - mx);
+  // The last of the head's blocks to finish merges the splits (one kernel fewer per layer). Its
+  // counter goes back to 0 for the next launch.
+  __shared__ bool last;
+  __threadfence();  // this block's partial is visible to whichever block merges
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    last = atomicAdd(done + h, 1) == splits - 1;
+    if (last) done[h] = 0;
   }
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float o = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float* ps = ph + s * (D + 2);
-      if (ps[1] > 0.0f) o += ps[2 + d] * expf(ps[0] - mx);
-    }
-    out[static_cast<int64_t>(h) * D + d] = o / den;
-  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  combine_splits(partials + static_cast<int64_t>(h) * splits * (D + 2), splits, D,
+                 head_out + static_cast<int64_t>(h) * D);
 }
 
 // ---- prefill ----
@@ -363,17 +379,21 @@ AttnParams make_params(const float* q, const KvView& kv, int64_t M, const int32_
 
 }  // namespace
 
+size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim) {
+  return kDoneBytes + sizeof(float) * static_cast<size_t>(n_head * splits * (head_dim + 2));
+}
+
 void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
-                             const AttentionArgs& a, int splits, float* partials, float* out,
+                             const AttentionArgs& a, int splits, void* scratch, float* out,
                              cudaStream_t stream) {
   const AttnParams p = make_params(q, kv, 1, pos, a);
   const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits));
+  auto* done = static_cast<int*>(scratch);
+  auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
   dispatch_kv(kv.dtype, p.head_dim, [&]<DType T, int E>() {
-    launch("attn decode", attn_decode_kernel<T, E>, grid, kDecodeWarps * 32, 0, stream, p, splits,
-           partials);
+    launch("attention (decode)", attn_decode_kernel<T, E>, grid, kDecodeWarps * 32, 0, stream, p,
+           splits, done, partials, out);
   });
-  launch("attn combine", attn_combine_kernel, static_cast<unsigned>(a.n_head), 128, 0, stream,
-         partials, splits, p.head_dim, out);
 }
 
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,

@@ -18,6 +18,7 @@ void* DeviceBuffer::get(size_t bytes, const char* what) {
   data_ = nullptr;
   capacity_ = 0;
   check(cudaMalloc(&data_, bytes), what);
+  check(cudaMemsetAsync(data_, 0, bytes, stream_), what);
   capacity_ = bytes;
   ++generation_;
   return data_;

@@ -16,7 +16,8 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  // At least `bytes` of device memory; `what` names the buffer in an allocation failure.
+  // At least `bytes` of device memory, zeroed when (re)allocated; `what` names the buffer in an
+  // allocation failure.
   void* get(size_t bytes, const char* what);
   size_t capacity() const { return capacity_; }
   // Counts the reallocations: a recorded graph that names the buffer is stale once it changes.

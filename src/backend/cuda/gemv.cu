@@ -69,6 +69,9 @@ __device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, 
 // ---- plain types ----
 
 constexpr int kPlainUnroll = 2;  // chunks per row per step: 2 x 4 rows = 8 16-byte loads in flight
+// Rows of at most this many 16-byte chunks take a warp per kRows rows (see gemv_plain_kernel).
+constexpr int64_t kWarpRowChunks = 128;
+constexpr int64_t kWarpRowsPerBlock = kRows * kWarps;
 
 template <DType T>
 __device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
@@ -109,29 +112,35 @@ __global__ void __launch_bounds__(kThreads)
   finish_rows(acc, nr, r0, y);
 }
 
-template <DType T>
+// kGroup threads share each set of kRows rows: the whole block (the row's chunks spread over 256
+// threads, partial sums meeting in shared memory), or one warp for rows of at most kWarpRowChunks
+// chunks. Short rows (an MoE expert's down projection: 768 columns, 96 chunks) would leave most of
+// a block idle and spend the kernel on block launches and barriers; a warp per row set has every
+// lane loading and no barrier.
+template <DType T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
   gemv_enter(ix, rows, w, x, y);
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  const int tid = static_cast<int>(threadIdx.x) % kGroup;
+  const int64_t r0 =
+      (static_cast<int64_t>(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup) * kRows;
+  const int nr = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kRows), rows - r0)));
   const int64_t nchunks = cols / kPerChunk;
   const uint8_t* base = w + r0 * row_stride;
   float acc[kRows] = {};
-  for (int64_t c0 = threadIdx.x; c0 < nchunks; c0 += kThreads * kPlainUnroll) {
+  for (int64_t c0 = tid; c0 < nchunks; c0 += kGroup * kPlainUnroll) {
     uint4 v[kPlainUnroll][kRows];
 #pragma unroll
     for (int u = 0; u < kPlainUnroll; ++u)
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
-        if (r < nr && c0 + u * kThreads < nchunks)  // streamed: read once, evict first
-          v[u][r] =
-              __ldcs(reinterpret_cast<const uint4*>(base + r * row_stride) + c0 + u * kThreads);
+        if (r < nr && c0 + u * kGroup < nchunks)  // streamed: read once, evict first
+          v[u][r] = __ldcs(reinterpret_cast<const uint4*>(base + r * row_stride) + c0 + u * kGroup);
 #pragma unroll
     for (int u = 0; u < kPlainUnroll; ++u) {
-      const int64_t c = c0 + u * kThreads;
+      const int64_t c = c0 + u * kGroup;
       if (c >= nchunks) break;
       float xv[kPerChunk];
       const auto* x4 = reinterpret_cast<const float4*>(x + c * kPerChunk);
@@ -150,7 +159,16 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  finish_rows(acc, nr, r0, y);
+  if constexpr (kGroup == kThreads) {
+    finish_rows(acc, nr, r0, y);
+  } else {
+    static_assert(kGroup == 32, "a row set is the block or one warp");
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float sum = warp_sum(acc[r]);
+      if (tid == 0 && r < nr) y[r0 + r] = sum;
+    }
+  }
 }
 
 // ---- block-quantised types ----
@@ -253,10 +271,17 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
-      if (x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0)
-        launch("gemv plain", gemv_plain_kernel<T>, grid, kThreads, 0, stream, data, w.row_stride,
-               w.rows, w.cols, x, y, ix);
-      else
+      const bool vector =
+          x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0;
+      if (vector && w.cols / kPerChunk <= kWarpRowChunks) {
+        const dim3 warp_grid(
+            static_cast<unsigned>((w.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock), grid.y);
+        launch("gemv plain (warp rows)", gemv_plain_kernel<T, 32>, warp_grid, kThreads, 0, stream,
+               data, w.row_stride, w.rows, w.cols, x, y, ix);
+      } else if (vector) {
+        launch("gemv plain", gemv_plain_kernel<T, kThreads>, grid, kThreads, 0, stream, data,
+               w.row_stride, w.rows, w.cols, x, y, ix);
+      } else
         launch("gemv plain scalar", gemv_plain_scalar_kernel<T>, grid, kThreads, 0, stream, data,
                w.row_stride, w.rows, w.cols, x, y, ix);
     } else {

@@ -78,10 +78,12 @@ void launch_combine_experts(const float* y, const int32_t* ids, const float* wei
 void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
                      const int32_t* pos, cudaStream_t stream);
 
-// Attention (attention.cu). Decode (M = 1): split-KV partials of `splits` key ranges per head,
-// written to `partials` (n_head * splits * (head_dim + 2) floats), then combined into out.
+// Attention (attention.cu). Decode (M = 1): split-KV, `splits` key ranges per head, the last
+// block of each head merging them. `scratch` (attention_decode_scratch_bytes(), zeroed when
+// allocated, left as found) holds the counters and partials; at most 1024 heads.
+size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
 void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
-                             const AttentionArgs& a, int splits, float* partials, float* out,
+                             const AttentionArgs& a, int splits, void* scratch, float* out,
                              cudaStream_t stream);
 // Prefill (M > 1): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
