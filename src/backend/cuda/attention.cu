@@ -3,7 +3,8 @@
 // Decode (one query row): flash-decoding. The keys of each head are cut into `splits` ranges; one
 // block per (head, range) keeps a running max / denominator / output per warp (online softmax),
 // merges its warps, and writes the partial (max, denominator, output); the last block of the head
-// to finish merges the ranges. Enough ranges are used to give every multiprocessor work even for a handful of heads.
+// to finish merges the ranges. Enough ranges are used to give every multiprocessor work even for a
+// handful of heads.
 //
 // Prefill (many query rows): f16 and bf16 caches of the common head sizes go to the tensor-core
 // kernel of attention_mma.cu. Everything else (f32 caches, whose results must stay exact; q8_0;
@@ -15,12 +16,14 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <string>
 
 #include "backend/cuda/attention_mma.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "core/error.h"
 
 namespace ts::cuda {
 namespace {
@@ -78,24 +81,30 @@ constexpr int kDecodeWarps = 4;
 // The decode scratch starts with a counter per head (blocks done), zero between launches, then the
 // partials; room for this many heads.
 constexpr int64_t kMaxDecodeHeads = 1024;
+constexpr int kMaxSplits = 64;  // key ranges per head at most (the backend's decode_splits())
 constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
 
-// Merges head h's `splits` partials (max, denominator, output) into its output row.
+// Merges head h's `splits` partials (max, denominator, output) into its output row. Each split's
+// max and denominator are read once, in parallel, into shared memory: read in the loops, each
+// would be an L2 round trip in a dependent chain.
 __device__ void combine_splits(const float* ph, int splits, int D, float* out) {
+  __shared__ float sm[kMaxSplits], sl[kMaxSplits];
+  for (int s = threadIdx.x; s < splits; s += blockDim.x) {
+    sm[s] = __ldcg(ph + s * (D + 2));
+    sl[s] = __ldcg(ph + s * (D + 2) + 1);
+  }
+  __syncthreads();
   float mx = -FLT_MAX;
   for (int s = 0; s < splits; ++s)
-    if (__ldcg(ph + s * (D + 2) + 1) > 0.0f) mx = fmaxf(mx, __ldcg(ph + s * (D + 2)));
+    if (sl[s] > 0.0f) mx = fmaxf(mx, sm[s]);
   float den = 0.0f;
-  for (int s = 0; s < splits; ++s) {
-    const float* ps = ph + s * (D + 2);
-    if (__ldcg(ps + 1) > 0.0f) den += __ldcg(ps + 1) * expf(__ldcg(ps) - mx);
-  }
+  for (int s = 0; s < splits; ++s)
+    if (sl[s] > 0.0f) den += sl[s] * expf(sm[s] - mx);
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float o = 0.0f;
-    for (int s = 0; s < splits; ++s) {
-      const float* ps = ph + s * (D + 2);
-      if (__ldcg(ps + 1) > 0.0f) o += __ldcg(ps + 2 + d) * expf(__ldcg(ps) - mx);
-    }
+#pragma unroll 4
+    for (int s = 0; s < splits; ++s)
+      if (sl[s] > 0.0f) o += __ldcg(ph + s * (D + 2) + 2 + d) * expf(sm[s] - mx);
     out[d] = o / den;
   }
 }
@@ -388,6 +397,11 @@ void launch_attention_decode(const float* q, const KvView& kv, const int32_t* po
                              cudaStream_t stream) {
   const AttnParams p = make_params(q, kv, 1, pos, a);
   const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits));
+  if (splits > kMaxSplits || a.n_head > kMaxDecodeHeads)
+    fail(ErrorKind::Unsupported, "attention (decode): " + std::to_string(splits) + " splits of " +
+                                     std::to_string(a.n_head) + " heads exceed the kernel's " +
+                                     std::to_string(kMaxSplits) + " of " +
+                                     std::to_string(kMaxDecodeHeads));
   auto* done = static_cast<int*>(scratch);
   auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
   dispatch_kv(kv.dtype, p.head_dim, [&]<DType T, int E>() {

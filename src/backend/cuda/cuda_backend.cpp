@@ -27,8 +27,6 @@ namespace {
 constexpr size_t kTailSlack = 16;
 // Head dimensions up to this size have attention kernels (8 values per lane).
 constexpr int64_t kMaxHeadDim = 256;
-// Query heads the decode attention kernel counts finished blocks for.
-constexpr int64_t kMaxHeads = 1024;
 // Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
 constexpr int64_t kMaxGridY = 65535;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
@@ -296,9 +294,6 @@ class CudaBackend final : public Backend {
       cuda::launch_attention_prefill(q, kv, M, d_pos, a, out, stream_);
       return;
     }
-    if (a.n_head > kMaxHeads)
-      fail(ErrorKind::Unsupported, "attention: " + str(a.n_head) +
-                                       " heads exceed the CUDA decode kernel's " + str(kMaxHeads));
     const int splits = decode_splits(a);
     void* scratch = partials_->get(
         cuda::attention_decode_scratch_bytes(a.n_head, splits, a.head_dim), "attention partials");

@@ -68,23 +68,27 @@ __global__ void __launch_bounds__(32)
     __syncwarp();
   }
   if (lane != 0) return;
-  int32_t* out_ids = ids + blockIdx.x * k;
-  float* out_w = weights + blockIdx.x * k;
+  // The weights are worked out in shared memory and stored once: reading back global memory just
+  // written costs a round trip to L2 per read, and this tail is serial.
+  __shared__ float w[kMaxTopK];
   if (scoring == RouterScoring::TopkSoftmax) {
     float mx = row[chosen[0]];
     for (int i = 1; i < k; ++i) mx = fmaxf(mx, row[chosen[i]]);
     float sum = 0.0f;
-    for (int i = 0; i < k; ++i) sum += out_w[i] = expf(row[chosen[i]] - mx);
-    for (int i = 0; i < k; ++i) out_w[i] /= sum;
+    for (int i = 0; i < k; ++i) sum += w[i] = expf(row[chosen[i]] - mx);
+    for (int i = 0; i < k; ++i) w[i] /= sum;
   } else {
-    for (int i = 0; i < k; ++i) out_w[i] = p[chosen[i]];
+    for (int i = 0; i < k; ++i) w[i] = p[chosen[i]];
     if (norm_topk) {
       float sum = 0.0f;
-      for (int i = 0; i < k; ++i) sum += out_w[i];
-      for (int i = 0; i < k; ++i) out_w[i] /= sum;
+      for (int i = 0; i < k; ++i) sum += w[i];
+      for (int i = 0; i < k; ++i) w[i] /= sum;
     }
   }
-  for (int i = 0; i < k; ++i) out_ids[i] = chosen[i];
+  for (int i = 0; i < k; ++i) {
+    ids[blockIdx.x * k + i] = chosen[i];
+    weights[blockIdx.x * k + i] = w[i];
+  }
 }
 
 // Each thread sums its columns over the k experts in ascending id order, with the same fused
@@ -92,11 +96,16 @@ __global__ void __launch_bounds__(32)
 __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const float* weights,
                                        int k, int64_t n, float* out) {
   pdl_enter();
-  __shared__ int order[kMaxTopK];
+  // The ids and weights in shared memory first: the sort below would otherwise wait on a global
+  // load at every comparison.
+  __shared__ int order[kMaxTopK], id[kMaxTopK];
+  __shared__ float wt[kMaxTopK];
+  for (int i = threadIdx.x; i < k; i += blockDim.x) id[i] = ids[i], wt[i] = weights[i];
+  __syncthreads();
   if (threadIdx.x == 0) {
     for (int i = 0; i < k; ++i) {
       int j = i;
-      while (j > 0 && ids[order[j - 1]] > ids[i]) {
+      while (j > 0 && id[order[j - 1]] > id[i]) {
         order[j] = order[j - 1];
         --j;
       }
@@ -107,7 +116,7 @@ __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < n;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float acc = 0.0f;
-    for (int i = 0; i < k; ++i) acc = fmaf(weights[order[i]], y[order[i] * n + c], acc);
+    for (int i = 0; i < k; ++i) acc = fmaf(wt[order[i]], y[order[i] * n + c], acc);
     out[c] = acc;
   }
 }
