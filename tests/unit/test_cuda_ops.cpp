@@ -54,6 +54,8 @@ class CudaOps : public ::testing::Test {
     return p;
   }
 
+  void route_case(int64_t E);
+
   std::vector<float> download(const float* p, size_t n) {
     std::vector<float> v(n);
     gpu_->to_host(v.data(), p, n * sizeof(float));
@@ -472,8 +474,13 @@ TEST_F(CudaOps, GatherAndScatterRows) {
 
 // Routing on the device picks the experts route_token() picks (distinct random logits: no ties)
 // with the same weights up to expf's rounding, for every scoring rule.
+// Expert counts on both sides of the kernel's register layouts (8 and 32 per lane).
 TEST_F(CudaOps, RouteMatchesHostRouting) {
-  const int64_t M = 3, E = 40, k = 6;
+  for (const int64_t E : {int64_t{40}, int64_t{256}, int64_t{300}}) route_case(E);
+}
+
+void CudaOps::route_case(int64_t E) {
+  const int64_t M = 3, k = 6;
   const std::vector<float> logits = randn(static_cast<size_t>(M * E), 2.0f);
   const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
   struct Case {
@@ -485,7 +492,8 @@ TEST_F(CudaOps, RouteMatchesHostRouting) {
                         Case{RouterScoring::SoftmaxTopk, false, false},
                         Case{RouterScoring::SoftmaxTopk, true, false},
                         Case{RouterScoring::SigmoidBiasTopk, true, true}}) {
-    const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "");
+    const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "") +
+                             " of " + std::to_string(E);
     std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
     std::vector<float> want_w(want_ids.size());
     const RouterArgs host{c.scoring, E, k, c.norm, c.biased ? bias.data() : nullptr};

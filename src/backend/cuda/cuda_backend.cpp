@@ -32,9 +32,8 @@ constexpr int64_t kMaxGridY = 65535;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
-// Routing kernel limits: its top-k list and its per-expert scores live in shared memory.
+// Routing kernel limit: its top-k list lives in shared memory.
 constexpr int64_t kMaxTopK = 64;
-constexpr int64_t kMaxRoutedExperts = 4096;
 // Recorded steps kept at once (one per decoding sequence, typically); the least recently replayed
 // goes first.
 constexpr size_t kMaxGraphs = 8;
@@ -323,10 +322,10 @@ class CudaBackend final : public Backend {
 
   void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
              float* weights) override {
-    if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_expert || a.n_expert > kMaxRoutedExperts)
+    if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_expert || a.n_expert > cuda::kMaxDeviceRoutedExperts)
       fail(ErrorKind::Unsupported, "route: top-" + str(a.k) + " of " + str(a.n_expert) +
                                        " experts (the CUDA kernel takes top-k <= " + str(kMaxTopK) +
-                                       " of <= " + str(kMaxRoutedExperts) + ")");
+                                       " of <= " + str(cuda::kMaxDeviceRoutedExperts) + ")");
     check_rows(M, "route");
     cuda::launch_route(logits, M, a, ids, weights, stream_);
   }

@@ -66,8 +66,10 @@ size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
                       const ExpertIndex& ix = {});
 
-// Routing and expert sums (moe.cu). route: one block per row of logits [M][a.n_expert], writing
-// ids / weights [M][a.k] as route_token() does (a.bias in device memory).
+// Routing and expert sums (moe.cu). route: one warp per row of logits [M][a.n_expert], writing
+// ids / weights [M][a.k] as route_token() does (a.bias in device memory); at most
+// kMaxDeviceRoutedExperts experts, top-k <= 64.
+constexpr int kMaxDeviceRoutedExperts = 1024;
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream);
 // out = sum over i < k of weights[i] * y[i] (rows of n), in ascending id order.

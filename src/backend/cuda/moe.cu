@@ -19,75 +19,91 @@ __device__ __forceinline__ float warp_reduce(float v, bool take_max) {
   return v;
 }
 
-// One warp per row: routing is a few hundred scores, and a warp needs no block-wide barriers
-// between the k selection rounds (a 256-thread version spent ~9 us a layer in them).
-// Shared memory: the probabilities p and the selection scores, E floats each, and E taken flags.
+// One warp per row, every score in registers: lane l holds experts l, l + 32, ... (kPerLane of
+// them: 8 up to 256 experts, 32 up to 1024). The row is loaded once, with all of a lane's loads in
+// flight together; each of the k selection rounds is a compare over the lane's own scores and a
+// five-step shuffle, with no shared-memory scans and no barriers (a shared-memory version with
+// rolled loops over the row took ~12 us a layer, one global-memory round trip per loop step).
+template <int kPerLane>
 __global__ void __launch_bounds__(32)
-    route_kernel(const float* logits, int64_t E, int k, RouterScoring scoring, bool norm_topk,
+    route_kernel(const float* logits, int E, int k, RouterScoring scoring, bool norm_topk,
                  const float* bias, int32_t* ids, float* weights) {
   pdl_enter();
-  extern __shared__ float smem[];
-  float* p = smem;
-  float* score = smem + E;
-  auto* taken = reinterpret_cast<uint8_t*>(smem + 2 * E);
-  __shared__ int chosen[kMaxTopK];
   const int lane = threadIdx.x;
-  const float* row = logits + blockIdx.x * E;
-  for (int64_t e = lane; e < E; e += 32) taken[e] = 0;
+  const float* row = logits + static_cast<int64_t>(blockIdx.x) * E;
+  float raw[kPerLane], p[kPerLane], score[kPerLane];
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    raw[j] = e < E ? row[e] : -FLT_MAX;
+  }
   if (scoring == RouterScoring::SoftmaxTopk) {
     float mx = -FLT_MAX;
-    for (int64_t e = lane; e < E; e += 32) mx = fmaxf(mx, row[e]);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) mx = fmaxf(mx, raw[j]);
     mx = warp_reduce(mx, true);
     float sum = 0.0f;
-    for (int64_t e = lane; e < E; e += 32) sum += p[e] = expf(row[e] - mx);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      p[j] = lane + 32 * j < E ? expf(raw[j] - mx) : 0.0f;
+      sum += p[j];
+    }
     sum = warp_reduce(sum, false);
-    for (int64_t e = lane; e < E; e += 32) score[e] = p[e] = p[e] / sum;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = p[j] / sum;
   } else if (scoring == RouterScoring::SigmoidBiasTopk) {
     // The bias decides which experts run; the weights stay the unbiased sigmoids.
-    for (int64_t e = lane; e < E; e += 32) {
-      p[e] = 1.0f / (1.0f + expf(-row[e]));
-      score[e] = p[e] + (bias != nullptr ? bias[e] : 0.0f);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      p[j] = 1.0f / (1.0f + expf(-raw[j]));
+      score[j] = e < E ? p[j] + (bias != nullptr ? bias[e] : 0.0f) : -FLT_MAX;
     }
   } else {
-    for (int64_t e = lane; e < E; e += 32) score[e] = row[e];
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = raw[j];
   }
-  __syncwarp();
   // k rounds of: the best not-yet-taken expert, highest score, the lower index on ties (as
-  // route_token's sort).
+  // route_token's sort). The winner's weight term (p, or the raw logit for TopkSoftmax) travels
+  // with it through the shuffles.
+  __shared__ int chosen[kMaxTopK];
+  __shared__ float term[kMaxTopK];
+  uint32_t taken = 0;  // bit j: expert lane + 32 j is chosen
   for (int i = 0; i < k; ++i) {
-    float v = -FLT_MAX;
+    float v = -FLT_MAX, t = 0.0f;
     int idx = -1;
-    for (int64_t e = lane; e < E; e += 32)
-      if (!taken[e] && (idx < 0 || score[e] > v)) v = score[e], idx = static_cast<int>(e);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && !(taken >> j & 1u) && (idx < 0 || score[j] > v))
+        v = score[j], idx = e, t = scoring == RouterScoring::TopkSoftmax ? raw[j] : p[j];
+    }
     for (int off = 16; off > 0; off >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, v, off);
       const int oi = __shfl_xor_sync(0xffffffffu, idx, off);
-      if (oi >= 0 && (idx < 0 || ov > v || (ov == v && oi < idx))) v = ov, idx = oi;
+      const float ot = __shfl_xor_sync(0xffffffffu, t, off);
+      if (oi >= 0 && (idx < 0 || ov > v || (ov == v && oi < idx))) v = ov, idx = oi, t = ot;
     }
-    if (lane == 0) chosen[i] = idx, taken[idx] = 1;
-    __syncwarp();
+    if (idx % 32 == lane) taken |= 1u << (idx / 32);
+    if (lane == 0) chosen[i] = idx, term[i] = t;
   }
+  __syncwarp();
   if (lane != 0) return;
-  // The weights are worked out in shared memory and stored once: reading back global memory just
-  // written costs a round trip to L2 per read, and this tail is serial.
-  __shared__ float w[kMaxTopK];
+  // The weights are worked out in shared memory and stored once.
   if (scoring == RouterScoring::TopkSoftmax) {
-    float mx = row[chosen[0]];
-    for (int i = 1; i < k; ++i) mx = fmaxf(mx, row[chosen[i]]);
+    float mx = term[0];
+    for (int i = 1; i < k; ++i) mx = fmaxf(mx, term[i]);
     float sum = 0.0f;
-    for (int i = 0; i < k; ++i) sum += w[i] = expf(row[chosen[i]] - mx);
-    for (int i = 0; i < k; ++i) w[i] /= sum;
-  } else {
-    for (int i = 0; i < k; ++i) w[i] = p[chosen[i]];
-    if (norm_topk) {
-      float sum = 0.0f;
-      for (int i = 0; i < k; ++i) sum += w[i];
-      for (int i = 0; i < k; ++i) w[i] /= sum;
-    }
+    for (int i = 0; i < k; ++i) sum += term[i] = expf(term[i] - mx);
+    for (int i = 0; i < k; ++i) term[i] /= sum;
+  } else if (norm_topk) {
+    float sum = 0.0f;
+    for (int i = 0; i < k; ++i) sum += term[i];
+    for (int i = 0; i < k; ++i) term[i] /= sum;
   }
   for (int i = 0; i < k; ++i) {
-    ids[blockIdx.x * k + i] = chosen[i];
-    weights[blockIdx.x * k + i] = w[i];
+    ids[static_cast<int64_t>(blockIdx.x) * k + i] = chosen[i];
+    weights[static_cast<int64_t>(blockIdx.x) * k + i] = term[i];
   }
 }
 
@@ -116,6 +132,7 @@ __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < n;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     float acc = 0.0f;
+#pragma unroll 8  // the k loads in flight together, not one round trip per expert
     for (int i = 0; i < k; ++i) acc = fmaf(wt[order[i]], y[order[i] * n + c], acc);
     out[c] = acc;
   }
@@ -125,9 +142,10 @@ __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const
 
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
-  const size_t smem = static_cast<size_t>(a.n_expert) * (2 * sizeof(float) + 1);
-  launch("route", route_kernel, static_cast<unsigned>(M), 32, smem, stream, logits, a.n_expert,
-         static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids, weights);
+  const auto kernel = a.n_expert <= 256 ? route_kernel<8> : route_kernel<32>;
+  launch("route", kernel, static_cast<unsigned>(M), 32, 0, stream, logits,
+         static_cast<int>(a.n_expert), static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids,
+         weights);
 }
 
 void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
