@@ -11,6 +11,9 @@ imports it; the figures it prints are frozen by hand into tests/unit/test_real_m
                                     once (BOS first when the model adds one), cut into n_ctx
                                     chunks, BOS written over each chunk's first token, the second
                                     half of each chunk scored
+  selfcheck MODEL [-n 32]           llama.cpp's greedy continuations under settings that change
+                                    only rounding (threads, flash attention, KV type), each
+                                    against the 2-thread default: how often they stay identical
   compare MODEL TURBOSPARK [-n 32]  llama.cpp's greedy continuations fed to `turbospark logits`
                                     (teacher forcing): the first position where turbospark's argmax
                                     differs is where free-running greedy decoding diverges, and the
@@ -43,11 +46,12 @@ PROMPTS = [
 ]
 
 
-def open_model(path, n_ctx, logits_all):
+def open_model(path, n_ctx, logits_all, **options):
     from llama_cpp import Llama
 
+    settings = {"n_threads": os.cpu_count(), **options}
     return Llama(model_path=path, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-                 logits_all=logits_all, n_threads=os.cpu_count(), verbose=False)
+                 logits_all=logits_all, verbose=False, **settings)
 
 
 def add_bos(llm):
@@ -59,8 +63,8 @@ def top2(row):
     return int(i1), float(row[i1]), int(i2), float(row[i2])
 
 
-def greedy(path, n_predict):
-    llm = open_model(path, 512, True)
+def greedy(path, n_predict, **options):
+    llm = open_model(path, 512, True, **options)
     out = []
     for prompt in PROMPTS:
         ids = llm.tokenize(prompt.encode(), add_bos=add_bos(llm), special=False)
@@ -152,6 +156,26 @@ def compare(path, binary, n_predict):
     return {"matches": sum(e["match"] for e in report), "prompts": len(report), "runs": report}
 
 
+# llama.cpp against itself: settings that change only rounding (thread count, flash attention,
+# an f32 KV cache instead of f16). How often its own greedy continuations stay identical is the
+# most any other implementation can expect to match them.
+SETTINGS = {"2 threads": {"n_threads": 2}, "1 thread": {"n_threads": 1},
+            "flash attention": {"n_threads": 2, "flash_attn": True},
+            "f32 KV cache": {"n_threads": 2, "type_k": 0, "type_v": 0}}
+
+
+def selfcheck(path, n_predict):
+    runs = {name: [r["ids"] for r in greedy(path, n_predict, **o)] for name, o in SETTINGS.items()}
+    base = runs["2 threads"]
+    report = {}
+    for name, ids in runs.items():
+        first = [next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+                 for a, b in zip(base, ids)]
+        report[name] = {"identical": sum(f is None for f in first), "prompts": len(first),
+                        "first_divergence": first}
+    return report
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -167,6 +191,9 @@ def main():
     c.add_argument("model")
     c.add_argument("turbospark")
     c.add_argument("-n", type=int, default=32)
+    sc = sub.add_parser("selfcheck")
+    sc.add_argument("model")
+    sc.add_argument("-n", type=int, default=32)
     a = ap.parse_args()
     if a.cmd == "greedy":
         import llama_cpp
@@ -179,6 +206,8 @@ def main():
                             "gaps": [round(s["gap"], 4) for s in r["steps"]]} for r in runs]}
     elif a.cmd == "ppl":
         result = ppl(a.model, a.text, a.c, a.chunks)
+    elif a.cmd == "selfcheck":
+        result = selfcheck(a.model, a.n)
     else:
         result = compare(a.model, a.turbospark, a.n)
     if a.cmd == "greedy":
