@@ -45,6 +45,13 @@ void Backend::add_rms_norm(float* x, const float* y, const float* w, int64_t M, 
   rms_norm(x, w, M, n, eps, plus_one, out);
 }
 
+void Backend::qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                           float eps, bool plus_one, const int32_t* pos, const RopeArgs& r) {
+  rms_norm_heads(qk, q_w, 1, n_q, r.head_dim, eps, plus_one);
+  rms_norm_heads(qk + n_q * r.head_dim, k_w, 1, n_k, r.head_dim, eps, plus_one);
+  rope(qk, 1, n_q + n_k, pos, r);
+}
+
 void Backend::zero(float* x, int64_t n) {
   const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
   to_device(x, zeros.data(), zeros.size() * sizeof(float));

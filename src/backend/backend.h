@@ -139,6 +139,11 @@ class Backend {
   // Rotates the first rotary_dim elements of each head; positions are host memory.
   virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos,
                     const RopeArgs& r) = 0;
+  // One row's n_q query heads and the n_k key heads right after them: per-head RMS norm (q_w for
+  // the query heads, k_w for the key heads), then rope() over all of them; the same bits as
+  // rms_norm_heads() twice and rope(), in one pass where the backend can. Default: those ops.
+  virtual void qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                            float eps, bool plus_one, const int32_t* pos, const RopeArgs& r);
   // Writes k/v rows [M][width] into the cache at rows pos[m].
   virtual void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
                         const int32_t* pos) = 0;

@@ -175,18 +175,26 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
     b_.add_bias(k, L.bk, M, kvw);
     b_.add_bias(v, L.bv, M, kvw);
   }
-  if (c_.qk_norm == QkNorm::WholeProjection) {
-    b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
-    b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
-  } else if (c_.qk_norm == QkNorm::PerHead) {
-    b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
-    b_.rms_norm_heads(k, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
-  }
-  if (M == 1 && k == q + qw) {  // k heads right after q heads: one rotation for both
-    b_.rope(q, 1, c_.n_head + c_.n_head_kv, pos_.data(), L.rope);
+  // One token through the stacked weights has its k heads right after its q heads: both are
+  // rotated by one op, and with per-head norms normed by that same op.
+  const bool qk_adjacent = M == 1 && k == q + qw;
+  if (qk_adjacent && c_.qk_norm == QkNorm::PerHead) {
+    b_.qk_norm_rope(q, L.q_norm, L.k_norm, c_.n_head, c_.n_head_kv, c_.rms_eps, c_.norm_plus_one,
+                    pos_.data(), L.rope);
   } else {
-    b_.rope(q, M, c_.n_head, pos_.data(), L.rope);
-    b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
+    if (c_.qk_norm == QkNorm::WholeProjection) {
+      b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
+      b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
+    } else if (c_.qk_norm == QkNorm::PerHead) {
+      b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+      b_.rms_norm_heads(k, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+    }
+    if (qk_adjacent) {
+      b_.rope(q, 1, c_.n_head + c_.n_head_kv, pos_.data(), L.rope);
+    } else {
+      b_.rope(q, M, c_.n_head, pos_.data(), L.rope);
+      b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
+    }
   }
   // Each sequence attends over its own cache.
   int64_t row = 0;

@@ -260,11 +260,17 @@ class CudaBackend final : public Backend {
   }
 
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
-    if (r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim || r.rotary_dim <= 0)
-      fail(ErrorKind::Unsupported, "rope: rotary dimension " + str(r.rotary_dim) +
-                                       " must be even and within head_dim " + str(r.head_dim));
+    check_rope(r);
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
     cuda::launch_rope(x, M, n_heads, d_pos, r, stream_);
+  }
+
+  void qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                    float eps, bool plus_one, const int32_t* pos, const RopeArgs& r) override {
+    check_rope(r);
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t)));
+    if (!cuda::launch_qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, stream_))
+      Backend::qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, pos, r);
   }
 
   void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
@@ -406,6 +412,12 @@ class CudaBackend final : public Backend {
     }
     recordings_.push_back(std::move(rec));
     return &recordings_.back();
+  }
+
+  static void check_rope(const RopeArgs& r) {
+    if (r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim || r.rotary_dim <= 0)
+      fail(ErrorKind::Unsupported, "rope: rotary dimension " + str(r.rotary_dim) +
+                                       " must be even and within head_dim " + str(r.head_dim));
   }
 
   static void check_rows(int64_t M, const char* op) {

@@ -151,6 +151,34 @@ __global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64
   }
 }
 
+// One block per head of one row: q heads [0, n_q) with q_w, key heads after them with k_w. The norm
+// is rms_norm_kernel's, with its thread count (same partial sums, same bits); the normed head goes
+// back to memory so that each thread can then rotate any pair, as rope_kernel does.
+__global__ void qk_norm_rope_kernel(float* x, const float* q_w, const float* k_w, int64_t n_q,
+                                    int64_t head_dim, float eps, bool plus_one, const int32_t* pos,
+                                    int64_t half, bool neox, const float* inv_freq) {
+  pdl_enter();
+  float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
+  const float* w = blockIdx.x < n_q ? q_w : k_w;
+  float ss = 0;
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x) ss += v[i] * v[i];
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(head_dim) + eps);
+  for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x)
+    v[i] = v[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
+  __syncthreads();
+  const float p = static_cast<float>(pos[0]);
+  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
+    float s, c;
+    sincosf(p * inv_freq[i], &s, &c);
+    const int64_t a = neox ? i : 2 * i;
+    const int64_t b = neox ? i + half : 2 * i + 1;
+    const float x0 = v[a], x1 = v[b];
+    v[a] = x0 * c - x1 * s;
+    v[b] = x0 * s + x1 * c;
+  }
+}
+
 // Element i of row r: gate[r * stride + i], up likewise; out is [rows][n].
 template <Glu A>
 __global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int64_t n,
@@ -242,11 +270,22 @@ void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scal
 
 namespace {
 
+// Threads of rms_norm_kernel for rows of n: 32 per 128 elements, between one and eight warps, so
+// that short rows (q/k heads) don't idle a big block and long rows get enough loads in flight.
+int norm_threads(int64_t n) {
+  return static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));
+}
+
+// True when rms_norm_rows takes rms_norm_vec_kernel.
+bool norm_vectorised(int64_t n) {
+  return n % 4 == 0 && n / 4 >= 256 && n / 4 <= 4 * 1024;
+}
+
 void rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int64_t n, float eps,
                    bool plus_one, float* out, cudaStream_t stream) {
   const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
   const int64_t n4 = n / 4;
-  if (n % 4 == 0 && n4 >= 256 && n4 <= 4 * 1024 && aligned(x) && aligned(w) && aligned(out) &&
+  if (norm_vectorised(n) && aligned(x) && aligned(w) && aligned(out) &&
       (res == nullptr || aligned(res))) {
     const int threads = static_cast<int>(std::min<int64_t>((n4 + 31) / 32 * 32, 1024));
     const int64_t per_thread = (n4 + threads - 1) / threads;
@@ -262,9 +301,7 @@ void rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int
              plus_one, out);
     return;
   }
-  // 32 threads per 128 elements, between one and eight warps: short rows (q/k heads) don't idle
-  // a big block, long rows (hidden states) get enough loads in flight.
-  const int threads = static_cast<int>(std::clamp<int64_t>((n + 127) / 128 * 32, 32, 256));
+  const int threads = norm_threads(n);
   launch("rms norm", rms_norm_kernel, static_cast<unsigned>(rows), threads, 0, stream, x, res, w, n,
          eps, plus_one, out);
 }
@@ -280,6 +317,18 @@ void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, fl
 void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream) {
   rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, stream);
+}
+
+bool launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                         float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
+                         cudaStream_t stream) {
+  // The fused kernel reproduces the general norm kernel only; rope's thread count does not matter
+  // (one pair per thread per step either way).
+  if (norm_vectorised(r.head_dim)) return false;
+  launch("qk norm rope", qk_norm_rope_kernel, static_cast<unsigned>(n_q + n_k),
+         norm_threads(r.head_dim), 0, stream, qk, q_w, k_w, n_q, r.head_dim, eps, plus_one, pos,
+         r.rotary_dim / 2, r.neox, r.inv_freq);
+  return true;
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {

@@ -34,6 +34,11 @@ void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const
 // x += res, then out = rms_norm(x) (Backend::add_rms_norm).
 void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream);
+// Backend::qk_norm_rope for one row; false (nothing queued) when the heads are long enough for the
+// vectorised norm, whose bits the fused kernel would not reproduce.
+bool launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                         float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
+                         cudaStream_t stream);
 void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                 int64_t stride, float* out, cudaStream_t stream);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
