@@ -5,8 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "backend/backend.h"
 #include "core/error.h"
@@ -20,10 +25,38 @@ namespace {
 
 // The CPU backend behind a device backend's face: is_host() is false, so the engine reads weights
 // through upload_weight() and the expert store takes its device path (pinned host entries, async
-// copies; the base class's versions of those are synchronous host copies). Counts allocations.
+// copies). The copies run in order on a thread of their own, each after a short delay, as on a
+// copy stream, and compute_waits_for() does not block the host: like a device stream, the next
+// matmul (the only op that reads expert slots) waits. A read that overwrote a host entry before
+// the copy out of it ran, or compute that used a slot before its copy landed, would change the
+// logits. Counts allocations.
 class DeviceLike final : public Backend {
  public:
-  explicit DeviceLike(int64_t* allocs) : cpu_(make_cpu_backend(2)), allocs_(allocs) {}
+  explicit DeviceLike(int64_t* allocs)
+      : cpu_(make_cpu_backend(2)), allocs_(allocs), copier_([this] { copy_loop(); }) {}
+  ~DeviceLike() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    copier_.join();
+  }
+  uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    copies_.push_back(Copy{dst, src, bytes});
+    cv_.notify_all();
+    return queued_ += 1;
+  }
+  void host_waits_for(uint64_t ticket) override { wait_for(ticket); }
+  void compute_waits_for(uint64_t ticket) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    compute_after_ = std::max(compute_after_, ticket);
+  }
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ == queued_; });
+  }
   std::string name() const override { return "device-like"; }
   void* alloc(size_t bytes) override {
     ++*allocs_;
@@ -65,6 +98,12 @@ class DeviceLike final : public Backend {
     cpu_->rms_norm_heads(x, w, M, n_heads, head_dim, eps, plus_one);
   }
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
+    uint64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ticket = compute_after_;
+    }
+    wait_for(ticket);
     cpu_->matmul(w, x, M, y);
   }
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
@@ -97,8 +136,40 @@ class DeviceLike final : public Backend {
   void softcap(float* x, int64_t n, float cap) override { cpu_->softcap(x, n, cap); }
 
  private:
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void wait_for(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ >= ticket; });
+  }
+  void copy_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !copies_.empty(); });
+      if (copies_.empty()) return;
+      const Copy c = copies_.front();
+      copies_.pop_front();
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::memcpy(c.dst, c.src, c.bytes);
+      lock.lock();
+      ++done_;
+      cv_.notify_all();
+    }
+  }
+
   std::unique_ptr<Backend> cpu_;
   int64_t* allocs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Copy> copies_;
+  uint64_t queued_ = 0, done_ = 0;  // tickets: the n-th copy queued is ticket n
+  uint64_t compute_after_ = 0;      // the copy the next matmul waits for
+  bool stop_ = false;
+  std::thread copier_;
 };
 
 EngineOptions options(int64_t slots, uint64_t ram_budget) {
