@@ -183,6 +183,7 @@ struct Report {
         e.read_seconds > 0 ? static_cast<double>(e.bytes_read) / e.read_seconds / 1e9 : 0;
     return {{"hits", e.hits},
             {"misses", e.misses},
+            {"ram_hits", e.ram_hits},  // misses the pinned RAM tier served (no file read)
             {"hit_rate", lookups > 0 ? static_cast<double>(e.hits) / lookups : 1.0},
             {"bytes_read_per_token", per_tok},
             {"read_seconds", e.read_seconds},

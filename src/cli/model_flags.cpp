@@ -26,6 +26,8 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       ->check(CLI::NonNegativeNumber);
   app->add_option("--memory-budget", f.memory_budget,
                   "Memory budget (e.g. 8G) from which the expert slots are derived");
+  app->add_option("--ram-budget", f.ram_budget,
+                  "Pinned host RAM (e.g. 16G) caching streamed experts (device backends)");
   app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
       ->check(CLI::IsMember({"lru", "lfu"}));
   app->add_flag("--expert-prefetch", f.expert_prefetch,
@@ -73,6 +75,7 @@ EngineOptions engine_options(const ModelFlags& f) {
   o.prefill_batch = f.prefill_batch;
   o.expert_slots = f.expert_slots;
   if (!f.memory_budget.empty()) o.memory_budget = parse_bytes(f.memory_budget, "--memory-budget");
+  if (!f.ram_budget.empty()) o.ram_budget = parse_bytes(f.ram_budget, "--ram-budget");
   o.cache_policy = cache_policy_from_name(f.cache_policy);
   o.expert_prefetch = f.expert_prefetch;
   return o;

@@ -20,6 +20,7 @@ struct ModelFlags {
   int64_t prefill_batch = 0;  // 0: the backend's default
   int64_t expert_slots = 0;
   std::string memory_budget;
+  std::string ram_budget;
   std::string cache_policy = "lru";
   bool expert_prefetch = false;
   std::string backend = "auto";

@@ -18,6 +18,8 @@ void print_run_stats(Engine& engine, const GenerateResult& r, std::FILE* out) {
                  engine.experts().streaming() ? "streaming" : "resident",
                  lookups > 0 ? 100.0 * static_cast<double>(s.hits) / lookups : 100.0,
                  static_cast<double>(s.bytes_read) / (1 << 20));
+    if (engine.experts().ram_tier_entries() > 0)
+      std::fprintf(out, ", RAM tier hits %llu", static_cast<unsigned long long>(s.ram_hits));
   }
   std::fprintf(out, " | peak RSS %.1f MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
 }

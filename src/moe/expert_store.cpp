@@ -15,7 +15,8 @@ namespace {
 constexpr int kReadThreads = 4;
 // Device backends: each expert is read in chunks by this many threads at once (one reader of
 // the page cache copies well under the host-to-device rate), into this many pinned staging
-// buffers, so that the copy of one expert to the device overlaps the reads of the next ones.
+// buffers when there is no RAM tier, so that the copy of one expert to the device overlaps the
+// reads of the next ones.
 constexpr int kDeviceReadThreads = 12;
 constexpr size_t kStagingBuffers = 4;
 constexpr uint64_t kReadChunk = uint64_t{1} << 20;
@@ -26,6 +27,7 @@ void ExpertStats::add(const ExpertStats& o) {
   hits += o.hits;
   misses += o.misses;
   bytes_read += o.bytes_read;
+  ram_hits += o.ram_hits;
   prefetched += o.prefetched;
   prefetch_hits += o.prefetch_hits;
   read_seconds += o.read_seconds;
@@ -47,9 +49,10 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
   stats_.resize(spec.layers.size());
   busy_ns_ = std::make_unique<std::atomic<uint64_t>[]>(spec.layers.size());
   if (!backend.is_host() && c.is_moe()) {
-    for (size_t i = 0; i < kStagingBuffers; ++i)
-      staging_.push_back(backend.alloc_host_pinned(spec.expert_stride));
-    staging_copy_.assign(kStagingBuffers, 0);
+    ram_tier_ = streaming_ ? options.ram_tier_entries : 0;
+    host_ = std::make_unique<HostTier>(
+        backend, ram_tier_ > 0 ? ram_tier_ : static_cast<int64_t>(kStagingBuffers),
+        spec.expert_stride, static_cast<int64_t>(spec.layers.size()), c.n_expert, ram_tier_ > 0);
   }
   for (size_t l = 0; l < spec.layers.size(); ++l) {
     if (spec.layers[l].experts.empty()) continue;
@@ -81,7 +84,6 @@ ExpertStore::~ExpertStore() {
   backend_.synchronize();  // no copy still reads staging memory or writes a slot
   for (Layer& L : layers_)
     for (Slot& s : L.slots) backend_.free(s.memory);
-  for (void* p : staging_) backend_.free_host_pinned(p);
 }
 
 const ExpertWeights& ExpertStore::resident(int64_t layer, int32_t expert) const {
@@ -158,31 +160,51 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   slot.loading = io_->submit([this, layer, expert, dst] { read_expert(layer, expert, dst); });
 }
 
-// Device backends: the misses of a wave are read into the pinned staging buffers, each expert in
-// chunks by all reader threads, the first kStagingBuffers at once; finish_read(k), in wave order,
-// queues the k-th expert's copy to its slot on the copy stream chunk by chunk as the reads land,
-// makes compute wait for that copy alone, and starts the read that reuses the buffer once the
-// copy has left it.
+// Device backends: each miss of a wave is copied to its slot from a host tier entry: the one
+// holding it in the RAM tier, or one it is read into from the file, in chunks by all reader
+// threads. An entry the wave still copies from is reused only after that copy is queued (its
+// read starts then); the others' reads start at once. finish_read(k), in wave order, queues the
+// k-th expert's copy on the copy stream chunk by chunk as the reads land and makes compute wait
+// for that copy alone.
 void ExpertStore::start_reads(int64_t layer,
                               const std::vector<std::pair<int64_t, int32_t>>& misses) {
   drain_reads();
   reads_.clear();
+  reads_layer_ = layer;
+  wave_user_.assign(static_cast<size_t>(host_->entries()), -1);
   Layer& L = layers_[static_cast<size_t>(layer)];
+  ExpertStats& st = stats_[static_cast<size_t>(layer)];
   for (size_t k = 0; k < misses.size(); ++k) {
-    L.slots[static_cast<size_t>(misses[k].first)].expert = -1;  // claimed once its copy is queued
-    reads_.push_back(DeviceRead{misses[k].first, misses[k].second, k % kStagingBuffers, {}, false});
-    stats_[static_cast<size_t>(layer)].bytes_read +=
-        spec_.layers[static_cast<size_t>(layer)].expert_bytes(misses[k].second);
+    const auto [slot, expert] = misses[k];
+    L.slots[static_cast<size_t>(slot)].expert = -1;  // claimed once its copy is queued
+    DeviceRead r{slot, expert, host_->find(layer, expert), false, -1, {}, false};
+    r.cached = r.entry >= 0;
+    if (r.cached) {
+      st.ram_hits++;
+    } else {
+      r.entry = host_->victim(wave_user_);
+      host_->assign(r.entry, layer, expert);
+      st.bytes_read += spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
+    }
+    host_->touch(r.entry);
+    const int64_t before = wave_user_[static_cast<size_t>(r.entry)];
+    if (before >= 0) reads_[static_cast<size_t>(before)].then = static_cast<int64_t>(k);
+    wave_user_[static_cast<size_t>(r.entry)] = static_cast<int64_t>(k);
+    reads_.push_back(std::move(r));
   }
   backend_.copy_after_compute();  // the victims' old experts may still be read by queued ops
-  for (size_t k = 0; k < std::min(reads_.size(), kStagingBuffers); ++k) submit_read(layer, k);
+  std::vector<uint8_t> waits(reads_.size(), 0);
+  for (const DeviceRead& r : reads_)
+    if (r.then >= 0) waits[static_cast<size_t>(r.then)] = 1;
+  for (size_t k = 0; k < reads_.size(); ++k)
+    if (!reads_[k].cached && !waits[k]) submit_read(layer, k);
 }
 
 void ExpertStore::submit_read(int64_t layer, size_t k) {
   DeviceRead& r = reads_[k];
-  auto* dst = static_cast<uint8_t*>(staging_[r.staging]);
+  uint8_t* dst = host_->memory(r.entry);
   const uint64_t bytes = spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert);
-  const uint64_t copy = staging_copy_[r.staging];  // the buffer's last copy must have left it
+  const uint64_t copy = host_->last_copy(r.entry);  // the entry's last copy must have left it
   const int32_t e = r.expert;
   for (uint64_t b = 0; b < bytes; b += kReadChunk) {
     const uint64_t end = std::min(bytes, b + kReadChunk);
@@ -199,32 +221,38 @@ void ExpertStore::finish_read(int64_t layer, size_t k) {
   Layer& L = layers_[static_cast<size_t>(layer)];
   Slot& slot = L.slots[static_cast<size_t>(r.slot)];
   const uint64_t bytes = spec_.layers[static_cast<size_t>(layer)].expert_bytes(r.expert);
-  const auto* src = static_cast<const uint8_t*>(staging_[r.staging]);
+  const uint8_t* src = host_->memory(r.entry);
   auto* dst = static_cast<uint8_t*>(slot.memory);
   uint64_t copy = 0;
+  if (r.cached) copy = backend_.copy_to_device_async(dst, src, bytes);
   for (size_t c = 0; c < r.chunks.size(); ++c) {
     r.chunks[c].get();  // a failed read throws; its slot stays unclaimed
     const uint64_t b = c * kReadChunk, e = std::min(bytes, b + kReadChunk);
     copy = backend_.copy_to_device_async(dst + b, src + b, e - b);
-    staging_copy_[r.staging] = copy;
   }
+  host_->set_last_copy(r.entry, copy);
   backend_.compute_waits_for(copy);  // the copy stream runs in order: every chunk is in
   r.done = true;
   slot.expert = r.expert;
   slot.weights = view(layer, r.expert, static_cast<const uint8_t*>(slot.memory));
-  if (k + kStagingBuffers < reads_.size()) submit_read(layer, k + kStagingBuffers);
+  if (r.then >= 0) submit_read(layer, static_cast<size_t>(r.then));
 }
 
-// Waits for every read still writing a staging buffer (after a failed read, or at teardown).
+// Waits for every read still writing a host entry (after a failed read, or at teardown). The RAM
+// tier forgets the experts whose reads failed or never started.
 void ExpertStore::drain_reads() {
-  for (DeviceRead& r : reads_)
+  for (DeviceRead& r : reads_) {
+    bool failed = !r.cached && r.chunks.empty();
     for (auto& c : r.chunks) {
       try {
         c.wait();
         c.get();
       } catch (const Error&) {
+        failed = true;
       }
     }
+    if (failed) host_->drop(reads_layer_, r.expert);
+  }
 }
 
 void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
@@ -269,7 +297,9 @@ const ExpertWeights& ExpertStore::ready(int64_t layer, int64_t i) {
   const int64_t k = backend_.is_host() ? -1 : L.current_read[static_cast<size_t>(i)];
   if (k >= 0 && !reads_[static_cast<size_t>(k)].done) {
     const auto t0 = std::chrono::steady_clock::now();
-    finish_read(layer, static_cast<size_t>(k));
+    // In wave order: a read that reuses an entry starts when the copy before it is queued.
+    for (int64_t j = 0; j <= k; ++j)
+      if (!reads_[static_cast<size_t>(j)].done) finish_read(layer, static_cast<size_t>(j));
     stats_[static_cast<size_t>(layer)].read_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -337,6 +367,7 @@ nlohmann::json ExpertStore::stats_json() const {
         {"prefetched", s.prefetched},
         {"prefetch_hits", s.prefetch_hits},
         {"bytes_read", s.bytes_read},
+        {"ram_hits", s.ram_hits},
         {"read_wait_seconds", s.read_seconds},
         {"read_busy_seconds", s.busy_seconds},
         // per reader thread: concurrent reads add up to more
@@ -350,11 +381,9 @@ nlohmann::json ExpertStore::stats_json() const {
       j["layer"] = l;
       layers.push_back(j);
     }
-  return {{"streaming", streaming_},
-          {"prefetch", prefetch_},
-          {"slots_per_layer", slots_},
-          {"total", one(total_stats())},
-          {"layers", layers}};
+  return {{"streaming", streaming_},     {"prefetch", prefetch_},
+          {"slots_per_layer", slots_},   {"ram_tier_entries", ram_tier_},
+          {"total", one(total_stats())}, {"layers", layers}};
 }
 
 }  // namespace ts

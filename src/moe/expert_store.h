@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "moe/cache_policy.h"
+#include "moe/host_tier.h"
 #include "moe/io_queue.h"
 
 namespace ts {
@@ -32,7 +33,8 @@ struct ExpertWeights {
 struct ExpertStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
-  uint64_t bytes_read = 0;
+  uint64_t bytes_read = 0;     // from the model file: misses in every tier
+  uint64_t ram_hits = 0;       // VRAM misses the pinned RAM tier served (device backends)
   uint64_t prefetched = 0;     // reads issued by prefetch()
   uint64_t prefetch_hits = 0;  // hits on experts a prefetch brought in
   double read_seconds = 0;     // wall time compute spent waiting on expert reads
@@ -46,6 +48,8 @@ class ExpertStore {
     int64_t slots_per_layer = 0;  // 0 (or >= n_expert): resident
     CachePolicyKind policy = CachePolicyKind::Lru;
     bool prefetch = false;  // accept prefetch() hints (streaming on a host backend only)
+    // Device backends, streaming: experts the pinned host-RAM tier holds (0: no RAM tier).
+    int64_t ram_tier_entries = 0;
   };
   ExpertStore(const ModelSpec& spec, Backend& backend, Options options);
   ~ExpertStore();
@@ -53,6 +57,7 @@ class ExpertStore {
   bool streaming() const { return streaming_; }
   bool prefetching() const { return prefetch_; }
   int64_t slots_per_layer() const { return slots_; }
+  int64_t ram_tier_entries() const { return ram_tier_; }
 
   // Starts making the `n` distinct experts of `layer` present (n <= slots_per_layer()) and
   // returns at once; ready(layer, i) then waits for the i-th of them, so compute can start on
@@ -87,12 +92,15 @@ class ExpertStore {
     std::vector<int64_t> current;       // slots of the last acquire(), in request order
     std::vector<int64_t> current_read;  // device backends: index in reads_ per entry, or -1
   };
-  // Device backends: one miss of the last acquire(), read into a pinned staging buffer in chunks
-  // by the reader threads, then copied to its slot asynchronously.
+  // Device backends: one miss of the last acquire(). Unless the RAM tier holds the expert, it is
+  // read into a host tier entry in chunks by the reader threads; then copied to its slot
+  // asynchronously.
   struct DeviceRead {
     int64_t slot = 0;
     int32_t expert = 0;
-    size_t staging = 0;
+    int64_t entry = 0;    // in host_
+    bool cached = false;  // the RAM tier held it: no read
+    int64_t then = -1;    // the read (index in reads_) to start once this one's copy is queued
     std::vector<std::shared_future<void>> chunks;
     bool done = false;
   };
@@ -114,9 +122,11 @@ class ExpertStore {
   std::vector<Layer> layers_;
   std::vector<ExpertStats> stats_;
   std::unique_ptr<std::atomic<uint64_t>[]> busy_ns_;  // per layer, written by reader threads
-  std::vector<void*> staging_;                        // pinned host buffers for device backends
-  std::vector<uint64_t> staging_copy_;  // the last async copy out of each staging buffer
-  std::vector<DeviceRead> reads_;       // the misses of the last acquire() on a device backend
+  int64_t ram_tier_ = 0;
+  std::unique_ptr<HostTier> host_;  // device backends: the staging buffers or the RAM tier
+  std::vector<DeviceRead> reads_;   // the misses of the last acquire() on a device backend
+  int64_t reads_layer_ = 0;         // the layer of reads_
+  std::vector<int64_t> wave_user_;  // per host entry: the last read of reads_ using it, or -1
   std::unique_ptr<IoQueue> io_;
 };
 

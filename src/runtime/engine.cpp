@@ -26,6 +26,13 @@ std::unique_ptr<Backend> make_backend(const std::string& name, int device, int t
 }
 
 std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOptions& options) {
+  // The backend first (it allocates nothing sizeable): the default micro-batch depends on it, and
+  // the footprint on the micro-batch.
+  return open(path, options, make_backend(options.backend, options.device, options.threads));
+}
+
+std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOptions& options,
+                                     std::unique_ptr<Backend> backend) {
   std::unique_ptr<Engine> e(new Engine());
   e->options_ = options;
   e->spec_ = open_model_spec(path);
@@ -37,13 +44,15 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0)
     fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
                                std::to_string(c.head_dim) + ")");
-  // The backend first (it allocates nothing sizeable): the default micro-batch depends on it, and
-  // the footprint on the micro-batch.
-  e->backend_ = make_backend(options.backend, options.device, options.threads);
+  e->backend_ = std::move(backend);
+  // On the CPU the page cache already keeps recently read experts in RAM.
+  if (options.ram_budget > 0 && e->backend_->is_host())
+    fail(ErrorKind::Usage,
+         "--ram-budget applies to device backends only (on the CPU the page cache is that tier)");
   if (options.prefill_batch == 0)
     e->options_.prefill_batch = e->backend_->is_host() ? kMaxPrefillBatch : kDevicePrefillBatch;
   FootprintRequest req{options.ctx, options.kv_type, options.expert_slots,
-                       e->options_.prefill_batch};
+                       e->options_.prefill_batch, options.ram_budget};
   if (options.memory_budget > 0) {
     if (options.expert_slots > 0)
       fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");
@@ -58,7 +67,8 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->load_weights();
   e->experts_ = std::make_unique<ExpertStore>(
       *e->spec_, *e->backend_,
-      ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch});
+      ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch,
+                           e->footprint_.ram_tier_entries});
   if (c.is_moe() && !e->experts_->streaming()) e->build_expert_tables();
   return e;
 }

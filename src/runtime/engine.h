@@ -25,6 +25,7 @@ struct EngineOptions {
   int64_t prefill_batch = 0;   // 0: the backend's default (kMaxPrefillBatch, kDevicePrefillBatch)
   int64_t expert_slots = 0;    // per MoE layer; 0 = resident
   uint64_t memory_budget = 0;  // bytes; derives expert_slots when set
+  uint64_t ram_budget = 0;     // bytes of pinned host RAM caching streamed experts (device only)
   CachePolicyKind cache_policy = CachePolicyKind::Lru;
   bool expert_prefetch = false;  // predict the next MoE layer's experts and read them ahead
 };
@@ -69,6 +70,10 @@ struct ExpertTable {
 class Engine {
  public:
   static std::unique_ptr<Engine> open(const std::string& path, const EngineOptions& options);
+  // On `backend` instead of the one options.backend names (tests: a host backend that poses as a
+  // device backend).
+  static std::unique_ptr<Engine> open(const std::string& path, const EngineOptions& options,
+                                      std::unique_ptr<Backend> backend);
   ~Engine();
 
   const ModelSpec& spec() const { return *spec_; }

@@ -62,6 +62,21 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
                               3 * sizeof(void*) * static_cast<uint64_t>(c.n_expert) *
                                   static_cast<uint64_t>(moe_layers(c)),
                               "workspace");
+  if (req.ram_budget > 0) {
+    if (!c.is_moe())
+      fail(ErrorKind::Usage, "--ram-budget applies to Mixture-of-Experts models only");
+    if (req.ram_budget < spec.expert_stride)
+      fail(ErrorKind::Budget, "--ram-budget " + std::to_string(req.ram_budget) +
+                                  " bytes is smaller than one expert (" +
+                                  std::to_string(spec.expert_stride) + " bytes)");
+  }
+  // Resident experts need no tier; more entries than streamed experts would stay empty.
+  if (f.streaming && req.ram_budget > 0) {
+    const uint64_t experts = static_cast<uint64_t>(c.n_expert * moe_layers(c));
+    f.ram_tier_entries =
+        static_cast<int64_t>(std::min(experts, req.ram_budget / spec.expert_stride));
+    f.ram_tier = static_cast<uint64_t>(f.ram_tier_entries) * spec.expert_stride;
+  }
   f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
                         checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
   return f;
@@ -95,6 +110,8 @@ nlohmann::json footprint_json(const Footprint& f) {
           {"streaming", f.streaming},
           {"kv_cache_bytes", f.kv_cache},
           {"workspace_bytes", f.workspace},
+          {"ram_tier_bytes", f.ram_tier},
+          {"ram_tier_experts", f.ram_tier_entries},
           {"total_bytes", f.total}};
 }
 
@@ -105,6 +122,9 @@ void print_footprint(const Footprint& f, std::FILE* out) {
                mib(f.resident), mib(f.expert_slots), static_cast<long long>(f.slots_per_layer),
                f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.workspace),
                mib(f.total));
+  if (f.ram_tier > 0)
+    std::fprintf(out, "footprint  pinned RAM tier %.2f MiB (%lld experts)\n", mib(f.ram_tier),
+                 static_cast<long long>(f.ram_tier_entries));
 }
 
 }  // namespace ts

@@ -1,5 +1,6 @@
 // The memory a run will use, announced at open and checked by the memory gate:
-// resident weights + expert slots + KV cache + workspace.
+// resident weights + expert slots + KV cache + workspace, and beside them the pinned host-RAM
+// tier of a device backend.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,7 @@ struct FootprintRequest {
   DType kv_type = DType::F16;
   int64_t expert_slots = 0;  // per MoE layer; 0 or >= n_expert means every expert resident
   int64_t prefill_batch = kMaxPrefillBatch;
+  uint64_t ram_budget = 0;  // bytes of pinned host RAM for streamed experts (device backends)
 };
 
 struct Footprint {
@@ -36,9 +38,14 @@ struct Footprint {
   bool streaming = false;
   uint64_t kv_cache = 0;
   uint64_t workspace = 0;  // activations of one micro-batch
+  // Not part of total, which is what --memory-budget shares out: pinned host memory that holds
+  // whole experts (streaming on a device backend only).
+  uint64_t ram_tier = 0;
+  int64_t ram_tier_entries = 0;
   uint64_t total = 0;
 };
 
+// Fails (Budget) when req.ram_budget is nonzero but holds no expert.
 Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req);
 // The largest slot count whose footprint fits `budget` bytes; fails (Budget) when even top-k
 // slots do not fit, naming each part.

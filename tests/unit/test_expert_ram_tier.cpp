@@ -1,0 +1,325 @@
+// The pinned host-RAM tier of expert streaming on device backends (--ram-budget), run on this
+// machine through a CPU backend that poses as a device backend: streaming through the tier never
+// changes a number, whatever its size; a VRAM miss the tier holds is counted and reads nothing
+// from the file; the CPU backend and a budget below one expert are refused before any allocation.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "fixture_models.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+// The CPU backend behind a device backend's face: is_host() is false, so the engine reads weights
+// through upload_weight() and the expert store takes its device path (pinned host entries, async
+// copies). The copies run in order on a thread of their own, each after a short delay, as on a
+// copy stream, and compute_waits_for() does not block the host: like a device stream, the next
+// matmul (the only op that reads expert slots) waits. A read that overwrote a host entry before
+// the copy out of it ran, or compute that used a slot before its copy landed, would change the
+// logits. Counts allocations.
+class DeviceLike final : public Backend {
+ public:
+  explicit DeviceLike(int64_t* allocs)
+      : cpu_(make_cpu_backend(2)), allocs_(allocs), copier_([this] { copy_loop(); }) {}
+  ~DeviceLike() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    copier_.join();
+  }
+  uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    copies_.push_back(Copy{dst, src, bytes});
+    cv_.notify_all();
+    return queued_ += 1;
+  }
+  void host_waits_for(uint64_t ticket) override { wait_for(ticket); }
+  void compute_waits_for(uint64_t ticket) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    compute_after_ = std::max(compute_after_, ticket);
+  }
+  void synchronize() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ == queued_; });
+  }
+  std::string name() const override { return "device-like"; }
+  void* alloc(size_t bytes) override {
+    ++*allocs_;
+    return cpu_->alloc(bytes);
+  }
+  void free(void* p) override { cpu_->free(p); }
+  void to_device(void* dst, const void* src, size_t bytes) override {
+    cpu_->to_device(dst, src, bytes);
+  }
+  void to_host(void* dst, const void* src, size_t bytes) override {
+    cpu_->to_host(dst, src, bytes);
+  }
+  void* alloc_host_pinned(size_t bytes) override {
+    ++*allocs_;
+    return Backend::alloc_host_pinned(bytes);
+  }
+  // The CPU backend's weights are views of the caller's buffer, which a device backend's caller
+  // frees after the upload: copy.
+  Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
+                       const void* host) override {
+    const size_t bytes = static_cast<size_t>(rows) * row_stride;
+    void* mem = alloc(bytes);
+    std::memcpy(mem, host, bytes);
+    return Weight{dtype, rows, cols, row_stride, mem};
+  }
+  void release_weight(Weight& w) override {
+    free(const_cast<void*>(w.data));
+    w = Weight{};
+  }
+  void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
+    cpu_->embed(table, ids, M, scale, out);
+  }
+  void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
+                float* out) override {
+    cpu_->rms_norm(x, w, M, n, eps, plus_one, out);
+  }
+  void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
+                      float eps, bool plus_one) override {
+    cpu_->rms_norm_heads(x, w, M, n_heads, head_dim, eps, plus_one);
+  }
+  void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
+    uint64_t ticket = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ticket = compute_after_;
+    }
+    wait_for(ticket);
+    cpu_->matmul(w, x, M, y);
+  }
+  void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
+    cpu_->add_bias(y, b, M, n);
+  }
+  void add(float* y, const float* x, int64_t n) override { cpu_->add(y, x, n); }
+  void zero(float* x, int64_t n) override { cpu_->zero(x, n); }
+  void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
+    cpu_->rope(x, M, n_heads, pos, r);
+  }
+  void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
+                const int32_t* pos) override {
+    cpu_->kv_store(kv, k, v, M, pos);
+  }
+  void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                 const AttentionArgs& a, float* out) override {
+    cpu_->attention(q, kv, M, pos, a, out);
+  }
+  void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+           float* out) override {
+    cpu_->glu(act, gate, up, rows, n, stride, out);
+  }
+  void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
+                        int64_t n) override {
+    cpu_->scatter_add_rows(y, x, idx, scale, M, n);
+  }
+  void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) override {
+    cpu_->gather_rows(x, idx, M, n, out);
+  }
+  void softcap(float* x, int64_t n, float cap) override { cpu_->softcap(x, n, cap); }
+
+ private:
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void wait_for(uint64_t ticket) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ >= ticket; });
+  }
+  void copy_loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !copies_.empty(); });
+      if (copies_.empty()) return;
+      const Copy c = copies_.front();
+      copies_.pop_front();
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      std::memcpy(c.dst, c.src, c.bytes);
+      lock.lock();
+      ++done_;
+      cv_.notify_all();
+    }
+  }
+
+  std::unique_ptr<Backend> cpu_;
+  int64_t* allocs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Copy> copies_;
+  uint64_t queued_ = 0, done_ = 0;  // tickets: the n-th copy queued is ticket n
+  uint64_t compute_after_ = 0;      // the copy the next matmul waits for
+  bool stop_ = false;
+  std::thread copier_;
+};
+
+EngineOptions options(int64_t slots, uint64_t ram_budget) {
+  EngineOptions o;
+  o.ctx = 64;
+  o.kv_type = DType::F16;
+  o.prefill_batch = 16;
+  o.expert_slots = slots;
+  o.ram_budget = ram_budget;
+  return o;
+}
+
+std::vector<float> feed(Engine& engine, const std::vector<int32_t>& ids, bool decode) {
+  Session s(engine);
+  const size_t V = static_cast<size_t>(engine.cfg().n_vocab);
+  std::vector<float> logits(ids.size() * V);
+  if (decode) {
+    for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, logits.data() + i * V, false);
+  } else {
+    s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
+  }
+  return logits;
+}
+
+std::unique_ptr<Engine> open_device_like(const std::string& path, const EngineOptions& o,
+                                         int64_t* allocs) {
+  return Engine::open(path, o, std::make_unique<DeviceLike>(allocs));
+}
+
+int64_t moe_experts(const ModelSpec& spec) {
+  int64_t layers = 0;
+  for (uint8_t m : spec.cfg.layer_moe) layers += m;
+  return layers * spec.cfg.n_expert;
+}
+
+class RamTier : public ::testing::TestWithParam<test::FixtureForm> {};
+
+TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
+  const test::FixtureForm& f = GetParam();
+  const std::vector<int32_t> ids = test::fixture_prompt(f);
+  auto spec = open_model_spec(f.path);
+  const int64_t k = spec->cfg.n_expert_used, all = moe_experts(*spec);
+  const uint64_t stride = spec->expert_stride;
+  for (bool decode : {false, true}) {
+    EngineOptions resident_opts = options(0, 0);
+    resident_opts.backend = "cpu";
+    resident_opts.threads = 2;
+    auto cpu = Engine::open(f.path, resident_opts);
+    const std::vector<float> resident = feed(*cpu, ids, decode);
+    // 0: the staging buffers alone; 1 expert (every read reuses the one entry); a few (fewer
+    // than a wave's misses); every expert.
+    for (int64_t entries : {int64_t{0}, int64_t{1}, k + 1, all}) {
+      int64_t allocs = 0;
+      const uint64_t budget =
+          entries == 0 ? 0 : static_cast<uint64_t>(entries) * stride + stride / 2;
+      auto engine = open_device_like(f.path, options(k, budget), &allocs);
+      ASSERT_EQ(engine->experts().ram_tier_entries(), entries);
+      ASSERT_EQ(engine->footprint().ram_tier, static_cast<uint64_t>(entries) * stride);
+      for (int pass = 0; pass < 2; ++pass) {
+        const std::vector<float> streamed = feed(*engine, ids, decode);
+        ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+            << (decode ? "decode" : "prefill") << " with a RAM tier of " << entries
+            << " experts, pass " << pass;
+      }
+      const ExpertStats st = engine->experts().total_stats();
+      EXPECT_GT(st.misses, 0u);
+      if (entries == 0) EXPECT_EQ(st.ram_hits, 0u);
+      if (entries == all) EXPECT_GT(st.ram_hits, 0u);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MoeFixtures, RamTier,
+                         ::testing::ValuesIn(test::fixture_forms({"mixtral", "qwen3_moe",
+                                                                  "minimax_m2"})),
+                         [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
+
+const std::string& bundled() {
+  static const std::string path = test::repo_dir() + "/models/tiny-moe-q8_0.gguf";
+  return path;
+}
+
+TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
+  auto spec = open_model_spec(bundled());
+  const int64_t all = moe_experts(*spec);
+  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
+  int64_t allocs = 0;
+  auto engine = open_device_like(
+      bundled(), options(spec->cfg.n_expert_used, static_cast<uint64_t>(all) * spec->expert_stride),
+      &allocs);
+  ASSERT_EQ(engine->experts().ram_tier_entries(), all);
+  feed(*engine, ids, true);
+  const ExpertStats first = engine->experts().total_stats();
+  ASSERT_GT(first.misses, 0u);
+  // Every VRAM miss of the first pass read the file, unless the tier already held the expert.
+  EXPECT_EQ(first.misses - first.ram_hits, first.bytes_read / spec->layers[0].expert_bytes(0));
+  engine->experts().reset_stats();
+  feed(*engine, ids, true);
+  const ExpertStats second = engine->experts().total_stats();
+  ASSERT_GT(second.misses, 0u) << "top-k slots must miss in VRAM for this test to mean anything";
+  EXPECT_EQ(second.ram_hits, second.misses);
+  EXPECT_EQ(second.bytes_read, 0u);
+}
+
+TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
+  auto spec = open_model_spec(bundled());
+  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
+  int64_t allocs = 0;
+  auto engine =
+      open_device_like(bundled(), options(spec->cfg.n_expert_used, spec->expert_stride), &allocs);
+  feed(*engine, ids, true);
+  engine->experts().reset_stats();
+  feed(*engine, ids, true);
+  const ExpertStats second = engine->experts().total_stats();
+  EXPECT_GT(second.bytes_read, 0u);
+  EXPECT_LT(second.ram_hits, second.misses);
+}
+
+TEST(RamTierRefusals, TheCpuBackendRefusesARamBudget) {
+  EngineOptions o = options(2, uint64_t{1} << 30);
+  o.backend = "cpu";
+  try {
+    Engine::open(bundled(), o);
+    FAIL() << "--ram-budget accepted on the CPU backend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("page cache"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RamTierRefusals, ABudgetBelowOneExpertIsRefusedBeforeAnyAllocation) {
+  auto spec = open_model_spec(bundled());
+  int64_t allocs = 0;
+  try {
+    open_device_like(bundled(), options(2, spec->expert_stride - 1), &allocs);
+    FAIL() << "a RAM tier smaller than one expert was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Budget);
+    EXPECT_NE(std::string(e.what()).find("smaller than one expert"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(allocs, 0);
+}
+
+TEST(RamTierRefusals, TheCliRefusesRamBudgetOnTheCpuInOneLine) {
+  std::string out;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " run --backend cpu --ram-budget 1G -p hi", &out), 1);
+  EXPECT_NE(out.find("--ram-budget applies to device backends only"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+}
+
+}  // namespace
+}  // namespace ts
