@@ -64,11 +64,13 @@ struct StepKey {
 };
 
 // What a device backend's hardware can do at best, measured: device-to-device copy bandwidth (bytes
-// read + written per second) and the bf16 tensor-core GEMM rate. Zero for host backends, whose
-// ceilings runtime/bandwidth.h measures.
+// read + written per second), the bf16 tensor-core GEMM rate, and pinned host-to-device copy
+// bandwidth (what streamed experts cross). Zero for host backends, whose ceilings
+// runtime/bandwidth.h measures.
 struct DeviceCeilings {
   double copy_bytes_per_s = 0;
   double gemm_flops = 0;
+  double h2d_bytes_per_s = 0;
 };
 
 class Backend {

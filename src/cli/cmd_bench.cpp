@@ -169,6 +169,7 @@ struct Report {
   std::vector<TestResult> tests;
 
   bool moe() const { return engine.cfg().is_moe(); }
+  bool streaming() const { return moe() && engine.experts().streaming(); }
   std::string slots() const {
     return moe() && engine.options().expert_slots > 0
                ? std::to_string(engine.options().expert_slots)
@@ -201,11 +202,21 @@ struct Report {
       const DecodeBytes b = decode_bytes(spec, engine.options().kv_type, attended);
       const double bw =
           machine->on_device() ? machine->device.copy_bytes_per_s : machine->bw.bytes_per_s;
-      const double bound = bw / b.total();
+      // Streamed experts on a device also cross the host link: every miss copies one expert.
+      // The bound is the slower of the two, which can overlap.
+      const double copied = machine->on_device() && streaming()
+                                ? static_cast<double>(t.experts.misses) *
+                                      static_cast<double>(spec.expert_stride) /
+                                      static_cast<double>(t.tokens)
+                                : 0.0;
+      const double seconds =
+          std::max(b.total() / bw, copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0);
+      const double bound = 1.0 / seconds;
       return {{"bytes_per_token", b.total()},
               {"weight_bytes", b.weights},
               {"expert_bytes", b.experts},
               {"kv_bytes", b.kv},
+              {"expert_copy_bytes_per_token", copied},
               {"bound_ts", bound},
               {"fraction", t.mean() / bound}};
     }
@@ -255,7 +266,8 @@ struct Report {
                       {"int8_isa", machine->peak.int8_isa}};
       if (machine->on_device())
         j["device"] = {{"copy_gbps", machine->device.copy_bytes_per_s / 1e9},
-                       {"bf16_gemm_tflops", machine->device.gemm_flops / 1e12}};
+                       {"bf16_gemm_tflops", machine->device.gemm_flops / 1e12},
+                       {"h2d_gbps", machine->device.h2d_bytes_per_s / 1e9}};
     }
     j["tests"] = nlohmann::json::array();
     for (const TestResult& t : tests) {
@@ -309,10 +321,12 @@ struct Report {
           "per token; read GB/s = those bytes / the time compute waited for them.\n");
     if (machine != nullptr && machine->on_device()) {
       std::printf(
-          "\nbounds: device copy %.0f GB/s (read + write), bf16 GEMM %.1f TFLOP/s (cuBLAS). tg "
-          "bound = bytes per token (weights + top-k experts + KV) / copy bandwidth; pp bound = "
-          "GEMM rate / FLOPs per token.\n",
-          machine->device.copy_bytes_per_s / 1e9, machine->device.gemm_flops / 1e12);
+          "\nbounds: device copy %.0f GB/s (read + write), bf16 GEMM %.1f TFLOP/s (cuBLAS), pinned "
+          "host-to-device %.1f GB/s. tg bound = bytes per token (weights + top-k experts + KV) / "
+          "copy bandwidth, or for streamed experts the copied experts per token / host-to-device "
+          "bandwidth when that is longer; pp bound = GEMM rate / FLOPs per token.\n",
+          machine->device.copy_bytes_per_s / 1e9, machine->device.gemm_flops / 1e12,
+          machine->device.h2d_bytes_per_s / 1e9);
     } else if (machine != nullptr) {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "

@@ -106,6 +106,7 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
   o.expert_slots = r.slots;
   o.cache_policy = r.policy;
   o.expert_prefetch = r.prefetch;
+  o.ram_budget = r.ram_budget;
   auto engine = Engine::open(path, o);
   Session s(*engine);
   const size_t V = static_cast<size_t>(engine->cfg().n_vocab);

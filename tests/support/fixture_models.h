@@ -44,6 +44,7 @@ struct LogitsRun {
   int64_t slots = 0;    // expert slots (0: resident)
   CachePolicyKind policy = CachePolicyKind::Lru;
   bool prefetch = false;
+  uint64_t ram_budget = 0;  // pinned host RAM tier for streamed experts (device backends)
   DType kv = DType::F32;
   int64_t ctx = 64;
   int threads = 2;

@@ -78,6 +78,15 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
           f.path, ids, {.backend = "cuda", .batch = 16, .decode = decode, .slots = 2});
       EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill");
+      // Through a pinned RAM tier that holds every expert (1 GiB is more than these hold).
+      const std::vector<float> tiered = test::run_logits(f.path, ids,
+                                                         {.backend = "cuda",
+                                                          .batch = 16,
+                                                          .decode = decode,
+                                                          .slots = 2,
+                                                          .ram_budget = uint64_t{1} << 30});
+      EXPECT_EQ(0, std::memcmp(resident.data(), tiered.data(), resident.size() * sizeof(float)))
+          << f.fixture << "_" << f.form << (decode ? " decode" : " prefill") << ", RAM tier";
     }
   }
 }

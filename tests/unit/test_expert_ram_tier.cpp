@@ -236,8 +236,12 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
       }
       const ExpertStats st = engine->experts().total_stats();
       EXPECT_GT(st.misses, 0u);
-      if (entries == 0) EXPECT_EQ(st.ram_hits, 0u);
-      if (entries == all) EXPECT_GT(st.ram_hits, 0u);
+      if (entries == 0) {
+        EXPECT_EQ(st.ram_hits, 0u);
+      }
+      if (entries == all) {
+        EXPECT_GT(st.ram_hits, 0u);
+      }
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -11,6 +12,8 @@ namespace {
 
 constexpr size_t kCopyBytes = size_t{1} << 30;
 constexpr int kCopyRuns = 10;
+constexpr size_t kH2dBytes = size_t{256} << 20;
+constexpr int kH2dRuns = 5;
 constexpr int kGemmN = 8192;
 constexpr int kGemmRuns = 5;
 
@@ -57,6 +60,18 @@ DeviceCeilings measure_ceilings(cudaStream_t stream) {
             "ceilings copy");
     });
     c.copy_bytes_per_s = 2.0 * static_cast<double>(kCopyBytes) / s;
+  }
+  {
+    Scratch dst(kH2dBytes);
+    void* src = nullptr;
+    check(cudaHostAlloc(&src, kH2dBytes, cudaHostAllocDefault), "ceilings pinned buffer");
+    std::memset(src, 1, kH2dBytes);
+    const double s = best_seconds(stream, kH2dRuns, [&] {
+      check(cudaMemcpyAsync(dst.p, src, kH2dBytes, cudaMemcpyHostToDevice, stream),
+            "ceilings host-to-device copy");
+    });
+    cudaFreeHost(src);
+    c.h2d_bytes_per_s = static_cast<double>(kH2dBytes) / s;
   }
   const size_t elems = static_cast<size_t>(kGemmN) * kGemmN;
   Scratch a(elems * 2), b(elems * 2), out(elems * 2);
