@@ -187,5 +187,26 @@ TEST_F(CpuAttention, PrefillRowsEqualTheRowsAlone) {
   }
 }
 
+// The f16 cache is written with F16C where the CPU has it: the same halves as f32_to_f16, ties,
+// subnormals, overflow to inf and signed zeros included.
+TEST_F(CpuAttention, F16StoreMatchesScalarConversion) {
+  std::vector<float> x = randn(64);
+  const float specials[] = {
+      1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, 65520.0f, 1e6f, -0.0f, 0x1p-25f,
+      0x1p-24f,        3 * 0x1p-26f,        -1e-7f};
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  KvView kv{DType::F16, 1, 64, 128, nullptr, nullptr};
+  std::vector<uint8_t> k(128), v(128);
+  kv.k = k.data();
+  kv.v = v.data();
+  const int32_t pos = 0;
+  cpu1_->kv_store(kv, x.data(), x.data(), 1, &pos);
+  for (size_t i = 0; i < x.size(); ++i) {
+    uint16_t h;
+    std::memcpy(&h, k.data() + 2 * i, 2);
+    EXPECT_EQ(h, f32_to_f16(x[i])) << "value " << x[i];
+  }
+}
+
 }  // namespace
 }  // namespace ts

@@ -54,15 +54,33 @@ __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, flo
   }
 }
 
+// Rounds to nearest even, as f32_to_f16 does (the prefill's KV stores spent ~2 % of its time in
+// the scalar conversion).
+__attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* src, uint8_t* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) {
+    const uint16_t h = f32_to_f16(src[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+bool has_f16c() {
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return f16c;
+}
+
 }  // namespace
 
 // One kv head's slice of a cache row as f32. The f16 cache (the default) is converted with F16C
 // where the CPU has it: a scalar conversion here dominated prefill time.
 void load_kv_head(DType dtype, const uint8_t* src, float* dst, int64_t n) {
-  static const bool has_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
   if (dtype == DType::F32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  } else if (dtype == DType::F16 && has_f16c) {
+  } else if (dtype == DType::F16 && has_f16c()) {
     f16_to_f32_f16c(src, dst, n);
   } else {
     dequantize_row(dtype, src, dst, n);
@@ -75,6 +93,10 @@ void store_kv_row(DType dtype, const float* src, int64_t width, uint8_t* dst) {
       std::memcpy(dst, src, static_cast<size_t>(width) * 4);
       return;
     case DType::F16:
+      if (has_f16c()) {
+        f32_to_f16_f16c(src, dst, width);
+        return;
+      }
       for (int64_t i = 0; i < width; ++i) {
         const uint16_t h = f32_to_f16(src[i]);
         std::memcpy(dst + 2 * i, &h, 2);
