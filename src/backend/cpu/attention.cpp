@@ -165,7 +165,9 @@ class Attention {
     rows_per_block_ = std::max<int64_t>(1, kBlockQueries / group_);
     blocks_ = (M + rows_per_block_ - 1) / rows_per_block_;
     max_Rp_ = round_up_lanes(std::min(M, rows_per_block_) * group_);
-    attend_ = active_isa() == Isa::Avx512 ? attend_keys_avx512 : attend_keys_generic;
+    attend_ = active_isa() == Isa::Avx512 ? attend_keys_avx512
+              : active_isa() == Isa::Avx2 ? attend_keys_avx2
+                                          : attend_keys_generic;
   }
 
   int64_t blocks() const { return blocks_; }
@@ -194,8 +196,8 @@ class Attention {
         buf.q[static_cast<size_t>(transposed ? d * b.Rp + r : r * hdp_ + d)] = src[d] * a_.scale;
     }
     b.q = buf.q.data();
-    std::fill(buf.lo.begin(), buf.lo.end(), 0.0f);
-    std::fill(buf.hi.begin(), buf.hi.end(), std::numeric_limits<float>::infinity());
+    std::fill(buf.lo.begin(), buf.lo.end(), std::numeric_limits<float>::infinity());
+    std::fill(buf.hi.begin(), buf.hi.end(), 0.0f);
     b.lo_max = 0;
     b.hi_min = INT64_MAX;
     key_lo = INT64_MAX;

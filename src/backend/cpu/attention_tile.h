@@ -39,11 +39,11 @@ struct QueryBlock {
   // already multiplied by the attention scale; lanes past R are zero.
   const float* q = nullptr;
   // Each lane attends keys [lo[r], hi[r]) (as floats, exact below 2^24); lanes past R attend
-  // everything (their scores are finite and never read).
+  // none, so that no exp is spent on them where exp is per lane.
   const float* lo = nullptr;
   const float* hi = nullptr;
-  int64_t lo_max = 0;  // the largest lo and the smallest hi over the R real lanes:
-  int64_t hi_min = 0;  // a tile inside [lo_max, hi_min) needs no mask
+  int64_t lo_max = 0;  // the largest lo and the smallest hi over the R real lanes: with
+  int64_t hi_min = 0;  // R = Rp, a tile inside [lo_max, hi_min) needs no mask
 };
 
 // One kv head's rows in the cache: row j of K at k + j * row_bytes (likewise V).
@@ -85,6 +85,8 @@ using AttendKeysFn = void (*)(const QueryBlock& b, const KvHead& kv, int64_t j0,
                               float softcap, const LaneState& st, const TileScratch& ws);
 void attend_keys_avx512(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1,
                         float softcap, const LaneState& st, const TileScratch& ws);
+void attend_keys_avx2(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, float softcap,
+                      const LaneState& st, const TileScratch& ws);
 void attend_keys_generic(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1,
                          float softcap, const LaneState& st, const TileScratch& ws);
 

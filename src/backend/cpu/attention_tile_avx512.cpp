@@ -1,8 +1,14 @@
 // The attention tile kernel (attention_tile_body.h) on 512-bit vectors: FMA for the two matrix
 // products, the polynomial exp of exp_avx512.h for the softmax.
+
+// The standard headers the kernel uses come first: an inline library function compiled inside
+// the target region below could be picked by the linker for code that runs on any CPU.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 
 #include "backend/cpu/attention_tile.h"

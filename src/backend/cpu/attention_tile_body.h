@@ -1,6 +1,7 @@
 // The attention tile kernel (attention_tile.h), written once over a 16-lane vector type `V` and
-// instantiated per instruction set. A file includes this inside its own target region and
-// defines V with: F (the vector), zero, load, store, bcast (one float to every lane), fma
+// instantiated per instruction set. A file includes this inside its own target region (after
+// the standard headers below, so that none of them is compiled for that target) and defines V
+// with: F (the vector), zero, load, store, bcast (one float to every lane), fma
 // (a * b + c), mul, add, max, exp_shifted (e^(s - ref), exactly 0 where s = -inf),
 // finite_or_zero (0 where -inf), mask_keys (s where lo <= j < hi, -inf elsewhere) and hsum.
 #pragma once
@@ -182,7 +183,8 @@ void attend_keys(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, 
     scores<V>(b, ws.k, nk, ws.s);
     if (softcap > 0)
       for (int64_t i = 0; i < nk * b.Rp; ++i) ws.s[i] = softcap * std::tanh(ws.s[i] / softcap);
-    softmax_tile<V>(b, t0, nk, t0 < b.lo_max || t1 > b.hi_min, st, ws.s, ws.alpha);
+    const bool masked = t0 < b.lo_max || t1 > b.hi_min || b.R < b.Rp;
+    softmax_tile<V>(b, t0, nk, masked, st, ws.s, ws.alpha);
     pv<V>(b, ws.v, ws.s, ws.alpha, nk, st.o);
     t0 = t1;
   }
