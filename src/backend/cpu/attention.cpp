@@ -122,8 +122,8 @@ namespace {
 // The buffers of one task: a block's queries and lane ranges, the state of the split being
 // attended, the splits combined so far, and the tile work space (its pad columns stay zero).
 struct TaskBuffers {
-  TaskBuffers(int64_t Rp, int64_t hd, int64_t hdp)
-      : q(static_cast<size_t>(std::max(hd, hdp) * Rp)),
+  TaskBuffers(int64_t Rp, int64_t hdp)
+      : q(static_cast<size_t>(hdp * Rp)),
         lo(static_cast<size_t>(Rp)),
         hi(static_cast<size_t>(Rp)),
         acc_m(static_cast<size_t>(Rp)),
@@ -177,7 +177,7 @@ class Attention {
   int64_t splits() const { return (key_hi_ + kKeysPerSplit - 1) / kKeysPerSplit - first_split(); }
   // Floats of one split's LaneState for the largest block.
   int64_t split_floats() const { return max_Rp_ * (2 + hdp_); }
-  TaskBuffers buffers() const { return TaskBuffers(max_Rp_, hd_, hdp_); }
+  TaskBuffers buffers() const { return TaskBuffers(max_Rp_, hdp_); }
 
   // Rows [m0, m1) and the query heads of kv head g as a block; its keys are [key_lo, key_hi).
   QueryBlock block(int64_t g, int64_t m0, int64_t m1, TaskBuffers& buf, int64_t& key_lo,
