@@ -8,6 +8,8 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/attention_tile.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 
@@ -17,11 +19,11 @@ namespace {
 // Keys per split: a decode over a long context is cut into this many keys per task (fewer would
 // cost more in the combine than they save).
 constexpr int64_t kKeysPerSplit = 128;
-
-struct Partial {
-  float max;
-  float sum;
-};
+static_assert(kKeysPerSplit % kTileKeys == 0, "a split is whole tiles");
+// Query vectors per block: four vectors of lanes, the score kernel's register tile; with GQA
+// these are a few rows x every query head of one kv head, so each K / V tile is converted once
+// for all of them.
+constexpr int64_t kBlockQueries = 64;
 
 void quantize_q8_0_row(const float* src, int64_t n, uint8_t* dst) {
   // GGML q8_0: per 32 values an f16 scale d = max|x| / 127 and int8 round(x / d).
@@ -39,17 +41,6 @@ void quantize_q8_0_row(const float* src, int64_t n, uint8_t* dst) {
   }
 }
 
-// Eight partial sums: lets the compiler vectorise without reassociating the float sum freely.
-float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
-  float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-  for (; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, float* dst,
                                                          int64_t n) {
   int64_t i = 0;
@@ -63,20 +54,38 @@ __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, flo
   }
 }
 
+// Rounds to nearest even, as f32_to_f16 does (the prefill's KV stores spent ~2 % of its time in
+// the scalar conversion).
+__attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* src, uint8_t* dst,
+                                                         int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 2 * i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) {
+    const uint16_t h = f32_to_f16(src[i]);
+    std::memcpy(dst + 2 * i, &h, 2);
+  }
+}
+
+bool has_f16c() {
+  static const bool f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  return f16c;
+}
+
+}  // namespace
+
 // One kv head's slice of a cache row as f32. The f16 cache (the default) is converted with F16C
 // where the CPU has it: a scalar conversion here dominated prefill time.
 void load_kv_head(DType dtype, const uint8_t* src, float* dst, int64_t n) {
-  static const bool has_f16c = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
   if (dtype == DType::F32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-  } else if (dtype == DType::F16 && has_f16c) {
+  } else if (dtype == DType::F16 && has_f16c()) {
     f16_to_f32_f16c(src, dst, n);
   } else {
     dequantize_row(dtype, src, dst, n);
   }
 }
-
-}  // namespace
 
 void store_kv_row(DType dtype, const float* src, int64_t width, uint8_t* dst) {
   switch (dtype) {
@@ -84,6 +93,10 @@ void store_kv_row(DType dtype, const float* src, int64_t width, uint8_t* dst) {
       std::memcpy(dst, src, static_cast<size_t>(width) * 4);
       return;
     case DType::F16:
+      if (has_f16c()) {
+        f32_to_f16_f16c(src, dst, width);
+        return;
+      }
       for (int64_t i = 0; i < width; ++i) {
         const uint16_t h = f32_to_f16(src[i]);
         std::memcpy(dst + 2 * i, &h, 2);
@@ -104,85 +117,215 @@ void store_kv_row(DType dtype, const float* src, int64_t width, uint8_t* dst) {
   }
 }
 
+namespace {
+
+// The buffers of one task: a block's queries and lane ranges, the state of the split being
+// attended, the splits combined so far, and the tile work space (its pad columns stay zero).
+struct TaskBuffers {
+  TaskBuffers(int64_t Rp, int64_t hdp)
+      : q(static_cast<size_t>(hdp * Rp)),
+        lo(static_cast<size_t>(Rp)),
+        hi(static_cast<size_t>(Rp)),
+        acc_m(static_cast<size_t>(Rp)),
+        acc_l(static_cast<size_t>(Rp)),
+        acc_o(static_cast<size_t>(Rp * hdp)),
+        split(static_cast<size_t>(Rp * (2 + hdp))),
+        scratch(tile_scratch_floats(Rp, hdp), 0.0f) {
+    ws.k = scratch.data();
+    ws.v = ws.k + kTileKeys * hdp;
+    ws.s = ws.v + kTileKeys * hdp;
+    ws.alpha = ws.s + kTileKeys * Rp;
+  }
+  std::vector<float> q, lo, hi, acc_m, acc_l, acc_o, split;
+  std::vector<float> scratch;
+  TileScratch ws;
+};
+
+// The split state stored at p: m[Rp], l[Rp], o[R][hdp].
+LaneState lane_state(float* p, int64_t Rp) {
+  return LaneState{p, p + Rp, p + 2 * Rp};
+}
+
+class Attention {
+ public:
+  Attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos, const AttentionArgs& a)
+      : q_(q), kv_(kv), a_(a) {
+    group_ = a.n_head / a.n_head_kv;
+    hd_ = a.head_dim;
+    hdp_ = round_up_lanes(hd_);
+    head_bytes_ = kv.row_bytes / static_cast<size_t>(a.n_head_kv);
+    lo_.resize(static_cast<size_t>(M));
+    hi_.resize(static_cast<size_t>(M));
+    for (int64_t m = 0; m < M; ++m) {
+      hi_[static_cast<size_t>(m)] = pos[m] + 1;  // keys [lo, hi)
+      lo_[static_cast<size_t>(m)] = a.window > 0 ? std::max<int64_t>(0, pos[m] + 1 - a.window) : 0;
+      key_lo_ = std::min(key_lo_, lo_[static_cast<size_t>(m)]);
+      key_hi_ = std::max(key_hi_, hi_[static_cast<size_t>(m)]);
+    }
+    rows_per_block_ = std::max<int64_t>(1, kBlockQueries / group_);
+    blocks_ = (M + rows_per_block_ - 1) / rows_per_block_;
+    max_Rp_ = round_up_lanes(std::min(M, rows_per_block_) * group_);
+    attend_ = active_isa() == Isa::Avx512 ? attend_keys_avx512
+              : active_isa() == Isa::Avx2 ? attend_keys_avx2
+                                          : attend_keys_generic;
+  }
+
+  int64_t blocks() const { return blocks_; }
+  int64_t rows_per_block() const { return rows_per_block_; }
+  // The splits [first, first + count) that hold keys of some row.
+  int64_t first_split() const { return key_lo_ / kKeysPerSplit; }
+  int64_t splits() const { return (key_hi_ + kKeysPerSplit - 1) / kKeysPerSplit - first_split(); }
+  // Floats of one split's LaneState for the largest block.
+  int64_t split_floats() const { return max_Rp_ * (2 + hdp_); }
+  TaskBuffers buffers() const { return TaskBuffers(max_Rp_, hdp_); }
+
+  // Rows [m0, m1) and the query heads of kv head g as a block; its keys are [key_lo, key_hi).
+  QueryBlock block(int64_t g, int64_t m0, int64_t m1, TaskBuffers& buf, int64_t& key_lo,
+                   int64_t& key_hi) const {
+    QueryBlock b;
+    b.R = (m1 - m0) * group_;
+    b.Rp = round_up_lanes(b.R);
+    b.hd = hd_;
+    b.hdp = hdp_;
+    const bool transposed = b.R >= kMinLaneQueries;
+    std::fill(buf.q.begin(), buf.q.end(), 0.0f);
+    for (int64_t r = 0; r < b.R; ++r) {
+      const int64_t row = m0 + r / group_, h = g * group_ + r % group_;
+      const float* src = q_ + (row * a_.n_head + h) * hd_;
+      for (int64_t d = 0; d < hd_; ++d)
+        buf.q[static_cast<size_t>(transposed ? d * b.Rp + r : r * hdp_ + d)] = src[d] * a_.scale;
+    }
+    b.q = buf.q.data();
+    std::fill(buf.lo.begin(), buf.lo.end(), std::numeric_limits<float>::infinity());
+    std::fill(buf.hi.begin(), buf.hi.end(), 0.0f);
+    b.lo_max = 0;
+    b.hi_min = INT64_MAX;
+    key_lo = INT64_MAX;
+    key_hi = 0;
+    for (int64_t r = 0; r < b.R; ++r) {
+      const int64_t lo = lo_[static_cast<size_t>(m0 + r / group_)];
+      const int64_t hi = hi_[static_cast<size_t>(m0 + r / group_)];
+      buf.lo[static_cast<size_t>(r)] = static_cast<float>(lo);
+      buf.hi[static_cast<size_t>(r)] = static_cast<float>(hi);
+      b.lo_max = std::max(b.lo_max, lo);
+      b.hi_min = std::min(b.hi_min, hi);
+      key_lo = std::min(key_lo, lo);
+      key_hi = std::max(key_hi, hi);
+    }
+    b.lo = buf.lo.data();
+    b.hi = buf.hi.data();
+    return b;
+  }
+
+  // Keys [j0, j1) of kv head g into `st`.
+  void attend(const QueryBlock& b, int64_t g, int64_t j0, int64_t j1, const LaneState& st,
+              const TileScratch& ws) const {
+    const size_t off = static_cast<size_t>(g) * head_bytes_;
+    const KvHead kv{kv_.dtype, static_cast<const uint8_t*>(kv_.k) + off,
+                    static_cast<const uint8_t*>(kv_.v) + off, kv_.row_bytes};
+    attend_(b, kv, j0, j1, a_.softcap, st, ws);
+  }
+
+  static void clear(const QueryBlock& b, TaskBuffers& buf) {
+    std::fill_n(buf.acc_m.begin(), b.Rp, -std::numeric_limits<float>::infinity());
+    std::fill_n(buf.acc_l.begin(), b.Rp, 0.0f);
+    std::fill_n(buf.acc_o.begin(), b.R * b.hdp, 0.0f);
+  }
+
+  // Adds one split's state to the running combination: both rescaled to their common max. A
+  // lane without keys in the split is left as it was, so a row's result depends only on its own
+  // keys, not on the other rows of its block.
+  static void fold(const QueryBlock& b, const LaneState& st, TaskBuffers& buf) {
+    for (int64_t r = 0; r < b.R; ++r) {
+      const float ms = st.m[r];
+      if (ms == -std::numeric_limits<float>::infinity()) continue;
+      float& m = buf.acc_m[static_cast<size_t>(r)];
+      const float mx = std::max(m, ms);
+      const float wa = std::exp(m - mx), ws = std::exp(ms - mx);
+      buf.acc_l[static_cast<size_t>(r)] = buf.acc_l[static_cast<size_t>(r)] * wa + st.l[r] * ws;
+      float* o = buf.acc_o.data() + r * b.hdp;
+      const float* os = st.o + r * b.hdp;
+      for (int64_t d = 0; d < b.hd; ++d) o[d] = o[d] * wa + os[d] * ws;
+      m = mx;
+    }
+  }
+
+  void write(const QueryBlock& b, int64_t g, int64_t m0, const TaskBuffers& buf, float* out) const {
+    for (int64_t r = 0; r < b.R; ++r) {
+      const int64_t row = m0 + r / group_, h = g * group_ + r % group_;
+      float* o = out + (row * a_.n_head + h) * hd_;
+      const float* acc = buf.acc_o.data() + r * b.hdp;
+      const float l = buf.acc_l[static_cast<size_t>(r)];
+      for (int64_t d = 0; d < hd_; ++d) o[d] = acc[d] / l;
+    }
+  }
+
+ private:
+  const float* q_;
+  const KvView& kv_;
+  const AttentionArgs& a_;
+  int64_t group_ = 1, hd_ = 0, hdp_ = 0;
+  size_t head_bytes_ = 0;
+  std::vector<int64_t> lo_, hi_;
+  int64_t key_lo_ = INT64_MAX, key_hi_ = 0;
+  int64_t rows_per_block_ = 1, blocks_ = 1, max_Rp_ = kLanes;
+  AttendKeysFn attend_ = nullptr;
+};
+
+}  // namespace
+
 void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                const AttentionArgs& a, float* out) {
-  const int64_t hd = a.head_dim;
-  const int64_t group = a.n_head / a.n_head_kv;
-  const size_t head_bytes = kv.row_bytes / static_cast<size_t>(a.n_head_kv);
-  int64_t lo_all = INT64_MAX, hi_all = 0;
-  std::vector<int64_t> lo(static_cast<size_t>(M)), hi(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) {
-    hi[static_cast<size_t>(m)] = pos[m] + 1;  // keys [lo, hi)
-    lo[static_cast<size_t>(m)] = a.window > 0 ? std::max<int64_t>(0, pos[m] + 1 - a.window) : 0;
-    lo_all = std::min(lo_all, lo[static_cast<size_t>(m)]);
-    hi_all = std::max(hi_all, hi[static_cast<size_t>(m)]);
-  }
-  // Keys are split at fixed absolute positions (multiples of kKeysPerSplit), never by the thread
-  // count or the micro-batch's span: each row then sums the same key ranges in the same order
-  // whatever -t is and whichever micro-batch it came in (a range without keys for a row adds
-  // exact zeros), so neither changes a result. Each split converts a key row once for every
-  // query row and every head of its group.
-  const int64_t first_split = lo_all / kKeysPerSplit;
-  const int64_t splits = (hi_all + kKeysPerSplit - 1) / kKeysPerSplit - first_split;
-
-  // partial outputs [M][n_head][splits][hd] and their (max, sum)
-  std::vector<float> part_out(static_cast<size_t>(M * a.n_head * splits * hd), 0.0f);
-  std::vector<Partial> part(static_cast<size_t>(M * a.n_head * splits),
-                            Partial{-std::numeric_limits<float>::infinity(), 0.0f});
-
-  pool.parallel_for(a.n_head_kv * splits, [&](int64_t t0, int64_t t1) {
-    std::vector<float> k(static_cast<size_t>(hd)), v(static_cast<size_t>(hd));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t s = t % splits, g = t / splits;
-      const int64_t j0 = std::max(lo_all, (first_split + s) * kKeysPerSplit),
-                    j1 = std::min(hi_all, (first_split + s + 1) * kKeysPerSplit);
-      for (int64_t j = j0; j < j1; ++j) {
-        const size_t off =
-            static_cast<size_t>(j) * kv.row_bytes + static_cast<size_t>(g) * head_bytes;
-        load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.k) + off, k.data(), hd);
-        load_kv_head(kv.dtype, static_cast<const uint8_t*>(kv.v) + off, v.data(), hd);
-        for (int64_t m = 0; m < M; ++m) {
-          if (j < lo[static_cast<size_t>(m)] || j >= hi[static_cast<size_t>(m)]) continue;
-          for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-            float sc = dot(q + (m * a.n_head + h) * hd, k.data(), hd) * a.scale;
-            if (a.softcap > 0) sc = a.softcap * std::tanh(sc / a.softcap);
-            const size_t pi = static_cast<size_t>((m * a.n_head + h) * splits + s);
-            Partial& p = part[pi];
-            float* o = part_out.data() + pi * static_cast<size_t>(hd);
-            // Online softmax: rescale what was accumulated when a larger score arrives.
-            if (sc > p.max) {
-              const float r = std::exp(p.max - sc);
-              p.sum *= r;
-              for (int64_t i = 0; i < hd; ++i) o[i] *= r;
-              p.max = sc;
-            }
-            const float e = std::exp(sc - p.max);
-            p.sum += e;
-            for (int64_t i = 0; i < hd; ++i) o[i] += e * v[static_cast<size_t>(i)];
-          }
-        }
+  const Attention at(q, kv, M, pos, a);
+  const int64_t G = a.n_head_kv;
+  // Keys are split at fixed absolute positions (multiples of kKeysPerSplit) and the splits of a
+  // row are always combined in order, one at a time, so a row's result depends neither on the
+  // thread count nor on which micro-batch or block it came in. Where the rows make one block
+  // (decode), the splits of each kv head run as separate tasks; otherwise each task is one block
+  // of one kv head and attends its splits in turn.
+  if (at.blocks() == 1) {
+    const int64_t first = at.first_split(), splits = at.splits(), per_split = at.split_floats();
+    std::vector<float> parts(static_cast<size_t>(G * splits * per_split));
+    pool.parallel_for(G * splits, [&](int64_t t0, int64_t t1) {
+      TaskBuffers buf = at.buffers();
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t g = t / splits, s = first + t % splits;
+        int64_t lo = 0, hi = 0;
+        const QueryBlock b = at.block(g, 0, M, buf, lo, hi);
+        at.attend(b, g, std::max(lo, s * kKeysPerSplit), std::min(hi, (s + 1) * kKeysPerSplit),
+                  lane_state(parts.data() + t * per_split, b.Rp), buf.ws);
       }
+    });
+    pool.parallel_for(G, [&](int64_t g0, int64_t g1) {
+      TaskBuffers buf = at.buffers();
+      for (int64_t g = g0; g < g1; ++g) {
+        int64_t lo = 0, hi = 0;
+        const QueryBlock b = at.block(g, 0, M, buf, lo, hi);
+        Attention::clear(b, buf);
+        for (int64_t s = 0; s < splits; ++s)
+          Attention::fold(b, lane_state(parts.data() + (g * splits + s) * per_split, b.Rp), buf);
+        at.write(b, g, 0, buf, out);
+      }
+    });
+    return;
+  }
+  // Blocks inner: the pieces the pool hands out then mix short (early) and long (late) blocks.
+  pool.parallel_for(G * at.blocks(), [&](int64_t t0, int64_t t1) {
+    TaskBuffers buf = at.buffers();
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t g = t / at.blocks(), m0 = t % at.blocks() * at.rows_per_block();
+      int64_t lo = 0, hi = 0;
+      const QueryBlock b = at.block(g, m0, std::min(M, m0 + at.rows_per_block()), buf, lo, hi);
+      const LaneState st = lane_state(buf.split.data(), b.Rp);
+      Attention::clear(b, buf);
+      for (int64_t s = lo / kKeysPerSplit; s * kKeysPerSplit < hi; ++s) {
+        at.attend(b, g, std::max(lo, s * kKeysPerSplit), std::min(hi, (s + 1) * kKeysPerSplit), st,
+                  buf.ws);
+        Attention::fold(b, st, buf);
+      }
+      at.write(b, g, m0, buf, out);
     }
   });
-
-  // Combine the splits of each (row, head): rescale each partial to the common max.
-  for (int64_t r = 0; r < M * a.n_head; ++r) {
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t s = 0; s < splits; ++s)
-      mx = std::max(mx, part[static_cast<size_t>(r * splits + s)].max);
-    float* o = out + r * hd;
-    std::fill_n(o, hd, 0.0f);
-    float denom = 0;
-    for (int64_t s = 0; s < splits; ++s) {
-      const Partial& p = part[static_cast<size_t>(r * splits + s)];
-      if (p.sum == 0) continue;
-      const float w = std::exp(p.max - mx);
-      denom += p.sum * w;
-      const float* po = part_out.data() + (r * splits + s) * hd;
-      for (int64_t i = 0; i < hd; ++i) o[i] += w * po[i];
-    }
-    for (int64_t i = 0; i < hd; ++i) o[i] /= denom;
-  }
 }
 
 }  // namespace ts::cpu

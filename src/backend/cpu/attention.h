@@ -1,6 +1,6 @@
 // CPU attention over the KV cache: split-KV (flash-decoding) partials combined by max /
 // denominator / output, shared by prefill and decode; GQA heads of one kv head are processed
-// together so each key row is converted once per group.
+// together so each key row is converted once per group. The tiles are attention_tile.h's.
 #pragma once
 
 #include <cstdint>

@@ -9,6 +9,7 @@
 #include <cpuid.h>
 #endif
 
+#include "backend/cpu/activations.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -170,10 +171,13 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
 }
 
 void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
+  const bool wide = active_isa() == Isa::Avx512;
   for (int64_t m = m0; m < m1; ++m) {
     uint8_t* row = out.data.data() + m * out.row_bytes;
     if (is_q8k_type(out.wtype))
       quantize_row_q8k(x + m * out.K, reinterpret_cast<BlockQ8K*>(row), out.K);
+    else if (wide)
+      quantize_row_q8a32_avx512(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
     else
       quantize_row_q8a32(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
   }
