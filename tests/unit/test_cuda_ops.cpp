@@ -436,8 +436,9 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
 }
 
 // A row's result does not depend on the rest of the call: each group alone (G = 1, as expert
-// streaming calls it) and a group split in two at an odd row (its rows at other positions of the
-// kernel's tiles) give the same bits as one call over every group. Empty calls write nothing.
+// streaming calls it) and a group split in three at odd rows (its rows at other positions of the
+// kernel's tiles) give the same bits as one call over every group; a one-row group gives the
+// bits of a one-row matmul. Empty calls write nothing.
 TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   const int64_t rows = 200, cols = 264;
   const std::vector<int64_t> group_rows = {37, 0, 90, 1, 64};
@@ -463,6 +464,12 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
                            &group_rows[static_cast<size_t>(g)], 1, dx, alone);
     const std::vector<float> want = download(all, n);
     EXPECT_EQ(download(alone, n), want) << dtype_name(t) << " groups alone";
+    // The one-row group is a one-row matmul (the GEMV of decode).
+    float* one = upload(std::vector<float>(static_cast<size_t>(rows)));
+    gpu_->matmul(wg[3], dx + row0[3] * cols, 1, one);
+    const std::vector<float> gemv = download(one, static_cast<size_t>(rows));
+    EXPECT_TRUE(std::equal(gemv.begin(), gemv.end(), want.begin() + row0[3] * rows))
+        << dtype_name(t) << " one-row group";
 
     // Group 2 (90 rows) split at row 7 (rows 7.. start a tile), and again at row 50.
     float* split = upload(std::vector<float>(n));

@@ -255,7 +255,9 @@ class CudaBackend final : public Backend {
   }
 
   // f16 / bf16 weights: the groups' activation rows converted once, then one tensor-core launch
-  // over every tile of every group (grouped_mma.cu). Other weights: a matmul per group.
+  // over every tile of every group (grouped_mma.cu). A one-row group is a one-row matmul (the
+  // GEMV): the decode of streamed experts then gives the bits of matmul_indexed, the decode of
+  // resident ones. Other weights: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                       const int64_t* rows, int64_t G, const float* x, float* y) override {
     if (!cuda::grouped_mma_supported(shape, weights, G))
@@ -267,6 +269,12 @@ class CudaBackend final : public Backend {
         fail(ErrorKind::Runtime, "matmul_grouped: group " + str(g) + " has rows [" + str(row0[g]) +
                                      ", +" + str(rows[g]) + ")");
       if (rows[g] == 0) continue;
+      if (rows[g] == 1) {
+        Weight w = shape;
+        w.data = weights[g];
+        matmul(w, x + row0[g] * shape.cols, 1, y + row0[g] * shape.rows);
+        continue;
+      }
       lo = tiles_.empty() ? row0[g] : std::min(lo, row0[g]);
       hi = std::max(hi, row0[g] + rows[g]);
       for (int64_t r = 0; r < rows[g]; r += cuda::kGroupedTileRows)
