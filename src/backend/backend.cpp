@@ -76,6 +76,16 @@ void Backend::route(const float* logits, int64_t M, const RouterArgs& a, int32_t
   to_device(weights, host_w.data(), host_w.size() * sizeof(float));
 }
 
+void Backend::matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
+                             const int64_t* rows, int64_t G, const float* x, float* y) {
+  for (int64_t g = 0; g < G; ++g) {
+    if (rows[g] == 0) continue;
+    Weight w = shape;
+    w.data = weights[g];
+    matmul(w, x + row0[g] * shape.cols, rows[g], y + row0[g] * shape.rows);
+  }
+}
+
 void Backend::matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
                              int64_t n, const float* x, int64_t x_stride, float* y) {
   std::vector<int32_t> host_ids(static_cast<size_t>(n));

@@ -135,6 +135,14 @@ class Backend {
                               int64_t head_dim, float eps, bool plus_one) = 0;
   // y[m][r] = dot(w row r, x[m]) for the `w.rows` rows; x is [M][w.cols], y is [M][w.rows].
   virtual void matmul(const Weight& w, const float* x, int64_t M, float* y) = 0;
+  // Grouped matmul (the routed experts of a micro-batch): group g < G multiplies rows
+  // [row0[g], row0[g] + rows[g]) of x ([*][shape.cols]) by the weight at weights[g] (a host array
+  // of backend pointers, each of shape's dtype, dimensions and stride) into the same rows of y
+  // ([*][shape.rows]). A row's result depends only on its own x row, its group's weight and
+  // whether the group has one row (a one-row matmul) or more, never on the other groups of the
+  // call. Default: one matmul() per non-empty group.
+  virtual void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
+                              const int64_t* rows, int64_t G, const float* x, float* y);
   virtual void add_bias(float* y, const float* b, int64_t M, int64_t n) = 0;
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
   virtual void zero(float* x, int64_t n);                     // x = 0 (default: a host copy)

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "core/error.h"
 #include "moe/router.h"
@@ -17,12 +16,13 @@ Forward::Forward(Engine& engine, int64_t max_rows)
                kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
   const size_t ff = static_cast<size_t>(std::max(c_.n_ff, c_.n_ff_expert));
   const size_t k = c_.is_moe() ? static_cast<size_t>(c_.n_expert_used) : 0;
-  // The FFN buffers hold a micro-batch's rows, or one token's k expert rows if those are more.
-  const size_t ffn_rows = std::max(B, k);
+  // The FFN buffers (and the gathered rows) hold a micro-batch's rows, or all M * k routed rows
+  // of an MoE micro-batch: its experts run over all of them at once.
+  const size_t ffn_rows = B * std::max<size_t>(k, 1);
   x_ = scratch(B * d);
   h_ = scratch(B * d);
   o_ = scratch(B * d);
-  rows_ = scratch(B * d);
+  rows_ = scratch(ffn_rows * d);
   // q, k and v in one buffer: a stacked matmul writes a token's three side by side.
   q_ = scratch(B * (qw + 2 * kvw));
   k_ = q_ + B * qw;
@@ -260,42 +260,84 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   ids_host_.resize(static_cast<size_t>(M * k));
   std::memcpy(ids_host_.data(), routing_host_.data(), ids_host_.size() * sizeof(int32_t));
   const float* weights_host = routing_host_.data() + M * k;
-  // rows routed to each expert, in ascending expert order (std::map): every row then sums its
-  // experts in the same order whatever the slot count, which keeps streaming bit-identical.
-  std::map<int32_t, std::pair<std::vector<int32_t>, std::vector<float>>> routed;
+  // The M * k routed rows in expert-major order (experts ascending, tokens ascending within
+  // each), by a counting sort: routed_src_[p] is the token of row p, routed_scale_[p] its weight.
+  // The one scatter at the end then adds each token's experts in ascending id order, the same sum
+  // whether the experts ran together (resident) or one by one (streaming): bit-identical.
+  const int64_t E = c_.n_expert, P = M * k;
+  std::vector<int64_t> count(static_cast<size_t>(E + 1), 0);
+  for (int32_t e : ids_host_) count[static_cast<size_t>(e) + 1]++;
+  expert_ids_.clear();
+  group_row0_.clear();
+  group_rows_.clear();
+  for (int64_t e = 0; e < E; ++e) {
+    if (count[static_cast<size_t>(e) + 1] > 0) {
+      expert_ids_.push_back(static_cast<int32_t>(e));
+      group_row0_.push_back(count[static_cast<size_t>(e)]);
+      group_rows_.push_back(count[static_cast<size_t>(e) + 1]);
+    }
+    count[static_cast<size_t>(e) + 1] += count[static_cast<size_t>(e)];
+  }
+  routed_src_.resize(static_cast<size_t>(P));
+  routed_scale_.resize(static_cast<size_t>(P));
   for (int64_t m = 0; m < M; ++m)
     for (int64_t i = 0; i < k; ++i) {
-      auto& r = routed[ids_host_[static_cast<size_t>(m * k + i)]];
-      r.first.push_back(static_cast<int32_t>(m));
-      r.second.push_back(weights_host[m * k + i]);
+      const size_t p = static_cast<size_t>(count[static_cast<size_t>(ids_host_[m * k + i])]++);
+      routed_src_[p] = static_cast<int32_t>(m);
+      routed_scale_[p] = weights_host[m * k + i];
     }
-  b_.zero(o_, M * d);
-  std::vector<int32_t> experts;
-  for (const auto& [e, r] : routed) experts.push_back(e);
+  b_.gather_rows(h_, routed_src_.data(), P, d, rows_);
   ExpertStore& store = engine_.experts();
   if (store.prefetching()) prefetch_next_layer(l, M);
-  const int64_t wave = store.slots_per_layer();
-  // A micro-batch may route to more experts than there are slots: process them in waves.
-  for (size_t w0 = 0; w0 < experts.size(); w0 += static_cast<size_t>(wave)) {
-    const int64_t n = std::min<int64_t>(wave, static_cast<int64_t>(experts.size() - w0));
-    store.acquire(l, experts.data() + w0, n);
-    for (int64_t i = 0; i < n; ++i) {
-      const ExpertWeights& ew = store.ready(l, i);  // compute starts on the first expert read
-      const auto& [rows, scale] = routed[experts[w0 + static_cast<size_t>(i)]];
-      const int64_t R = static_cast<int64_t>(rows.size());
-      b_.gather_rows(h_, rows.data(), R, d, rows_);
-      if (ew.gate_up.rows > 0) {
-        b_.matmul(ew.gate_up, rows_, R, ff_gate_);
-        b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, R, ff, 2 * ff, ff_act_);
-      } else {
-        b_.matmul(ew.gate, rows_, R, ff_gate_);
-        b_.matmul(ew.up, rows_, R, ff_up_);
-        b_.glu(glu_kind(), ff_gate_, ff_up_, R, ff, ff, ff_act_);
+  const int64_t G = static_cast<int64_t>(expert_ids_.size());
+  if (!store.streaming()) {
+    // Resident: every routed expert in one call per projection.
+    group_weights_.resize(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g)
+      group_weights_[static_cast<size_t>(g)] =
+          &store.resident(l, expert_ids_[static_cast<size_t>(g)]);
+    experts_ffn(group_weights_.data(), group_row0_.data(), group_rows_.data(), G);
+  } else {
+    // Streaming: a micro-batch may route to more experts than there are slots, so they come in
+    // waves; each expert runs alone as soon as it is ready, with the same kernels per row.
+    const int64_t wave = store.slots_per_layer();
+    for (int64_t w0 = 0; w0 < G; w0 += wave) {
+      const int64_t n = std::min(wave, G - w0);
+      store.acquire(l, expert_ids_.data() + w0, n);
+      for (int64_t i = 0; i < n; ++i) {
+        const ExpertWeights* ew = &store.ready(l, i);  // compute starts on the first expert read
+        experts_ffn(&ew, &group_row0_[static_cast<size_t>(w0 + i)],
+                    &group_rows_[static_cast<size_t>(w0 + i)], 1);
       }
-      b_.matmul(ew.down, ff_act_, R, ff_out_);
-      b_.scatter_add_rows(o_, ff_out_, rows.data(), scale.data(), R, d);
     }
   }
+  b_.zero(o_, M * d);
+  b_.scatter_add_rows(o_, ff_out_, routed_src_.data(), routed_scale_.data(), P, d);
+}
+
+void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
+                          int64_t G) {
+  const int64_t ff = c_.n_ff_expert;
+  // The groups are consecutive runs of rows: glu runs once over all of them.
+  const int64_t lo = row0[0], n = row0[G - 1] + rows[G - 1] - lo;
+  bool stacked = true;
+  for (int64_t g = 0; g < G; ++g) stacked = stacked && ew[g]->gate_up.rows > 0;
+  const auto pointers = [&](Weight ExpertWeights::*proj) {
+    group_ptrs_.resize(static_cast<size_t>(G));
+    for (int64_t g = 0; g < G; ++g) group_ptrs_[static_cast<size_t>(g)] = (ew[g]->*proj).data;
+    return group_ptrs_.data();
+  };
+  if (stacked) {
+    b_.matmul_grouped(ew[0]->gate_up, pointers(&ExpertWeights::gate_up), row0, rows, G, rows_,
+                      ff_gate_);
+    b_.glu(glu_kind(), ff_gate_ + lo * 2 * ff, ff_gate_ + lo * 2 * ff + ff, n, ff, 2 * ff,
+           ff_act_ + lo * ff);
+  } else {
+    b_.matmul_grouped(ew[0]->gate, pointers(&ExpertWeights::gate), row0, rows, G, rows_, ff_gate_);
+    b_.matmul_grouped(ew[0]->up, pointers(&ExpertWeights::up), row0, rows, G, rows_, ff_up_);
+    b_.glu(glu_kind(), ff_gate_ + lo * ff, ff_up_ + lo * ff, n, ff, ff, ff_act_ + lo * ff);
+  }
+  b_.matmul_grouped(ew[0]->down, pointers(&ExpertWeights::down), row0, rows, G, ff_act_, ff_out_);
 }
 
 void Forward::prefetch_next_layer(int64_t l, int64_t M) {

@@ -39,6 +39,10 @@ class Forward {
   void ffn_dense(int64_t l, int64_t M);
   Glu glu_kind() const;
   void ffn_moe(int64_t l, int64_t M);
+  // Gate / up, the activation and down of G experts over their runs of the routed rows: group g
+  // takes rows [row0[g], row0[g] + rows[g]) of rows_, the runs consecutive and ascending.
+  void experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
+                   int64_t G);
   // True when the routed experts of an M-row pass run on the device by expert id (resident
   // experts on a backend that indexes them), without a read back to the host.
   bool experts_indexed(int64_t M) const;
@@ -65,6 +69,13 @@ class Forward {
   std::vector<float> router_host_;
   std::vector<float> routing_host_;
   std::vector<int32_t> ids_host_;
+  // ffn_moe's routed rows in expert-major order: the token and weight of each, and per routed
+  // expert its id, first row and row count
+  std::vector<int32_t> routed_src_, expert_ids_;
+  std::vector<float> routed_scale_;
+  std::vector<int64_t> group_row0_, group_rows_;
+  std::vector<const ExpertWeights*> group_weights_;
+  std::vector<const void*> group_ptrs_;
 };
 
 }  // namespace ts

@@ -365,6 +365,154 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   }
 }
 
+// matmul_grouped over f16 / bf16 experts (the tensor-core kernel) against a CPU matmul per group.
+// Bound per output, with s = sum_k |w_k x_k|: the kernel rounds each x to the weight's 16-bit type
+// (relative error u16: f16 2^-11, bf16 2^-8), so each product is off by at most u16 |w_k x_k|;
+// both sides then sum K products in f32 in some order, each within K u |sum| <= K u s (u = 2^-24).
+// |cuda - cpu| <= (u16 + 2 K u) s.
+// Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
+// tile; features not a multiple of the 128-feature tile; K not a multiple of the 32-column stage;
+// padded weight rows.
+TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
+  struct Shape {
+    int64_t rows, cols;
+    size_t pad;
+  };
+  const Shape shapes[] = {{200, 136, 16}, {128, 256, 0}, {40, 1032, 32}};
+  const std::vector<int64_t> group_rows = {5, 0, 64, 70, 1, 0, 33, 130};
+  for (const DType t : {DType::F16, DType::BF16}) {
+    for (const Shape& sh : shapes) {
+      const int64_t G = static_cast<int64_t>(group_rows.size());
+      const size_t stride = static_cast<size_t>(sh.cols) * 2 + sh.pad;
+      std::vector<int64_t> row0(group_rows.size());
+      int64_t total = 0;
+      for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+      std::vector<std::vector<uint8_t>> hosts;
+      std::vector<Weight> wg, wc;
+      std::vector<const void*> ptrs;
+      for (int64_t g = 0; g < G; ++g) {
+        hosts.push_back(random_weight(t, sh.rows, sh.cols, stride, rng_));
+        wg.push_back(gpu_->upload_weight(t, sh.rows, sh.cols, stride, hosts.back().data()));
+        wc.push_back(cpu_->upload_weight(t, sh.rows, sh.cols, stride, hosts.back().data()));
+        ptrs.push_back(wg.back().data);
+      }
+      const std::vector<float> x = randn(static_cast<size_t>(total * sh.cols));
+      const size_t n = static_cast<size_t>(total * sh.rows);
+      float* y = upload(std::vector<float>(n));
+      const float* dx = upload(x);
+      gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), G, dx, y);
+      const std::vector<float> got = download(y, n);
+
+      const double u16 = t == DType::BF16 ? 0x1p-8 : 0x1p-11;
+      const std::string what = std::string(dtype_name(t)) + " " + std::to_string(sh.rows) + "x" +
+                               std::to_string(sh.cols);
+      int reported = 0;
+      for (int64_t g = 0; g < G; ++g) {
+        if (group_rows[static_cast<size_t>(g)] == 0) continue;
+        const int64_t r0 = row0[static_cast<size_t>(g)], R = group_rows[static_cast<size_t>(g)];
+        std::vector<float> want(static_cast<size_t>(R * sh.rows));
+        cpu_->matmul(wc[static_cast<size_t>(g)], x.data() + r0 * sh.cols, R, want.data());
+        const auto* hw = hosts[static_cast<size_t>(g)].data();
+        for (int64_t m = 0; m < R; ++m)
+          for (int64_t o = 0; o < sh.rows; ++o) {
+            double mag = 0;
+            for (int64_t i = 0; i < sh.cols; ++i) {
+              uint16_t h;
+              std::memcpy(&h, hw + o * stride + 2 * i, 2);
+              const float wv = t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+              mag += std::fabs(static_cast<double>(wv) * x[(r0 + m) * sh.cols + i]);
+            }
+            const double tol = (u16 + 2.0 * static_cast<double>(sh.cols) * kU) * mag + 1e-30;
+            const float a = got[static_cast<size_t>((r0 + m) * sh.rows + o)];
+            const float b = want[static_cast<size_t>(m * sh.rows + o)];
+            if (!(std::fabs(a - b) <= tol) && reported++ < 5)
+              ADD_FAILURE() << what << " group " << g << " row " << m << " out " << o << ": cuda "
+                            << a << " cpu " << b << " tol " << tol;
+          }
+      }
+      for (Weight& w : wg) gpu_->release_weight(w);
+    }
+  }
+}
+
+// A row's result does not depend on the rest of the call: each group alone (G = 1, as expert
+// streaming calls it) and a group split in three at odd rows (its rows at other positions of the
+// kernel's tiles) give the same bits as one call over every group; a one-row group gives the
+// bits of a one-row matmul. Empty calls write nothing.
+TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
+  const int64_t rows = 200, cols = 264;
+  const std::vector<int64_t> group_rows = {37, 0, 90, 1, 64};
+  const int64_t G = static_cast<int64_t>(group_rows.size());
+  for (const DType t : {DType::F16, DType::BF16}) {
+    std::vector<int64_t> row0(group_rows.size());
+    int64_t total = 0;
+    for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+    std::vector<Weight> wg;
+    std::vector<const void*> ptrs;
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<uint8_t> host = random_weight(t, rows, cols, cols * 2, rng_);
+      wg.push_back(gpu_->upload_weight(t, rows, cols, cols * 2, host.data()));
+      ptrs.push_back(wg.back().data);
+    }
+    const float* dx = upload(randn(static_cast<size_t>(total * cols)));
+    const size_t n = static_cast<size_t>(total * rows);
+    float* all = upload(std::vector<float>(n));
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), G, dx, all);
+    float* alone = upload(std::vector<float>(n));
+    for (int64_t g = 0; g < G; ++g)
+      gpu_->matmul_grouped(wg[0], &ptrs[static_cast<size_t>(g)], &row0[static_cast<size_t>(g)],
+                           &group_rows[static_cast<size_t>(g)], 1, dx, alone);
+    const std::vector<float> want = download(all, n);
+    EXPECT_EQ(download(alone, n), want) << dtype_name(t) << " groups alone";
+    // The one-row group is a one-row matmul (the GEMV of decode).
+    float* one = upload(std::vector<float>(static_cast<size_t>(rows)));
+    gpu_->matmul(wg[3], dx + row0[3] * cols, 1, one);
+    const std::vector<float> gemv = download(one, static_cast<size_t>(rows));
+    EXPECT_TRUE(std::equal(gemv.begin(), gemv.end(), want.begin() + row0[3] * rows))
+        << dtype_name(t) << " one-row group";
+
+    // Group 2 (90 rows) split at row 7 (rows 7.. start a tile), and again at row 50.
+    float* split = upload(std::vector<float>(n));
+    const std::vector<const void*> p2 = {ptrs[2], ptrs[2], ptrs[2]};
+    const std::vector<int64_t> s0 = {row0[2], row0[2] + 7, row0[2] + 50};
+    const std::vector<int64_t> sr = {7, 43, 40};
+    gpu_->matmul_grouped(wg[0], p2.data(), s0.data(), sr.data(), 3, dx, split);
+    const std::vector<float> got = download(split, n);
+    const size_t b = static_cast<size_t>(row0[2] * rows), e = b + static_cast<size_t>(90 * rows);
+    EXPECT_TRUE(std::equal(got.begin() + b, got.begin() + e, want.begin() + b))
+        << dtype_name(t) << " group split";
+
+    float* untouched = upload(std::vector<float>(n, 1.5f));
+    const int64_t zero_rows = 0;
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), &zero_rows, 1, dx, untouched);
+    EXPECT_EQ(download(untouched, n), std::vector<float>(n, 1.5f)) << dtype_name(t) << " empty";
+    for (Weight& w : wg) gpu_->release_weight(w);
+  }
+}
+
+// Weights the kernel does not take (here q8_0) run as a matmul per group: the same bits.
+TEST_F(CudaOps, MatmulGroupedOtherTypesAsMatmulPerGroup) {
+  const int64_t rows = 96, cols = 256;
+  const size_t stride = row_bytes(DType::Q8_0, cols, "test");
+  const std::vector<int64_t> row0 = {0, 3, 3}, group_rows = {3, 0, 20};
+  std::vector<Weight> wg;
+  std::vector<const void*> ptrs;
+  for (int g = 0; g < 3; ++g) {
+    const std::vector<uint8_t> host = random_weight(DType::Q8_0, rows, cols, stride, rng_);
+    wg.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
+    ptrs.push_back(wg.back().data);
+  }
+  const float* dx = upload(randn(static_cast<size_t>(23 * cols)));
+  const size_t n = static_cast<size_t>(23 * rows);
+  float* got = upload(std::vector<float>(n));
+  gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
+  float* want = upload(std::vector<float>(n));
+  gpu_->matmul(wg[0], dx, 3, want);
+  gpu_->matmul(wg[2], dx + 3 * cols, 20, want + 3 * rows);
+  EXPECT_EQ(download(got, n), download(want, n));
+  for (Weight& w : wg) gpu_->release_weight(w);
+}
+
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:
 // in f32 through the element-load GEMV variants, or (q8_0, q4_k on sm_90) through the int8 GEMV,
 // whose activation quantisation reads x one element per thread.

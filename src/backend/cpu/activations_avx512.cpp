@@ -1,6 +1,5 @@
 #include <immintrin.h>
 
-#include <cmath>
 #include <cstdint>
 
 #include "backend/cpu/activations.h"
@@ -20,15 +19,17 @@
 
 namespace ts::cpu {
 
+// The tail takes the same vector arithmetic under a mask: an element's result then does not depend
+// on where the runs split (threads, rows per call), which keeps expert streaming, whose activation
+// runs one expert at a time, bit-identical to resident experts, whose activation runs once.
 void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    const __m512 g = _mm512_loadu_ps(gate + i);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
     const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), g));
     const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
-    _mm512_storeu_ps(out + i, _mm512_mul_ps(silu, _mm512_loadu_ps(up + i)));
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
   }
-  for (; i < n; ++i) out[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
 }  // namespace ts::cpu

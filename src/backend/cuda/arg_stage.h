@@ -30,6 +30,7 @@ class ArgStage {
   // the argument instead and queues no copy: the recording copies its arguments before every
   // replay. nullptr ends the recording.
   void record_into(ArgTable* table) { recording_ = table; }
+  bool recording() const { return recording_ != nullptr; }
   // Bytes of slots put() has handed out so far: an eager run's count sizes its recording.
   size_t put_bytes() const { return put_bytes_; }
 

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/step_graph.h"
 #include "core/checked.h"
@@ -64,6 +67,7 @@ class CudaBackend final : public Backend {
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
     partials_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+    grouped_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     // TURBOSPARK_CUDA_GRAPHS=0 runs every step eagerly (to measure what the graphs save).
     const char* graphs = std::getenv("TURBOSPARK_CUDA_GRAPHS");
     graphs_enabled_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
@@ -73,6 +77,7 @@ class CudaBackend final : public Backend {
     cudaStreamSynchronize(stream_);
     recordings_.clear();
     warmups_.clear();
+    grouped_acts_.reset();
     int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
@@ -249,6 +254,45 @@ class CudaBackend final : public Backend {
     }
   }
 
+  // f16 / bf16 weights: the groups' activation rows converted once, then one tensor-core launch
+  // over every tile of every group (grouped_mma.cu). A one-row group is a one-row matmul (the
+  // GEMV): the decode of streamed experts then gives the bits of matmul_indexed, the decode of
+  // resident ones. Other weights: a matmul per group.
+  void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
+                      const int64_t* rows, int64_t G, const float* x, float* y) override {
+    if (!cuda::grouped_mma_supported(shape, weights, G))
+      return Backend::matmul_grouped(shape, weights, row0, rows, G, x, y);
+    tiles_.clear();
+    int64_t lo = 0, hi = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      if (rows[g] < 0 || row0[g] < 0)
+        fail(ErrorKind::Runtime, "matmul_grouped: group " + str(g) + " has rows [" + str(row0[g]) +
+                                     ", +" + str(rows[g]) + ")");
+      if (rows[g] == 0) continue;
+      if (rows[g] == 1) {
+        Weight w = shape;
+        w.data = weights[g];
+        matmul(w, x + row0[g] * shape.cols, 1, y + row0[g] * shape.rows);
+        continue;
+      }
+      lo = tiles_.empty() ? row0[g] : std::min(lo, row0[g]);
+      hi = std::max(hi, row0[g] + rows[g]);
+      for (int64_t r = 0; r < rows[g]; r += cuda::kGroupedTileRows)
+        tiles_.push_back({weights[g], row0[g] + r, std::min(cuda::kGroupedTileRows, rows[g] - r)});
+    }
+    if (tiles_.empty()) return;
+    if (tiles_.size() > static_cast<size_t>(std::numeric_limits<int32_t>::max()))
+      fail(ErrorKind::Unsupported,
+           "matmul_grouped: " + std::to_string(tiles_.size()) + " row tiles in one call");
+    const int64_t n = (hi - lo) * shape.cols;
+    void* xa = grouped_acts_->get(static_cast<size_t>(n) * 2, "grouped matmul activations");
+    cuda::launch_convert_f32(x + lo * shape.cols, n, shape.dtype, xa, stream_);
+    const auto* d_tiles = static_cast<const cuda::GroupTile*>(
+        args_->put(tiles_.data(), tiles_.size() * sizeof(cuda::GroupTile)));
+    cuda::launch_matmul_grouped(shape, d_tiles, static_cast<int64_t>(tiles_.size()), xa, lo, y,
+                                stream_);
+  }
+
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
     cuda::launch_add_bias(y, b, M, n, stream_);
   }
@@ -312,9 +356,43 @@ class CudaBackend final : public Backend {
 
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
                         int64_t n) override {
-    const auto* d_idx = static_cast<const int32_t*>(args_->put(idx, sizeof(int32_t) * M));
     const auto* d_scale = static_cast<const float*>(args_->put(scale, sizeof(float) * M));
-    cuda::launch_scatter_add_rows(y, x, d_idx, d_scale, M, n, stream_);
+    // While a step is recorded, the arguments must be the caller's own arrays (a replay re-reads
+    // them): the serial kernel, which reads idx as given.
+    if (args_->recording()) {
+      const auto* d_idx = static_cast<const int32_t*>(args_->put(idx, sizeof(int32_t) * M));
+      cuda::launch_scatter_add_rows(y, x, d_idx, d_scale, M, n, stream_);
+      return;
+    }
+    // Otherwise the source rows grouped by destination (stable: each destination keeps the
+    // callers' order), so that the destinations are summed in parallel: a micro-batch's routed
+    // experts put k rows on each of M destinations.
+    scatter_dst_.clear();
+    scatter_off_.assign(1, 0);
+    scatter_src_.resize(static_cast<size_t>(M));
+    std::vector<int32_t> order(static_cast<size_t>(M));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return idx[a] < idx[b]; });
+    for (int64_t j = 0; j < M; ++j) {
+      const int32_t m = order[static_cast<size_t>(j)];
+      if (scatter_dst_.empty() || scatter_dst_.back() != idx[m]) {
+        if (!scatter_dst_.empty()) scatter_off_.push_back(static_cast<int32_t>(j));
+        scatter_dst_.push_back(idx[m]);
+      }
+      scatter_src_[static_cast<size_t>(j)] = m;
+    }
+    scatter_off_.push_back(static_cast<int32_t>(M));
+    const int64_t D = static_cast<int64_t>(scatter_dst_.size());
+    const auto* d_dst =
+        static_cast<const int32_t*>(args_->put(scatter_dst_.data(), sizeof(int32_t) * D));
+    const auto* d_off =
+        static_cast<const int32_t*>(args_->put(scatter_off_.data(), sizeof(int32_t) * (D + 1)));
+    const auto* d_src =
+        static_cast<const int32_t*>(args_->put(scatter_src_.data(), sizeof(int32_t) * M));
+    for (int64_t d0 = 0; d0 < D; d0 += kMaxGridY)
+      cuda::launch_scatter_add_sorted(y, x, d_dst + d0, d_off + d0, d_src, d_scale,
+                                      std::min(kMaxGridY, D - d0), n, stream_);
   }
 
   void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out) override {
@@ -465,7 +543,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ArgStage> args_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::DeviceBuffer> partials_;
-  std::unique_ptr<cuda::DeviceBuffer> int8_acts_;  // quantised activations of the int8 GEMV
+  std::unique_ptr<cuda::DeviceBuffer> int8_acts_;     // quantised activations of the int8 GEMV
+  std::unique_ptr<cuda::DeviceBuffer> grouped_acts_;  // 16-bit activations of matmul_grouped
+  std::vector<cuda::GroupTile> tiles_;                // matmul_grouped's row tiles
+  std::vector<int32_t> scatter_dst_, scatter_off_, scatter_src_;  // scatter_add_rows by destination
   bool graphs_enabled_ = true;
   std::vector<std::pair<StepKey, size_t>> warmups_;  // keys run once eagerly, and their arg bytes
   std::vector<Recording> recordings_;

@@ -205,7 +205,23 @@ __global__ void scatter_add_rows_kernel(float* y, const float* x, const int32_t*
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     for (int64_t m = 0; m < M; ++m)
-      y[static_cast<int64_t>(idx[m]) * n + i] += scale[m] * x[m * n + i];
+      y[static_cast<int64_t>(idx[m]) * n + i] =
+          fmaf(scale[m], x[m * n + i], y[static_cast<int64_t>(idx[m]) * n + i]);
+}
+
+// One block row per destination: each thread keeps its column's sum in a register over the
+// destination's source rows, the same fused multiply-adds in the same order as above.
+__global__ void scatter_add_sorted_kernel(float* y, const float* x, const int32_t* dst,
+                                          const int32_t* off, const int32_t* src,
+                                          const float* scale, int64_t n) {
+  pdl_enter();
+  const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  float* out = y + static_cast<int64_t>(dst[blockIdx.y]) * n + i;
+  float acc = *out;
+  for (int j = off[blockIdx.y]; j < off[blockIdx.y + 1]; ++j)
+    acc = fmaf(scale[src[j]], x[static_cast<int64_t>(src[j]) * n + i], acc);
+  *out = acc;
 }
 
 __global__ void gather_rows_kernel(const float* x, const int32_t* idx, int64_t M, int64_t n,
@@ -361,6 +377,14 @@ void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const
                              int64_t M, int64_t n, cudaStream_t stream) {
   launch("scatter add rows", scatter_add_rows_kernel, grid_for(n), kThreads, 0, stream, y, x, idx,
          scale, M, n);
+}
+
+void launch_scatter_add_sorted(float* y, const float* x, const int32_t* dst, const int32_t* off,
+                               const int32_t* src, const float* scale, int64_t D, int64_t n,
+                               cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(D));
+  launch("scatter add sorted", scatter_add_sorted_kernel, grid, kThreads, 0, stream, y, x, dst, off,
+         src, scale, n);
 }
 
 void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,

@@ -43,6 +43,11 @@ void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64
                 int64_t stride, float* out, cudaStream_t stream);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                              int64_t M, int64_t n, cudaStream_t stream);
+// The same sums as launch_scatter_add_rows, parallel over destination rows: destination dst[j]
+// (j < D) takes rows src[off[j]], ..., src[off[j + 1] - 1] of x, in that order.
+void launch_scatter_add_sorted(float* y, const float* x, const int32_t* dst, const int32_t* off,
+                               const int32_t* src, const float* scale, int64_t D, int64_t n,
+                               cudaStream_t stream);
 void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n, float* out,
                         cudaStream_t stream);
 void launch_softcap(float* x, int64_t n, float cap, cudaStream_t stream);

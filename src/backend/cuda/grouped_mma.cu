@@ -1,0 +1,149 @@
+// Grouped matmul on the tensor cores (Backend::matmul_grouped for f16 / bf16 weights): every
+// routed expert of a micro-batch in one launch instead of a cuBLAS call per expert, which at the
+// 20-60 rows an expert gets in prefill runs far below the tensor-core rate.
+//
+// A block computes one tile of 64 rows of one group times 128 output features: its 8 warps each
+// own 32 rows x 32 features (2 x 4 mma.sync m16n8k16 tiles, f32 accumulators). The K loop walks
+// 32 columns at a time through a 3-stage cp.async pipeline (two stages in flight while one is
+// computed), reading fragments with ldmatrix from rows padded by 16 bytes (the 8 rows of one
+// ldmatrix fall on distinct banks). Weight tiles are the traffic that matters (each expert's
+// weights are read once per 64 of its rows); blockIdx.x runs over row tiles so that the tiles of
+// one group and one feature tile run side by side and share their weight reads in L2.
+//
+// Determinism: a tile starts at its group's first row (or 64 rows further), every output is the
+// same sequence of mma steps over K in ascending order, and an mma's output row depends only on
+// its own A row. A row's result is therefore the same whichever other groups share the call.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/pdl.cuh"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kBM = static_cast<int>(kGroupedTileRows);
+constexpr int kBN = 128;      // output features per block
+constexpr int kBK = 32;       // K columns per pipeline stage
+constexpr int kStages = 3;    // 3 x 15 KiB of shared memory: under the 48 KiB static limit
+constexpr int kLd = kBK + 8;  // 16-bit elements per padded shared-memory row
+constexpr int kWarps = 8;     // 2 (rows) x 4 (features)
+constexpr int kThreads = kWarps * 32;
+constexpr int kWarpRows = kBM / 2;  // 32: two m16 tiles
+constexpr int kWarpCols = kBN / 4;  // 32: four n8 tiles
+constexpr int kChunks = kBK / 8;    // 16-byte chunks per tile row and stage
+
+static_assert(kBN * kChunks == 2 * kThreads && kBM * kChunks == kThreads,
+              "each thread copies two weight chunks and one activation chunk per stage");
+
+template <DType T>
+__global__ void __launch_bounds__(kThreads)
+    grouped_mma_kernel(const GroupTile* tiles, int64_t N, int64_t K, int64_t ldw, const uint16_t* x,
+                       int64_t x_row0, float* y) {
+  pdl_enter();
+  __shared__ __align__(16) uint16_t sw[kStages][kBN][kLd];
+  __shared__ __align__(16) uint16_t sx[kStages][kBM][kLd];
+  const GroupTile tile = tiles[blockIdx.x];
+  const int rows = static_cast<int>(tile.rows);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const auto* w = static_cast<const uint16_t*>(tile.w);
+  const uint16_t* xt = x + (tile.row - x_row0) * K;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / 4, wn = warp % 4;
+
+  // Stage s takes K columns [k0, k0 + kBK); chunks past K, past N or past the tile's rows are
+  // zeros (their sources are not read).
+  const auto load = [&](int s, int64_t k0) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int c = tid + i * kThreads;
+      const int r = c / kChunks, kc = (c % kChunks) * 8;
+      const bool full = n0 + r < N && k0 + kc < K;
+      cp_async16(smem_addr(&sw[s][r][kc]), full ? w + (n0 + r) * ldw + k0 + kc : w, full);
+    }
+    const int r = tid / kChunks, kc = (tid % kChunks) * 8;
+    const bool full = r < rows && k0 + kc < K;
+    cp_async16(smem_addr(&sx[s][r][kc]), full ? xt + r * K + k0 + kc : xt, full);
+  };
+
+  float acc[2][4][4] = {};
+  const int64_t nk = (K + kBK - 1) / kBK;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load(s, s * kBK);
+    cp_async_commit();
+  }
+  // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
+  const bool warp_rows = wm * kWarpRows < rows;
+  const bool second_m = wm * kWarpRows + 16 < rows;
+  for (int64_t kt = 0; kt < nk; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was computed in iteration kt - 1, which every thread has left.
+    if (kt + kStages - 1 < nk) load((kt + kStages - 1) % kStages, (kt + kStages - 1) * kBK);
+    cp_async_commit();
+    const int s = static_cast<int>(kt % kStages);
+    if (!warp_rows) continue;
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      uint32_t a[2][4], b[4][2];
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        const int r = wm * kWarpRows + mi * 16 + lane % 8 + (lane / 8 % 2) * 8;
+        ldmatrix_x4(a[mi], smem_addr(&sx[s][r][kk + (lane / 16) * 8]));
+      }
+#pragma unroll
+      for (int p = 0; p < 2; ++p) {
+        uint32_t r4[4];
+        const int n = wn * kWarpCols + p * 16 + lane % 8 + (lane / 16) * 8;
+        ldmatrix_x4(r4, smem_addr(&sw[s][n][kk + (lane / 8 % 2) * 8]));
+        b[2 * p][0] = r4[0], b[2 * p][1] = r4[1], b[2 * p + 1][0] = r4[2], b[2 * p + 1][1] = r4[3];
+      }
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        mma<T>(acc[0][nj], a[0], b[nj][0], b[nj][1]);
+        if (second_m) mma<T>(acc[1][nj], a[1], b[nj][0], b[nj][1]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+  if (!warp_rows) return;
+#pragma unroll
+  for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = wm * kWarpRows + mi * 16 + lane / 4 + half * 8;
+      if (r >= rows) continue;
+      float* yr = y + (tile.row + r) * N;
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        const int64_t n = n0 + wn * kWarpCols + nj * 8 + (lane % 4) * 2;
+        if (n < N) yr[n] = acc[mi][nj][2 * half];
+        if (n + 1 < N) yr[n + 1] = acc[mi][nj][2 * half + 1];
+      }
+    }
+}
+
+}  // namespace
+
+bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
+  if (shape.dtype != DType::F16 && shape.dtype != DType::BF16) return false;
+  if (shape.cols % 8 != 0 || shape.row_stride % 16 != 0) return false;
+  for (int64_t g = 0; g < G; ++g)
+    if (reinterpret_cast<uintptr_t>(weights[g]) % 16 != 0) return false;
+  return true;
+}
+
+void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
+                           const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
+  const auto kernel =
+      shape.dtype == DType::F16 ? grouped_mma_kernel<DType::F16> : grouped_mma_kernel<DType::BF16>;
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch("grouped matmul", kernel, grid, kThreads, 0, stream, tiles, shape.rows, shape.cols,
+         static_cast<int64_t>(shape.row_stride / 2), static_cast<const uint16_t*>(x16), x_row0, y);
+}
+
+}  // namespace ts::cuda

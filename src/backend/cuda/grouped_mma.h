@@ -1,0 +1,32 @@
+// The grouped matmul of the routed experts (Backend::matmul_grouped) on the tensor cores, for f16
+// and bf16 weights: one launch over every (row tile, output tile) of every group.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace ts::cuda {
+
+// Rows per tile: a group of r rows takes ceil(r / kGroupedTileRows) tiles.
+constexpr int64_t kGroupedTileRows = 64;
+
+// Rows [row, row + rows) (rows <= kGroupedTileRows) times the weight at w.
+struct GroupTile {
+  const void* w = nullptr;
+  int64_t row = 0;
+  int64_t rows = 0;
+};
+
+// True when the kernel takes `shape` with these weights: f16 / bf16, cols a multiple of 8 and
+// every row (of every weight) 16-byte aligned.
+bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G);
+
+// y[row] = W x16[row - x_row0] over the `n_tiles` tiles (device memory). x16 holds the input rows
+// from x_row0 on, converted to shape.dtype ([*][shape.cols]); y is f32 [*][shape.rows].
+void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
+                           const void* x16, int64_t x_row0, float* y, cudaStream_t stream);
+
+}  // namespace ts::cuda
