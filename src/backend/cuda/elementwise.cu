@@ -132,14 +132,10 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
     y[i] += x[i];
 }
 
-// One block per (row, head); threads over the rotated pairs.
-__global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
-                            int64_t half, bool neox, const float* inv_freq) {
-  pdl_enter();
-  const int64_t m = blockIdx.x / n_heads;
-  float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
-  // The angle is an f32 product as in PyTorch, so long positions round like the reference.
-  const float p = static_cast<float>(pos[m]);
+// Rotates the pairs of one head at position p, the block's threads over the pairs. The angle is an
+// f32 product as in PyTorch, so long positions round like the reference.
+__device__ __forceinline__ void rotate_head(float* v, float p, int64_t half, bool neox,
+                                            const float* inv_freq) {
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     float s, c;
     sincosf(p * inv_freq[i], &s, &c);
@@ -149,6 +145,16 @@ __global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64
     v[a] = x0 * c - x1 * s;
     v[b] = x0 * s + x1 * c;
   }
+}
+
+// One block per (row, head).
+__global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
+                            int64_t half, bool neox, const float* inv_freq) {
+  pdl_enter();
+  const int64_t m = blockIdx.x / n_heads;
+  float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
+  const float p = static_cast<float>(pos[m]);
+  rotate_head(v, p, half, neox, inv_freq);
 }
 
 // One block per head of one row: q heads [0, n_q) with q_w, key heads after them with k_w. The norm
@@ -168,15 +174,7 @@ __global__ void qk_norm_rope_kernel(float* x, const float* q_w, const float* k_w
     v[i] = v[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
   __syncthreads();
   const float p = static_cast<float>(pos[0]);
-  for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
-    float s, c;
-    sincosf(p * inv_freq[i], &s, &c);
-    const int64_t a = neox ? i : 2 * i;
-    const int64_t b = neox ? i + half : 2 * i + 1;
-    const float x0 = v[a], x1 = v[b];
-    v[a] = x0 * c - x1 * s;
-    v[b] = x0 * s + x1 * c;
-  }
+  rotate_head(v, p, half, neox, inv_freq);
 }
 
 // Element i of row r: gate[r * stride + i], up likewise; out is [rows][n].
