@@ -138,7 +138,8 @@ uint64_t model_params(const ModelSpec& s) {
 
 // The type of the layers' matrices (what llama-bench's model column calls the quantisation).
 DType matrix_dtype(const ModelSpec& s) {
-  return s.layers.empty() ? s.token_embd.dtype : s.layers[0].get(LayerTensor::Wq)->dtype;
+  const TensorRef* wq = s.layers.empty() ? nullptr : s.layers[0].get(LayerTensor::Wq);
+  return wq != nullptr ? wq->dtype : s.token_embd.dtype;
 }
 
 bool integer_kernels(DType t) {
