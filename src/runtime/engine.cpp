@@ -118,36 +118,37 @@ Engine::~Engine() {
 }
 
 Weight Engine::load_matrix(const TensorRef& t) {
-  // Read into memory we own (not the mmap) so that the resident set is exactly what the
-  // footprint announces and a file truncated later cannot fault a resident weight.
-  const bool host = backend_->is_host();
-  void* buf = host ? backend_->alloc(t.nbytes) : std::malloc(t.nbytes);
-  if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + t.name);
-  read_exact(t.file->fd(), buf, t.nbytes, t.offset, t.file->path() + ": tensor '" + t.name + "'",
-             ErrorKind::Model);
-  const int64_t rows = t.rows();
-  Weight w = backend_->upload_weight(
-      t.dtype, rows, t.cols(), static_cast<size_t>(t.nbytes / static_cast<uint64_t>(rows)), buf);
-  if (host) {
-    owned_.push_back(buf);
-  } else {
-    std::free(buf);
-    uploaded_.push_back(w);
-  }
-  return w;
+  return upload_rows({&t});
 }
 
 Weight Engine::load_stacked(const std::vector<const TensorRef*>& parts,
                             const std::vector<Weight*>& views) {
   const TensorRef& first = *parts[0];
   const uint64_t stride = first.nbytes / static_cast<uint64_t>(first.rows());
-  uint64_t total = 0;
-  for (const TensorRef* t : parts) {
+  for (const TensorRef* t : parts)
     if (t == nullptr || t->dtype != first.dtype || t->cols() != first.cols() ||
         t->nbytes / static_cast<uint64_t>(t->rows()) != stride ||
         t->nbytes % static_cast<uint64_t>(t->rows()) != 0)
       return Weight{};
+  const Weight w = upload_rows(parts);
+  uint64_t off = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    *views[i] = Weight{w.dtype, parts[i]->rows(), w.cols, w.row_stride,
+                       static_cast<const uint8_t*>(w.data) + off};
+    off += parts[i]->nbytes;
+  }
+  return w;
+}
+
+Weight Engine::upload_rows(const std::vector<const TensorRef*>& parts) {
+  // Read into memory we own (not the mmap) so that the resident set is exactly what the
+  // footprint announces and a file truncated later cannot fault a resident weight.
+  const TensorRef& first = *parts[0];
+  uint64_t total = 0;
+  int64_t rows = 0;
+  for (const TensorRef* t : parts) {
     total += t->nbytes;
+    rows += t->rows();
   }
   const bool host = backend_->is_host();
   void* buf = host ? backend_->alloc(total) : std::malloc(total);
@@ -158,19 +159,14 @@ Weight Engine::load_stacked(const std::vector<const TensorRef*>& parts,
                t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
     off += t->nbytes;
   }
-  const Weight w = backend_->upload_weight(first.dtype, static_cast<int64_t>(total / stride),
-                                           first.cols(), static_cast<size_t>(stride), buf);
+  const Weight w = backend_->upload_weight(
+      first.dtype, rows, first.cols(),
+      static_cast<size_t>(first.nbytes / static_cast<uint64_t>(first.rows())), buf);
   if (host) {
     owned_.push_back(buf);
   } else {
     std::free(buf);
     uploaded_.push_back(w);
-  }
-  off = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    *views[i] = Weight{w.dtype, parts[i]->rows(), w.cols, w.row_stride,
-                       static_cast<const uint8_t*>(w.data) + off};
-    off += parts[i]->nbytes;
   }
   return w;
 }

@@ -93,8 +93,12 @@ class Engine {
   Engine() = default;
   void load_weights();
   Weight load_matrix(const TensorRef& t);
+  // The tensors stacked into one weight (same type, width and row bytes), `views` set to each
+  // part of it; Weight{} (nothing read) when they differ.
   Weight load_stacked(const std::vector<const TensorRef*>& parts,
                       const std::vector<Weight*>& views);
+  // Reads the tensors' rows, end to end, into one weight of the first one's type and row bytes.
+  Weight upload_rows(const std::vector<const TensorRef*>& parts);
   const float* load_vector(const TensorRef* t);
   const float* upload_inv_freq(bool sliding);
   void build_expert_tables();

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ namespace ts {
 namespace {
 
 constexpr float kU = 5.96e-8f;  // f32 unit roundoff, 2^-24
+
+struct KvPair;
 
 class CudaOps : public ::testing::Test {
  protected:
@@ -55,6 +58,7 @@ class CudaOps : public ::testing::Test {
   }
 
   void route_case(int64_t E);
+  void fill_kv(KvPair& kv, int64_t fill);
 
   std::vector<float> download(const float* p, size_t n) {
     std::vector<float> v(n);
@@ -778,6 +782,17 @@ KvPair make_kv(Backend& gpu, DType dtype, int64_t capacity, int64_t width) {
   return kv;
 }
 
+// Cache rows 0 .. fill - 1 of both sides get the same random k and v rows.
+void CudaOps::fill_kv(KvPair& kv, int64_t fill) {
+  const int64_t width = kv.cpu.width;
+  const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
+                           v = randn(static_cast<size_t>(fill * width));
+  std::vector<int32_t> rows(static_cast<size_t>(fill));
+  std::iota(rows.begin(), rows.end(), 0);
+  cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
+  gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
+}
+
 const DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 
 // Both sides convert the same f32 values with the same rounding (RNE halves, GGML q8_0 with
@@ -836,12 +851,7 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
         continue;  // rounds Q and P: AttentionPrefillTensorCores
       KvPair kv = make_kv(*gpu_, dt, cap, width);
       const int64_t fill = 1 + *std::max_element(c.pos.begin(), c.pos.end());
-      const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
-                               v = randn(static_cast<size_t>(fill * width));
-      std::vector<int32_t> rows(static_cast<size_t>(fill));
-      for (int64_t i = 0; i < fill; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-      cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
-      gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
+      fill_kv(kv, fill);
 
       const int64_t M = static_cast<int64_t>(c.pos.size());
       const std::vector<float> q = randn(static_cast<size_t>(M * c.n_head * c.head_dim));
@@ -912,13 +922,9 @@ TEST_F(CudaOps, AttentionPrefillTensorCores) {
                                " hd=" + std::to_string(D) + " M=" + std::to_string(c.M) +
                                " past=" + std::to_string(c.n_past);
       KvPair kv = make_kv(*gpu_, dt, fill + 3, width);
-      const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
-                               v = randn(static_cast<size_t>(fill * width));
-      std::vector<int32_t> rows(static_cast<size_t>(fill));
-      for (int64_t i = 0; i < fill; ++i) rows[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-      cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
-      gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
-      const std::vector<int32_t> pos(rows.begin() + c.n_past, rows.end());
+      fill_kv(kv, fill);
+      std::vector<int32_t> pos(static_cast<size_t>(c.M));
+      std::iota(pos.begin(), pos.end(), static_cast<int32_t>(c.n_past));
 
       std::vector<float> q = randn(static_cast<size_t>(c.M * c.n_head * D));
       for (float& x : q)

@@ -81,14 +81,13 @@ constexpr int kDecodeWarps = 4;
 // The decode scratch starts with a counter per head (blocks done), zero between launches, then the
 // partials; room for this many heads.
 constexpr int64_t kMaxDecodeHeads = 1024;
-constexpr int kMaxSplits = 64;  // key ranges per head at most (the backend's decode_splits())
 constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
 
 // Merges head h's `splits` partials (max, denominator, output) into its output row. Each split's
 // max and denominator are read once, in parallel, into shared memory: read in the loops, each
 // would be an L2 round trip in a dependent chain.
 __device__ void combine_splits(const float* ph, int splits, int D, float* out) {
-  __shared__ float sm[kMaxSplits], sl[kMaxSplits];
+  __shared__ float sm[kMaxDecodeSplits], sl[kMaxDecodeSplits];
   for (int s = threadIdx.x; s < splits; s += blockDim.x) {
     sm[s] = __ldcg(ph + s * (D + 2));
     sl[s] = __ldcg(ph + s * (D + 2) + 1);
@@ -397,10 +396,10 @@ void launch_attention_decode(const float* q, const KvView& kv, const int32_t* po
                              cudaStream_t stream) {
   const AttnParams p = make_params(q, kv, 1, pos, a);
   const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits));
-  if (splits > kMaxSplits || a.n_head > kMaxDecodeHeads)
+  if (splits > kMaxDecodeSplits || a.n_head > kMaxDecodeHeads)
     fail(ErrorKind::Unsupported, "attention (decode): " + std::to_string(splits) + " splits of " +
                                      std::to_string(a.n_head) + " heads exceed the kernel's " +
-                                     std::to_string(kMaxSplits) + " of " +
+                                     std::to_string(kMaxDecodeSplits) + " of " +
                                      std::to_string(kMaxDecodeHeads));
   auto* done = static_cast<int*>(scratch);
   auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);

@@ -311,10 +311,11 @@ class CudaBackend final : public Backend {
 
   void qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                     float eps, bool plus_one, const int32_t* pos, const RopeArgs& r) override {
+    if (!cuda::qk_norm_rope_fused(r.head_dim))
+      return Backend::qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, pos, r);
     check_rope(r);
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t)));
-    if (!cuda::launch_qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, stream_))
-      Backend::qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, pos, r);
+    cuda::launch_qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, stream_);
   }
 
   void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
@@ -528,7 +529,7 @@ class CudaBackend final : public Backend {
   // range left without keys (early in a sequence) costs one idle block.
   int decode_splits(const AttentionArgs& a) const {
     const int64_t wanted = (2 * sm_count_ + a.n_head - 1) / a.n_head;
-    return static_cast<int>(std::clamp<int64_t>(wanted, 1, 64));
+    return static_cast<int>(std::clamp<int64_t>(wanted, 1, cuda::kMaxDecodeSplits));
   }
 
   int device_;

@@ -333,16 +333,18 @@ void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t row
   rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, stream);
 }
 
-bool launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+// The fused kernel reproduces the general norm kernel only; rope's thread count does not matter
+// (one pair per thread per step either way).
+bool qk_norm_rope_fused(int64_t head_dim) {
+  return !norm_vectorised(head_dim);
+}
+
+void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream) {
-  // The fused kernel reproduces the general norm kernel only; rope's thread count does not matter
-  // (one pair per thread per step either way).
-  if (norm_vectorised(r.head_dim)) return false;
   launch("qk norm rope", qk_norm_rope_kernel, static_cast<unsigned>(n_q + n_k),
          norm_threads(r.head_dim), 0, stream, qk, q_w, k_w, n_q, r.head_dim, eps, plus_one, pos,
          r.rotary_dim / 2, r.neox, r.inv_freq);
-  return true;
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {

@@ -34,9 +34,10 @@ void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const
 // x += res, then out = rms_norm(x) (Backend::add_rms_norm).
 void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream);
-// Backend::qk_norm_rope for one row; false (nothing queued) when the heads are long enough for the
-// vectorised norm, whose bits the fused kernel would not reproduce.
-bool launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+// Backend::qk_norm_rope for one row, in one kernel where qk_norm_rope_fused(head_dim): not for
+// heads long enough for the vectorised norm, whose bits the fused kernel would not reproduce.
+bool qk_norm_rope_fused(int64_t head_dim);
+void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream);
 void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
@@ -92,7 +93,9 @@ void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M
 
 // Attention (attention.cu). Decode (M = 1): split-KV, `splits` key ranges per head, the last
 // block of each head merging them. `scratch` (attention_decode_scratch_bytes(), zeroed when
-// allocated, left as found) holds the counters and partials; at most 1024 heads.
+// allocated, left as found) holds the counters and partials; at most 1024 heads and
+// kMaxDecodeSplits ranges.
+constexpr int kMaxDecodeSplits = 64;  // key ranges per head at most
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
 void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
                              const AttentionArgs& a, int splits, void* scratch, float* out,
