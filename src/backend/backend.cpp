@@ -35,6 +35,10 @@ uint64_t Backend::copy_to_device_async(void* dst, const void* src, size_t bytes)
   return 0;
 }
 
+void Backend::to_host_async(void* dst, const void* src, size_t bytes) {
+  to_host(dst, src, bytes);
+}
+
 void Backend::run_recorded(const StepKey& /*key*/, const std::function<void()>& ops) {
   ops();
 }

@@ -83,6 +83,9 @@ class Backend {
   virtual void free(void* p) = 0;
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
+  // Queues a copy into host memory from alloc_host_pinned(); the bytes are there once
+  // synchronize() returns. May be part of a recorded step. Default: to_host().
+  virtual void to_host_async(void* dst, const void* src, size_t bytes);
   virtual void synchronize() {}
   // True when backend memory is ordinary host memory (files can be read straight into it).
   virtual bool is_host() const { return false; }
@@ -103,7 +106,8 @@ class Backend {
   virtual void host_waits_for(uint64_t /*ticket*/) {}
 
   // Runs `ops`, a sequence of calls on this backend that is the same every time it runs under
-  // `key`: same buffers, same shapes, no reads back to the host; only the contents of the host
+  // `key`: same buffers, same shapes, no reads back to the host but to_host_async() ones; only
+  // the contents of the host
   // arguments (ids, positions...) change. A backend may record the sequence once and replay it
   // (CUDA graphs: one launch instead of hundreds). A replay re-reads every host argument from
   // the address it had when recorded, and skips the host-side checks the ops make, so the caller

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -60,6 +61,7 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     L.slots.resize(static_cast<size_t>(slots_));
     L.policy = make_cache_policy(options.policy, slots_, c.n_expert);
     for (Slot& s : L.slots) s.memory = backend.alloc(spec.expert_stride);
+    if (backend.indexes_experts_on_device()) make_table(static_cast<int64_t>(l));
     if (streaming_) continue;
     std::vector<std::pair<int64_t, int32_t>> all;
     for (int32_t e = 0; e < c.n_expert; ++e) all.emplace_back(e, e);
@@ -74,6 +76,11 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
       for (size_t k = 0; k < all.size(); ++k) finish_read(static_cast<int64_t>(l), k);
     }
     for (const auto& [slot, e] : all) L.policy->filled(slot, e);
+    if (L.mirror != nullptr) {
+      L.current.resize(all.size());
+      std::iota(L.current.begin(), L.current.end(), 0);
+      publish_table(static_cast<int64_t>(l));
+    }
   }
   reset_stats();
 }
@@ -82,8 +89,65 @@ ExpertStore::~ExpertStore() {
   drain_reads();
   io_.reset();             // joins the readers before their slots go away
   backend_.synchronize();  // no copy still reads staging memory or writes a slot
-  for (Layer& L : layers_)
+  for (Layer& L : layers_) {
     for (Slot& s : L.slots) backend_.free(s.memory);
+    backend_.free(L.device_table);
+    backend_.free_host_pinned(static_cast<void*>(L.mirror));
+  }
+}
+
+// One table per layer when every expert has the shapes of expert 0 (else the layer's experts run
+// one matmul each): [gate pointers][up pointers][down pointers], n_expert each, all null at first.
+void ExpertStore::make_table(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const auto base = static_cast<const uint8_t*>(L.slots[0].memory);
+  const ExpertWeights first = view(layer, 0, base);
+  const auto same = [](const Weight& a, const Weight& b) {
+    return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
+           a.row_stride == b.row_stride;
+  };
+  const int64_t E = spec_.cfg.n_expert;
+  for (int32_t e = 1; e < E; ++e) {
+    const ExpertWeights w = view(layer, e, base);
+    if (!same(w.gate, first.gate) || !same(w.up, first.up) || !same(w.down, first.down) ||
+        !same(w.gate_up, first.gate_up))
+      return;
+  }
+  const size_t bytes = static_cast<size_t>(3 * E) * sizeof(void*);
+  auto* dev = static_cast<const void**>(backend_.alloc(bytes));
+  L.device_table = dev;
+  L.mirror = static_cast<const void**>(backend_.alloc_host_pinned(bytes));
+  std::fill(L.mirror, L.mirror + 3 * E, nullptr);
+  L.table = ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down, first.gate_up};
+}
+
+const ExpertTable* ExpertStore::table(int64_t layer) const {
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  return L.mirror != nullptr ? &L.table : nullptr;
+}
+
+void ExpertStore::publish_table(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  if (L.mirror == nullptr) return;
+  const int64_t E = spec_.cfg.n_expert;
+  // The mirror is the source of the last update's copy, which may not have run yet.
+  backend_.host_waits_for(L.table_copy);
+  bool changed = false;
+  for (const int64_t s : L.current) {
+    const Slot& slot = L.slots[static_cast<size_t>(s)];
+    if (slot.expert < 0) fail(ErrorKind::Runtime, "internal: publish_table() before ready()");
+    const void* ptrs[3] = {slot.weights.gate.data, slot.weights.up.data, slot.weights.down.data};
+    for (int p = 0; p < 3; ++p) {
+      const void*& entry = L.mirror[p * E + slot.expert];
+      changed = changed || entry != ptrs[p];
+      entry = ptrs[p];
+    }
+  }
+  if (!changed) return;
+  backend_.copy_after_compute();  // ops queued before may still read the old entries
+  L.table_copy = backend_.copy_to_device_async(L.device_table, L.mirror,
+                                               static_cast<size_t>(3 * E) * sizeof(void*));
+  backend_.compute_waits_for(L.table_copy);
 }
 
 const ExpertWeights& ExpertStore::resident(int64_t layer, int32_t expert) const {

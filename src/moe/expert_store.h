@@ -30,6 +30,16 @@ struct ExpertWeights {
   Weight gate_up;
 };
 
+// The experts of one MoE layer for Backend::matmul_indexed: per projection, the data pointers of
+// every expert's weight (backend memory, indexed by expert id) and the shape they share.
+struct ExpertTable {
+  const void* const* gate = nullptr;
+  const void* const* up = nullptr;
+  const void* const* down = nullptr;
+  Weight gate_shape, up_shape, down_shape;
+  Weight gate_up_shape;  // gate and up stacked (from the `gate` pointers); rows 0 when they aren't
+};
+
 struct ExpertStats {
   uint64_t hits = 0;
   uint64_t misses = 0;
@@ -70,6 +80,14 @@ class ExpertStore {
   // slots the layer's last acquire() does not hold, in the background. No-op unless prefetching.
   void prefetch(int64_t layer, const int32_t* experts, int64_t n);
 
+  // Streaming on a device backend, when the layer's experts share their shapes: the layer's
+  // table in backend memory. Its entries are right for the experts present after
+  // publish_table(); the others' are stale.
+  const ExpertTable* table(int64_t layer) const;
+  // Points the table at the slots of every expert of the last acquire() on `layer` (call after
+  // ready() for each): ops queued afterwards read the updated table.
+  void publish_table(int64_t layer);
+
   // Resident mode only: expert `expert` of `layer`, always present.
   const ExpertWeights& resident(int64_t layer, int32_t expert) const;
 
@@ -91,6 +109,12 @@ class ExpertStore {
     std::unique_ptr<CachePolicy> policy;
     std::vector<int64_t> current;       // slots of the last acquire(), in request order
     std::vector<int64_t> current_read;  // device backends: index in reads_ per entry, or -1
+    // The table (streaming on a device): in backend memory, its host mirror in pinned memory
+    // (the source of the copies that update it) and the ticket of the last such copy.
+    ExpertTable table;
+    const void** device_table = nullptr;
+    const void** mirror = nullptr;
+    uint64_t table_copy = 0;
   };
   // Device backends: one miss of the last acquire(). Unless the RAM tier holds the expert, it is
   // read into a host tier entry in chunks by the reader threads; then copied to its slot
@@ -113,6 +137,7 @@ class ExpertStore {
   void drain_reads();
   int64_t find(const Layer& L, int32_t expert) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
+  void make_table(int64_t layer);
 
   const ModelSpec& spec_;
   Backend& backend_;

@@ -69,45 +69,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
       *e->spec_, *e->backend_,
       ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch,
                            e->footprint_.ram_tier_entries});
-  if (c.is_moe() && !e->experts_->streaming()) e->build_expert_tables();
   return e;
-}
-
-const ExpertTable* Engine::expert_table(int64_t layer) const {
-  const auto l = static_cast<size_t>(layer);
-  return l < expert_tables_.size() && expert_tables_[l].gate != nullptr ? &expert_tables_[l]
-                                                                        : nullptr;
-}
-
-void Engine::build_expert_tables() {
-  const ArchConfig& c = cfg();
-  const auto E = static_cast<size_t>(c.n_expert);
-  const auto same_shape = [](const Weight& a, const Weight& b) {
-    return a.dtype == b.dtype && a.rows == b.rows && a.cols == b.cols &&
-           a.row_stride == b.row_stride;
-  };
-  expert_tables_.resize(static_cast<size_t>(c.n_layer));  // gate null: no table
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    if (!layers_[static_cast<size_t>(l)].moe) continue;
-    const ExpertWeights& first = experts_->resident(l, 0);
-    // [gate pointers][up pointers][down pointers], E each.
-    std::vector<const void*> ptrs(3 * E);
-    bool uniform = true;
-    for (size_t e = 0; e < E; ++e) {
-      const ExpertWeights& w = experts_->resident(l, static_cast<int32_t>(e));
-      uniform = uniform && same_shape(w.gate, first.gate) && same_shape(w.up, first.up) &&
-                same_shape(w.down, first.down) && same_shape(w.gate_up, first.gate_up);
-      ptrs[e] = w.gate.data;
-      ptrs[E + e] = w.up.data;
-      ptrs[2 * E + e] = w.down.data;
-    }
-    if (!uniform) continue;
-    auto* dev = static_cast<const void**>(backend_->alloc(ptrs.size() * sizeof(void*)));
-    backend_->to_device(dev, ptrs.data(), ptrs.size() * sizeof(void*));
-    owned_.push_back(dev);
-    expert_tables_[static_cast<size_t>(l)] =
-        ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down, first.gate_up};
-  }
 }
 
 Engine::~Engine() {

@@ -56,17 +56,6 @@ struct LayerWeights {
   AttentionArgs attn;
 };
 
-// The resident experts of one MoE layer, for Backend::matmul_indexed: per projection, the data
-// pointers of every expert's weight (backend memory, indexed by expert id) and the shape they
-// share.
-struct ExpertTable {
-  const void* const* gate = nullptr;
-  const void* const* up = nullptr;
-  const void* const* down = nullptr;
-  Weight gate_shape, up_shape, down_shape;
-  Weight gate_up_shape;  // gate and up stacked (from the `gate` pointers); rows 0 when they aren't
-};
-
 class Engine {
  public:
   static std::unique_ptr<Engine> open(const std::string& path, const EngineOptions& options);
@@ -86,8 +75,6 @@ class Engine {
   const Weight& token_embd() const { return token_embd_; }
   const Weight& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
-  // Null when the experts stream, for a dense layer, or when the layer's experts differ in shape.
-  const ExpertTable* expert_table(int64_t layer) const;
 
  private:
   Engine() = default;
@@ -101,7 +88,6 @@ class Engine {
   Weight upload_rows(const std::vector<const TensorRef*>& parts);
   const float* load_vector(const TensorRef* t);
   const float* upload_inv_freq(bool sliding);
-  void build_expert_tables();
 
   std::unique_ptr<ModelSpec> spec_;
   EngineOptions options_;
@@ -113,7 +99,6 @@ class Engine {
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::unique_ptr<ExpertStore> experts_;
-  std::vector<ExpertTable> expert_tables_;  // per layer (gate null: none); empty when streaming
 };
 
 // Picks the backend named by `name` (auto: cuda when a device is present, else cpu).

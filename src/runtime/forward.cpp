@@ -38,8 +38,9 @@ Forward::Forward(Engine& engine, int64_t max_rows)
     routing_ = scratch(B * 2 * k);
     experts_on_device_ = b_.indexes_experts_on_device();
     for (int64_t l = 0; l < c_.n_layer; ++l)
-      if (engine_.layers()[static_cast<size_t>(l)].moe && engine_.expert_table(l) == nullptr)
+      if (engine_.layers()[static_cast<size_t>(l)].moe && engine_.experts().table(l) == nullptr)
         experts_on_device_ = false;
+    routed_ids_ = static_cast<int32_t*>(b_.alloc_host_pinned(k * sizeof(int32_t)));
   }
   logits_ = scratch(B * static_cast<size_t>(c_.n_vocab));
   ids_.resize(B);
@@ -48,6 +49,7 @@ Forward::Forward(Engine& engine, int64_t max_rows)
 
 Forward::~Forward() {
   for (void* p : buffers_) b_.free(p);
+  b_.free_host_pinned(routed_ids_);
 }
 
 float* Forward::scratch(size_t floats) {
@@ -75,41 +77,58 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     }
   }
   if (M == 0) return;
-  const auto step = [&] {
-    layers(chunks, M);
-    head(chunks, M);
-  };
   // One sequence decoding one token queues the same ops every step, over the same buffers and
   // the same KV cache; only ids_ and pos_ change (checked above, and kept where they are). The
-  // backend may record it once and replay it. MoE layers that read the routing back to the host
-  // run eagerly.
+  // backend may record it once and replay it. Streamed experts are known only once their layer's
+  // router has run: such a step is recorded in pieces, each ending with one layer's routing
+  // queued back to the host, which then makes that layer's experts present. MoE layers that
+  // group their rows on the host run eagerly.
   const bool same_every_step = chunks.size() == 1 && M == 1 && (!c_.is_moe() || experts_indexed(M));
   if (same_every_step) {
-    const StepKey key{this, chunks[0].kv, chunks[0].logits != nullptr ? 1 : 0};
-    b_.run_recorded(key, step);
+    for (int64_t from = -1;;) {
+      const int64_t stop = next_streamed_layer(from);
+      const StepKey key{this, chunks[0].kv, 2 * (from + 1) + (chunks[0].logits != nullptr ? 1 : 0)};
+      b_.run_recorded(key, [&] {
+        layers(chunks, M, from, stop);
+        if (stop == c_.n_layer) head(chunks, M);
+      });
+      if (stop == c_.n_layer) break;
+      fetch_streamed_experts(stop);
+      from = stop;
+    }
   } else {
-    step();
+    layers(chunks, M, -1, c_.n_layer);
+    head(chunks, M);
   }
   for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
   copy_logits(chunks);
 }
 
-void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M) {
+void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop) {
   const int64_t d = c_.n_embd;
-  b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
+  if (from < 0) b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
   // Each residual add is fused with the norm after it: the FFN's output joins x_ in the next
   // layer's attention norm, and the last layer's in the head's output norm.
-  for (int64_t l = 0; l < c_.n_layer; ++l) {
+  for (int64_t l = std::max<int64_t>(from, 0); l < c_.n_layer; ++l) {
     const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-    if (l == 0) {
-      b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
-    } else {
-      b_.add_rms_norm(x_, o_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+    if (l != from) {
+      if (l == 0) {
+        b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+      } else {
+        b_.add_rms_norm(x_, o_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+      }
+      attention_block(l, chunks, M);
+      if (c_.sandwich_norms)
+        b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
+      b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+      if (L.moe) route(l, M);
+      if (l == stop) {
+        // Ids and weights stay where route() put them; the host needs the ids alone.
+        b_.to_host_async(routed_ids_, routing_,
+                         static_cast<size_t>(c_.n_expert_used) * sizeof(int32_t));
+        return;
+      }
     }
-    attention_block(l, chunks, M);
-    if (c_.sandwich_norms)
-      b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
-    b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
     if (L.moe) {
       ffn_moe(l, M);
     } else {
@@ -117,6 +136,31 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M) {
     }
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
   }
+}
+
+int64_t Forward::next_streamed_layer(int64_t from) const {
+  if (!engine_.experts().streaming()) return c_.n_layer;
+  int64_t l = from + 1;
+  while (l < c_.n_layer && !engine_.layers()[static_cast<size_t>(l)].moe) ++l;
+  return l;
+}
+
+void Forward::fetch_streamed_experts(int64_t l) {
+  b_.synchronize();
+  const int64_t k = c_.n_expert_used;
+  std::vector<int32_t> experts(routed_ids_, routed_ids_ + k);
+  for (const int32_t e : experts)
+    if (e < 0 || e >= c_.n_expert)
+      fail(ErrorKind::Runtime, "internal: layer " + std::to_string(l) + " routed to expert " +
+                                   std::to_string(e) + " of " + std::to_string(c_.n_expert));
+  // In ascending order, as the host path acquires them: the same slots and statistics.
+  std::sort(experts.begin(), experts.end());
+  experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
+  ExpertStore& store = engine_.experts();
+  const auto n = static_cast<int64_t>(experts.size());
+  store.acquire(l, experts.data(), n);
+  for (int64_t i = 0; i < n; ++i) store.ready(l, i);
+  store.publish_table(l);
 }
 
 void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
@@ -230,19 +274,23 @@ bool Forward::experts_indexed(int64_t M) const {
   return M == 1 && experts_on_device_;
 }
 
-void Forward::ffn_moe(int64_t l, int64_t M) {
+void Forward::route(int64_t l, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-  const int64_t d = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_expert;
+  const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h_, M, router_);
   const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
   // The weights right after the ids: one copy brings both back to the host.
-  auto* ids = reinterpret_cast<int32_t*>(routing_);
-  float* weights = routing_ + M * k;
-  b_.route(router_, M, ra, ids, weights);
+  b_.route(router_, M, ra, reinterpret_cast<int32_t*>(routing_), routing_ + M * k);
+}
+
+void Forward::ffn_moe(int64_t l, int64_t M) {
+  const int64_t d = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_expert;
+  const auto* ids = reinterpret_cast<const int32_t*>(routing_);
+  const float* weights = routing_ + M * k;
   if (experts_indexed(M)) {
-    // One token over resident experts: the k experts' matmuls pick their weights on the device,
-    // and nothing comes back to the host.
-    const ExpertTable& t = *engine_.expert_table(l);
+    // One token: the k experts' matmuls pick their weights on the device, from the layer's table
+    // (streamed experts: made present and published by fetch_streamed_experts()).
+    const ExpertTable& t = *engine_.experts().table(l);
     if (t.gate_up_shape.rows > 0) {
       b_.matmul_indexed(t.gate_up_shape, t.gate, ids, k, h_, 0, ff_gate_);
       b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, k, ff, 2 * ff, ff_act_);

@@ -34,7 +34,15 @@ class Forward {
   void run(const std::vector<SeqChunk>& chunks);
 
  private:
-  void layers(const std::vector<SeqChunk>& chunks, int64_t M);
+  // Queues the layers from the embedding (from = -1) or from layer `from`'s experts (its routing
+  // read back, its experts present), up to layer `stop`'s routing (queued back to routed_ids_)
+  // or through the last layer (stop = n_layer).
+  void layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop);
+  // The first MoE layer after `from` whose experts stream, or n_layer.
+  int64_t next_streamed_layer(int64_t from) const;
+  // Makes the experts in routed_ids_ present for layer l and points its table at them.
+  void fetch_streamed_experts(int64_t l);
+  void route(int64_t l, int64_t M);
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void ffn_dense(int64_t l, int64_t M);
   Glu glu_kind() const;
@@ -43,8 +51,8 @@ class Forward {
   // takes rows [row0[g], row0[g] + rows[g]) of rows_, the runs consecutive and ascending.
   void experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
                    int64_t G);
-  // True when the routed experts of an M-row pass run on the device by expert id (resident
-  // experts on a backend that indexes them), without a read back to the host.
+  // True when the routed experts of an M-row pass run on the device by expert id (one token, on
+  // a backend that indexes them, every MoE layer with a table), without grouping on the host.
   bool experts_indexed(int64_t M) const;
   void prefetch_next_layer(int64_t l, int64_t M);
   void head(const std::vector<SeqChunk>& chunks, int64_t M);
@@ -66,6 +74,7 @@ class Forward {
   float *router_ = nullptr, *logits_ = nullptr;
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
   float* routing_ = nullptr;        // ids [M][k] (int32), then weights [M][k]; backend memory
+  int32_t* routed_ids_ = nullptr;   // one token's k ids, read back (alloc_host_pinned)
   std::vector<float> router_host_;
   std::vector<float> routing_host_;
   std::vector<int32_t> ids_host_;

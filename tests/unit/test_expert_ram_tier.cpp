@@ -27,13 +27,18 @@ namespace {
 // through upload_weight() and the expert store takes its device path (pinned host entries, async
 // copies). The copies run in order on a thread of their own, each after a short delay, as on a
 // copy stream, and compute_waits_for() does not block the host: like a device stream, the next
-// matmul (the only op that reads expert slots) waits. A read that overwrote a host entry before
-// the copy out of it ran, or compute that used a slot before its copy landed, would change the
-// logits. Counts allocations.
+// matmul and the next read back (the ops that read expert slots and expert tables) wait. A read
+// that overwrote a host entry before the copy out of it ran, or compute that used a slot or a
+// table entry before its copy landed, would change the logits. With `indexes`, it runs one
+// token's experts by id (the Backend defaults of matmul_indexed and combine_experts), as CUDA
+// does: the engine then keeps tables of the experts' slots. Counts allocations.
 class DeviceLike final : public Backend {
  public:
-  explicit DeviceLike(int64_t* allocs)
-      : cpu_(make_cpu_backend(2)), allocs_(allocs), copier_([this] { copy_loop(); }) {}
+  DeviceLike(int64_t* allocs, bool indexes)
+      : cpu_(make_cpu_backend(2)),
+        allocs_(allocs),
+        indexes_(indexes),
+        copier_([this] { copy_loop(); }) {}
   ~DeviceLike() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -67,8 +72,10 @@ class DeviceLike final : public Backend {
     cpu_->to_device(dst, src, bytes);
   }
   void to_host(void* dst, const void* src, size_t bytes) override {
+    wait_for_compute_copies();
     cpu_->to_host(dst, src, bytes);
   }
+  bool indexes_experts_on_device() const override { return indexes_; }
   void* alloc_host_pinned(size_t bytes) override {
     ++*allocs_;
     return Backend::alloc_host_pinned(bytes);
@@ -98,12 +105,7 @@ class DeviceLike final : public Backend {
     cpu_->rms_norm_heads(x, w, M, n_heads, head_dim, eps, plus_one);
   }
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
-    uint64_t ticket = 0;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      ticket = compute_after_;
-    }
-    wait_for(ticket);
+    wait_for_compute_copies();
     cpu_->matmul(w, x, M, y);
   }
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
@@ -145,6 +147,10 @@ class DeviceLike final : public Backend {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return done_ >= ticket; });
   }
+  void wait_for_compute_copies() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return done_ >= compute_after_; });
+  }
   void copy_loop() {
     std::unique_lock<std::mutex> lock(mu_);
     for (;;) {
@@ -163,6 +169,7 @@ class DeviceLike final : public Backend {
 
   std::unique_ptr<Backend> cpu_;
   int64_t* allocs_;
+  bool indexes_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Copy> copies_;
@@ -195,8 +202,8 @@ std::vector<float> feed(Engine& engine, const std::vector<int32_t>& ids, bool de
 }
 
 std::unique_ptr<Engine> open_device_like(const std::string& path, const EngineOptions& o,
-                                         int64_t* allocs) {
-  return Engine::open(path, o, std::make_unique<DeviceLike>(allocs));
+                                         int64_t* allocs, bool indexes = false) {
+  return Engine::open(path, o, std::make_unique<DeviceLike>(allocs, indexes));
 }
 
 int64_t moe_experts(const ModelSpec& spec) {
@@ -213,7 +220,7 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
   auto spec = open_model_spec(f.path);
   const int64_t k = spec->cfg.n_expert_used, all = moe_experts(*spec);
   const uint64_t stride = spec->expert_stride;
-  for (bool decode : {false, true}) {
+  for (const auto& [decode, indexes] : {std::pair{false, false}, {true, false}, {true, true}}) {
     EngineOptions resident_opts = options(0, 0);
     resident_opts.backend = "cpu";
     resident_opts.threads = 2;
@@ -225,14 +232,14 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
       int64_t allocs = 0;
       const uint64_t budget =
           entries == 0 ? 0 : static_cast<uint64_t>(entries) * stride + stride / 2;
-      auto engine = open_device_like(f.path, options(k, budget), &allocs);
+      auto engine = open_device_like(f.path, options(k, budget), &allocs, indexes);
       ASSERT_EQ(engine->experts().ram_tier_entries(), entries);
       ASSERT_EQ(engine->footprint().ram_tier, static_cast<uint64_t>(entries) * stride);
       for (int pass = 0; pass < 2; ++pass) {
         const std::vector<float> streamed = feed(*engine, ids, decode);
         ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
-            << (decode ? "decode" : "prefill") << " with a RAM tier of " << entries
-            << " experts, pass " << pass;
+            << (decode ? "decode" : "prefill") << (indexes ? " by expert id" : "")
+            << " with a RAM tier of " << entries << " experts, pass " << pass;
       }
       const ExpertStats st = engine->experts().total_stats();
       EXPECT_GT(st.misses, 0u);
@@ -260,22 +267,26 @@ TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
   auto spec = open_model_spec(bundled());
   const int64_t all = moe_experts(*spec);
   const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
-  int64_t allocs = 0;
-  auto engine = open_device_like(
-      bundled(), options(spec->cfg.n_expert_used, static_cast<uint64_t>(all) * spec->expert_stride),
-      &allocs);
-  ASSERT_EQ(engine->experts().ram_tier_entries(), all);
-  feed(*engine, ids, true);
-  const ExpertStats first = engine->experts().total_stats();
-  ASSERT_GT(first.misses, 0u);
-  // Every VRAM miss of the first pass read the file, unless the tier already held the expert.
-  EXPECT_EQ(first.misses - first.ram_hits, first.bytes_read / spec->layers[0].expert_bytes(0));
-  engine->experts().reset_stats();
-  feed(*engine, ids, true);
-  const ExpertStats second = engine->experts().total_stats();
-  ASSERT_GT(second.misses, 0u) << "top-k slots must miss in VRAM for this test to mean anything";
-  EXPECT_EQ(second.ram_hits, second.misses);
-  EXPECT_EQ(second.bytes_read, 0u);
+  for (bool indexes : {false, true}) {
+    SCOPED_TRACE(indexes ? "experts by id" : "rows grouped on the host");
+    int64_t allocs = 0;
+    auto engine = open_device_like(
+        bundled(),
+        options(spec->cfg.n_expert_used, static_cast<uint64_t>(all) * spec->expert_stride), &allocs,
+        indexes);
+    ASSERT_EQ(engine->experts().ram_tier_entries(), all);
+    feed(*engine, ids, true);
+    const ExpertStats first = engine->experts().total_stats();
+    ASSERT_GT(first.misses, 0u);
+    // Every VRAM miss of the first pass read the file, unless the tier already held the expert.
+    EXPECT_EQ(first.misses - first.ram_hits, first.bytes_read / spec->layers[0].expert_bytes(0));
+    engine->experts().reset_stats();
+    feed(*engine, ids, true);
+    const ExpertStats second = engine->experts().total_stats();
+    ASSERT_GT(second.misses, 0u) << "top-k slots must miss in VRAM for this test to mean anything";
+    EXPECT_EQ(second.ram_hits, second.misses);
+    EXPECT_EQ(second.bytes_read, 0u);
+  }
 }
 
 TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {

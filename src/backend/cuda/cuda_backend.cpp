@@ -37,9 +37,10 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr uint64_t kCopyEvents = 256;
 // Routing kernel limit: its top-k list lives in shared memory.
 constexpr int64_t kMaxTopK = 64;
-// Recorded steps kept at once (one per decoding sequence, typically); the least recently replayed
-// goes first.
-constexpr size_t kMaxGraphs = 8;
+// Recorded steps kept at once: one per decoding sequence over resident weights, one per MoE layer
+// and sequence when the experts stream (a step is then recorded in pieces between the reads of
+// the routing, see Forward::run); the least recently replayed goes first.
+constexpr size_t kMaxGraphs = 512;
 
 std::string str(int64_t v) {
   return std::to_string(v);
@@ -162,6 +163,10 @@ class CudaBackend final : public Backend {
   void to_host(void* dst, const void* src, size_t bytes) override {
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
     cuda::check(cudaStreamSynchronize(stream_), "copy to host");
+  }
+
+  void to_host_async(void* dst, const void* src, size_t bytes) override {
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
   }
 
   void synchronize() override {
