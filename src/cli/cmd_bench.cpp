@@ -203,10 +203,10 @@ struct Report {
       const DecodeBytes b = decode_bytes(spec, engine.options().kv_type, attended);
       const double bw =
           machine->on_device() ? machine->device.copy_bytes_per_s : machine->bw.bytes_per_s;
-      // Streamed experts on a device also cross the host link: every miss copies one expert.
-      // The bound is the slower of the two, which can overlap.
+      // Streamed experts on a device also cross the host link: every miss copies one expert, as
+      // does every prefetch, used or not. The bound is the slower of the two, which can overlap.
       const double copied = machine->on_device() && streaming()
-                                ? static_cast<double>(t.experts.misses) *
+                                ? static_cast<double>(t.experts.misses + t.experts.prefetched) *
                                       static_cast<double>(spec.expert_stride) /
                                       static_cast<double>(t.tokens)
                                 : 0.0;

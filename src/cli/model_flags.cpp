@@ -30,8 +30,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
                   "Pinned host RAM (e.g. 16G) caching streamed experts (device backends)");
   app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
       ->check(CLI::IsMember({"lru", "lfu"}));
-  app->add_flag("--expert-prefetch", f.expert_prefetch,
-                "Read the experts the next MoE layer's router predicts ahead of time (streaming)");
+  app->add_flag(
+      "--expert-prefetch", f.expert_prefetch,
+      "Read the experts the next MoE layer's router predicts ahead of time (streaming; on a "
+      "GPU, copies from the --ram-budget tier)");
   app->add_option("--backend", f.backend, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--device", f.device, "CUDA device index")->check(CLI::NonNegativeNumber);

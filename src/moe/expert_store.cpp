@@ -40,8 +40,9 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
   const ArchConfig& c = spec.cfg;
   streaming_ = c.is_moe() && options.slots_per_layer > 0 && options.slots_per_layer < c.n_expert;
   slots_ = streaming_ ? options.slots_per_layer : c.n_expert;
-  // Background reads write slot memory from I/O threads: only host memory allows that here.
-  prefetch_ = streaming_ && options.prefetch && backend.is_host();
+  // Background reads write slot memory from I/O threads: only host memory allows that. A device
+  // backend prefetches by async copies from its RAM tier.
+  prefetch_ = streaming_ && options.prefetch && (backend.is_host() || options.ram_tier_entries > 0);
   if (streaming_ && slots_ < c.n_expert_used)
     fail(ErrorKind::Budget, "--expert-slots " + std::to_string(slots_) + " is below the " +
                                 std::to_string(c.n_expert_used) + " experts each token uses");
@@ -332,7 +333,10 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     pinned[static_cast<size_t>(s)] = 1;
     st.hits++;
     Slot& slot = L.slots[static_cast<size_t>(s)];
-    if (slot.prefetched) st.prefetch_hits++;
+    if (slot.prefetched) {
+      st.prefetch_hits++;
+      backend_.compute_waits_for(slot.copy);
+    }
     slot.prefetched = false;
     L.policy->touch(s, experts[i]);
   }
@@ -388,17 +392,33 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
   // Never evict what the layer's current step holds, nor what this hint already placed.
   std::vector<uint8_t> pinned(L.slots.size(), 0);
   for (int64_t s : L.current) pinned[static_cast<size_t>(s)] = 1;
+  bool ordered = false;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t have = find(L, experts[i]);
     if (have >= 0) {
       pinned[static_cast<size_t>(have)] = 1;
       continue;
     }
+    const int64_t entry = backend_.is_host() ? -1 : host_->find(layer, experts[i]);
+    if (!backend_.is_host() && entry < 0) continue;
     const int64_t v = L.policy->victim(pinned);
     if (v < 0) return;
     pinned[static_cast<size_t>(v)] = 1;
-    fill(layer, L.slots[static_cast<size_t>(v)], experts[i]);
-    L.slots[static_cast<size_t>(v)].prefetched = true;
+    Slot& slot = L.slots[static_cast<size_t>(v)];
+    if (backend_.is_host()) {
+      fill(layer, slot, experts[i]);
+    } else {
+      if (!ordered) backend_.copy_after_compute();  // queued ops may still read the victims
+      ordered = true;
+      slot.copy = backend_.copy_to_device_async(
+          slot.memory, host_->memory(entry),
+          spec_.layers[static_cast<size_t>(layer)].expert_bytes(experts[i]));
+      host_->set_last_copy(entry, slot.copy);
+      host_->touch(entry);
+      slot.expert = experts[i];
+      slot.weights = view(layer, experts[i], static_cast<const uint8_t*>(slot.memory));
+    }
+    slot.prefetched = true;
     L.policy->filled(v, experts[i]);
     stats_[static_cast<size_t>(layer)].prefetched++;
   }

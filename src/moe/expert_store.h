@@ -57,7 +57,8 @@ class ExpertStore {
   struct Options {
     int64_t slots_per_layer = 0;  // 0 (or >= n_expert): resident
     CachePolicyKind policy = CachePolicyKind::Lru;
-    bool prefetch = false;  // accept prefetch() hints (streaming on a host backend only)
+    // Accept prefetch() hints (streaming; on a device backend, from the RAM tier only).
+    bool prefetch = false;
     // Device backends, streaming: experts the pinned host-RAM tier holds (0: no RAM tier).
     int64_t ram_tier_entries = 0;
   };
@@ -77,7 +78,9 @@ class ExpertStore {
   // throws (ErrorKind::Runtime) naming the layer and expert.
   const ExpertWeights& ready(int64_t layer, int64_t i);
   // A hint that `layer` will soon need these experts (best first): reads the absent ones into
-  // slots the layer's last acquire() does not hold, in the background. No-op unless prefetching.
+  // slots the layer's last acquire() does not hold, in the background (device backends: copies
+  // those the RAM tier holds; a file read would delay the copies compute waits for). No-op
+  // unless prefetching.
   void prefetch(int64_t layer, const int32_t* experts, int64_t n);
 
   // Streaming on a device backend, when the layer's experts share their shapes: the layer's
@@ -103,6 +106,7 @@ class ExpertStore {
     ExpertWeights weights;
     std::shared_future<void> loading;  // the read that fills it (valid once one was issued)
     bool prefetched = false;           // filled by prefetch() and not used since
+    uint64_t copy = 0;  // device backends: the ticket of prefetch()'s copy into the slot
   };
   struct Layer {
     std::vector<Slot> slots;

@@ -40,7 +40,8 @@ Forward::Forward(Engine& engine, int64_t max_rows)
     for (int64_t l = 0; l < c_.n_layer; ++l)
       if (engine_.layers()[static_cast<size_t>(l)].moe && engine_.experts().table(l) == nullptr)
         experts_on_device_ = false;
-    routed_ids_ = static_cast<int32_t*>(b_.alloc_host_pinned(k * sizeof(int32_t)));
+    predicted_ = scratch(2 * k);
+    routed_ids_ = static_cast<int32_t*>(b_.alloc_host_pinned(2 * k * sizeof(int32_t)));
   }
   logits_ = scratch(B * static_cast<size_t>(c_.n_vocab));
   ids_.resize(B);
@@ -124,8 +125,12 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       if (L.moe) route(l, M);
       if (l == stop) {
         // Ids and weights stay where route() put them; the host needs the ids alone.
-        b_.to_host_async(routed_ids_, routing_,
-                         static_cast<size_t>(c_.n_expert_used) * sizeof(int32_t));
+        const size_t ids_bytes = static_cast<size_t>(c_.n_expert_used) * sizeof(int32_t);
+        b_.to_host_async(routed_ids_, routing_, ids_bytes);
+        if (predicts_next(l)) {
+          predict_route(next_streamed_layer(l));
+          b_.to_host_async(routed_ids_ + c_.n_expert_used, predicted_, ids_bytes);
+        }
         return;
       }
     }
@@ -161,6 +166,28 @@ void Forward::fetch_streamed_experts(int64_t l) {
   store.acquire(l, experts.data(), n);
   for (int64_t i = 0; i < n; ++i) store.ready(l, i);
   store.publish_table(l);
+  // Their copies queue behind this layer's, and run under its compute and the next attention.
+  if (predicts_next(l)) {
+    std::vector<int32_t> guess(routed_ids_ + k, routed_ids_ + 2 * k);
+    for (const int32_t e : guess)
+      if (e < 0 || e >= c_.n_expert)
+        fail(ErrorKind::Runtime, "internal: predicted expert " + std::to_string(e));
+    store.prefetch(next_streamed_layer(l), guess.data(), k);
+  }
+}
+
+bool Forward::predicts_next(int64_t l) const {
+  return engine_.experts().prefetching() && next_streamed_layer(l) < c_.n_layer;
+}
+
+void Forward::predict_route(int64_t next) {
+  // The next MoE layer's router over this layer's FFN input: the residual stream changes little
+  // between adjacent layers, so its picks are mostly the ones the next layer will make.
+  const LayerWeights& N = engine_.layers()[static_cast<size_t>(next)];
+  const int64_t k = c_.n_expert_used;
+  b_.matmul(N.router, h_, 1, router_);
+  const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, N.router_bias};
+  b_.route(router_, 1, ra, reinterpret_cast<int32_t*>(predicted_), predicted_ + k);
 }
 
 void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {

@@ -43,6 +43,10 @@ class Forward {
   // Makes the experts in routed_ids_ present for layer l and points its table at them.
   void fetch_streamed_experts(int64_t l);
   void route(int64_t l, int64_t M);
+  // Whether, when layer l's routing is read back, the next streamed layer's is guessed with it
+  // (prefetching on a device backend), and the guess: ids to predicted_ (one token).
+  bool predicts_next(int64_t l) const;
+  void predict_route(int64_t next);
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void ffn_dense(int64_t l, int64_t M);
   Glu glu_kind() const;
@@ -74,7 +78,9 @@ class Forward {
   float *router_ = nullptr, *logits_ = nullptr;
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
   float* routing_ = nullptr;        // ids [M][k] (int32), then weights [M][k]; backend memory
-  int32_t* routed_ids_ = nullptr;   // one token's k ids, read back (alloc_host_pinned)
+  float* predicted_ = nullptr;      // the next streamed layer's guessed routing, like routing_
+  // One token's k ids read back (alloc_host_pinned), then the k predicted for the next layer.
+  int32_t* routed_ids_ = nullptr;
   std::vector<float> router_host_;
   std::vector<float> routing_host_;
   std::vector<int32_t> ids_host_;

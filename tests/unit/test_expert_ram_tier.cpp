@@ -220,7 +220,13 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
   auto spec = open_model_spec(f.path);
   const int64_t k = spec->cfg.n_expert_used, all = moe_experts(*spec);
   const uint64_t stride = spec->expert_stride;
-  for (const auto& [decode, indexes] : {std::pair{false, false}, {true, false}, {true, true}}) {
+  // Rows grouped on the host (prefill, decode), by expert id (decode), by id with the next
+  // layer's experts guessed and prefetched from the tier.
+  struct Mode {
+    bool decode, indexes, prefetch;
+  };
+  for (const auto& [decode, indexes, prefetch] :
+       {Mode{false, false, false}, {true, false, false}, {true, true, false}, {true, true, true}}) {
     EngineOptions resident_opts = options(0, 0);
     resident_opts.backend = "cpu";
     resident_opts.threads = 2;
@@ -228,18 +234,25 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
     const std::vector<float> resident = feed(*cpu, ids, decode);
     // 0: the staging buffers alone; 1 expert (every read reuses the one entry); a few (fewer
     // than a wave's misses); every expert.
+    // A prefetch evicts none of the slots the layer's last token used nor those its guesses
+    // hold: it needs room for k more, and then there must still be experts left to stream.
+    const int64_t slots = prefetch ? 2 * k : k;
+    if (slots >= spec->cfg.n_expert) continue;
     for (int64_t entries : {int64_t{0}, int64_t{1}, k + 1, all}) {
       int64_t allocs = 0;
       const uint64_t budget =
           entries == 0 ? 0 : static_cast<uint64_t>(entries) * stride + stride / 2;
-      auto engine = open_device_like(f.path, options(k, budget), &allocs, indexes);
+      EngineOptions o = options(slots, budget);
+      o.expert_prefetch = prefetch;
+      auto engine = open_device_like(f.path, o, &allocs, indexes);
       ASSERT_EQ(engine->experts().ram_tier_entries(), entries);
       ASSERT_EQ(engine->footprint().ram_tier, static_cast<uint64_t>(entries) * stride);
       for (int pass = 0; pass < 2; ++pass) {
         const std::vector<float> streamed = feed(*engine, ids, decode);
         ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
             << (decode ? "decode" : "prefill") << (indexes ? " by expert id" : "")
-            << " with a RAM tier of " << entries << " experts, pass " << pass;
+            << (prefetch ? " with prefetch" : "") << " with a RAM tier of " << entries
+            << " experts, pass " << pass;
       }
       const ExpertStats st = engine->experts().total_stats();
       EXPECT_GT(st.misses, 0u);
@@ -287,6 +300,30 @@ TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
     EXPECT_EQ(second.ram_hits, second.misses);
     EXPECT_EQ(second.bytes_read, 0u);
   }
+}
+
+TEST(RamTierStats, PrefetchedGuessesAreCopiedFromTheTierAndUsed) {
+  auto spec = open_model_spec(bundled());
+  const int64_t all = moe_experts(*spec), k = spec->cfg.n_expert_used;
+  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
+  std::vector<float> logits[2];
+  for (bool prefetch : {false, true}) {
+    int64_t allocs = 0;
+    EngineOptions o = options(2 * k, static_cast<uint64_t>(all) * spec->expert_stride);
+    o.expert_prefetch = prefetch;
+    auto engine = open_device_like(bundled(), o, &allocs, true);
+    ASSERT_EQ(engine->experts().prefetching(), prefetch);
+    feed(*engine, ids, true);  // fills the tier
+    engine->experts().reset_stats();
+    logits[prefetch] = feed(*engine, ids, true);
+    const ExpertStats st = engine->experts().total_stats();
+    if (prefetch) {
+      EXPECT_GT(st.prefetched, 0u);
+      EXPECT_GT(st.prefetch_hits, 0u);
+      EXPECT_EQ(st.bytes_read, 0u);
+    }
+  }
+  EXPECT_EQ(0, std::memcmp(logits[0].data(), logits[1].data(), logits[0].size() * sizeof(float)));
 }
 
 TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
