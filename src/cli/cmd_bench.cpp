@@ -186,6 +186,8 @@ struct Report {
     return {{"hits", e.hits},
             {"misses", e.misses},
             {"ram_hits", e.ram_hits},  // misses the pinned RAM tier served (no file read)
+            {"prefetched", e.prefetched},
+            {"prefetch_hits", e.prefetch_hits},
             {"hit_rate", lookups > 0 ? static_cast<double>(e.hits) / lookups : 1.0},
             {"bytes_read_per_token", per_tok},
             {"read_seconds", e.read_seconds},
