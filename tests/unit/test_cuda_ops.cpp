@@ -540,6 +540,31 @@ TEST_F(CudaOps, MatmulUnalignedActivations) {
   }
 }
 
+// The activations of a tensor-core GEMM: each element rounded to nearest even, the same bits
+// through the 8-wide kernel (aligned, length a multiple of 8) and the element-wise one.
+TEST_F(CudaOps, ConvertActivationsRoundToNearestEven) {
+  std::vector<float> x = randn(4099);
+  x[0] = 1.0f + 1.0f / 2048;  // a tie in f16: stays 1
+  x[1] = 70000.0f;            // beyond f16: inf
+  x[2] = 1e-30f;              // below both types' normals
+  x[3] = -0.0f;
+  const float* d_x = upload(x);
+  auto* out = static_cast<uint16_t*>(gpu_->alloc(x.size() * 2 + 16));
+  for (DType t : {DType::F16, DType::BF16})
+    for (const auto& [offset, n] : {std::pair<size_t, int64_t>{0, 4096}, {0, 4099}, {1, 4096}}) {
+      cuda::launch_convert_f32(d_x + offset, n, t, out, nullptr);
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint16_t> got(static_cast<size_t>(n));
+      gpu_->to_host(got.data(), out, got.size() * 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const float v = x[offset + static_cast<size_t>(i)];
+        ASSERT_EQ(got[static_cast<size_t>(i)], t == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v))
+            << dtype_name(t) << " element " << i << " of " << n << " from offset " << offset;
+      }
+    }
+  gpu_->free(out);
+}
+
 // Plain f32 arithmetic: the same operations as the CPU loops, so equal up to the CUDA math
 // library's expf/tanhf (2 ulp) and FMA contraction.
 TEST_F(CudaOps, ElementwiseOps) {
