@@ -760,6 +760,41 @@ TEST_F(CudaOps, RopeNeoxAdjacentAndPartial) {
   }
 }
 
+// Prefill takes row kernels for glu (16-byte vectors) and rope (angles shared by a row's heads):
+// the same bits as one row at a time, which decode takes.
+TEST_F(CudaOps, PrefillRowKernelsBitIdenticalToOneRowAtATime) {
+  const int64_t M = 5, n = 1024;
+  const std::vector<float> gu = randn(static_cast<size_t>(M * 2 * n), 2.0f);
+  const float* d_gu = upload(gu);
+  for (Glu act : {Glu::SiLU, Glu::GeluTanh}) {
+    float* all = upload(std::vector<float>(static_cast<size_t>(M * n)));
+    float* one = upload(std::vector<float>(static_cast<size_t>(M * n)));
+    gpu_->glu(act, d_gu, d_gu + n, M, n, 2 * n, all);
+    for (int64_t m = 0; m < M; ++m)
+      gpu_->glu(act, d_gu + m * 2 * n, d_gu + m * 2 * n + n, 1, n, 2 * n, one + m * n);
+    const std::vector<float> a = download(all, static_cast<size_t>(M * n)),
+                             b = download(one, a.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << (act == Glu::SiLU ? "swiglu" : "geglu");
+  }
+  const int64_t heads = 5, hd = 128;
+  const std::vector<int32_t> pos = {3, 0, 700, 4096, 9};
+  for (bool neox : {true, false}) {
+    std::vector<float> inv(static_cast<size_t>(hd / 2));
+    for (int64_t i = 0; i < hd / 2; ++i)
+      inv[static_cast<size_t>(i)] = std::pow(500000.0f, -2.0f * i / static_cast<float>(hd));
+    const RopeArgs r{hd, hd, neox, upload(inv)};
+    const std::vector<float> x = randn(static_cast<size_t>(M * heads * hd));
+    float* all = upload(x);
+    float* one = upload(x);
+    gpu_->rope(all, M, heads, pos.data(), r);
+    for (int64_t m = 0; m < M; ++m) gpu_->rope(one + m * heads * hd, 1, heads, &pos[m], r);
+    const std::vector<float> a = download(all, x.size()), b = download(one, x.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+        << "rope, neox " << neox;
+  }
+}
+
 // qk_norm_rope is rms_norm_heads on the q and k heads and rope on both, in one kernel: the same
 // bits (head sizes 64, 128, 256; partial rotation; both pairings).
 TEST_F(CudaOps, QkNormRopeBitIdenticalToSeparateOps) {
