@@ -153,11 +153,15 @@ int64_t Forward::next_streamed_layer(int64_t from) const {
 void Forward::fetch_streamed_experts(int64_t l) {
   b_.synchronize();
   const int64_t k = c_.n_expert_used;
-  std::vector<int32_t> experts(routed_ids_, routed_ids_ + k);
-  for (const int32_t e : experts)
-    if (e < 0 || e >= c_.n_expert)
-      fail(ErrorKind::Runtime, "internal: layer " + std::to_string(l) + " routed to expert " +
-                                   std::to_string(e) + " of " + std::to_string(c_.n_expert));
+  // The ids come from a kernel: out of range, they would index past the layer's tables.
+  const auto read_ids = [&](const int32_t* ids) {
+    for (int64_t i = 0; i < k; ++i)
+      if (ids[i] < 0 || ids[i] >= c_.n_expert)
+        fail(ErrorKind::Runtime, "internal: layer " + std::to_string(l) + " routed to expert " +
+                                     std::to_string(ids[i]) + " of " + std::to_string(c_.n_expert));
+    return std::vector<int32_t>(ids, ids + k);
+  };
+  std::vector<int32_t> experts = read_ids(routed_ids_);
   // In ascending order, as the host path acquires them: the same slots and statistics.
   std::sort(experts.begin(), experts.end());
   experts.erase(std::unique(experts.begin(), experts.end()), experts.end());
@@ -168,10 +172,7 @@ void Forward::fetch_streamed_experts(int64_t l) {
   store.publish_table(l);
   // Their copies queue behind this layer's, and run under its compute and the next attention.
   if (predicts_next(l)) {
-    std::vector<int32_t> guess(routed_ids_ + k, routed_ids_ + 2 * k);
-    for (const int32_t e : guess)
-      if (e < 0 || e >= c_.n_expert)
-        fail(ErrorKind::Runtime, "internal: predicted expert " + std::to_string(e));
+    const std::vector<int32_t> guess = read_ids(routed_ids_ + k);
     store.prefetch(next_streamed_layer(l), guess.data(), k);
   }
 }
