@@ -801,29 +801,30 @@ TEST_F(CudaOps, QkNormRopeBitIdenticalToSeparateOps) {
   const int64_t n_q = 6, n_k = 2;
   const int32_t pos = 4099;
   for (const int64_t hd : {int64_t{64}, int64_t{128}, int64_t{256}})
-    for (bool neox : {true, false}) {
-      const int64_t rot = neox ? hd : hd / 2;
-      std::vector<float> inv(static_cast<size_t>(rot / 2));
-      for (int64_t i = 0; i < rot / 2; ++i)
-        inv[i] = std::pow(10000.0f, -2.0f * i / static_cast<float>(rot));
-      const RopeArgs r{hd, rot, neox, upload(inv)};
-      const std::vector<float> qk = randn(static_cast<size_t>((n_q + n_k) * hd), 2.0f);
-      const std::vector<float> qw = randn(static_cast<size_t>(hd)), kw = randn(qw.size());
-      const float *dqw = upload(qw), *dkw = upload(kw);
-      float* fused = upload(qk);
-      gpu_->qk_norm_rope(fused, dqw, dkw, n_q, n_k, 1e-6f, true, &pos, r);
-      float* apart = upload(qk);
-      gpu_->rms_norm_heads(apart, dqw, 1, n_q, hd, 1e-6f, true);
-      gpu_->rms_norm_heads(apart + n_q * hd, dkw, 1, n_k, hd, 1e-6f, true);
-      gpu_->rope(apart, 1, n_q + n_k, &pos, r);
-      const std::vector<float> a = download(fused, qk.size()), b = download(apart, qk.size());
-      for (size_t i = 0; i < a.size(); ++i)
-        ASSERT_EQ(a[i], b[i]) << "element " << i << " (head_dim " << hd << ")";
-      std::vector<float> cpu = qk;
-      cpu_->qk_norm_rope(cpu.data(), qw.data(), kw.data(), n_q, n_k, 1e-6f, true, &pos,
-                         RopeArgs{hd, rot, neox, inv.data()});
-      expect_close(a, cpu, 2e-6f, 1e-5f, "qk_norm_rope");
-    }
+    for (const bool neox : {true, false})
+      for (const bool plus_one : {true, false}) {
+        const int64_t rot = neox ? hd : hd / 2;
+        std::vector<float> inv(static_cast<size_t>(rot / 2));
+        for (int64_t i = 0; i < rot / 2; ++i)
+          inv[i] = std::pow(10000.0f, -2.0f * i / static_cast<float>(rot));
+        const RopeArgs r{hd, rot, neox, upload(inv)};
+        const std::vector<float> qk = randn(static_cast<size_t>((n_q + n_k) * hd), 2.0f);
+        const std::vector<float> qw = randn(static_cast<size_t>(hd)), kw = randn(qw.size());
+        const float *dqw = upload(qw), *dkw = upload(kw);
+        float* fused = upload(qk);
+        gpu_->qk_norm_rope(fused, dqw, dkw, n_q, n_k, 1e-6f, plus_one, &pos, r);
+        float* apart = upload(qk);
+        gpu_->rms_norm_heads(apart, dqw, 1, n_q, hd, 1e-6f, plus_one);
+        gpu_->rms_norm_heads(apart + n_q * hd, dkw, 1, n_k, hd, 1e-6f, plus_one);
+        gpu_->rope(apart, 1, n_q + n_k, &pos, r);
+        const std::vector<float> a = download(fused, qk.size()), b = download(apart, qk.size());
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_EQ(a[i], b[i]) << "element " << i << " (head_dim " << hd << ")";
+        std::vector<float> cpu = qk;
+        cpu_->qk_norm_rope(cpu.data(), qw.data(), kw.data(), n_q, n_k, 1e-6f, plus_one, &pos,
+                           RopeArgs{hd, rot, neox, inv.data()});
+        expect_close(a, cpu, 2e-6f, 1e-5f, "qk_norm_rope");
+      }
 }
 
 struct KvPair {

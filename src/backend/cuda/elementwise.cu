@@ -137,14 +137,23 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
     y[i] += x[i];
 }
 
+// The pair (x0, x1) rotated by the angle whose sine and cosine are s and c: the one expression of
+// every rotation (so that they give the same bits).
+__device__ __forceinline__ void rotate_values(float& x0, float& x1, float s, float c) {
+  const float a = x0, b = x1;
+  x0 = a * c - b * s;
+  x1 = a * s + b * c;
+}
+
 // Pair i of a head (of `half` pairs) rotated by the angle whose sine and cosine are s and c.
 __device__ __forceinline__ void rotate_pair(float* v, int64_t i, int64_t half, bool neox, float s,
                                             float c) {
   const int64_t a = neox ? i : 2 * i;
   const int64_t b = neox ? i + half : 2 * i + 1;
-  const float x0 = v[a], x1 = v[b];
-  v[a] = x0 * c - x1 * s;
-  v[b] = x0 * s + x1 * c;
+  float x0 = v[a], x1 = v[b];
+  rotate_values(x0, x1, s, c);
+  v[a] = x0;
+  v[b] = x1;
 }
 
 // Rotates the pairs of one head at position p, the block's threads over the pairs. The angle is an
@@ -216,6 +225,45 @@ __device__ __forceinline__ float glu_unit(float g, float u) {
   } else {  // GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh')
     return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
   }
+}
+
+// qk_norm_rope_kernel for heads of 32 * kPer elements, neox pairs, fully rotated, by one warp per
+// head with the head in registers: lane l holds elements l, l + 32, ..., so pair i (i, i + half)
+// is in one lane, and the norm's partial sums are those of rms_norm_kernel with its 32 threads
+// (same bits). The weights and frequencies are loaded before the wait for the kernel ahead, the
+// head in one round trip: the block-wide version spent ~6 us a layer on dependent memory trips.
+template <int kPer>
+__global__ void __launch_bounds__(32)
+    qk_norm_rope_warp_kernel(float* x, const float* q_w, const float* k_w, int64_t n_q, float eps,
+                             bool plus_one, const int32_t* pos, const float* inv_freq) {
+  constexpr int kHalf = kPer / 2;
+  const int lane = static_cast<int>(threadIdx.x);
+  const float* w = blockIdx.x < n_q ? q_w : k_w;
+  float wv[kPer], freq[kHalf], e[kPer];
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) wv[j] = w[lane + 32 * j];
+#pragma unroll
+  for (int j = 0; j < kHalf; ++j) freq[j] = inv_freq[lane + 32 * j];
+  pdl_enter();
+  float* v = x + static_cast<int64_t>(blockIdx.x) * 32 * kPer;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) e[j] = v[lane + 32 * j];
+  float ss = 0;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) ss += e[j] * e[j];
+  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(32 * kPer) + eps);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) e[j] = e[j] * inv * (plus_one ? 1.0f + wv[j] : wv[j]);
+  const float p = static_cast<float>(pos[0]);
+#pragma unroll
+  for (int j = 0; j < kHalf; ++j) {
+    float s, c;
+    sincosf(p * freq[j], &s, &c);
+    rotate_values(e[j], e[j + kHalf], s, c);
+  }
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) v[lane + 32 * j] = e[j];
 }
 
 // Element i of row r: gate[r * stride + i], up likewise; out is [rows][n].
@@ -410,9 +458,16 @@ bool qk_norm_rope_fused(int64_t head_dim) {
 void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream) {
-  launch("qk norm rope", qk_norm_rope_kernel, static_cast<unsigned>(n_q + n_k),
-         norm_threads(r.head_dim), 0, stream, qk, q_w, k_w, n_q, r.head_dim, eps, plus_one, pos,
-         r.rotary_dim / 2, r.neox, r.inv_freq);
+  const unsigned heads = static_cast<unsigned>(n_q + n_k);
+  if (r.neox && r.rotary_dim == r.head_dim && (r.head_dim == 64 || r.head_dim == 128)) {
+    const auto kernel =
+        r.head_dim == 64 ? qk_norm_rope_warp_kernel<2> : qk_norm_rope_warp_kernel<4>;
+    launch("qk norm rope (warp)", kernel, heads, 32, 0, stream, qk, q_w, k_w, n_q, eps, plus_one,
+           pos, r.inv_freq);
+    return;
+  }
+  launch("qk norm rope", qk_norm_rope_kernel, heads, norm_threads(r.head_dim), 0, stream, qk, q_w,
+         k_w, n_q, r.head_dim, eps, plus_one, pos, r.rotary_dim / 2, r.neox, r.inv_freq);
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {
