@@ -1,8 +1,8 @@
 // The register-blocked AVX512-VNNI GEMM over panels of 32 weight rows, shared by the kernel that
 // regroups file-layout rows into panels per matmul (matmul_gemm_avx512vnni.cpp) and the kernels
 // over weights packed once at load (matmul_panels_avx512vnni.cpp). Include it only there, inside
-// the file's VNNI target pragma, after matmul_x86_body.h (whose helpers and decoders it uses);
-// like that header it lives in an anonymous namespace.
+// the file's VNNI target pragma: it includes matmul_x86_body.h (whose helpers and decoders it
+// uses) and, like that header, lives in an anonymous namespace.
 //
 // The weight rows are the vector dimension: a packed panel block holds, per group g of four
 // consecutive codes, one 512-bit vector for each sixteen rows, as unsigned bytes (code - offset
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/matmul_x86_body.h"
 #include "backend/cpu/panel_layout.h"
 #include "quant/blocks.h"
 

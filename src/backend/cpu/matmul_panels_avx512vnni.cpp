@@ -30,7 +30,6 @@
 #endif
 
 #include "backend/cpu/gemm_vnni_body.h"
-#include "backend/cpu/matmul_x86_body.h"
 
 namespace ts::cpu {
 namespace {
