@@ -246,9 +246,10 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTyp
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);
-  // Chunks of 16, 16 and 1 blocks (1056 columns); activation tiles of 6 and fewer rows.
-  const std::vector<Shape> shapes = {{64, 96, 1},  {96, 544, 1},  {96, 1056, 1},  {64, 96, 2},
-                                     {96, 544, 5}, {96, 1056, 6}, {64, 1056, 16}, {128, 288, 64}};
+  // Chunks of 16, 16 and 1 blocks (1056 columns); activation tiles of 6 and fewer rows; row
+  // ranges (all panels but the first and the last) of one to three panels.
+  const std::vector<Shape> shapes = {{96, 96, 1},  {128, 544, 1},  {160, 1056, 1},  {160, 96, 2},
+                                     {96, 544, 5}, {128, 1056, 6}, {160, 1056, 16}, {128, 288, 64}};
   for (const Shape& s : shapes) {
     SCOPED_TRACE("rows " + std::to_string(s.rows) + " K " + std::to_string(s.cols) + " M " +
                  std::to_string(s.M));
