@@ -5,13 +5,15 @@
 // decode/ cycles through enough copies of a 4096 x 4096 weight (>= 512 MiB) that it streams from
 // DRAM, not from the last-level cache; decode_cached/ reuses one 256 x 4096 weight, resident in
 // L2 / L3, to show what the kernel itself can do. threads:2 splits the weight rows between two
-// threads, as the backend does.
+// threads, as the backend does. The avx512-panels/ runs take q8_0 weights packed into the panel
+// layout the CPU backend loads them in where AVX512-VNNI is available (panel_layout.h).
 //
 //   build-*/bench/bench_matmul --benchmark_filter='decode'  [TURBOSPARK_ISA=avx2]
 #include <benchmark/benchmark.h>
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -20,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/panel_layout.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
 
@@ -59,6 +62,17 @@ std::vector<int> scale_fields(DType t) {
       return {0};
   }
 }
+
+// Bytes at a 64-byte boundary, as the backend allocates weights: a 64-byte load from a packed
+// panel then never straddles two cache lines.
+struct AlignedBytes {
+  explicit AlignedBytes(const std::vector<uint8_t>& from)
+      : p(static_cast<uint8_t*>(std::aligned_alloc(64, (from.size() + 63) / 64 * 64)), &std::free) {
+    std::memcpy(p.get(), from.data(), from.size());
+  }
+  uint8_t* data() const { return p.get(); }
+  std::unique_ptr<uint8_t, decltype(&std::free)> p;
+};
 
 // Random weights: small random floats for the float types, random quant bytes with small f16
 // scales for the others (random f16 bits would give NaN and inf scales).
@@ -134,18 +148,26 @@ class Helper {
 };
 
 // `streamed`: cycle through copies of the weight so that every iteration reads it from DRAM.
+// `panels`: the weight packed into the panel layout.
 void run_matmul(benchmark::State& state, DType t, Isa isa, int64_t M, int64_t rows, bool streamed,
-                int threads) {
+                int threads, bool panels = false) {
   if (!isa_available(isa)) {
     state.SkipWithError((std::string(isa_name(isa)) + " not available on this CPU").c_str());
+    return;
+  }
+  if (panels && !panel_kernels_active()) {
+    state.SkipWithError("no AVX512-VNNI on the active path: no panel layout");
     return;
   }
   const uint64_t weight_bytes = ts::row_bytes(t, kCols, "bench") * rows;
   const int copies =
       streamed ? static_cast<int>((kDecodeBytes + weight_bytes - 1) / weight_bytes) : 1;
-  std::vector<std::vector<uint8_t>> weights;
-  for (int c = 0; c < copies; ++c)
-    weights.push_back(random_weight(t, rows, 0x9E3779B97F4A7C15ull + c));
+  std::vector<AlignedBytes> weights;
+  for (int c = 0; c < copies; ++c) {
+    weights.emplace_back(random_weight(t, rows, 0x9E3779B97F4A7C15ull + c));
+    if (panels)
+      pack_panels(t, weights.back().data(), rows, kCols, weight_bytes / rows, 0, rows / kPanelRows);
+  }
   std::vector<float> x(M * kCols);
   uint64_t s = 7;
   for (auto& v : x) v = static_cast<float>(next_random(s) % 2001) / 1000.0f - 1.0f;
@@ -156,7 +178,9 @@ void run_matmul(benchmark::State& state, DType t, Isa isa, int64_t M, int64_t ro
 
   int c = 0;
   for (auto _ : state) {
-    const WeightView w{t, weights[c].data(), rows, kCols, weight_bytes / rows};
+    const WeightView w{
+        t,     weights[c].data(),   rows,
+        kCols, weight_bytes / rows, panels ? WeightLayout::Panels : WeightLayout::Rows};
     c = (c + 1) % copies;
     pack_activations(t, x.data(), M, kCols, packed);
     if (threads == 2) {
@@ -216,6 +240,20 @@ void register_all() {
         benchmark::RegisterBenchmark(("memory_read/threads:" + std::to_string(threads)).c_str(),
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
+  for (int threads : {1, 2})
+    timed(benchmark::RegisterBenchmark(
+              ("decode/q8_0/avx512-panels/threads:" + std::to_string(threads)).c_str(),
+              [=](benchmark::State& st) {
+                run_matmul(st, DType::Q8_0, Isa::Avx512, 1, kRows, true, threads, true);
+              }),
+          threads, benchmark::kMicrosecond);
+  for (int64_t M : {64, 128, 512})
+    timed(benchmark::RegisterBenchmark(
+              ("prefill/q8_0/avx512-panels/M:" + std::to_string(M)).c_str(),
+              [=](benchmark::State& st) {
+                run_matmul(st, DType::Q8_0, Isa::Avx512, M, kRows, false, 1, true);
+              }),
+          1, benchmark::kMillisecond);
   for (DType t : kTypes) {
     const std::string type = dtype_name(t);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
@@ -234,7 +272,7 @@ void register_all() {
                 [=](benchmark::State& st) { run_matmul(st, t, isa, 1, 256, false, 1); }),
             1, benchmark::kMicrosecond);
     }
-    for (int64_t M : {64, 512})
+    for (int64_t M : {64, 128, 512})
       for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
         const std::string name =
             "prefill/" + type + "/" + isa_name(isa) + "/M:" + std::to_string(M);

@@ -10,18 +10,21 @@
 #include <memory>
 #include <string>
 
+#include "backend/weight_layout.h"
 #include "moe/router.h"
 #include "quant/dtype.h"
 
 namespace ts {
 
-// A weight matrix in backend memory: `rows` rows of `cols` elements, `row_stride` bytes apart.
+// A weight matrix in backend memory: `rows` rows of `cols` elements, `row_stride` bytes each, in
+// the file's row layout unless the backend packed it (Backend::pack_weight).
 struct Weight {
   DType dtype = DType::F32;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_stride = 0;
   const void* data = nullptr;
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 // How rotary embeddings rotate: `inv_freq` holds rotary_dim / 2 frequencies in backend memory.
@@ -118,11 +121,20 @@ class Backend {
   // Measures DeviceCeilings (about a second; allocates and frees a few GiB).
   virtual DeviceCeilings measure_ceilings() { return {}; }
 
-  // Weights. On the CPU a weight is a view of the mapped file (no copy); a device backend copies.
-  // `host` points at `rows * row_stride` bytes of the model file.
+  // Weights. `host` points at `rows * row_stride` bytes in the file's row layout. A device backend
+  // copies them; a host backend (is_host()) uses them where they are, so they must outlive the
+  // weight.
   virtual Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
                                const void* host) = 0;
   virtual void release_weight(Weight& w) = 0;
+  // Lets a host backend rearrange an uploaded weight in place into a layout its kernels read
+  // faster (the CPU packs q8_0 into panels for its AVX512-VNNI kernels: WeightLayout::Panels), in
+  // the same bytes. Only for weights whose memory the caller owns and reads no other way than
+  // through this backend's ops. Default: nothing.
+  virtual void pack_weight(Weight& /*w*/) {}
+  // Views of a packed weight (rows [a, b) at data + a * row_stride, same layout) are valid where a
+  // and b are multiples of this; 1 for the row layout.
+  virtual int64_t weight_row_group(DType /*dtype*/) const { return 1; }
 
   // out[m] = table[ids[m]] * scale. ids are host memory.
   virtual void embed(const Weight& table, const int32_t* ids, int64_t M, float scale,

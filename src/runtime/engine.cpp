@@ -87,16 +87,19 @@ Weight Engine::load_stacked(const std::vector<const TensorRef*>& parts,
                             const std::vector<Weight*>& views) {
   const TensorRef& first = *parts[0];
   const uint64_t stride = first.nbytes / static_cast<uint64_t>(first.rows());
+  // A backend that packs rows in groups can take views at group boundaries only.
+  const int64_t group = backend_->weight_row_group(first.dtype);
   for (const TensorRef* t : parts)
     if (t == nullptr || t->dtype != first.dtype || t->cols() != first.cols() ||
         t->nbytes / static_cast<uint64_t>(t->rows()) != stride ||
-        t->nbytes % static_cast<uint64_t>(t->rows()) != 0)
+        t->nbytes % static_cast<uint64_t>(t->rows()) != 0 || t->rows() % group != 0)
       return Weight{};
   const Weight w = upload_rows(parts);
   uint64_t off = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
-    *views[i] = Weight{w.dtype, parts[i]->rows(), w.cols, w.row_stride,
-                       static_cast<const uint8_t*>(w.data) + off};
+    *views[i] = Weight{
+        w.dtype, parts[i]->rows(), w.cols, w.row_stride, static_cast<const uint8_t*>(w.data) + off,
+        w.layout};
     off += parts[i]->nbytes;
   }
   return w;
@@ -121,10 +124,12 @@ Weight Engine::upload_rows(const std::vector<const TensorRef*>& parts) {
                t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
     off += t->nbytes;
   }
-  const Weight w = backend_->upload_weight(
+  Weight w = backend_->upload_weight(
       first.dtype, rows, first.cols(),
       static_cast<size_t>(first.nbytes / static_cast<uint64_t>(first.rows())), buf);
   if (host) {
+    // The buffer is ours and only the backend's ops read it.
+    backend_->pack_weight(w);
     owned_.push_back(buf);
   } else {
     std::free(buf);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/panel_layout.h"
 #include "core/error.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
@@ -238,6 +239,82 @@ TEST_P(MatmulKernels, MatchDequantisedDotWithinQuantisationBound) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// q8_0 weights packed into the panel layout (panel_layout.h), read by the AVX512-VNNI panel
+// kernels: within the same bounds as above of the dequantised dot and of the scalar kernel on the
+// unpacked weight, for whole-panel row ranges; the one-row GEMV gives the GEMM's bits.
+TEST(PanelKernels, MatchScalarOnTheRowLayout) {
+  if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
+  std::mt19937 rng(99);
+  // Chunks of 16, 16 and 1 blocks (1056 columns); activation tiles of 6 and fewer rows; row
+  // ranges (all panels but the first and the last) of one to three panels.
+  const std::vector<Shape> shapes = {{96, 96, 1},  {128, 544, 1},  {160, 1056, 1},  {160, 96, 2},
+                                     {96, 544, 5}, {128, 1056, 6}, {160, 1056, 16}, {128, 288, 64}};
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE("rows " + std::to_string(s.rows) + " K " + std::to_string(s.cols) + " M " +
+                 std::to_string(s.M));
+    const Matrix w = random_weights(DType::Q8_0, s.rows, s.cols, rng);
+    const std::vector<float> x = random_acts(s.M, s.cols, rng);
+    const Reference ref = reference(w, x, s.M);
+    PackedActs packed;
+    pack_activations(DType::Q8_0, x.data(), s.M, s.cols, packed);
+    std::vector<uint8_t> panels = w.bytes;
+    pack_panels(DType::Q8_0, panels.data(), s.rows, s.cols, w.stride, 0, s.rows / kPanelRows);
+    ASSERT_NE(panels, w.bytes);
+    WeightView pw = w.view();
+    pw.data = panels.data();
+    pw.layout = WeightLayout::Panels;
+    // Panels [1, last) only, into a wider output: nothing outside may be touched.
+    const int64_t r0 = kPanelRows, r1 = s.rows - kPanelRows, ldy = s.rows + 3;
+    std::vector<float> y(s.M * ldy, -12345.0f), scalar(s.M * ldy);
+    matmul_rows_isa(Isa::Avx512, pw, packed, r0, r1, y.data(), ldy);
+    matmul_rows_isa(Isa::Scalar, w.view(), packed, r0, r1, scalar.data(), ldy);
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t r = 0; r < ldy; ++r) {
+        const float got = y[m * ldy + r];
+        if (r < r0 || r >= r1) {
+          ASSERT_EQ(got, -12345.0f) << "wrote outside the row range at m " << m << " r " << r;
+          continue;
+        }
+        const size_t i = m * s.rows + r;
+        ASSERT_LE(std::fabs(got - ref.y[i]), ref.quant[i] + ref.round[i])
+            << "m " << m << " r " << r << " got " << got << " ref " << ref.y[i];
+        ASSERT_LE(std::fabs(got - scalar[m * ldy + r]), 2 * ref.round[i])
+            << "vs scalar, m " << m << " r " << r;
+      }
+    // Each activation row alone through the GEMV: the GEMM's bits.
+    for (int64_t m = 0; m < s.M && s.M > 1; ++m) {
+      PackedActs one;
+      pack_activations(DType::Q8_0, x.data() + m * s.cols, 1, s.cols, one);
+      std::vector<float> y1(s.rows, 0.0f);
+      matmul_rows_isa(Isa::Avx512, pw, one, r0, r1, y1.data(), s.rows);
+      for (int64_t r = r0; r < r1; ++r)
+        ASSERT_EQ(y1[r], y[m * ldy + r]) << "GEMV vs GEMM, m " << m << " r " << r;
+    }
+  }
+}
+
+TEST(PanelKernels, RefusePartialPanelsAndOtherPaths) {
+  if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
+  std::mt19937 rng(5);
+  const Matrix w = random_weights(DType::Q8_0, 64, 64, rng);
+  std::vector<uint8_t> panels = w.bytes;
+  pack_panels(DType::Q8_0, panels.data(), 64, 64, w.stride, 0, 2);
+  WeightView pw = w.view();
+  pw.data = panels.data();
+  pw.layout = WeightLayout::Panels;
+  const std::vector<float> x(64, 1.0f);
+  PackedActs packed;
+  pack_activations(DType::Q8_0, x.data(), 1, 64, packed);
+  std::vector<float> y(64);
+  EXPECT_THROW(matmul_rows_isa(Isa::Avx512, pw, packed, 16, 64, y.data(), 64), Error);
+  EXPECT_THROW(matmul_rows_isa(Isa::Avx512, pw, packed, 0, 48, y.data(), 64), Error);
+  EXPECT_THROW(matmul_rows_isa(Isa::Scalar, pw, packed, 0, 64, y.data(), 64), Error);
+  // Whole panels of a weight whose rows do not fill them, and other types, are never packed.
+  EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 48, 64, w.stride, 0, 1), Error);
+  EXPECT_THROW(pack_panels(DType::Q4_0, panels.data(), 64, 64, w.stride, 0, 1), Error);
+  EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 64, 64, w.stride, 1, 3), Error);
+}
 
 TEST(MatmulKernelsArgs, RefuseMismatchedPackingAndPartialBlocks) {
   std::vector<float> x(64, 1.0f);

@@ -11,6 +11,7 @@
 #include "backend/cpu/activations.h"
 #include "backend/cpu/attention.h"
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/panel_layout.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "quant/dequant.h"
@@ -49,15 +50,36 @@ class CpuBackend final : public Backend {
   }
   void release_weight(Weight& w) override { w = Weight{}; }
 
+  // q8_0 weights whose rows fill whole panels go to the panel layout where its kernels run: in
+  // place, so the weight's memory stays what the footprint counts.
+  void pack_weight(Weight& w) override {
+    if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||
+        w.layout != WeightLayout::Rows)
+      return;
+    // The caller owns these bytes (see Backend::pack_weight); Weight holds them const for the ops,
+    // which only read.
+    auto* data = static_cast<uint8_t*>(const_cast<void*>(w.data));
+    pool_.parallel_for(w.rows / cpu::kPanelRows, [&](int64_t p0, int64_t p1) {
+      cpu::pack_panels(w.dtype, data, w.rows, w.cols, w.row_stride, p0, p1);
+    });
+    w.layout = WeightLayout::Panels;
+  }
+  int64_t weight_row_group(DType dtype) const override {
+    return dtype == DType::Q8_0 && cpu::panel_kernels_active() ? cpu::kPanelRows : 1;
+  }
+
   void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
     for (int64_t m = 0; m < M; ++m) {
       if (ids[m] < 0 || ids[m] >= table.rows)
         fail(ErrorKind::Input, "token id " + std::to_string(ids[m]) +
                                    " is outside the vocabulary of " + std::to_string(table.rows));
-      const auto* row =
-          static_cast<const uint8_t*>(table.data) + static_cast<size_t>(ids[m]) * table.row_stride;
+      const auto* data = static_cast<const uint8_t*>(table.data);
       float* o = out + m * table.cols;
-      dequantize_row(table.dtype, row, o, table.cols);
+      if (table.layout == WeightLayout::Panels)
+        cpu::panel_row_to_f32(data, table.row_stride, ids[m], table.cols, o);
+      else
+        dequantize_row(table.dtype, data + static_cast<size_t>(ids[m]) * table.row_stride, o,
+                       table.cols);
       if (scale != 1.0f)
         for (int64_t i = 0; i < table.cols; ++i) o[i] *= scale;
     }
@@ -80,12 +102,14 @@ class CpuBackend final : public Backend {
       cpu::pack_activations_parallel(pool_, w.dtype, x, M, w.cols, packed_);
     else
       cpu::pack_activations(w.dtype, x, M, w.cols, packed_);
-    const cpu::WeightView view{w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols,
-                               w.row_stride};
-    // Grain of 16 rows keeps each piece a few cache lines of output and many KB of weights.
+    const cpu::WeightView view{
+        w.dtype, static_cast<const uint8_t*>(w.data), w.rows, w.cols, w.row_stride, w.layout};
+    // Grain of 16 rows keeps each piece a few cache lines of output and many KB of weights; a
+    // packed weight is split at whole panels.
+    const int64_t grain = w.layout == WeightLayout::Panels ? cpu::kPanelRows : 16;
     pool_.parallel_for(
         w.rows, [&](int64_t r0, int64_t r1) { cpu::matmul_rows(view, packed_, r0, r1, y, w.rows); },
-        16);
+        grain);
   }
 
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {

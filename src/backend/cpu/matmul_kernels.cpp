@@ -11,6 +11,7 @@
 
 #include "backend/cpu/activations.h"
 #include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/panel_layout.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "quant/blocks.h"
@@ -84,6 +85,22 @@ void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1
     fail(ErrorKind::Runtime, "matmul_rows: row range [" + std::to_string(r0) + ", " +
                                  std::to_string(r1) + ") outside " + std::to_string(w.rows) +
                                  " weight rows");
+  if (w.layout == WeightLayout::Panels &&
+      (!panel_layout_fits(w.dtype, w.rows) || r0 % kPanelRows != 0 || r1 % kPanelRows != 0))
+    fail(ErrorKind::Runtime, "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
+                                 std::to_string(w.rows) + " rows in the panel layout, rows [" +
+                                 std::to_string(r0) + ", " + std::to_string(r1) +
+                                 "): needs q8_0 and whole panels of " + std::to_string(kPanelRows) +
+                                 " rows");
+}
+
+// The kernel for a weight in the panel layout: only the AVX512-VNNI ones read it.
+RowsKernel panel_kernel_for(Isa isa, int64_t M) {
+  if (isa != Isa::Avx512 || !cpu_has_vnni())
+    fail(ErrorKind::Unsupported, std::string("matmul: a weight in the panel layout needs the "
+                                             "AVX512-VNNI kernels, not the ") +
+                                     isa_name(isa) + " path");
+  return avx512vnni_panel_kernel(M);
 }
 
 }  // namespace
@@ -201,7 +218,24 @@ void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t 
     fail(ErrorKind::Unsupported, std::string("matmul: this CPU lacks ") + isa_name(isa));
   check_args(w, x, r0, r1);
   if (r0 == r1 || x.M == 0) return;
-  kernel_for(isa, w.dtype, x.M)(w, x, r0, r1, y, ldy);
+  const RowsKernel k =
+      w.layout == WeightLayout::Panels ? panel_kernel_for(isa, x.M) : kernel_for(isa, w.dtype, x.M);
+  k(w, x, r0, r1, y, ldy);
+}
+
+bool panel_kernels_active() {
+  return active_isa() == Isa::Avx512 && cpu_has_vnni();
+}
+
+void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_stride, int64_t p0,
+                 int64_t p1) {
+  if (!panel_kernels_active())
+    fail(ErrorKind::Unsupported, "pack_panels: the panel layout needs the AVX512-VNNI kernels");
+  if (!panel_layout_fits(t, rows) || p0 < 0 || p0 > p1 || p1 > rows / kPanelRows)
+    fail(ErrorKind::Runtime, "pack_panels: panels [" + std::to_string(p0) + ", " +
+                                 std::to_string(p1) + ") of a " + dtype_name(t) + " weight of " +
+                                 std::to_string(rows) + " rows");
+  avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
 }
 
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,

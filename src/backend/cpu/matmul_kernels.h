@@ -8,18 +8,21 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/weight_layout.h"
 #include "core/thread_pool.h"
 #include "quant/dtype.h"
 
 namespace ts::cpu {
 
-// `rows` rows of `cols` elements; row r starts at data + r * row_stride.
+// `rows` rows of `cols` elements, `row_stride` bytes each; in the row layout row r starts at
+// data + r * row_stride, in the panel layout see panel_layout.h.
 struct WeightView {
   DType dtype = DType::F32;
   const uint8_t* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
   size_t row_stride = 0;
+  WeightLayout layout = WeightLayout::Rows;
 };
 
 // Activations in the form the kernel for `wtype` consumes: f32 as given, or blocks of int8 with a
@@ -40,7 +43,8 @@ void pack_activations_parallel(ThreadPool& pool, DType wtype, const float* x, in
 
 // y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M). Float
 // weights: f32 FMA accumulation. Quantised weights: exact integer dots against the activations as
-// packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its block.
+// packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its block. A weight
+// in the panel layout takes whole panels: r0 and r1 multiples of kPanelRows.
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy);
 
@@ -58,6 +62,15 @@ Isa active_isa();             // the one matmul_rows uses: resolve_isa(getenv("T
 // The best available path for null or "", else the one named; fails (Usage) on an unknown name
 // or one this CPU lacks.
 Isa resolve_isa(const char* requested);
+
+// Whether q8_0 weights are packed into the panel layout on this machine: the active path is
+// avx512 and the CPU has AVX512-VNNI, whose kernels are the only ones that read it.
+bool panel_kernels_active();
+// Packs panels [p0, p1) of a weight in the row layout (`rows` rows of `cols` elements,
+// panel_layout_fits(t, rows)) into the panel layout, in place; fails where
+// panel_kernels_active() is false.
+void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_stride, int64_t p0,
+                 int64_t p1);
 
 // matmul_rows on an explicit path (tests and benchmarks compare paths); fails if unavailable.
 void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,

@@ -1,0 +1,202 @@
+// The register-blocked AVX512-VNNI GEMM over panels of 32 weight rows, shared by the kernel that
+// regroups file-layout rows into panels per matmul (matmul_gemm_avx512vnni.cpp) and the kernels
+// over weights packed once at load (matmul_panels_avx512vnni.cpp). Include it only there, inside
+// the file's VNNI target pragma: it includes matmul_x86_body.h (whose helpers and decoders it
+// uses) and, like that header, lives in an anonymous namespace.
+//
+// The weight rows are the vector dimension: a packed panel block holds, per group g of four
+// consecutive codes, one 512-bit vector for each sixteen rows, as unsigned bytes (code - offset
+// is the weight's integer value). vpdpbusd dots such a vector with four int8 activations
+// broadcast from the packed activation row (an embedded broadcast, no shuffle), so every weight
+// vector loaded feeds kTile activation rows and every activation broadcast feeds the panel's
+// rows. The offset is applied exactly by starting each block's int32 sums at -offset x (the
+// activation block's sum), and the block's float rescale is one multiply-add per sixteen rows.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/matmul_x86_body.h"
+#include "backend/cpu/panel_layout.h"
+#include "quant/blocks.h"
+
+namespace ts::cpu {
+namespace {
+
+// Two vectors of sixteen weight rows x six activation rows: 12 int32 and 12 float accumulators,
+// 2 weight vectors and the temporaries fit the 32 vector registers.
+constexpr int kVecRows = 16;
+constexpr int kPanelVecs = 2;
+static_assert(kVecRows * kPanelVecs == kPanelRows);
+constexpr int kTile = 6;
+
+// One packed block of a panel: codes[g][v] holds codes 4g..4g+3 of rows 16v..16v+15 (row-major
+// within the vector: 4 bytes per row), then the rows' f16 scales d and, for the types with a min,
+// their f16 mins m. For q8_0 this is the panel layout of panel_layout.h.
+constexpr size_t kScaleBytes = kPanelRows * sizeof(uint16_t);
+
+template <class Dec>
+constexpr size_t packed_block_bytes() {
+  return kPanelCodeBytes + (Dec::kMin ? 2 : 1) * kScaleBytes;
+}
+
+struct GemmOps {
+  static __m256i fifth_bits32(const uint8_t* qh) {
+    return _mm256_maskz_mov_epi8(load_u32(qh), bytes(0x10));
+  }
+};
+
+// Sixteen rows of eight 32-bit words, rows j and j + 8 in the low and high halves of in[j], to
+// out[g] lane j = word g of row j (j < 16): an 8 x 8 transpose within each 256-bit half, then
+// the halves' 128-bit quarters put in row order by a two-source permute.
+inline void transpose16x8(const __m512i* in, __m512i* out) {
+  __m512i t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(in[2 * i], in[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(in[2 * i], in[2 * i + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {
+    const __m512i* p = t + 4 * h;                      // rows 4h..4h+3 (and + 8)
+    u[4 * h + 0] = _mm512_unpacklo_epi64(p[0], p[2]);  // words 0 | 4
+    u[4 * h + 1] = _mm512_unpackhi_epi64(p[0], p[2]);  // words 1 | 5
+    u[4 * h + 2] = _mm512_unpacklo_epi64(p[1], p[3]);  // words 2 | 6
+    u[4 * h + 3] = _mm512_unpackhi_epi64(p[1], p[3]);  // words 3 | 7
+  }
+  // u[g] quarters: (rows 0-3, word g), (rows 0-3, word g + 4), (rows 8-11, g), (rows 8-11, g + 4);
+  // u[4 + g] the same for rows 4-7 and 12-15.
+  const __m512i low = _mm512_setr_epi64(0, 1, 8, 9, 4, 5, 12, 13);
+  const __m512i high = _mm512_setr_epi64(2, 3, 10, 11, 6, 7, 14, 15);
+  for (int g = 0; g < 4; ++g) {
+    out[g] = _mm512_permutex2var_epi64(u[g], low, u[4 + g]);
+    out[g + 4] = _mm512_permutex2var_epi64(u[g], high, u[4 + g]);
+  }
+}
+
+// Packs blocks [b0, b1) of weight rows [r, r + valid) of `w` (row layout) into `dst`, one packed
+// block after the other (rows past `valid` are zero).
+template <class Dec>
+void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64_t b1,
+                uint8_t* dst) {
+  using Block = typename Dec::Block;
+  constexpr size_t stride = packed_block_bytes<Dec>();
+  for (int64_t b = b0; b < b1; ++b) {
+    uint8_t* out = dst + (b - b0) * stride;
+    uint16_t d[kPanelRows] = {}, m[kPanelRows] = {};
+    for (int v = 0; v < kPanelVecs; ++v) {
+      __m256i codes[kVecRows];
+      for (int j = 0; j < kVecRows; ++j) {
+        const int64_t row = v * kVecRows + j;
+        if (row >= valid) {
+          codes[j] = _mm256_setzero_si256();
+          continue;
+        }
+        const Block& blk = reinterpret_cast<const Block*>(w.data + (r + row) * w.row_stride)[b];
+        codes[j] = Dec::template codes<GemmOps>(blk);
+        d[row] = blk.d;
+        if constexpr (Dec::kMin) m[row] = blk.m;
+      }
+      __m512i pairs[8], words[8];
+      for (int j = 0; j < 8; ++j) {
+        pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(codes[j]), codes[j + 8], 1);
+        // Signed values to unsigned codes (offset 128).
+        if constexpr (Dec::kSigned) pairs[j] = _mm512_xor_si512(pairs[j], _mm512_set1_epi8(-128));
+      }
+      transpose16x8(pairs, words);
+      for (int g = 0; g < 8; ++g) _mm512_storeu_si512(out + (g * kPanelVecs + v) * 64, words[g]);
+    }
+    std::memcpy(out + kPanelCodeBytes, d, kScaleBytes);
+    if constexpr (Dec::kMin) std::memcpy(out + kPanelCodeBytes + kScaleBytes, m, kScaleBytes);
+  }
+}
+
+// Sixteen f16 values at p as floats.
+inline __m512 load_f16x16(const uint8_t* p) {
+  return _mm512_cvtph_ps(load256(p));
+}
+
+// y rows m0..m0+T-1, columns [r, r + 16 kPanelVecs) (masked) += the packed blocks [b0, b1) at
+// `panel` (block b0 first) dotted with the activations; `first` starts from zero. starts[m * nb +
+// b] is -offset x the sum of activation row m's block b.
+template <class Dec, int T>
+void micro(const uint8_t* panel, const PackedActs& x, const int32_t* starts, int64_t m0, int64_t b0,
+           int64_t b1, float* y, int64_t ldy, int64_t r, const __mmask16 mask[kPanelVecs],
+           bool first) {
+  constexpr size_t stride = packed_block_bytes<Dec>();
+  const int64_t nb = x.K / kQK32;
+  const BlockQ8A32* xs[T];
+  for (int t = 0; t < T; ++t)
+    xs[t] = reinterpret_cast<const BlockQ8A32*>(x.data.data() + (m0 + t) * x.row_bytes);
+  __m512 acc[kPanelVecs][T];
+  for (int t = 0; t < T; ++t)
+    for (int v = 0; v < kPanelVecs; ++v)
+      acc[v][t] = first ? _mm512_setzero_ps()
+                        : _mm512_maskz_loadu_ps(mask[v], y + (m0 + t) * ldy + r + v * kVecRows);
+  for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* pb = panel + (b - b0) * stride;
+    __m512i isum[kPanelVecs][T];
+    for (int t = 0; t < T; ++t) {
+      const __m512i start = _mm512_set1_epi32(starts[(m0 + t) * nb + b]);
+      for (int v = 0; v < kPanelVecs; ++v) isum[v][t] = start;
+    }
+    for (int g = 0; g < 8; ++g) {
+      __m512i wv[kPanelVecs];
+      for (int v = 0; v < kPanelVecs; ++v)
+        wv[v] = _mm512_loadu_si512(pb + (g * kPanelVecs + v) * 64);
+      for (int t = 0; t < T; ++t) {
+        const __m512i xv = _mm512_set1_epi32(
+            static_cast<int>(load_u32(reinterpret_cast<const uint8_t*>(xs[t][b].qs) + 4 * g)));
+        for (int v = 0; v < kPanelVecs; ++v)
+          isum[v][t] = _mm512_dpbusd_epi32(isum[v][t], wv[v], xv);
+      }
+    }
+    const uint8_t* scales = pb + kPanelCodeBytes;
+    for (int v = 0; v < kPanelVecs; ++v) {
+      const __m512 dv = load_f16x16(scales + v * kVecRows * sizeof(uint16_t));
+      for (int t = 0; t < T; ++t) {
+        const __m512 scale = _mm512_mul_ps(dv, _mm512_set1_ps(xs[t][b].d));
+        acc[v][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v][t]), scale, acc[v][t]);
+      }
+      if constexpr (Dec::kMin) {
+        const __m512 mv = load_f16x16(scales + kScaleBytes + v * kVecRows * sizeof(uint16_t));
+        for (int t = 0; t < T; ++t)
+          acc[v][t] = _mm512_fmadd_ps(
+              mv, _mm512_set1_ps(xs[t][b].d * static_cast<float>(xs[t][b].sum)), acc[v][t]);
+      }
+    }
+  }
+  for (int t = 0; t < T; ++t)
+    for (int v = 0; v < kPanelVecs; ++v)
+      _mm512_mask_storeu_ps(y + (m0 + t) * ldy + r + v * kVecRows, mask[v], acc[v][t]);
+}
+
+template <class Dec, int T = kTile>
+void micro_rows(int rows, const uint8_t* panel, const PackedActs& x, const int32_t* starts,
+                int64_t m0, int64_t b0, int64_t b1, float* y, int64_t ldy, int64_t r,
+                const __mmask16 mask[kPanelVecs], bool first) {
+  if constexpr (T > 1) {
+    if (rows < T)
+      return micro_rows<Dec, T - 1>(rows, panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
+  }
+  micro<Dec, T>(panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
+}
+
+// Where each block's int32 sums start: -offset x (the activation block's sum), as a table
+// [M][blocks], so that the kernel starts them with a broadcast load rather than arithmetic on
+// every block.
+template <class Dec>
+void block_starts(const PackedActs& x, std::vector<int32_t>& starts) {
+  const int64_t nb = x.K / kQK32;
+  starts.resize(static_cast<size_t>(x.M * nb));
+  for (int64_t m = 0; m < x.M; ++m) {
+    const auto* xb = reinterpret_cast<const BlockQ8A32*>(x.data.data() + m * x.row_bytes);
+    for (int64_t b = 0; b < nb; ++b)
+      starts[static_cast<size_t>(m * nb + b)] = -Dec::kOffset * xb[b].sum;
+  }
+}
+
+}  // namespace
+}  // namespace ts::cpu
