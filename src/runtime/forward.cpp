@@ -122,13 +122,15 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       if (c_.sandwich_norms)
         b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
       b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
-      if (L.moe) route(l, M);
+      if (L.moe) route(l, M, routing_);
       if (l == stop) {
         // Ids and weights stay where route() put them; the host needs the ids alone.
         const size_t ids_bytes = static_cast<size_t>(c_.n_expert_used) * sizeof(int32_t);
         b_.to_host_async(routed_ids_, routing_, ids_bytes);
         if (predicts_next(l)) {
-          predict_route(next_streamed_layer(l));
+          // The next MoE layer's router over this layer's FFN input: the residual stream changes
+          // little between adjacent layers, so its picks are mostly the ones that layer will make.
+          route(next_streamed_layer(l), 1, predicted_);
           b_.to_host_async(routed_ids_ + c_.n_expert_used, predicted_, ids_bytes);
         }
         return;
@@ -179,16 +181,6 @@ void Forward::fetch_streamed_experts(int64_t l) {
 
 bool Forward::predicts_next(int64_t l) const {
   return engine_.experts().prefetching() && next_streamed_layer(l) < c_.n_layer;
-}
-
-void Forward::predict_route(int64_t next) {
-  // The next MoE layer's router over this layer's FFN input: the residual stream changes little
-  // between adjacent layers, so its picks are mostly the ones the next layer will make.
-  const LayerWeights& N = engine_.layers()[static_cast<size_t>(next)];
-  const int64_t k = c_.n_expert_used;
-  b_.matmul(N.router, h_, 1, router_);
-  const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, N.router_bias};
-  b_.route(router_, 1, ra, reinterpret_cast<int32_t*>(predicted_), predicted_ + k);
 }
 
 void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
@@ -302,13 +294,13 @@ bool Forward::experts_indexed(int64_t M) const {
   return M == 1 && experts_on_device_;
 }
 
-void Forward::route(int64_t l, int64_t M) {
+void Forward::route(int64_t l, int64_t M, float* out) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
   const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h_, M, router_);
   const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
   // The weights right after the ids: one copy brings both back to the host.
-  b_.route(router_, M, ra, reinterpret_cast<int32_t*>(routing_), routing_ + M * k);
+  b_.route(router_, M, ra, reinterpret_cast<int32_t*>(out), out + M * k);
 }
 
 void Forward::ffn_moe(int64_t l, int64_t M) {

@@ -173,6 +173,26 @@ Reference reference(const Matrix& w, const std::vector<float>& x, int64_t M) {
   return ref;
 }
 
+// The fill of a wider output than the rows computed: kernels must leave it outside their range.
+constexpr float kUntouched = -12345.0f;
+
+// Rows [r0, r1) of the M x ldy output y (of a weight of `rows` rows) within the reference's bound
+// of the dequantised dot, and every other entry left at kUntouched.
+void expect_rows_within_bound(const std::vector<float>& y, int64_t M, int64_t rows, int64_t ldy,
+                              int64_t r0, int64_t r1, const Reference& ref) {
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t r = 0; r < ldy; ++r) {
+      const float got = y[m * ldy + r];
+      if (r < r0 || r >= r1) {
+        ASSERT_EQ(got, kUntouched) << "wrote outside the row range at m " << m << " r " << r;
+        continue;
+      }
+      const size_t i = m * rows + r;
+      ASSERT_LE(std::fabs(got - ref.y[i]), ref.quant[i] + ref.round[i])
+          << "m " << m << " r " << r << " got " << got << " ref " << ref.y[i];
+    }
+}
+
 struct Shape {
   int64_t rows, cols, M;
 };
@@ -211,19 +231,9 @@ TEST_P(MatmulKernels, MatchDequantisedDotWithinQuantisationBound) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " " + isa_name(isa) + " rows " +
                    std::to_string(s.rows) + " K " + std::to_string(s.cols) + " M " +
                    std::to_string(s.M));
-      std::vector<float> y(s.M * ldy, -12345.0f);
+      std::vector<float> y(s.M * ldy, kUntouched);
       matmul_rows_isa(isa, w.view(), packed, r0, r1, y.data(), ldy);
-      for (int64_t m = 0; m < s.M; ++m)
-        for (int64_t r = 0; r < ldy; ++r) {
-          const float got = y[m * ldy + r];
-          if (r < r0 || r >= r1) {
-            ASSERT_EQ(got, -12345.0f) << "wrote outside the row range at m " << m << " r " << r;
-            continue;
-          }
-          const size_t i = m * s.rows + r;
-          ASSERT_LE(std::fabs(got - ref.y[i]), ref.quant[i] + ref.round[i])
-              << "m " << m << " r " << r << " got " << got << " ref " << ref.y[i];
-        }
+      ASSERT_NO_FATAL_FAILURE(expect_rows_within_bound(y, s.M, s.rows, ldy, r0, r1, ref));
       outs.push_back(std::move(y));
     }
     for (size_t p = 1; p < outs.size(); ++p)
@@ -266,22 +276,14 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
     pw.layout = WeightLayout::Panels;
     // Panels [1, last) only, into a wider output: nothing outside may be touched.
     const int64_t r0 = kPanelRows, r1 = s.rows - kPanelRows, ldy = s.rows + 3;
-    std::vector<float> y(s.M * ldy, -12345.0f), scalar(s.M * ldy);
+    std::vector<float> y(s.M * ldy, kUntouched), scalar(s.M * ldy);
     matmul_rows_isa(Isa::Avx512, pw, packed, r0, r1, y.data(), ldy);
     matmul_rows_isa(Isa::Scalar, w.view(), packed, r0, r1, scalar.data(), ldy);
+    ASSERT_NO_FATAL_FAILURE(expect_rows_within_bound(y, s.M, s.rows, ldy, r0, r1, ref));
     for (int64_t m = 0; m < s.M; ++m)
-      for (int64_t r = 0; r < ldy; ++r) {
-        const float got = y[m * ldy + r];
-        if (r < r0 || r >= r1) {
-          ASSERT_EQ(got, -12345.0f) << "wrote outside the row range at m " << m << " r " << r;
-          continue;
-        }
-        const size_t i = m * s.rows + r;
-        ASSERT_LE(std::fabs(got - ref.y[i]), ref.quant[i] + ref.round[i])
-            << "m " << m << " r " << r << " got " << got << " ref " << ref.y[i];
-        ASSERT_LE(std::fabs(got - scalar[m * ldy + r]), 2 * ref.round[i])
+      for (int64_t r = r0; r < r1; ++r)
+        ASSERT_LE(std::fabs(y[m * ldy + r] - scalar[m * ldy + r]), 2 * ref.round[m * s.rows + r])
             << "vs scalar, m " << m << " r " << r;
-      }
     // Each activation row alone through the GEMV: the GEMM's bits.
     for (int64_t m = 0; m < s.M && s.M > 1; ++m) {
       PackedActs one;

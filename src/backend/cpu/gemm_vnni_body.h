@@ -33,6 +33,9 @@ constexpr int kVecRows = 16;
 constexpr int kPanelVecs = 2;
 static_assert(kVecRows * kPanelVecs == kPanelRows);
 constexpr int kTile = 6;
+// Blocks per chunk of a panel: a chunk (17-18 KB) stays in L1 while every activation tile passes
+// over it.
+constexpr int64_t kChunkBlocks = 16;
 
 // One packed block of a panel: codes[g][v] holds codes 4g..4g+3 of rows 16v..16v+15 (row-major
 // within the vector: 4 bytes per row), then the rows' f16 scales d and, for the types with a min,

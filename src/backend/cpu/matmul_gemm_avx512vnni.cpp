@@ -33,10 +33,6 @@
 namespace ts::cpu {
 namespace {
 
-// A chunk of the panel (1088 or 1152 bytes per block) stays in L1 while every activation tile
-// passes over it.
-constexpr int64_t kChunkBlocks = 16;
-
 // The panel's weights come from DRAM, 32 short row segments at a time: too many streams for the
 // hardware prefetchers. So the next chunk is fetched (into L2) while this one is computed on,
 // a few rows before each activation tile: a burst of all its lines at once would overrun the

@@ -36,10 +36,6 @@ namespace {
 
 static_assert(packed_block_bytes<DecQ8_0>() == kPanelBlockBytes);
 
-// Blocks per chunk of a panel: a chunk (17 KB) stays in L1 while every activation tile passes
-// over it.
-constexpr int64_t kChunkBlocks = 16;
-
 // Prefetches the cache lines of [p, p + bytes).
 inline void prefetch_span(const uint8_t* p, int64_t bytes) {
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);

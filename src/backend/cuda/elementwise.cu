@@ -50,16 +50,21 @@ __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t co
     if (e0 + k < cols) o[e0 + k] = scale != 1.0f ? v[k] * scale : v[k];
 }
 
+// Sum of `v` over the warp, returned to every lane.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
 // Sum of `v` over the block, returned to every thread.
 __device__ float block_sum(float v) {
   __shared__ float partial[32];
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  v = warp_sum(v);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   const int warps = blockDim.x / 32;
-  v = lane < warps ? partial[lane] : 0.0f;
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  v = warp_sum(lane < warps ? partial[lane] : 0.0f);
   __syncthreads();  // partial[] may be reused by the caller's next block_sum
   return v;
 }
@@ -251,8 +256,7 @@ __global__ void __launch_bounds__(32)
   float ss = 0;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) ss += e[j] * e[j];
-  for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
-  const float inv = 1.0f / sqrtf(ss / static_cast<float>(32 * kPer) + eps);
+  const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(32 * kPer) + eps);
 #pragma unroll
   for (int j = 0; j < kPer; ++j) e[j] = e[j] * inv * (plus_one ? 1.0f + wv[j] : wv[j]);
   const float p = static_cast<float>(pos[0]);
