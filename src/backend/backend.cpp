@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "backend/expert_paging.h"
 #include "core/checked.h"
 #include "core/error.h"
 
@@ -99,6 +101,99 @@ void Backend::matmul_indexed(const Weight& shape, const void* const* experts, co
     to_host(&w.data, experts + host_ids[static_cast<size_t>(i)], sizeof(w.data));
     matmul(w, x + i * x_stride, 1, y + i * shape.rows);
   }
+}
+
+void Backend::matmul_indexed_filling(const Weight& shape, const void* const* experts,
+                                     void* const* fill, const int32_t* ids, int64_t n,
+                                     const float* x, int64_t x_stride, float* y) {
+  matmul_indexed(shape, experts, ids, n, x, x_stride, y);
+  std::vector<int32_t> host_ids(static_cast<size_t>(n));
+  to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
+  const size_t bytes = static_cast<size_t>(shape.rows) * shape.row_stride;
+  std::vector<uint8_t> rows(bytes);
+  for (const int32_t id : host_ids) {
+    void* dst = nullptr;
+    const void* src = nullptr;
+    to_host(&dst, fill + id, sizeof(dst));
+    if (dst == nullptr) continue;
+    to_host(&src, experts + id, sizeof(src));
+    to_host(rows.data(), src, bytes);
+    to_device(dst, rows.data(), bytes);
+  }
+}
+
+namespace {
+
+// An ExpertPages' arrays read back to the host, and written again (the defaults of page_experts
+// and commit_experts on a backend without kernels for them).
+class HostPages {
+ public:
+  HostPages(Backend& b, const ExpertPages& p, const int32_t* ids, int64_t k)
+      : b_(b), dev_(p), ids_(static_cast<size_t>(k)) {
+    const auto E = static_cast<size_t>(p.n_expert), S = static_cast<size_t>(p.n_slots);
+    read(slot_of_, p.slot_of, E);
+    read(owner_, p.owner, S);
+    read(stamp_, p.stamp, S + 1);
+    read(counts_, p.counts, 2);
+    read(host_, p.host, E);
+    read(slot_, p.slot, S);
+    read(table_, p.table, 3 * E);
+    read(fill_, p.fill, 3 * E);
+    b_.to_host(ids_.data(), ids, ids_.size() * sizeof(int32_t));
+    view_ = p;
+    view_.slot_of = slot_of_.data();
+    view_.owner = owner_.data();
+    view_.stamp = stamp_.data();
+    view_.counts = counts_.data();
+    view_.host = host_.data();
+    view_.slot = slot_.data();
+    view_.table = table_.data();
+    view_.fill = fill_.data();
+  }
+  const ExpertPages& view() const { return view_; }
+  const int32_t* ids() const { return ids_.data(); }
+  void write_back() {
+    write(dev_.slot_of, slot_of_);
+    write(dev_.owner, owner_);
+    write(dev_.stamp, stamp_);
+    write(dev_.counts, counts_);
+    write(dev_.table, table_);
+    write(dev_.fill, fill_);
+  }
+
+ private:
+  template <class T, class P>
+  void read(std::vector<T>& v, P* src, size_t n) {
+    v.resize(n);
+    b_.to_host(v.data(), src, n * sizeof(T));
+  }
+  template <class T, class P>
+  void write(P* dst, const std::vector<T>& v) {
+    b_.to_device(const_cast<std::remove_const_t<P>*>(dst), v.data(), v.size() * sizeof(T));
+  }
+  Backend& b_;
+  ExpertPages dev_, view_;
+  std::vector<int32_t> ids_, slot_of_, owner_;
+  std::vector<uint32_t> stamp_;
+  std::vector<uint64_t> counts_;
+  std::vector<const void*> host_, table_;
+  std::vector<void*> slot_, fill_;
+};
+
+}  // namespace
+
+void Backend::page_experts(const ExpertPages& p, const int32_t* ids, int64_t k) {
+  HostPages h(*this, p, ids, k);
+  if (!page_step(h.view(), h.ids(), k))
+    fail(ErrorKind::Runtime, "internal: " + std::to_string(k) + " routed experts for " +
+                                 std::to_string(p.n_slots) + " slots");
+  h.write_back();
+}
+
+void Backend::commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k) {
+  HostPages h(*this, p, ids, k);
+  commit_step(h.view(), h.ids(), k);
+  h.write_back();
 }
 
 void Backend::combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,

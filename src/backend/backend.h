@@ -66,6 +66,25 @@ struct StepKey {
   bool operator==(const StepKey&) const = default;
 };
 
+// Experts paged on the device (Backend::page_experts): one MoE layer's state, all in backend
+// memory, owned by the ExpertStore. Every expert lives in host memory the device can read
+// (`host`); a few also in VRAM slots. The layer's table entries point at an expert's slot when it
+// has one, else at its host bytes.
+struct ExpertPages {
+  int64_t n_expert = 0;
+  int64_t n_slots = 0;
+  int32_t* slot_of = nullptr;  // [n_expert]: the slot holding the expert, or -1
+  int32_t* owner = nullptr;    // [n_slots]: the expert a slot holds, or -1
+  uint32_t* stamp = nullptr;   // [n_slots + 1]: each slot's last step; [n_slots]: the step
+  uint64_t* counts = nullptr;  // [2]: hits, misses
+  const void* const* host =
+      nullptr;                   // [n_expert]: the expert's bytes in device-readable host memory
+  void* const* slot = nullptr;   // [n_slots]: each slot's memory
+  const void** table = nullptr;  // [3][n_expert]: the layer's gate, up and down entries
+  void** fill = nullptr;         // [3][n_expert]: where a matmul stores the rows it reads, or null
+  size_t offset[3] = {};         // of the gate, up and down bytes within an expert's
+};
+
 // What a device backend's hardware can do at best, measured: device-to-device copy bandwidth (bytes
 // read + written per second), the bf16 tensor-core GEMM rate, and pinned host-to-device copy
 // bandwidth (what streamed experts cross). Zero for host backends, whose ceilings
@@ -202,6 +221,26 @@ class Backend {
   // y is [n][shape.rows]. Default: the ids read back, one matmul per expert.
   virtual void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
                               int64_t n, const float* x, int64_t x_stride, float* y);
+  // matmul_indexed() that also stores the bytes of every weight row it reads, for each expert
+  // whose fill entry (fill[ids[i]], backend memory) is not null, at the same offset from that
+  // address: a weight read from host memory fills its VRAM slot on the way. Default:
+  // matmul_indexed(), then the copies.
+  virtual void matmul_indexed_filling(const Weight& shape, const void* const* experts,
+                                      void* const* fill, const int32_t* ids, int64_t n,
+                                      const float* x, int64_t x_stride, float* y);
+  // True when the backend pages experts of this weight type on the device: page_experts() and
+  // commit_experts() in its recorded steps, matmul_indexed_filling() as one pass.
+  virtual bool pages_experts(DType /*type*/) const { return false; }
+  // Before a layer's routed experts' matmuls (ids: k distinct experts, backend memory): the step
+  // count advances; an expert with a slot marks it used; each other one takes the least recently
+  // used slot this step does not use (its expert, if any, loses it and its table entries point
+  // back at host memory), keeps its table entries at host memory for this step and gets fill
+  // entries at the slot, so that its matmuls fill the slot. Counts hits and misses. Default: on
+  // the host, the state read back and written again.
+  virtual void page_experts(const ExpertPages& p, const int32_t* ids, int64_t k);
+  // After those matmuls: each filled expert's table entries point at its slot, its fill entries
+  // are cleared. Default: on the host.
+  virtual void commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k);
   // out = sum over i < k of weights[i] * y[i] (rows of n), the experts taken in ascending id
   // order: the order in which the host path scatters them, so both give the same bits. Default:
   // zero() and scatter_add_rows() per expert.

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/file_io.h"
@@ -83,7 +84,96 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
       publish_table(static_cast<int64_t>(l));
     }
   }
+  if (streaming_ && can_page(options)) start_paging();
   reset_stats();
+}
+
+bool ExpertStore::can_page(const Options& options) const {
+  if (backend_.is_host() || !backend_.indexes_experts_on_device() ||
+      options.policy != CachePolicyKind::Lru)
+    return false;
+  int64_t moe_layers = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (layers_[l].slots.empty()) continue;
+    ++moe_layers;
+    if (layers_[l].mirror == nullptr) return false;
+    const ExpertTable& t = layers_[l].table;
+    for (const Weight* w : {&t.gate_shape, &t.up_shape, &t.down_shape})
+      if (!backend_.pages_experts(w->dtype)) return false;
+  }
+  return ram_tier_ >= moe_layers * spec_.cfg.n_expert;
+}
+
+// Every expert into the RAM tier (the device reads misses from there), then each layer's state.
+void ExpertStore::start_paging() {
+  const int32_t E = static_cast<int32_t>(spec_.cfg.n_expert);
+  std::vector<std::shared_future<void>> reads;
+  int64_t entry = 0;
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (layers_[l].slots.empty()) continue;
+    layers_[l].host_views.resize(static_cast<size_t>(E));
+    for (int32_t e = 0; e < E; ++e, ++entry) {
+      const auto layer = static_cast<int64_t>(l);
+      uint8_t* dst = host_->memory(entry);
+      host_->assign(entry, layer, e);
+      layers_[l].host_views[static_cast<size_t>(e)] = view(layer, e, dst);
+      reads.push_back(io_->submit([this, layer, e, dst] { read_expert(layer, e, dst); }));
+    }
+  }
+  for (auto& r : reads) r.get();  // a failed read throws, naming the layer and expert
+  for (size_t l = 0; l < layers_.size(); ++l)
+    if (!layers_[l].slots.empty()) make_pages(static_cast<int64_t>(l));
+  prefetch_ = false;
+  paging_ = true;
+}
+
+// The layer's paging state in backend memory: no slot holds an expert yet, every table entry
+// points at the expert's bytes in the RAM tier.
+void ExpertStore::make_pages(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const int64_t E = spec_.cfg.n_expert, S = slots_;
+  const auto place = [&](const auto& host) {
+    using T = typename std::decay_t<decltype(host)>::value_type;
+    const size_t bytes = host.size() * sizeof(T);
+    void* dev = backend_.alloc(bytes);
+    L.pages_memory.push_back(dev);
+    backend_.to_device(dev, host.data(), bytes);
+    return static_cast<T*>(dev);
+  };
+  ExpertPages& p = L.pages;
+  p.n_expert = E;
+  p.n_slots = S;
+  p.slot_of = place(std::vector<int32_t>(static_cast<size_t>(E), -1));
+  p.owner = place(std::vector<int32_t>(static_cast<size_t>(S), -1));
+  p.stamp = place(std::vector<uint32_t>(static_cast<size_t>(S + 1), 0));
+  p.counts = place(std::vector<uint64_t>(2, 0));
+  std::vector<const void*> host(static_cast<size_t>(E));
+  for (int32_t e = 0; e < E; ++e)
+    host[static_cast<size_t>(e)] = L.host_views[static_cast<size_t>(e)].gate.data;
+  p.host = place(host);
+  std::vector<void*> slots;
+  for (const Slot& slot : L.slots) slots.push_back(slot.memory);
+  p.slot = place(slots);
+  p.fill = place(std::vector<void*>(static_cast<size_t>(3 * E), nullptr));
+  p.table = L.device_table;
+  const ExpertWeights& first = L.host_views[0];
+  const auto* base = static_cast<const uint8_t*>(first.gate.data);
+  p.offset[0] = 0;
+  p.offset[1] = static_cast<size_t>(static_cast<const uint8_t*>(first.up.data) - base);
+  p.offset[2] = static_cast<size_t>(static_cast<const uint8_t*>(first.down.data) - base);
+  for (int32_t e = 0; e < E; ++e) {
+    const ExpertWeights& w = L.host_views[static_cast<size_t>(e)];
+    L.mirror[e] = w.gate.data;
+    L.mirror[E + e] = w.up.data;
+    L.mirror[2 * E + e] = w.down.data;
+  }
+  backend_.to_device(L.device_table, L.mirror, static_cast<size_t>(3 * E) * sizeof(void*));
+}
+
+const ExpertPages* ExpertStore::pages(int64_t layer) const {
+  return paging_ && !layers_[static_cast<size_t>(layer)].slots.empty()
+             ? &layers_[static_cast<size_t>(layer)].pages
+             : nullptr;
 }
 
 ExpertStore::~ExpertStore() {
@@ -92,6 +182,7 @@ ExpertStore::~ExpertStore() {
   backend_.synchronize();  // no copy still reads staging memory or writes a slot
   for (Layer& L : layers_) {
     for (Slot& s : L.slots) backend_.free(s.memory);
+    for (void* p : L.pages_memory) backend_.free(p);
     backend_.free(L.device_table);
     backend_.free_host_pinned(static_cast<void*>(L.mirror));
   }
@@ -152,9 +243,11 @@ void ExpertStore::publish_table(int64_t layer) {
 }
 
 const ExpertWeights& ExpertStore::resident(int64_t layer, int32_t expert) const {
+  const Layer& L = layers_[static_cast<size_t>(layer)];
+  if (paging_) return L.host_views[static_cast<size_t>(expert)];
   if (streaming_) fail(ErrorKind::Runtime, "internal: resident() on streamed experts");
   // Resident slots hold expert e in slot e (filled in order at open).
-  return layers_[static_cast<size_t>(layer)].slots[static_cast<size_t>(expert)].weights;
+  return L.slots[static_cast<size_t>(expert)].weights;
 }
 
 ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* base) const {
@@ -427,6 +520,13 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
 ExpertStats ExpertStore::layer_stats(int64_t layer) const {
   ExpertStats s = stats_[static_cast<size_t>(layer)];
   s.busy_seconds = static_cast<double>(busy_ns_[static_cast<size_t>(layer)].load()) * 1e-9;
+  if (const ExpertPages* p = pages(layer)) {
+    // Counted on the device; every miss is read from the RAM tier.
+    uint64_t counts[2] = {};
+    backend_.to_host(counts, p->counts, sizeof(counts));
+    s.hits = counts[0];
+    s.misses = s.ram_hits = counts[1];
+  }
   return s;
 }
 
@@ -438,7 +538,13 @@ ExpertStats ExpertStore::total_stats() const {
 
 void ExpertStore::reset_stats() {
   std::fill(stats_.begin(), stats_.end(), ExpertStats{});
-  for (size_t l = 0; l < stats_.size(); ++l) busy_ns_[l] = 0;
+  for (size_t l = 0; l < stats_.size(); ++l) {
+    busy_ns_[l] = 0;
+    if (const ExpertPages* p = pages(static_cast<int64_t>(l))) {
+      const uint64_t zeros[2] = {};
+      backend_.to_device(p->counts, zeros, sizeof(zeros));
+    }
+  }
 }
 
 nlohmann::json ExpertStore::stats_json() const {

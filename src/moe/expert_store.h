@@ -91,8 +91,16 @@ class ExpertStore {
   // ready() for each): ops queued afterwards read the updated table.
   void publish_table(int64_t layer);
 
-  // Resident mode only: expert `expert` of `layer`, always present.
+  // Resident mode, or paging on the device: expert `expert` of `layer`, always readable by the
+  // backend (paging: its bytes in the pinned RAM tier, which the device reads in place).
   const ExpertWeights& resident(int64_t layer, int32_t expert) const;
+
+  // Streaming on a device backend that pages experts itself (Backend::pages_experts), when the
+  // RAM tier holds every expert and the cache policy is LRU: every expert is read into the tier
+  // at open, and a decode step's experts are made present on the device, without the host, by
+  // page_experts() / commit_experts() over the layer's state (null when not paging).
+  bool pages_on_device() const { return paging_; }
+  const ExpertPages* pages(int64_t layer) const;
 
   ExpertStats layer_stats(int64_t layer) const;
   ExpertStats total_stats() const;
@@ -119,6 +127,11 @@ class ExpertStore {
     const void** device_table = nullptr;
     const void** mirror = nullptr;
     uint64_t table_copy = 0;
+    // Paging on the device: its state, the allocations holding it, and every expert's view of
+    // the RAM tier.
+    ExpertPages pages;
+    std::vector<void*> pages_memory;
+    std::vector<ExpertWeights> host_views;
   };
   // Device backends: one miss of the last acquire(). Unless the RAM tier holds the expert, it is
   // read into a host tier entry in chunks by the reader threads; then copied to its slot
@@ -142,11 +155,15 @@ class ExpertStore {
   int64_t find(const Layer& L, int32_t expert) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
   void make_table(int64_t layer);
+  bool can_page(const Options& options) const;
+  void start_paging();
+  void make_pages(int64_t layer);
 
   const ModelSpec& spec_;
   Backend& backend_;
   bool streaming_ = false;
   bool prefetch_ = false;
+  bool paging_ = false;
   int64_t slots_ = 0;
   std::vector<Layer> layers_;
   std::vector<ExpertStats> stats_;

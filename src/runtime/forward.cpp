@@ -146,7 +146,8 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
 }
 
 int64_t Forward::next_streamed_layer(int64_t from) const {
-  if (!engine_.experts().streaming()) return c_.n_layer;
+  // Experts paged on the device need no host between layers: the step is one piece.
+  if (!engine_.experts().streaming() || engine_.experts().pages_on_device()) return c_.n_layer;
   int64_t l = from + 1;
   while (l < c_.n_layer && !engine_.layers()[static_cast<size_t>(l)].moe) ++l;
   return l;
@@ -310,16 +311,26 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   if (experts_indexed(M)) {
     // One token: the k experts' matmuls pick their weights on the device, from the layer's table
     // (streamed experts: made present and published by fetch_streamed_experts()).
+    // Paged on the device: the misses are read from host memory and fill their slots on the way.
     const ExpertTable& t = *engine_.experts().table(l);
+    const ExpertPages* pages = engine_.experts().pages(l);
+    const auto matmul = [&](const Weight& shape, const void* const* experts, int proj,
+                            const float* x, int64_t x_stride, float* y) {
+      if (pages == nullptr) return b_.matmul_indexed(shape, experts, ids, k, x, x_stride, y);
+      b_.matmul_indexed_filling(shape, experts, pages->fill + proj * c_.n_expert, ids, k, x,
+                                x_stride, y);
+    };
+    if (pages != nullptr) b_.page_experts(*pages, ids, k);
     if (t.gate_up_shape.rows > 0) {
-      b_.matmul_indexed(t.gate_up_shape, t.gate, ids, k, h_, 0, ff_gate_);
+      matmul(t.gate_up_shape, t.gate, 0, h_, 0, ff_gate_);
       b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, k, ff, 2 * ff, ff_act_);
     } else {
-      b_.matmul_indexed(t.gate_shape, t.gate, ids, k, h_, 0, ff_gate_);
-      b_.matmul_indexed(t.up_shape, t.up, ids, k, h_, 0, ff_up_);
+      matmul(t.gate_shape, t.gate, 0, h_, 0, ff_gate_);
+      matmul(t.up_shape, t.up, 1, h_, 0, ff_up_);
       b_.glu(glu_kind(), ff_gate_, ff_up_, k, ff, ff, ff_act_);
     }
-    b_.matmul_indexed(t.down_shape, t.down, ids, k, ff_act_, ff, ff_out_);
+    matmul(t.down_shape, t.down, 2, ff_act_, ff, ff_out_);
+    if (pages != nullptr) b_.commit_experts(*pages, ids, k);
     b_.combine_experts(ff_out_, ids, weights, k, d, o_);
     return;
   }
@@ -358,8 +369,9 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   ExpertStore& store = engine_.experts();
   if (store.prefetching()) prefetch_next_layer(l, M);
   const int64_t G = static_cast<int64_t>(expert_ids_.size());
-  if (!store.streaming()) {
-    // Resident: every routed expert in one call per projection.
+  if (!store.streaming() || store.pages_on_device()) {
+    // Resident (or paged on the device, the weights then read in place from the RAM tier): every
+    // routed expert in one call per projection.
     group_weights_.resize(static_cast<size_t>(G));
     for (int64_t g = 0; g < G; ++g)
       group_weights_[static_cast<size_t>(g)] =

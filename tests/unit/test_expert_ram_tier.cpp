@@ -34,10 +34,11 @@ namespace {
 // does: the engine then keeps tables of the experts' slots. Counts allocations.
 class DeviceLike final : public Backend {
  public:
-  DeviceLike(int64_t* allocs, bool indexes)
+  DeviceLike(int64_t* allocs, bool indexes, bool pages)
       : cpu_(make_cpu_backend(2)),
         allocs_(allocs),
         indexes_(indexes),
+        pages_(pages),
         copier_([this] { copy_loop(); }) {}
   ~DeviceLike() override {
     {
@@ -76,6 +77,8 @@ class DeviceLike final : public Backend {
     cpu_->to_host(dst, src, bytes);
   }
   bool indexes_experts_on_device() const override { return indexes_; }
+  // Paging through the Backend's host defaults: the rule the CUDA kernels run, on host memory.
+  bool pages_experts(DType /*type*/) const override { return pages_; }
   void* alloc_host_pinned(size_t bytes) override {
     ++*allocs_;
     return Backend::alloc_host_pinned(bytes);
@@ -170,6 +173,7 @@ class DeviceLike final : public Backend {
   std::unique_ptr<Backend> cpu_;
   int64_t* allocs_;
   bool indexes_;
+  bool pages_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Copy> copies_;
@@ -202,8 +206,9 @@ std::vector<float> feed(Engine& engine, const std::vector<int32_t>& ids, bool de
 }
 
 std::unique_ptr<Engine> open_device_like(const std::string& path, const EngineOptions& o,
-                                         int64_t* allocs, bool indexes = false) {
-  return Engine::open(path, o, std::make_unique<DeviceLike>(allocs, indexes));
+                                         int64_t* allocs, bool indexes = false,
+                                         bool pages = false) {
+  return Engine::open(path, o, std::make_unique<DeviceLike>(allocs, indexes, pages));
 }
 
 int64_t moe_experts(const ModelSpec& spec) {
@@ -221,12 +226,17 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
   const int64_t k = spec->cfg.n_expert_used, all = moe_experts(*spec);
   const uint64_t stride = spec->expert_stride;
   // Rows grouped on the host (prefill, decode), by expert id (decode), by id with the next
-  // layer's experts guessed and prefetched from the tier.
+  // layer's experts guessed and prefetched from the tier, paged on the "device" (prefill reading
+  // the tier in place, decode by id) when the tier holds every expert.
   struct Mode {
-    bool decode, indexes, prefetch;
+    bool decode, indexes, prefetch, pages;
   };
-  for (const auto& [decode, indexes, prefetch] :
-       {Mode{false, false, false}, {true, false, false}, {true, true, false}, {true, true, true}}) {
+  for (const auto& [decode, indexes, prefetch, pages] : {Mode{false, false, false, false},
+                                                         {true, false, false, false},
+                                                         {true, true, false, false},
+                                                         {true, true, true, false},
+                                                         {false, true, false, true},
+                                                         {true, true, false, true}}) {
     EngineOptions resident_opts = options(0, 0);
     resident_opts.backend = "cpu";
     resident_opts.threads = 2;
@@ -244,17 +254,19 @@ TEST_P(RamTier, StreamingThroughTheTierIsBitIdenticalToResident) {
           entries == 0 ? 0 : static_cast<uint64_t>(entries) * stride + stride / 2;
       EngineOptions o = options(slots, budget);
       o.expert_prefetch = prefetch;
-      auto engine = open_device_like(f.path, o, &allocs, indexes);
+      auto engine = open_device_like(f.path, o, &allocs, indexes, pages);
       ASSERT_EQ(engine->experts().ram_tier_entries(), entries);
+      ASSERT_EQ(engine->experts().pages_on_device(), pages && entries == all);
       ASSERT_EQ(engine->footprint().ram_tier, static_cast<uint64_t>(entries) * stride);
       for (int pass = 0; pass < 2; ++pass) {
         const std::vector<float> streamed = feed(*engine, ids, decode);
         ASSERT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
             << (decode ? "decode" : "prefill") << (indexes ? " by expert id" : "")
-            << (prefetch ? " with prefetch" : "") << " with a RAM tier of " << entries
-            << " experts, pass " << pass;
+            << (prefetch ? " with prefetch" : "") << (pages ? " paged" : "")
+            << " with a RAM tier of " << entries << " experts, pass " << pass;
       }
       const ExpertStats st = engine->experts().total_stats();
+      if (engine->experts().pages_on_device() && !decode) continue;  // prefill reads the tier
       EXPECT_GT(st.misses, 0u);
       if (entries == 0) {
         EXPECT_EQ(st.ram_hits, 0u);
@@ -299,6 +311,35 @@ TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
     ASSERT_GT(second.misses, 0u) << "top-k slots must miss in VRAM for this test to mean anything";
     EXPECT_EQ(second.ram_hits, second.misses);
     EXPECT_EQ(second.bytes_read, 0u);
+  }
+}
+
+// Paged on the device: every expert is read into the tier at open, none from the file after;
+// each routed expert of each layer and token is one hit or one miss, and every miss is served by
+// the tier; a second pass over the prompt finds what the first left in the slots.
+TEST(RamTierStats, PagedOnTheDeviceCountsEveryLookupAndReadsNoFile) {
+  auto spec = open_model_spec(bundled());
+  const int64_t all = moe_experts(*spec), k = spec->cfg.n_expert_used;
+  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
+  int64_t allocs = 0;
+  auto engine =
+      open_device_like(bundled(), options(k + 2, static_cast<uint64_t>(all) * spec->expert_stride),
+                       &allocs, true, true);
+  ASSERT_TRUE(engine->experts().pages_on_device());
+  const auto lookups = static_cast<uint64_t>(all / spec->cfg.n_expert * k) * ids.size();
+  uint64_t first_misses = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    engine->experts().reset_stats();
+    feed(*engine, ids, true);
+    const ExpertStats st = engine->experts().total_stats();
+    EXPECT_EQ(st.hits + st.misses, lookups) << "pass " << pass;
+    EXPECT_GT(st.misses, 0u) << "pass " << pass;
+    EXPECT_EQ(st.ram_hits, st.misses) << "pass " << pass;
+    EXPECT_EQ(st.bytes_read, 0u) << "pass " << pass;
+    if (pass == 0) first_misses = st.misses;
+    if (pass == 1) {
+      EXPECT_LE(st.misses, first_misses);
+    }
   }
 }
 

@@ -42,6 +42,11 @@ constexpr int64_t kMaxTopK = 64;
 // the routing, see Forward::run); the least recently replayed goes first.
 constexpr size_t kMaxGraphs = 512;
 
+// The weight types whose decode GEMV loads rows in 16-byte chunks and can store them on the way.
+bool plain_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
 std::string str(int64_t v) {
   return std::to_string(v);
 }
@@ -435,6 +440,34 @@ class CudaBackend final : public Backend {
     } else {
       cuda::launch_gemv(shape, x, y, stream_, ix);
     }
+  }
+
+  void matmul_indexed_filling(const Weight& shape, const void* const* experts, void* const* fill,
+                              const int32_t* ids, int64_t n, const float* x, int64_t x_stride,
+                              float* y) override {
+    if (!plain_type(shape.dtype))
+      fail(ErrorKind::Unsupported, std::string("expert paging: ") + dtype_name(shape.dtype) +
+                                       " weights are not paged on the device");
+    if (n < 1 || n > kMaxGridY)
+      fail(ErrorKind::Unsupported, "matmul_indexed: " + str(n) + " experts in one call");
+    if (cuda::gemv_loads_chunks(shape, x, x_stride)) {
+      cuda::launch_gemv(shape, x, y, stream_, cuda::ExpertIndex{experts, ids, n, x_stride, fill});
+      return;
+    }
+    matmul_indexed(shape, experts, ids, n, x, x_stride, y);
+    cuda::launch_fill_experts(shape, experts, fill, ids, n, stream_);
+  }
+
+  // Plain weights: the GEMV stores what it loads (the quantised GEMVs stage rows through shared
+  // memory and would need a store path of their own).
+  bool pages_experts(DType type) const override { return plain_type(type); }
+
+  void page_experts(const ExpertPages& p, const int32_t* ids, int64_t k) override {
+    cuda::launch_page_experts(p, ids, k, stream_);
+  }
+
+  void commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k) override {
+    cuda::launch_commit_experts(p, ids, k, stream_);
   }
 
   void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,

@@ -117,18 +117,20 @@ __global__ void __launch_bounds__(kThreads)
 // chunks. Short rows (an MoE expert's down projection: 768 columns, 96 chunks) would leave most of
 // a block idle and spend the kernel on block launches and barriers; a warp per row set has every
 // lane loading and no barrier.
+// Under an index with fill entries (expert paging), the chunks loaded are also stored at the same
+// offset from the expert's fill address: a weight read from host memory fills its slot as it goes.
 template <DType T, int kGroup>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
   gemv_enter(ix, rows, w, x, y);
+  uint8_t* fill = ix.fill != nullptr ? static_cast<uint8_t*>(ix.fill[ix.ids[blockIdx.y]]) : nullptr;
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
   const int tid = static_cast<int>(threadIdx.x) % kGroup;
   const int64_t r0 =
       (static_cast<int64_t>(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup) * kRows;
   const int nr = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kRows), rows - r0)));
   const int64_t nchunks = cols / kPerChunk;
-  const uint8_t* base = w + r0 * row_stride;
   float acc[kRows] = {};
   for (int64_t c0 = tid; c0 < nchunks; c0 += kGroup * kPlainUnroll) {
     uint4 v[kPlainUnroll][kRows];
@@ -136,8 +138,11 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kPlainUnroll; ++u)
 #pragma unroll
       for (int r = 0; r < kRows; ++r)
-        if (r < nr && c0 + u * kGroup < nchunks)  // streamed: read once, evict first
-          v[u][r] = __ldcs(reinterpret_cast<const uint4*>(base + r * row_stride) + c0 + u * kGroup);
+        if (r < nr && c0 + u * kGroup < nchunks) {  // streamed: read once, evict first
+          const int64_t at = (r0 + r) * static_cast<int64_t>(row_stride) + (c0 + u * kGroup) * 16;
+          v[u][r] = __ldcs(reinterpret_cast<const uint4*>(w + at));
+          if (fill != nullptr) __stcs(reinterpret_cast<uint4*>(fill + at), v[u][r]);
+        }
 #pragma unroll
     for (int u = 0; u < kPlainUnroll; ++u) {
       const int64_t c = c0 + u * kGroup;
@@ -260,8 +265,17 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
+bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride) {
+  const int64_t per_chunk = w.dtype == DType::F32 ? 4 : 8;
+  return is_plain(w.dtype) && reinterpret_cast<uintptr_t>(x) % 16 == 0 && x_stride % 4 == 0 &&
+         reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0 &&
+         w.cols % per_chunk == 0;
+}
+
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
                  const ExpertIndex& ix) {
+  if (ix.fill != nullptr && !gemv_loads_chunks(w, x, ix.x_stride))
+    fail(ErrorKind::Runtime, "internal: a GEMV asked to fill a layout it does not load whole");
   // Under an index every expert's weight lies like w.data (same offset in its slot).
   const auto addr = reinterpret_cast<uintptr_t>(w.data);
   const bool x_aligned = reinterpret_cast<uintptr_t>(x) % 16 == 0 && ix.x_stride % 4 == 0;
@@ -271,8 +285,7 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
-      const bool vector =
-          x_aligned && addr % 16 == 0 && w.row_stride % 16 == 0 && w.cols % kPerChunk == 0;
+      const bool vector = gemv_loads_chunks(w, x, ix.x_stride);
       if (vector && w.cols / kPerChunk <= kWarpRowChunks) {
         const dim3 warp_grid(
             static_cast<unsigned>((w.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock), grid.y);

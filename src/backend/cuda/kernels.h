@@ -15,11 +15,14 @@ namespace ts::cuda {
 // Experts picked on the device (Backend::matmul_indexed): GEMV i < n, along grid dimension y, uses
 // the weight whose data pointer is table[ids[i]] (of the launch's dtype and shape), the input
 // x + i * x_stride and the output y + i * rows. A null table: the launch's own weight, n = 1.
+// With `fill` (Backend::matmul_indexed_filling), GEMV i also stores every 16-byte chunk of weight
+// it loads at the same offset from fill[ids[i]] when that is not null (plain types only).
 struct ExpertIndex {
   const void* const* table = nullptr;
   const int32_t* ids = nullptr;
   int64_t n = 1;
   int64_t x_stride = 0;
+  void* const* fill = nullptr;
 };
 
 // Elementwise and row ops (elementwise.cu).
@@ -86,6 +89,18 @@ void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* 
 // out = sum over i < k of weights[i] * y[i] (rows of n), in ascending id order.
 void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
                             int64_t n, float* out, cudaStream_t stream);
+
+// Device-side expert paging (moe.cu): Backend::page_experts / commit_experts as one thread each
+// (expert_paging.h's rule), and the fill of matmul_indexed_filling for weights the GEMV does not
+// fill itself: each expert with a fill entry has its rows * stride bytes copied there.
+void launch_page_experts(const ExpertPages& p, const int32_t* ids, int64_t k, cudaStream_t stream);
+void launch_commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k,
+                           cudaStream_t stream);
+void launch_fill_experts(const Weight& shape, const void* const* experts, void* const* fill,
+                         const int32_t* ids, int64_t n, cudaStream_t stream);
+// True when launch_gemv loads w in whole 16-byte chunks (plain types, 16-byte aligned rows and
+// x): then it fills under an index itself.
+bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride);
 
 // KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
 void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,

@@ -1,10 +1,14 @@
 // Routed experts on the device: top-k routing by the family's rule, and the weighted sum of the
 // k experts' outputs. With them (and the indexed GEMVs) a decode step over resident experts never
 // reads the routing back to the host, so it can be recorded as a graph.
+#include <algorithm>
 #include <cfloat>
+#include <string>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/expert_paging.h"
+#include "core/error.h"
 
 namespace ts::cuda {
 namespace {
@@ -138,7 +142,54 @@ __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const
   }
 }
 
+// One thread: the rule is sequential (each miss takes the slot the previous ones left), and a
+// layer has a few dozen slots at most to scan.
+__global__ void page_experts_kernel(ExpertPages p, const int32_t* ids, int k) {
+  pdl_enter();
+  page_step(p, ids, k);  // k <= n_slots: the store refuses fewer slots than routed experts
+}
+
+__global__ void commit_experts_kernel(ExpertPages p, const int32_t* ids, int k) {
+  pdl_enter();
+  commit_step(p, ids, k);
+}
+
+// Expert blockIdx.y's weight (`bytes`, 16-byte multiples at 16-byte aligned addresses) into its
+// fill entry, the grid's threads over 16-byte chunks.
+__global__ void fill_experts_kernel(const void* const* experts, void* const* fill,
+                                    const int32_t* ids, size_t chunks) {
+  pdl_enter();
+  const int32_t id = ids[blockIdx.y];
+  auto* dst = static_cast<uint4*>(fill[id]);
+  if (dst == nullptr) return;
+  const auto* src = static_cast<const uint4*>(experts[id]);
+  for (size_t c = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; c < chunks;
+       c += static_cast<size_t>(gridDim.x) * blockDim.x)
+    dst[c] = src[c];
+}
+
 }  // namespace
+
+void launch_page_experts(const ExpertPages& p, const int32_t* ids, int64_t k, cudaStream_t stream) {
+  launch("page experts", page_experts_kernel, 1, 1, 0, stream, p, ids, static_cast<int>(k));
+}
+
+void launch_commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k,
+                           cudaStream_t stream) {
+  launch("commit experts", commit_experts_kernel, 1, 1, 0, stream, p, ids, static_cast<int>(k));
+}
+
+void launch_fill_experts(const Weight& shape, const void* const* experts, void* const* fill,
+                         const int32_t* ids, int64_t n, cudaStream_t stream) {
+  const size_t bytes = static_cast<size_t>(shape.rows) * shape.row_stride;
+  if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(shape.data) % 16 != 0)
+    fail(ErrorKind::Unsupported, "expert paging: weights of " + std::to_string(bytes) +
+                                     " bytes are not whole 16-byte chunks");
+  const size_t chunks = bytes / 16;
+  const dim3 grid(static_cast<unsigned>(std::min<size_t>((chunks + 255) / 256, 1024)),
+                  static_cast<unsigned>(n));
+  launch("fill experts", fill_experts_kernel, grid, 256, 0, stream, experts, fill, ids, chunks);
+}
 
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
