@@ -14,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
@@ -739,6 +740,112 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   std::vector<float> cpu(static_cast<size_t>(rows));
   cpu_->combine_experts(y.data(), ids.data(), scale.data(), n, rows, cpu.data());
   expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
+}
+
+// Expert paging: the page/commit kernels make the decisions of the host default (the one rule of
+// expert_paging.h) step after step, and the filling GEMV stores exactly the weight bytes it reads
+// from pinned host memory into the slot, with the bits of matmul_indexed.
+TEST_F(CudaOps, ExpertPagingKernelsMatchTheHostRuleAndFillSlots) {
+  const int64_t E = 12, S = 4, k = 3, rows = 64, cols = 256;
+  const size_t stride = row_bytes(DType::BF16, cols, "test"), bytes = rows * stride;
+  // Every expert's bytes in pinned host memory; slots in VRAM.
+  std::vector<void*> host(static_cast<size_t>(E));
+  for (void*& h : host) {
+    h = gpu_->alloc_host_pinned(bytes);
+    const std::vector<uint8_t> w = random_weight(DType::BF16, rows, cols, stride, rng_);
+    std::memcpy(h, w.data(), bytes);
+  }
+  std::vector<void*> slots(static_cast<size_t>(S));
+  for (void*& s : slots) s = device_bytes(bytes);
+  // Two copies of the state: one paged by the kernels, one by the host default.
+  const auto make = [&] {
+    ExpertPages p;
+    p.n_expert = E;
+    p.n_slots = S;
+    const auto put = [&](const auto& v) {
+      using T = typename std::decay_t<decltype(v)>::value_type;
+      void* d = device_bytes(v.size() * sizeof(T));
+      gpu_->to_device(d, v.data(), v.size() * sizeof(T));
+      return static_cast<T*>(d);
+    };
+    p.slot_of = put(std::vector<int32_t>(E, -1));
+    p.owner = put(std::vector<int32_t>(S, -1));
+    p.stamp = put(std::vector<uint32_t>(S + 1, 0));
+    p.counts = put(std::vector<uint64_t>(2, 0));
+    p.host = put(std::vector<const void*>(host.begin(), host.end()));
+    p.slot = put(slots);
+    std::vector<const void*> table(static_cast<size_t>(3 * E));
+    for (int64_t e = 0; e < E; ++e)
+      for (int j = 0; j < 3; ++j) table[static_cast<size_t>(j * E + e)] = host[e];
+    p.table = put(table);
+    p.fill = put(std::vector<void*>(static_cast<size_t>(3 * E), nullptr));
+    return p;
+  };
+  const ExpertPages a = make(), b = make();
+  // The state as numbers; a pointer as the host copy (e) or slot (E + s) it points at, -1 null.
+  const auto where = [&](const void* q) -> int64_t {
+    for (int64_t e = 0; e < E; ++e)
+      if (q == host[static_cast<size_t>(e)]) return e;
+    for (int64_t i = 0; i < S; ++i)
+      if (q == slots[static_cast<size_t>(i)]) return E + i;
+    return q == nullptr ? -1 : -2;
+  };
+  const auto state = [&](const ExpertPages& p) {
+    std::vector<int64_t> out;
+    const auto add = [&](const auto* d, size_t n) {
+      std::vector<std::remove_cv_t<std::remove_pointer_t<decltype(d)>>> v(n);
+      gpu_->to_host(v.data(), d, n * sizeof(v[0]));
+      for (const auto& x : v) {
+        if constexpr (std::is_pointer_v<std::decay_t<decltype(x)>>) {
+          out.push_back(where(x));
+        } else {
+          out.push_back(static_cast<int64_t>(x));
+        }
+      }
+    };
+    add(p.slot_of, E);
+    add(p.owner, S);
+    add(p.stamp, S + 1);
+    add(p.counts, 2);
+    add(p.table, 3 * E);
+    add(p.fill, 3 * E);
+    return out;
+  };
+  const Weight shape{DType::BF16, rows, cols, stride, host[0]};
+  const std::vector<float> x = randn(cols);
+  const float* d_x = upload(x);
+  float* got = upload(std::vector<float>(k * rows));
+  float* want = upload(std::vector<float>(k * rows));
+  auto* d_ids = static_cast<int32_t*>(device_bytes(k * sizeof(int32_t)));
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(E - 1));
+  for (int step = 0; step < 20; ++step) {
+    std::vector<int32_t> ids;
+    while (static_cast<int64_t>(ids.size()) < k) {
+      const int32_t e = pick(rng_);
+      if (std::find(ids.begin(), ids.end(), e) == ids.end()) ids.push_back(e);
+    }
+    gpu_->to_device(d_ids, ids.data(), k * sizeof(int32_t));
+    gpu_->page_experts(a, d_ids, k);
+    gpu_->Backend::page_experts(b, d_ids, k);
+    ASSERT_EQ(state(a), state(b)) << "after paging, step " << step;
+    gpu_->matmul_indexed_filling(shape, a.table, a.fill, d_ids, k, d_x, 0, got);
+    gpu_->matmul_indexed(shape, a.table, d_ids, k, d_x, 0, want);
+    const std::vector<float> g = download(got, k * rows), w = download(want, k * rows);
+    ASSERT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << "step " << step;
+    gpu_->commit_experts(a, d_ids, k);
+    gpu_->Backend::commit_experts(b, d_ids, k);
+    ASSERT_EQ(state(a), state(b)) << "after the commit, step " << step;
+    // Each routed expert now reads from a slot that holds its bytes.
+    std::vector<const void*> t(3 * E);
+    gpu_->to_host(t.data(), a.table, t.size() * sizeof(void*));
+    std::vector<uint8_t> in_slot(bytes);
+    for (const int32_t e : ids) {
+      gpu_->to_host(in_slot.data(), t[static_cast<size_t>(e)], bytes);
+      ASSERT_EQ(0, std::memcmp(in_slot.data(), host[e], bytes))
+          << "expert " << e << ", step " << step;
+    }
+  }
+  for (void* h : host) gpu_->free_host_pinned(h);
 }
 
 // The angle is the same f32 product on both sides; sin/cos differ by at most 2 ulp (CUDA) against
