@@ -170,6 +170,59 @@ void ExpertStore::make_pages(int64_t layer) {
   backend_.to_device(L.device_table, L.mirror, static_cast<size_t>(3 * E) * sizeof(void*));
 }
 
+void ExpertStore::slots_to_host(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const ExpertPages& p = L.pages;
+  std::vector<int32_t> owner(static_cast<size_t>(p.n_slots));
+  std::vector<uint32_t> stamp(static_cast<size_t>(p.n_slots + 1));
+  backend_.to_host(owner.data(), p.owner, owner.size() * sizeof(int32_t));
+  backend_.to_host(stamp.data(), p.stamp, stamp.size() * sizeof(uint32_t));
+  // Filled in the device's order of last use, so the host's LRU evicts what the device would.
+  std::vector<int64_t> order(owner.size());
+  std::iota(order.begin(), order.end(), int64_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return stamp[static_cast<size_t>(a)] < stamp[static_cast<size_t>(b)];
+  });
+  for (const int64_t s : order) {
+    Slot& slot = L.slots[static_cast<size_t>(s)];
+    slot.expert = owner[static_cast<size_t>(s)];
+    slot.loading = {};
+    slot.prefetched = false;
+    if (slot.expert < 0) continue;
+    slot.weights = view(layer, slot.expert, static_cast<const uint8_t*>(slot.memory));
+    L.policy->filled(s, slot.expert);
+  }
+}
+
+void ExpertStore::slots_to_device(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  const ExpertPages& p = L.pages;
+  const int64_t E = p.n_expert;
+  std::vector<int32_t> slot_of(static_cast<size_t>(E), -1), owner(static_cast<size_t>(p.n_slots));
+  for (int64_t e = 0; e < E; ++e) {
+    const ExpertWeights& w = L.host_views[static_cast<size_t>(e)];
+    L.mirror[e] = w.gate.data;
+    L.mirror[E + e] = w.up.data;
+    L.mirror[2 * E + e] = w.down.data;
+  }
+  for (int64_t s = 0; s < p.n_slots; ++s) {
+    const Slot& slot = L.slots[static_cast<size_t>(s)];
+    owner[static_cast<size_t>(s)] = slot.expert;
+    if (slot.expert < 0) continue;
+    slot_of[static_cast<size_t>(slot.expert)] = static_cast<int32_t>(s);
+    for (int64_t j = 0; j < 3; ++j)
+      L.mirror[j * E + slot.expert] = static_cast<const uint8_t*>(slot.memory) + p.offset[j];
+  }
+  // Every slot equally old: the device's LRU starts afresh from the host's fills.
+  const std::vector<uint32_t> stamp(static_cast<size_t>(p.n_slots + 1), 0);
+  const std::vector<void*> fill(static_cast<size_t>(3 * E), nullptr);
+  backend_.to_device(p.slot_of, slot_of.data(), slot_of.size() * sizeof(int32_t));
+  backend_.to_device(p.owner, owner.data(), owner.size() * sizeof(int32_t));
+  backend_.to_device(p.stamp, stamp.data(), stamp.size() * sizeof(uint32_t));
+  backend_.to_device(p.fill, fill.data(), fill.size() * sizeof(void*));
+  backend_.to_device(L.device_table, L.mirror, static_cast<size_t>(3 * E) * sizeof(void*));
+}
+
 const ExpertPages* ExpertStore::pages(int64_t layer) const {
   return paging_ && !layers_[static_cast<size_t>(layer)].slots.empty()
              ? &layers_[static_cast<size_t>(layer)].pages
@@ -243,11 +296,9 @@ void ExpertStore::publish_table(int64_t layer) {
 }
 
 const ExpertWeights& ExpertStore::resident(int64_t layer, int32_t expert) const {
-  const Layer& L = layers_[static_cast<size_t>(layer)];
-  if (paging_) return L.host_views[static_cast<size_t>(expert)];
   if (streaming_) fail(ErrorKind::Runtime, "internal: resident() on streamed experts");
   // Resident slots hold expert e in slot e (filled in order at open).
-  return L.slots[static_cast<size_t>(expert)].weights;
+  return layers_[static_cast<size_t>(layer)].slots[static_cast<size_t>(expert)].weights;
 }
 
 ExpertWeights ExpertStore::view(int64_t layer, int32_t expert, const uint8_t* base) const {
@@ -521,11 +572,13 @@ ExpertStats ExpertStore::layer_stats(int64_t layer) const {
   ExpertStats s = stats_[static_cast<size_t>(layer)];
   s.busy_seconds = static_cast<double>(busy_ns_[static_cast<size_t>(layer)].load()) * 1e-9;
   if (const ExpertPages* p = pages(layer)) {
-    // Counted on the device; every miss is read from the RAM tier.
+    // Decode steps count on the device (every miss read from the RAM tier); micro-batches of
+    // more than one row count here.
     uint64_t counts[2] = {};
     backend_.to_host(counts, p->counts, sizeof(counts));
-    s.hits = counts[0];
-    s.misses = s.ram_hits = counts[1];
+    s.hits += counts[0];
+    s.misses += counts[1];
+    s.ram_hits += counts[1];
   }
   return s;
 }

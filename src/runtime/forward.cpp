@@ -369,9 +369,8 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   ExpertStore& store = engine_.experts();
   if (store.prefetching()) prefetch_next_layer(l, M);
   const int64_t G = static_cast<int64_t>(expert_ids_.size());
-  if (!store.streaming() || store.pages_on_device()) {
-    // Resident (or paged on the device, the weights then read in place from the RAM tier): every
-    // routed expert in one call per projection.
+  if (!store.streaming()) {
+    // Resident: every routed expert in one call per projection.
     group_weights_.resize(static_cast<size_t>(G));
     for (int64_t g = 0; g < G; ++g)
       group_weights_[static_cast<size_t>(g)] =
@@ -381,6 +380,7 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
     // Streaming: a micro-batch may route to more experts than there are slots, so they come in
     // waves; each expert runs alone as soon as it is ready, with the same kernels per row.
     const int64_t wave = store.slots_per_layer();
+    if (store.pages_on_device()) store.slots_to_host(l);
     for (int64_t w0 = 0; w0 < G; w0 += wave) {
       const int64_t n = std::min(wave, G - w0);
       store.acquire(l, expert_ids_.data() + w0, n);
@@ -390,6 +390,7 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
                     &group_rows_[static_cast<size_t>(w0 + i)], 1);
       }
     }
+    if (store.pages_on_device()) store.slots_to_device(l);
   }
   b_.zero(o_, M * d);
   b_.scatter_add_rows(o_, ff_out_, routed_src_.data(), routed_scale_.data(), P, d);
