@@ -146,10 +146,11 @@ class Backend {
   virtual Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
                                const void* host) = 0;
   virtual void release_weight(Weight& w) = 0;
-  // Lets a host backend rearrange an uploaded weight in place into a layout its kernels read
-  // faster (the CPU packs q8_0 into panels for its AVX512-VNNI kernels: WeightLayout::Panels), in
-  // the same bytes. Only for weights whose memory the caller owns and reads no other way than
-  // through this backend's ops. Default: nothing.
+  // Lets a backend rearrange an uploaded weight in place into a layout its kernels read faster, in
+  // the same bytes (q8_0: the CPU's AVX512-VNNI panels, WeightLayout::Panels; CUDA's 4-row groups,
+  // WeightLayout::Q8Groups). Only for weights whose memory the caller owns (a host backend's
+  // buffer, or a device upload) and reads no other way than through this backend's ops. Default:
+  // nothing.
   virtual void pack_weight(Weight& /*w*/) {}
   // Views of a packed weight (rows [a, b) at data + a * row_stride, same layout) are valid where a
   // and b are multiples of this; 1 for the row layout.

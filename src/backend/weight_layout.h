@@ -11,6 +11,14 @@ enum class WeightLayout : uint8_t {
   // q8_0 rows grouped in panels of 32 for the CPU's AVX512-VNNI kernels, packed in place by
   // Backend::pack_weight(); backend/cpu/panel_layout.h gives the byte order.
   Panels,
+  // q8_0 rows in groups of kQ8GroupRows for the CUDA decode GEMV, rearranged on the device by
+  // Backend::pack_weight(): each group's codes first (row after row, `cols` bytes each), then its
+  // scales (row after row, cols / 32 f16 each). The codes then load as aligned 16-byte vectors.
+  // backend/cuda/q8_groups.cuh gives the addresses.
+  Q8Groups,
 };
+
+// Rows per group of WeightLayout::Q8Groups.
+inline constexpr int64_t kQ8GroupRows = 4;
 
 }  // namespace ts

@@ -127,9 +127,9 @@ Weight Engine::upload_rows(const std::vector<const TensorRef*>& parts) {
   Weight w = backend_->upload_weight(
       first.dtype, rows, first.cols(),
       static_cast<size_t>(first.nbytes / static_cast<uint64_t>(first.rows())), buf);
+  // The memory is ours (host: the buffer; device: the upload) and only the backend's ops read it.
+  backend_->pack_weight(w);
   if (host) {
-    // The buffer is ours and only the backend's ops read it.
-    backend_->pack_weight(w);
     owned_.push_back(buf);
   } else {
     std::free(buf);

@@ -370,6 +370,61 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   }
 }
 
+// q8_0 packed into 4-row groups (WeightLayout::Q8Groups) reads as the file's layout: the GEMV
+// takes the int8 kernel's units in its order (the same bits on sm_90, where that kernel runs), and
+// the embedding and the dequantise-then-GEMM path decode the same values. Weights the groups do
+// not fit keep the file's layout.
+TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 1024}, Shape{12, 64}}) {
+    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "q8 groups");
+    const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
+    Weight rows = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
+    Weight groups = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
+    gpu_->pack_weight(groups);
+    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    ASSERT_EQ(groups.layout, WeightLayout::Q8Groups) << what;
+    EXPECT_EQ(gpu_->weight_row_group(DType::Q8_0), kQ8GroupRows);
+    for (int64_t M : {1, 3}) {
+      const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
+      const float* xd = upload(x);
+      const size_t n = static_cast<size_t>(M * sh.rows);
+      float* y_rows = upload(std::vector<float>(n));
+      float* y_groups = upload(std::vector<float>(n));
+      gpu_->matmul(rows, xd, M, y_rows);
+      gpu_->matmul(groups, xd, M, y_groups);
+      const std::vector<float> want = download(y_rows, n), got = download(y_groups, n);
+      if (M > 1 || int8_gemv(rows, M)) {
+        expect_close(got, want, 0.0f, 0.0f, "q8_0 groups matmul " + what);
+      } else {  // before sm_90 the file's layout takes the f32 GEMV: the int8 bound applies
+        const MatmulCase c{sh.rows, sh.cols, M, 0};
+        const Reference ref = reference_matmul(DType::Q8_0, host, c, stride, x);
+        for (size_t i = 0; i < n; ++i)
+          EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
+      }
+    }
+    const std::vector<int32_t> ids = {0, static_cast<int32_t>(sh.rows - 1), 5, 5, 3};
+    const size_t n = ids.size() * static_cast<size_t>(sh.cols);
+    float* e_rows = upload(std::vector<float>(n));
+    float* e_groups = upload(std::vector<float>(n));
+    gpu_->embed(rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
+    gpu_->embed(groups, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_groups);
+    expect_close(download(e_groups, n), download(e_rows, n), 0.0f, 0.0f, "q8_0 groups embed " + what);
+    gpu_->release_weight(rows);
+    gpu_->release_weight(groups);
+  }
+  for (const Shape sh : {Shape{6, 1024}, Shape{8, 96}}) {  // rows not in fours; rows of odd words
+    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "q8 groups");
+    const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
+    Weight w = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
+    gpu_->pack_weight(w);
+    EXPECT_EQ(w.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols;
+    gpu_->release_weight(w);
+  }
+}
+
 // matmul_grouped over f16 / bf16 experts (the tensor-core kernel) against a CPU matmul per group.
 // Bound per output, with s = sum_k |w_k x_k|: the kernel rounds each x to the weight's 16-bit type
 // (relative error u16: f16 2^-11, bf16 2^-8), so each product is off by at most u16 |w_k x_k|;

@@ -59,6 +59,7 @@ class CudaBackend final : public Backend {
     cuda::check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
     sm_count_ = prop.multiProcessorCount;
     sm_major_ = prop.major;
+    max_smem_ = prop.sharedMemPerBlockOptin;
     name_ = "cuda (" + std::string(prop.name) + ", sm_" + str(prop.major) + str(prop.minor) +
             ", device " + str(device) + ")";
     cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -226,6 +227,17 @@ class CudaBackend final : public Backend {
   void release_weight(Weight& w) override {
     free(const_cast<void*>(w.data));
     w = Weight{};
+  }
+
+  // q8_0 into 4-row groups with the codes before the scales: the decode GEMV then loads codes as
+  // aligned 16-byte vectors (the file's 34-byte blocks keep 2-byte alignment only, so its kernel
+  // stages rows in shared memory and realigns every word). A group is staged in shared memory to
+  // be rearranged in place; rows too long for that keep the file's layout.
+  void pack_weight(Weight& w) override {
+    if (cuda::q8_groups_fit(w, max_smem_)) cuda::launch_pack_q8_groups(w, stream_);
+  }
+  int64_t weight_row_group(DType dtype) const override {
+    return dtype == DType::Q8_0 ? kQ8GroupRows : 1;
   }
 
   void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
@@ -573,6 +585,7 @@ class CudaBackend final : public Backend {
   int device_;
   int sm_count_ = 0;
   int sm_major_ = 0;
+  size_t max_smem_ = 0;  // shared memory a block may opt in to
   std::string name_;
   cudaStream_t stream_ = nullptr;
   cudaStream_t copy_stream_ = nullptr;  // async host-to-device copies (expert streaming)

@@ -8,6 +8,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
 
@@ -30,14 +31,16 @@ bool aligned(const void* p) {
 
 template <DType T>
 __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t cols,
-                             const int32_t* ids, float scale, float* out) {
+                             WeightLayout layout, const int32_t* ids, float scale, float* out) {
   pdl_enter();
   const int64_t m = blockIdx.y;
   const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
   if (e0 >= cols) return;
   const uint8_t* row = table + static_cast<size_t>(ids[m]) * row_stride;
   float v[8];
-  if constexpr (is_plain(T)) {
+  if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups) {
+    q8_group_dequant8(table, row_stride, cols, ids[m], e0, v);
+  } else if constexpr (is_plain(T)) {
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = e0 + k < cols ? plain_elem<T>(row, e0 + k) : 0.0f;
   } else {
@@ -373,15 +376,18 @@ __global__ void convert8_kernel(const float4* x, int64_t n8, uint4* out) {
 // Eight elements per thread, written as one 16-byte store of halves.
 template <DType T>
 __global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int64_t cols,
-                                        __half* out) {
+                                        WeightLayout layout, int64_t r0, __half* out) {
   pdl_enter();
   using B = BlockTraits<T>;
   const int64_t r = blockIdx.y;
   const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
   if (e0 >= cols) return;
   float v[8];
-  dequant8<T>(w + r * row_stride + (e0 / B::kElems) * B::kBytes, static_cast<int>(e0 % B::kElems),
-              v);
+  if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups)
+    q8_group_dequant8(w, row_stride, cols, r0 + r, e0, v);
+  else
+    dequant8<T>(w + (r0 + r) * row_stride + (e0 / B::kElems) * B::kBytes,
+                static_cast<int>(e0 % B::kElems), v);
   __align__(16) __half h[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) h[k] = __float2half_rn(v[k]);
@@ -396,7 +402,7 @@ void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scal
                   static_cast<unsigned>(M));
   const bool known = dispatch_weight_type(table.dtype, [&]<DType T>() {
     launch("embed", embed_kernel<T>, grid, 128, 0, stream, static_cast<const uint8_t*>(table.data),
-           table.row_stride, table.cols, ids, scale, out);
+           table.row_stride, table.cols, table.layout, ids, scale, out);
   });
   if (!known)
     fail(ErrorKind::Unsupported,
@@ -576,11 +582,11 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
                              cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128)),
                   static_cast<unsigned>(r1 - r0));
-  const auto* base = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(r0) * w.row_stride;
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (!is_plain(T))
-      launch("dequant rows f16", dequant_rows_f16_kernel<T>, grid, 128, 0, stream, base,
-             w.row_stride, w.cols, static_cast<__half*>(out));
+      launch("dequant rows f16", dequant_rows_f16_kernel<T>, grid, 128, 0, stream,
+             static_cast<const uint8_t*>(w.data), w.row_stride, w.cols, w.layout, r0,
+             static_cast<__half*>(out));
   });
   if (!known || is_plain(w.dtype))
     fail(ErrorKind::Unsupported,

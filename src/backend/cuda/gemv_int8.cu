@@ -23,6 +23,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/weight_layout.h"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -72,6 +73,18 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
 }
 
+// Words first .. first + count - 1 of eight words of codes dotted with 32 int8 activations.
+__device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
+                                     int count) {
+  const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i >= first && i < first + count)
+      s = __dp4a(static_cast<int>(q[i]), static_cast<int>(xs[i]), s);
+  return s;
+}
+
 // The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the kernel
 // runs only there, and other architectures compile an empty kernel.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -88,17 +101,6 @@ __device__ __forceinline__ void load_words8(const uint8_t* p, uint32_t (&v)[8]) 
   for (int i = 0; i < 9; ++i) w[i] = a[i];
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = __funnelshift_r(w[i], w[i + 1], shift);
-}
-
-__device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
-                                     int count) {
-  const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
-  int s = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    if (i >= first && i < first + count)
-      s = __dp4a(static_cast<int>(q[i]), static_cast<int>(xs[i]), s);
-  return s;
 }
 
 // unit_dot<T>(seg, j, x, a): the dot of 32-element unit j of a row segment staged at `seg` with
@@ -317,6 +319,50 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #endif
 }
 
+// q8_0 in WeightLayout::Q8Groups, on every architecture: one block per group of 4 rows, the
+// threads of gemv_int8_kernel taking the same 32-element units in the same order, so the two give
+// the same bits. Each unit's codes are two aligned 16-byte loads straight from memory (no staging);
+// the first unit's go out before the wait for the quantisation kernel ahead (weights are never
+// written while kernels run), and each next unit's before this one's arithmetic.
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    gemv_q8_groups_kernel(const uint8_t* w, size_t row_stride, int64_t cols, const int8_t* xq,
+                          const ActBlock* meta, float* y) {
+  static_assert(kRows == kQ8GroupRows, "a block takes one group");
+  constexpr int kLanes = kThreads / kRows;  // threads per row
+  const int tid = threadIdx.x;
+  const int r = tid / kLanes, j = tid % kLanes;
+  const int64_t units = cols / kUnit;
+  const uint8_t* group = w + static_cast<size_t>(blockIdx.x) * kQ8GroupRows * row_stride;
+  const auto* codes = reinterpret_cast<const uint4*>(group + r * cols);
+  const auto* scales = reinterpret_cast<const __half*>(group + kQ8GroupRows * cols) + r * units;
+  uint4 q[2] = {};
+  if (j < units) q[0] = __ldcs(codes + 2 * j), q[1] = __ldcs(codes + 2 * j + 1);
+  pdl_enter();
+  float acc = 0.0f;
+  for (int64_t u = j; u < units; u += kLanes) {
+    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kUnit);
+    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
+    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
+    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
+    const float d = __half2float(__ldg(scales + u));
+    const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
+    if (u + kLanes < units)
+      q[0] = __ldcs(codes + 2 * (u + kLanes)), q[1] = __ldcs(codes + 2 * (u + kLanes) + 1);
+    acc += d * a.d * static_cast<float>(dp4a8(words, x, 0, 8));
+  }
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  __shared__ float part[kThreads / 32];
+  if (tid % 32 == 0) part[tid / 32] = acc;
+  __syncthreads();
+  constexpr int kWarpsPerRow = kLanes / 32;
+  if (tid < kRows) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
+    y[static_cast<int64_t>(blockIdx.x) * kRows + tid] = sum;
+  }
+}
+
 template <DType T>
 void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
                  const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
@@ -337,6 +383,7 @@ size_t act_codes_bytes(int64_t cols) {
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
+  if (w.layout == WeightLayout::Q8Groups) return true;
   const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
   return sm_major >= 9 && type && w.cols % kUnit == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
@@ -364,6 +411,13 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
                   static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
+  if (w.layout == WeightLayout::Q8Groups) {
+    if (ix.table != nullptr)
+      fail(ErrorKind::Runtime, "internal: experts are not packed in q8_0 groups");
+    launch("int8 gemv (q8_0 groups)", gemv_q8_groups_kernel, grid, kThreads, 0, stream, data,
+           w.row_stride, w.cols, q, meta, y);
+    return;
+  }
   switch (w.dtype) {
     case DType::Q8_0:
       launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);

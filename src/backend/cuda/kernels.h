@@ -69,7 +69,14 @@ void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
                  const ExpertIndex& ix = {});
 
-// Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later.
+// q8_0 weights in WeightLayout::Q8Groups (q8_groups.cu): q8_groups_fit() says whether `w` (rows
+// layout) can be rearranged with a group staged in `max_smem` bytes of shared memory;
+// launch_pack_q8_groups() rearranges it in place and sets its layout.
+bool q8_groups_fit(const Weight& w, size_t max_smem);
+void launch_pack_q8_groups(Weight& w, cudaStream_t stream);
+
+// Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later,
+// and q8_0 in WeightLayout::Q8Groups on every architecture.
 // x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
 // memory, 256-byte aligned), so each output is off the f32 GEMV by at most
 // sum |w_k| * (max |x| over k's block / 127) / 2.
