@@ -73,18 +73,6 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
 }
 
-// Words first .. first + count - 1 of eight words of codes dotted with 32 int8 activations.
-__device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
-                                     int count) {
-  const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
-  int s = 0;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    if (i >= first && i < first + count)
-      s = __dp4a(static_cast<int>(q[i]), static_cast<int>(xs[i]), s);
-  return s;
-}
-
 // The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the kernel
 // runs only there, and other architectures compile an empty kernel.
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
@@ -101,6 +89,17 @@ __device__ __forceinline__ void load_words8(const uint8_t* p, uint32_t (&v)[8]) 
   for (int i = 0; i < 9; ++i) w[i] = a[i];
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = __funnelshift_r(w[i], w[i + 1], shift);
+}
+
+__device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
+                                     int count) {
+  const uint32_t xs[8] = {x[0].x, x[0].y, x[0].z, x[0].w, x[1].x, x[1].y, x[1].z, x[1].w};
+  int s = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (i >= first && i < first + count)
+      s = __dp4a(static_cast<int>(q[i]), static_cast<int>(xs[i]), s);
+  return s;
 }
 
 // unit_dot<T>(seg, j, x, a): the dot of 32-element unit j of a row segment staged at `seg` with
@@ -323,7 +322,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 // threads of gemv_int8_kernel taking the same 32-element units in the same order, so the two give
 // the same bits. Each unit's codes are two aligned 16-byte loads straight from memory (no staging);
 // the first unit's go out before the wait for the quantisation kernel ahead (weights are never
-// written while kernels run), and each next unit's before this one's arithmetic.
+// written while kernels run). The 8 blocks per SM hide the latency of the rest: holding a next
+// unit's codes as well would not fit the 32 registers that occupancy allows.
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemv_q8_groups_kernel(const uint8_t* w, size_t row_stride, int64_t cols, const int8_t* xq,
                           const ActBlock* meta, float* y) {
@@ -345,10 +345,18 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
     const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
     const float d = __half2float(__ldg(scales + u));
-    const uint32_t words[8] = {q[0].x, q[0].y, q[0].z, q[0].w, q[1].x, q[1].y, q[1].z, q[1].w};
+    int dot = 0;
+    dot = __dp4a(static_cast<int>(q[0].x), static_cast<int>(x[0].x), dot);
+    dot = __dp4a(static_cast<int>(q[0].y), static_cast<int>(x[0].y), dot);
+    dot = __dp4a(static_cast<int>(q[0].z), static_cast<int>(x[0].z), dot);
+    dot = __dp4a(static_cast<int>(q[0].w), static_cast<int>(x[0].w), dot);
+    dot = __dp4a(static_cast<int>(q[1].x), static_cast<int>(x[1].x), dot);
+    dot = __dp4a(static_cast<int>(q[1].y), static_cast<int>(x[1].y), dot);
+    dot = __dp4a(static_cast<int>(q[1].z), static_cast<int>(x[1].z), dot);
+    dot = __dp4a(static_cast<int>(q[1].w), static_cast<int>(x[1].w), dot);
+    acc += d * a.d * static_cast<float>(dot);
     if (u + kLanes < units)
       q[0] = __ldcs(codes + 2 * (u + kLanes)), q[1] = __ldcs(codes + 2 * (u + kLanes) + 1);
-    acc += d * a.d * static_cast<float>(dp4a8(words, x, 0, 8));
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   __shared__ float part[kThreads / 32];
