@@ -411,7 +411,8 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
     float* e_groups = upload(std::vector<float>(n));
     gpu_->embed(rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
     gpu_->embed(groups, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_groups);
-    expect_close(download(e_groups, n), download(e_rows, n), 0.0f, 0.0f, "q8_0 groups embed " + what);
+    expect_close(download(e_groups, n), download(e_rows, n), 0.0f, 0.0f,
+                 "q8_0 groups embed " + what);
     gpu_->release_weight(rows);
     gpu_->release_weight(groups);
   }

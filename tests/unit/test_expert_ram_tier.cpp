@@ -287,10 +287,20 @@ const std::string& bundled() {
   return path;
 }
 
+const std::vector<int32_t> kPrompt = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
+
+// The bundled model paged on the "device": k + 2 slots a layer, a RAM tier of every expert.
+std::unique_ptr<Engine> open_paged(const ModelSpec& spec, int64_t* allocs) {
+  const uint64_t tier = static_cast<uint64_t>(moe_experts(spec)) * spec.expert_stride;
+  auto engine =
+      open_device_like(bundled(), options(spec.cfg.n_expert_used + 2, tier), allocs, true, true);
+  EXPECT_TRUE(engine->experts().pages_on_device());
+  return engine;
+}
+
 TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
   auto spec = open_model_spec(bundled());
   const int64_t all = moe_experts(*spec);
-  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
   for (bool indexes : {false, true}) {
     SCOPED_TRACE(indexes ? "experts by id" : "rows grouped on the host");
     int64_t allocs = 0;
@@ -299,13 +309,13 @@ TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
         options(spec->cfg.n_expert_used, static_cast<uint64_t>(all) * spec->expert_stride), &allocs,
         indexes);
     ASSERT_EQ(engine->experts().ram_tier_entries(), all);
-    feed(*engine, ids, true);
+    feed(*engine, kPrompt, true);
     const ExpertStats first = engine->experts().total_stats();
     ASSERT_GT(first.misses, 0u);
     // Every VRAM miss of the first pass read the file, unless the tier already held the expert.
     EXPECT_EQ(first.misses - first.ram_hits, first.bytes_read / spec->layers[0].expert_bytes(0));
     engine->experts().reset_stats();
-    feed(*engine, ids, true);
+    feed(*engine, kPrompt, true);
     const ExpertStats second = engine->experts().total_stats();
     ASSERT_GT(second.misses, 0u) << "top-k slots must miss in VRAM for this test to mean anything";
     EXPECT_EQ(second.ram_hits, second.misses);
@@ -318,21 +328,16 @@ TEST(RamTierStats, ASecondPassOverTheSamePromptReadsNothingFromTheFile) {
 // resident engine's bits.
 TEST(RamTierStats, PagedOnTheDeviceHandsTheSlotsOverBetweenPromptsAndDecode) {
   auto spec = open_model_spec(bundled());
-  const int64_t all = moe_experts(*spec), k = spec->cfg.n_expert_used;
-  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
   // Against the same backend with every expert resident (the CPU backend's own would take its
   // panel kernels for this q8_0 model, with other bits).
   int64_t allocs = 0;
   auto resident = open_device_like(bundled(), options(0, 0), &allocs, true);
-  const std::vector<float> prefill = feed(*resident, ids, false),
-                           decode = feed(*resident, ids, true);
-  auto engine =
-      open_device_like(bundled(), options(k + 2, static_cast<uint64_t>(all) * spec->expert_stride),
-                       &allocs, true, true);
-  ASSERT_TRUE(engine->experts().pages_on_device());
+  const std::vector<float> prefill = feed(*resident, kPrompt, false),
+                           decode = feed(*resident, kPrompt, true);
+  auto engine = open_paged(*spec, &allocs);
   for (const bool step : {false, true, true, false, true}) {
     const std::vector<float>& want = step ? decode : prefill;
-    const std::vector<float> got = feed(*engine, ids, step);
+    const std::vector<float> got = feed(*engine, kPrompt, step);
     ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
         << (step ? "decode" : "prompt");
   }
@@ -347,17 +352,13 @@ TEST(RamTierStats, PagedOnTheDeviceHandsTheSlotsOverBetweenPromptsAndDecode) {
 TEST(RamTierStats, PagedOnTheDeviceCountsEveryLookupAndReadsNoFile) {
   auto spec = open_model_spec(bundled());
   const int64_t all = moe_experts(*spec), k = spec->cfg.n_expert_used;
-  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
   int64_t allocs = 0;
-  auto engine =
-      open_device_like(bundled(), options(k + 2, static_cast<uint64_t>(all) * spec->expert_stride),
-                       &allocs, true, true);
-  ASSERT_TRUE(engine->experts().pages_on_device());
-  const auto lookups = static_cast<uint64_t>(all / spec->cfg.n_expert * k) * ids.size();
+  auto engine = open_paged(*spec, &allocs);
+  const auto lookups = static_cast<uint64_t>(all / spec->cfg.n_expert * k) * kPrompt.size();
   uint64_t first_misses = 0;
   for (int pass = 0; pass < 2; ++pass) {
     engine->experts().reset_stats();
-    feed(*engine, ids, true);
+    feed(*engine, kPrompt, true);
     const ExpertStats st = engine->experts().total_stats();
     EXPECT_EQ(st.hits + st.misses, lookups) << "pass " << pass;
     EXPECT_GT(st.misses, 0u) << "pass " << pass;
@@ -373,7 +374,6 @@ TEST(RamTierStats, PagedOnTheDeviceCountsEveryLookupAndReadsNoFile) {
 TEST(RamTierStats, PrefetchedGuessesAreCopiedFromTheTierAndUsed) {
   auto spec = open_model_spec(bundled());
   const int64_t all = moe_experts(*spec), k = spec->cfg.n_expert_used;
-  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
   std::vector<float> logits[2];
   for (bool prefetch : {false, true}) {
     int64_t allocs = 0;
@@ -381,9 +381,9 @@ TEST(RamTierStats, PrefetchedGuessesAreCopiedFromTheTierAndUsed) {
     o.expert_prefetch = prefetch;
     auto engine = open_device_like(bundled(), o, &allocs, true);
     ASSERT_EQ(engine->experts().prefetching(), prefetch);
-    feed(*engine, ids, true);  // fills the tier
+    feed(*engine, kPrompt, true);  // fills the tier
     engine->experts().reset_stats();
-    logits[prefetch] = feed(*engine, ids, true);
+    logits[prefetch] = feed(*engine, kPrompt, true);
     const ExpertStats st = engine->experts().total_stats();
     if (prefetch) {
       EXPECT_GT(st.prefetched, 0u);
@@ -396,13 +396,12 @@ TEST(RamTierStats, PrefetchedGuessesAreCopiedFromTheTierAndUsed) {
 
 TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
   auto spec = open_model_spec(bundled());
-  const std::vector<int32_t> ids = {1, 17, 300, 42, 42, 9, 1000, 77, 5, 2048, 3, 64};
   int64_t allocs = 0;
   auto engine =
       open_device_like(bundled(), options(spec->cfg.n_expert_used, spec->expert_stride), &allocs);
-  feed(*engine, ids, true);
+  feed(*engine, kPrompt, true);
   engine->experts().reset_stats();
-  feed(*engine, ids, true);
+  feed(*engine, kPrompt, true);
   const ExpertStats second = engine->experts().total_stats();
   EXPECT_GT(second.bytes_read, 0u);
   EXPECT_LT(second.ram_hits, second.misses);

@@ -53,9 +53,9 @@ void launch_pack_q8_groups(Weight& w, cudaStream_t stream) {
   check(cudaFuncSetAttribute(pack_q8_groups_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(smem)),
         "q8_0 group packing shared memory");
-  launch("pack q8_0 groups", pack_q8_groups_kernel,
-         static_cast<unsigned>(w.rows / kQ8GroupRows), kThreads, smem, stream,
-         static_cast<uint8_t*>(const_cast<void*>(w.data)), w.row_stride, w.cols);
+  launch("pack q8_0 groups", pack_q8_groups_kernel, static_cast<unsigned>(w.rows / kQ8GroupRows),
+         kThreads, smem, stream, static_cast<uint8_t*>(const_cast<void*>(w.data)), w.row_stride,
+         w.cols);
   w.layout = WeightLayout::Q8Groups;
 }
 

@@ -20,7 +20,8 @@ __device__ __forceinline__ const uint8_t* q8_group(const uint8_t* w, size_t row_
 // The codes of `row`: cols bytes.
 __device__ __forceinline__ const int8_t* q8_codes(const uint8_t* w, size_t row_stride, int64_t cols,
                                                   int64_t row) {
-  return reinterpret_cast<const int8_t*>(q8_group(w, row_stride, row) + (row % kQ8GroupRows) * cols);
+  return reinterpret_cast<const int8_t*>(q8_group(w, row_stride, row) +
+                                         (row % kQ8GroupRows) * cols);
 }
 
 // The scales of `row`: one per 32 codes.
