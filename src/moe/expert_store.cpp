@@ -76,6 +76,7 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     } else {
       start_reads(static_cast<int64_t>(l), all);
       for (size_t k = 0; k < all.size(); ++k) finish_read(static_cast<int64_t>(l), k);
+      pack_resident(static_cast<int64_t>(l));
     }
     for (const auto& [slot, e] : all) L.policy->filled(slot, e);
     if (L.mirror != nullptr) {
@@ -264,6 +265,33 @@ void ExpertStore::make_table(int64_t layer) {
   L.mirror = static_cast<const void**>(backend_.alloc_host_pinned(bytes));
   std::fill(L.mirror, L.mirror + 3 * E, nullptr);
   L.table = ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down, first.gate_up};
+}
+
+// Resident experts on a device in the backend's packed layout, as the dense weights are (CUDA:
+// q8_0 in 4-row groups). Gate and up stacked are packed as one weight when their views stay
+// valid. Streamed experts keep the file's layout: their slots are refilled with the file's bytes.
+void ExpertStore::pack_resident(int64_t layer) {
+  Layer& L = layers_[static_cast<size_t>(layer)];
+  for (Slot& s : L.slots) {
+    ExpertWeights& w = s.weights;
+    if (w.gate_up.rows > 0 && w.gate.rows % backend_.weight_row_group(w.gate.dtype) == 0) {
+      backend_.pack_weight(w.gate_up);
+      w.gate.layout = w.up.layout = w.gate_up.layout;
+    } else {
+      backend_.pack_weight(w.gate);
+      backend_.pack_weight(w.up);
+      // A stacked view over two differently packed halves would be neither layout.
+      if (w.gate.layout != w.up.layout || w.gate.layout != w.gate_up.layout) w.gate_up = Weight{};
+    }
+    backend_.pack_weight(w.down);
+  }
+  if (L.mirror == nullptr) return;
+  const ExpertWeights& first = L.slots[0].weights;
+  L.table.gate_shape.layout = first.gate.layout;
+  L.table.up_shape.layout = first.up.layout;
+  L.table.down_shape.layout = first.down.layout;
+  if (first.gate_up.rows == 0) L.table.gate_up_shape = Weight{};
+  L.table.gate_up_shape.layout = first.gate_up.layout;
 }
 
 const ExpertTable* ExpertStore::table(int64_t layer) const {

@@ -160,6 +160,7 @@ class ExpertStore {
   int64_t find(const Layer& L, int32_t expert) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
   void make_table(int64_t layer);
+  void pack_resident(int64_t layer);
   bool can_page(const Options& options) const;
   void start_paging();
   void make_pages(int64_t layer);

@@ -753,13 +753,21 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   const std::vector<float> scale = {0.5f, 0.3f, 0.2f};
   auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
   gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
-  for (DType t : {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q5_1}) {
+  struct Case {
+    DType t;
+    bool packed;  // in the backend's packed layout (q8_0: 4-row groups)
+  };
+  for (const auto& [t, packed] : {Case{DType::BF16, false}, Case{DType::Q8_0, false},
+                                  Case{DType::Q8_0, true}, Case{DType::Q4_K, false},
+                                  Case{DType::Q5_1, false}}) {
     const size_t stride = row_bytes(t, cols, "test");
     std::vector<Weight> experts;
     std::vector<const void*> table;
     for (int64_t e = 0; e < E; ++e) {
       experts.push_back(gpu_->upload_weight(t, rows, cols, stride,
                                             random_weight(t, rows, cols, stride, rng_).data()));
+      if (packed) gpu_->pack_weight(experts.back());
+      ASSERT_EQ(experts.back().layout == WeightLayout::Q8Groups, packed);
       table.push_back(experts.back().data);
     }
     auto* d_table = static_cast<const void**>(device_bytes(table.size() * sizeof(void*)));
@@ -767,7 +775,8 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
     const std::vector<float> x = randn(static_cast<size_t>(n * cols));
     const float* d_x = upload(x);
     for (int64_t x_stride : {int64_t{0}, cols}) {
-      const std::string what = std::string(dtype_name(t)) + " x_stride " + std::to_string(x_stride);
+      const std::string what = std::string(dtype_name(t)) + (packed ? " packed" : "") +
+                               " x_stride " + std::to_string(x_stride);
       float* got = upload(std::vector<float>(static_cast<size_t>(n * rows)));
       gpu_->matmul_indexed(experts[0], d_table, d_ids, n, d_x, x_stride, got);
       float* want = upload(std::vector<float>(static_cast<size_t>(n * rows)));

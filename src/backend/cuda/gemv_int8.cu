@@ -324,11 +324,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 // the first unit's go out before the wait for the quantisation kernel ahead (weights are never
 // written while kernels run). The 8 blocks per SM hide the latency of the rest: holding a next
 // unit's codes as well would not fit the 32 registers that occupancy allows.
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
-    gemv_q8_groups_kernel(const uint8_t* w, size_t row_stride, int64_t cols, const int8_t* xq,
-                          const ActBlock* meta, float* y) {
+// kIndexed: under an ExpertIndex, whose registers would spill under the 32-register cap of eight
+// blocks per SM; the experts' many small matrices run at six (40 registers) instead.
+template <bool kIndexed>
+__global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
+    gemv_q8_groups_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
+                          const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
   static_assert(kRows == kQ8GroupRows, "a block takes one group");
   constexpr int kLanes = kThreads / kRows;  // threads per row
+  if (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
+    pdl_wait();
+    w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
+    xq += blockIdx.y * ix.x_stride;
+    meta += blockIdx.y * ix.x_stride / kUnit;
+    y += blockIdx.y * rows;
+  }
   const int tid = threadIdx.x;
   const int r = tid / kLanes, j = tid % kLanes;
   const int64_t units = cols / kUnit;
@@ -420,10 +430,9 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
                   static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::Q8Groups) {
-    if (ix.table != nullptr)
-      fail(ErrorKind::Runtime, "internal: experts are not packed in q8_0 groups");
-    launch("int8 gemv (q8_0 groups)", gemv_q8_groups_kernel, grid, kThreads, 0, stream, data,
-           w.row_stride, w.cols, q, meta, y);
+    launch("int8 gemv (q8_0 groups)",
+           ix.table != nullptr ? gemv_q8_groups_kernel<true> : gemv_q8_groups_kernel<false>, grid,
+           kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
     return;
   }
   switch (w.dtype) {
