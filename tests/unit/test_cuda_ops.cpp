@@ -757,9 +757,9 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
     DType t;
     bool packed;  // in the backend's packed layout (q8_0: 4-row groups)
   };
-  for (const auto& [t, packed] : {Case{DType::BF16, false}, Case{DType::Q8_0, false},
-                                  Case{DType::Q8_0, true}, Case{DType::Q4_K, false},
-                                  Case{DType::Q5_1, false}}) {
+  for (const auto& [t, packed] :
+       {Case{DType::BF16, false}, Case{DType::Q8_0, false}, Case{DType::Q8_0, true},
+        Case{DType::Q4_K, false}, Case{DType::Q5_1, false}}) {
     const size_t stride = row_bytes(t, cols, "test");
     std::vector<Weight> experts;
     std::vector<const void*> table;
