@@ -14,6 +14,10 @@
 // words shifted into place, its int8 activations as two 16-byte loads, and adds the unit's float
 // term to its own partial sum. A row is two warps; their sums meet through shared memory at the
 // end.
+//
+// q8_0 weights the backend packed into 4-row groups (q8_groups.cuh) need no staging: their codes
+// are 16-byte aligned, and gemv_q8_groups_kernel loads them straight into registers, on every
+// architecture.
 #include <cuda_fp16.h>
 
 #include <cstddef>
@@ -332,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
                           const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
   static_assert(kRows == kQ8GroupRows, "a block takes one group");
   constexpr int kLanes = kThreads / kRows;  // threads per row
-  if (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
+  if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
     xq += blockIdx.y * ix.x_stride;

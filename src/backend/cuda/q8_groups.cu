@@ -42,6 +42,8 @@ size_t group_bytes(const Weight& w) {
 
 }  // namespace
 
+// Columns in 64s: a group (4 rows of cols / 32 blocks of 34 bytes) is then whole 16-byte vectors,
+// so its codes and scales start 16-byte aligned.
 bool q8_groups_fit(const Weight& w, size_t max_smem) {
   return w.dtype == DType::Q8_0 && w.layout == WeightLayout::Rows && w.rows % kQ8GroupRows == 0 &&
          w.cols % 64 == 0 && w.row_stride == static_cast<size_t>(w.cols / 32) * sizeof(BlockQ8_0) &&
