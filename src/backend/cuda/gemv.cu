@@ -121,26 +121,22 @@ __global__ void __launch_bounds__(kThreads)
 // offset from the expert's fill address, when it has one: a weight read from host memory fills its
 // slot as it goes. A template flag, not a runtime test: the extra address arithmetic in the load
 // loop cost resident decode a fifth of its speed (measured: 870 against 1090 tok/s on Qwen3).
-template <DType T, int kGroup, bool kFill>
+// kEarly (no index): the rows are known before the wait for the kernel ahead and no kernel writes
+// weights, so the first loads are issued before it, under that kernel's tail.
+template <DType T, int kGroup, bool kFill, bool kEarly>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
-  gemv_enter(ix, rows, w, x, y);
   constexpr int kPerChunk = T == DType::F32 ? 4 : 8;  // elements per 16-byte chunk
   const int tid = static_cast<int>(threadIdx.x) % kGroup;
   const int64_t r0 =
       (static_cast<int64_t>(blockIdx.x) * (kThreads / kGroup) + threadIdx.x / kGroup) * kRows;
   const int nr = static_cast<int>(max(int64_t{0}, min(static_cast<int64_t>(kRows), rows - r0)));
   const int64_t nchunks = cols / kPerChunk;
-  const uint8_t* base = w + r0 * row_stride;
+  uint4 v[kPlainUnroll][kRows];
+  const uint8_t* base = nullptr;
   uint8_t* fill = nullptr;
-  if constexpr (kFill) {
-    fill = static_cast<uint8_t*>(ix.fill[ix.ids[blockIdx.y]]);
-    if (fill != nullptr) fill += r0 * row_stride;
-  }
-  float acc[kRows] = {};
-  for (int64_t c0 = tid; c0 < nchunks; c0 += kGroup * kPlainUnroll) {
-    uint4 v[kPlainUnroll][kRows];
+  const auto load = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kPlainUnroll; ++u)
 #pragma unroll
@@ -150,6 +146,20 @@ __global__ void __launch_bounds__(kThreads)
           if (kFill && fill != nullptr)
             __stcs(reinterpret_cast<uint4*>(fill + r * row_stride) + c0 + u * kGroup, v[u][r]);
         }
+  };
+  if constexpr (kEarly) {
+    base = w + r0 * row_stride;
+    load(tid);
+  }
+  gemv_enter(ix, rows, w, x, y);
+  base = w + r0 * row_stride;
+  if constexpr (kFill) {
+    fill = static_cast<uint8_t*>(ix.fill[ix.ids[blockIdx.y]]);
+    if (fill != nullptr) fill += r0 * row_stride;
+  }
+  float acc[kRows] = {};
+  for (int64_t c0 = tid; c0 < nchunks; c0 += kGroup * kPlainUnroll) {
+    if (!kEarly || c0 != tid) load(c0);
 #pragma unroll
     for (int u = 0; u < kPlainUnroll; ++u) {
       const int64_t c = c0 + u * kGroup;
@@ -293,17 +303,20 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
     if constexpr (is_plain(T)) {
       constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
       const bool vector = gemv_loads_chunks(w, x, ix.x_stride);
-      const bool fills = ix.fill != nullptr;
+      // The kernel for this index: filling slots, by id, or without an index (early loads).
+      const auto pick = [&]<int kGroup>() {
+        if (ix.fill != nullptr) return gemv_plain_kernel<T, kGroup, true, false>;
+        if (ix.table != nullptr) return gemv_plain_kernel<T, kGroup, false, false>;
+        return gemv_plain_kernel<T, kGroup, false, true>;
+      };
       if (vector && w.cols / kPerChunk <= kWarpRowChunks) {
         const dim3 warp_grid(
             static_cast<unsigned>((w.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock), grid.y);
-        launch("gemv plain (warp rows)",
-               fills ? gemv_plain_kernel<T, 32, true> : gemv_plain_kernel<T, 32, false>, warp_grid,
-               kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv plain (warp rows)", pick.template operator()<32>(), warp_grid, kThreads, 0,
+               stream, data, w.row_stride, w.rows, w.cols, x, y, ix);
       } else if (vector) {
-        launch("gemv plain",
-               fills ? gemv_plain_kernel<T, kThreads, true> : gemv_plain_kernel<T, kThreads, false>,
-               grid, kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, x, y, ix);
+        launch("gemv plain", pick.template operator()<kThreads>(), grid, kThreads, 0, stream, data,
+               w.row_stride, w.rows, w.cols, x, y, ix);
       } else
         launch("gemv plain scalar", gemv_plain_scalar_kernel<T>, grid, kThreads, 0, stream, data,
                w.row_stride, w.rows, w.cols, x, y, ix);
