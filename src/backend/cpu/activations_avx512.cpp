@@ -3,17 +3,9 @@
 #include <cstdint>
 
 #include "backend/cpu/activations.h"
+#include "backend/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,avx512f,avx512dq"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,avx512f,avx512dq")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TS_ISA_BEGIN("avx2,fma,avx512f,avx512dq")
 
 #include "backend/cpu/exp_avx512.h"
 
@@ -34,9 +26,4 @@ void swiglu_avx512(const float* gate, const float* up, int64_t n, float* out) {
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

@@ -11,13 +11,9 @@
 #include <limits>
 
 #include "backend/cpu/attention_tile.h"
+#include "backend/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+TS_ISA_BEGIN("avx2,fma,f16c")
 
 #include "backend/cpu/attention_tile_body.h"
 #include "backend/cpu/attention_tile_plain.h"
@@ -31,8 +27,4 @@ void attend_keys_avx2(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

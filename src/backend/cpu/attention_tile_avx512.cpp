@@ -12,18 +12,9 @@
 #include <limits>
 
 #include "backend/cpu/attention_tile.h"
+#include "backend/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f")
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized flags
-// (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TS_ISA_BEGIN("avx2,fma,f16c,avx512f")
 
 #include "backend/cpu/attention_tile_body.h"
 #include "backend/cpu/exp_avx512.h"
@@ -67,9 +58,4 @@ void attend_keys_avx512(const QueryBlock& b, const KvHead& kv, int64_t j0, int64
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

@@ -6,15 +6,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c")
-#endif
+TS_ISA_BEGIN("avx2,fma,f16c")
 
 #include "backend/cpu/matmul_x86_body.h"
 
@@ -62,8 +58,4 @@ RowsKernel avx2_kernel(DType t) {
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

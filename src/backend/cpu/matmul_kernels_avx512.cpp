@@ -6,21 +6,11 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))), \
-                             apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized flags
-// (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl")
 
 #include "backend/cpu/matmul_x86_body.h"
 
@@ -53,9 +43,4 @@ RowsKernel avx512_float_kernel(DType t) {
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

@@ -11,23 +11,12 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "backend/cpu/panel_layout.h"
 #include "quant/blocks.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(                                                      \
-    __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), \
-    apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*(), which -Wuninitialized flags
-// (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
 #include "backend/cpu/gemm_vnni_body.h"
 
@@ -128,9 +117,4 @@ void avx512vnni_pack_panels(uint8_t* data, int64_t cols, size_t row_stride, int6
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TS_ISA_END()

@@ -8,16 +8,9 @@
 #include <cstring>
 
 #include "backend/cpu/activations.h"
+#include "backend/cpu/isa_target.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,avx512f")
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
+TS_ISA_BEGIN("avx2,avx512f")
 
 namespace ts::cpu {
 namespace {
@@ -56,9 +49,4 @@ void quantize_row_q8a32_avx512(const float* x, BlockQ8A32* y, int64_t n) {
 
 }  // namespace ts::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+TS_ISA_END()
