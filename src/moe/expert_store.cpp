@@ -128,8 +128,8 @@ void ExpertStore::start_paging() {
   paging_ = true;
 }
 
-// The layer's paging state in backend memory: no slot holds an expert yet, every table entry
-// points at the expert's bytes in the RAM tier.
+// The layer's paging state in backend memory, its contents then written by slots_to_device():
+// no slot holds an expert yet, every table entry points at the expert's bytes in the RAM tier.
 void ExpertStore::make_pages(int64_t layer) {
   Layer& L = layers_[static_cast<size_t>(layer)];
   const int64_t E = spec_.cfg.n_expert, S = slots_;
@@ -144,9 +144,9 @@ void ExpertStore::make_pages(int64_t layer) {
   ExpertPages& p = L.pages;
   p.n_expert = E;
   p.n_slots = S;
-  p.slot_of = place(std::vector<int32_t>(static_cast<size_t>(E), -1));
-  p.owner = place(std::vector<int32_t>(static_cast<size_t>(S), -1));
-  p.stamp = place(std::vector<uint32_t>(static_cast<size_t>(S + 1), 0));
+  p.slot_of = place(std::vector<int32_t>(static_cast<size_t>(E)));
+  p.owner = place(std::vector<int32_t>(static_cast<size_t>(S)));
+  p.stamp = place(std::vector<uint32_t>(static_cast<size_t>(S + 1)));
   p.counts = place(std::vector<uint64_t>(2, 0));
   std::vector<const void*> host(static_cast<size_t>(E));
   for (int32_t e = 0; e < E; ++e)
@@ -155,20 +155,14 @@ void ExpertStore::make_pages(int64_t layer) {
   std::vector<void*> slots;
   for (const Slot& slot : L.slots) slots.push_back(slot.memory);
   p.slot = place(slots);
-  p.fill = place(std::vector<void*>(static_cast<size_t>(3 * E), nullptr));
+  p.fill = place(std::vector<void*>(static_cast<size_t>(3 * E)));
   p.table = L.device_table;
   const ExpertWeights& first = L.host_views[0];
   const auto* base = static_cast<const uint8_t*>(first.gate.data);
   p.offset[0] = 0;
   p.offset[1] = static_cast<size_t>(static_cast<const uint8_t*>(first.up.data) - base);
   p.offset[2] = static_cast<size_t>(static_cast<const uint8_t*>(first.down.data) - base);
-  for (int32_t e = 0; e < E; ++e) {
-    const ExpertWeights& w = L.host_views[static_cast<size_t>(e)];
-    L.mirror[e] = w.gate.data;
-    L.mirror[E + e] = w.up.data;
-    L.mirror[2 * E + e] = w.down.data;
-  }
-  backend_.to_device(L.device_table, L.mirror, static_cast<size_t>(3 * E) * sizeof(void*));
+  slots_to_device(layer);  // every slot is still empty (streamed slots start so)
 }
 
 void ExpertStore::slots_to_host(int64_t layer) {
