@@ -349,8 +349,14 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
   const uint8_t* group = w + static_cast<size_t>(blockIdx.x) * kQ8GroupRows * row_stride;
   const auto* codes = reinterpret_cast<const uint4*>(group + r * cols);
   const auto* scales = reinterpret_cast<const __half*>(group + kQ8GroupRows * cols) + r * units;
+  // A unit's codes and scale are loaded one unit ahead, together: a scale loaded where it is used
+  // would put a second memory round trip in every unit.
   uint4 q[2] = {};
-  if (j < units) q[0] = __ldcs(codes + 2 * j), q[1] = __ldcs(codes + 2 * j + 1);
+  __half d_next = __float2half(0.0f);
+  if (j < units) {
+    q[0] = __ldcs(codes + 2 * j), q[1] = __ldcs(codes + 2 * j + 1);
+    d_next = __ldcs(scales + j);
+  }
   pdl_enter();
   float acc = 0.0f;
   for (int64_t u = j; u < units; u += kLanes) {
@@ -358,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
     const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
     const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
     const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
-    const float d = __half2float(__ldg(scales + u));
+    const float d = __half2float(d_next);
     int dot = 0;
     dot = __dp4a(static_cast<int>(q[0].x), static_cast<int>(x[0].x), dot);
     dot = __dp4a(static_cast<int>(q[0].y), static_cast<int>(x[0].y), dot);
@@ -369,8 +375,10 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
     dot = __dp4a(static_cast<int>(q[1].z), static_cast<int>(x[1].z), dot);
     dot = __dp4a(static_cast<int>(q[1].w), static_cast<int>(x[1].w), dot);
     acc += d * a.d * static_cast<float>(dot);
-    if (u + kLanes < units)
+    if (u + kLanes < units) {
       q[0] = __ldcs(codes + 2 * (u + kLanes)), q[1] = __ldcs(codes + 2 * (u + kLanes) + 1);
+      d_next = __ldcs(scales + u + kLanes);
+    }
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   __shared__ float part[kThreads / 32];
