@@ -15,9 +15,10 @@
 // term to its own partial sum. A row is two warps; their sums meet through shared memory at the
 // end.
 //
-// q8_0 weights the backend packed into 4-row groups (q8_groups.cuh) need no staging: their codes
-// are 16-byte aligned, and gemv_q8_groups_kernel loads them straight into registers, on every
-// architecture.
+// Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
+// 4-row groups (q8_groups.cuh), and q4_k rows that start on 16-byte boundaries (a 144-byte block
+// is nine 16-byte vectors: d, dmin and scales, then the nibbles). gemv_direct_kernel loads them
+// straight into registers, on every architecture.
 #include <cuda_fp16.h>
 
 #include <cstddef>
@@ -26,6 +27,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/weight_layout.h"
 #include "core/error.h"
@@ -77,10 +79,6 @@ __global__ void __launch_bounds__(kThreads)
   if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
 }
 
-// The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the kernel
-// runs only there, and other architectures compile an empty kernel.
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
-
 // ---- shared-memory reads of 2-byte aligned block fields ----
 
 // Eight 32-bit words starting at `p` (2-byte aligned, in shared memory): nine aligned loads, each
@@ -125,6 +123,17 @@ __device__ __forceinline__ float unit_dot<DType::Q8_0>(const uint8_t* seg, int j
 
 // Sub-block `sub` of a q4_k block: the low (even sub) or high (odd) nibbles of qs[32 (sub / 2)..],
 // x = d * scale * q - dmin * min.
+// The one expression of a q4_k unit, for the staged and the direct kernel alike (the same bits):
+// q holds the 32 bytes of qs whose low (even sub) or high (odd sub) nibbles are the unit's.
+__device__ __forceinline__ float q4k_unit(uint32_t (&q)[8], int sub, float d, float dmin,
+                                          float scale, float min, const uint4 (&x)[2], ActBlock a) {
+  const int shift = 4 * (sub % 2);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = (q[i] >> shift) & 0x0F0F0F0Fu;
+  const int s = dp4a8(q, x, 0, 8);
+  return a.d * (d * scale * static_cast<float>(s) - dmin * min * static_cast<float>(a.s0 + a.s1));
+}
+
 template <>
 __device__ __forceinline__ float unit_dot<DType::Q4_K>(const uint8_t* seg, int j,
                                                        const uint4 (&x)[2], ActBlock a) {
@@ -132,15 +141,11 @@ __device__ __forceinline__ float unit_dot<DType::Q4_K>(const uint8_t* seg, int j
   const int sub = j % 8;
   uint32_t q[8];
   load_words8(b + offsetof(BlockQ4_K, qs) + 32 * (sub / 2), q);
-  const int shift = 4 * (sub % 2);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) q[i] = (q[i] >> shift) & 0x0F0F0F0Fu;
-  const int s = dp4a8(q, x, 0, 8);
   float scale, min;
   k4_scale_min_dev(b + offsetof(BlockQ4_K, scales), sub, scale, min);
   const float d = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, d)));
   const float dmin = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, dmin)));
-  return a.d * (d * scale * static_cast<float>(s) - dmin * min * static_cast<float>(a.s0 + a.s1));
+  return q4k_unit(q, sub, d, dmin, scale, min, x, a);
 }
 
 // Elements 32 sub .. 32 sub + 31 of a q6_k block: h = sub / 4 picks the 128-element half, the low
@@ -164,6 +169,10 @@ __device__ __forceinline__ float unit_dot<DType::Q6_K>(const uint8_t* seg, int j
   const int s = scales[2 * sub] * s0 + scales[2 * sub + 1] * s1;
   return half_bits_to_float(load_u16(b + offsetof(BlockQ6_K, d))) * a.d * static_cast<float>(s);
 }
+
+// The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the
+// staging kernel runs only there, and other architectures compile an empty kernel.
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
 
 // ---- bulk copies completing on an mbarrier (sm_90) ----
 
@@ -322,19 +331,92 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 #endif
 }
 
-// q8_0 in WeightLayout::Q8Groups, on every architecture: one block per group of 4 rows, the
-// threads of gemv_int8_kernel taking the same 32-element units in the same order, so the two give
-// the same bits. Each unit's codes are two aligned 16-byte loads straight from memory (no staging);
+// ---- direct loads: units on 16-byte boundaries ----
+
+// How the direct kernel reads one row's 32-element units: load(u) fetches what unit u's dot needs
+// from memory (streamed: read once, evict first), dot() then uses it.
+// q8_0 in WeightLayout::Q8Groups: 32 codes (two 16-byte vectors) and one f16 scale.
+struct Q8GroupUnits {
+  struct Held {
+    uint4 q[2];
+    __half d;
+  };
+  static constexpr bool kWholeBlocks = kRows == kQ8GroupRows;  // rows come in whole groups
+  static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6;
+  const uint4* codes;
+  const __half* scales;
+  // Row r of the group at row r0 (a multiple of kQ8GroupRows).
+  __device__ Q8GroupUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
+      : codes(reinterpret_cast<const uint4*>(w + r0 * row_stride + r * cols)),
+        scales(reinterpret_cast<const __half*>(w + r0 * row_stride + kQ8GroupRows * cols) +
+               r * (cols / kUnit)) {}
+  __device__ Held load(int64_t u) const {
+    return {{__ldcs(codes + 2 * u), __ldcs(codes + 2 * u + 1)}, __ldcs(scales + u)};
+  }
+  // unit_dot<Q8_0>'s sum and product, in its order.
+  __device__ static float dot(const Held& h, int64_t /*u*/, const uint4 (&x)[2], ActBlock a) {
+    const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
+                           h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
+    return __half2float(h.d) * a.d * static_cast<float>(dp4a8(q, x, 0, 8));
+  }
+};
+
+// q4_k rows on 16-byte boundaries: unit u is sub-block u % 8 of block u / 8; its nibbles lie in
+// 32 bytes of qs (two 16-byte vectors), its scales in the block's first 16 bytes (d, dmin, the 12
+// packed scale bytes), which the 8 units of a block, adjacent lanes of a warp, load together.
+struct Q4KUnits {
+  struct Held {
+    uint4 q[2];
+    uint4 head;
+  };
+  static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16,
+                "the block's first 16 bytes hold d, dmin and the scales");
+  static constexpr bool kWholeBlocks = false;
+  // A unit holds 12 registers (q8_0: 9), which spill under the 32 of eight blocks per SM.
+  static constexpr int kBlocks = 5, kBlocksIndexed = 5;
+  const uint8_t* row;
+  __device__ Q4KUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
+      : row(w + (r0 + r) * row_stride) {}
+  __device__ Held load(int64_t u) const {
+    const uint8_t* b = row + (u / 8) * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(BlockQ4_K, qs) + 32 * (u % 8 / 2));
+    return {{__ldcs(qs), __ldcs(qs + 1)}, __ldcs(reinterpret_cast<const uint4*>(b))};
+  }
+  // Byte i of the 12 scale bytes is byte i % 4 of word s[i / 4]: k4_scale_min_dev's values.
+  __device__ static void scale_min(const uint32_t (&s)[3], int j, float& scale, float& min) {
+    const auto byte = [&](int i) { return static_cast<int>((s[i / 4] >> (8 * (i % 4))) & 0xFFu); };
+    if (j < 4) {
+      scale = static_cast<float>(byte(j) & 63);
+      min = static_cast<float>(byte(j + 4) & 63);
+    } else {
+      scale = static_cast<float>((byte(j + 4) & 0x0F) | ((byte(j - 4) >> 6) << 4));
+      min = static_cast<float>((byte(j + 4) >> 4) | ((byte(j) >> 6) << 4));
+    }
+  }
+  __device__ static float dot(const Held& h, int64_t u, const uint4 (&x)[2], ActBlock a) {
+    const int sub = static_cast<int>(u % 8);
+    uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
+                     h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
+    float scale, min;
+    scale_min({h.head.y, h.head.z, h.head.w}, sub, scale, min);
+    const float d = half_bits_to_float(static_cast<uint16_t>(h.head.x & 0xFFFFu));
+    const float dmin = half_bits_to_float(static_cast<uint16_t>(h.head.x >> 16));
+    return q4k_unit(q, sub, d, dmin, scale, min, x, a);
+  }
+};
+
+// One block per 4 rows, the threads of gemv_int8_kernel taking the same 32-element units in the
+// same order, so the two give the same bits. A unit's bytes (Units::load) are held one unit ahead:
 // the first unit's go out before the wait for the quantisation kernel ahead (weights are never
-// written while kernels run). The 8 blocks per SM hide the latency of the rest: holding a next
-// unit's codes as well would not fit the 32 registers that occupancy allows.
+// written while kernels run), each next one as soon as a unit is done, so that no unit waits on
+// more than one memory round trip. The 8 blocks per SM hide the rest: holding two units would not
+// fit the 32 registers that occupancy allows (a variant at 4 blocks per SM was slower).
 // kIndexed: under an ExpertIndex, whose registers would spill under the 32-register cap of eight
 // blocks per SM; the experts' many small matrices run at six (40 registers) instead.
-template <bool kIndexed>
-__global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
-    gemv_q8_groups_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
-                          const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
-  static_assert(kRows == kQ8GroupRows, "a block takes one group");
+template <class Units, bool kIndexed>
+__global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : Units::kBlocks)
+    gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
+                       const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
   constexpr int kLanes = kThreads / kRows;  // threads per row
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
@@ -345,51 +427,32 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? 6 : kBlocksPerSm)
   }
   const int tid = threadIdx.x;
   const int r = tid / kLanes, j = tid % kLanes;
-  const int64_t units = cols / kUnit;
-  const uint8_t* group = w + static_cast<size_t>(blockIdx.x) * kQ8GroupRows * row_stride;
-  const auto* codes = reinterpret_cast<const uint4*>(group + r * cols);
-  const auto* scales = reinterpret_cast<const __half*>(group + kQ8GroupRows * cols) + r * units;
-  // A unit's codes and scale are loaded one unit ahead, together: a scale loaded where it is used
-  // would put a second memory round trip in every unit.
-  uint4 q[2] = {};
-  __half d_next = __float2half(0.0f);
-  if (j < units) {
-    q[0] = __ldcs(codes + 2 * j), q[1] = __ldcs(codes + 2 * j + 1);
-    d_next = __ldcs(scales + j);
-  }
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  // Every row of a block is there when the layout groups whole blocks of rows.
+  const bool live = Units::kWholeBlocks || r0 + r < rows;
+  const int64_t units = live ? cols / kUnit : 0;
+  const Units row(w, row_stride, cols, r0, r);
+  typename Units::Held held{};
+  if (j < units) held = row.load(j);
   pdl_enter();
   float acc = 0.0f;
   for (int64_t u = j; u < units; u += kLanes) {
     const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kUnit);
     const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
     const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
-    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
-    const float d = __half2float(d_next);
-    int dot = 0;
-    dot = __dp4a(static_cast<int>(q[0].x), static_cast<int>(x[0].x), dot);
-    dot = __dp4a(static_cast<int>(q[0].y), static_cast<int>(x[0].y), dot);
-    dot = __dp4a(static_cast<int>(q[0].z), static_cast<int>(x[0].z), dot);
-    dot = __dp4a(static_cast<int>(q[0].w), static_cast<int>(x[0].w), dot);
-    dot = __dp4a(static_cast<int>(q[1].x), static_cast<int>(x[1].x), dot);
-    dot = __dp4a(static_cast<int>(q[1].y), static_cast<int>(x[1].y), dot);
-    dot = __dp4a(static_cast<int>(q[1].z), static_cast<int>(x[1].z), dot);
-    dot = __dp4a(static_cast<int>(q[1].w), static_cast<int>(x[1].w), dot);
-    acc += d * a.d * static_cast<float>(dot);
-    if (u + kLanes < units) {
-      q[0] = __ldcs(codes + 2 * (u + kLanes)), q[1] = __ldcs(codes + 2 * (u + kLanes) + 1);
-      d_next = __ldcs(scales + u + kLanes);
-    }
+    acc += Units::dot(held, u, x, *reinterpret_cast<const ActBlock*>(&m));
+    if (u + kLanes < units) held = row.load(u + kLanes);
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   __shared__ float part[kThreads / 32];
   if (tid % 32 == 0) part[tid / 32] = acc;
   __syncthreads();
   constexpr int kWarpsPerRow = kLanes / 32;
-  if (tid < kRows) {
+  if (tid < kRows && (Units::kWholeBlocks || r0 + tid < rows)) {
     float sum = 0.0f;
 #pragma unroll
     for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
-    y[static_cast<int64_t>(blockIdx.x) * kRows + tid] = sum;
+    y[r0 + tid] = sum;
   }
 }
 
@@ -406,6 +469,20 @@ void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weig
          w.cols, q, meta, y, ix);
 }
 
+// q4_k rows whose blocks all start on 16-byte boundaries (gemv_direct_kernel's loads).
+bool q4k_direct(const Weight& w) {
+  return w.dtype == DType::Q4_K && w.layout == WeightLayout::Rows &&
+         reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0;
+}
+
+template <class Units>
+void launch_direct(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
+                   const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
+  launch("int8 gemv (direct)",
+         ix.table != nullptr ? gemv_direct_kernel<Units, true> : gemv_direct_kernel<Units, false>,
+         grid, kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
+}
+
 size_t act_codes_bytes(int64_t cols) {
   return (static_cast<size_t>(cols) + kActAlign - 1) / kActAlign * kActAlign;
 }
@@ -413,7 +490,7 @@ size_t act_codes_bytes(int64_t cols) {
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
-  if (w.layout == WeightLayout::Q8Groups) return true;
+  if (w.layout == WeightLayout::Q8Groups || q4k_direct(w)) return true;
   const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
   return sm_major >= 9 && type && w.cols % kUnit == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
@@ -441,12 +518,9 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
                   static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
-  if (w.layout == WeightLayout::Q8Groups) {
-    launch("int8 gemv (q8_0 groups)",
-           ix.table != nullptr ? gemv_q8_groups_kernel<true> : gemv_q8_groups_kernel<false>, grid,
-           kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
-    return;
-  }
+  if (w.layout == WeightLayout::Q8Groups)
+    return launch_direct<Q8GroupUnits>(grid, stream, data, w, q, meta, y, ix);
+  if (q4k_direct(w)) return launch_direct<Q4KUnits>(grid, stream, data, w, q, meta, y, ix);
   switch (w.dtype) {
     case DType::Q8_0:
       launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);

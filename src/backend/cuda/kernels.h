@@ -76,7 +76,7 @@ bool q8_groups_fit(const Weight& w, size_t max_smem);
 void launch_pack_q8_groups(Weight& w, cudaStream_t stream);
 
 // Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later,
-// and q8_0 in WeightLayout::Q8Groups on every architecture.
+// and on every architecture q8_0 in WeightLayout::Q8Groups and q4_k rows on 16-byte boundaries.
 // x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
 // memory, 256-byte aligned), so each output is off the f32 GEMV by at most
 // sum |w_k| * (max |x| over k's block / 127) / 2.
