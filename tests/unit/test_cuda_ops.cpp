@@ -496,23 +496,115 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
   }
 }
 
+// matmul_grouped over q8_0 experts packed into 4-row groups (the tensor-core kernel of
+// grouped_mma_q8.cu) against a double-precision product of the dequantised weights (code * scale,
+// exact in f32) with the activations rounded to f16, as the kernel rounds them. Bound per output,
+// with s = sum_k |w_k x16_k| over its K columns, nb = K / 32 blocks, s_b the sum over block b:
+// * a block's 32 products code * x16 are exact in f32 (8-bit times 11-bit significands); the
+//   tensor cores add them to the block's f32 partial in two m16n8k16 steps, each with at most 18
+//   truncations (16 products, the accumulator, the result) of at most ulp(max term) <= 2 u s_b:
+//   72 u s_b per block, 72 u s over all blocks;
+// * each partial times its scale is added to the running sum by one FMA: nb roundings of at most
+//   u s; one u s more covers the second-order terms.
+// |cuda - ref| <= (73 + nb) u s.
+// A one-row group is the decode GEMV: against the reference of the unrounded x, with that path's
+// bound (64 u sum |w x| plus its int8 activations' error, as in
+// MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu).
+// Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
+// tile; features not a multiple of the 128-feature tile, fewer than one tile; K of 2 blocks (fewer
+// than the pipeline's stages) and an odd number of 64-column pairs (a row's scales then only
+// 4-byte aligned). K not a multiple of 64 can't be packed (Q8GroupsSameBitsAsTheFileLayout) and
+// takes the matmul per group (MatmulGroupedOtherTypesAsMatmulPerGroup).
+TEST_F(CudaOps, MatmulGroupedQ8GroupsAgainstDoubleReference) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape shapes[] = {{200, 192}, {128, 64}, {36, 1088}};
+  const std::vector<int64_t> group_rows = {5, 0, 64, 70, 1, 0, 33, 130};
+  const int64_t G = static_cast<int64_t>(group_rows.size());
+  std::vector<int64_t> row0(group_rows.size());
+  int64_t total = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+  for (const Shape& sh : shapes) {
+    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "test");
+    std::vector<std::vector<float>> deq;  // per group: [sh.rows][sh.cols], code * scale
+    std::vector<Weight> wg;
+    std::vector<const void*> ptrs;
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
+      deq.emplace_back(static_cast<size_t>(sh.rows * sh.cols));
+      for (int64_t o = 0; o < sh.rows; ++o)
+        dequantize_row(DType::Q8_0, host.data() + o * stride, deq.back().data() + o * sh.cols,
+                       sh.cols);
+      wg.push_back(gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data()));
+      gpu_->pack_weight(wg.back());
+      ASSERT_EQ(wg.back().layout, WeightLayout::Q8Groups);
+      ptrs.push_back(wg.back().data);
+    }
+    const std::vector<float> x = randn(static_cast<size_t>(total * sh.cols));
+    const std::vector<float> amax = block_amax(x, kQK32);
+    const size_t n = static_cast<size_t>(total * sh.rows);
+    float* y = upload(std::vector<float>(n));
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), G, upload(x), y);
+    const std::vector<float> got = download(y, n);
+
+    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    const double nb = static_cast<double>(sh.cols / kQK32);
+    int reported = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t R = group_rows[static_cast<size_t>(g)];
+      for (int64_t m = row0[static_cast<size_t>(g)]; m < row0[static_cast<size_t>(g)] + R; ++m)
+        for (int64_t o = 0; o < sh.rows; ++o) {
+          const float* wr = deq[static_cast<size_t>(g)].data() + o * sh.cols;
+          const float* xr = x.data() + m * sh.cols;
+          double ref = 0, mag = 0, int8 = 0;
+          for (int64_t i = 0; i < sh.cols; ++i) {
+            const double xi = R == 1 ? xr[i] : f16_to_f32(f32_to_f16(xr[i]));
+            ref += static_cast<double>(wr[i]) * xi;
+            mag += std::fabs(static_cast<double>(wr[i]) * xi);
+            int8 += std::fabs(static_cast<double>(wr[i])) * amax[m * sh.cols + i] / 127.0 *
+                    (0.5 + 1e-4);
+          }
+          const double tol = (R == 1 ? 64 * kU * mag + int8 : (73 + nb) * kU * mag) + 1e-30;
+          const float a = got[static_cast<size_t>(m * sh.rows + o)];
+          if (!(std::fabs(a - ref) <= tol) && reported++ < 5)
+            ADD_FAILURE() << what << " group " << g << " row " << m << " out " << o << ": cuda "
+                          << a << " ref " << ref << " tol " << tol;
+        }
+    }
+    for (Weight& w : wg) gpu_->release_weight(w);
+  }
+}
+
 // A row's result does not depend on the rest of the call: each group alone (G = 1, as expert
 // streaming calls it) and a group split in three at odd rows (its rows at other positions of the
 // kernel's tiles) give the same bits as one call over every group; a one-row group gives the
-// bits of a one-row matmul. Empty calls write nothing.
+// bits of a one-row matmul. Empty calls write nothing. For f16 / bf16 weights and q8_0 ones packed
+// into 4-row groups (the two tensor-core kernels).
 TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
-  const int64_t rows = 200, cols = 264;
+  struct Case {
+    DType t;
+    int64_t cols;  // q8_0: a multiple of 64, which the 4-row groups need
+  };
+  const int64_t rows = 200;
   const std::vector<int64_t> group_rows = {37, 0, 90, 1, 64};
   const int64_t G = static_cast<int64_t>(group_rows.size());
-  for (const DType t : {DType::F16, DType::BF16}) {
+  for (const Case c : {Case{DType::F16, 264}, Case{DType::BF16, 264}, Case{DType::Q8_0, 320}}) {
+    const DType t = c.t;
+    const int64_t cols = c.cols;
+    const size_t stride = row_bytes(t, cols, "test");
     std::vector<int64_t> row0(group_rows.size());
     int64_t total = 0;
     for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
     std::vector<Weight> wg;
     std::vector<const void*> ptrs;
     for (int64_t g = 0; g < G; ++g) {
-      const std::vector<uint8_t> host = random_weight(t, rows, cols, cols * 2, rng_);
-      wg.push_back(gpu_->upload_weight(t, rows, cols, cols * 2, host.data()));
+      const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
+      wg.push_back(gpu_->upload_weight(t, rows, cols, stride, host.data()));
+      if (t == DType::Q8_0) {
+        gpu_->pack_weight(wg.back());
+        ASSERT_EQ(wg.back().layout, WeightLayout::Q8Groups);
+      }
       ptrs.push_back(wg.back().data);
     }
     const float* dx = upload(randn(static_cast<size_t>(total * cols)));
@@ -551,7 +643,8 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// Weights the kernel does not take (here q8_0) run as a matmul per group: the same bits.
+// Weights the kernels do not take (here q8_0 in the file's layout) run as a matmul per group: the
+// same bits.
 TEST_F(CudaOps, MatmulGroupedOtherTypesAsMatmulPerGroup) {
   const int64_t rows = 96, cols = 256;
   const size_t stride = row_bytes(DType::Q8_0, cols, "test");

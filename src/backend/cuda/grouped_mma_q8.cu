@@ -1,0 +1,188 @@
+// Grouped matmul on the tensor cores for q8_0 weights in WeightLayout::Q8Groups (the resident q8_0
+// experts of Backend::matmul_grouped): the tiling of grouped_mma.cu (grouped_tile.cuh) over int8
+// codes. The alternative, each expert dequantised to f16 for a cuBLAS GEMM of its own, writes and
+// re-reads 2 bytes per weight and launches twice per expert.
+//
+// A pipeline stage is one q8_0 block (32 columns) of each of the tile's 128 feature rows (their
+// codes, 32 bytes a row, and their scales) and the same 32 columns of the tile's 64 activation
+// rows in f16 (64 bytes a row). The codes become f16 as the B fragments are built (every int8 is
+// exact in f16). A stage's two m16n8k16 steps sum into an f32 accumulator of their own, which is
+// then added to the running sum times its feature row's scale: the scale is applied in f32 to sums
+// of exact products, so the only rounding besides the f32 sums is that of the activations to f16.
+//
+// Fragments: an mma's sum over its 16 columns does not depend on their order, so inside a stage
+// the columns are permuted, the same way for activations and codes: lane (g, q) = (lane / 4,
+// lane % 4) takes columns 8q .. 8q + 3 as k-step 0's fragment columns {2q, 2q + 1, 2q + 8,
+// 2q + 9} and 8q + 4 .. 8q + 7 as k-step 1's. One 16-byte load of an activation row and one 8-byte
+// load of a codes row then hold both steps' fragments. Rows are unpadded: a quarter-warp's 16-byte
+// loads (two 64-byte activation rows) and a half-warp's 8-byte loads (four 32-byte code rows) each
+// cover 128 consecutive bytes, all 32 banks once.
+//
+// Determinism as in grouped_mma.cu: a tile starts at its group's first row (or 64 rows further),
+// every output is the same sequence of steps over K in ascending order, and an mma's output row
+// depends only on its own activation row.
+#include <cuda_fp16.h>
+
+#include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_tile.cuh"
+#include "backend/cuda/mma.cuh"
+#include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q8_groups.cuh"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kBK = 32;     // K columns per stage: one q8_0 block
+constexpr int kStages = 4;  // 4 x 8.5 KiB of shared memory: three stages in flight, one computed
+
+// One stage in shared memory.
+struct Stage {
+  int8_t codes[kBN][kBK];  // the stage's block of codes of each feature row
+  // cp.async moves 4 bytes at least and a scale takes 2: each feature row copies the 4-byte pair
+  // of scales (blocks 2p and 2p + 1, 4-byte aligned in the layout) that holds the stage's.
+  uint32_t scales[kBN];
+  uint16_t x[kBM][kBK];  // f16 activations
+};
+
+static_assert(kBN * kBK / 16 == kThreads && kBM * kBK * 2 / 16 == kThreads && kBN <= kThreads,
+              "per stage each thread copies one chunk of codes and one of activations, and the "
+              "first kBN threads a pair of scales");
+static_assert(kStages * sizeof(Stage) <= 48 * 1024, "static shared memory");
+
+// (lo, hi) as an f16 pair minus 1152 in both halves.
+__device__ __forceinline__ uint32_t minus_1152(uint32_t bits) {
+  const __half2 h = __hsub2(*reinterpret_cast<const __half2*>(&bits), __float2half2_rn(1152.0f));
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+// The four int8 codes of `word` as two f16 pairs (bytes 0, 1 and bytes 2, 3), exactly: with the
+// byte c + 128 under 0x64, the f16 bits 0x64XX are 1024 + c + 128, and 1152 comes off.
+__device__ __forceinline__ void codes_f16(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  const uint32_t biased = word ^ 0x80808080u;
+  lo = minus_1152(__byte_perm(biased, 0x64646464u, 0x4140));
+  hi = minus_1152(__byte_perm(biased, 0x64646464u, 0x4342));
+}
+
+// Two blocks per multiprocessor (registers capped at 128 a thread), so that one block's copies and
+// conversions overlap the other's multiplies.
+__global__ void __launch_bounds__(kThreads, 2)
+    grouped_mma_q8_kernel(const GroupTile* tiles, int64_t N, int64_t K, size_t row_stride,
+                          const uint16_t* x, int64_t x_row0, float* y) {
+  pdl_enter();
+  __shared__ __align__(16) Stage stages[kStages];
+  const GroupTile tile = tiles[blockIdx.x];
+  const int rows = static_cast<int>(tile.rows);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
+  const auto* w = static_cast<const uint8_t*>(tile.w);
+  const uint16_t* xt = x + (tile.row - x_row0) * K;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int wm = warp / 4, wn = warp % 4;
+  const int g = lane / 4, q = lane % 4;
+
+  // This thread's copies, the same in every stage but for the K offset: 16 bytes of the codes of
+  // feature row cn, the scale pair of feature row tid (first kBN threads) and 16 bytes of
+  // activation row xr. Rows past N or past the tile's rows are zeros (their sources are not read).
+  const int cn = tid / 2, cc = (tid % 2) * 16;
+  const bool codes_full = n0 + cn < N;
+  const int8_t* codes = codes_full ? q8_codes(w, row_stride, K, n0 + cn) + cc : nullptr;
+  const bool scales_full = tid < kBN && n0 + tid < N;
+  const __half* scales = scales_full ? q8_scales(w, row_stride, K, n0 + tid) : nullptr;
+  const int xr = tid / 4, xc = (tid % 4) * 8;
+  const bool x_full = xr < rows;
+  const auto load = [&](int s, int64_t kt) {
+    Stage& st = stages[s];
+    cp_async16(smem_addr(&st.codes[cn][cc]), codes_full ? codes + kt * kBK : tile.w, codes_full);
+    if (tid < kBN)
+      cp_async4(smem_addr(&st.scales[tid]), scales_full ? scales + (kt & ~int64_t{1}) : tile.w,
+                scales_full);
+    cp_async16(smem_addr(&st.x[xr][xc]), x_full ? xt + xr * K + kt * kBK + xc : xt, x_full);
+  };
+
+  float acc[2][4][4] = {};
+  const int64_t nk = K / kBK;
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nk) load(s, s);
+    cp_async_commit();
+  }
+  // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
+  const bool warp_rows = wm * kWarpRows < rows;
+  const bool second_m = wm * kWarpRows + 16 < rows;
+  for (int64_t kt = 0; kt < nk; ++kt) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();
+    // The stage refilled here was computed in iteration kt - 1, which every thread has left.
+    if (kt + kStages - 1 < nk)
+      load(static_cast<int>((kt + kStages - 1) % kStages), kt + kStages - 1);
+    cp_async_commit();
+    if (!warp_rows) continue;
+    const Stage& st = stages[kt % kStages];
+    // Rows g and g + 8 of each m16 tile: words 0, 1 are k-step 0's fragment columns {2q, 2q + 1}
+    // and {2q + 8, 2q + 9}, words 2, 3 k-step 1's.
+    uint4 xa[2][2];
+#pragma unroll
+    for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        xa[mi][h] =
+            *reinterpret_cast<const uint4*>(&st.x[wm * kWarpRows + mi * 16 + h * 8 + g][8 * q]);
+    float part[2][4][4] = {};
+#pragma unroll
+    for (int nj = 0; nj < 4; ++nj) {
+      // Feature row g of the n8 tile: word 0 holds k-step 0's codes, word 1 k-step 1's.
+      const uint2 c =
+          *reinterpret_cast<const uint2*>(&st.codes[wn * kWarpCols + nj * 8 + g][8 * q]);
+      uint32_t b[2][2];
+      codes_f16(c.x, b[0][0], b[0][1]);
+      codes_f16(c.y, b[1][0], b[1][1]);
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi) {
+        if (mi == 1 && !second_m) break;
+        const uint32_t a0[4] = {xa[mi][0].x, xa[mi][1].x, xa[mi][0].y, xa[mi][1].y};
+        const uint32_t a1[4] = {xa[mi][0].z, xa[mi][1].z, xa[mi][0].w, xa[mi][1].w};
+        mma<DType::F16>(part[mi][nj], a0, b[0][0], b[0][1]);
+        mma<DType::F16>(part[mi][nj], a1, b[1][0], b[1][1]);
+      }
+    }
+    // The scales of this lane's output features (2q and 2q + 1 of each n8 tile): the half of each
+    // pair that belongs to block kt.
+    const int shift = 16 * static_cast<int>(kt % 2);
+#pragma unroll
+    for (int nj = 0; nj < 4; ++nj) {
+      const uint2 pair =
+          *reinterpret_cast<const uint2*>(&st.scales[wn * kWarpCols + nj * 8 + 2 * q]);
+      const float d[2] = {__half2float(__ushort_as_half(static_cast<uint16_t>(pair.x >> shift))),
+                          __half2float(__ushort_as_half(static_cast<uint16_t>(pair.y >> shift)))};
+#pragma unroll
+      for (int mi = 0; mi < 2; ++mi)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          acc[mi][nj][e] = fmaf(part[mi][nj][e], d[e % 2], acc[mi][nj][e]);
+    }
+  }
+  cp_async_wait<0>();
+  if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
+}
+
+}  // namespace
+
+// The layout keeps columns in 64s: every group is whole 16-byte vectors, a row's codes start
+// 16-byte aligned in it and its scales 4-byte aligned (cols / 16 bytes apart), which the 16-byte
+// and 4-byte copies need.
+bool grouped_mma_q8_supported(const Weight& shape, const void* const* weights, int64_t G) {
+  if (shape.dtype != DType::Q8_0 || shape.layout != WeightLayout::Q8Groups) return false;
+  if (shape.cols % 64 != 0 || kQ8GroupRows * shape.row_stride % 16 != 0) return false;
+  for (int64_t g = 0; g < G; ++g)
+    if (reinterpret_cast<uintptr_t>(weights[g]) % 16 != 0) return false;
+  return true;
+}
+
+void launch_matmul_grouped_q8(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
+                              const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch("grouped q8_0 matmul", grouped_mma_q8_kernel, grid, kThreads, 0, stream, tiles, shape.rows,
+         shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
+}
+
+}  // namespace ts::cuda
