@@ -50,7 +50,8 @@ __global__ void __launch_bounds__(kThreads)
 
   // Stage s takes K columns [k0, k0 + kBK); chunks past K, past N or past the tile's rows are
   // zeros (their sources are not read).
-  const auto load = [&](int s, int64_t k0) {
+  const auto load = [&](int s, int64_t kt) {
+    const int64_t k0 = kt * kBK;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + i * kThreads;
@@ -64,23 +65,11 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   float acc[2][4][4] = {};
-  const int64_t nk = (K + kBK - 1) / kBK;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load(s, s * kBK);
-    cp_async_commit();
-  }
   // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
   const bool warp_rows = wm * kWarpRows < rows;
   const bool second_m = wm * kWarpRows + 16 < rows;
-  for (int64_t kt = 0; kt < nk; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    // The stage refilled here was computed in iteration kt - 1, which every thread has left.
-    if (kt + kStages - 1 < nk) load((kt + kStages - 1) % kStages, (kt + kStages - 1) * kBK);
-    cp_async_commit();
-    const int s = static_cast<int>(kt % kStages);
-    if (!warp_rows) continue;
+  k_pipeline<kStages>((K + kBK - 1) / kBK, load, [&](int s, int64_t) {
+    if (!warp_rows) return;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t a[2][4], b[4][2];
@@ -102,8 +91,7 @@ __global__ void __launch_bounds__(kThreads)
         if (second_m) mma<T>(acc[1][nj], a[1], b[nj][0], b[nj][1]);
       }
     }
-  }
-  cp_async_wait<0>();
+  });
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 

@@ -99,24 +99,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   };
 
   float acc[2][4][4] = {};
-  const int64_t nk = K / kBK;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load(s, s);
-    cp_async_commit();
-  }
   // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
   const bool warp_rows = wm * kWarpRows < rows;
   const bool second_m = wm * kWarpRows + 16 < rows;
-  for (int64_t kt = 0; kt < nk; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    // The stage refilled here was computed in iteration kt - 1, which every thread has left.
-    if (kt + kStages - 1 < nk)
-      load(static_cast<int>((kt + kStages - 1) % kStages), kt + kStages - 1);
-    cp_async_commit();
-    if (!warp_rows) continue;
-    const Stage& st = stages[kt % kStages];
+  k_pipeline<kStages>(K / kBK, load, [&](int s, int64_t kt) {
+    if (!warp_rows) return;
+    const Stage& st = stages[s];
     // Rows g and g + 8 of each m16 tile: words 0, 1 are k-step 0's fragment columns {2q, 2q + 1}
     // and {2q + 8, 2q + 9}, words 2, 3 k-step 1's.
     uint4 xa[2][2];
@@ -159,8 +147,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int e = 0; e < 4; ++e)
           acc[mi][nj][e] = fmaf(part[mi][nj][e], d[e % 2], acc[mi][nj][e]);
     }
-  }
-  cp_async_wait<0>();
+  });
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
