@@ -496,10 +496,11 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
   }
 }
 
-// matmul_grouped over q8_0 experts packed into 4-row groups (the tensor-core kernel of
-// grouped_mma_q8.cu) against a double-precision product of the dequantised weights (code * scale,
-// exact in f32) with the activations rounded to f16, as the kernel rounds them. Bound per output,
-// with s = sum_k |w_k x16_k| over its K columns, nb = K / 32 blocks, s_b the sum over block b:
+// matmul_grouped over q8_0 experts (the tensor-core kernel of grouped_mma_q8.cu), packed into
+// 4-row groups or in the file's layout, against a double-precision product of the dequantised
+// weights (code * scale, exact in f32) with the activations rounded to f16, as the kernel rounds
+// them. Bound per output, with s = sum_k |w_k x16_k| over its K columns, nb = K / 32 blocks, s_b
+// the sum over block b:
 // * a block's 32 products code * x16 are exact in f32 (8-bit times 11-bit significands); the
 //   tensor cores add them to the block's f32 partial in two m16n8k16 steps, each with at most 18
 //   truncations (16 products, the accumulator, the result) of at most ulp(max term) <= 2 u s_b:
@@ -512,21 +513,24 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
 // MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu).
 // Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
 // tile; features not a multiple of the 128-feature tile, fewer than one tile; K of 2 blocks (fewer
-// than the pipeline's stages) and an odd number of 64-column pairs (a row's scales then only
-// 4-byte aligned). K not a multiple of 64 can't be packed (Q8GroupsSameBitsAsTheFileLayout) and
-// takes the matmul per group (MatmulGroupedOtherTypesAsMatmulPerGroup).
-TEST_F(CudaOps, MatmulGroupedQ8GroupsAgainstDoubleReference) {
+// than the pipeline's stages), an odd number of 64-column pairs (a packed row's scales then only
+// 4-byte aligned) and, in the file's layout, an odd number of blocks over padded rows (K = 96
+// can't be packed: Q8GroupsSameBitsAsTheFileLayout).
+TEST_F(CudaOps, MatmulGroupedQ8AgainstDoubleReference) {
   struct Shape {
     int64_t rows, cols;
+    size_t pad;  // bytes past each row
+    bool pack;
   };
-  const Shape shapes[] = {{200, 192}, {128, 64}, {36, 1088}};
+  const Shape shapes[] = {{200, 192, 0, true},  {128, 64, 0, true},   {36, 1088, 0, true},
+                          {200, 192, 0, false}, {36, 1088, 0, false}, {72, 96, 2, false}};
   const std::vector<int64_t> group_rows = {5, 0, 64, 70, 1, 0, 33, 130};
   const int64_t G = static_cast<int64_t>(group_rows.size());
   std::vector<int64_t> row0(group_rows.size());
   int64_t total = 0;
   for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
   for (const Shape& sh : shapes) {
-    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "test");
+    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "test") + sh.pad;
     std::vector<std::vector<float>> deq;  // per group: [sh.rows][sh.cols], code * scale
     std::vector<Weight> wg;
     std::vector<const void*> ptrs;
@@ -537,8 +541,8 @@ TEST_F(CudaOps, MatmulGroupedQ8GroupsAgainstDoubleReference) {
         dequantize_row(DType::Q8_0, host.data() + o * stride, deq.back().data() + o * sh.cols,
                        sh.cols);
       wg.push_back(gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data()));
-      gpu_->pack_weight(wg.back());
-      ASSERT_EQ(wg.back().layout, WeightLayout::Q8Groups);
+      if (sh.pack) gpu_->pack_weight(wg.back());
+      ASSERT_EQ(wg.back().layout, sh.pack ? WeightLayout::Q8Groups : WeightLayout::Rows);
       ptrs.push_back(wg.back().data);
     }
     const std::vector<float> x = randn(static_cast<size_t>(total * sh.cols));
@@ -548,7 +552,8 @@ TEST_F(CudaOps, MatmulGroupedQ8GroupsAgainstDoubleReference) {
     gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), G, upload(x), y);
     const std::vector<float> got = download(y, n);
 
-    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    const std::string what =
+        std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + (sh.pack ? " groups" : " rows");
     const double nb = static_cast<double>(sh.cols / kQK32);
     int reported = 0;
     for (int64_t g = 0; g < G; ++g) {
@@ -643,28 +648,77 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// Weights the kernels do not take (here q8_0 in the file's layout) run as a matmul per group: the
-// same bits.
+// Weights the kernels do not take (q4_k; q8_0 rows that are not 4-byte aligned) run as a matmul
+// per group: the same bits.
 TEST_F(CudaOps, MatmulGroupedOtherTypesAsMatmulPerGroup) {
-  const int64_t rows = 96, cols = 256;
-  const size_t stride = row_bytes(DType::Q8_0, cols, "test");
+  struct Case {
+    DType t;
+    int64_t cols;
+  };
+  const int64_t rows = 96;
   const std::vector<int64_t> row0 = {0, 3, 3}, group_rows = {3, 0, 20};
-  std::vector<Weight> wg;
-  std::vector<const void*> ptrs;
-  for (int g = 0; g < 3; ++g) {
-    const std::vector<uint8_t> host = random_weight(DType::Q8_0, rows, cols, stride, rng_);
-    wg.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
-    ptrs.push_back(wg.back().data);
+  for (const Case c : {Case{DType::Q4_K, 256}, Case{DType::Q8_0, 96}}) {
+    const size_t stride = row_bytes(c.t, c.cols, "test");
+    std::vector<Weight> wg;
+    std::vector<const void*> ptrs;
+    for (int g = 0; g < 3; ++g) {
+      const std::vector<uint8_t> host = random_weight(c.t, rows, c.cols, stride, rng_);
+      wg.push_back(gpu_->upload_weight(c.t, rows, c.cols, stride, host.data()));
+      ptrs.push_back(wg.back().data);
+    }
+    const float* dx = upload(randn(static_cast<size_t>(23 * c.cols)));
+    const size_t n = static_cast<size_t>(23 * rows);
+    float* got = upload(std::vector<float>(n));
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
+    float* want = upload(std::vector<float>(n));
+    gpu_->matmul(wg[0], dx, 3, want);
+    gpu_->matmul(wg[2], dx + 3 * c.cols, 20, want + 3 * rows);
+    EXPECT_EQ(download(got, n), download(want, n)) << dtype_name(c.t);
+    for (Weight& w : wg) gpu_->release_weight(w);
   }
-  const float* dx = upload(randn(static_cast<size_t>(23 * cols)));
-  const size_t n = static_cast<size_t>(23 * rows);
-  float* got = upload(std::vector<float>(n));
-  gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
-  float* want = upload(std::vector<float>(n));
-  gpu_->matmul(wg[0], dx, 3, want);
-  gpu_->matmul(wg[2], dx + 3 * cols, 20, want + 3 * rows);
-  EXPECT_EQ(download(got, n), download(want, n));
-  for (Weight& w : wg) gpu_->release_weight(w);
+}
+
+// q8_0 experts in the file's layout (streamed ones) give the bits of the same experts packed into
+// 4-row groups (resident ones): the same kernel arithmetic for groups of more than one row, and
+// for a one-row group the GEMV, which gives the same bits on sm_90
+// (Q8GroupsSameBitsAsTheFileLayout).
+TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
+  const int64_t rows = 136, cols = 320;
+  const std::vector<int64_t> group_rows = {70, 1, 0, 9};
+  const int64_t G = static_cast<int64_t>(group_rows.size());
+  std::vector<int64_t> row0(group_rows.size());
+  int64_t total = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+  const size_t stride = row_bytes(DType::Q8_0, cols, "test");
+  std::vector<Weight> file, packed;
+  std::vector<const void*> file_ptrs, packed_ptrs;
+  for (int64_t g = 0; g < G; ++g) {
+    const std::vector<uint8_t> host = random_weight(DType::Q8_0, rows, cols, stride, rng_);
+    file.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
+    packed.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
+    gpu_->pack_weight(packed.back());
+    ASSERT_EQ(packed.back().layout, WeightLayout::Q8Groups);
+    file_ptrs.push_back(file.back().data);
+    packed_ptrs.push_back(packed.back().data);
+  }
+  const float* dx = upload(randn(static_cast<size_t>(total * cols)));
+  const size_t n = static_cast<size_t>(total * rows);
+  float* y_file = upload(std::vector<float>(n));
+  float* y_packed = upload(std::vector<float>(n));
+  gpu_->matmul_grouped(file[0], file_ptrs.data(), row0.data(), group_rows.data(), G, dx, y_file);
+  gpu_->matmul_grouped(packed[0], packed_ptrs.data(), row0.data(), group_rows.data(), G, dx,
+                       y_packed);
+  const std::vector<float> got = download(y_file, n), want = download(y_packed, n);
+  const size_t one_b = static_cast<size_t>(row0[1] * rows),
+               one_e = one_b + static_cast<size_t>(rows);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + one_b, want.begin())) << "groups 0";
+  EXPECT_TRUE(std::equal(got.begin() + one_e, got.end(), want.begin() + one_e)) << "groups 2, 3";
+  if (int8_gemv(file[1], 1)) {
+    EXPECT_TRUE(std::equal(got.begin() + one_b, got.begin() + one_e, want.begin() + one_b))
+        << "one-row group";
+  }
+  for (Weight& w : file) gpu_->release_weight(w);
+  for (Weight& w : packed) gpu_->release_weight(w);
 }
 
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:

@@ -276,11 +276,11 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // f16 / bf16 weights, and q8_0 in 4-row groups (resident experts): the groups' activation rows
-  // converted once (to f16 for q8_0), then one tensor-core launch over every tile of every group
-  // (grouped_mma.cu, grouped_mma_q8.cu). A one-row group is a one-row matmul (the GEMV): the
-  // decode of streamed experts then gives the bits of matmul_indexed, the decode of resident ones.
-  // Other weights (q8_0 in the file's layout: streamed experts' slots): a matmul per group.
+  // f16 / bf16 and q8_0 weights: the groups' activation rows converted once (to f16 for q8_0),
+  // then one tensor-core launch over every tile of every group (grouped_mma.cu, grouped_mma_q8.cu;
+  // q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the same bits). A
+  // one-row group is a one-row matmul (the GEMV): the decode of streamed experts then gives the
+  // bits of matmul_indexed, the decode of resident ones. Other weights: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                       const int64_t* rows, int64_t G, const float* x, float* y) override {
     const bool q8 = cuda::grouped_mma_q8_supported(shape, weights, G);
