@@ -530,23 +530,120 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
   }
 }
 
+// matmul_grouped over q8_0 experts (the tensor-core kernel of grouped_mma_q8.cu), packed into
+// 4-row groups or in the file's layout, against a double-precision product of the dequantised
+// weights (code * scale, exact in f32) with the activations rounded to f16, as the kernel rounds
+// them. Bound per output, with s = sum_k |w_k x16_k| over its K columns, nb = K / 32 blocks, s_b
+// the sum over block b:
+// * a block's 32 products code * x16 are exact in f32 (8-bit times 11-bit significands); the
+//   tensor cores add them to the block's f32 partial in two m16n8k16 steps, each with at most 18
+//   truncations (16 products, the accumulator, the result) of at most ulp(max term) <= 2 u s_b:
+//   72 u s_b per block, 72 u s over all blocks;
+// * each partial times its scale is added to the running sum by one FMA: nb roundings of at most
+//   u s; one u s more covers the second-order terms.
+// |cuda - ref| <= (73 + nb) u s.
+// A one-row group is the decode GEMV: against the reference of the unrounded x, with that path's
+// bound (64 u sum |w x| plus its int8 activations' error, as in
+// MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu).
+// Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
+// tile; features not a multiple of the 128-feature tile, fewer than one tile; K of 2 blocks (fewer
+// than the pipeline's stages), an odd number of 64-column pairs (a packed row's scales then only
+// 4-byte aligned) and, in the file's layout, an odd number of blocks over padded rows (K = 96
+// can't be packed: Q8GroupsSameBitsAsTheFileLayout).
+TEST_F(CudaOps, MatmulGroupedQ8AgainstDoubleReference) {
+  struct Shape {
+    int64_t rows, cols;
+    size_t pad;  // bytes past each row
+    bool pack;
+  };
+  const Shape shapes[] = {{200, 192, 0, true},  {128, 64, 0, true},   {36, 1088, 0, true},
+                          {200, 192, 0, false}, {36, 1088, 0, false}, {72, 96, 2, false}};
+  const std::vector<int64_t> group_rows = {5, 0, 64, 70, 1, 0, 33, 130};
+  const int64_t G = static_cast<int64_t>(group_rows.size());
+  std::vector<int64_t> row0(group_rows.size());
+  int64_t total = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+  for (const Shape& sh : shapes) {
+    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "test") + sh.pad;
+    std::vector<std::vector<float>> deq;  // per group: [sh.rows][sh.cols], code * scale
+    std::vector<Weight> wg;
+    std::vector<const void*> ptrs;
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
+      deq.emplace_back(static_cast<size_t>(sh.rows * sh.cols));
+      for (int64_t o = 0; o < sh.rows; ++o)
+        dequantize_row(DType::Q8_0, host.data() + o * stride, deq.back().data() + o * sh.cols,
+                       sh.cols);
+      wg.push_back(gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data()));
+      if (sh.pack) gpu_->pack_weight(wg.back());
+      ASSERT_EQ(wg.back().layout, sh.pack ? WeightLayout::Q8Groups : WeightLayout::Rows);
+      ptrs.push_back(wg.back().data);
+    }
+    const std::vector<float> x = randn(static_cast<size_t>(total * sh.cols));
+    const std::vector<float> amax = block_amax(x, kQK32);
+    const size_t n = static_cast<size_t>(total * sh.rows);
+    float* y = upload(std::vector<float>(n));
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), G, upload(x), y);
+    const std::vector<float> got = download(y, n);
+
+    const std::string what =
+        std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + (sh.pack ? " groups" : " rows");
+    const double nb = static_cast<double>(sh.cols / kQK32);
+    int reported = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t R = group_rows[static_cast<size_t>(g)];
+      for (int64_t m = row0[static_cast<size_t>(g)]; m < row0[static_cast<size_t>(g)] + R; ++m)
+        for (int64_t o = 0; o < sh.rows; ++o) {
+          const float* wr = deq[static_cast<size_t>(g)].data() + o * sh.cols;
+          const float* xr = x.data() + m * sh.cols;
+          double ref = 0, mag = 0, int8 = 0;
+          for (int64_t i = 0; i < sh.cols; ++i) {
+            const double xi = R == 1 ? xr[i] : f16_to_f32(f32_to_f16(xr[i]));
+            ref += static_cast<double>(wr[i]) * xi;
+            mag += std::fabs(static_cast<double>(wr[i]) * xi);
+            int8 += std::fabs(static_cast<double>(wr[i])) * amax[m * sh.cols + i] / 127.0 *
+                    (0.5 + 1e-4);
+          }
+          const double tol = (R == 1 ? 64 * kU * mag + int8 : (73 + nb) * kU * mag) + 1e-30;
+          const float a = got[static_cast<size_t>(m * sh.rows + o)];
+          if (!(std::fabs(a - ref) <= tol) && reported++ < 5)
+            ADD_FAILURE() << what << " group " << g << " row " << m << " out " << o << ": cuda "
+                          << a << " ref " << ref << " tol " << tol;
+        }
+    }
+    for (Weight& w : wg) gpu_->release_weight(w);
+  }
+}
+
 // A row's result does not depend on the rest of the call: each group alone (G = 1, as expert
 // streaming calls it) and a group split in three at odd rows (its rows at other positions of the
 // kernel's tiles) give the same bits as one call over every group; a one-row group gives the
-// bits of a one-row matmul. Empty calls write nothing.
+// bits of a one-row matmul. Empty calls write nothing. For f16 / bf16 weights and q8_0 ones packed
+// into 4-row groups (the two tensor-core kernels).
 TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
-  const int64_t rows = 200, cols = 264;
+  struct Case {
+    DType t;
+    int64_t cols;  // q8_0: a multiple of 64, which the 4-row groups need
+  };
+  const int64_t rows = 200;
   const std::vector<int64_t> group_rows = {37, 0, 90, 1, 64};
   const int64_t G = static_cast<int64_t>(group_rows.size());
-  for (const DType t : {DType::F16, DType::BF16}) {
+  for (const Case c : {Case{DType::F16, 264}, Case{DType::BF16, 264}, Case{DType::Q8_0, 320}}) {
+    const DType t = c.t;
+    const int64_t cols = c.cols;
+    const size_t stride = row_bytes(t, cols, "test");
     std::vector<int64_t> row0(group_rows.size());
     int64_t total = 0;
     for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
     std::vector<Weight> wg;
     std::vector<const void*> ptrs;
     for (int64_t g = 0; g < G; ++g) {
-      const std::vector<uint8_t> host = random_weight(t, rows, cols, cols * 2, rng_);
-      wg.push_back(gpu_->upload_weight(t, rows, cols, cols * 2, host.data()));
+      const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
+      wg.push_back(gpu_->upload_weight(t, rows, cols, stride, host.data()));
+      if (t == DType::Q8_0) {
+        gpu_->pack_weight(wg.back());
+        ASSERT_EQ(wg.back().layout, WeightLayout::Q8Groups);
+      }
       ptrs.push_back(wg.back().data);
     }
     const float* dx = upload(randn(static_cast<size_t>(total * cols)));
@@ -585,27 +682,77 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// Weights the kernel does not take (here q8_0) run as a matmul per group: the same bits.
+// Weights the kernels do not take (q4_k; q8_0 rows that are not 4-byte aligned) run as a matmul
+// per group: the same bits.
 TEST_F(CudaOps, MatmulGroupedOtherTypesAsMatmulPerGroup) {
-  const int64_t rows = 96, cols = 256;
-  const size_t stride = row_bytes(DType::Q8_0, cols, "test");
+  struct Case {
+    DType t;
+    int64_t cols;
+  };
+  const int64_t rows = 96;
   const std::vector<int64_t> row0 = {0, 3, 3}, group_rows = {3, 0, 20};
-  std::vector<Weight> wg;
-  std::vector<const void*> ptrs;
-  for (int g = 0; g < 3; ++g) {
-    const std::vector<uint8_t> host = random_weight(DType::Q8_0, rows, cols, stride, rng_);
-    wg.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
-    ptrs.push_back(wg.back().data);
+  for (const Case c : {Case{DType::Q4_K, 256}, Case{DType::Q8_0, 96}}) {
+    const size_t stride = row_bytes(c.t, c.cols, "test");
+    std::vector<Weight> wg;
+    std::vector<const void*> ptrs;
+    for (int g = 0; g < 3; ++g) {
+      const std::vector<uint8_t> host = random_weight(c.t, rows, c.cols, stride, rng_);
+      wg.push_back(gpu_->upload_weight(c.t, rows, c.cols, stride, host.data()));
+      ptrs.push_back(wg.back().data);
+    }
+    const float* dx = upload(randn(static_cast<size_t>(23 * c.cols)));
+    const size_t n = static_cast<size_t>(23 * rows);
+    float* got = upload(std::vector<float>(n));
+    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
+    float* want = upload(std::vector<float>(n));
+    gpu_->matmul(wg[0], dx, 3, want);
+    gpu_->matmul(wg[2], dx + 3 * c.cols, 20, want + 3 * rows);
+    EXPECT_EQ(download(got, n), download(want, n)) << dtype_name(c.t);
+    for (Weight& w : wg) gpu_->release_weight(w);
   }
-  const float* dx = upload(randn(static_cast<size_t>(23 * cols)));
-  const size_t n = static_cast<size_t>(23 * rows);
-  float* got = upload(std::vector<float>(n));
-  gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
-  float* want = upload(std::vector<float>(n));
-  gpu_->matmul(wg[0], dx, 3, want);
-  gpu_->matmul(wg[2], dx + 3 * cols, 20, want + 3 * rows);
-  EXPECT_EQ(download(got, n), download(want, n));
-  for (Weight& w : wg) gpu_->release_weight(w);
+}
+
+// q8_0 experts in the file's layout (streamed ones) give the bits of the same experts packed into
+// 4-row groups (resident ones): the same kernel arithmetic for groups of more than one row, and
+// for a one-row group the GEMV, which gives the same bits on sm_90
+// (Q8GroupsSameBitsAsTheFileLayout).
+TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
+  const int64_t rows = 136, cols = 320;
+  const std::vector<int64_t> group_rows = {70, 1, 0, 9};
+  const int64_t G = static_cast<int64_t>(group_rows.size());
+  std::vector<int64_t> row0(group_rows.size());
+  int64_t total = 0;
+  for (size_t g = 0; g < group_rows.size(); ++g) row0[g] = total, total += group_rows[g];
+  const size_t stride = row_bytes(DType::Q8_0, cols, "test");
+  std::vector<Weight> file, packed;
+  std::vector<const void*> file_ptrs, packed_ptrs;
+  for (int64_t g = 0; g < G; ++g) {
+    const std::vector<uint8_t> host = random_weight(DType::Q8_0, rows, cols, stride, rng_);
+    file.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
+    packed.push_back(gpu_->upload_weight(DType::Q8_0, rows, cols, stride, host.data()));
+    gpu_->pack_weight(packed.back());
+    ASSERT_EQ(packed.back().layout, WeightLayout::Q8Groups);
+    file_ptrs.push_back(file.back().data);
+    packed_ptrs.push_back(packed.back().data);
+  }
+  const float* dx = upload(randn(static_cast<size_t>(total * cols)));
+  const size_t n = static_cast<size_t>(total * rows);
+  float* y_file = upload(std::vector<float>(n));
+  float* y_packed = upload(std::vector<float>(n));
+  gpu_->matmul_grouped(file[0], file_ptrs.data(), row0.data(), group_rows.data(), G, dx, y_file);
+  gpu_->matmul_grouped(packed[0], packed_ptrs.data(), row0.data(), group_rows.data(), G, dx,
+                       y_packed);
+  const std::vector<float> got = download(y_file, n), want = download(y_packed, n);
+  const size_t one_b = static_cast<size_t>(row0[1] * rows),
+               one_e = one_b + static_cast<size_t>(rows);
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + one_b, want.begin())) << "groups 0";
+  EXPECT_TRUE(std::equal(got.begin() + one_e, got.end(), want.begin() + one_e)) << "groups 2, 3";
+  if (int8_gemv(file[1], 1)) {
+    EXPECT_TRUE(std::equal(got.begin() + one_b, got.begin() + one_e, want.begin() + one_b))
+        << "one-row group";
+  }
+  for (Weight& w : file) gpu_->release_weight(w);
+  for (Weight& w : packed) gpu_->release_weight(w);
 }
 
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:

@@ -276,13 +276,15 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // f16 / bf16 weights: the groups' activation rows converted once, then one tensor-core launch
-  // over every tile of every group (grouped_mma.cu). A one-row group is a one-row matmul (the
-  // GEMV): the decode of streamed experts then gives the bits of matmul_indexed, the decode of
-  // resident ones. Other weights: a matmul per group.
+  // f16 / bf16 and q8_0 weights: the groups' activation rows converted once (to f16 for q8_0),
+  // then one tensor-core launch over every tile of every group (grouped_mma.cu, grouped_mma_q8.cu;
+  // q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the same bits). A
+  // one-row group is a one-row matmul (the GEMV): the decode of streamed experts then gives the
+  // bits of matmul_indexed, the decode of resident ones. Other weights: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                       const int64_t* rows, int64_t G, const float* x, float* y) override {
-    if (!cuda::grouped_mma_supported(shape, weights, G))
+    const bool q8 = cuda::grouped_mma_q8_supported(shape, weights, G);
+    if (!q8 && !cuda::grouped_mma_supported(shape, weights, G))
       return Backend::matmul_grouped(shape, weights, row0, rows, G, x, y);
     tiles_.clear();
     int64_t lo = 0, hi = 0;
@@ -308,11 +310,14 @@ class CudaBackend final : public Backend {
            "matmul_grouped: " + std::to_string(tiles_.size()) + " row tiles in one call");
     const int64_t n = (hi - lo) * shape.cols;
     void* xa = grouped_acts_->get(static_cast<size_t>(n) * 2, "grouped matmul activations");
-    cuda::launch_convert_f32(x + lo * shape.cols, n, shape.dtype, xa, stream_);
+    cuda::launch_convert_f32(x + lo * shape.cols, n, q8 ? DType::F16 : shape.dtype, xa, stream_);
     const auto* d_tiles = static_cast<const cuda::GroupTile*>(
         args_->put(tiles_.data(), tiles_.size() * sizeof(cuda::GroupTile)));
-    cuda::launch_matmul_grouped(shape, d_tiles, static_cast<int64_t>(tiles_.size()), xa, lo, y,
-                                stream_);
+    const int64_t n_tiles = static_cast<int64_t>(tiles_.size());
+    if (q8)
+      cuda::launch_matmul_grouped_q8(shape, d_tiles, n_tiles, xa, lo, y, stream_);
+    else
+      cuda::launch_matmul_grouped(shape, d_tiles, n_tiles, xa, lo, y, stream_);
   }
 
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {

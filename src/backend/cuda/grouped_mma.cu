@@ -2,11 +2,11 @@
 // routed expert of a micro-batch in one launch instead of a cuBLAS call per expert, which at the
 // 20-60 rows an expert gets in prefill runs far below the tensor-core rate.
 //
-// A block computes one tile of 64 rows of one group times 128 output features: its 8 warps each
-// own 32 rows x 32 features (2 x 4 mma.sync m16n8k16 tiles, f32 accumulators). The K loop walks
-// 32 columns at a time through a 3-stage cp.async pipeline (two stages in flight while one is
-// computed), reading fragments with ldmatrix from rows padded by 16 bytes (the 8 rows of one
-// ldmatrix fall on distinct banks). Weight tiles are the traffic that matters (each expert's
+// A block computes one tile of 64 rows of one group times 128 output features (grouped_tile.cuh):
+// its 8 warps each own 32 rows x 32 features (2 x 4 mma.sync m16n8k16 tiles, f32 accumulators).
+// The K loop walks 32 columns at a time through a 3-stage cp.async pipeline (two stages in flight
+// while one is computed), reading fragments with ldmatrix from rows padded by 16 bytes (the 8 rows
+// of one ldmatrix fall on distinct banks). Weight tiles are the traffic that matters (each expert's
 // weights are read once per 64 of its rows); blockIdx.x runs over row tiles so that the tiles of
 // one group and one feature tile run side by side and share their weight reads in L2.
 //
@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 
 #include "backend/cuda/grouped_mma.h"
+#include "backend/cuda/grouped_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -24,16 +25,10 @@
 namespace ts::cuda {
 namespace {
 
-constexpr int kBM = static_cast<int>(kGroupedTileRows);
-constexpr int kBN = 128;      // output features per block
-constexpr int kBK = 32;       // K columns per pipeline stage
-constexpr int kStages = 3;    // 3 x 15 KiB of shared memory: under the 48 KiB static limit
-constexpr int kLd = kBK + 8;  // 16-bit elements per padded shared-memory row
-constexpr int kWarps = 8;     // 2 (rows) x 4 (features)
-constexpr int kThreads = kWarps * 32;
-constexpr int kWarpRows = kBM / 2;  // 32: two m16 tiles
-constexpr int kWarpCols = kBN / 4;  // 32: four n8 tiles
-constexpr int kChunks = kBK / 8;    // 16-byte chunks per tile row and stage
+constexpr int kBK = 32;           // K columns per pipeline stage
+constexpr int kStages = 3;        // 3 x 15 KiB of shared memory: under the 48 KiB static limit
+constexpr int kLd = kBK + 8;      // 16-bit elements per padded shared-memory row
+constexpr int kChunks = kBK / 8;  // 16-byte chunks per tile row and stage
 
 static_assert(kBN * kChunks == 2 * kThreads && kBM * kChunks == kThreads,
               "each thread copies two weight chunks and one activation chunk per stage");
@@ -55,7 +50,8 @@ __global__ void __launch_bounds__(kThreads)
 
   // Stage s takes K columns [k0, k0 + kBK); chunks past K, past N or past the tile's rows are
   // zeros (their sources are not read).
-  const auto load = [&](int s, int64_t k0) {
+  const auto load = [&](int s, int64_t kt) {
+    const int64_t k0 = kt * kBK;
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + i * kThreads;
@@ -69,23 +65,11 @@ __global__ void __launch_bounds__(kThreads)
   };
 
   float acc[2][4][4] = {};
-  const int64_t nk = (K + kBK - 1) / kBK;
-#pragma unroll
-  for (int s = 0; s < kStages - 1; ++s) {
-    if (s < nk) load(s, s * kBK);
-    cp_async_commit();
-  }
   // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
   const bool warp_rows = wm * kWarpRows < rows;
   const bool second_m = wm * kWarpRows + 16 < rows;
-  for (int64_t kt = 0; kt < nk; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();
-    // The stage refilled here was computed in iteration kt - 1, which every thread has left.
-    if (kt + kStages - 1 < nk) load((kt + kStages - 1) % kStages, (kt + kStages - 1) * kBK);
-    cp_async_commit();
-    const int s = static_cast<int>(kt % kStages);
-    if (!warp_rows) continue;
+  k_pipeline<kStages>((K + kBK - 1) / kBK, load, [&](int s, int64_t) {
+    if (!warp_rows) return;
 #pragma unroll
     for (int kk = 0; kk < kBK; kk += 16) {
       uint32_t a[2][4], b[4][2];
@@ -107,23 +91,8 @@ __global__ void __launch_bounds__(kThreads)
         if (second_m) mma<T>(acc[1][nj], a[1], b[nj][0], b[nj][1]);
       }
     }
-  }
-  cp_async_wait<0>();
-  if (!warp_rows) return;
-#pragma unroll
-  for (int mi = 0; mi < 2; ++mi)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = wm * kWarpRows + mi * 16 + lane / 4 + half * 8;
-      if (r >= rows) continue;
-      float* yr = y + (tile.row + r) * N;
-#pragma unroll
-      for (int nj = 0; nj < 4; ++nj) {
-        const int64_t n = n0 + wn * kWarpCols + nj * 8 + (lane % 4) * 2;
-        if (n < N) yr[n] = acc[mi][nj][2 * half];
-        if (n + 1 < N) yr[n + 1] = acc[mi][nj][2 * half + 1];
-      }
-    }
+  });
+  if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The grouped matmul of the routed experts (Backend::matmul_grouped) on the tensor cores, for f16
-// and bf16 weights: one launch over every (row tile, output tile) of every group.
+// and bf16 weights (grouped_mma.cu) and q8_0 weights (grouped_mma_q8.cu): one launch over every
+// (row tile, output tile) of every group.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -28,5 +29,15 @@ bool grouped_mma_supported(const Weight& shape, const void* const* weights, int6
 // from x_row0 on, converted to shape.dtype ([*][shape.cols]); y is f32 [*][shape.rows].
 void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                            const void* x16, int64_t x_row0, float* y, cudaStream_t stream);
+
+// True when the q8_0 kernel takes `shape` with these weights: WeightLayout::Q8Groups (cols then a
+// multiple of 64) with every weight 16-byte aligned, or the file's layout (WeightLayout::Rows)
+// with rows 4-byte aligned. Both layouts give the same bits.
+bool grouped_mma_q8_supported(const Weight& shape, const void* const* weights, int64_t G);
+
+// As launch_matmul_grouped, for q8_0 weights; x16 is in f16. A dense matmul of M rows is the same
+// call with one weight: tiles of 64 rows from row 0.
+void launch_matmul_grouped_q8(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
+                              const void* x16, int64_t x_row0, float* y, cudaStream_t stream);
 
 }  // namespace ts::cuda

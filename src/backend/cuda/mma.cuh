@@ -1,4 +1,4 @@
-// Tensor-core building blocks shared by the mma.sync kernels (attention_mma.cu, grouped_mma.cu):
+// Tensor-core building blocks shared by the mma.sync kernels (attention_mma.cu, grouped_mma*.cu):
 // the m16n8k16 multiply-accumulate, ldmatrix fragment loads and cp.async copies (sm_80 and later).
 #pragma once
 
@@ -47,6 +47,14 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool full) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
                "r"(full ? 16 : 0)
+               : "memory");
+}
+
+// 4 bytes global -> shared, asynchronously (through L1: neighbouring copies share the line); zeros
+// instead when !full (src is then not read).
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool full) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
+               "r"(full ? 4 : 0)
                : "memory");
 }
 
