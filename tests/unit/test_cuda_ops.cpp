@@ -329,6 +329,7 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       {300, 4096, 1, 0},  // GEMV at a real hidden size
       {21, 14336, 1, 2},  // GEMV over more segments than the int8 kernel's stages, padded rows
       {70, 768, 1, 0},    // GEMV of short rows (a warp per rows), a partial last block and step
+      {9, 12288, 1, 0},   // GEMV with more int8 units per row than threads (the direct kernel)
   };
   for (DType t : kWeightTypes) {
     for (const MatmulCase& c : cases) {
@@ -423,40 +424,6 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
     gpu_->pack_weight(w);
     EXPECT_EQ(w.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols;
     gpu_->release_weight(w);
-  }
-}
-
-// q4_k rows on 16-byte boundaries take the direct int8 GEMV (units loaded straight into
-// registers); rows padded off those boundaries take the kernel that stages them in shared memory
-// (sm_90). Both take the same units in the same order: the same bits, with rows not in fours too.
-TEST_F(CudaOps, Q4kDirectSameBitsAsStaged) {
-  struct Shape {
-    int64_t rows, cols;
-  };
-  for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{301, 1024}, Shape{3, 256}}) {
-    const size_t stride = row_bytes(DType::Q4_K, sh.cols, "q4_k direct");
-    const size_t padded = stride + 2;  // 2-byte aligned rows: the staging kernel
-    const std::vector<uint8_t> host = random_weight(DType::Q4_K, sh.rows, sh.cols, stride, rng_);
-    std::vector<uint8_t> host_padded(padded * static_cast<size_t>(sh.rows));
-    for (int64_t r = 0; r < sh.rows; ++r)
-      std::memcpy(host_padded.data() + r * padded, host.data() + r * stride, stride);
-    Weight direct = gpu_->upload_weight(DType::Q4_K, sh.rows, sh.cols, stride, host.data());
-    Weight staged = gpu_->upload_weight(DType::Q4_K, sh.rows, sh.cols, padded, host_padded.data());
-    if (!int8_gemv(staged, 1)) {
-      gpu_->release_weight(direct);
-      gpu_->release_weight(staged);
-      GTEST_SKIP() << "the staging int8 GEMV runs on sm_90 and later";
-    }
-    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
-    const float* x = upload(randn(static_cast<size_t>(sh.cols)));
-    const size_t n = static_cast<size_t>(sh.rows);
-    float* y_direct = upload(std::vector<float>(n));
-    float* y_staged = upload(std::vector<float>(n));
-    gpu_->matmul(direct, x, 1, y_direct);
-    gpu_->matmul(staged, x, 1, y_staged);
-    expect_close(download(y_direct, n), download(y_staged, n), 0.0f, 0.0f, "q4_k direct " + what);
-    gpu_->release_weight(direct);
-    gpu_->release_weight(staged);
   }
 }
 
@@ -756,7 +723,7 @@ TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
 }
 
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:
-// in f32 through the element-load GEMV variants, or (q8_0, q4_k on sm_90) through the int8 GEMV,
+// in f32 through the element-load GEMV variants, or (q8_0 on sm_90, q4_k) through the int8 GEMV,
 // whose activation quantisation reads x one element per thread.
 TEST_F(CudaOps, MatmulUnalignedActivations) {
   const MatmulCase c{48, 256, 1, 0};

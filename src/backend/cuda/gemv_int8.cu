@@ -1,19 +1,18 @@
-// Decode GEMV (one activation row) of q8_0, q4_k and q6_k weights through int8 activations, on
-// Hopper (sm_90). The f32 kernels of gemv.cu spend ~3 instructions per weight element decoding
-// bytes to floats, which keeps them well under the HBM rate; here the activation row is quantised
-// once per matmul to int8 per 32 elements (as the CPU backend does), and each weight block becomes
-// 32-bit words of int8 codes that __dp4a multiplies four at a time, the scales applied once per
-// 32 elements.
+// Decode GEMV (one activation row) of q8_0, q4_k and q6_k weights through int8 activations. The f32
+// kernels of gemv.cu spend ~3 instructions per weight element decoding bytes to floats, which keeps
+// them well under the HBM rate; here the activation row is quantised once per matmul to int8 per 32
+// elements (as the CPU backend does), and each weight block becomes 32-bit words of int8 codes that
+// __dp4a multiplies four at a time, the scales applied once per 32 elements.
 //
-// The GGML blocks (34, 144, 210 bytes) only keep 2-byte alignment, so a block of 4 rows stages a
-// segment (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
-// (cp.async.bulk, completing on an mbarrier), 3 to 5 stages deep, so that the copy engine, not
-// the threads, moves the bytes; the GEMV is launched as a programmatic dependent of the
-// quantisation kernel, so that these copies start while the activations are being quantised. Each
-// thread then takes one 32-element unit of one row: it reads the unit's quants as aligned 32-bit
-// words shifted into place, its int8 activations as two 16-byte loads, and adds the unit's float
-// term to its own partial sum. A row is two warps; their sums meet through shared memory at the
-// end.
+// On Hopper (sm_90), q8_0 and q6_k blocks (34, 210 bytes), which only keep 2-byte alignment, are
+// staged: a block of 4 rows stages a segment (2048 elements) of each row in shared memory: one
+// thread issues a bulk copy per row (cp.async.bulk, completing on an mbarrier), 3 or 4 stages
+// deep, so that the copy engine, not the threads, moves the bytes; the GEMV is launched as a
+// programmatic dependent of the quantisation kernel, so that these copies start while the
+// activations are being quantised. Each thread then takes one 32-element unit of one row: it reads
+// the unit's quants as aligned 32-bit words shifted into place, its int8 activations as two
+// 16-byte loads, and adds the unit's float term to its own partial sum. A row is two warps; their
+// sums meet through shared memory at the end.
 //
 // Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
 // 4-row groups (q8_groups.cuh), and q4_k rows that start on 16-byte boundaries (a 144-byte block
@@ -121,33 +120,6 @@ __device__ __forceinline__ float unit_dot<DType::Q8_0>(const uint8_t* seg, int j
   return half_bits_to_float(load_u16(b + offsetof(BlockQ8_0, d))) * a.d * static_cast<float>(s);
 }
 
-// Sub-block `sub` of a q4_k block: the low (even sub) or high (odd) nibbles of qs[32 (sub / 2)..],
-// x = d * scale * q - dmin * min.
-// The one expression of a q4_k unit, for the staged and the direct kernel alike (the same bits):
-// q holds the 32 bytes of qs whose low (even sub) or high (odd sub) nibbles are the unit's.
-__device__ __forceinline__ float q4k_unit(uint32_t (&q)[8], int sub, float d, float dmin,
-                                          float scale, float min, const uint4 (&x)[2], ActBlock a) {
-  const int shift = 4 * (sub % 2);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) q[i] = (q[i] >> shift) & 0x0F0F0F0Fu;
-  const int s = dp4a8(q, x, 0, 8);
-  return a.d * (d * scale * static_cast<float>(s) - dmin * min * static_cast<float>(a.s0 + a.s1));
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q4_K>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ4_K));
-  const int sub = j % 8;
-  uint32_t q[8];
-  load_words8(b + offsetof(BlockQ4_K, qs) + 32 * (sub / 2), q);
-  float scale, min;
-  k4_scale_min_dev(b + offsetof(BlockQ4_K, scales), sub, scale, min);
-  const float d = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, d)));
-  const float dmin = half_bits_to_float(load_u16(b + offsetof(BlockQ4_K, dmin)));
-  return q4k_unit(q, sub, d, dmin, scale, min, x, a);
-}
-
 // Elements 32 sub .. 32 sub + 31 of a q6_k block: h = sub / 4 picks the 128-element half, the low
 // nibbles come from ql[64 h + 32 (sub % 2)] shifted by 4 ((sub % 4) / 2), the high two bits from
 // qh[32 h] shifted by 2 (sub % 4); q - 32 with one int8 scale per 16 elements.
@@ -226,7 +198,7 @@ struct Seg {
   // The segment after its row's 16-byte phase (<= 14 bytes), the copy's rounding up to 16 bytes,
   // and the word load_words8 reads past the end of a unit.
   static constexpr int kBuf = kBytes + 32;
-  // As many stages as fit the block's shared memory (3 for q8_0, 5 for q4_k, 4 for q6_k).
+  // As many stages as fit the block's shared memory (3 for q8_0, 4 for q6_k).
   static constexpr int kStages =
       kSmemPerBlock / (kRows * kBuf) < 6 ? kSmemPerBlock / (kRows * kBuf) : 6;
   static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
@@ -341,6 +313,7 @@ struct Q8GroupUnits {
     uint4 q[2];
     __half d;
   };
+  static constexpr int kElems = kUnit;
   static constexpr bool kWholeBlocks = kRows == kQ8GroupRows;  // rows come in whole groups
   static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6;
   const uint4* codes;
@@ -354,16 +327,23 @@ struct Q8GroupUnits {
     return {{__ldcs(codes + 2 * u), __ldcs(codes + 2 * u + 1)}, __ldcs(scales + u)};
   }
   // unit_dot<Q8_0>'s sum and product, in its order.
-  __device__ static float dot(const Held& h, int64_t /*u*/, const uint4 (&x)[2], ActBlock a) {
+  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
+    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
+    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
+    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
+    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
     const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
                            h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
     return __half2float(h.d) * a.d * static_cast<float>(dp4a8(q, x, 0, 8));
   }
 };
 
-// q4_k rows on 16-byte boundaries: unit u is sub-block u % 8 of block u / 8; its nibbles lie in
-// 32 bytes of qs (two 16-byte vectors), its scales in the block's first 16 bytes (d, dmin, the 12
-// packed scale bytes), which the 8 units of a block, adjacent lanes of a warp, load together.
+// q4_k rows on 16-byte boundaries, 64 elements a unit: unit u is the pair of sub-blocks (2c, 2c +
+// 1) of block u / 4, c = u % 4, whose elements are the low and the high nibbles of the same 32
+// bytes of qs (two 16-byte vectors); their scales lie in the block's first 16 bytes (d, dmin, the
+// 12 packed scale bytes), which the 4 units of a block, adjacent lanes of a warp, load together. A
+// pair per thread rather than a sub-block reads each byte of qs once, and decodes the block's
+// header once for two sub-blocks: q4_k's GEMV is bound by its instructions, not its bytes.
 struct Q4KUnits {
   struct Held {
     uint4 q[2];
@@ -371,37 +351,61 @@ struct Q4KUnits {
   };
   static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16,
                 "the block's first 16 bytes hold d, dmin and the scales");
+  static constexpr int kElems = 64;
   static constexpr bool kWholeBlocks = false;
-  // A unit holds 12 registers (q8_0: 9), which spill under the 32 of eight blocks per SM.
-  static constexpr int kBlocks = 5, kBlocksIndexed = 5;
+  // A unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per SM,
+  // and under an index at the 40 of six.
+  static constexpr int kBlocks = 6, kBlocksIndexed = 5;
   const uint8_t* row;
   __device__ Q4KUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
       : row(w + (r0 + r) * row_stride) {}
   __device__ Held load(int64_t u) const {
-    const uint8_t* b = row + (u / 8) * static_cast<int64_t>(sizeof(BlockQ4_K));
-    const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(BlockQ4_K, qs) + 32 * (u % 8 / 2));
+    const uint8_t* b = row + (u / 4) * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(BlockQ4_K, qs) + 32 * (u % 4));
     return {{__ldcs(qs), __ldcs(qs + 1)}, __ldcs(reinterpret_cast<const uint4*>(b))};
   }
-  // Byte i of the 12 scale bytes is byte i % 4 of word s[i / 4]: k4_scale_min_dev's values.
-  __device__ static void scale_min(const uint32_t (&s)[3], int j, float& scale, float& min) {
-    const auto byte = [&](int i) { return static_cast<int>((s[i / 4] >> (8 * (i % 4))) & 0xFFu); };
-    if (j < 4) {
-      scale = static_cast<float>(byte(j) & 63);
-      min = static_cast<float>(byte(j + 4) & 63);
-    } else {
-      scale = static_cast<float>((byte(j + 4) & 0x0F) | ((byte(j - 4) >> 6) << 4));
-      min = static_cast<float>((byte(j + 4) >> 4) | ((byte(j) >> 6) << 4));
+  // The 6-bit scale and min of sub-blocks 2c and 2c + 1 (k4_scale_min_dev's values); byte i of the
+  // 12 scale bytes is byte i % 4 of s[i / 4]. Sub-blocks 0-3 keep theirs in the low 6 bits of
+  // bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 in the nibbles of bytes 8-11, their top two
+  // bits in the top bits of bytes 0-3 and 4-7.
+  __device__ static void scales_mins(uint32_t s0, uint32_t s1, uint32_t s2, int c, int (&sc)[2],
+                                     int (&mn)[2]) {
+    const auto byte = [](uint32_t w, int i) { return static_cast<int>((w >> (8 * i)) & 0xFFu); };
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int j = 2 * c + h;
+      if (j < 4) {
+        sc[h] = byte(s0, j) & 63;
+        mn[h] = byte(s1, j) & 63;
+      } else {
+        sc[h] = (byte(s2, j - 4) & 0x0F) | ((byte(s0, j - 4) >> 6) << 4);
+        mn[h] = (byte(s2, j - 4) >> 4) | ((byte(s1, j - 4) >> 6) << 4);
+      }
     }
   }
-  __device__ static float dot(const Held& h, int64_t u, const uint4 (&x)[2], ActBlock a) {
-    const int sub = static_cast<int>(u % 8);
-    uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
-                     h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
-    float scale, min;
-    scale_min({h.head.y, h.head.z, h.head.w}, sub, scale, min);
+  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
+    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
+    const uint4 xlo[2] = {__ldg(x4), __ldg(x4 + 1)}, xhi[2] = {__ldg(x4 + 2), __ldg(x4 + 3)};
+    const int4 m = __ldg(reinterpret_cast<const int4*>(meta + 2 * u));
+    const ActBlock a[2] = {*reinterpret_cast<const ActBlock*>(&m.x),
+                           *reinterpret_cast<const ActBlock*>(&m.z)};
+    const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
+                           h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
+    uint32_t lo[8], hi[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    const int s[2] = {dp4a8(lo, xlo, 0, 8), dp4a8(hi, xhi, 0, 8)};
+    int sc[2], mn[2];
+    scales_mins(h.head.y, h.head.z, h.head.w, static_cast<int>(u % 4), sc, mn);
     const float d = half_bits_to_float(static_cast<uint16_t>(h.head.x & 0xFFFFu));
     const float dmin = half_bits_to_float(static_cast<uint16_t>(h.head.x >> 16));
-    return q4k_unit(q, sub, d, dmin, scale, min, x, a);
+    // Each sub-block: d * scale * sum(q x) - dmin * min * sum(x), in units of its activation scale.
+    float sum = 0.0f;
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      sum += a[k].d * (d * static_cast<float>(sc[k] * s[k]) -
+                       dmin * static_cast<float>(mn[k] * (a[k].s0 + a[k].s1)));
+    return sum;
   }
 };
 
@@ -430,17 +434,14 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : U
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
   // Every row of a block is there when the layout groups whole blocks of rows.
   const bool live = Units::kWholeBlocks || r0 + r < rows;
-  const int64_t units = live ? cols / kUnit : 0;
+  const int64_t units = live ? cols / Units::kElems : 0;
   const Units row(w, row_stride, cols, r0, r);
   typename Units::Held held{};
   if (j < units) held = row.load(j);
   pdl_enter();
   float acc = 0.0f;
   for (int64_t u = j; u < units; u += kLanes) {
-    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kUnit);
-    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
-    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
-    acc += Units::dot(held, u, x, *reinterpret_cast<const ActBlock*>(&m));
+    acc += Units::dot(held, u, xq, meta);
     if (u + kLanes < units) held = row.load(u + kLanes);
   }
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
@@ -491,7 +492,8 @@ size_t act_codes_bytes(int64_t cols) {
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
   if (w.layout == WeightLayout::Q8Groups || q4k_direct(w)) return true;
-  const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_K || w.dtype == DType::Q6_K;
+  // q4_k rows off 16-byte boundaries (a view at an odd offset) take the f32 GEMV.
+  const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K;
   return sm_major >= 9 && type && w.cols % kUnit == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
 }
@@ -524,9 +526,6 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   switch (w.dtype) {
     case DType::Q8_0:
       launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);
-      break;
-    case DType::Q4_K:
-      launch_int8<DType::Q4_K>(grid, stream, data, w, q, meta, y, ix);
       break;
     case DType::Q6_K:
       launch_int8<DType::Q6_K>(grid, stream, data, w, q, meta, y, ix);
