@@ -409,14 +409,14 @@ struct Q4KUnits {
   }
 };
 
-// One block per 4 rows, the threads of gemv_int8_kernel taking the same 32-element units in the
-// same order, so the two give the same bits. A unit's bytes (Units::load) are held one unit ahead:
-// the first unit's go out before the wait for the quantisation kernel ahead (weights are never
-// written while kernels run), each next one as soon as a unit is done, so that no unit waits on
-// more than one memory round trip. The 8 blocks per SM hide the rest: holding two units would not
-// fit the 32 registers that occupancy allows (a variant at 4 blocks per SM was slower).
-// kIndexed: under an ExpertIndex, whose registers would spill under the 32-register cap of eight
-// blocks per SM; the experts' many small matrices run at six (40 registers) instead.
+// One block per 4 rows, 64 threads a row, each taking units j, j + 64, ... of its row (q8_0: the
+// units of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give the same
+// bits). A unit's bytes (Units::load) are held one unit ahead: the first unit's go out before the
+// wait for the quantisation kernel ahead (weights are never written while kernels run), each next
+// one as soon as a unit is done, so that no unit waits on more than one memory round trip. The
+// blocks per SM (Units::kBlocks: eight for q8_0, at 32 registers) hide the rest: holding two units
+// would not fit those registers (a q8_0 variant at 4 blocks per SM was slower). Under an
+// ExpertIndex (kIndexed) the index's registers lower that count (Units::kBlocksIndexed).
 template <class Units, bool kIndexed>
 __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : Units::kBlocks)
     gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
