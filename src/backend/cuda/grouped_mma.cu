@@ -77,8 +77,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int c = tid + i * kThreads;
       const int r = c / kChunks, kc = c % kChunks;
       const bool full = n0 + r < N && k0 + kc * 8 < K;
-      cp_async16(smem_addr(sw + swizzled(r, kc)), full ? w + (n0 + r) * ldw + k0 + kc * 8 : w,
-                 full);
+      cp_async16_ahead(smem_addr(sw + swizzled(r, kc)), full ? w + (n0 + r) * ldw + k0 + kc * 8 : w,
+                       full);
     }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {

@@ -92,8 +92,8 @@ struct WeightStage<WeightLayout::Q8Groups> {
       scales = scales_full ? q8_scales(w0, row_stride, K, n0 + tid) : nullptr;
     }
     __device__ void issue(WeightStage& st, int64_t kt) const {
-      cp_async16(smem_addr(&st.codes[tid / 2][(tid % 2) * 16]), codes_full ? codes + kt * kBK : w,
-                 codes_full);
+      cp_async16_ahead(smem_addr(&st.codes[tid / 2][(tid % 2) * 16]),
+                       codes_full ? codes + kt * kBK : w, codes_full);
       if (tid < kBN)
         cp_async4(smem_addr(&st.scales[tid]), scales_full ? scales + (kt & ~int64_t{1}) : w,
                   scales_full);
