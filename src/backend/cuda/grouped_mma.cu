@@ -21,7 +21,6 @@
 
 #include <cstddef>
 
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/grouped_tile.cuh"
 #include "backend/cuda/kernels.h"
@@ -122,6 +121,17 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
+template <DType T>
+void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
+                  int64_t x_row0, float* y, cudaStream_t stream) {
+  allow_shared_memory<grouped_mma_kernel<T>>(kSmemBytes, "grouped matmul shared memory");
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch("grouped matmul", grouped_mma_kernel<T>, grid, kThreads, kSmemBytes, stream, tiles,
+         shape.rows, shape.cols, static_cast<int64_t>(shape.row_stride / 2),
+         static_cast<const uint16_t*>(x16), x_row0, y);
+}
+
 }  // namespace
 
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
@@ -134,16 +144,10 @@ bool grouped_mma_supported(const Weight& shape, const void* const* weights, int6
 
 void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                            const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
-  const auto kernel =
-      shape.dtype == DType::F16 ? grouped_mma_kernel<DType::F16> : grouped_mma_kernel<DType::BF16>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kSmemBytes)),
-        "grouped matmul shared memory");
-  const dim3 grid(static_cast<unsigned>(n_tiles),
-                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped matmul", kernel, grid, kThreads, kSmemBytes, stream, tiles, shape.rows,
-         shape.cols, static_cast<int64_t>(shape.row_stride / 2), static_cast<const uint16_t*>(x16),
-         x_row0, y);
+  if (shape.dtype == DType::F16)
+    launch_typed<DType::F16>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  else
+    launch_typed<DType::BF16>(shape, tiles, n_tiles, x16, x_row0, y, stream);
 }
 
 }  // namespace ts::cuda

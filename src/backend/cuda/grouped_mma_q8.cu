@@ -31,7 +31,6 @@
 
 #include <cstddef>
 
-#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/grouped_tile.cuh"
 #include "backend/cuda/mma.cuh"
@@ -275,6 +274,17 @@ bool aligned(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
+template <WeightLayout L>
+void launch_layout(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
+                   int64_t x_row0, float* y, cudaStream_t stream) {
+  allow_shared_memory<grouped_mma_q8_kernel<L>>(kSmemBytes<L>, "grouped q8_0 matmul shared memory");
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch("grouped q8_0 matmul", grouped_mma_q8_kernel<L>, grid, kThreads, kSmemBytes<L>, stream,
+         tiles, shape.rows, shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0,
+         y);
+}
+
 }  // namespace
 
 // 4-row groups keep columns in 64s: every group is whole 16-byte vectors, a row's codes start
@@ -299,18 +309,10 @@ bool grouped_mma_q8_supported(const Weight& shape, const void* const* weights, i
 
 void launch_matmul_grouped_q8(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                               const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
-  const auto kernel = shape.layout == WeightLayout::Q8Groups
-                          ? grouped_mma_q8_kernel<WeightLayout::Q8Groups>
-                          : grouped_mma_q8_kernel<WeightLayout::Rows>;
-  const size_t smem = shape.layout == WeightLayout::Q8Groups ? kSmemBytes<WeightLayout::Q8Groups>
-                                                             : kSmemBytes<WeightLayout::Rows>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(smem)),
-        "grouped q8_0 matmul shared memory");
-  const dim3 grid(static_cast<unsigned>(n_tiles),
-                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped q8_0 matmul", kernel, grid, kThreads, smem, stream, tiles, shape.rows, shape.cols,
-         shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
+  if (shape.layout == WeightLayout::Q8Groups)
+    launch_layout<WeightLayout::Q8Groups>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  else
+    launch_layout<WeightLayout::Rows>(shape, tiles, n_tiles, x16, x_row0, y, stream);
 }
 
 }  // namespace ts::cuda
