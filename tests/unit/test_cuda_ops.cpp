@@ -433,8 +433,8 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
 // both sides then sum K products in f32 in some order, each within K u |sum| <= K u s (u = 2^-24).
 // |cuda - cpu| <= (u16 + 2 K u) s.
 // Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
-// tile; features not a multiple of the 128-feature tile; K not a multiple of the 32-column stage;
-// padded weight rows.
+// tile; features not a multiple of the 128-feature tile; K not a multiple of the 64-column stage,
+// in fewer stages than the pipeline holds (136) and in more (1032); padded weight rows.
 TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
   struct Shape {
     int64_t rows, cols;
@@ -513,10 +513,11 @@ TEST_F(CudaOps, MatmulGroupedAgainstCpuPerGroup) {
 // bound (64 u sum |w x| plus its int8 activations' error, as in
 // MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu).
 // Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
-// tile; features not a multiple of the 128-feature tile, fewer than one tile; K of 2 blocks (fewer
-// than the pipeline's stages), an odd number of 64-column pairs (a packed row's scales then only
-// 4-byte aligned) and, in the file's layout, an odd number of blocks over padded rows (K = 96
-// can't be packed: Q8GroupsSameBitsAsTheFileLayout).
+// tile; features not a multiple of the 128-feature tile, fewer than one tile; K of 2 blocks (one
+// stage of two, fewer than the pipeline holds), an odd number of 64-column pairs (a packed row's
+// scales then only 4-byte aligned) and, in the file's layout, an odd number of blocks over padded
+// rows, so that the last stage holds one block, in fewer stages than the pipeline holds (K = 96)
+// and in more (K = 1056); neither can be packed: Q8GroupsSameBitsAsTheFileLayout.
 TEST_F(CudaOps, MatmulGroupedQ8AgainstDoubleReference) {
   struct Shape {
     int64_t rows, cols;
@@ -524,7 +525,8 @@ TEST_F(CudaOps, MatmulGroupedQ8AgainstDoubleReference) {
     bool pack;
   };
   const Shape shapes[] = {{200, 192, 0, true},  {128, 64, 0, true},   {36, 1088, 0, true},
-                          {200, 192, 0, false}, {36, 1088, 0, false}, {72, 96, 2, false}};
+                          {200, 192, 0, false}, {36, 1088, 0, false}, {72, 96, 2, false},
+                          {40, 1056, 2, false}};
   const std::vector<int64_t> group_rows = {5, 0, 64, 70, 1, 0, 33, 130};
   const int64_t G = static_cast<int64_t>(group_rows.size());
   std::vector<int64_t> row0(group_rows.size());

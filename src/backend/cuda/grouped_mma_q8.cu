@@ -5,14 +5,18 @@
 // dequantised to f16 for a cuBLAS GEMM of its own, writes and re-reads 2 bytes per weight and
 // launches twice per expert.
 //
-// A pipeline stage is one q8_0 block (32 columns) of each of the tile's 128 feature rows (their
-// codes and scales) and the same 32 columns of the tile's 64 activation rows in f16 (64 bytes a
-// row). The codes become f16 as the B fragments are built (every int8 is exact in f16). A stage's
+// A pipeline stage is two q8_0 blocks (64 columns) of each of the tile's 128 feature rows, each
+// block a sub-stage of its own: the block's codes and scales, and the same 32 columns of the tile's
+// 64 activation rows in f16 (64 bytes a row). The kernel is bound by the weight bytes, so the K
+// loop keeps many in flight: a 5-stage cp.async pipeline (four stages in flight while one is
+// computed; 85 KiB of dynamic shared memory, two blocks a multiprocessor), one barrier per two
+// blocks. The codes become f16 as the B fragments are built (every int8 is exact in f16). A block's
 // two m16n8k16 steps sum into an f32 accumulator of their own, which is then added to the running
 // sum times its feature row's scale: the scale is applied in f32 to sums of exact products, so the
-// only rounding besides the f32 sums is that of the activations to f16.
+// only rounding besides the f32 sums is that of the activations to f16. Blocks are summed one at a
+// time in ascending order, whichever stage holds them.
 //
-// Fragments: an mma's sum over its 16 columns does not depend on their order, so inside a stage
+// Fragments: an mma's sum over its 16 columns does not depend on their order, so inside a block
 // the columns are permuted, the same way for activations and codes: lane (g, q) = (lane / 4,
 // lane % 4) takes columns 8q .. 8q + 3 as k-step 0's fragment columns {2q, 2q + 1, 2q + 8,
 // 2q + 9} and 8q + 4 .. 8q + 7 as k-step 1's. One 16-byte load of an activation row and one 8-byte
@@ -37,25 +41,26 @@
 namespace ts::cuda {
 namespace {
 
-constexpr int kBK = 32;     // K columns per stage: one q8_0 block
-constexpr int kStages = 4;  // 4 x 8.5 KiB of shared memory: three stages in flight, one computed
-// The file's 34-byte blocks are 2-byte aligned only: a stage copies the 4-byte words that cover
+constexpr int kBK = 32;     // K columns per sub-stage: one q8_0 block
+constexpr int kSub = 2;     // sub-stages (blocks) per pipeline stage
+constexpr int kStages = 5;  // 5 x 17 KiB of shared memory: four stages in flight, one computed
+// The file's 34-byte blocks are 2-byte aligned only: a sub-stage copies the 4-byte words that cover
 // its block of a row, 36 bytes from 4-byte alignment down (the block starts at byte 0 of them for
 // an even block, at byte 2 for an odd one: rows are 4-byte aligned, blocks 2p start 68p in).
 constexpr int kBlockWords = 9;
 
-// The q8_0 half of a stage, per weight layout, and the copies that fill it: lane_codes(n, q, kt)
-// gives lane q's codes of feature row n (columns 8q .. 8q + 7 of block kt) as two words,
-// scales2(n, kt) that block's scales of feature rows n and n + 1 (n even). Rows past N are copied
-// as zeros (their sources are not read).
+// The q8_0 half of a sub-stage, per weight layout, and the copies that fill it:
+// lane_codes(n, q, kt) gives lane q's codes of feature row n (columns 8q .. 8q + 7 of block kt) as
+// two words, scales2(n, kt) that block's scales of feature rows n and n + 1 (n even). Rows past N
+// are copied as zeros (their sources are not read).
 template <WeightLayout L>
 struct WeightStage;
 
 template <>
 struct WeightStage<WeightLayout::Q8Groups> {
-  int8_t codes[kBN][kBK];  // the stage's block of codes of each feature row
+  int8_t codes[kBN][kBK];  // the sub-stage's block of codes of each feature row
   // cp.async moves 4 bytes at least and a scale takes 2: each feature row copies the 4-byte pair
-  // of scales (blocks 2p and 2p + 1, 4-byte aligned in the layout) that holds the stage's.
+  // of scales (blocks 2p and 2p + 1, 4-byte aligned in the layout) that holds the sub-stage's.
   uint32_t scales[kBN];
 
   __device__ uint2 lane_codes(int n, int q, int64_t) const {
@@ -86,8 +91,8 @@ struct WeightStage<WeightLayout::Q8Groups> {
       scales = scales_full ? q8_scales(w0, row_stride, K, n0 + tid) : nullptr;
     }
     __device__ void issue(WeightStage& st, int64_t kt) const {
-      cp_async16(smem_addr(&st.codes[tid / 2][(tid % 2) * 16]), codes_full ? codes + kt * kBK : w,
-                 codes_full);
+      cp_async16_ahead(smem_addr(&st.codes[tid / 2][(tid % 2) * 16]),
+                       codes_full ? codes + kt * kBK : w, codes_full);
       if (tid < kBN)
         cp_async4(smem_addr(&st.scales[tid]), scales_full ? scales + (kt & ~int64_t{1}) : w,
                   scales_full);
@@ -113,7 +118,7 @@ struct WeightStage<WeightLayout::Rows> {
         __half2float(__ushort_as_half(reinterpret_cast<const uint16_t*>(words[n + 1])[kt % 2]))};
   }
 
-  // The stage's kBN x kBlockWords words, thread tid taking every kThreads-th.
+  // The sub-stage's kBN x kBlockWords words, thread tid taking every kThreads-th.
   struct Copies {
     const uint8_t* w;  // feature row n0
     size_t row_stride;
@@ -135,19 +140,27 @@ struct WeightStage<WeightLayout::Rows> {
   };
 };
 
-// One stage in shared memory.
+// One block's sub-stage in shared memory; a pipeline stage is kSub of them.
 template <WeightLayout L>
-struct Stage {
+struct SubStage {
   WeightStage<L> w;
   uint16_t x[kBM][kBK];  // f16 activations
 };
 
+template <WeightLayout L>
+struct Stage {
+  SubStage<L> sub[kSub];
+};
+
+template <WeightLayout L>
+constexpr size_t kSmemBytes = kStages * sizeof(Stage<L>);
+
 static_assert(kBN * kBK / 16 == kThreads && kBM * kBK * 2 / 16 == kThreads && kBN <= kThreads,
-              "per stage each thread copies one chunk of codes and one of activations, and the "
+              "per sub-stage each thread copies one chunk of codes and one of activations, and the "
               "first kBN threads a pair of scales (4-row groups)");
-static_assert(kStages * sizeof(Stage<WeightLayout::Q8Groups>) <= 48 * 1024 &&
-                  kStages * sizeof(Stage<WeightLayout::Rows>) <= 48 * 1024,
-              "static shared memory");
+static_assert(kSmemBytes<WeightLayout::Q8Groups> <= 99 * 1024 &&
+                  kSmemBytes<WeightLayout::Rows> <= 99 * 1024,
+              "dynamic shared memory of a block on sm_89");
 static_assert(offsetof(BlockQ8_0, qs) == 2 && kBlockWords * 4 == sizeof(BlockQ8_0) + 2,
               "a block: its f16 scale, then its codes");
 
@@ -172,7 +185,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     grouped_mma_q8_kernel(const GroupTile* tiles, int64_t N, int64_t K, size_t row_stride,
                           const uint16_t* x, int64_t x_row0, float* y) {
   pdl_enter();
-  __shared__ __align__(16) Stage<L> stages[kStages];
+  extern __shared__ uint4 smem[];
+  Stage<L>* stages = reinterpret_cast<Stage<L>*>(smem);
   const GroupTile tile = tiles[blockIdx.x];
   const int rows = static_cast<int>(tile.rows);
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
@@ -181,23 +195,31 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int wm = warp / 4, wn = warp % 4;
   const int g = lane / 4, q = lane % 4;
 
-  // Per stage: the weight copies, and 16 bytes of activation row xr (zeros past the tile's rows).
+  // Per block: the weight copies, and 16 bytes of activation row xr (zeros past the tile's rows).
+  // Stage s takes blocks kSub kt .. kSub kt + kSub - 1; those past the row's last are neither
+  // copied nor computed.
   const typename WeightStage<L>::Copies wcopies(static_cast<const uint8_t*>(tile.w), row_stride, K,
                                                 n0, N, tid);
   const int xr = tid / 4, xc = (tid % 4) * 8;
   const bool x_full = xr < rows;
+  const int64_t nb = K / kBK;
   const auto load = [&](int s, int64_t kt) {
-    wcopies.issue(stages[s].w, kt);
-    cp_async16(smem_addr(&stages[s].x[xr][xc]), x_full ? xt + xr * K + kt * kBK + xc : xt, x_full);
+#pragma unroll
+    for (int b = 0; b < kSub; ++b) {
+      const int64_t blk = kt * kSub + b;
+      if (blk >= nb) break;
+      SubStage<L>& sub = stages[s].sub[b];
+      wcopies.issue(sub.w, blk);
+      cp_async16(smem_addr(&sub.x[xr][xc]), x_full ? xt + xr * K + blk * kBK + xc : xt, x_full);
+    }
   };
 
   float acc[2][4][4] = {};
   // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
   const bool warp_rows = wm * kWarpRows < rows;
   const bool second_m = wm * kWarpRows + 16 < rows;
-  k_pipeline<kStages>(K / kBK, load, [&](int s, int64_t kt) {
-    if (!warp_rows) return;
-    const Stage<L>& st = stages[s];
+  // Block kt of sub-stage st into acc.
+  const auto block = [&](const SubStage<L>& st, int64_t kt) {
     // Rows g and g + 8 of each m16 tile: words 0, 1 are k-step 0's fragment columns {2q, 2q + 1}
     // and {2q + 8, 2q + 9}, words 2, 3 k-step 1's.
     uint4 xa[2][2];
@@ -235,12 +257,32 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int e = 0; e < 4; ++e)
           acc[mi][nj][e] = fmaf(part[mi][nj][e], d[e % 2], acc[mi][nj][e]);
     }
+  };
+  k_pipeline<kStages>((nb + kSub - 1) / kSub, load, [&](int s, int64_t kt) {
+    if (!warp_rows) return;
+#pragma unroll
+    for (int b = 0; b < kSub; ++b) {
+      const int64_t blk = kt * kSub + b;
+      if (blk >= nb) break;
+      block(stages[s].sub[b], blk);
+    }
   });
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
 bool aligned(const void* p, uintptr_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+template <WeightLayout L>
+void launch_layout(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
+                   int64_t x_row0, float* y, cudaStream_t stream) {
+  allow_shared_memory<grouped_mma_q8_kernel<L>>(kSmemBytes<L>, "grouped q8_0 matmul shared memory");
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch("grouped q8_0 matmul", grouped_mma_q8_kernel<L>, grid, kThreads, kSmemBytes<L>, stream,
+         tiles, shape.rows, shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0,
+         y);
 }
 
 }  // namespace
@@ -267,13 +309,10 @@ bool grouped_mma_q8_supported(const Weight& shape, const void* const* weights, i
 
 void launch_matmul_grouped_q8(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                               const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
-  const auto kernel = shape.layout == WeightLayout::Q8Groups
-                          ? grouped_mma_q8_kernel<WeightLayout::Q8Groups>
-                          : grouped_mma_q8_kernel<WeightLayout::Rows>;
-  const dim3 grid(static_cast<unsigned>(n_tiles),
-                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped q8_0 matmul", kernel, grid, kThreads, 0, stream, tiles, shape.rows, shape.cols,
-         shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
+  if (shape.layout == WeightLayout::Q8Groups)
+    launch_layout<WeightLayout::Q8Groups>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  else
+    launch_layout<WeightLayout::Rows>(shape, tiles, n_tiles, x16, x_row0, y, stream);
 }
 
 }  // namespace ts::cuda

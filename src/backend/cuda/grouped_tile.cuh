@@ -4,8 +4,12 @@
 // f32 accumulators, which store_tile() writes out. The K loop is k_pipeline().
 #pragma once
 
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
 #include <cstdint>
 
+#include "backend/cuda/cuda_check.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/mma.cuh"
 
@@ -17,6 +21,21 @@ constexpr int kWarps = 8;  // 2 (rows) x 4 (features)
 constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kBM / 2;  // 32: two m16 tiles
 constexpr int kWarpCols = kBN / 4;  // 32: four n8 tiles
+
+// Lets Kernel take `bytes` of dynamic shared memory (past the 48 KiB default) and all of the
+// unified cache as shared memory (the default split may leave room for fewer blocks a
+// multiprocessor); once per kernel, on the device of its first launch.
+template <auto Kernel>
+void allow_shared_memory(size_t bytes, const char* what) {
+  static const cudaError_t status = [bytes] {
+    const cudaError_t e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(bytes));
+    if (e != cudaSuccess) return e;
+    return cudaFuncSetAttribute(Kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                cudaSharedmemCarveoutMaxShared);
+  }();
+  check(status, what);
+}
 
 // The K loop over nk steps, a cp.async pipeline of Stages shared-memory stages (Stages - 1 steps
 // in flight while one is computed): load(s, kt) issues the copies of step kt into stage s,

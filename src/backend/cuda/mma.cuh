@@ -50,10 +50,20 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool f
                : "memory");
 }
 
-// 4 bytes global -> shared, asynchronously (through L1: neighbouring copies share the line); zeros
-// instead when !full (src is then not read).
+// As cp_async16, for weights read a stage at a time along their rows: the L2 fetches the whole
+// aligned 256 bytes around src from memory, so the row's next stages find their bytes in L2 and
+// DRAM serves 256-byte requests instead of a stage's few sectors per row.
+__device__ __forceinline__ void cp_async16_ahead(uint32_t dst, const void* src, bool full) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(full ? 16 : 0)
+               : "memory");
+}
+
+// 4 bytes of a weight global -> shared, asynchronously (through L1: neighbouring copies share the
+// line; the L2 fetches 256 bytes, as cp_async16_ahead); zeros instead when !full (src is then not
+// read).
 __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool full) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
+  asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
                "r"(full ? 4 : 0)
                : "memory");
 }
