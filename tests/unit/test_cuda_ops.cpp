@@ -557,7 +557,7 @@ TEST_F(CudaOps, MatmulGroupedQ8AgainstDoubleReference) {
 
     const std::string what =
         std::to_string(sh.rows) + "x" + std::to_string(sh.cols) + (sh.pack ? " groups" : " rows");
-    const double nb = static_cast<double>(sh.cols / kQK32);
+    const double nb = static_cast<double>(sh.cols) / kQK32;
     int reported = 0;
     for (int64_t g = 0; g < G; ++g) {
       const int64_t R = group_rows[static_cast<size_t>(g)];
