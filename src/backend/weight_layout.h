@@ -16,6 +16,11 @@ enum class WeightLayout : uint8_t {
   // scales (row after row, cols / 32 f16 each). The codes then load as aligned 16-byte vectors.
   // backend/cuda/q8_groups.cuh gives the addresses.
   Q8Groups,
+  // q6_k rows for the CUDA decode GEMV, each rearranged in place by Backend::pack_weight() (same
+  // bytes, same row_stride): the row's blocks without their d (ql, qh, scales: 208 bytes each, so
+  // that they stay on 16-byte boundaries), then the blocks' d values (f16 each). The quants then
+  // load as aligned 16-byte vectors. backend/cuda/q6_rows.cuh gives the addresses.
+  Q6Rows,
 };
 
 // Rows per group of WeightLayout::Q8Groups.

@@ -229,12 +229,17 @@ class CudaBackend final : public Backend {
     w = Weight{};
   }
 
-  // q8_0 into 4-row groups with the codes before the scales: the decode GEMV then loads codes as
-  // aligned 16-byte vectors (the file's 34-byte blocks keep 2-byte alignment only, so its kernel
-  // stages rows in shared memory and realigns every word). A group is staged in shared memory to
-  // be rearranged in place; rows too long for that keep the file's layout.
+  // q8_0 into 4-row groups with the codes before the scales, q6_k into rows of the blocks' bodies
+  // before their d values: the decode GEMV then loads quants as aligned 16-byte vectors (the
+  // file's 34- and 210-byte blocks keep 2-byte alignment only, so its kernel stages rows in shared
+  // memory and realigns every word). A group or a row is staged in shared memory to be rearranged
+  // in place; those too long for that keep the file's layout. q6_k rows are packed one by one, so
+  // views at any row stay valid (weight_row_group 1).
   void pack_weight(Weight& w) override {
-    if (cuda::q8_groups_fit(w, max_smem_)) cuda::launch_pack_q8_groups(w, stream_);
+    if (cuda::q8_groups_fit(w, max_smem_))
+      cuda::launch_pack_q8_groups(w, stream_);
+    else if (cuda::q6_rows_fit(w, max_smem_))
+      cuda::launch_pack_q6_rows(w, stream_);
   }
   int64_t weight_row_group(DType dtype) const override {
     return dtype == DType::Q8_0 ? kQ8GroupRows : 1;

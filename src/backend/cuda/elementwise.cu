@@ -8,6 +8,7 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q6_rows.cuh"
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "core/error.h"
@@ -40,6 +41,8 @@ __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t co
   float v[8];
   if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups) {
     q8_group_dequant8(table, row_stride, cols, ids[m], e0, v);
+  } else if (T == DType::Q6_K && layout == WeightLayout::Q6Rows) {
+    q6_rows_dequant8(row, cols, e0, v);
   } else if constexpr (is_plain(T)) {
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = e0 + k < cols ? plain_elem<T>(row, e0 + k) : 0.0f;
@@ -385,6 +388,8 @@ __global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int
   float v[8];
   if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups)
     q8_group_dequant8(w, row_stride, cols, r0 + r, e0, v);
+  else if (T == DType::Q6_K && layout == WeightLayout::Q6Rows)
+    q6_rows_dequant8(w + (r0 + r) * row_stride, cols, e0, v);
   else
     dequant8<T>(w + (r0 + r) * row_stride + (e0 / B::kElems) * B::kBytes,
                 static_cast<int>(e0 % B::kElems), v);

@@ -15,9 +15,10 @@
 // sums meet through shared memory at the end.
 //
 // Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
-// 4-row groups (q8_groups.cuh), and q4_k rows that start on 16-byte boundaries (a 144-byte block
-// is nine 16-byte vectors: d, dmin and scales, then the nibbles). gemv_direct_kernel loads them
-// straight into registers, on every architecture.
+// 4-row groups (q8_groups.cuh), q6_k weights it packed into rows of d-less 208-byte bodies
+// (q6_rows.cuh), and q4_k rows that start on 16-byte boundaries (a 144-byte block is nine 16-byte
+// vectors: d, dmin and scales, then the nibbles). gemv_direct_kernel loads them straight into
+// registers, on every architecture.
 #include <cuda_fp16.h>
 
 #include <cstddef>
@@ -26,6 +27,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/q6_rows.cuh"
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/weight_layout.h"
@@ -122,24 +124,33 @@ __device__ __forceinline__ float unit_dot<DType::Q8_0>(const uint8_t* seg, int j
 
 // Elements 32 sub .. 32 sub + 31 of a q6_k block: h = sub / 4 picks the 128-element half, the low
 // nibbles come from ql[64 h + 32 (sub % 2)] shifted by 4 ((sub % 4) / 2), the high two bits from
-// qh[32 h] shifted by 2 (sub % 4); q - 32 with one int8 scale per 16 elements.
+// qh[32 h] shifted by 2 (sub % 4); q - 32 with one int8 scale per 16 elements (sc0, sc1), d per
+// block. lo and hi are those 32 bytes of ql and of qh; lo is overwritten. Both layouts' units
+// (unit_dot<Q6_K>, Q6KUnits) end here, so they give the same bits.
+__device__ __forceinline__ float q6k_unit(uint32_t (&lo)[8], const uint32_t (&hi)[8], int sub,
+                                          int sc0, int sc1, uint16_t d, const uint4 (&x)[2],
+                                          ActBlock a) {
+  const int r = sub % 4, lo_shift = 4 * (r / 2), hi_shift = 2 * r;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    lo[i] = ((lo[i] >> lo_shift) & 0x0F0F0F0Fu) | (((hi[i] >> hi_shift) & 0x03030303u) << 4);
+  const int s0 = dp4a8(lo, x, 0, 4) - 32 * a.s0;
+  const int s1 = dp4a8(lo, x, 4, 4) - 32 * a.s1;
+  const int s = sc0 * s0 + sc1 * s1;
+  return half_bits_to_float(d) * a.d * static_cast<float>(s);
+}
+
 template <>
 __device__ __forceinline__ float unit_dot<DType::Q6_K>(const uint8_t* seg, int j,
                                                        const uint4 (&x)[2], ActBlock a) {
   const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ6_K));
-  const int sub = j % 8, h = sub / 4, r = sub % 4;
+  const int sub = j % 8, h = sub / 4;
   uint32_t lo[8], hi[8];
-  load_words8(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (r % 2), lo);
+  load_words8(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2), lo);
   load_words8(b + offsetof(BlockQ6_K, qh) + 32 * h, hi);
-  const int lo_shift = 4 * (r / 2), hi_shift = 2 * r;
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    lo[i] = ((lo[i] >> lo_shift) & 0x0F0F0F0Fu) | (((hi[i] >> hi_shift) & 0x03030303u) << 4);
   const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(BlockQ6_K, scales));
-  const int s0 = dp4a8(lo, x, 0, 4) - 32 * a.s0;
-  const int s1 = dp4a8(lo, x, 4, 4) - 32 * a.s1;
-  const int s = scales[2 * sub] * s0 + scales[2 * sub + 1] * s1;
-  return half_bits_to_float(load_u16(b + offsetof(BlockQ6_K, d))) * a.d * static_cast<float>(s);
+  return q6k_unit(lo, hi, sub, scales[2 * sub], scales[2 * sub + 1],
+                  load_u16(b + offsetof(BlockQ6_K, d)), x, a);
 }
 
 // The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the
@@ -409,6 +420,56 @@ struct Q4KUnits {
   }
 };
 
+// q6_k in WeightLayout::Q6Rows (q6_rows.cuh), 32 elements a unit: gemv_int8_kernel's units in its
+// order, so the file's layout (on sm_90) and the packed rows give the same bits, and streamed
+// experts (the file's layout) give the bits of resident ones. Unit u is sub-block u % 8 of block
+// u / 8: its 32 bytes of ql and its 32 of qh (two 16-byte vectors each), its two scale bytes and
+// its block's d. Adjacent lanes share the ql and qh vectors (two and four sub-blocks read the
+// same bytes), which a warp's loads fetch once.
+struct Q6KUnits {
+  struct Held {
+    uint4 ql[2], qh[2];
+    uint32_t scales_d;  // the scale bytes in the low half, d's bits in the high half
+  };
+  static constexpr int kElems = kUnit;
+  static constexpr bool kWholeBlocks = false;
+  // A unit holds 17 registers (q4_k: 12): at five blocks per SM (48 registers) the kernel does
+  // not spill, with or without an index. Scales and d held apart (18) spilled there.
+  static constexpr int kBlocks = 5, kBlocksIndexed = 5;
+  const uint8_t* row;
+  int64_t cols;
+  __device__ Q6KUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
+      : row(w + (r0 + r) * row_stride), cols(cols) {}
+  __device__ Held load(int64_t u) const {
+    const uint8_t* b = q6_body(row, u / 8);
+    const int sub = static_cast<int>(u % 8), h = sub / 4;
+    const auto* ql =
+        reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2));
+    const auto* qh = reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, qh) + 32 * h);
+    const auto* sc = reinterpret_cast<const unsigned short*>(b + offsetof(BlockQ6_K, scales));
+    const auto* d = reinterpret_cast<const unsigned short*>(q6_d(row, cols));
+    return {{__ldcs(ql), __ldcs(ql + 1)},
+            {__ldcs(qh), __ldcs(qh + 1)},
+            static_cast<uint32_t>(__ldcs(sc + sub)) | static_cast<uint32_t>(__ldcs(d + u / 8))
+                                                          << 16};
+  }
+  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
+    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
+    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
+    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
+    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
+    uint32_t lo[8] = {h.ql[0].x, h.ql[0].y, h.ql[0].z, h.ql[0].w,
+                      h.ql[1].x, h.ql[1].y, h.ql[1].z, h.ql[1].w};
+    const uint32_t hi[8] = {h.qh[0].x, h.qh[0].y, h.qh[0].z, h.qh[0].w,
+                            h.qh[1].x, h.qh[1].y, h.qh[1].z, h.qh[1].w};
+    // Scale byte 2 sub is the low byte of its word (little endian), 2 sub + 1 the next.
+    const int sc0 = static_cast<int8_t>(h.scales_d & 0xFFu);
+    const int sc1 = static_cast<int8_t>((h.scales_d >> 8) & 0xFFu);
+    return q6k_unit(lo, hi, static_cast<int>(u % 8), sc0, sc1,
+                    static_cast<uint16_t>(h.scales_d >> 16), x, a);
+  }
+};
+
 // One block per 4 rows, 64 threads a row, each taking units j, j + 64, ... of its row (q8_0: the
 // units of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give the same
 // bits). A unit's bytes (Units::load) are held one unit ahead: the first unit's go out before the
@@ -491,7 +552,8 @@ size_t act_codes_bytes(int64_t cols) {
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
-  if (w.layout == WeightLayout::Q8Groups || q4k_direct(w)) return true;
+  if (w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || q4k_direct(w))
+    return true;
   // q4_k rows off 16-byte boundaries (a view at an odd offset) take the f32 GEMV.
   const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K;
   return sm_major >= 9 && type && w.cols % kUnit == 0 &&
@@ -522,6 +584,8 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::Q8Groups)
     return launch_direct<Q8GroupUnits>(grid, stream, data, w, q, meta, y, ix);
+  if (w.layout == WeightLayout::Q6Rows)
+    return launch_direct<Q6KUnits>(grid, stream, data, w, q, meta, y, ix);
   if (q4k_direct(w)) return launch_direct<Q4KUnits>(grid, stream, data, w, q, meta, y, ix);
   switch (w.dtype) {
     case DType::Q8_0:

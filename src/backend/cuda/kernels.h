@@ -75,8 +75,15 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
 bool q8_groups_fit(const Weight& w, size_t max_smem);
 void launch_pack_q8_groups(Weight& w, cudaStream_t stream);
 
+// q6_k weights in WeightLayout::Q6Rows (q6_rows.cu): q6_rows_fit() says whether `w` (rows layout)
+// can be rearranged with a row staged in `max_smem` bytes of shared memory; launch_pack_q6_rows()
+// rearranges it in place and sets its layout.
+bool q6_rows_fit(const Weight& w, size_t max_smem);
+void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
+
 // Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later,
-// and on every architecture q8_0 in WeightLayout::Q8Groups and q4_k rows on 16-byte boundaries.
+// and on every architecture q8_0 in WeightLayout::Q8Groups, q6_k in WeightLayout::Q6Rows and q4_k
+// rows on 16-byte boundaries.
 // x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
 // memory, 256-byte aligned), so each output is off the f32 GEMV by at most
 // sum |w_k| * (max |x| over k's block / 127) / 2.

@@ -229,12 +229,13 @@ __device__ __forceinline__ void dequant8<DType::Q5_K>(const uint8_t* b, int i0, 
   }
 }
 
-template <>
-__device__ __forceinline__ void dequant8<DType::Q6_K>(const uint8_t* b, int i0, float* y) {
-  const auto* blk = reinterpret_cast<const BlockQ6_K*>(b);
-  const float d = half_bits_to_float(blk->d);
+// Elements i0 .. i0 + 7 (i0 a multiple of 8) of a q6_k block whose ql, qh and scales are at
+// `body` (BlockQ6_K's offsets) and whose d is `d`: the file's block, or a packed row's
+// (WeightLayout::Q6Rows), where d lies apart.
+__device__ __forceinline__ void q6k_dequant8(const uint8_t* body, uint16_t d, int i0, float* y) {
+  const auto* blk = reinterpret_cast<const BlockQ6_K*>(body);
   const int h = i0 / 128, r = i0 % 128;
-  const float dl = d * static_cast<float>(blk->scales[i0 / 16]);
+  const float dl = half_bits_to_float(d) * static_cast<float>(blk->scales[i0 / 16]);
   const uint64_t low = load8_bytes(blk->ql + 64 * h + r % 64);
   const uint64_t high = load8_bytes(blk->qh + 32 * h + r % 32);
 #pragma unroll
@@ -243,6 +244,11 @@ __device__ __forceinline__ void dequant8<DType::Q6_K>(const uint8_t* b, int i0, 
     const int hi = (byte_of(high, k) >> (2 * (r / 32))) & 3;
     y[k] = dl * static_cast<float>((lo | (hi << 4)) - 32);
   }
+}
+
+template <>
+__device__ __forceinline__ void dequant8<DType::Q6_K>(const uint8_t* b, int i0, float* y) {
+  q6k_dequant8(b, reinterpret_cast<const BlockQ6_K*>(b)->d, i0, y);
 }
 
 // ---- GEMV dot products ----
