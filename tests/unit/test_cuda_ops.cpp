@@ -432,6 +432,95 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
 // (relative error u16: f16 2^-11, bf16 2^-8), so each product is off by at most u16 |w_k x_k|;
 // both sides then sum K products in f32 in some order, each within K u |sum| <= K u s (u = 2^-24).
 // |cuda - cpu| <= (u16 + 2 K u) s.
+// q6_k packed into rows of bodies then d values (WeightLayout::Q6Rows) reads as the file's layout:
+// the GEMV takes the int8 kernel's units in its order (the same bits on sm_90, where that kernel
+// runs), also under an expert index and through a view of some of the rows (rows are packed one by
+// one), and the embedding and the dequantise-then-GEMM path decode the same values. Weights whose
+// rows would not start on 16-byte boundaries, or would not fit shared memory, keep the file's
+// layout.
+TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 2048}, Shape{13, 6144}}) {
+    const size_t stride = row_bytes(DType::Q6_K, sh.cols, "q6 rows");
+    const std::vector<uint8_t> host = random_weight(DType::Q6_K, sh.rows, sh.cols, stride, rng_);
+    Weight rows = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
+    Weight packed = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
+    gpu_->pack_weight(packed);
+    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    ASSERT_EQ(packed.layout, WeightLayout::Q6Rows) << what;
+    EXPECT_EQ(gpu_->weight_row_group(DType::Q6_K), 1);
+    EXPECT_TRUE(int8_gemv(packed, 1)) << what;
+    for (int64_t M : {1, 3}) {
+      const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
+      const float* xd = upload(x);
+      const size_t n = static_cast<size_t>(M * sh.rows);
+      float* y_rows = upload(std::vector<float>(n));
+      float* y_packed = upload(std::vector<float>(n));
+      gpu_->matmul(rows, xd, M, y_rows);
+      gpu_->matmul(packed, xd, M, y_packed);
+      const std::vector<float> want = download(y_rows, n), got = download(y_packed, n);
+      if (M > 1 || int8_gemv(rows, M)) {
+        expect_close(got, want, 0.0f, 0.0f, "q6_k rows matmul " + what);
+      } else {  // before sm_90 the file's layout takes the f32 GEMV: the int8 bound applies
+        const MatmulCase c{sh.rows, sh.cols, M, 0};
+        const Reference ref = reference_matmul(DType::Q6_K, host, c, stride, x);
+        for (size_t i = 0; i < n; ++i)
+          EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
+      }
+      if (M > 1) continue;
+      // Rows [5, rows - 2) through a view, and the weight under an index of two experts (the
+      // same weight twice: ids 1, 0), each expert's row its own.
+      const int64_t vr = sh.rows - 7;
+      const Weight view{
+          DType::Q6_K,  vr, sh.cols, stride, static_cast<const uint8_t*>(packed.data) + 5 * stride,
+          packed.layout};
+      float* y_view = upload(std::vector<float>(static_cast<size_t>(vr)));
+      gpu_->matmul(view, xd, 1, y_view);
+      const std::vector<float> v = download(y_view, static_cast<size_t>(vr));
+      EXPECT_TRUE(std::equal(v.begin(), v.end(), got.begin() + 5)) << "view " << what;
+      const std::vector<const void*> table = {packed.data, packed.data};
+      auto* d_table = static_cast<const void**>(device_bytes(table.size() * sizeof(void*)));
+      gpu_->to_device(d_table, table.data(), table.size() * sizeof(void*));
+      const std::vector<int32_t> ids = {1, 0};
+      auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
+      gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
+      float* y_ix = upload(std::vector<float>(2 * n));
+      gpu_->matmul_indexed(packed, d_table, d_ids, 2, xd, 0, y_ix);
+      const std::vector<float> ix = download(y_ix, 2 * n);
+      EXPECT_TRUE(std::equal(ix.begin(), ix.begin() + static_cast<std::ptrdiff_t>(n), got.begin()))
+          << "indexed " << what;
+      EXPECT_TRUE(std::equal(ix.begin() + static_cast<std::ptrdiff_t>(n), ix.end(), got.begin()))
+          << "indexed " << what;
+    }
+    const std::vector<int32_t> ids = {0, static_cast<int32_t>(sh.rows - 1), 5, 5, 3};
+    const size_t n = ids.size() * static_cast<size_t>(sh.cols);
+    float* e_rows = upload(std::vector<float>(n));
+    float* e_packed = upload(std::vector<float>(n));
+    gpu_->embed(rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
+    gpu_->embed(packed, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_packed);
+    expect_close(download(e_packed, n), download(e_rows, n), 0.0f, 0.0f, "q6_k rows embed " + what);
+    gpu_->release_weight(rows);
+    gpu_->release_weight(packed);
+  }
+  // 4 and 9 blocks a row (rows off 16-byte boundaries); 8 blocks a row over 16 padding bytes;
+  // 1120 blocks a row (235200 bytes, over the 227 KiB of shared memory of any supported GPU).
+  struct Unfit {
+    int64_t rows, cols;
+    size_t pad;
+  };
+  for (const Unfit sh :
+       {Unfit{8, 1024, 0}, Unfit{6, 2304, 0}, Unfit{8, 2048, 16}, Unfit{2, 286720, 0}}) {
+    const size_t stride = row_bytes(DType::Q6_K, sh.cols, "q6 rows") + sh.pad;
+    const std::vector<uint8_t> host = random_weight(DType::Q6_K, sh.rows, sh.cols, stride, rng_);
+    Weight w = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
+    gpu_->pack_weight(w);
+    EXPECT_EQ(w.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols << " pad " << sh.pad;
+    gpu_->release_weight(w);
+  }
+}
+
 // Groups: empty ones, one row, rows that are not a multiple of the 64-row tile, more than one
 // tile; features not a multiple of the 128-feature tile; K not a multiple of the 64-column stage,
 // in fewer stages than the pipeline holds (136) and in more (1032); padded weight rows.
