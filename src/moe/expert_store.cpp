@@ -262,8 +262,9 @@ void ExpertStore::make_table(int64_t layer) {
 }
 
 // Resident experts on a device in the backend's packed layout, as the dense weights are (CUDA:
-// q8_0 in 4-row groups). Gate and up stacked are packed as one weight when their views stay
-// valid. Streamed experts keep the file's layout: their slots are refilled with the file's bytes.
+// q8_0 in 4-row groups, q6_k rows of bodies then d values). Gate and up stacked are packed as one
+// weight when their views stay valid. Streamed experts keep the file's layout: their slots are
+// refilled with the file's bytes.
 void ExpertStore::pack_resident(int64_t layer) {
   Layer& L = layers_[static_cast<size_t>(layer)];
   for (Slot& s : L.slots) {
