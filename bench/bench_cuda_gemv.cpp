@@ -1,7 +1,8 @@
 // CUDA matmul throughput through the backend, next to the ceilings it is held against:
 // * device-to-device copy bandwidth (cudaMemcpy, bytes read + written per second);
 // * decode GEMV (M = 1) per weight type: weight bytes streamed per second, and that as a fraction
-//   of the copy bandwidth (the decode bound of issue #7);
+//   of the copy bandwidth (the decode bound of issue #7), in the file's layout and, for weights
+//   the backend packs at open (q8_0, q6_k), in the packed layout ("packed");
 // * prefill GEMM (M = 512) per weight type in TFLOP/s (2 M N K), next to a large bf16 GEMM
 //   (M = N = K = 8192) as the measured tensor-core rate;
 // * attention, decode and prefill, per KV cache type.
@@ -123,13 +124,17 @@ struct Shape {
   int64_t rows, cols;
 };
 
-// Seconds per matmul, cycling through `copies` uploads of one weight.
-double time_matmul(Backend& be, DType t, Shape s, int64_t M, int copies, double budget_s) {
+// Seconds per matmul, cycling through `copies` uploads of one weight; with `pack`, each upload is
+// packed by the backend as the engine packs weights at open (Backend::pack_weight).
+double time_matmul(Backend& be, DType t, Shape s, int64_t M, int copies, double budget_s,
+                   bool pack = false) {
   const std::vector<uint8_t> host = random_weight(t, s.rows, s.cols);
   const size_t rb = host.size() / static_cast<size_t>(s.rows);
   std::vector<Weight> ws;
-  for (int c = 0; c < copies; ++c)
+  for (int c = 0; c < copies; ++c) {
     ws.push_back(be.upload_weight(t, s.rows, s.cols, rb, host.data()));
+    if (pack) be.pack_weight(ws.back());
+  }
   std::vector<float> xh(static_cast<size_t>(M * s.cols));
   uint64_t r = 12345;
   for (float& v : xh) v = static_cast<float>(next_random(r) % 2001) / 1000.0f - 1.0f;
@@ -200,6 +205,17 @@ void attention(Backend& be, double copy) {
   be.free(out);
 }
 
+// Whether Backend::pack_weight rearranges a weight of this type and shape.
+bool backend_packs(Backend& be, DType t, Shape s) {
+  const std::vector<uint8_t> host = random_weight(t, s.rows, s.cols);
+  Weight w =
+      be.upload_weight(t, s.rows, s.cols, host.size() / static_cast<size_t>(s.rows), host.data());
+  be.pack_weight(w);
+  const bool packed = w.layout != WeightLayout::Rows;
+  be.release_weight(w);
+  return packed;
+}
+
 int run(bool quick) {
   if (!cuda_device_available()) {
     std::printf("bench_cuda_gemv: no CUDA device\n");
@@ -223,10 +239,14 @@ int run(bool quick) {
           row_bytes(t, static_cast<uint64_t>(s.cols), "bench") * static_cast<uint64_t>(s.rows);
       const int copies =
           static_cast<int>(std::clamp<uint64_t>((kStreamBytes + bytes - 1) / bytes, 1, 64));
-      const double sec = time_matmul(*be, t, s, 1, copies, quick ? 0.05 : 0.2);
-      std::printf("%-6s %6lldx%-6lld %10.2f %10.1f %8.1f%%\n", dtype_name(t),
-                  static_cast<long long>(s.rows), static_cast<long long>(s.cols), sec * 1e6,
-                  bytes / sec / 1e9, 100.0 * bytes / sec / copy);
+      // The file's layout, then the backend's packed one where it packs this weight ("packed").
+      for (bool pack : {false, true}) {
+        if (pack && !backend_packs(*be, t, s)) continue;
+        const double sec = time_matmul(*be, t, s, 1, copies, quick ? 0.05 : 0.2, pack);
+        std::printf("%-6s %6lldx%-6lld %10.2f %10.1f %8.1f%%%s\n", dtype_name(t),
+                    static_cast<long long>(s.rows), static_cast<long long>(s.cols), sec * 1e6,
+                    bytes / sec / 1e9, 100.0 * bytes / sec / copy, pack ? "  packed" : "");
+      }
     }
 
   std::printf("\n%-6s %-20s %10s %10s\n", "type", "M x rows x cols", "ms", "TFLOP/s");
