@@ -316,8 +316,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
 // ---- direct loads: units on 16-byte boundaries ----
 
-// How the direct kernel reads one row's 32-element units: load(u) fetches what unit u's dot needs
-// from memory (streamed: read once, evict first), dot() then uses it.
+// How the direct kernel reads one row's units of Units::kElems elements: load(u) fetches what
+// unit u's dot needs from memory (streamed: read once, evict first), dot() then uses it.
 // q8_0 in WeightLayout::Q8Groups: 32 codes (two 16-byte vectors) and one f16 scale.
 struct Q8GroupUnits {
   struct Held {
@@ -375,25 +375,6 @@ struct Q4KUnits {
     const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(BlockQ4_K, qs) + 32 * (u % 4));
     return {{__ldcs(qs), __ldcs(qs + 1)}, __ldcs(reinterpret_cast<const uint4*>(b))};
   }
-  // The 6-bit scale and min of sub-blocks 2c and 2c + 1 (k4_scale_min_dev's values); byte i of the
-  // 12 scale bytes is byte i % 4 of s[i / 4]. Sub-blocks 0-3 keep theirs in the low 6 bits of
-  // bytes 0-3 (scales) and 4-7 (mins); sub-blocks 4-7 in the nibbles of bytes 8-11, their top two
-  // bits in the top bits of bytes 0-3 and 4-7.
-  __device__ static void scales_mins(uint32_t s0, uint32_t s1, uint32_t s2, int c, int (&sc)[2],
-                                     int (&mn)[2]) {
-    const auto byte = [](uint32_t w, int i) { return static_cast<int>((w >> (8 * i)) & 0xFFu); };
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int j = 2 * c + h;
-      if (j < 4) {
-        sc[h] = byte(s0, j) & 63;
-        mn[h] = byte(s1, j) & 63;
-      } else {
-        sc[h] = (byte(s2, j - 4) & 0x0F) | ((byte(s0, j - 4) >> 6) << 4);
-        mn[h] = (byte(s2, j - 4) >> 4) | ((byte(s1, j - 4) >> 6) << 4);
-      }
-    }
-  }
   __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
     const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
     const uint4 xlo[2] = {__ldg(x4), __ldg(x4 + 1)}, xhi[2] = {__ldg(x4 + 2), __ldg(x4 + 3)};
@@ -406,8 +387,16 @@ struct Q4KUnits {
 #pragma unroll
     for (int i = 0; i < 8; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
     const int s[2] = {dp4a8(lo, xlo, 0, 8), dp4a8(hi, xhi, 0, 8)};
+    // The 12 scale bytes are the header's words y, z, w: picked by selects, not by an index
+    // into a register array (which would put it in local memory).
+    const auto byte = [&h](int i) {
+      const uint32_t w = i < 4 ? h.head.y : i < 8 ? h.head.z : h.head.w;
+      return static_cast<int>((w >> (8 * (i % 4))) & 0xFFu);
+    };
     int sc[2], mn[2];
-    scales_mins(h.head.y, h.head.z, h.head.w, static_cast<int>(u % 4), sc, mn);
+#pragma unroll
+    for (int k = 0; k < 2; ++k)
+      k4_scale_min_int(byte, static_cast<int>(u % 4) * 2 + k, sc[k], mn[k]);
     const float d = half_bits_to_float(static_cast<uint16_t>(h.head.x & 0xFFFFu));
     const float dmin = half_bits_to_float(static_cast<uint16_t>(h.head.x >> 16));
     // Each sub-block: d * scale * sum(q x) - dmin * min * sum(x), in units of its activation scale.

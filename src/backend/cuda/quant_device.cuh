@@ -38,16 +38,25 @@ __device__ __forceinline__ int byte_of(uint64_t v, int k) {
   return static_cast<int>((v >> (8 * k)) & 0xFF);
 }
 
-// q4_k / q5_k sub-block scale and min (see k4_scale_min in quant/blocks.h).
+// q4_k / q5_k sub-block scale and min (see k4_scale_min in quant/blocks.h), 6-bit integers;
+// byte(i) gives byte i of the 12 scale bytes, wherever they are (memory, or registers).
+template <class Byte>
+__device__ __forceinline__ void k4_scale_min_int(const Byte& byte, int j, int& scale, int& min) {
+  if (j < 4) {
+    scale = byte(j) & 63;
+    min = byte(j + 4) & 63;
+  } else {
+    scale = (byte(j + 4) & 0x0F) | ((byte(j - 4) >> 6) << 4);
+    min = (byte(j + 4) >> 4) | ((byte(j) >> 6) << 4);
+  }
+}
+
 __device__ __forceinline__ void k4_scale_min_dev(const uint8_t* s, int j, float& scale,
                                                  float& min) {
-  if (j < 4) {
-    scale = static_cast<float>(s[j] & 63);
-    min = static_cast<float>(s[j + 4] & 63);
-  } else {
-    scale = static_cast<float>((s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4));
-    min = static_cast<float>((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-  }
+  int sc = 0, mn = 0;
+  k4_scale_min_int([s](int i) { return static_cast<int>(s[i]); }, j, sc, mn);
+  scale = static_cast<float>(sc);
+  min = static_cast<float>(mn);
 }
 
 // q3_k signed sub-block scale (see q3k_scale in quant/blocks.h).
