@@ -83,6 +83,17 @@ int64_t file_type(DType t) {
   }
 }
 
+// llama.cpp's use_more_bits(): the first and last eighth of the layers, and every third between.
+bool more_bits_layer(int64_t l, int64_t n) {
+  return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
+}
+
+// The dtype of one matrix; `more_bits` marks the tensors Q4_K_M may raise to q6_k in this layer.
+DType matrix_dtype(const SynthOptions& o, bool more_bits) {
+  if (!o.q4_k_m) return o.dtype;
+  return more_bits ? DType::Q6_K : DType::Q4_K;
+}
+
 Plan make_plan(const SynthOptions& o) {
   Plan p;
   p.shape = &find_synth_shape(o.shape);
@@ -97,22 +108,24 @@ Plan make_plan(const SynthOptions& o) {
   const uint64_t d = static_cast<uint64_t>(s.hidden), hd = static_cast<uint64_t>(s.head_dim);
   const uint64_t q = static_cast<uint64_t>(s.heads) * hd,
                  kv = static_cast<uint64_t>(s.kv_heads) * hd;
-  auto matrix = [&](std::string name, std::vector<uint64_t> dims) {
-    p.tensors.push_back({std::move(name), o.dtype, std::move(dims), Init::Matrix});
+  auto matrix = [&](std::string name, std::vector<uint64_t> dims, bool more_bits = false) {
+    p.tensors.push_back(
+        {std::move(name), matrix_dtype(o, more_bits), std::move(dims), Init::Matrix});
   };
   auto norm = [&](std::string name, uint64_t n) {
     p.tensors.push_back({std::move(name), DType::F32, {n}, Init::Norm});
   };
-  matrix("token_embd.weight", {d, static_cast<uint64_t>(s.vocab)});
+  matrix("token_embd.weight", {d, static_cast<uint64_t>(s.vocab)}, s.tied);
   if (s.rope_factor > 0)
     p.tensors.push_back({"rope_freqs.weight", DType::F32, {hd / 2}, Init::RopeFreqs});
   const bool qk_norm = std::string(s.arch) != "llama";
   for (int64_t l = 0; l < p.layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
+    const bool more_bits = more_bits_layer(l, p.layers);
     norm(b + "attn_norm.weight", d);
     matrix(b + "attn_q.weight", {d, q});
     matrix(b + "attn_k.weight", {d, kv});
-    matrix(b + "attn_v.weight", {d, kv});
+    matrix(b + "attn_v.weight", {d, kv}, more_bits);
     matrix(b + "attn_output.weight", {q, d});
     if (qk_norm) {
       norm(b + "attn_q_norm.weight", hd);
@@ -123,18 +136,18 @@ Plan make_plan(const SynthOptions& o) {
       const uint64_t ff = static_cast<uint64_t>(s.ffn);
       matrix(b + "ffn_gate.weight", {d, ff});
       matrix(b + "ffn_up.weight", {d, ff});
-      matrix(b + "ffn_down.weight", {ff, d});
+      matrix(b + "ffn_down.weight", {ff, d}, more_bits);
     } else {
       const uint64_t ff = static_cast<uint64_t>(s.expert_ffn), e = static_cast<uint64_t>(s.experts);
       // The router stays f32, as llama.cpp's quantiser leaves it.
       p.tensors.push_back({b + "ffn_gate_inp.weight", DType::F32, {d, e}, Init::Matrix});
       matrix(b + "ffn_gate_exps.weight", {d, ff, e});
       matrix(b + "ffn_up_exps.weight", {d, ff, e});
-      matrix(b + "ffn_down_exps.weight", {ff, d, e});
+      matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
     }
   }
   norm("output_norm.weight", d);
-  if (!s.tied) matrix("output.weight", {d, static_cast<uint64_t>(s.vocab)});
+  if (!s.tied) matrix("output.weight", {d, static_cast<uint64_t>(s.vocab)}, true);
   for (PlannedTensor& t : p.tensors) {
     const std::string what = std::string("shape ") + s.name + ": tensor '" + t.name + "'";
     if (t.dims[0] % dtype_info(t.dtype).block_elems != 0)
@@ -164,7 +177,7 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
            gguf_string(std::string("random weights in the shape of ") + s.model +
                        " (turbospark synth, seed " + std::to_string(o.seed) + ", " +
                        std::to_string(p.layers) + " of " + std::to_string(s.layers) + " layers)"));
-  w.add_kv("general.file_type", gguf_int(GgufType::U32, file_type(o.dtype)));
+  w.add_kv("general.file_type", gguf_int(GgufType::U32, o.q4_k_m ? 15 : file_type(o.dtype)));
   w.add_kv("general.quantization_version", gguf_int(GgufType::U32, 2));
   u32("vocab_size", s.vocab);
   u32("context_length", s.ctx);
