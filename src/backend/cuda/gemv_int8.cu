@@ -387,11 +387,11 @@ struct Q4KUnits {
 #pragma unroll
     for (int i = 0; i < 8; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
     const int s[2] = {dp4a8(lo, xlo, 0, 8), dp4a8(hi, xhi, 0, 8)};
-    // The 12 scale bytes are the header's words y, z, w: picked by selects, not by an index
-    // into a register array (which would put it in local memory).
-    const auto byte = [&h](int i) {
-      const uint32_t w = i < 4 ? h.head.y : i < 8 ? h.head.z : h.head.w;
-      return static_cast<int>((w >> (8 * (i % 4))) & 0xFFu);
+    // The 12 scale bytes are the header's words y, z, w (named, not indexed: an index into a
+    // register array would put it in local memory).
+    const auto byte = [&h](int w, int i) {
+      const uint32_t word = w == 0 ? h.head.y : w == 1 ? h.head.z : h.head.w;
+      return static_cast<int>((word >> (8 * i)) & 0xFFu);
     };
     int sc[2], mn[2];
 #pragma unroll
