@@ -330,6 +330,7 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       {21, 14336, 1, 2},  // GEMV over more segments than the int8 kernel's stages, padded rows
       {70, 768, 1, 0},    // GEMV of short rows (a warp per rows), a partial last block and step
       {9, 12288, 1, 0},   // GEMV with more int8 units per row than threads (the direct kernel)
+      {41, 2048, 1, 0},   // GEMV of rows that take 32 lanes (q4_k), a partial last block
   };
   for (DType t : kWeightTypes) {
     for (const MatmulCase& c : cases) {

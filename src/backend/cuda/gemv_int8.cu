@@ -325,6 +325,7 @@ struct Q8GroupUnits {
     __half d;
   };
   static constexpr int kElems = kUnit;
+  static constexpr bool kFitLanes = false;  // gemv_int8_kernel's lanes, for its bits
   static constexpr bool kWholeBlocks = kRows == kQ8GroupRows;  // rows come in whole groups
   static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6;
   const uint4* codes;
@@ -363,6 +364,8 @@ struct Q4KUnits {
   static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16,
                 "the block's first 16 bytes hold d, dmin and the scales");
   static constexpr int kElems = 64;
+  // No other kernel has to give q4_k's bits: short rows take fewer lanes (gemv_direct_kernel).
+  static constexpr bool kFitLanes = true;
   static constexpr bool kWholeBlocks = false;
   // A unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per SM,
   // and under an index at the 40 of six.
@@ -421,6 +424,7 @@ struct Q6KUnits {
     uint32_t scales_d;  // the scale bytes in the low half, d's bits in the high half
   };
   static constexpr int kElems = kUnit;
+  static constexpr bool kFitLanes = false;  // gemv_int8_kernel's lanes, for its bits
   static constexpr bool kWholeBlocks = false;
   // A unit holds 17 registers (q4_k: 12): at five blocks per SM (48 registers) the kernel does
   // not spill, with or without an index. Scales and d held apart (18) spilled there.
@@ -459,19 +463,25 @@ struct Q6KUnits {
   }
 };
 
-// One block per 4 rows, 64 threads a row, each taking units j, j + 64, ... of its row (q8_0: the
-// units of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give the same
-// bits). A unit's bytes (Units::load) are held one unit ahead: the first unit's go out before the
-// wait for the quantisation kernel ahead (weights are never written while kernels run), each next
-// one as soon as a unit is done, so that no unit waits on more than one memory round trip. The
-// blocks per SM (Units::kBlocks: eight for q8_0, at 32 registers) hide the rest: holding two units
-// would not fit those registers (a q8_0 variant at 4 blocks per SM was slower). Under an
-// ExpertIndex (kIndexed) the index's registers lower that count (Units::kBlocksIndexed).
-template <class Units, bool kIndexed>
+// One block per 4 rows, 64 threads a row (kLanes), each taking units j, j + 64, ... of its row
+// (q8_0: the units of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give
+// the same bits). Rows of fewer units take 32 or 16 lanes, where the type allows it
+// (Units::kFitLanes), and 8 or 16 rows a block: an MoE expert's rows (q4_k Qwen3-30B-A3B: 32 and
+// 12 units) would otherwise leave half or more of the lanes idle; a row's lanes then sum in their
+// warp, without shared memory. More units per thread on long rows was measured and not taken
+// (16 lanes at 4096 columns: −8 %). A unit's bytes (Units::load) are held one unit ahead: the
+// first unit's go out before the wait for the quantisation kernel ahead (weights are never written
+// while kernels run), each next one as soon as a unit is done, so that no unit waits on more than
+// one memory round trip. The blocks per SM (Units::kBlocks: eight for q8_0, at 32 registers) hide
+// the rest: holding two units would not fit those registers (a q8_0 variant at 4 blocks per SM
+// was slower). Under an ExpertIndex (kIndexed) the index's registers lower that count
+// (Units::kBlocksIndexed).
+template <class Units, bool kIndexed, int kLanes>
 __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : Units::kBlocks)
     gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                        const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
-  constexpr int kLanes = kThreads / kRows;  // threads per row
+  constexpr int kBlockRows = kThreads / kLanes;
+  static_assert(kBlockRows == kRows || Units::kFitLanes, "the type keeps gemv_int8_kernel's lanes");
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
@@ -481,7 +491,7 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : U
   }
   const int tid = threadIdx.x;
   const int r = tid / kLanes, j = tid % kLanes;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
   // Every row of a block is there when the layout groups whole blocks of rows.
   const bool live = Units::kWholeBlocks || r0 + r < rows;
   const int64_t units = live ? cols / Units::kElems : 0;
@@ -494,16 +504,21 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : U
     acc += Units::dot(held, u, xq, meta);
     if (u + kLanes < units) held = row.load(u + kLanes);
   }
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  __shared__ float part[kThreads / 32];
-  if (tid % 32 == 0) part[tid / 32] = acc;
-  __syncthreads();
-  constexpr int kWarpsPerRow = kLanes / 32;
-  if (tid < kRows && (Units::kWholeBlocks || r0 + tid < rows)) {
-    float sum = 0.0f;
+  if constexpr (kLanes <= 32) {  // a row's lanes are in one warp
+    for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (j == 0 && live) y[r0 + r] = acc;
+  } else {
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    __shared__ float part[kThreads / 32];
+    if (tid % 32 == 0) part[tid / 32] = acc;
+    __syncthreads();
+    constexpr int kWarpsPerRow = kLanes / 32;
+    if (tid < kBlockRows && (Units::kWholeBlocks || r0 + tid < rows)) {
+      float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
-    y[r0 + tid] = sum;
+      for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
+      y[r0 + tid] = sum;
+    }
   }
 }
 
@@ -526,12 +541,29 @@ bool q4k_direct(const Weight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0;
 }
 
+template <class Units, int kLanes>
+void launch_direct_lanes(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
+                         const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
+  constexpr int kBlockRows = kThreads / kLanes;
+  grid.x = static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows);
+  launch("int8 gemv (direct)",
+         ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes>
+                             : gemv_direct_kernel<Units, false, kLanes>,
+         grid, kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
+}
+
 template <class Units>
 void launch_direct(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
                    const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
-  launch("int8 gemv (direct)",
-         ix.table != nullptr ? gemv_direct_kernel<Units, true> : gemv_direct_kernel<Units, false>,
-         grid, kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
+  constexpr int kLanes = kThreads / kRows;
+  if constexpr (Units::kFitLanes) {
+    const int64_t units = w.cols / Units::kElems;
+    if (units <= kLanes / 4)
+      return launch_direct_lanes<Units, kLanes / 4>(grid, stream, data, w, q, meta, y, ix);
+    if (units <= kLanes / 2)
+      return launch_direct_lanes<Units, kLanes / 2>(grid, stream, data, w, q, meta, y, ix);
+  }
+  launch_direct_lanes<Units, kLanes>(grid, stream, data, w, q, meta, y, ix);
 }
 
 size_t act_codes_bytes(int64_t cols) {
