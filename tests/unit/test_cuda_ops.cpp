@@ -60,6 +60,10 @@ class CudaOps : public ::testing::Test {
 
   void route_case(int64_t E);
   void fill_kv(KvPair& kv, int64_t fill);
+  std::vector<float> expect_packed_as_rows(DType t, const Weight& rows, const Weight& packed,
+                                           const std::vector<uint8_t>& host, size_t stride,
+                                           const std::vector<float>& x, int64_t M,
+                                           const std::string& what);
 
   std::vector<float> download(const float* p, size_t n) {
     std::vector<float> v(n);
@@ -372,6 +376,32 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   }
 }
 
+// The matmul of `packed` (a weight in a backend-packed layout) against that of `rows` (the same
+// weight in the file's layout) over M rows x: the same bits where the file's layout takes the int8
+// kernel (sm_90) or a GEMM, else (the f32 GEMV before sm_90) within the int8 GEMV's bound of the
+// double reference. Returns the packed weight's outputs.
+std::vector<float> CudaOps::expect_packed_as_rows(DType t, const Weight& rows, const Weight& packed,
+                                                  const std::vector<uint8_t>& host, size_t stride,
+                                                  const std::vector<float>& x, int64_t M,
+                                                  const std::string& what) {
+  const float* xd = upload(x);
+  const size_t n = static_cast<size_t>(M * rows.rows);
+  float* y_rows = upload(std::vector<float>(n));
+  float* y_packed = upload(std::vector<float>(n));
+  gpu_->matmul(rows, xd, M, y_rows);
+  gpu_->matmul(packed, xd, M, y_packed);
+  const std::vector<float> want = download(y_rows, n), got = download(y_packed, n);
+  if (M > 1 || int8_gemv(rows, M)) {
+    expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
+  } else {
+    const MatmulCase c{rows.rows, rows.cols, M, 0};
+    const Reference ref = reference_matmul(t, host, c, stride, x);
+    for (size_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
+  }
+  return got;
+}
+
 // q8_0 packed into 4-row groups (WeightLayout::Q8Groups) reads as the file's layout: the GEMV
 // takes the int8 kernel's units in its order (the same bits on sm_90, where that kernel runs), and
 // the embedding and the dequantise-then-GEMM path decode the same values. Weights the groups do
@@ -389,24 +419,9 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
     const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
     ASSERT_EQ(groups.layout, WeightLayout::Q8Groups) << what;
     EXPECT_EQ(gpu_->weight_row_group(DType::Q8_0), kQ8GroupRows);
-    for (int64_t M : {1, 3}) {
-      const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
-      const float* xd = upload(x);
-      const size_t n = static_cast<size_t>(M * sh.rows);
-      float* y_rows = upload(std::vector<float>(n));
-      float* y_groups = upload(std::vector<float>(n));
-      gpu_->matmul(rows, xd, M, y_rows);
-      gpu_->matmul(groups, xd, M, y_groups);
-      const std::vector<float> want = download(y_rows, n), got = download(y_groups, n);
-      if (M > 1 || int8_gemv(rows, M)) {
-        expect_close(got, want, 0.0f, 0.0f, "q8_0 groups matmul " + what);
-      } else {  // before sm_90 the file's layout takes the f32 GEMV: the int8 bound applies
-        const MatmulCase c{sh.rows, sh.cols, M, 0};
-        const Reference ref = reference_matmul(DType::Q8_0, host, c, stride, x);
-        for (size_t i = 0; i < n; ++i)
-          EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
-      }
-    }
+    for (int64_t M : {1, 3})
+      expect_packed_as_rows(DType::Q8_0, rows, groups, host, stride,
+                            randn(static_cast<size_t>(M * sh.cols)), M, "q8_0 groups " + what);
     const std::vector<int32_t> ids = {0, static_cast<int32_t>(sh.rows - 1), 5, 5, 3};
     const size_t n = ids.size() * static_cast<size_t>(sh.cols);
     float* e_rows = upload(std::vector<float>(n));
@@ -455,22 +470,11 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
     EXPECT_TRUE(int8_gemv(packed, 1)) << what;
     for (int64_t M : {1, 3}) {
       const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
-      const float* xd = upload(x);
-      const size_t n = static_cast<size_t>(M * sh.rows);
-      float* y_rows = upload(std::vector<float>(n));
-      float* y_packed = upload(std::vector<float>(n));
-      gpu_->matmul(rows, xd, M, y_rows);
-      gpu_->matmul(packed, xd, M, y_packed);
-      const std::vector<float> want = download(y_rows, n), got = download(y_packed, n);
-      if (M > 1 || int8_gemv(rows, M)) {
-        expect_close(got, want, 0.0f, 0.0f, "q6_k rows matmul " + what);
-      } else {  // before sm_90 the file's layout takes the f32 GEMV: the int8 bound applies
-        const MatmulCase c{sh.rows, sh.cols, M, 0};
-        const Reference ref = reference_matmul(DType::Q6_K, host, c, stride, x);
-        for (size_t i = 0; i < n; ++i)
-          EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
-      }
+      const std::vector<float> got =
+          expect_packed_as_rows(DType::Q6_K, rows, packed, host, stride, x, M, "q6_k rows " + what);
       if (M > 1) continue;
+      const float* xd = upload(x);
+      const size_t n = static_cast<size_t>(sh.rows);
       // Rows [5, rows - 2) through a view, and the weight under an index of two experts (the
       // same weight twice: ids 1, 0), each expert's row its own.
       const int64_t vr = sh.rows - 7;
