@@ -390,7 +390,8 @@ std::vector<float> CudaOps::expect_packed_as_rows(DType t, const Weight& rows, c
   float* y_packed = upload(std::vector<float>(n));
   gpu_->matmul(rows, xd, M, y_rows);
   gpu_->matmul(packed, xd, M, y_packed);
-  const std::vector<float> want = download(y_rows, n), got = download(y_packed, n);
+  const std::vector<float> want = download(y_rows, n);
+  std::vector<float> got = download(y_packed, n);
   if (M > 1 || int8_gemv(rows, M)) {
     expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
   } else {
