@@ -203,7 +203,9 @@ std::vector<Shape> shapes_for(DType t) {
     // The last: the AVX512-VNNI GEMM over three chunks of blocks (16, 16 and 1), a full and a
     // partial 32-row panel, and activation tiles of 6, 6 and 4 rows.
     return {{37, 96, 1}, {37, 544, 3}, {16, 160, 5}, {21, 288, 64}, {45, 1056, 16}};
-  return {{37, 256, 1}, {37, 768, 3}, {16, 256, 5}, {21, 512, 64}};
+  // k-quants: prompts of more than 4 rows meet each decoded super-block 32 rows at a time (a
+  // partial last chunk of 5 at M 37), with a last weight row without a partner.
+  return {{37, 256, 1}, {37, 768, 3}, {16, 256, 5}, {21, 512, 64}, {24, 512, 37}};
 }
 
 std::vector<Isa> available_isas() {
@@ -253,6 +255,32 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTyp
 // q8_0 weights packed into the panel layout (panel_layout.h), read by the AVX512-VNNI panel
 // kernels: within the same bounds as above of the dequantised dot and of the scalar kernel on the
 // unpacked weight, for whole-panel row ranges; the one-row GEMV gives the GEMM's bits.
+// A prompt's rows of a k-quant matmul are the bits of the same rows one at a time (decode): the
+// prompt path decodes a super-block once for many activation rows but sums in the same order.
+TEST(MatmulKernels, KQuantPromptRowsEqualOneRowAtATime) {
+  std::mt19937 rng(77);
+  const int64_t rows = 13, cols = 512, M = 37;
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const Matrix w = random_weights(t, rows, cols, rng);
+    const std::vector<float> x = random_acts(M, cols, rng);
+    for (Isa isa : available_isas()) {
+      PackedActs all;
+      pack_activations(t, x.data(), M, cols, all);
+      std::vector<float> y(M * rows);
+      matmul_rows_isa(isa, w.view(), all, 0, rows, y.data(), rows);
+      for (int64_t m = 0; m < M; ++m) {
+        PackedActs one;
+        pack_activations(t, x.data() + m * cols, 1, cols, one);
+        std::vector<float> y1(rows);
+        matmul_rows_isa(isa, w.view(), one, 0, rows, y1.data(), rows);
+        for (int64_t r = 0; r < rows; ++r)
+          ASSERT_EQ(y[m * rows + r], y1[r])
+              << dtype_name(t) << " " << isa_name(isa) << " m " << m << " r " << r;
+      }
+    }
+  }
+}
+
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);

@@ -33,6 +33,8 @@ void avx512vnni_pack_panels(uint8_t* data, int64_t cols, size_t row_stride, int6
 inline constexpr int kRowTile = 2;
 inline constexpr int kActTile = 4;
 inline constexpr int64_t kRowChunk = 16;
+// Activation rows a k-quant prompt's decoded super-blocks meet at a time (KKernel::chunk).
+inline constexpr int kActChunk = 32;
 
 // From this many activation rows up, the GEMM's weight repacking (once per matmul) costs less
 // than it saves.

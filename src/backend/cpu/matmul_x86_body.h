@@ -440,20 +440,45 @@ struct KDot256 {
 
 template <class Ops, class Dec>
 struct KKernel {
+  using Block = typename Dec::Block;
+  using KDot = typename Ops::KDot;
+
+  // Adds super-block b of RT decoded weight rows, dotted with activation block xb, to acc[r].
+  // Always inlined: tile()'s accumulators must stay in registers (a call cost decode 10 %).
+  template <int RT>
+  __attribute__((always_inline)) static void add_block(const KDecoded (&k)[RT],
+                                                       const typename KDot::Chunks (&chunks)[RT],
+                                                       const BlockQ8K& xb, __m256 (&acc)[RT]) {
+    __m256i isum[RT];
+    for (int r = 0; r < RT; ++r) isum[r] = KDot::dot(k[r], chunks[r], xb.qs);
+    const __m256i bsums = load256(xb.bsums);
+    for (int r = 0; r < RT; ++r) {
+      if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
+        const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
+        isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(k[r].d * xb.d), acc[r]);
+      if constexpr (Dec::kMin) {
+        const __m256i msum = _mm256_madd_epi16(bsums, k[r].min16);
+        acc[r] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-k[r].dmin * xb.d), acc[r]);
+      }
+    }
+  }
+
+  // RT weight rows x MT activation rows, every accumulator in a register.
   template <int RT, int MT>
   static void tile(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0,
                    float (*out)[kActTile]) {
-    using Block = typename Dec::Block;
     const Block* w[RT];
     for (int r = 0; r < RT; ++r) w[r] = reinterpret_cast<const Block*>(w0 + r * stride);
     const int64_t nb = x.K / kQKK;
     const BlockQ8K* xs[MT];
     for (int t = 0; t < MT; ++t)
       xs[t] = reinterpret_cast<const BlockQ8K*>(x.data.data() + (m0 + t) * x.row_bytes);
-    __m256 acc[RT][MT];
-    for (int r = 0; r < RT; ++r)
-      for (int t = 0; t < MT; ++t) acc[r][t] = _mm256_setzero_ps();
-    using KDot = typename Ops::KDot;
+    __m256 acc[MT][RT];
+    for (int t = 0; t < MT; ++t)
+      for (int r = 0; r < RT; ++r) acc[t][r] = _mm256_setzero_ps();
     KDecoded k[RT];
     typename KDot::Chunks chunks[RT];
     for (int64_t b = 0; b < nb; ++b) {
@@ -462,28 +487,39 @@ struct KKernel {
         Dec::decode(w[r][b], k[r]);
         KDot::prepare(k[r], chunks[r]);
       }
-      for (int t = 0; t < MT; ++t) {
-        const BlockQ8K& xb = xs[t][b];
-        __m256i isum[RT];
-        for (int r = 0; r < RT; ++r) isum[r] = KDot::dot(k[r], chunks[r], xb.qs);
-        const __m256i bsums = load256(xb.bsums);
-        for (int r = 0; r < RT; ++r) {
-          if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
-            const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
-            isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
-          }
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(k[r].d * xb.d),
-                                      acc[r][t]);
-          if constexpr (Dec::kMin) {
-            const __m256i msum = _mm256_madd_epi16(bsums, k[r].min16);
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(-k[r].dmin * xb.d),
-                                        acc[r][t]);
-          }
-        }
-      }
+      for (int t = 0; t < MT; ++t) add_block<RT>(k, chunks, xs[t][b], acc[t]);
     }
     for (int r = 0; r < RT; ++r)
-      for (int t = 0; t < MT; ++t) out[r][t] = hsum256(acc[r][t]);
+      for (int t = 0; t < MT; ++t) out[r][t] = hsum256(acc[t][r]);
+  }
+
+  // RT weight rows x mt (<= kActChunk) activation rows, the accumulators in memory: a super-block
+  // is decoded once for all of them. Decoding one costs about as much as dotting it with a few
+  // activation rows, so the register tiles, which decode it again for every kActTile rows, spent
+  // a large part of a prompt's matmuls decoding. Same sums in the same order as tile().
+  template <int RT>
+  static void chunk(const uint8_t* w0, size_t stride, const PackedActs& x, int64_t m0, int mt,
+                    float (*out)[RT]) {
+    const Block* w[RT];
+    for (int r = 0; r < RT; ++r) w[r] = reinterpret_cast<const Block*>(w0 + r * stride);
+    const int64_t nb = x.K / kQKK;
+    const auto* xs = reinterpret_cast<const uint8_t*>(x.data.data()) + m0 * x.row_bytes;
+    __m256 acc[kActChunk][RT];
+    for (int t = 0; t < mt; ++t)
+      for (int r = 0; r < RT; ++r) acc[t][r] = _mm256_setzero_ps();
+    KDecoded k[RT];
+    typename KDot::Chunks chunks[RT];
+    for (int64_t b = 0; b < nb; ++b) {
+      for (int r = 0; r < RT; ++r) {
+        Dec::decode(w[r][b], k[r]);
+        KDot::prepare(k[r], chunks[r]);
+      }
+      for (int t = 0; t < mt; ++t)
+        add_block<RT>(k, chunks, reinterpret_cast<const BlockQ8K*>(xs + t * x.row_bytes)[b],
+                      acc[t]);
+    }
+    for (int t = 0; t < mt; ++t)
+      for (int r = 0; r < RT; ++r) out[t][r] = hsum256(acc[t][r]);
   }
 };
 
@@ -537,6 +573,33 @@ void rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
   }
 }
 
+// k-quant weights: prompts (more than kActTile activation rows) through KKernel::chunk, pairs of
+// weight rows of a kRowChunk chunk against kActChunk activation rows at a time; one row through
+// the register tiles of rows_driver.
+template <class Kernel>
+void krows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                  int64_t ldy) {
+  if (x.M <= kActTile) return rows_driver<Kernel>(w, x, r0, r1, y, ldy);
+  for (int64_t rc = r0; rc < r1; rc += kRowChunk) {
+    const int64_t re = std::min(rc + kRowChunk, r1);
+    for (int64_t m0 = 0; m0 < x.M; m0 += kActChunk) {
+      const int mt = static_cast<int>(std::min<int64_t>(kActChunk, x.M - m0));
+      float out[kActChunk][kRowTile];
+      int64_t r = rc;
+      for (; r + kRowTile <= re; r += kRowTile) {
+        Kernel::template chunk<kRowTile>(w.data + r * w.row_stride, w.row_stride, x, m0, mt, out);
+        for (int t = 0; t < mt; ++t)
+          for (int i = 0; i < kRowTile; ++i) y[(m0 + t) * ldy + r + i] = out[t][i];
+      }
+      if (r < re) {
+        float last[kActChunk][1];
+        Kernel::template chunk<1>(w.data + r * w.row_stride, w.row_stride, x, m0, mt, last);
+        for (int t = 0; t < mt; ++t) y[(m0 + t) * ldy + r] = last[t][0];
+      }
+    }
+  }
+}
+
 template <class Ops>
 RowsKernel x86_float_kernel(DType t) {
   switch (t) {
@@ -565,15 +628,15 @@ RowsKernel x86_int_kernel(DType t) {
     case DType::Q8_0:
       return rows_driver<Q32Kernel<Ops, DecQ8_0>>;
     case DType::Q2_K:
-      return rows_driver<KKernel<Ops, DecQ2_K>>;
+      return krows_driver<KKernel<Ops, DecQ2_K>>;
     case DType::Q3_K:
-      return rows_driver<KKernel<Ops, DecQ3_K>>;
+      return krows_driver<KKernel<Ops, DecQ3_K>>;
     case DType::Q4_K:
-      return rows_driver<KKernel<Ops, DecQ4_K>>;
+      return krows_driver<KKernel<Ops, DecQ4_K>>;
     case DType::Q5_K:
-      return rows_driver<KKernel<Ops, DecQ5_K>>;
+      return krows_driver<KKernel<Ops, DecQ5_K>>;
     case DType::Q6_K:
-      return rows_driver<KKernel<Ops, DecQ6_K>>;
+      return krows_driver<KKernel<Ops, DecQ6_K>>;
     default:
       return nullptr;
   }
