@@ -83,6 +83,8 @@ int64_t file_type(DType t) {
   }
 }
 
+constexpr int64_t kFileTypeQ4_K_M = 15;  // llama_ftype LLAMA_FTYPE_MOSTLY_Q4_K_M
+
 // llama.cpp's use_more_bits(): the first and last eighth of the layers, and every third between.
 bool more_bits_layer(int64_t l, int64_t n) {
   return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
@@ -177,7 +179,8 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
            gguf_string(std::string("random weights in the shape of ") + s.model +
                        " (turbospark synth, seed " + std::to_string(o.seed) + ", " +
                        std::to_string(p.layers) + " of " + std::to_string(s.layers) + " layers)"));
-  w.add_kv("general.file_type", gguf_int(GgufType::U32, o.q4_k_m ? 15 : file_type(o.dtype)));
+  w.add_kv("general.file_type",
+           gguf_int(GgufType::U32, o.q4_k_m ? kFileTypeQ4_K_M : file_type(o.dtype)));
   w.add_kv("general.quantization_version", gguf_int(GgufType::U32, 2));
   u32("vocab_size", s.vocab);
   u32("context_length", s.ctx);
