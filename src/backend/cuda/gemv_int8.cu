@@ -522,6 +522,12 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : U
   }
 }
 
+// Blocks of `block_rows` rows over w, for each expert of an index.
+dim3 gemv_grid(const Weight& w, int64_t block_rows, const ExpertIndex& ix) {
+  return {static_cast<unsigned>((w.rows + block_rows - 1) / block_rows),
+          static_cast<unsigned>(ix.table != nullptr ? ix.n : 1)};
+}
+
 template <DType T>
 void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
                  const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
@@ -542,28 +548,27 @@ bool q4k_direct(const Weight& w) {
 }
 
 template <class Units, int kLanes>
-void launch_direct_lanes(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
-                         const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
-  constexpr int kBlockRows = kThreads / kLanes;
-  grid.x = static_cast<unsigned>((w.rows + kBlockRows - 1) / kBlockRows);
+void launch_direct_lanes(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
+                         const ActBlock* meta, float* y, const ExpertIndex& ix) {
   launch("int8 gemv (direct)",
          ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes>
                              : gemv_direct_kernel<Units, false, kLanes>,
-         grid, kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
+         gemv_grid(w, kThreads / kLanes, ix), kThreads, 0, stream, data, w.row_stride, w.rows,
+         w.cols, q, meta, y, ix);
 }
 
 template <class Units>
-void launch_direct(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
-                   const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
+void launch_direct(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
+                   const ActBlock* meta, float* y, const ExpertIndex& ix) {
   constexpr int kLanes = kThreads / kRows;
   if constexpr (Units::kFitLanes) {
     const int64_t units = w.cols / Units::kElems;
     if (units <= kLanes / 4)
-      return launch_direct_lanes<Units, kLanes / 4>(grid, stream, data, w, q, meta, y, ix);
+      return launch_direct_lanes<Units, kLanes / 4>(stream, data, w, q, meta, y, ix);
     if (units <= kLanes / 2)
-      return launch_direct_lanes<Units, kLanes / 2>(grid, stream, data, w, q, meta, y, ix);
+      return launch_direct_lanes<Units, kLanes / 2>(stream, data, w, q, meta, y, ix);
   }
-  launch_direct_lanes<Units, kLanes>(grid, stream, data, w, q, meta, y, ix);
+  launch_direct_lanes<Units, kLanes>(stream, data, w, q, meta, y, ix);
 }
 
 size_t act_codes_bytes(int64_t cols) {
@@ -600,14 +605,13 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
   launch("int8 activations", quantize_acts_kernel,
          dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32))), kThreads, 0,
          stream, x, blocks, q, meta);
-  const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
-                  static_cast<unsigned>(ix.table != nullptr ? ix.n : 1));
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::Q8Groups)
-    return launch_direct<Q8GroupUnits>(grid, stream, data, w, q, meta, y, ix);
+    return launch_direct<Q8GroupUnits>(stream, data, w, q, meta, y, ix);
   if (w.layout == WeightLayout::Q6Rows)
-    return launch_direct<Q6KUnits>(grid, stream, data, w, q, meta, y, ix);
-  if (q4k_direct(w)) return launch_direct<Q4KUnits>(grid, stream, data, w, q, meta, y, ix);
+    return launch_direct<Q6KUnits>(stream, data, w, q, meta, y, ix);
+  if (q4k_direct(w)) return launch_direct<Q4KUnits>(stream, data, w, q, meta, y, ix);
+  const dim3 grid = gemv_grid(w, kRows, ix);
   switch (w.dtype) {
     case DType::Q8_0:
       launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);

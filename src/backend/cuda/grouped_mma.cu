@@ -137,9 +137,7 @@ void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, 
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
   if (shape.dtype != DType::F16 && shape.dtype != DType::BF16) return false;
   if (shape.cols % 8 != 0 || shape.row_stride % 16 != 0) return false;
-  for (int64_t g = 0; g < G; ++g)
-    if (reinterpret_cast<uintptr_t>(weights[g]) % 16 != 0) return false;
-  return true;
+  return weights_aligned(weights, G, 16);
 }
 
 void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,

@@ -270,10 +270,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 template <WeightLayout L>
 void launch_layout(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
                    int64_t x_row0, float* y, cudaStream_t stream) {
@@ -302,9 +298,7 @@ bool grouped_mma_q8_supported(const Weight& shape, const void* const* weights, i
   } else {
     return false;
   }
-  for (int64_t g = 0; g < G; ++g)
-    if (!aligned(weights[g], align)) return false;
-  return true;
+  return weights_aligned(weights, G, align);
 }
 
 void launch_matmul_grouped_q8(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,

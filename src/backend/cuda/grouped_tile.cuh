@@ -22,6 +22,13 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kWarpRows = kBM / 2;  // 32: two m16 tiles
 constexpr int kWarpCols = kBN / 4;  // 32: four n8 tiles
 
+// Whether each of the G weights starts on a `bytes` boundary (what the kernels' copies need).
+inline bool weights_aligned(const void* const* weights, int64_t G, uintptr_t bytes) {
+  for (int64_t g = 0; g < G; ++g)
+    if (reinterpret_cast<uintptr_t>(weights[g]) % bytes != 0) return false;
+  return true;
+}
+
 // Lets Kernel take `bytes` of dynamic shared memory (past the 48 KiB default) and all of the
 // unified cache as shared memory (the default split may leave room for fewer blocks a
 // multiprocessor); once per kernel, on the device of its first launch.
