@@ -60,10 +60,20 @@ class CudaOps : public ::testing::Test {
 
   void route_case(int64_t E);
   void fill_kv(KvPair& kv, int64_t fill);
-  std::vector<float> expect_packed_as_rows(DType t, const Weight& rows, const Weight& packed,
-                                           const std::vector<uint8_t>& host, size_t stride,
-                                           const std::vector<float>& x, int64_t M,
-                                           const std::string& what);
+  // A random weight uploaded twice: in the file's layout, and packed by the backend.
+  struct PackedPair {
+    std::vector<uint8_t> host;
+    size_t stride = 0;
+    Weight rows, packed;
+  };
+  PackedPair upload_packed(DType t, int64_t rows, int64_t cols, size_t pad = 0);
+  void release(PackedPair& p) {
+    gpu_->release_weight(p.rows);
+    gpu_->release_weight(p.packed);
+  }
+  std::vector<float> expect_packed_as_rows(const PackedPair& p, const std::vector<float>& x,
+                                           int64_t M, const std::string& what);
+  void expect_packed_embeds_as_rows(const PackedPair& p, const std::string& what);
 
   std::vector<float> download(const float* p, size_t n) {
     std::vector<float> v(n);
@@ -376,31 +386,49 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   }
 }
 
-// The matmul of `packed` (a weight in a backend-packed layout) against that of `rows` (the same
-// weight in the file's layout) over M rows x: the same bits where the file's layout takes the int8
-// kernel (sm_90) or a GEMM, else (the f32 GEMV before sm_90) within the int8 GEMV's bound of the
-// double reference. Returns the packed weight's outputs.
-std::vector<float> CudaOps::expect_packed_as_rows(DType t, const Weight& rows, const Weight& packed,
-                                                  const std::vector<uint8_t>& host, size_t stride,
-                                                  const std::vector<float>& x, int64_t M,
-                                                  const std::string& what) {
+CudaOps::PackedPair CudaOps::upload_packed(DType t, int64_t rows, int64_t cols, size_t pad) {
+  PackedPair p;
+  p.stride = row_bytes(t, static_cast<uint64_t>(cols), "packed pair") + pad;
+  p.host = random_weight(t, rows, cols, p.stride, rng_);
+  p.rows = gpu_->upload_weight(t, rows, cols, p.stride, p.host.data());
+  p.packed = gpu_->upload_weight(t, rows, cols, p.stride, p.host.data());
+  gpu_->pack_weight(p.packed);
+  return p;
+}
+
+// The matmul of p.packed against that of p.rows over M rows x: the same bits where the file's
+// layout takes the int8 kernel (sm_90) or a GEMM, else (the f32 GEMV before sm_90) within the int8
+// GEMV's bound of the double reference. Returns the packed weight's outputs.
+std::vector<float> CudaOps::expect_packed_as_rows(const PackedPair& p, const std::vector<float>& x,
+                                                  int64_t M, const std::string& what) {
   const float* xd = upload(x);
-  const size_t n = static_cast<size_t>(M * rows.rows);
+  const size_t n = static_cast<size_t>(M * p.rows.rows);
   float* y_rows = upload(std::vector<float>(n));
   float* y_packed = upload(std::vector<float>(n));
-  gpu_->matmul(rows, xd, M, y_rows);
-  gpu_->matmul(packed, xd, M, y_packed);
+  gpu_->matmul(p.rows, xd, M, y_rows);
+  gpu_->matmul(p.packed, xd, M, y_packed);
   const std::vector<float> want = download(y_rows, n);
   std::vector<float> got = download(y_packed, n);
-  if (M > 1 || int8_gemv(rows, M)) {
+  if (M > 1 || int8_gemv(p.rows, M)) {
     expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
   } else {
-    const MatmulCase c{rows.rows, rows.cols, M, 0};
-    const Reference ref = reference_matmul(t, host, c, stride, x);
+    const MatmulCase c{p.rows.rows, p.rows.cols, M, 0};
+    const Reference ref = reference_matmul(p.rows.dtype, p.host, c, p.stride, x);
     for (size_t i = 0; i < n; ++i)
       EXPECT_NEAR(got[i], ref.y[i], 64 * kU * ref.mag[i] + ref.int8_gemv[i]) << what << i;
   }
   return got;
+}
+
+// Embedding rows of p.packed (first, last, repeated) gives p.rows' values, bit for bit.
+void CudaOps::expect_packed_embeds_as_rows(const PackedPair& p, const std::string& what) {
+  const std::vector<int32_t> ids = {0, static_cast<int32_t>(p.rows.rows - 1), 5, 5, 3};
+  const size_t n = ids.size() * static_cast<size_t>(p.rows.cols);
+  float* e_rows = upload(std::vector<float>(n));
+  float* e_packed = upload(std::vector<float>(n));
+  gpu_->embed(p.rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
+  gpu_->embed(p.packed, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_packed);
+  expect_close(download(e_packed, n), download(e_rows, n), 0.0f, 0.0f, what + " embed");
 }
 
 // q8_0 packed into 4-row groups (WeightLayout::Q8Groups) reads as the file's layout: the GEMV
@@ -412,43 +440,23 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
     int64_t rows, cols;
   };
   for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 1024}, Shape{12, 64}}) {
-    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "q8 groups");
-    const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
-    Weight rows = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
-    Weight groups = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
-    gpu_->pack_weight(groups);
-    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
-    ASSERT_EQ(groups.layout, WeightLayout::Q8Groups) << what;
+    PackedPair p = upload_packed(DType::Q8_0, sh.rows, sh.cols);
+    const std::string what =
+        "q8_0 groups " + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    ASSERT_EQ(p.packed.layout, WeightLayout::Q8Groups) << what;
     EXPECT_EQ(gpu_->weight_row_group(DType::Q8_0), kQ8GroupRows);
     for (int64_t M : {1, 3})
-      expect_packed_as_rows(DType::Q8_0, rows, groups, host, stride,
-                            randn(static_cast<size_t>(M * sh.cols)), M, "q8_0 groups " + what);
-    const std::vector<int32_t> ids = {0, static_cast<int32_t>(sh.rows - 1), 5, 5, 3};
-    const size_t n = ids.size() * static_cast<size_t>(sh.cols);
-    float* e_rows = upload(std::vector<float>(n));
-    float* e_groups = upload(std::vector<float>(n));
-    gpu_->embed(rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
-    gpu_->embed(groups, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_groups);
-    expect_close(download(e_groups, n), download(e_rows, n), 0.0f, 0.0f,
-                 "q8_0 groups embed " + what);
-    gpu_->release_weight(rows);
-    gpu_->release_weight(groups);
+      expect_packed_as_rows(p, randn(static_cast<size_t>(M * sh.cols)), M, what);
+    expect_packed_embeds_as_rows(p, what);
+    release(p);
   }
   for (const Shape sh : {Shape{6, 1024}, Shape{8, 96}}) {  // rows not in fours; rows of odd words
-    const size_t stride = row_bytes(DType::Q8_0, sh.cols, "q8 groups");
-    const std::vector<uint8_t> host = random_weight(DType::Q8_0, sh.rows, sh.cols, stride, rng_);
-    Weight w = gpu_->upload_weight(DType::Q8_0, sh.rows, sh.cols, stride, host.data());
-    gpu_->pack_weight(w);
-    EXPECT_EQ(w.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols;
-    gpu_->release_weight(w);
+    PackedPair p = upload_packed(DType::Q8_0, sh.rows, sh.cols);
+    EXPECT_EQ(p.packed.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols;
+    release(p);
   }
 }
 
-// matmul_grouped over f16 / bf16 experts (the tensor-core kernel) against a CPU matmul per group.
-// Bound per output, with s = sum_k |w_k x_k|: the kernel rounds each x to the weight's 16-bit type
-// (relative error u16: f16 2^-11, bf16 2^-8), so each product is off by at most u16 |w_k x_k|;
-// both sides then sum K products in f32 in some order, each within K u |sum| <= K u s (u = 2^-24).
-// |cuda - cpu| <= (u16 + 2 K u) s.
 // q6_k packed into rows of bodies then d values (WeightLayout::Q6Rows) reads as the file's layout:
 // the GEMV takes the int8 kernel's units in its order (the same bits on sm_90, where that kernel
 // runs), also under an expert index and through a view of some of the rows (rows are packed one by
@@ -460,19 +468,16 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
     int64_t rows, cols;
   };
   for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 2048}, Shape{13, 6144}}) {
-    const size_t stride = row_bytes(DType::Q6_K, sh.cols, "q6 rows");
-    const std::vector<uint8_t> host = random_weight(DType::Q6_K, sh.rows, sh.cols, stride, rng_);
-    Weight rows = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
-    Weight packed = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
-    gpu_->pack_weight(packed);
-    const std::string what = std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
+    PackedPair p = upload_packed(DType::Q6_K, sh.rows, sh.cols);
+    const Weight& packed = p.packed;
+    const size_t stride = p.stride;
+    const std::string what = "q6_k rows " + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
     ASSERT_EQ(packed.layout, WeightLayout::Q6Rows) << what;
     EXPECT_EQ(gpu_->weight_row_group(DType::Q6_K), 1);
     EXPECT_TRUE(int8_gemv(packed, 1)) << what;
     for (int64_t M : {1, 3}) {
       const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
-      const std::vector<float> got =
-          expect_packed_as_rows(DType::Q6_K, rows, packed, host, stride, x, M, "q6_k rows " + what);
+      const std::vector<float> got = expect_packed_as_rows(p, x, M, what);
       if (M > 1) continue;
       const float* xd = upload(x);
       const size_t n = static_cast<size_t>(sh.rows);
@@ -500,15 +505,8 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
       EXPECT_TRUE(std::equal(ix.begin() + static_cast<std::ptrdiff_t>(n), ix.end(), got.begin()))
           << "indexed " << what;
     }
-    const std::vector<int32_t> ids = {0, static_cast<int32_t>(sh.rows - 1), 5, 5, 3};
-    const size_t n = ids.size() * static_cast<size_t>(sh.cols);
-    float* e_rows = upload(std::vector<float>(n));
-    float* e_packed = upload(std::vector<float>(n));
-    gpu_->embed(rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
-    gpu_->embed(packed, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_packed);
-    expect_close(download(e_packed, n), download(e_rows, n), 0.0f, 0.0f, "q6_k rows embed " + what);
-    gpu_->release_weight(rows);
-    gpu_->release_weight(packed);
+    expect_packed_embeds_as_rows(p, what);
+    release(p);
   }
   // 4 and 9 blocks a row (rows off 16-byte boundaries); 8 blocks a row over 16 padding bytes;
   // 1120 blocks a row (235200 bytes, over the 227 KiB of shared memory of any supported GPU).
@@ -518,12 +516,10 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
   };
   for (const Unfit sh :
        {Unfit{8, 1024, 0}, Unfit{6, 2304, 0}, Unfit{8, 2048, 16}, Unfit{2, 286720, 0}}) {
-    const size_t stride = row_bytes(DType::Q6_K, sh.cols, "q6 rows") + sh.pad;
-    const std::vector<uint8_t> host = random_weight(DType::Q6_K, sh.rows, sh.cols, stride, rng_);
-    Weight w = gpu_->upload_weight(DType::Q6_K, sh.rows, sh.cols, stride, host.data());
-    gpu_->pack_weight(w);
-    EXPECT_EQ(w.layout, WeightLayout::Rows) << sh.rows << "x" << sh.cols << " pad " << sh.pad;
-    gpu_->release_weight(w);
+    PackedPair p = upload_packed(DType::Q6_K, sh.rows, sh.cols, sh.pad);
+    EXPECT_EQ(p.packed.layout, WeightLayout::Rows)
+        << sh.rows << "x" << sh.cols << " pad " << sh.pad;
+    release(p);
   }
 }
 
