@@ -32,7 +32,7 @@ std::string weight_dtype_names() {
     if (info && can_quantize_weights(static_cast<DType>(id)))
       s += (s.empty() ? "" : ", ") + std::string(info->name);
   }
-  return s + ", q4_k_m (q4_k and q6_k, as llama.cpp's Q4_K_M)";
+  return s + ", q4_k_m, q5_k_m (q4_k or q5_k and q6_k, as llama.cpp's Q4_K_M, Q5_K_M)";
 }
 
 int list_shapes() {
@@ -60,8 +60,9 @@ int run_synth(const SynthArgs& a) {
   if (a.out.empty()) fail(ErrorKind::Usage, "-o FILE.gguf is required");
   SynthOptions o;
   o.shape = a.shape;
-  o.q4_k_m = a.dtype == "q4_k_m";
-  const auto dtype = o.q4_k_m ? DType::Q4_K : dtype_from_name(a.dtype);
+  // A K_M mix is named by its base type and "_m": q4_k_m, q5_k_m.
+  o.k_m_mix = a.dtype == "q4_k_m" || a.dtype == "q5_k_m";
+  const auto dtype = dtype_from_name(o.k_m_mix ? a.dtype.substr(0, 4) : a.dtype);
   if (!dtype || !can_quantize_weights(*dtype))
     fail(ErrorKind::Usage, "--dtype: '" + a.dtype + "' is not one of " + weight_dtype_names());
   o.dtype = *dtype;

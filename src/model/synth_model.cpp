@@ -83,23 +83,26 @@ int64_t file_type(DType t) {
   }
 }
 
-constexpr int64_t kFileTypeQ4_K_M = 15;  // llama_ftype LLAMA_FTYPE_MOSTLY_Q4_K_M
+// llama_ftype's LLAMA_FTYPE_MOSTLY_Q4_K_M and _Q5_K_M.
+constexpr int64_t kFileTypeQ4_K_M = 15, kFileTypeQ5_K_M = 17;
 
 // llama.cpp's use_more_bits(): the first and last eighth of the layers, and every third between.
 bool more_bits_layer(int64_t l, int64_t n) {
   return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2;
 }
 
-// The dtype of one matrix; `more_bits` marks the tensors Q4_K_M may raise to q6_k in this layer.
+// The dtype of one matrix; `more_bits` marks the tensors Q4_K_M / Q5_K_M raise to q6_k in this
+// layer.
 DType matrix_dtype(const SynthOptions& o, bool more_bits) {
-  if (!o.q4_k_m) return o.dtype;
-  return more_bits ? DType::Q6_K : DType::Q4_K;
+  return o.k_m_mix && more_bits ? DType::Q6_K : o.dtype;
 }
 
 Plan make_plan(const SynthOptions& o) {
   Plan p;
   p.shape = &find_synth_shape(o.shape);
   const SynthShape& s = *p.shape;
+  if (o.k_m_mix && o.dtype != DType::Q4_K && o.dtype != DType::Q5_K)
+    fail(ErrorKind::Usage, std::string("--dtype: there is no K_M mix over ") + dtype_name(o.dtype));
   if (!can_quantize_weights(o.dtype))
     fail(ErrorKind::Usage, std::string("--dtype: ") + dtype_name(o.dtype) +
                                " is not a weight type this build can write");
@@ -180,7 +183,9 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
                        " (turbospark synth, seed " + std::to_string(o.seed) + ", " +
                        std::to_string(p.layers) + " of " + std::to_string(s.layers) + " layers)"));
   w.add_kv("general.file_type",
-           gguf_int(GgufType::U32, o.q4_k_m ? kFileTypeQ4_K_M : file_type(o.dtype)));
+           gguf_int(GgufType::U32, !o.k_m_mix               ? file_type(o.dtype)
+                                   : o.dtype == DType::Q4_K ? kFileTypeQ4_K_M
+                                                            : kFileTypeQ5_K_M));
   w.add_kv("general.quantization_version", gguf_int(GgufType::U32, 2));
   u32("vocab_size", s.vocab);
   u32("context_length", s.ctx);

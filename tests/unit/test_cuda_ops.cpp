@@ -1000,7 +1000,8 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   };
   for (const auto& [t, packed] :
        {Case{DType::BF16, false}, Case{DType::Q8_0, false}, Case{DType::Q8_0, true},
-        Case{DType::Q4_K, false}, Case{DType::Q5_1, false}}) {
+        Case{DType::Q4_K, false}, Case{DType::Q5_K, false}, Case{DType::Q3_K, false},
+        Case{DType::Q5_1, false}}) {
     const size_t stride = row_bytes(t, cols, "test");
     std::vector<Weight> experts;
     std::vector<const void*> table;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -246,25 +247,27 @@ TEST_F(SynthTest, CommandWritesAFileTheEngineOpens) {
   EXPECT_NE(log.find("--dtype"), std::string::npos) << log;
 }
 
-// The Q4_K_M mix: with 2 layers llama.cpp's use_more_bits() picks layer 1 (the last eighth) only,
-// and the tied embedding is the output, so q6_k.
-TEST_F(SynthTest, Q4KMixRaisesWhatLlamaCppRaises) {
-  const std::string out = (dir_ / "q4km.gguf").string();
-  std::string log;
-  ASSERT_EQ(
-      test::run_command(test::binary_path() + " synth --shape tiny --dtype q4_k_m -o " + out, &log),
-      0)
-      << log;
-  auto spec = open_model_spec(out);
-  EXPECT_EQ(spec->token_embd.dtype, DType::Q6_K);
-  for (int64_t l = 0; l < 2; ++l) {
-    const LayerIndex& L = spec->layers[static_cast<size_t>(l)];
-    const DType raised = l == 1 ? DType::Q6_K : DType::Q4_K;
-    EXPECT_EQ(L.get(LayerTensor::Wq)->dtype, DType::Q4_K) << l;
-    EXPECT_EQ(L.get(LayerTensor::Wk)->dtype, DType::Q4_K) << l;
-    EXPECT_EQ(L.get(LayerTensor::Wv)->dtype, raised) << l;
-    EXPECT_EQ(L.get(LayerTensor::FfnGate)->dtype, DType::Q4_K) << l;
-    EXPECT_EQ(L.get(LayerTensor::FfnDown)->dtype, raised) << l;
+// The Q4_K_M and Q5_K_M mixes: with 2 layers llama.cpp's use_more_bits() picks layer 1 (the last
+// eighth) only, and the tied embedding is the output, so q6_k.
+TEST_F(SynthTest, KMixesRaiseWhatLlamaCppRaises) {
+  for (const auto& [name, base] : {std::pair{"q4_k_m", DType::Q4_K}, {"q5_k_m", DType::Q5_K}}) {
+    const std::string out = (dir_ / (std::string(name) + ".gguf")).string();
+    std::string log;
+    ASSERT_EQ(test::run_command(
+                  test::binary_path() + " synth --shape tiny --dtype " + name + " -o " + out, &log),
+              0)
+        << log;
+    auto spec = open_model_spec(out);
+    EXPECT_EQ(spec->token_embd.dtype, DType::Q6_K) << name;
+    for (int64_t l = 0; l < 2; ++l) {
+      const LayerIndex& L = spec->layers[static_cast<size_t>(l)];
+      const DType raised = l == 1 ? DType::Q6_K : base;
+      EXPECT_EQ(L.get(LayerTensor::Wq)->dtype, base) << name << " " << l;
+      EXPECT_EQ(L.get(LayerTensor::Wk)->dtype, base) << name << " " << l;
+      EXPECT_EQ(L.get(LayerTensor::Wv)->dtype, raised) << name << " " << l;
+      EXPECT_EQ(L.get(LayerTensor::FfnGate)->dtype, base) << name << " " << l;
+      EXPECT_EQ(L.get(LayerTensor::FfnDown)->dtype, raised) << name << " " << l;
+    }
   }
 }
 

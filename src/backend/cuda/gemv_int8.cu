@@ -1,28 +1,29 @@
-// Decode GEMV (one activation row) of q8_0, q4_k and q6_k weights through int8 activations. The f32
-// kernels of gemv.cu spend ~3 instructions per weight element decoding bytes to floats, which keeps
-// them well under the HBM rate; here the activation row is quantised once per matmul to int8 per 32
-// elements (as the CPU backend does), and each weight block becomes 32-bit words of int8 codes that
-// __dp4a multiplies four at a time, the scales applied once per 32 elements.
+// Decode GEMV (one activation row) of the block-quantised weights through int8 activations. The
+// f32 kernels of gemv.cu spend ~3 instructions per weight element decoding bytes to floats, which
+// keeps them well under the HBM rate; here the activation row is quantised once per matmul to int8
+// per 32 elements (as the CPU backend does), and each weight block becomes 32-bit words of int8
+// codes that __dp4a multiplies four at a time, the scales applied once per 32 (or 16) elements.
 //
-// On Hopper (sm_90), q8_0 and q6_k blocks (34, 210 bytes), which only keep 2-byte alignment, are
-// staged: a block of 4 rows stages a segment (2048 elements) of each row in shared memory: one
-// thread issues a bulk copy per row (cp.async.bulk, completing on an mbarrier), 3 or 4 stages
-// deep, so that the copy engine, not the threads, moves the bytes; the GEMV is launched as a
-// programmatic dependent of the quantisation kernel, so that these copies start while the
-// activations are being quantised. Each thread then takes one 32-element unit of one row: it reads
-// the unit's quants as aligned 32-bit words shifted into place, its int8 activations as two
-// 16-byte loads, and adds the unit's float term to its own partial sum. A row is two warps; their
-// sums meet through shared memory at the end.
+// On Hopper (sm_90), blocks that only keep 2-byte alignment (q8_0: 34 bytes, q6_k: 210, q4_0 /
+// q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110) are staged: a block of 4 rows stages a segment
+// (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
+// (cp.async.bulk, completing on an mbarrier), 3 to 6 stages deep, so that the copy engine, not the
+// threads, moves the bytes; the GEMV is launched as a programmatic dependent of the quantisation
+// kernel, so that these copies start while the activations are being quantised. Each thread then
+// takes one 32-element unit of one row: it reads the unit's quants as aligned 32-bit words shifted
+// into place, its int8 activations as two 16-byte loads, and adds the unit's float term to its own
+// partial sum. A row is two warps; their sums meet through shared memory at the end.
 //
 // Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
 // 4-row groups (q8_groups.cuh), q6_k weights it packed into rows of d-less 208-byte bodies
-// (q6_rows.cuh), and q4_k rows that start on 16-byte boundaries (a 144-byte block is nine 16-byte
-// vectors: d, dmin and scales, then the nibbles). gemv_direct_kernel loads them straight into
-// registers, on every architecture.
+// (q6_rows.cuh), and q4_k / q5_k rows that start on 16-byte boundaries (a 144- or 176-byte block
+// is 16-byte vectors: d, dmin and scales, q5_k's fifth bits, then the nibbles).
+// gemv_direct_kernel loads them straight into registers, on every architecture.
 #include <cuda_fp16.h>
 
 #include <cstddef>
 #include <string>
+#include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -82,16 +83,17 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- shared-memory reads of 2-byte aligned block fields ----
 
-// Eight 32-bit words starting at `p` (2-byte aligned, in shared memory): nine aligned loads, each
+// N 32-bit words starting at `p` (2-byte aligned, in shared memory): N + 1 aligned loads, each
 // pair funnel-shifted into place.
-__device__ __forceinline__ void load_words8(const uint8_t* p, uint32_t (&v)[8]) {
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&v)[N]) {
   const uint32_t shift = (reinterpret_cast<uintptr_t>(p) & 2) * 8;
   const auto* a = reinterpret_cast<const uint32_t*>(p - (reinterpret_cast<uintptr_t>(p) & 2));
-  uint32_t w[9];
+  uint32_t w[N + 1];
 #pragma unroll
-  for (int i = 0; i < 9; ++i) w[i] = a[i];
+  for (int i = 0; i < N + 1; ++i) w[i] = a[i];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = __funnelshift_r(w[i], w[i + 1], shift);
+  for (int i = 0; i < N; ++i) v[i] = __funnelshift_r(w[i], w[i + 1], shift);
 }
 
 __device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2], int first,
@@ -117,7 +119,7 @@ __device__ __forceinline__ float unit_dot<DType::Q8_0>(const uint8_t* seg, int j
                                                        const uint4 (&x)[2], ActBlock a) {
   const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ8_0));
   uint32_t q[8];
-  load_words8(b + offsetof(BlockQ8_0, qs), q);
+  load_words<8>(b + offsetof(BlockQ8_0, qs), q);
   const int s = dp4a8(q, x, 0, 8);
   return half_bits_to_float(load_u16(b + offsetof(BlockQ8_0, d))) * a.d * static_cast<float>(s);
 }
@@ -146,11 +148,123 @@ __device__ __forceinline__ float unit_dot<DType::Q6_K>(const uint8_t* seg, int j
   const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ6_K));
   const int sub = j % 8, h = sub / 4;
   uint32_t lo[8], hi[8];
-  load_words8(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2), lo);
-  load_words8(b + offsetof(BlockQ6_K, qh) + 32 * h, hi);
+  load_words<8>(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2), lo);
+  load_words<8>(b + offsetof(BlockQ6_K, qh) + 32 * h, hi);
   const auto* scales = reinterpret_cast<const int8_t*>(b + offsetof(BlockQ6_K, scales));
   return q6k_unit(lo, hi, sub, scales[2 * sub], scales[2 * sub + 1],
                   load_u16(b + offsetof(BlockQ6_K, d)), x, a);
+}
+
+// The 32 codes of a 32-element block's 16 nibble bytes (element i < 16: the low nibble of byte i,
+// else the high nibble of byte i - 16), in element order, as eight words of bytes.
+__device__ __forceinline__ void nibble_words(const uint8_t* qs, uint32_t (&q)[8]) {
+  uint32_t v[4];
+  load_words<4>(qs, v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) q[i] = v[i] & 0x0F0F0F0Fu, q[i + 4] = (v[i] >> 4) & 0x0F0F0F0Fu;
+}
+
+// q5_0 / q5_1: bit i of qh is element i's fifth bit. Word k's four bits go to bit 4 of its bytes
+// (the multiply puts bit b at 8 b + 4 - 4 and at no other multiple of 8: b + 7 m = 8 b' only for
+// b = b' = m, and the shifted copies never overlap, so nothing carries).
+__device__ __forceinline__ void add_fifth_bits(uint32_t qh, uint32_t (&q)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) q[k] |= ((((qh >> (4 * k)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
+}
+
+// The legacy 32-element types: x = d * (q - offset) (q4_0: 8, q5_0: 16), or d * q + m (q4_1, q5_1).
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q4_0>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ4_0));
+  uint32_t q[8];
+  nibble_words(b + offsetof(BlockQ4_0, qs), q);
+  const int s = dp4a8(q, x, 0, 8) - 8 * (a.s0 + a.s1);
+  return half_bits_to_float(load_u16(b + offsetof(BlockQ4_0, d))) * a.d * static_cast<float>(s);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q5_0>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ5_0));
+  uint32_t q[8];
+  nibble_words(b + offsetof(BlockQ5_0, qs), q);
+  uint32_t qh[1];
+  load_words<1>(b + offsetof(BlockQ5_0, qh), qh);
+  add_fifth_bits(qh[0], q);
+  const int s = dp4a8(q, x, 0, 8) - 16 * (a.s0 + a.s1);
+  return half_bits_to_float(load_u16(b + offsetof(BlockQ5_0, d))) * a.d * static_cast<float>(s);
+}
+
+// d * sum(q x) + m * sum(x), both in units of the activations' d.
+__device__ __forceinline__ float scaled_min_dot(uint16_t d, uint16_t m, int qx, ActBlock a) {
+  return a.d * (half_bits_to_float(d) * static_cast<float>(qx) +
+                half_bits_to_float(m) * static_cast<float>(a.s0 + a.s1));
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q4_1>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ4_1));
+  uint32_t q[8];
+  nibble_words(b + offsetof(BlockQ4_1, qs), q);
+  return scaled_min_dot(load_u16(b + offsetof(BlockQ4_1, d)), load_u16(b + offsetof(BlockQ4_1, m)),
+                        dp4a8(q, x, 0, 8), a);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q5_1>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ5_1));
+  uint32_t q[8];
+  nibble_words(b + offsetof(BlockQ5_1, qs), q);
+  uint32_t qh[1];
+  load_words<1>(b + offsetof(BlockQ5_1, qh), qh);
+  add_fifth_bits(qh[0], q);
+  return scaled_min_dot(load_u16(b + offsetof(BlockQ5_1, d)), load_u16(b + offsetof(BlockQ5_1, m)),
+                        dp4a8(q, x, 0, 8), a);
+}
+
+// Sub-block sub (0..7) of a q2_k block: the 2-bit codes (qs[32 (sub / 4) + l] >> 2 (sub % 4)) & 3,
+// a 4-bit scale and min per 16 elements (scales[2 sub], scales[2 sub + 1]): x = d * scale * q -
+// dmin * min.
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q2_K>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ2_K));
+  const int sub = j % 8, shift = 2 * (sub % 4);
+  uint32_t q[8];
+  load_words<8>(b + offsetof(BlockQ2_K, qs) + 32 * (sub / 4), q);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = (q[i] >> shift) & 0x03030303u;
+  const uint32_t sc = load_u16(b + offsetof(BlockQ2_K, scales) + 2 * sub);
+  const int sc0 = static_cast<int>(sc & 0xF), m0 = static_cast<int>((sc >> 4) & 0xF);
+  const int sc1 = static_cast<int>((sc >> 8) & 0xF), m1 = static_cast<int>(sc >> 12);
+  const int qx = sc0 * dp4a8(q, x, 0, 4) + sc1 * dp4a8(q, x, 4, 4);
+  const int mx = m0 * a.s0 + m1 * a.s1;
+  return a.d *
+         (half_bits_to_float(load_u16(b + offsetof(BlockQ2_K, d))) * static_cast<float>(qx) -
+          half_bits_to_float(load_u16(b + offsetof(BlockQ2_K, dmin))) * static_cast<float>(mx));
+}
+
+// Sub-block sub (0..7) of a q3_k block: the low two bits (qs[32 (sub / 4) + l] >> 2 (sub % 4)) & 3,
+// the third bit (hmask[l] >> sub) & 1, the code those three bits minus 4, a signed 6-bit scale per
+// 16 elements (q3k_scale_dev) and d per block.
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q3_K>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockQ3_K));
+  const int sub = j % 8, shift = 2 * (sub % 4);
+  uint32_t q[8], hm[8];
+  load_words<8>(b + offsetof(BlockQ3_K, qs) + 32 * (sub / 4), q);
+  load_words<8>(b + offsetof(BlockQ3_K, hmask), hm);
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    q[i] = ((q[i] >> shift) & 0x03030303u) | (((hm[i] >> sub) & 0x01010101u) << 2);
+  const int s0 = dp4a8(q, x, 0, 4) - 4 * a.s0, s1 = dp4a8(q, x, 4, 4) - 4 * a.s1;
+  const uint8_t* scales = b + offsetof(BlockQ3_K, scales);
+  const int s = q3k_scale_dev(scales, 2 * sub) * s0 + q3k_scale_dev(scales, 2 * sub + 1) * s1;
+  return half_bits_to_float(load_u16(b + offsetof(BlockQ3_K, d))) * a.d * static_cast<float>(s);
 }
 
 // The device helpers below use sm_90 instructions (bulk copies, mbarrier transactions); the
@@ -207,17 +321,19 @@ struct Seg {
   using B = BlockTraits<T>;
   static constexpr int kBytes = kSegElems / B::kElems * B::kBytes;  // a multiple of 16
   // The segment after its row's 16-byte phase (<= 14 bytes), the copy's rounding up to 16 bytes,
-  // and the word load_words8 reads past the end of a unit.
+  // and the word load_words reads past the end of a unit.
   static constexpr int kBuf = kBytes + 32;
-  // As many stages as fit the block's shared memory (3 for q8_0, 4 for q6_k).
+  // As many stages as fit the block's shared memory, up to 6 (3 for q8_0, 4 for q6_k, 6 for q2_k).
   static constexpr int kStages =
       kSmemPerBlock / (kRows * kBuf) < 6 ? kSmemPerBlock / (kRows * kBuf) : 6;
   static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
   static_assert(kStages >= 2, "a segment must be in flight while another is used");
 };
 
+// q3_k's unit holds its low and high bits at once: at the 32 registers of eight blocks per SM it
+// spilled 28 bytes a thread, at six blocks (40 registers) none.
 template <DType T>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, T == DType::Q3_K ? 6 : kBlocksPerSm)
     gemv_int8_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                      const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -350,33 +466,52 @@ struct Q8GroupUnits {
   }
 };
 
-// q4_k rows on 16-byte boundaries, 64 elements a unit: unit u is the pair of sub-blocks (2c, 2c +
-// 1) of block u / 4, c = u % 4, whose elements are the low and the high nibbles of the same 32
-// bytes of qs (two 16-byte vectors); their scales lie in the block's first 16 bytes (d, dmin, the
-// 12 packed scale bytes), which the 4 units of a block, adjacent lanes of a warp, load together. A
-// pair per thread rather than a sub-block reads each byte of qs once, and decodes the block's
-// header once for two sub-blocks: q4_k's GEMV is bound by its instructions, not its bytes.
-struct Q4KUnits {
-  struct Held {
-    uint4 q[2];
-    uint4 head;
-  };
-  static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16,
+// q4_k and q5_k rows on 16-byte boundaries, 64 elements a unit: unit u is the pair of sub-blocks
+// (2c, 2c + 1) of block u / 4, c = u % 4, whose elements are the low and the high nibbles of the
+// same 32 bytes of qs (two 16-byte vectors), q5_k's fifth bits being bits 2c and 2c + 1 of its 32
+// qh bytes (two more vectors, shared by the block's 4 units); their scales lie in the block's first
+// 16 bytes (d, dmin, the 12 packed scale bytes), which the 4 units of a block, adjacent lanes of a
+// warp, load together. A pair per thread rather than a sub-block reads each byte of qs once, and
+// decodes the block's header once for two sub-blocks: these GEMVs are bound by their instructions,
+// not their bytes.
+struct KMinHeld {
+  uint4 q[2];
+  uint4 head;
+};
+struct KMinHeldQh : KMinHeld {
+  uint4 qh[2];
+};
+
+template <DType T>
+struct KMinUnits {
+  static constexpr bool kFifthBit = T == DType::Q5_K;
+  using Block = std::conditional_t<kFifthBit, BlockQ5_K, BlockQ4_K>;
+  using Held = std::conditional_t<kFifthBit, KMinHeldQh, KMinHeld>;
+  static_assert(offsetof(Block, scales) == 4 && offsetof(Block, qs) % 16 == 0,
                 "the block's first 16 bytes hold d, dmin and the scales");
   static constexpr int kElems = 64;
-  // No other kernel has to give q4_k's bits: short rows take fewer lanes (gemv_direct_kernel).
+  // No other kernel has to give these bits: short rows take fewer lanes (gemv_direct_kernel).
   static constexpr bool kFitLanes = true;
   static constexpr bool kWholeBlocks = false;
-  // A unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per SM,
-  // and under an index at the 40 of six.
-  static constexpr int kBlocks = 6, kBlocksIndexed = 5;
+  // A q4_k unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per
+  // SM, and under an index at the 40 of six. A q5_k unit holds 20: five blocks (48 registers).
+  static constexpr int kBlocks = kFifthBit ? 5 : 6, kBlocksIndexed = 5;
   const uint8_t* row;
-  __device__ Q4KUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
+  __device__ KMinUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
       : row(w + (r0 + r) * row_stride) {}
   __device__ Held load(int64_t u) const {
-    const uint8_t* b = row + (u / 4) * static_cast<int64_t>(sizeof(BlockQ4_K));
-    const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(BlockQ4_K, qs) + 32 * (u % 4));
-    return {{__ldcs(qs), __ldcs(qs + 1)}, __ldcs(reinterpret_cast<const uint4*>(b))};
+    const uint8_t* b = row + (u / 4) * static_cast<int64_t>(sizeof(Block));
+    const auto* qs = reinterpret_cast<const uint4*>(b + offsetof(Block, qs) + 32 * (u % 4));
+    Held h;
+    h.q[0] = __ldcs(qs);
+    h.q[1] = __ldcs(qs + 1);
+    h.head = __ldcs(reinterpret_cast<const uint4*>(b));
+    if constexpr (kFifthBit) {
+      const auto* qh = reinterpret_cast<const uint4*>(b + offsetof(Block, qh));
+      h.qh[0] = __ldcs(qh);
+      h.qh[1] = __ldcs(qh + 1);
+    }
+    return h;
   }
   __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
     const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
@@ -384,11 +519,21 @@ struct Q4KUnits {
     const int4 m = __ldg(reinterpret_cast<const int4*>(meta + 2 * u));
     const ActBlock a[2] = {*reinterpret_cast<const ActBlock*>(&m.x),
                            *reinterpret_cast<const ActBlock*>(&m.z)};
+    const int c = static_cast<int>(u % 4);
     const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
                            h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
     uint32_t lo[8], hi[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) lo[i] = q[i] & 0x0F0F0F0Fu, hi[i] = (q[i] >> 4) & 0x0F0F0F0Fu;
+    if constexpr (kFifthBit) {
+      const uint32_t qh[8] = {h.qh[0].x, h.qh[0].y, h.qh[0].z, h.qh[0].w,
+                              h.qh[1].x, h.qh[1].y, h.qh[1].z, h.qh[1].w};
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        lo[i] |= ((qh[i] >> (2 * c)) & 0x01010101u) << 4;
+        hi[i] |= ((qh[i] >> (2 * c + 1)) & 0x01010101u) << 4;
+      }
+    }
     const int s[2] = {dp4a8(lo, xlo, 0, 8), dp4a8(hi, xhi, 0, 8)};
     // The 12 scale bytes are the header's words y, z, w (named, not indexed: an index into a
     // register array would put it in local memory).
@@ -398,8 +543,7 @@ struct Q4KUnits {
     };
     int sc[2], mn[2];
 #pragma unroll
-    for (int k = 0; k < 2; ++k)
-      k4_scale_min_int(byte, static_cast<int>(u % 4) * 2 + k, sc[k], mn[k]);
+    for (int k = 0; k < 2; ++k) k4_scale_min_int(byte, c * 2 + k, sc[k], mn[k]);
     const float d = half_bits_to_float(static_cast<uint16_t>(h.head.x & 0xFFFFu));
     const float dmin = half_bits_to_float(static_cast<uint16_t>(h.head.x >> 16));
     // Each sub-block: d * scale * sum(q x) - dmin * min * sum(x), in units of its activation scale.
@@ -541,9 +685,31 @@ void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weig
          w.cols, q, meta, y, ix);
 }
 
-// q4_k rows whose blocks all start on 16-byte boundaries (gemv_direct_kernel's loads).
-bool q4k_direct(const Weight& w) {
-  return w.dtype == DType::Q4_K && w.layout == WeightLayout::Rows &&
+// The types gemv_int8_kernel reads (unit_dot<T>), in the file's layout.
+template <DType... Ts>
+struct TypeList {};
+using StagedTypes = TypeList<DType::Q8_0, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                             DType::Q5_1, DType::Q2_K, DType::Q3_K>;
+
+template <DType... Ts>
+bool staged(TypeList<Ts...> /*types*/, DType t) {
+  return ((t == Ts) || ...);
+}
+
+template <DType... Ts>
+void launch_staged(TypeList<Ts...> /*types*/, dim3 grid, cudaStream_t stream, const uint8_t* data,
+                   const Weight& w, const int8_t* q, const ActBlock* meta, float* y,
+                   const ExpertIndex& ix) {
+  const bool launched =
+      ((w.dtype == Ts && (launch_int8<Ts>(grid, stream, data, w, q, meta, y, ix), true)) || ...);
+  if (!launched)
+    fail(ErrorKind::Unsupported,
+         std::string("int8 GEMV: weight type ") + dtype_name(w.dtype) + " has no kernel");
+}
+
+// q4_k / q5_k rows whose blocks all start on 16-byte boundaries (gemv_direct_kernel's loads).
+bool kmin_direct(const Weight& w) {
+  return (w.dtype == DType::Q4_K || w.dtype == DType::Q5_K) && w.layout == WeightLayout::Rows &&
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0;
 }
 
@@ -578,11 +744,10 @@ size_t act_codes_bytes(int64_t cols) {
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
-  if (w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || q4k_direct(w))
+  if (w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || kmin_direct(w))
     return true;
-  // q4_k rows off 16-byte boundaries (a view at an odd offset) take the f32 GEMV.
-  const bool type = w.dtype == DType::Q8_0 || w.dtype == DType::Q6_K;
-  return sm_major >= 9 && type && w.cols % kUnit == 0 &&
+  // q4_k / q5_k rows off 16-byte boundaries (a view at an odd offset) take the f32 GEMV.
+  return sm_major >= 9 && staged(StagedTypes{}, w.dtype) && w.cols % kUnit == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
 }
 
@@ -610,19 +775,11 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
     return launch_direct<Q8GroupUnits>(stream, data, w, q, meta, y, ix);
   if (w.layout == WeightLayout::Q6Rows)
     return launch_direct<Q6KUnits>(stream, data, w, q, meta, y, ix);
-  if (q4k_direct(w)) return launch_direct<Q4KUnits>(stream, data, w, q, meta, y, ix);
-  const dim3 grid = gemv_grid(w, kRows, ix);
-  switch (w.dtype) {
-    case DType::Q8_0:
-      launch_int8<DType::Q8_0>(grid, stream, data, w, q, meta, y, ix);
-      break;
-    case DType::Q6_K:
-      launch_int8<DType::Q6_K>(grid, stream, data, w, q, meta, y, ix);
-      break;
-    default:
-      fail(ErrorKind::Unsupported,
-           std::string("int8 GEMV: weight type ") + dtype_name(w.dtype) + " has no kernel");
-  }
+  if (kmin_direct(w))
+    return w.dtype == DType::Q4_K
+               ? launch_direct<KMinUnits<DType::Q4_K>>(stream, data, w, q, meta, y, ix)
+               : launch_direct<KMinUnits<DType::Q5_K>>(stream, data, w, q, meta, y, ix);
+  launch_staged(StagedTypes{}, gemv_grid(w, kRows, ix), stream, data, w, q, meta, y, ix);
 }
 
 }  // namespace ts::cuda
