@@ -949,9 +949,9 @@ TEST_F(CudaOps, GatherAndScatterRows) {
 
 // Routing on the device picks the experts route_token() picks (distinct random logits: no ties)
 // with the same weights up to expf's rounding, for every scoring rule.
-// Expert counts on both sides of the kernel's register layouts (8 and 32 per lane).
+// Expert counts on both sides of the kernel's register layouts (4, 8 and 32 per lane).
 TEST_F(CudaOps, RouteMatchesHostRouting) {
-  for (const int64_t E : {int64_t{40}, int64_t{256}, int64_t{300}}) route_case(E);
+  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}}) route_case(E);
 }
 
 void CudaOps::route_case(int64_t E) {
@@ -1309,6 +1309,7 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
   const AttnCase cases[] = {
       {8, 2, 64, 0.0f, 0, {0}},
       {8, 2, 128, 0.0f, 0, {777}},                    // decode over many splits
+      {8, 2, 128, 0.0f, 0, {20}},                     // decode over fewer keys than ranges
       {4, 4, 256, 50.0f, 0, {300}},                   // softcap, head_dim 256
       {6, 2, 80, 0.0f, 64, {500}},                    // sliding window, head_dim not a power of two
       {8, 2, 128, 0.0f, 0, prefill},                  // prefill, two query tiles

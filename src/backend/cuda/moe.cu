@@ -23,11 +23,26 @@ __device__ __forceinline__ float warp_reduce(float v, bool take_max) {
   return v;
 }
 
+// A score and its expert as one key whose unsigned order is the routing order: higher scores first,
+// the lower index on ties (-0 counts as +0, as the host's float compare has it). Never 0, the key
+// of no expert.
+__device__ __forceinline__ uint64_t rank_key(float score, int e) {
+  uint32_t b = __float_as_uint(score);
+  if (b == 0x80000000u) b = 0;
+  const uint32_t ordered = (b & 0x80000000u) != 0 ? ~b : b | 0x80000000u;
+  return static_cast<uint64_t>(ordered) << 32 | (0xFFFFFFFFu - static_cast<uint32_t>(e));
+}
+
+__device__ __forceinline__ int key_expert(uint64_t key) {
+  return static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(key));
+}
+
 // One warp per row, every score in registers: lane l holds experts l, l + 32, ... (kPerLane of
-// them: 8 up to 256 experts, 32 up to 1024). The row is loaded once, with all of a lane's loads in
-// flight together; each of the k selection rounds is a compare over the lane's own scores and a
-// five-step shuffle, with no shared-memory scans and no barriers (a shared-memory version with
-// rolled loops over the row took ~12 us a layer, one global-memory round trip per loop step).
+// them: 4 up to 128 experts, 8 up to 256, 32 up to 1024). The row is loaded once, with all of a
+// lane's loads in flight together; each of the k selection rounds is a compare over the lane's own
+// scores and a five-step shuffle, with no shared-memory scans and no barriers (a shared-memory
+// version with rolled loops over the row took ~12 us a layer, one global-memory round trip per loop
+// step).
 template <int kPerLane>
 __global__ void __launch_bounds__(32)
     route_kernel(const float* logits, int E, int k, RouterScoring scoring, bool norm_topk,
@@ -68,28 +83,33 @@ __global__ void __launch_bounds__(32)
     for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = raw[j];
   }
   // k rounds of: the best not-yet-taken expert, highest score, the lower index on ties (as
-  // route_token's sort). The winner's weight term (p, or the raw logit for TopkSoftmax) travels
-  // with it through the shuffles.
+  // route_token's sort). Score and index travel as one 64-bit key, so a round's reduction is one
+  // shuffled maximum per step; the winner's lane records it with its weight term (p, or the raw
+  // logit for TopkSoftmax) and retires its key.
   __shared__ int chosen[kMaxTopK];
   __shared__ float term[kMaxTopK];
-  uint32_t taken = 0;  // bit j: expert lane + 32 j is chosen
-  for (int i = 0; i < k; ++i) {
-    float v = -FLT_MAX, t = 0.0f;
-    int idx = -1;
+  uint64_t key[kPerLane];
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      const int e = lane + 32 * j;
-      if (e < E && !(taken >> j & 1u) && (idx < 0 || score[j] > v))
-        v = score[j], idx = e, t = scoring == RouterScoring::TopkSoftmax ? raw[j] : p[j];
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    key[j] = e < E ? rank_key(score[j], e) : 0;
+  }
+  for (int i = 0; i < k; ++i) {
+    uint64_t best = 0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) best = max(best, key[j]);
+    for (int off = 16; off > 0; off >>= 1)
+      best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+    const int e = key_expert(best);
+    if (e % 32 == lane) {
+#pragma unroll
+      for (int j = 0; j < kPerLane; ++j)
+        if (j == e / 32) {
+          key[j] = 0;
+          chosen[i] = e;
+          term[i] = scoring == RouterScoring::TopkSoftmax ? raw[j] : p[j];
+        }
     }
-    for (int off = 16; off > 0; off >>= 1) {
-      const float ov = __shfl_xor_sync(0xffffffffu, v, off);
-      const int oi = __shfl_xor_sync(0xffffffffu, idx, off);
-      const float ot = __shfl_xor_sync(0xffffffffu, t, off);
-      if (oi >= 0 && (idx < 0 || ov > v || (ov == v && oi < idx))) v = ov, idx = oi, t = ot;
-    }
-    if (idx % 32 == lane) taken |= 1u << (idx / 32);
-    if (lane == 0) chosen[i] = idx, term[i] = t;
   }
   __syncwarp();
   if (lane != 0) return;
@@ -193,7 +213,9 @@ void launch_fill_experts(const Weight& shape, const void* const* experts, void* 
 
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
-  const auto kernel = a.n_expert <= 256 ? route_kernel<8> : route_kernel<32>;
+  const auto kernel = a.n_expert <= 128   ? route_kernel<4>
+                      : a.n_expert <= 256 ? route_kernel<8>
+                                          : route_kernel<32>;
   launch("route", kernel, static_cast<unsigned>(M), 32, 0, stream, logits,
          static_cast<int>(a.n_expert), static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids,
          weights);
