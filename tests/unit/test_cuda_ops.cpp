@@ -742,33 +742,49 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// Weights the kernels do not take (q4_k; q8_0 rows that are not 4-byte aligned) run as a matmul
-// per group: the same bits.
-TEST_F(CudaOps, MatmulGroupedOtherTypesAsMatmulPerGroup) {
+// Block types the grouped kernels don't read (q4_k, q6_k, q5_0; q8_0 rows that are not 4-byte
+// aligned) are dequantised to f16 and take the f16 kernel: the bits of the grouped matmul of their
+// f16 dequantisation (made on the host), one-row groups the bits of the GEMV. The large case holds
+// two experts per dequantisation batch: its three take two.
+TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   struct Case {
     DType t;
-    int64_t cols;
+    int64_t rows, cols;
   };
-  const int64_t rows = 96;
-  const std::vector<int64_t> row0 = {0, 3, 3}, group_rows = {3, 0, 20};
-  for (const Case c : {Case{DType::Q4_K, 256}, Case{DType::Q8_0, 96}}) {
+  const std::vector<int64_t> row0 = {0, 3, 5, 25, 26}, group_rows = {3, 2, 20, 1, 0};
+  const std::vector<int64_t> f16_rows = {3, 2, 20, 0, 0};
+  const int64_t M = 26, G = 5;
+  for (const Case c :
+       {Case{DType::Q4_K, 96, 256}, Case{DType::Q6_K, 40, 512}, Case{DType::Q8_0, 96, 96},
+        Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
-    std::vector<Weight> wg;
-    std::vector<const void*> ptrs;
-    for (int g = 0; g < 3; ++g) {
-      const std::vector<uint8_t> host = random_weight(c.t, rows, c.cols, stride, rng_);
-      wg.push_back(gpu_->upload_weight(c.t, rows, c.cols, stride, host.data()));
-      ptrs.push_back(wg.back().data);
+    std::vector<Weight> wq, wf;
+    std::vector<const void*> pq, pf;
+    std::vector<float> row(static_cast<size_t>(c.cols));
+    std::vector<uint16_t> f16(static_cast<size_t>(c.rows * c.cols));
+    for (int64_t g = 0; g < G; ++g) {
+      const std::vector<uint8_t> host = random_weight(c.t, c.rows, c.cols, stride, rng_);
+      wq.push_back(gpu_->upload_weight(c.t, c.rows, c.cols, stride, host.data()));
+      for (int64_t r = 0; r < c.rows; ++r) {
+        dequantize_row(c.t, host.data() + r * stride, row.data(), c.cols);
+        for (int64_t i = 0; i < c.cols; ++i)
+          f16[static_cast<size_t>(r * c.cols + i)] = f32_to_f16(row[static_cast<size_t>(i)]);
+      }
+      wf.push_back(gpu_->upload_weight(DType::F16, c.rows, c.cols, static_cast<size_t>(c.cols) * 2,
+                                       f16.data()));
+      pq.push_back(wq.back().data);
+      pf.push_back(wf.back().data);
     }
-    const float* dx = upload(randn(static_cast<size_t>(23 * c.cols)));
-    const size_t n = static_cast<size_t>(23 * rows);
+    const float* dx = upload(randn(static_cast<size_t>(M * c.cols)));
+    const size_t n = static_cast<size_t>(M * c.rows);
     float* got = upload(std::vector<float>(n));
-    gpu_->matmul_grouped(wg[0], ptrs.data(), row0.data(), group_rows.data(), 3, dx, got);
+    gpu_->matmul_grouped(wq[0], pq.data(), row0.data(), group_rows.data(), G, dx, got);
     float* want = upload(std::vector<float>(n));
-    gpu_->matmul(wg[0], dx, 3, want);
-    gpu_->matmul(wg[2], dx + 3 * c.cols, 20, want + 3 * rows);
-    EXPECT_EQ(download(got, n), download(want, n)) << dtype_name(c.t);
-    for (Weight& w : wg) gpu_->release_weight(w);
+    gpu_->matmul_grouped(wf[0], pf.data(), row0.data(), f16_rows.data(), G, dx, want);
+    gpu_->matmul(wq[3], dx + 25 * c.cols, 1, want + 25 * c.rows);
+    EXPECT_EQ(download(got, n), download(want, n)) << dtype_name(c.t) << " " << c.rows;
+    for (Weight& w : wq) gpu_->release_weight(w);
+    for (Weight& w : wf) gpu_->release_weight(w);
   }
 }
 

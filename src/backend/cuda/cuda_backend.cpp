@@ -283,25 +283,82 @@ class CudaBackend final : public Backend {
 
   // f16 / bf16 and q8_0 weights: the groups' activation rows converted once (to f16 for q8_0),
   // then one tensor-core launch over every tile of every group (grouped_mma.cu, grouped_mma_q8.cu;
-  // q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the same bits). A
+  // q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the same bits). Other
+  // block types: the experts dequantised to f16, then the same launch (matmul_grouped_f16). A
   // one-row group is a one-row matmul (the GEMV): the decode of streamed experts then gives the
-  // bits of matmul_indexed, the decode of resident ones. Other weights: a matmul per group.
+  // bits of matmul_indexed, the decode of resident ones. f32 weights: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                       const int64_t* rows, int64_t G, const float* x, float* y) override {
-    const bool q8 = cuda::grouped_mma_q8_supported(shape, weights, G);
-    if (!q8 && !cuda::grouped_mma_supported(shape, weights, G))
-      return Backend::matmul_grouped(shape, weights, row0, rows, G, x, y);
-    tiles_.clear();
-    int64_t lo = 0, hi = 0;
-    for (int64_t g = 0; g < G; ++g) {
+    for (int64_t g = 0; g < G; ++g)
       if (rows[g] < 0 || row0[g] < 0)
         fail(ErrorKind::Runtime, "matmul_grouped: group " + str(g) + " has rows [" + str(row0[g]) +
                                      ", +" + str(rows[g]) + ")");
+    const bool q8 = cuda::grouped_mma_q8_supported(shape, weights, G);
+    if (q8 || cuda::grouped_mma_supported(shape, weights, G))
+      return grouped_tiles(shape, weights, row0, rows, G, x, y, q8);
+    if (plain_type(shape.dtype) || shape.rows * shape.cols > cuda::Gemm::kDequantElems)
+      return Backend::matmul_grouped(shape, weights, row0, rows, G, x, y);
+    matmul_grouped_f16(shape, weights, row0, rows, G, x, y);
+  }
+
+  // Block types the grouped kernels don't read: the experts of groups of two or more rows
+  // dequantised to f16, as many at a time as the GEMM's dequantisation scratch holds (one launch),
+  // then the f16 grouped launch over their tiles. A matmul per group (the f16 GEMM over the same
+  // dequantised rows) launched ~7 kernels per expert.
+  void matmul_grouped_f16(const Weight& shape, const void* const* weights, const int64_t* row0,
+                          const int64_t* rows, int64_t G, const float* x, float* y) {
+    Weight f16 = shape;
+    f16.dtype = DType::F16;
+    f16.layout = WeightLayout::Rows;
+    f16.row_stride = static_cast<size_t>(shape.cols) * 2;
+    const int64_t elems = shape.rows * shape.cols;
+    const auto per_batch = static_cast<size_t>(cuda::Gemm::kDequantElems / elems);
+    std::vector<const void*> quantised, dequantised;
+    std::vector<int64_t> batch_row0, batch_rows;
+    const auto flush = [&] {
+      if (quantised.empty()) return;
+      const auto n = static_cast<int64_t>(quantised.size());
+      const auto* table = static_cast<const void* const*>(
+          args_->put(quantised.data(), quantised.size() * sizeof(void*)));
+      auto* out = static_cast<uint8_t*>(gemm_->dequant_scratch(static_cast<size_t>(n * elems) * 2));
+      cuda::launch_dequant_experts_f16(shape, table, n, out, stream_);
+      dequantised.clear();
+      for (int64_t i = 0; i < n; ++i) dequantised.push_back(out + i * elems * 2);
+      grouped_tiles(f16, dequantised.data(), batch_row0.data(), batch_rows.data(), n, x, y, false);
+      quantised.clear();
+      batch_row0.clear();
+      batch_rows.clear();
+    };
+    for (int64_t g = 0; g < G; ++g) {
       if (rows[g] == 0) continue;
       if (rows[g] == 1) {
-        Weight w = shape;
-        w.data = weights[g];
-        matmul(w, x + row0[g] * shape.cols, 1, y + row0[g] * shape.rows);
+        one_row_group(shape, weights[g], row0[g], x, y);
+        continue;
+      }
+      quantised.push_back(weights[g]);
+      batch_row0.push_back(row0[g]);
+      batch_rows.push_back(rows[g]);
+      if (quantised.size() == per_batch) flush();
+    }
+    flush();
+  }
+
+  // A group of one row (x's row `row`) through the GEMV of the weight at w.
+  void one_row_group(const Weight& shape, const void* w, int64_t row, const float* x, float* y) {
+    Weight one = shape;
+    one.data = w;
+    matmul(one, x + row * shape.cols, 1, y + row * shape.rows);
+  }
+
+  // matmul_grouped over weights the tensor-core kernels read (q8: grouped_mma_q8.cu).
+  void grouped_tiles(const Weight& shape, const void* const* weights, const int64_t* row0,
+                     const int64_t* rows, int64_t G, const float* x, float* y, bool q8) {
+    tiles_.clear();
+    int64_t lo = 0, hi = 0;
+    for (int64_t g = 0; g < G; ++g) {
+      if (rows[g] == 0) continue;
+      if (rows[g] == 1) {
+        one_row_group(shape, weights[g], row0[g], x, y);
         continue;
       }
       lo = tiles_.empty() ? row0[g] : std::min(lo, row0[g]);

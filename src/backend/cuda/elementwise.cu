@@ -379,8 +379,13 @@ __global__ void convert8_kernel(const float4* x, int64_t n8, uint4* out) {
 // Eight elements per thread, written as one 16-byte store of halves.
 template <DType T>
 __global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int64_t cols,
-                                        WeightLayout layout, int64_t r0, __half* out) {
+                                        WeightLayout layout, int64_t r0, __half* out,
+                                        const void* const* experts, int64_t expert_elems) {
   pdl_enter();
+  if (experts != nullptr) {  // a batch of experts: blockIdx.z's weight, into its own slot
+    w = static_cast<const uint8_t*>(experts[blockIdx.z]);
+    out += blockIdx.z * expert_elems;
+  }
   using B = BlockTraits<T>;
   const int64_t r = blockIdx.y;
   const int64_t e0 = 8 * (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x);
@@ -583,19 +588,34 @@ void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStre
     convert_f32(x, n, static_cast<__nv_bfloat16*>(out), stream);
 }
 
-void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
-                             cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128)),
-                  static_cast<unsigned>(r1 - r0));
+namespace {
+
+// Rows [r0, r0 + grid.y) of w, or of each of grid.z experts laid out like w, as f16.
+void launch_dequant_f16(const Weight& w, int64_t r0, dim3 grid, const void* const* experts,
+                        void* out, cudaStream_t stream) {
+  grid.x = static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128));
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (!is_plain(T))
       launch("dequant rows f16", dequant_rows_f16_kernel<T>, grid, 128, 0, stream,
              static_cast<const uint8_t*>(w.data), w.row_stride, w.cols, w.layout, r0,
-             static_cast<__half*>(out));
+             static_cast<__half*>(out), experts, w.rows * w.cols);
   });
   if (!known || is_plain(w.dtype))
     fail(ErrorKind::Unsupported,
          std::string("matmul: no dequantising kernel for ") + dtype_name(w.dtype));
+}
+
+}  // namespace
+
+void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
+                             cudaStream_t stream) {
+  launch_dequant_f16(w, r0, dim3(1, static_cast<unsigned>(r1 - r0)), nullptr, out, stream);
+}
+
+void launch_dequant_experts_f16(const Weight& shape, const void* const* experts, int64_t n,
+                                void* out, cudaStream_t stream) {
+  launch_dequant_f16(shape, 0, dim3(1, static_cast<unsigned>(shape.rows), static_cast<unsigned>(n)),
+                     experts, out, stream);
 }
 
 }  // namespace ts::cuda

@@ -13,9 +13,6 @@ namespace {
 
 // cuBLAS's own workspace; handed over once so that it never allocates behind our back.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-// Dequantised rows per GEMM: 64 Mi f16 elements (128 MiB) bounds the scratch whatever the weight
-// and holds every projection of an 8B-class model whole (one GEMM, no partial waves).
-constexpr int64_t kChunkElems = int64_t{64} << 20;
 // Chunks of a larger weight are cut into equal parts of whole 128-row GEMM tiles.
 constexpr int64_t kChunkRowAlign = 128;
 
@@ -66,12 +63,12 @@ void Gemm::run(const Weight& w, const float* x, int64_t M, float* y) {
           "16-bit GEMM");
     return;
   }
-  const int64_t max_rows = std::clamp<int64_t>(kChunkElems / w.cols, 1, 65535);
+  const int64_t max_rows = std::clamp<int64_t>(kDequantElems / w.cols, 1, 65535);
   const int64_t chunks = (w.rows + max_rows - 1) / max_rows;
   const int64_t even = (w.rows + chunks - 1) / chunks;
   const int64_t aligned = (even + kChunkRowAlign - 1) / kChunkRowAlign * kChunkRowAlign;
   const int64_t chunk = std::min(aligned <= max_rows ? aligned : even, w.rows);
-  void* wd = weights_.get(static_cast<size_t>(chunk * w.cols) * 2, "dequantised weight rows");
+  void* wd = dequant_scratch(static_cast<size_t>(chunk * w.cols) * 2);
   for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
     const int64_t r1 = std::min(w.rows, r0 + chunk);
     launch_dequant_rows_f16(w, r0, r1, wd, stream_);
@@ -80,6 +77,13 @@ void Gemm::run(const Weight& w, const float* x, int64_t M, float* y) {
                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "dequantised GEMM");
   }
+}
+
+void* Gemm::dequant_scratch(size_t bytes) {
+  if (bytes > static_cast<size_t>(kDequantElems) * 2)
+    fail(ErrorKind::Runtime, "internal: " + std::to_string(bytes) +
+                                 " bytes of dequantised weights exceed the GEMM's scratch");
+  return weights_.get(bytes, "dequantised weight rows");
 }
 
 }  // namespace ts::cuda

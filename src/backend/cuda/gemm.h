@@ -23,6 +23,13 @@ class Gemm {
   // y[m][r] = dot(w row r, x[m]) for m < M; x is [M][w.cols], y is [M][w.rows].
   void run(const Weight& w, const float* x, int64_t M, float* y);
 
+  // Dequantised f16 elements per GEMM at most: 64 Mi (128 MiB) bounds the scratch whatever the
+  // weight and holds every projection of an 8B-class model whole (one GEMM, no partial waves).
+  static constexpr int64_t kDequantElems = int64_t{64} << 20;
+  // The scratch run() dequantises weights into (at most kDequantElems f16 values), for other
+  // work of the same stream between GEMMs (matmul_grouped's dequantised experts).
+  void* dequant_scratch(size_t bytes);
+
  private:
   cudaStream_t stream_;
   cublasHandle_t handle_ = nullptr;

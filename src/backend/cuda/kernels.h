@@ -64,6 +64,11 @@ void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStre
 void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
                              cudaStream_t stream);
 
+// Every row of n experts laid out like `shape` (experts: a device table of their weights) as f16,
+// expert i's rows * cols elements at out + i * rows * cols.
+void launch_dequant_experts_f16(const Weight& shape, const void* const* experts, int64_t n,
+                                void* out, cudaStream_t stream);
+
 // y = W x for one activation row (M = 1), in f32 whatever the layout: 16-byte vector loads when
 // rows and x are aligned, element loads otherwise.
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
