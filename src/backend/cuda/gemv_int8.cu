@@ -172,57 +172,53 @@ __device__ __forceinline__ void add_fifth_bits(uint32_t qh, uint32_t (&q)[8]) {
   for (int k = 0; k < 8; ++k) q[k] |= ((((qh >> (4 * k)) & 0xFu) * 0x00204081u) & 0x01010101u) << 4;
 }
 
-// The legacy 32-element types: x = d * (q - offset) (q4_0: 8, q5_0: 16), or d * q + m (q4_1, q5_1).
+// The legacy 32-element types: x = d * (q - offset) (q4_0: 8, q5_0: 16), or d * q + m (q4_1,
+// q5_1), q holding a fifth bit in q5_0 / q5_1. The block's fields say which.
+template <class Block>
+__device__ __forceinline__ float legacy_unit_dot(const uint8_t* b, const uint4 (&x)[2],
+                                                 ActBlock a) {
+  constexpr bool kFifthBit = requires(Block blk) {
+    blk.qh;
+  };
+  uint32_t q[8];
+  nibble_words(b + offsetof(Block, qs), q);
+  if constexpr (kFifthBit) {
+    uint32_t qh[1];
+    load_words<1>(b + offsetof(Block, qh), qh);
+    add_fifth_bits(qh[0], q);
+  }
+  const float d = half_bits_to_float(load_u16(b + offsetof(Block, d)));
+  if constexpr (requires(Block blk) { blk.m; }) {  // d * sum(q x) + m * sum(x)
+    const float m = half_bits_to_float(load_u16(b + offsetof(Block, m)));
+    return a.d * (d * static_cast<float>(dp4a8(q, x, 0, 8)) + m * static_cast<float>(a.s0 + a.s1));
+  } else {
+    const int offset = kFifthBit ? 16 : 8;
+    return d * a.d * static_cast<float>(dp4a8(q, x, 0, 8) - offset * (a.s0 + a.s1));
+  }
+}
+
 template <>
 __device__ __forceinline__ float unit_dot<DType::Q4_0>(const uint8_t* seg, int j,
                                                        const uint4 (&x)[2], ActBlock a) {
-  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ4_0));
-  uint32_t q[8];
-  nibble_words(b + offsetof(BlockQ4_0, qs), q);
-  const int s = dp4a8(q, x, 0, 8) - 8 * (a.s0 + a.s1);
-  return half_bits_to_float(load_u16(b + offsetof(BlockQ4_0, d))) * a.d * static_cast<float>(s);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q5_0>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ5_0));
-  uint32_t q[8];
-  nibble_words(b + offsetof(BlockQ5_0, qs), q);
-  uint32_t qh[1];
-  load_words<1>(b + offsetof(BlockQ5_0, qh), qh);
-  add_fifth_bits(qh[0], q);
-  const int s = dp4a8(q, x, 0, 8) - 16 * (a.s0 + a.s1);
-  return half_bits_to_float(load_u16(b + offsetof(BlockQ5_0, d))) * a.d * static_cast<float>(s);
-}
-
-// d * sum(q x) + m * sum(x), both in units of the activations' d.
-__device__ __forceinline__ float scaled_min_dot(uint16_t d, uint16_t m, int qx, ActBlock a) {
-  return a.d * (half_bits_to_float(d) * static_cast<float>(qx) +
-                half_bits_to_float(m) * static_cast<float>(a.s0 + a.s1));
+  return legacy_unit_dot<BlockQ4_0>(seg + j * static_cast<int>(sizeof(BlockQ4_0)), x, a);
 }
 
 template <>
 __device__ __forceinline__ float unit_dot<DType::Q4_1>(const uint8_t* seg, int j,
                                                        const uint4 (&x)[2], ActBlock a) {
-  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ4_1));
-  uint32_t q[8];
-  nibble_words(b + offsetof(BlockQ4_1, qs), q);
-  return scaled_min_dot(load_u16(b + offsetof(BlockQ4_1, d)), load_u16(b + offsetof(BlockQ4_1, m)),
-                        dp4a8(q, x, 0, 8), a);
+  return legacy_unit_dot<BlockQ4_1>(seg + j * static_cast<int>(sizeof(BlockQ4_1)), x, a);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::Q5_0>(const uint8_t* seg, int j,
+                                                       const uint4 (&x)[2], ActBlock a) {
+  return legacy_unit_dot<BlockQ5_0>(seg + j * static_cast<int>(sizeof(BlockQ5_0)), x, a);
 }
 
 template <>
 __device__ __forceinline__ float unit_dot<DType::Q5_1>(const uint8_t* seg, int j,
                                                        const uint4 (&x)[2], ActBlock a) {
-  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockQ5_1));
-  uint32_t q[8];
-  nibble_words(b + offsetof(BlockQ5_1, qs), q);
-  uint32_t qh[1];
-  load_words<1>(b + offsetof(BlockQ5_1, qh), qh);
-  add_fifth_bits(qh[0], q);
-  return scaled_min_dot(load_u16(b + offsetof(BlockQ5_1, d)), load_u16(b + offsetof(BlockQ5_1, m)),
-                        dp4a8(q, x, 0, 8), a);
+  return legacy_unit_dot<BlockQ5_1>(seg + j * static_cast<int>(sizeof(BlockQ5_1)), x, a);
 }
 
 // Sub-block sub (0..7) of a q2_k block: the 2-bit codes (qs[32 (sub / 4) + l] >> 2 (sub % 4)) & 3,
