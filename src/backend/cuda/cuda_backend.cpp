@@ -281,10 +281,11 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // f16 / bf16 and q8_0 weights: the groups' activation rows converted once (to f16 for q8_0),
-  // then one tensor-core launch over every tile of every group (grouped_mma.cu, grouped_mma_q8.cu;
-  // q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the same bits). Other
-  // block types: the experts dequantised to f16, then the same launch (matmul_grouped_f16). A
+  // f16 / bf16, q8_0 and q4_k weights: the groups' activation rows converted once (to f16 but for
+  // bf16), then one tensor-core launch over every tile of every group (grouped_mma.cu,
+  // grouped_mma_q8.cu; q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the
+  // same bits). Other block types: the experts dequantised to f16, then the f16 launch
+  // (matmul_grouped_f16). A
   // one-row group is a one-row matmul (the GEMV): the decode of streamed experts then gives the
   // bits of matmul_indexed, the decode of resident ones. f32 weights: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
@@ -372,7 +373,10 @@ class CudaBackend final : public Backend {
            "matmul_grouped: " + std::to_string(tiles_.size()) + " row tiles in one call");
     const int64_t n = (hi - lo) * shape.cols;
     void* xa = grouped_acts_->get(static_cast<size_t>(n) * 2, "grouped matmul activations");
-    cuda::launch_convert_f32(x + lo * shape.cols, n, q8 ? DType::F16 : shape.dtype, xa, stream_);
+    // bf16 weights multiply bf16 activations; the others (f16, and q8_0 / q4_k decoded in the
+    // kernels) f16 ones.
+    const DType act = shape.dtype == DType::BF16 ? DType::BF16 : DType::F16;
+    cuda::launch_convert_f32(x + lo * shape.cols, n, act, xa, stream_);
     const auto* d_tiles = static_cast<const cuda::GroupTile*>(
         args_->put(tiles_.data(), tiles_.size() * sizeof(cuda::GroupTile)));
     const int64_t n_tiles = static_cast<int64_t>(tiles_.size());

@@ -16,6 +16,12 @@
 // Determinism: a tile starts at its group's first row (or 64 rows further), every output is the
 // same sequence of mma steps over K in ascending order, and an mma's output row depends only on
 // its own A row. A row's result is therefore the same whichever other groups share the call.
+//
+// q4_k weights take the same kernel: a stage copies each feature row's block header and the 32
+// bytes of nibbles that hold its 64 columns (a sub-block pair), and the threads decode them to
+// f16 into one shared tile before the stage's multiplies, with dequant8's arithmetic: the values
+// a dequantise-then-GEMM would read, so the bits of the f16 kernel over those (tested), without
+// writing and re-reading 2 bytes per weight.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -26,6 +32,8 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/quant_device.cuh"
+#include "quant/blocks.h"
 
 namespace ts::cuda {
 namespace {
@@ -33,13 +41,6 @@ namespace {
 constexpr int kBK = 64;           // K columns per pipeline stage: 128 bytes a row
 constexpr int kStages = 4;        // 4 x 24 KiB of shared memory: three stages in flight
 constexpr int kChunks = kBK / 8;  // 16-byte chunks per tile row and stage
-
-struct Stage {
-  uint16_t w[kBN * kBK];  // [feature row][column], chunks swizzled
-  uint16_t x[kBM * kBK];  // [tile row][column], chunks swizzled
-};
-constexpr size_t kSmemBytes = kStages * sizeof(Stage);
-static_assert(kSmemBytes <= 99 * 1024, "dynamic shared memory of a block on sm_89");
 
 static_assert(kBN * kChunks == 4 * kThreads && kBM * kChunks == 2 * kThreads,
               "each thread copies four weight chunks and two activation chunks per stage");
@@ -50,17 +51,117 @@ __device__ __forceinline__ int swizzled(int r, int c) {
   return r * kBK + (c ^ (r % 8)) * 8;
 }
 
+// How a stage's weights become the swizzled [feature row][column] 16-bit tile the mma reads:
+// Stage is the weights' part of a pipeline stage, load() issues thread tid's copies of K columns
+// [k0, k0 + kBK) into it (zeros past N), tile() returns the tile (Tile bytes of extra shared
+// memory it may decode into, every thread taking part).
 template <DType T>
+struct PlainWeights {
+  static constexpr DType kMma = T;
+  static constexpr size_t kTileBytes = 0;
+  struct Stage {
+    uint16_t w[kBN * kBK];
+  };
+  __device__ static void load(Stage& st, const uint8_t* w, size_t row_stride, int64_t n0, int64_t N,
+                              int64_t K, int64_t k0, int tid) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = tid + i * kThreads;
+      const int r = c / kChunks, kc = c % kChunks;
+      const bool full = n0 + r < N && k0 + kc * 8 < K;
+      cp_async16_ahead(smem_addr(st.w + swizzled(r, kc)),
+                       full ? w + (n0 + r) * row_stride + (k0 + kc * 8) * 2 : w, full);
+    }
+  }
+  __device__ static const uint16_t* tile(const Stage& st, uint16_t*, int64_t, int) {
+    return st.w;
+  }
+};
+
+// q4_k rows: per feature row the block's 16-byte header (d, dmin, scales) and the 32 bytes of qs
+// whose low / high nibbles are the stage's two sub-blocks.
+struct Q4KWeights {
+  static constexpr DType kMma = DType::F16;
+  static constexpr size_t kTileBytes = kBN * kBK * 2;
+  static constexpr int kParts = 3;  // header, qs bytes 0..15, qs bytes 16..31
+  struct Stage {
+    uint4 raw[kBN][kParts];
+  };
+  static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16 && kBK == 64 &&
+                    kQKK % kBK == 0,
+                "a stage is one sub-block pair of a 16-byte aligned block");
+  __device__ static void load(Stage& st, const uint8_t* w, size_t row_stride, int64_t n0, int64_t N,
+                              int64_t, int64_t k0, int tid) {
+    const int64_t block = k0 / kQKK * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const int pair = static_cast<int>(k0 % kQKK / kBK);
+    for (int c = tid; c < kBN * kParts; c += kThreads) {
+      const int r = c / kParts, part = c % kParts;
+      const bool full = n0 + r < N;
+      const int64_t off =
+          block + (part == 0 ? 0 : offsetof(BlockQ4_K, qs) + 32 * pair + 16 * (part - 1));
+      cp_async16_ahead(smem_addr(&st.raw[r][part]), full ? w + (n0 + r) * row_stride + off : w,
+                       full);
+    }
+  }
+  // Thread tid decodes four 8-column chunks; chunk kc of a row is sub-block 2 pair + kc / 4
+  // (the low nibbles, then the high ones) at qs bytes 8 (kc % 4) ..
+  __device__ static const uint16_t* tile(const Stage& st, uint16_t* out, int64_t k0, int tid) {
+    const int pair = static_cast<int>(k0 % kQKK / kBK);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = tid + i * kThreads;
+      const int r = c / kChunks, kc = c % kChunks, n = kc / 4;
+      const uint4 head = st.raw[r][0];
+      const auto byte = [&head](int word, int k) {
+        const uint32_t v = word == 0 ? head.y : word == 1 ? head.z : head.w;
+        return static_cast<int>((v >> (8 * k)) & 0xFFu);
+      };
+      int sc = 0, mn = 0;
+      k4_scale_min_int(byte, 2 * pair + n, sc, mn);
+      // dequant8<Q4_K>'s operations, in its order.
+      const float ds =
+          half_bits_to_float(static_cast<uint16_t>(head.x & 0xFFFFu)) * static_cast<float>(sc);
+      const float dm =
+          half_bits_to_float(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(mn);
+      const uint4 qs = st.raw[r][1 + (kc % 4) / 2];
+      const uint32_t lo = kc % 2 == 0 ? qs.x : qs.z, hi = kc % 2 == 0 ? qs.y : qs.w;
+      __align__(16) __half h[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t word = k < 4 ? lo : hi;
+        const int q = static_cast<int>((word >> (8 * (k % 4) + 4 * n)) & 0x0Fu);
+        h[k] = __float2half_rn(ds * static_cast<float>(q) - dm);
+      }
+      *reinterpret_cast<uint4*>(out + swizzled(r, kc)) = *reinterpret_cast<const uint4*>(h);
+    }
+    __syncthreads();
+    return out;
+  }
+};
+
+template <class W>
+struct Stage {
+  typename W::Stage w;
+  uint16_t x[kBM * kBK];  // [tile row][column], chunks swizzled
+};
+template <class W>
+constexpr size_t kSmemBytes = kStages * sizeof(Stage<W>) + W::kTileBytes;
+static_assert(kSmemBytes<PlainWeights<DType::F16>> <= 99 * 1024 &&
+                  kSmemBytes<Q4KWeights> <= 99 * 1024,
+              "dynamic shared memory of a block on sm_89");
+
+template <class W>
 __global__ void __launch_bounds__(kThreads, 2)
-    grouped_mma_kernel(const GroupTile* tiles, int64_t N, int64_t K, int64_t ldw, const uint16_t* x,
-                       int64_t x_row0, float* y) {
+    grouped_mma_kernel(const GroupTile* tiles, int64_t N, int64_t K, size_t row_stride,
+                       const uint16_t* x, int64_t x_row0, float* y) {
   pdl_enter();
   extern __shared__ uint4 smem[];
-  Stage* stages = reinterpret_cast<Stage*>(smem);
+  Stage<W>* stages = reinterpret_cast<Stage<W>*>(smem);
+  auto* decoded = reinterpret_cast<uint16_t*>(stages + kStages);  // W::kTileBytes
   const GroupTile tile = tiles[blockIdx.x];
   const int rows = static_cast<int>(tile.rows);
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBN;
-  const auto* w = static_cast<const uint16_t*>(tile.w);
+  const auto* w = static_cast<const uint8_t*>(tile.w);
   const uint16_t* xt = x + (tile.row - x_row0) * K;
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int wm = warp / 4, wn = warp % 4;
@@ -69,16 +170,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // zeros (their sources are not read). A row's 8 chunks are 8 neighbouring threads' copies.
   const auto load = [&](int s, int64_t kt) {
     const int64_t k0 = kt * kBK;
-    uint16_t* sw = stages[s].w;
+    W::load(stages[s].w, w, row_stride, n0, N, K, k0, tid);
     uint16_t* sx = stages[s].x;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int c = tid + i * kThreads;
-      const int r = c / kChunks, kc = c % kChunks;
-      const bool full = n0 + r < N && k0 + kc * 8 < K;
-      cp_async16_ahead(smem_addr(sw + swizzled(r, kc)), full ? w + (n0 + r) * ldw + k0 + kc * 8 : w,
-                       full);
-    }
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int c = tid + i * kThreads;
@@ -92,9 +185,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Warps whose rows all lie past the tile's rows skip the multiplies (a small group's tile).
   const bool warp_rows = wm * kWarpRows < rows;
   const bool second_m = wm * kWarpRows + 16 < rows;
-  k_pipeline<kStages>((K + kBK - 1) / kBK, load, [&](int s, int64_t) {
+  k_pipeline<kStages>((K + kBK - 1) / kBK, load, [&](int s, int64_t kt) {
+    const uint16_t* sw = W::tile(stages[s].w, decoded, kt * kBK, tid);
     if (!warp_rows) return;
-    const uint16_t* sw = stages[s].w;
     const uint16_t* sx = stages[s].x;
 #pragma unroll
     for (int kk = 0; kk < kBK / 16; ++kk) {
@@ -113,28 +206,30 @@ __global__ void __launch_bounds__(kThreads, 2)
       }
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
-        mma<T>(acc[0][nj], a[0], b[nj][0], b[nj][1]);
-        if (second_m) mma<T>(acc[1][nj], a[1], b[nj][0], b[nj][1]);
+        mma<W::kMma>(acc[0][nj], a[0], b[nj][0], b[nj][1]);
+        if (second_m) mma<W::kMma>(acc[1][nj], a[1], b[nj][0], b[nj][1]);
       }
     }
   });
   if (warp_rows) store_tile(acc, tile, n0, N, wm, wn, lane, y);
 }
 
-template <DType T>
+template <class W>
 void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
                   int64_t x_row0, float* y, cudaStream_t stream) {
-  allow_shared_memory<grouped_mma_kernel<T>>(kSmemBytes, "grouped matmul shared memory");
+  allow_shared_memory<grouped_mma_kernel<W>>(kSmemBytes<W>, "grouped matmul shared memory");
   const dim3 grid(static_cast<unsigned>(n_tiles),
                   static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped matmul", grouped_mma_kernel<T>, grid, kThreads, kSmemBytes, stream, tiles,
-         shape.rows, shape.cols, static_cast<int64_t>(shape.row_stride / 2),
-         static_cast<const uint16_t*>(x16), x_row0, y);
+  launch("grouped matmul", grouped_mma_kernel<W>, grid, kThreads, kSmemBytes<W>, stream, tiles,
+         shape.rows, shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
 }
 
 }  // namespace
 
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
+  if (shape.dtype == DType::Q4_K)  // whole 16-byte aligned blocks
+    return shape.layout == WeightLayout::Rows && shape.row_stride % 16 == 0 &&
+           weights_aligned(weights, G, 16);
   if (shape.dtype != DType::F16 && shape.dtype != DType::BF16) return false;
   if (shape.cols % 8 != 0 || shape.row_stride % 16 != 0) return false;
   return weights_aligned(weights, G, 16);
@@ -142,10 +237,12 @@ bool grouped_mma_supported(const Weight& shape, const void* const* weights, int6
 
 void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                            const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
-  if (shape.dtype == DType::F16)
-    launch_typed<DType::F16>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  if (shape.dtype == DType::Q4_K)
+    launch_typed<Q4KWeights>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  else if (shape.dtype == DType::F16)
+    launch_typed<PlainWeights<DType::F16>>(shape, tiles, n_tiles, x16, x_row0, y, stream);
   else
-    launch_typed<DType::BF16>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+    launch_typed<PlainWeights<DType::BF16>>(shape, tiles, n_tiles, x16, x_row0, y, stream);
 }
 
 }  // namespace ts::cuda

@@ -1,6 +1,6 @@
 // The grouped matmul of the routed experts (Backend::matmul_grouped) on the tensor cores, for f16
-// and bf16 weights (grouped_mma.cu) and q8_0 weights (grouped_mma_q8.cu): one launch over every
-// (row tile, output tile) of every group.
+// and bf16 weights and q4_k weights (grouped_mma.cu) and q8_0 weights (grouped_mma_q8.cu): one
+// launch over every (row tile, output tile) of every group.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,8 +21,9 @@ struct GroupTile {
   int64_t rows = 0;
 };
 
-// True when the kernel takes `shape` with these weights: f16 / bf16, cols a multiple of 8 and
-// every row (of every weight) 16-byte aligned.
+// True when the kernel takes `shape` with these weights: f16 / bf16 (cols a multiple of 8) or q4_k
+// in the file's layout, every row (of every weight) 16-byte aligned. x16 is then bf16 for bf16
+// weights, else f16.
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G);
 
 // y[row] = W x16[row - x_row0] over the `n_tiles` tiles (device memory). x16 holds the input rows
