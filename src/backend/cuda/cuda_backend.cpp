@@ -285,9 +285,9 @@ class CudaBackend final : public Backend {
   // bf16), then one tensor-core launch over every tile of every group (grouped_mma.cu,
   // grouped_mma_q8.cu; q8_0 in 4-row groups, resident, and in the file's layout, streamed, give the
   // same bits). Other block types: the experts dequantised to f16, then the f16 launch
-  // (matmul_grouped_f16). A
-  // one-row group is a one-row matmul (the GEMV): the decode of streamed experts then gives the
-  // bits of matmul_indexed, the decode of resident ones. f32 weights: a matmul per group.
+  // (matmul_grouped_f16). A one-row group is a one-row matmul (the GEMV): the decode of streamed
+  // experts then gives the bits of matmul_indexed, the decode of resident ones. f32 weights, and
+  // experts too large for the dequantisation scratch or a grid: a matmul per group.
   void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                       const int64_t* rows, int64_t G, const float* x, float* y) override {
     for (int64_t g = 0; g < G; ++g)
@@ -297,7 +297,8 @@ class CudaBackend final : public Backend {
     const bool q8 = cuda::grouped_mma_q8_supported(shape, weights, G);
     if (q8 || cuda::grouped_mma_supported(shape, weights, G))
       return grouped_tiles(shape, weights, row0, rows, G, x, y, q8);
-    if (plain_type(shape.dtype) || shape.rows * shape.cols > cuda::Gemm::kDequantElems)
+    if (plain_type(shape.dtype) || shape.rows * shape.cols > cuda::Gemm::kDequantElems ||
+        shape.rows > kMaxGridY)
       return Backend::matmul_grouped(shape, weights, row0, rows, G, x, y);
     matmul_grouped_f16(shape, weights, row0, rows, G, x, y);
   }

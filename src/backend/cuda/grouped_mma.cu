@@ -53,7 +53,7 @@ __device__ __forceinline__ int swizzled(int r, int c) {
 
 // How a stage's weights become the swizzled [feature row][column] 16-bit tile the mma reads:
 // Stage is the weights' part of a pipeline stage, load() issues thread tid's copies of K columns
-// [k0, k0 + kBK) into it (zeros past N), tile() returns the tile (Tile bytes of extra shared
+// [k0, k0 + kBK) into it (zeros past N), tile() returns the tile (kTileBytes of extra shared
 // memory it may decode into, every thread taking part).
 template <DType T>
 struct PlainWeights {
