@@ -742,9 +742,10 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// Block types the grouped kernels don't read (q4_k, q6_k, q5_0; q8_0 rows that are not 4-byte
-// aligned) are dequantised to f16 and take the f16 kernel: the bits of the grouped matmul of their
-// f16 dequantisation (made on the host), one-row groups the bits of the GEMV. The large case holds
+// q4_k and q5_k experts, decoded to f16 in the grouped kernel, and the block types it doesn't read
+// (q6_k, q5_0; q8_0 rows that are not 4-byte aligned), dequantised to f16 for its f16 path: the
+// bits of the grouped matmul of their f16 dequantisation (made on the host), one-row groups the
+// bits of the GEMV. The large case holds
 // two experts per dequantisation batch: its three take two.
 TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   struct Case {
@@ -755,8 +756,8 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   const std::vector<int64_t> f16_rows = {3, 2, 20, 0, 0};
   const int64_t M = 26, G = 5;
   for (const Case c :
-       {Case{DType::Q4_K, 96, 256}, Case{DType::Q6_K, 40, 512}, Case{DType::Q8_0, 96, 96},
-        Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
+       {Case{DType::Q4_K, 96, 256}, Case{DType::Q5_K, 72, 512}, Case{DType::Q6_K, 40, 512},
+        Case{DType::Q8_0, 96, 96}, Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
     std::vector<Weight> wq, wf;
     std::vector<const void*> pq, pf;

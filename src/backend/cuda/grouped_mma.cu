@@ -17,15 +17,16 @@
 // same sequence of mma steps over K in ascending order, and an mma's output row depends only on
 // its own A row. A row's result is therefore the same whichever other groups share the call.
 //
-// q4_k weights take the same kernel: a stage copies each feature row's block header and the 32
-// bytes of nibbles that hold its 64 columns (a sub-block pair), and the threads decode them to
-// f16 into one shared tile before the stage's multiplies, with dequant8's arithmetic: the values
-// a dequantise-then-GEMM would read, so the bits of the f16 kernel over those (tested), without
-// writing and re-reading 2 bytes per weight.
+// q4_k and q5_k weights take the same kernel: a stage copies each feature row's block header and
+// the 32 bytes of nibbles that hold its 64 columns (a sub-block pair; q5_k: and the block's fifth
+// bits), and the threads decode them to f16 into one shared tile before the stage's multiplies,
+// with dequant8's arithmetic: the values a dequantise-then-GEMM would read, so the bits of the f16
+// kernel over those (tested), without writing and re-reading 2 bytes per weight.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <cstddef>
+#include <type_traits>
 
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/grouped_tile.cuh"
@@ -78,58 +79,72 @@ struct PlainWeights {
   }
 };
 
-// q4_k rows: per feature row the block's 16-byte header (d, dmin, scales) and the 32 bytes of qs
-// whose low / high nibbles are the stage's two sub-blocks.
-struct Q4KWeights {
+// q4_k / q5_k rows: per feature row the block's 16-byte header (d, dmin, scales), the 32 bytes of
+// qs whose low / high nibbles are the stage's two sub-blocks, and for q5_k the block's 32 qh bytes
+// (bits 2 pair and 2 pair + 1 the fifth bits of those sub-blocks).
+template <DType T>
+struct KMinWeights {
+  static constexpr bool kFifthBit = T == DType::Q5_K;
+  using Block = std::conditional_t<kFifthBit, BlockQ5_K, BlockQ4_K>;
   static constexpr DType kMma = DType::F16;
   static constexpr size_t kTileBytes = kBN * kBK * 2;
-  static constexpr int kParts = 3;  // header, qs bytes 0..15, qs bytes 16..31
+  static constexpr int kParts = kFifthBit ? 5 : 3;  // header, qs 0..15, qs 16..31, qh 0..15, 16..31
   struct Stage {
     uint4 raw[kBN][kParts];
   };
-  static_assert(offsetof(BlockQ4_K, scales) == 4 && offsetof(BlockQ4_K, qs) == 16 && kBK == 64 &&
-                    kQKK % kBK == 0,
+  static_assert(offsetof(Block, scales) == 4 && offsetof(Block, qs) % 16 == 0 &&
+                    sizeof(Block) % 16 == 0 && kBK == 64 && kQKK % kBK == 0,
                 "a stage is one sub-block pair of a 16-byte aligned block");
   __device__ static void load(Stage& st, const uint8_t* w, size_t row_stride, int64_t n0, int64_t N,
                               int64_t, int64_t k0, int tid) {
-    const int64_t block = k0 / kQKK * static_cast<int64_t>(sizeof(BlockQ4_K));
+    const int64_t block = k0 / kQKK * static_cast<int64_t>(sizeof(Block));
     const int pair = static_cast<int>(k0 % kQKK / kBK);
     for (int c = tid; c < kBN * kParts; c += kThreads) {
       const int r = c / kParts, part = c % kParts;
       const bool full = n0 + r < N;
-      const int64_t off =
-          block + (part == 0 ? 0 : offsetof(BlockQ4_K, qs) + 32 * pair + 16 * (part - 1));
+      int64_t off = block;
+      if (part == 1 || part == 2) off += offsetof(Block, qs) + 32 * pair + 16 * (part - 1);
+      if constexpr (kFifthBit)
+        if (part >= 3) off += offsetof(Block, qh) + 16 * (part - 3);
       cp_async16_ahead(smem_addr(&st.raw[r][part]), full ? w + (n0 + r) * row_stride + off : w,
                        full);
     }
   }
   // Thread tid decodes four 8-column chunks; chunk kc of a row is sub-block 2 pair + kc / 4
-  // (the low nibbles, then the high ones) at qs bytes 8 (kc % 4) ..
+  // (the low nibbles, then the high ones) at qs (and qh) bytes 8 (kc % 4) ..
   __device__ static const uint16_t* tile(const Stage& st, uint16_t* out, int64_t k0, int tid) {
     const int pair = static_cast<int>(k0 % kQKK / kBK);
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int c = tid + i * kThreads;
-      const int r = c / kChunks, kc = c % kChunks, n = kc / 4;
+      const int r = c / kChunks, kc = c % kChunks, n = kc / 4, sub = 2 * pair + n;
       const uint4 head = st.raw[r][0];
       const auto byte = [&head](int word, int k) {
         const uint32_t v = word == 0 ? head.y : word == 1 ? head.z : head.w;
         return static_cast<int>((v >> (8 * k)) & 0xFFu);
       };
       int sc = 0, mn = 0;
-      k4_scale_min_int(byte, 2 * pair + n, sc, mn);
-      // dequant8<Q4_K>'s operations, in its order.
+      k4_scale_min_int(byte, sub, sc, mn);
+      // dequant8<Q4_K / Q5_K>'s operations, in its order.
       const float ds =
           half_bits_to_float(static_cast<uint16_t>(head.x & 0xFFFFu)) * static_cast<float>(sc);
       const float dm =
           half_bits_to_float(static_cast<uint16_t>(head.x >> 16)) * static_cast<float>(mn);
-      const uint4 qs = st.raw[r][1 + (kc % 4) / 2];
-      const uint32_t lo = kc % 2 == 0 ? qs.x : qs.z, hi = kc % 2 == 0 ? qs.y : qs.w;
+      // Bytes 8 (kc % 4) .. + 7 of a 32-byte field held as two 16-byte parts from `part`.
+      const auto bytes8 = [&st, r, kc](int part) {
+        const uint4 v = st.raw[r][part + (kc % 4) / 2];
+        return kc % 2 == 0 ? uint2{v.x, v.y} : uint2{v.z, v.w};
+      };
+      const uint2 qs = bytes8(1);
+      uint2 qh{};
+      if constexpr (kFifthBit) qh = bytes8(3);
       __align__(16) __half h[8];
 #pragma unroll
       for (int k = 0; k < 8; ++k) {
-        const uint32_t word = k < 4 ? lo : hi;
-        const int q = static_cast<int>((word >> (8 * (k % 4) + 4 * n)) & 0x0Fu);
+        const int shift = 8 * (k % 4);
+        int q = static_cast<int>(((k < 4 ? qs.x : qs.y) >> (shift + 4 * n)) & 0x0Fu);
+        if constexpr (kFifthBit)
+          q |= static_cast<int>(((k < 4 ? qh.x : qh.y) >> (shift + sub)) & 1u) << 4;
         h[k] = __float2half_rn(ds * static_cast<float>(q) - dm);
       }
       *reinterpret_cast<uint4*>(out + swizzled(r, kc)) = *reinterpret_cast<const uint4*>(h);
@@ -147,7 +162,7 @@ struct Stage {
 template <class W>
 constexpr size_t kSmemBytes = kStages * sizeof(Stage<W>) + W::kTileBytes;
 static_assert(kSmemBytes<PlainWeights<DType::F16>> <= 99 * 1024 &&
-                  kSmemBytes<Q4KWeights> <= 99 * 1024,
+                  kSmemBytes<KMinWeights<DType::Q5_K>> <= 99 * 1024,
               "dynamic shared memory of a block on sm_89");
 
 template <class W>
@@ -227,7 +242,7 @@ void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, 
 }  // namespace
 
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
-  if (shape.dtype == DType::Q4_K)  // whole 16-byte aligned blocks
+  if (shape.dtype == DType::Q4_K || shape.dtype == DType::Q5_K)  // 16-byte aligned blocks
     return shape.layout == WeightLayout::Rows && shape.row_stride % 16 == 0 &&
            weights_aligned(weights, G, 16);
   if (shape.dtype != DType::F16 && shape.dtype != DType::BF16) return false;
@@ -238,7 +253,9 @@ bool grouped_mma_supported(const Weight& shape, const void* const* weights, int6
 void launch_matmul_grouped(const Weight& shape, const GroupTile* tiles, int64_t n_tiles,
                            const void* x16, int64_t x_row0, float* y, cudaStream_t stream) {
   if (shape.dtype == DType::Q4_K)
-    launch_typed<Q4KWeights>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+    launch_typed<KMinWeights<DType::Q4_K>>(shape, tiles, n_tiles, x16, x_row0, y, stream);
+  else if (shape.dtype == DType::Q5_K)
+    launch_typed<KMinWeights<DType::Q5_K>>(shape, tiles, n_tiles, x16, x_row0, y, stream);
   else if (shape.dtype == DType::F16)
     launch_typed<PlainWeights<DType::F16>>(shape, tiles, n_tiles, x16, x_row0, y, stream);
   else
