@@ -103,6 +103,9 @@ class Backend {
   // Memory. alloc() returns zeroed memory; free(nullptr) is a no-op.
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* p) = 0;
+  // The most bytes of device memory the backend has held at once, its scratch included (0 for a
+  // backend in host memory, whose peak is the process's resident set).
+  virtual uint64_t device_peak_bytes() const { return 0; }
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   // Queues a copy into host memory from alloc_host_pinned(); the bytes are there once

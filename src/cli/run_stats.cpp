@@ -21,7 +21,10 @@ void print_run_stats(Engine& engine, const GenerateResult& r, std::FILE* out) {
     if (engine.experts().ram_tier_entries() > 0)
       std::fprintf(out, ", RAM tier hits %llu", static_cast<unsigned long long>(s.ram_hits));
   }
-  std::fprintf(out, " | peak RSS %.1f MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  std::fprintf(out, " | peak RSS %.1f MiB", static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (const uint64_t device = engine.backend().device_peak_bytes(); device > 0)
+    std::fprintf(out, " | peak device memory %.1f MiB", static_cast<double>(device) / (1 << 20));
+  std::fprintf(out, "\n");
 }
 
 }  // namespace ts::cli

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_memory.h"
 #include "backend/cuda/step_graph.h"
 
 namespace ts::cuda {
@@ -20,7 +21,7 @@ size_t round_up(size_t n) {
 
 ArgStage::~ArgStage() {
   if (device_ != nullptr || pinned_ != nullptr) cudaStreamSynchronize(stream_);
-  if (device_ != nullptr) cudaFree(device_);
+  if (device_ != nullptr) device_free(device_);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
 }
 
@@ -32,14 +33,14 @@ void ArgStage::reserve(size_t bytes) {
   if (bytes <= capacity_) return;
   const size_t capacity = std::max({bytes, 2 * capacity_, kInitialBytes});
   check(cudaStreamSynchronize(stream_), "argument staging");
-  if (device_ != nullptr) check(cudaFree(device_), "argument staging");
+  if (device_ != nullptr) check(device_free(device_), "argument staging");
   if (pinned_ != nullptr) check(cudaFreeHost(pinned_), "argument staging");
   device_ = nullptr;
   pinned_ = nullptr;
   capacity_ = 0;
   void* device = nullptr;
   void* pinned = nullptr;
-  check(cudaMalloc(&device, capacity), "argument staging (device)");
+  check(device_malloc(&device, capacity), "argument staging (device)");
   device_ = static_cast<unsigned char*>(device);
   check(cudaMallocHost(&pinned, capacity), "argument staging (pinned host)");
   pinned_ = static_cast<unsigned char*>(pinned);

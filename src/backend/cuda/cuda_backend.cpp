@@ -15,6 +15,7 @@
 #include "backend/cuda/ceilings.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_memory.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/kernels.h"
@@ -101,7 +102,7 @@ class CudaBackend final : public Backend {
   void* alloc(size_t bytes) override {
     const size_t total = checked_add(bytes, kTailSlack, "CUDA allocation");
     void* p = nullptr;
-    const cudaError_t e = cudaMalloc(&p, total);
+    const cudaError_t e = cuda::device_malloc(&p, total);
     if (e != cudaSuccess)
       fail(ErrorKind::Runtime, "CUDA out of memory allocating " + std::to_string(bytes) +
                                    " bytes on device " + str(device_) + ": " +
@@ -116,8 +117,10 @@ class CudaBackend final : public Backend {
     cuda::check(cudaStreamSynchronize(copy_stream_), "free");
     recordings_.clear();
     warmups_.clear();
-    cuda::check(cudaFree(p), "cudaFree");
+    cuda::check(cuda::device_free(p), "cudaFree");
   }
+
+  uint64_t device_peak_bytes() const override { return cuda::device_peak_bytes(); }
 
   void* alloc_host_pinned(size_t bytes) override {
     void* p = nullptr;

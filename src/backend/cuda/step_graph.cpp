@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_memory.h"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -18,7 +19,7 @@ ArgTable::ArgTable(size_t capacity) : capacity_(capacity) {
   void* device = nullptr;
   check(cudaMallocHost(&pinned, capacity_), "recorded arguments (pinned host)");
   pinned_ = static_cast<unsigned char*>(pinned);
-  check(cudaMalloc(&device, capacity_), "recorded arguments (device)");
+  check(device_malloc(&device, capacity_), "recorded arguments (device)");
   device_ = static_cast<unsigned char*>(device);
   check(cudaEventCreateWithFlags(&uploaded_, cudaEventDisableTiming), "recorded arguments");
 }
@@ -28,7 +29,7 @@ ArgTable::~ArgTable() {
     cudaEventSynchronize(uploaded_);
     cudaEventDestroy(uploaded_);
   }
-  if (device_ != nullptr) cudaFree(device_);
+  if (device_ != nullptr) device_free(device_);
   if (pinned_ != nullptr) cudaFreeHost(pinned_);
 }
 
