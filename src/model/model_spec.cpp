@@ -179,6 +179,13 @@ uint64_t LayerIndex::expert_bytes(int64_t e) const {
   return x[0].nbytes + x[1].nbytes + x[2].nbytes;
 }
 
+uint64_t LayerIndex::expert_stride() const {
+  uint64_t stride = 0;
+  for (int64_t e = 0; e < static_cast<int64_t>(experts.size()); ++e)
+    stride = std::max(stride, expert_bytes(e));
+  return stride;
+}
+
 void validate_arch(const ArchConfig& c, const std::string& w) {
   check_range(w, "block_count", c.n_layer, 1, 4096);
   check_range(w, "hidden size", c.n_embd, 1, 1 << 20);
@@ -237,12 +244,13 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   Indexer(*spec).run();
   validate_arch(c, spec->source->path());  // the tensors may have settled rope scaling / tying
   spec->resident_bytes = tensor_sum(*spec);
-  for (const LayerIndex& L : spec->layers)
-    for (int64_t e = 0; e < static_cast<int64_t>(L.experts.size()); ++e) {
-      spec->expert_stride = std::max(spec->expert_stride, L.expert_bytes(e));
+  for (const LayerIndex& L : spec->layers) {
+    spec->expert_stride = std::max(spec->expert_stride, L.expert_stride());
+    spec->expert_slot_set = checked_add(spec->expert_slot_set, L.expert_stride(), "expert slots");
+    for (int64_t e = 0; e < static_cast<int64_t>(L.experts.size()); ++e)
       spec->routed_expert_bytes =
           checked_add(spec->routed_expert_bytes, L.expert_bytes(e), "expert bytes");
-    }
+  }
   return spec;
 }
 

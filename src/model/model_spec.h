@@ -42,6 +42,7 @@ struct LayerIndex {
     return o ? &*o : nullptr;
   }
   uint64_t expert_bytes(int64_t e) const;
+  uint64_t expert_stride() const;  // bytes of a slot of this layer: its largest expert (0: dense)
 };
 
 struct ModelSpec {
@@ -53,8 +54,11 @@ struct ModelSpec {
   std::optional<TensorRef> rope_freqs;
   std::vector<LayerIndex> layers;
 
-  uint64_t resident_bytes = 0;       // every tensor except routed experts (tied head counted once)
-  uint64_t expert_stride = 0;        // largest bytes of one expert (gate + up + down) over layers
+  uint64_t resident_bytes = 0;  // every tensor except routed experts (tied head counted once)
+  uint64_t expert_stride = 0;   // largest bytes of one expert (gate + up + down) over layers
+  // A slot in every MoE layer, each of its layer's stride: mixes such as Q4_K_M give layers
+  // experts of different sizes (q6_k down projections in some), so slots are sized per layer.
+  uint64_t expert_slot_set = 0;
   uint64_t routed_expert_bytes = 0;  // every routed expert of every layer
 };
 

@@ -62,7 +62,9 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     Layer& L = layers_[l];
     L.slots.resize(static_cast<size_t>(slots_));
     L.policy = make_cache_policy(options.policy, slots_, c.n_expert);
-    for (Slot& s : L.slots) s.memory = backend.alloc(spec.expert_stride);
+    // Each layer's slots hold its own largest expert, not the model's (footprint.cpp counts them
+    // so).
+    for (Slot& s : L.slots) s.memory = backend.alloc(spec.layers[l].expert_stride());
     if (backend.indexes_experts_on_device()) make_table(static_cast<int64_t>(l));
     if (streaming_) continue;
     std::vector<std::pair<int64_t, int32_t>> all;

@@ -26,13 +26,14 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   f.streaming = c.is_moe() && req.expert_slots > 0 && req.expert_slots < c.n_expert;
   f.slots_per_layer = f.streaming ? req.expert_slots : c.n_expert;
   f.resident = spec.resident_bytes;
-  if (f.streaming) {
-    f.expert_slots = checked_mul(checked_mul(static_cast<uint64_t>(req.expert_slots),
-                                             static_cast<uint64_t>(moe_layers(c)), "expert slots"),
-                                 spec.expert_stride, "expert slots");
-  } else {
-    f.resident = checked_add(f.resident, spec.routed_expert_bytes, "resident bytes");
-  }
+  // Experts live in slots of their layer's stride (ExpertStore): slots_per_layer in every MoE
+  // layer, all of a layer's experts when resident.
+  const uint64_t slots =
+      checked_mul(static_cast<uint64_t>(f.slots_per_layer), spec.expert_slot_set, "expert slots");
+  if (f.streaming)
+    f.expert_slots = slots;
+  else
+    f.resident = checked_add(f.resident, slots, "resident bytes");
   const uint64_t kv_row =
       row_bytes(req.kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
   f.kv_cache = checked_mul(

@@ -20,6 +20,7 @@
 #include "model/synth_model.h"
 #include "model/synth_shapes.h"
 #include "runtime/engine.h"
+#include "runtime/footprint.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 #include "test_paths.h"
@@ -269,6 +270,42 @@ TEST_F(SynthTest, KMixesRaiseWhatLlamaCppRaises) {
       EXPECT_EQ(L.get(LayerTensor::FfnDown)->dtype, raised) << name << " " << l;
     }
   }
+}
+
+// In a K_M mix a layer's experts may be larger than another's (q6_k down projections where
+// llama.cpp raises them): slots are sized per layer and the footprint counts them so, and a
+// streamed run through those slots gives the resident run's logits.
+TEST_F(SynthTest, KMixSlotsAreSizedPerLayer) {
+  const std::string out = (dir_ / "moe-q4km.gguf").string();
+  std::string log;
+  ASSERT_EQ(test::run_command(
+                test::binary_path() + " synth --shape tiny-moe --dtype q4_k_m -o " + out, &log),
+            0)
+      << log;
+  auto spec = open_model_spec(out);
+  ASSERT_EQ(spec->layers.size(), 2u);
+  const uint64_t s0 = spec->layers[0].expert_stride(), s1 = spec->layers[1].expert_stride();
+  EXPECT_LT(s0, s1) << "layer 1's down projections are q6_k";
+  EXPECT_EQ(spec->expert_stride, s1);
+  EXPECT_EQ(spec->expert_slot_set, s0 + s1);
+  const auto n_expert = static_cast<uint64_t>(spec->cfg.n_expert);
+  FootprintRequest req;
+  const Footprint resident = compute_footprint(*spec, req);
+  EXPECT_EQ(resident.resident, spec->resident_bytes + n_expert * (s0 + s1));
+  EXPECT_EQ(resident.resident, spec->resident_bytes + spec->routed_expert_bytes);
+  req.expert_slots = 2;
+  EXPECT_EQ(compute_footprint(*spec, req).expert_slots, 2 * (s0 + s1));
+
+  const std::string logits = test::binary_path() + " logits -m " + out +
+                             " --tokens 1,2,3,4,5,6,7,8,9,10 --backend cpu --out ";
+  const std::string a = (dir_ / "resident.bin").string(), b = (dir_ / "streamed.bin").string();
+  ASSERT_EQ(test::run_command(logits + a, &log), 0) << log;
+  ASSERT_EQ(test::run_command(logits + b + " --expert-slots 2", &log), 0) << log;
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  const std::vector<char> ra{std::istreambuf_iterator<char>(fa), {}},
+      rb{std::istreambuf_iterator<char>(fb), {}};
+  ASSERT_FALSE(ra.empty());
+  EXPECT_EQ(ra, rb);
 }
 
 }  // namespace
