@@ -87,7 +87,7 @@ int run_inspect(const InspectArgs& a) {
     nlohmann::json l;
     l["moe"] = !L.experts.empty();
     l["n_expert"] = L.experts.size();
-    l["expert_stride"] = L.experts.empty() ? 0 : L.expert_bytes(0);
+    l["expert_stride"] = L.expert_stride();
     layers.push_back(l);
   }
   j["layers"] = layers;
