@@ -12,32 +12,39 @@
 # Building there costs minutes of device time per call. The binaries built here (Debian 12, glibc
 # 2.36) run there too, so the cheaper way is to build here and carry only them:
 #
-#   echo /.gpubin/ >> .git/info/exclude; scripts/cuda_device_run.sh --pack build-dir
+#   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin/bin.tgz, ~11 MB)
 #
 # then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: the cuda tests, the
-# GEMV bench and `turbospark bench` on $SHAPES (as --e2e), in about a minute.
+# GEMV bench and `turbospark bench` on $SHAPES (as --e2e), in about a minute. To compare builds in
+# one run, add other plugins to the archive and point TURBOSPARK_CUDA_PLUGIN at each in turn.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--pack" ]; then
-  # The binaries, stripped, and the shared libraries turbospark needs that the GPU image lacks.
+  # The binaries, stripped, and the shared libraries turbospark needs that the GPU image lacks, as
+  # one compressed archive: uncompressed they and the tracked tree pass the device tool's 64 MiB.
   set -e
   b=${2:?usage: --pack BUILD_DIR}
-  rm -rf .gpubin
-  mkdir -p .gpubin/lib
+  stage=$(mktemp -d)
+  mkdir -p "$stage/lib"
   cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_ops $b/tests/test_cuda_fixtures \
-    $b/bench/bench_cuda_gemv .gpubin/
-  strip .gpubin/turbospark .gpubin/libturbospark_cuda.so .gpubin/test_cuda_* .gpubin/bench_cuda_gemv
+    $b/bench/bench_cuda_gemv "$stage/"
+  strip "$stage"/turbospark "$stage"/libturbospark_cuda.so "$stage"/test_cuda_* "$stage"/bench_cuda_gemv
   for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
     libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6; do
-    cp -L /lib/x86_64-linux-gnu/$l .gpubin/lib/
+    cp -L /lib/x86_64-linux-gnu/$l "$stage/lib/"
   done
+  rm -rf .gpubin
+  mkdir -p .gpubin
+  tar czf .gpubin/bin.tgz -C "$stage" .
+  rm -rf "$stage"
   du -sh .gpubin
   exit 0
 fi
 if [ "${1:-}" = "--prebuilt" ]; then
   out=${OUT:-out}
   mkdir -p "$out"
-  B=$PWD/.gpubin
+  B=$(mktemp -d)
+  tar xzf .gpubin/bin.tgz -C "$B"
   export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
   # The tests find their fixtures at the absolute path of the checkout they were built in.
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
