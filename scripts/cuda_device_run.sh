@@ -4,7 +4,7 @@
 # build needs, and it cannot install any. So, on a development machine (Debian, packages installed
 # by scripts/bootstrap.sh), first collect them into the ignored folder .devdeps:
 #
-#   echo /.devdeps/ >> .git/info/exclude; scripts/cuda_device_run.sh --collect-deps
+#   scripts/cuda_device_run.sh --collect-deps
 #
 # then carry .devdeps with the device tool's run and call scripts/cuda_device_run.sh [--quick]
 # there (--quick: one GEMV shape, for a fast check).
