@@ -17,12 +17,22 @@
 #include "cli/model_flags.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/model_spec.h"
 #include "runtime/bandwidth.h"
 #include "runtime/roofline.h"
 #include "runtime/session.h"
 
 namespace ts::cli {
 namespace {
+
+// Bytes of one routed expert, averaged over every layer's experts.
+double mean_expert_bytes(const ModelSpec& spec) {
+  uint64_t experts = 0;
+  for (const LayerIndex& L : spec.layers) experts += L.experts.size();
+  return experts == 0
+             ? 0.0
+             : static_cast<double>(spec.routed_expert_bytes) / static_cast<double>(experts);
+}
 
 struct BenchArgs {
   ModelFlags model;
@@ -206,11 +216,11 @@ struct Report {
       const double bw =
           machine->on_device() ? machine->device.copy_bytes_per_s : machine->bw.bytes_per_s;
       // Streamed experts on a device also cross the host link: every miss copies one expert, as
-      // does every prefetch, used or not. The bound is the slower of the two, which can overlap.
+      // does every prefetch, used or not (an expert of the model's average size: in K_M mixes
+      // some layers' are larger). The bound is the slower of the two, which can overlap.
       const double copied = machine->on_device() && streaming()
                                 ? static_cast<double>(t.experts.misses + t.experts.prefetched) *
-                                      static_cast<double>(spec.expert_stride) /
-                                      static_cast<double>(t.tokens)
+                                      mean_expert_bytes(spec) / static_cast<double>(t.tokens)
                                 : 0.0;
       const double seconds =
           std::max(b.total() / bw, copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0);
