@@ -245,8 +245,9 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   validate_arch(c, spec->source->path());  // the tensors may have settled rope scaling / tying
   spec->resident_bytes = tensor_sum(*spec);
   for (const LayerIndex& L : spec->layers) {
-    spec->expert_stride = std::max(spec->expert_stride, L.expert_stride());
-    spec->expert_slot_set = checked_add(spec->expert_slot_set, L.expert_stride(), "expert slots");
+    const uint64_t stride = L.expert_stride();
+    spec->expert_stride = std::max(spec->expert_stride, stride);
+    spec->expert_slot_set = checked_add(spec->expert_slot_set, stride, "expert slots");
     for (int64_t e = 0; e < static_cast<int64_t>(L.experts.size()); ++e)
       spec->routed_expert_bytes =
           checked_add(spec->routed_expert_bytes, L.expert_bytes(e), "expert bytes");

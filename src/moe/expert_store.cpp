@@ -64,7 +64,8 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     L.policy = make_cache_policy(options.policy, slots_, c.n_expert);
     // Each layer's slots hold its own largest expert, not the model's (footprint.cpp counts them
     // so).
-    for (Slot& s : L.slots) s.memory = backend.alloc(spec.layers[l].expert_stride());
+    const uint64_t stride = spec.layers[l].expert_stride();
+    for (Slot& s : L.slots) s.memory = backend.alloc(stride);
     if (backend.indexes_experts_on_device()) make_table(static_cast<int64_t>(l));
     if (streaming_) continue;
     std::vector<std::pair<int64_t, int32_t>> all;

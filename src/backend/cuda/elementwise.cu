@@ -590,10 +590,12 @@ void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStre
 
 namespace {
 
-// Rows [r0, r0 + grid.y) of w, or of each of grid.z experts laid out like w, as f16.
-void launch_dequant_f16(const Weight& w, int64_t r0, dim3 grid, const void* const* experts,
-                        void* out, cudaStream_t stream) {
-  grid.x = static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128));
+// Rows [r0, r0 + rows) of w, or of each of n experts laid out like w (experts: their table), as
+// f16.
+void launch_dequant_f16(const Weight& w, int64_t r0, int64_t rows, int64_t n,
+                        const void* const* experts, void* out, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((w.cols + 8 * 128 - 1) / (8 * 128)),
+                  static_cast<unsigned>(rows), static_cast<unsigned>(n));
   const bool known = dispatch_weight_type(w.dtype, [&]<DType T>() {
     if constexpr (!is_plain(T))
       launch("dequant rows f16", dequant_rows_f16_kernel<T>, grid, 128, 0, stream,
@@ -609,13 +611,12 @@ void launch_dequant_f16(const Weight& w, int64_t r0, dim3 grid, const void* cons
 
 void launch_dequant_rows_f16(const Weight& w, int64_t r0, int64_t r1, void* out,
                              cudaStream_t stream) {
-  launch_dequant_f16(w, r0, dim3(1, static_cast<unsigned>(r1 - r0)), nullptr, out, stream);
+  launch_dequant_f16(w, r0, r1 - r0, 1, nullptr, out, stream);
 }
 
 void launch_dequant_experts_f16(const Weight& shape, const void* const* experts, int64_t n,
                                 void* out, cudaStream_t stream) {
-  launch_dequant_f16(shape, 0, dim3(1, static_cast<unsigned>(shape.rows), static_cast<unsigned>(n)),
-                     experts, out, stream);
+  launch_dequant_f16(shape, 0, shape.rows, n, experts, out, stream);
 }
 
 }  // namespace ts::cuda

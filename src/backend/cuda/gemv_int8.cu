@@ -109,7 +109,8 @@ __device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2]
 
 // unit_dot<T>(seg, j, x, a): the dot of 32-element unit j of a row segment staged at `seg` with
 // its int8 activations x (32 codes) and their block term a. Integer sums are exact; the float
-// terms are the weight's scales times a.d.
+// terms are the weight's scales times a.d. Specialised for q8_0 and the k-quants; the primary
+// definition, further down, is the legacy types'.
 template <DType T>
 __device__ __forceinline__ float unit_dot(const uint8_t* seg, int j, const uint4 (&x)[2],
                                           ActBlock a);
@@ -197,28 +198,13 @@ __device__ __forceinline__ float legacy_unit_dot(const uint8_t* b, const uint4 (
   }
 }
 
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q4_0>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  return legacy_unit_dot<BlockQ4_0>(seg + j * static_cast<int>(sizeof(BlockQ4_0)), x, a);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q4_1>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  return legacy_unit_dot<BlockQ4_1>(seg + j * static_cast<int>(sizeof(BlockQ4_1)), x, a);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q5_0>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  return legacy_unit_dot<BlockQ5_0>(seg + j * static_cast<int>(sizeof(BlockQ5_0)), x, a);
-}
-
-template <>
-__device__ __forceinline__ float unit_dot<DType::Q5_1>(const uint8_t* seg, int j,
-                                                       const uint4 (&x)[2], ActBlock a) {
-  return legacy_unit_dot<BlockQ5_1>(seg + j * static_cast<int>(sizeof(BlockQ5_1)), x, a);
+// The primary unit_dot: the legacy types, whose unit is one block.
+template <DType T>
+__device__ __forceinline__ float unit_dot(const uint8_t* seg, int j, const uint4 (&x)[2],
+                                          ActBlock a) {
+  using Block = typename BlockTraits<T>::Block;
+  static_assert(BlockTraits<T>::kElems == kUnit, "a legacy type's unit is its block");
+  return legacy_unit_dot<Block>(seg + j * static_cast<int>(sizeof(Block)), x, a);
 }
 
 // Sub-block sub (0..7) of a q2_k block: the 2-bit codes (qs[32 (sub / 4) + l] >> 2 (sub % 4)) & 3,
@@ -322,14 +308,15 @@ struct Seg {
   // As many stages as fit the block's shared memory, up to 6 (3 for q8_0, 4 for q6_k, 6 for q2_k).
   static constexpr int kStages =
       kSmemPerBlock / (kRows * kBuf) < 6 ? kSmemPerBlock / (kRows * kBuf) : 6;
+  // Blocks per SM the registers are sized for. q3_k's unit holds its low and high bits at once: at
+  // the 32 registers of eight blocks it spilled 28 bytes a thread, at six (40 registers) none.
+  static constexpr int kBlocks = T == DType::Q3_K ? 6 : kBlocksPerSm;
   static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
   static_assert(kStages >= 2, "a segment must be in flight while another is used");
 };
 
-// q3_k's unit holds its low and high bits at once: at the 32 registers of eight blocks per SM it
-// spilled 28 bytes a thread, at six blocks (40 registers) none.
 template <DType T>
-__global__ void __launch_bounds__(kThreads, T == DType::Q3_K ? 6 : kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
     gemv_int8_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                      const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -531,15 +518,9 @@ struct KMinUnits {
       }
     }
     const int s[2] = {dp4a8(lo, xlo, 0, 8), dp4a8(hi, xhi, 0, 8)};
-    // The 12 scale bytes are the header's words y, z, w (named, not indexed: an index into a
-    // register array would put it in local memory).
-    const auto byte = [&h](int w, int i) {
-      const uint32_t word = w == 0 ? h.head.y : w == 1 ? h.head.z : h.head.w;
-      return static_cast<int>((word >> (8 * i)) & 0xFFu);
-    };
     int sc[2], mn[2];
 #pragma unroll
-    for (int k = 0; k < 2; ++k) k4_scale_min_int(byte, c * 2 + k, sc[k], mn[k]);
+    for (int k = 0; k < 2; ++k) k4_scale_min_head(h.head, c * 2 + k, sc[k], mn[k]);
     const float d = half_bits_to_float(static_cast<uint16_t>(h.head.x & 0xFFFFu));
     const float dmin = half_bits_to_float(static_cast<uint16_t>(h.head.x >> 16));
     // Each sub-block: d * scale * sum(q x) - dmin * min * sum(x), in units of its activation scale.

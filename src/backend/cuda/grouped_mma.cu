@@ -119,12 +119,8 @@ struct KMinWeights {
       const int c = tid + i * kThreads;
       const int r = c / kChunks, kc = c % kChunks, n = kc / 4, sub = 2 * pair + n;
       const uint4 head = st.raw[r][0];
-      const auto byte = [&head](int word, int k) {
-        const uint32_t v = word == 0 ? head.y : word == 1 ? head.z : head.w;
-        return static_cast<int>((v >> (8 * k)) & 0xFFu);
-      };
       int sc = 0, mn = 0;
-      k4_scale_min_int(byte, sub, sc, mn);
+      k4_scale_min_head(head, sub, sc, mn);
       // dequant8<Q4_K / Q5_K>'s operations, in its order.
       const float ds =
           half_bits_to_float(static_cast<uint16_t>(head.x & 0xFFFFu)) * static_cast<float>(sc);
@@ -232,11 +228,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <class W>
 void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
                   int64_t x_row0, float* y, cudaStream_t stream) {
-  allow_shared_memory<grouped_mma_kernel<W>>(kSmemBytes<W>, "grouped matmul shared memory");
-  const dim3 grid(static_cast<unsigned>(n_tiles),
-                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped matmul", grouped_mma_kernel<W>, grid, kThreads, kSmemBytes<W>, stream, tiles,
-         shape.rows, shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
+  launch_grouped<grouped_mma_kernel<W>>("grouped matmul", kSmemBytes<W>, shape, tiles, n_tiles, x16,
+                                        x_row0, y, stream);
 }
 
 }  // namespace

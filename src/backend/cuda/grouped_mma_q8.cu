@@ -273,12 +273,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 template <WeightLayout L>
 void launch_layout(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, const void* x16,
                    int64_t x_row0, float* y, cudaStream_t stream) {
-  allow_shared_memory<grouped_mma_q8_kernel<L>>(kSmemBytes<L>, "grouped q8_0 matmul shared memory");
-  const dim3 grid(static_cast<unsigned>(n_tiles),
-                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
-  launch("grouped q8_0 matmul", grouped_mma_q8_kernel<L>, grid, kThreads, kSmemBytes<L>, stream,
-         tiles, shape.rows, shape.cols, shape.row_stride, static_cast<const uint16_t*>(x16), x_row0,
-         y);
+  launch_grouped<grouped_mma_q8_kernel<L>>("grouped q8_0 matmul", kSmemBytes<L>, shape, tiles,
+                                           n_tiles, x16, x_row0, y, stream);
 }
 
 }  // namespace

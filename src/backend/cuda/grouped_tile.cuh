@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/pdl.cuh"
 
 namespace ts::cuda {
 
@@ -42,6 +43,19 @@ void allow_shared_memory(size_t bytes, const char* what) {
                                 cudaSharedmemCarveoutMaxShared);
   }();
   check(status, what);
+}
+
+// One launch of a grouped kernel (both kernels take these parameters): a block per row tile and
+// 128 output features, `smem` bytes of dynamic shared memory.
+template <auto Kernel>
+void launch_grouped(const char* what, size_t smem, const Weight& shape, const GroupTile* tiles,
+                    int64_t n_tiles, const void* x16, int64_t x_row0, float* y,
+                    cudaStream_t stream) {
+  allow_shared_memory<Kernel>(smem, what);
+  const dim3 grid(static_cast<unsigned>(n_tiles),
+                  static_cast<unsigned>((shape.rows + kBN - 1) / kBN));
+  launch(what, Kernel, grid, kThreads, smem, stream, tiles, shape.rows, shape.cols,
+         shape.row_stride, static_cast<const uint16_t*>(x16), x_row0, y);
 }
 
 // The K loop over nk steps, a cp.async pipeline of Stages shared-memory stages (Stages - 1 steps

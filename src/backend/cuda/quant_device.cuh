@@ -53,6 +53,18 @@ __device__ __forceinline__ void k4_scale_min_int(const Byte& byte, int j, int& s
   }
 }
 
+// k4_scale_min_int over a q4_k / q5_k block's first 16 bytes held in registers (d and dmin in x,
+// the 12 scale bytes in y, z, w): the word is named, not indexed (an index into registers would put
+// them in local memory).
+__device__ __forceinline__ void k4_scale_min_head(const uint4& head, int j, int& scale, int& min) {
+  k4_scale_min_int(
+      [&head](int w, int i) {
+        const uint32_t word = w == 0 ? head.y : w == 1 ? head.z : head.w;
+        return static_cast<int>((word >> (8 * i)) & 0xFFu);
+      },
+      j, scale, min);
+}
+
 __device__ __forceinline__ void k4_scale_min_dev(const uint8_t* s, int j, float& scale,
                                                  float& min) {
   int sc = 0, mn = 0;
@@ -68,47 +80,58 @@ __device__ __forceinline__ int q3k_scale_dev(const uint8_t* s, int j) {
   return (lo | (hi << 4)) - 32;
 }
 
+// Each block type's struct (quant/blocks.h), its elements and its bytes.
 template <DType T>
 struct BlockTraits;
 template <>
 struct BlockTraits<DType::Q4_0> {
-  static constexpr int kElems = kQK32, kBytes = sizeof(BlockQ4_0);
+  using Block = BlockQ4_0;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q4_1> {
-  static constexpr int kElems = kQK32, kBytes = sizeof(BlockQ4_1);
+  using Block = BlockQ4_1;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q5_0> {
-  static constexpr int kElems = kQK32, kBytes = sizeof(BlockQ5_0);
+  using Block = BlockQ5_0;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q5_1> {
-  static constexpr int kElems = kQK32, kBytes = sizeof(BlockQ5_1);
+  using Block = BlockQ5_1;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q8_0> {
-  static constexpr int kElems = kQK32, kBytes = sizeof(BlockQ8_0);
+  using Block = BlockQ8_0;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q2_K> {
-  static constexpr int kElems = kQKK, kBytes = sizeof(BlockQ2_K);
+  using Block = BlockQ2_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q3_K> {
-  static constexpr int kElems = kQKK, kBytes = sizeof(BlockQ3_K);
+  using Block = BlockQ3_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q4_K> {
-  static constexpr int kElems = kQKK, kBytes = sizeof(BlockQ4_K);
+  using Block = BlockQ4_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q5_K> {
-  static constexpr int kElems = kQKK, kBytes = sizeof(BlockQ5_K);
+  using Block = BlockQ5_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 template <>
 struct BlockTraits<DType::Q6_K> {
-  static constexpr int kElems = kQKK, kBytes = sizeof(BlockQ6_K);
+  using Block = BlockQ6_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 
 // Elements i0 .. i0 + 7 of the block at `b` (i0 a multiple of 8) into y.
