@@ -149,14 +149,18 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(
             self.chat(PROMPTS[2], max_tokens=16, temperature=0).choices[0].finish_reason, "stop"
         )
+        # Greedy, so the answer cannot end early: sampled at the default temperature, end-of-text
+        # came within three tokens on one CI run.
         r = self.client.chat.completions.create(
             model=self.model,
             max_completion_tokens=3,
+            temperature=0,
             messages=[
                 {"role": "system", "content": "Stories."},
                 {"role": "user", "content": [{"type": "text", "text": "Once upon"}]},
             ],
         )
+        self.assertEqual(r.choices[0].finish_reason, "length")
         self.assertEqual(r.usage.completion_tokens, 3)
 
     def test_stop_strings(self):
@@ -339,7 +343,7 @@ class ServerFlags(unittest.TestCase):
             self.assertEqual(status, 401)
             self.assertEqual(j["error"]["code"], "invalid_api_key")
             r = client_for(s, "s3cret").completions.create(
-                model="tiny-moe-q8_0", prompt="Hi", max_tokens=2
+                model="tiny-moe-q8_0", prompt="Hi", max_tokens=2, temperature=0
             )
             self.assertEqual(r.usage.completion_tokens, 2)
         self.assertEqual(s.exit_code, 0)
