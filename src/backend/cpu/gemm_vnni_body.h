@@ -15,6 +15,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -114,6 +115,50 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
     std::memcpy(out + kPanelCodeBytes, d, kScaleBytes);
     if constexpr (Dec::kMin) std::memcpy(out + kPanelCodeBytes + kScaleBytes, m, kScaleBytes);
   }
+}
+
+// Blocks [b0, b1) of weight rows [row0, row1) (row layout) into L1. A panel regrouped per matmul
+// reads its weights from DRAM 32 short row segments at a time: too many streams for the hardware
+// prefetchers. So the next chunk is fetched while this one is computed on, a few rows before
+// each activation tile: a burst of all its lines at once would overrun the outstanding-miss
+// buffers and be dropped.
+template <class Dec>
+void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, int64_t b1) {
+  using Block = typename Dec::Block;
+  for (int64_t row = row0; row < row1; ++row) {
+    const auto* blocks = reinterpret_cast<const Block*>(w.data + row * w.row_stride);
+    const auto* p = reinterpret_cast<const char*>(blocks + b0);
+    const auto* end = reinterpret_cast<const char*>(blocks + b1);
+    for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
+  }
+}
+
+// The masks of a panel's vectors when only its first `valid` rows exist.
+inline void panel_masks(int64_t valid, __mmask16 (&mask)[kPanelVecs]) {
+  for (int v = 0; v < kPanelVecs; ++v) {
+    const int64_t n = std::clamp<int64_t>(valid - v * kVecRows, 0, kVecRows);
+    mask[v] = static_cast<__mmask16>((1u << n) - 1);
+  }
+}
+
+// What to prefetch while blocks [b0, b1) of the panel at row r (of rows [.., r1)) are computed
+// on: the next blocks of this panel, or the next panel's first, chunk_blocks of them.
+struct NextChunk {
+  int64_t row0, row1, b0, b1;
+};
+inline NextChunk next_chunk(int64_t r, int64_t r1, int64_t b1, int64_t nb, int64_t chunk_blocks) {
+  if (b1 < nb) return {r, std::min(r1, r + kPanelRows), b1, std::min(nb, b1 + chunk_blocks)};
+  const int64_t next = r + kPanelRows;
+  return {next, std::min(r1, next + kPanelRows), 0, std::min(nb, chunk_blocks)};
+}
+
+// Part i of `parts` of the next chunk's rows, prefetched (one part before each activation tile).
+template <class Dec>
+void prefetch_share(const WeightView& w, const NextChunk& next, int64_t i, int64_t parts) {
+  if (next.row0 >= next.row1) return;
+  const int64_t n = next.row1 - next.row0;
+  prefetch_rows<Dec>(w, next.row0 + n * i / parts, next.row0 + n * (i + 1) / parts, next.b0,
+                     next.b1);
 }
 
 // Sixteen f16 values at p as floats.

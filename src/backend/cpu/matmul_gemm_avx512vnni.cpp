@@ -22,21 +22,6 @@ TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace ts::cpu {
 namespace {
 
-// The panel's weights come from DRAM, 32 short row segments at a time: too many streams for the
-// hardware prefetchers. So the next chunk is fetched (into L2) while this one is computed on,
-// a few rows before each activation tile: a burst of all its lines at once would overrun the
-// outstanding-miss buffers and be dropped.
-template <class Dec>
-void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, int64_t b1) {
-  using Block = typename Dec::Block;
-  for (int64_t row = row0; row < row1; ++row) {
-    const auto* blocks = reinterpret_cast<const Block*>(w.data + row * w.row_stride);
-    const auto* p = reinterpret_cast<const char*>(blocks + b0);
-    const auto* end = reinterpret_cast<const char*>(blocks + b1);
-    for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
-  }
-}
-
 template <class Dec>
 void gemm_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                int64_t ldy) {
@@ -50,24 +35,14 @@ void gemm_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
   for (int64_t r = r0; r < r1; r += kPanelRows) {
     const int64_t valid = std::min(kPanelRows, r1 - r);
     __mmask16 mask[kPanelVecs];
-    for (int v = 0; v < kPanelVecs; ++v) {
-      const int64_t n = std::clamp<int64_t>(valid - v * kVecRows, 0, kVecRows);
-      mask[v] = static_cast<__mmask16>((1u << n) - 1);
-    }
+    panel_masks(valid, mask);
     for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
       const int64_t b1 = std::min(nb, b0 + kChunkBlocks);
-      // The chunk after this one: the next blocks of this panel, or the next panel's first.
-      const bool last = b1 == nb;
-      const int64_t pr = last ? r + kPanelRows : r;
-      const int64_t pr_end = last ? std::min(r1, pr + kPanelRows) : r + valid;
-      const int64_t pb0 = last ? 0 : b1,
-                    pb1 = last ? std::min(nb, kChunkBlocks) : std::min(nb, b1 + kChunkBlocks);
+      const NextChunk next = next_chunk(r, r1, b1, nb, kChunkBlocks);
       pack_panel<Dec>(w, r, valid, b0, b1, panel.data());
       for (int64_t i = 0; i < tiles; ++i) {
         const int64_t m0 = i * kTile;
-        if (pr < pr_end)
-          prefetch_rows<Dec>(w, pr + (pr_end - pr) * i / tiles,
-                             pr + (pr_end - pr) * (i + 1) / tiles, pb0, pb1);
+        prefetch_share<Dec>(w, next, i, tiles);
         const int rows = static_cast<int>(std::min<int64_t>(kTile, x.M - m0));
         micro_rows<Dec>(rows, panel.data(), x, starts.data(), m0, b0, b1, y, ldy, r, mask, b0 == 0);
       }

@@ -54,7 +54,10 @@ RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
   RowsKernel k = nullptr;
   switch (isa) {
     case Isa::Avx512:
-      if (M >= kGemmMinRows && cpu_has_vnni()) k = avx512vnni_gemm_kernel(t);
+      if (M >= kGemmMinRows && cpu_has_vnni()) {
+        k = avx512vnni_gemm_kernel(t);
+        if (k == nullptr) k = avx512vnni_kgemm_kernel(t);
+      }
       if (k != nullptr) break;
       if (is_float_type(t))
         k = avx512_float_kernel(t);

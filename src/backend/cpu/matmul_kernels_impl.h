@@ -21,6 +21,8 @@ RowsKernel avx512_float_kernel(DType t);
 RowsKernel avx512vnni_int_kernel(DType t);
 // The AVX512-VNNI GEMM for the 32-element block types at M >= kGemmMinRows (nullptr for others).
 RowsKernel avx512vnni_gemm_kernel(DType t);
+// The AVX512-VNNI GEMM for the k-quants at M >= kGemmMinRows (nullptr for others).
+RowsKernel avx512vnni_kgemm_kernel(DType t);
 // q8_0 weights in the panel layout (panel_layout.h), rows [r0, r1) whole panels: the GEMV for one
 // activation row, the GEMM for more.
 RowsKernel avx512vnni_panel_kernel(int64_t M);
