@@ -1,6 +1,7 @@
 // CPU matmul kernels per weight type, at the decode shape (M = 1) and at prefill shapes
-// (M = 64, 512), next to a streaming-read benchmark that measures the memory bandwidth they are
-// held against. Counters: weight_GB/s (weight bytes streamed per second) and GFLOP/s (2 M N K).
+// (M = 8 and 16, an expert's share of a micro-batch; 64 to 512), next to a streaming-read benchmark
+// that measures the memory bandwidth they are held against. Counters: weight_GB/s (weight bytes
+// streamed per second) and GFLOP/s (2 M N K).
 //
 // decode/ cycles through enough copies of a 4096 x 4096 weight (>= 512 MiB) that it streams from
 // DRAM, not from the last-level cache; decode_cached/ reuses one 256 x 4096 weight, resident in
@@ -272,7 +273,7 @@ void register_all() {
                 [=](benchmark::State& st) { run_matmul(st, t, isa, 1, 256, false, 1); }),
             1, benchmark::kMicrosecond);
     }
-    for (int64_t M : {64, 128, 512})
+    for (int64_t M : {8, 16, 64, 128, 512})
       for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
         const std::string name =
             "prefill/" + type + "/" + isa_name(isa) + "/M:" + std::to_string(M);

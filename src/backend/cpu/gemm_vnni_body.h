@@ -122,14 +122,20 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
 // prefetchers. So the next chunk is fetched while this one is computed on, a few rows before
 // each activation tile: a burst of all its lines at once would overrun the outstanding-miss
 // buffers and be dropped.
+// Prefetches the cache lines that hold [p, p + bytes).
+inline void prefetch_span(const void* p, int64_t bytes) {
+  const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p) + bytes;
+  for (uintptr_t line = first; line < end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
+}
+
 template <class Dec>
 void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, int64_t b1) {
   using Block = typename Dec::Block;
   for (int64_t row = row0; row < row1; ++row) {
     const auto* blocks = reinterpret_cast<const Block*>(w.data + row * w.row_stride);
-    const auto* p = reinterpret_cast<const char*>(blocks + b0);
-    const auto* end = reinterpret_cast<const char*>(blocks + b1);
-    for (; p < end; p += 64) _mm_prefetch(p, _MM_HINT_T0);
+    prefetch_span(blocks + b0, (b1 - b0) * static_cast<int64_t>(sizeof(Block)));
   }
 }
 

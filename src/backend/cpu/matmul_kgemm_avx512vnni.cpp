@@ -64,6 +64,7 @@ void kpack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int6
                  uint8_t* dst) {
   using Block = typename Dec::Block;
   using P = KPacked<Dec>;
+  const int64_t nb = w.cols / kQKK;
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* out = dst + (b - b0) * P::kBytes;
     auto* scale = reinterpret_cast<int32_t*>(out + P::kScales);
@@ -74,8 +75,13 @@ void kpack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int6
       KDecoded k[kVecRows] = {};
       for (int j = 0; j < kVecRows; ++j) {
         const int64_t row = v * kVecRows + j;
-        if (row < valid)
-          Dec::decode(reinterpret_cast<const Block*>(w.data + (r + row) * w.row_stride)[b], k[j]);
+        if (row < valid) {
+          const auto* blocks = reinterpret_cast<const Block*>(w.data + (r + row) * w.row_stride);
+          // The row's block one chunk ahead: 32 row streams are too many for the hardware
+          // prefetchers, and with few activation rows the kernel waited on memory here.
+          if (b + kChunkSupers < nb) prefetch_span(&blocks[b + kChunkSupers], sizeof(Block));
+          Dec::decode(blocks[b], k[j]);
+        }
         int16_t s16[16];
         int32_t m32[8];
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(s16), k[j].scale16);
@@ -141,7 +147,10 @@ void kmicro(const uint8_t* chunk, const PackedActs& x, const int32_t* starts, in
           start = _mm512_set1_epi32(starts[((m0 + t) * nb + b) * 16 + s]);
         for (int v = 0; v < kPanelVecs; ++v) isum[v][t] = start;
       }
-      for (int g = s * kGroups; g < (s + 1) * kGroups; ++g) {
+      // Unrolled: as a loop, GCC rotated the accumulators through register moves.
+#pragma GCC unroll 8
+      for (int gs = 0; gs < kGroups; ++gs) {
+        const int g = s * kGroups + gs;
         __m512i wv[kPanelVecs];
         for (int v = 0; v < kPanelVecs; ++v)
           wv[v] = _mm512_loadu_si512(pb + P::kCodes + (g * kPanelVecs + v) * 64);

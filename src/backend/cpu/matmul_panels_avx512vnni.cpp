@@ -25,11 +25,6 @@ namespace {
 
 static_assert(packed_block_bytes<DecQ8_0>() == kPanelBlockBytes);
 
-// Prefetches the cache lines of [p, p + bytes).
-inline void prefetch_span(const uint8_t* p, int64_t bytes) {
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
-}
-
 void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy) {
   const int64_t nb = x.K / kQK32;
