@@ -178,8 +178,8 @@ class Backend {
   // [row0[g], row0[g] + rows[g]) of x ([*][shape.cols]) by the weight at weights[g] (a host array
   // of backend pointers, each of shape's dtype, dimensions and stride) into the same rows of y
   // ([*][shape.rows]). A row's result depends only on its own x row, its group's weight and
-  // whether the group has one row (a one-row matmul) or more, never on the other groups of the
-  // call. Default: one matmul() per non-empty group.
+  // the group's row count (the kernel may change with it: one row, a few, a GEMM), never on the
+  // other groups of the call. Default: one matmul() per non-empty group.
   virtual void matmul_grouped(const Weight& shape, const void* const* weights, const int64_t* row0,
                               const int64_t* rows, int64_t G, const float* x, float* y);
   virtual void add_bias(float* y, const float* b, int64_t M, int64_t n) = 0;
