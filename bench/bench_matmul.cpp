@@ -6,8 +6,8 @@
 // decode/ cycles through enough copies of a 4096 x 4096 weight (>= 512 MiB) that it streams from
 // DRAM, not from the last-level cache; decode_cached/ reuses one 256 x 4096 weight, resident in
 // L2 / L3, to show what the kernel itself can do. threads:2 splits the weight rows between two
-// threads, as the backend does. The avx512-panels/ runs take q8_0 weights packed into the panel
-// layout the CPU backend loads them in where AVX512-VNNI is available (panel_layout.h).
+// threads, as the backend does. The avx512-panels/ runs take q8_0 / q4_k weights packed into the
+// panel layout the CPU backend loads them in where AVX512-VNNI is available (panel_layout.h).
 //
 //   build-*/bench/bench_matmul --benchmark_filter='decode'  [TURBOSPARK_ISA=avx2]
 #include <benchmark/benchmark.h>
@@ -241,20 +241,28 @@ void register_all() {
         benchmark::RegisterBenchmark(("memory_read/threads:" + std::to_string(threads)).c_str(),
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
-  for (int threads : {1, 2})
-    timed(benchmark::RegisterBenchmark(
-              ("decode/q8_0/avx512-panels/threads:" + std::to_string(threads)).c_str(),
-              [=](benchmark::State& st) {
-                run_matmul(st, DType::Q8_0, Isa::Avx512, 1, kRows, true, threads, true);
-              }),
-          threads, benchmark::kMicrosecond);
-  for (int64_t M : {64, 128, 512})
-    timed(benchmark::RegisterBenchmark(
-              ("prefill/q8_0/avx512-panels/M:" + std::to_string(M)).c_str(),
-              [=](benchmark::State& st) {
-                run_matmul(st, DType::Q8_0, Isa::Avx512, M, kRows, false, 1, true);
-              }),
-          1, benchmark::kMillisecond);
+  for (DType t : {DType::Q8_0, DType::Q4_K}) {
+    const std::string type = dtype_name(t);
+    for (int threads : {1, 2})
+      timed(benchmark::RegisterBenchmark(
+                ("decode/" + type + "/avx512-panels/threads:" + std::to_string(threads)).c_str(),
+                [=](benchmark::State& st) {
+                  run_matmul(st, t, Isa::Avx512, 1, kRows, true, threads, true);
+                }),
+            threads, benchmark::kMicrosecond);
+    timed(benchmark::RegisterBenchmark(("decode_cached/" + type + "/avx512-panels").c_str(),
+                                       [=](benchmark::State& st) {
+                                         run_matmul(st, t, Isa::Avx512, 1, 256, false, 1, true);
+                                       }),
+          1, benchmark::kMicrosecond);
+    for (int64_t M : {8, 64, 128, 512})
+      timed(benchmark::RegisterBenchmark(
+                ("prefill/" + type + "/avx512-panels/M:" + std::to_string(M)).c_str(),
+                [=](benchmark::State& st) {
+                  run_matmul(st, t, Isa::Avx512, M, kRows, false, 1, true);
+                }),
+            1, benchmark::kMillisecond);
+  }
   for (DType t : kTypes) {
     const std::string type = dtype_name(t);
     for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512})

@@ -150,10 +150,10 @@ class Backend {
                                const void* host) = 0;
   virtual void release_weight(Weight& w) = 0;
   // Lets a backend rearrange an uploaded weight in place into a layout its kernels read faster, in
-  // the same bytes (q8_0: the CPU's AVX512-VNNI panels, WeightLayout::Panels; CUDA's 4-row groups,
-  // WeightLayout::Q8Groups; q6_k: CUDA's rows of bodies then d values, WeightLayout::Q6Rows).
-  // Only for weights whose memory the caller owns (a host backend's buffer, or a device upload)
-  // and reads no other way than through this backend's ops. Default: nothing.
+  // the same bytes (q8_0 and q4_k: the CPU's AVX512-VNNI panels, WeightLayout::Panels; q8_0: CUDA's
+  // 4-row groups, WeightLayout::Q8Groups; q6_k: CUDA's rows of bodies then d values,
+  // WeightLayout::Q6Rows). Only for weights whose memory the caller owns (a host backend's buffer,
+  // or a device upload) and reads no other way than through this backend's ops. Default: nothing.
   virtual void pack_weight(Weight& /*w*/) {}
   // Views of a packed weight (rows [a, b) at data + a * row_stride, same layout) are valid where a
   // and b are multiples of this; 1 for the row layout.

@@ -1,5 +1,5 @@
-// The q8_0 panel layout (backend/cpu/panel_layout.h): the AVX512-VNNI packer writes what the
-// layout describes (every row read back through the portable reader is the row it packed, bit
+// The q8_0 and q4_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers write what
+// the layout describes (every row read back through the portable reader is the row it packed, bit
 // for bit), packs in place without touching other panels, and the CPU backend packs exactly the
 // weights it can read that way and still embeds and multiplies by them as before.
 #include <gtest/gtest.h>
@@ -15,24 +15,34 @@
 #include "backend/backend.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/panel_layout.h"
+#include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
 
 namespace ts::cpu {
 namespace {
 
-// Random q8_0 rows: random codes, f16 scales of both signs.
-std::vector<uint8_t> random_q8_0(int64_t rows, int64_t cols, std::mt19937& rng) {
-  const size_t stride = row_bytes(DType::Q8_0, cols, "test weight");
+// Random q8_0 / q4_k rows: random codes and 6-bit scales, f16 scales (q4_k: d and dmin) of both
+// signs.
+std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
+  const size_t stride = row_bytes(t, cols, "test weight");
   std::vector<uint8_t> bytes(stride * rows);
   std::uniform_int_distribution<int> byte(0, 255);
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
-  for (size_t blk = 0; blk < bytes.size() / 34; ++blk) {
-    const uint16_t h = f32_to_f16(scale(rng));
-    std::memcpy(bytes.data() + blk * 34, &h, 2);
-  }
+  const uint32_t block = dtype_info(t).block_bytes;
+  const int fields = t == DType::Q4_K ? 2 : 1;
+  for (size_t blk = 0; blk < bytes.size() / block; ++blk)
+    for (int f = 0; f < fields; ++f) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      std::memcpy(bytes.data() + blk * block + 2 * f, &h, 2);
+    }
   return bytes;
+}
+
+// Columns of a test weight: several blocks (q8_0) or super-blocks (q4_k).
+int64_t test_cols(DType t) {
+  return t == DType::Q4_K ? 1280 : 1056;
 }
 
 std::vector<float> dequantized_row(DType t, const uint8_t* row, int64_t cols) {
@@ -41,56 +51,85 @@ std::vector<float> dequantized_row(DType t, const uint8_t* row, int64_t cols) {
   return out;
 }
 
-TEST(PanelLayout, PackedRowsReadBackBitForBit) {
+// q4_k rows with d zeroed (their min terms alone); the q8_0 rows as they are.
+std::vector<uint8_t> magnitude_rows(DType t, const std::vector<uint8_t>& rows_bytes) {
+  std::vector<uint8_t> mins = rows_bytes;
+  if (t == DType::Q4_K)
+    for (size_t blk = 0; blk < mins.size() / sizeof(BlockQ4_K); ++blk)
+      std::memset(mins.data() + blk * sizeof(BlockQ4_K), 0, 2);
+  return mins;
+}
+
+// |w_k| per element of row r, as |d term| + |min term| for q4_k.
+std::vector<float> magnitudes(DType t, const std::vector<uint8_t>& plain,
+                              const std::vector<uint8_t>& mins, int64_t r, int64_t cols) {
+  const size_t stride = row_bytes(t, cols, "test weight");
+  std::vector<float> w = dequantized_row(t, plain.data() + r * stride, cols);
+  for (auto& v : w) v = std::fabs(v);
+  if (t != DType::Q4_K) return w;
+  const std::vector<float> m = dequantized_row(t, mins.data() + r * stride, cols);
+  for (int64_t k = 0; k < cols; ++k) w[k] = std::fabs(w[k] - m[k]) + std::fabs(m[k]);
+  return w;
+}
+
+class PanelLayout : public ::testing::TestWithParam<DType> {};
+
+TEST_P(PanelLayout, PackedRowsReadBackBitForBit) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
+  const DType t = GetParam();
   std::mt19937 rng(11);
-  const int64_t rows = 96, cols = 1056;
-  const size_t stride = row_bytes(DType::Q8_0, cols, "test weight");
-  const std::vector<uint8_t> original = random_q8_0(rows, cols, rng);
+  const int64_t rows = 96, cols = test_cols(t);
+  const size_t stride = row_bytes(t, cols, "test weight");
+  const std::vector<uint8_t> original = random_rows(t, rows, cols, rng);
   std::vector<uint8_t> packed = original;
   // The middle panel only: the others keep their bytes.
-  pack_panels(DType::Q8_0, packed.data(), rows, cols, stride, 1, 2);
+  pack_panels(t, packed.data(), rows, cols, stride, 1, 2);
   const size_t panel_bytes = kPanelRows * stride;
   EXPECT_EQ(0, std::memcmp(packed.data(), original.data(), panel_bytes));
   EXPECT_EQ(0, std::memcmp(packed.data() + 2 * panel_bytes, original.data() + 2 * panel_bytes,
                            panel_bytes));
   EXPECT_NE(0,
             std::memcmp(packed.data() + panel_bytes, original.data() + panel_bytes, panel_bytes));
-  pack_panels(DType::Q8_0, packed.data(), rows, cols, stride, 0, 1);
-  pack_panels(DType::Q8_0, packed.data(), rows, cols, stride, 2, 3);
+  pack_panels(t, packed.data(), rows, cols, stride, 0, 1);
+  pack_panels(t, packed.data(), rows, cols, stride, 2, 3);
   std::vector<float> got(cols);
   for (int64_t r = 0; r < rows; ++r) {
-    const std::vector<float> want =
-        dequantized_row(DType::Q8_0, original.data() + r * stride, cols);
-    panel_row_to_f32(packed.data(), stride, r, cols, got.data());
+    const std::vector<float> want = dequantized_row(t, original.data() + r * stride, cols);
+    panel_row_to_f32(t, packed.data(), stride, r, cols, got.data());
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), cols * sizeof(float))) << "row " << r;
   }
 }
 
-TEST(PanelLayout, OnlyWholePanelsOfQ8_0Fit) {
+TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_K) {
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 32));
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 128256));
+  EXPECT_TRUE(panel_layout_fits(DType::Q4_K, 2048));
   EXPECT_FALSE(panel_layout_fits(DType::Q8_0, 0));
   EXPECT_FALSE(panel_layout_fits(DType::Q8_0, 48));
+  EXPECT_FALSE(panel_layout_fits(DType::Q4_K, 48));
   EXPECT_FALSE(panel_layout_fits(DType::Q4_0, 64));
+  EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::F16, 64));
 }
 
 // Through the backend: pack_weight() packs what fits, embed() and matmul() give what they give on
 // the same weight unpacked.
-TEST(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
+TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
+  const DType t = GetParam();
   std::unique_ptr<Backend> be = make_cpu_backend(2);
-  EXPECT_EQ(be->weight_row_group(DType::Q8_0), panel_kernels_active() ? kPanelRows : 1);
+  EXPECT_EQ(be->weight_row_group(t), panel_kernels_active() ? kPanelRows : 1);
   EXPECT_EQ(be->weight_row_group(DType::Q4_0), 1);
   std::mt19937 rng(3);
-  const int64_t cols = 544;
-  const size_t stride = row_bytes(DType::Q8_0, cols, "test weight");
+  const int64_t cols = test_cols(t);
+  // Activations are quantised per block of 32 (q8_0) or 256 (k-quants).
+  const int64_t act_block = t == DType::Q4_K ? 256 : 32;
+  const size_t stride = row_bytes(t, cols, "test weight");
   for (const int64_t rows : {int64_t{96}, int64_t{40}}) {
-    SCOPED_TRACE("rows " + std::to_string(rows));
-    std::vector<uint8_t> plain = random_q8_0(rows, cols, rng);
+    SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
+    std::vector<uint8_t> plain = random_rows(t, rows, cols, rng);
     std::vector<uint8_t> mine = plain;
-    const Weight ref = be->upload_weight(DType::Q8_0, rows, cols, stride, plain.data());
-    Weight w = be->upload_weight(DType::Q8_0, rows, cols, stride, mine.data());
+    const Weight ref = be->upload_weight(t, rows, cols, stride, plain.data());
+    Weight w = be->upload_weight(t, rows, cols, stride, mine.data());
     be->pack_weight(w);
     const bool fits = panel_kernels_active() && rows % kPanelRows == 0;
     EXPECT_EQ(w.layout, fits ? WeightLayout::Panels : WeightLayout::Rows);
@@ -104,29 +143,35 @@ TEST(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
     EXPECT_EQ(e, e_ref);
 
     // Both matmul paths of the packed layout against the row layout's kernels, within twice the
-    // f32 rounding bound of test_quant_matmul: (blocks + 16) ulp of the sum over k of
-    // |w_k| (|x_k| + the activation's quantisation step).
+    // f32 rounding bound of test_quant_matmul: (2 x blocks + 16) ulp of the sum over k of
+    // |w_k| (|x_k| + the activation's quantisation step), with q4_k's d and dmin terms taken
+    // apart (they may cancel).
+    const std::vector<uint8_t> parts = magnitude_rows(t, plain);
     for (const int64_t m : {int64_t{1}, int64_t{5}}) {
       std::vector<float> y_ref(m * rows), y(m * rows);
       be->matmul(ref, e.data(), m, y_ref.data());
       be->matmul(w, e.data(), m, y.data());
       for (int64_t i = 0; i < m * rows; ++i) {
         const float* x = e.data() + (i / rows) * cols;
-        const std::vector<float> wr =
-            dequantized_row(DType::Q8_0, plain.data() + (i % rows) * stride, cols);
+        const std::vector<float> wr = magnitudes(t, plain, parts, i % rows, cols);
         double mag = 0;
-        for (int64_t b = 0; b < cols / 32; ++b) {
+        for (int64_t b = 0; b < cols / act_block; ++b) {
           float amax = 0;
-          for (int64_t k = 32 * b; k < 32 * b + 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-          for (int64_t k = 32 * b; k < 32 * b + 32; ++k)
-            mag += std::fabs(wr[k]) * (std::fabs(x[k]) + amax / 127.0);
+          for (int64_t k = act_block * b; k < act_block * (b + 1); ++k)
+            amax = std::max(amax, std::fabs(x[k]));
+          for (int64_t k = act_block * b; k < act_block * (b + 1); ++k)
+            mag += wr[k] * (std::fabs(x[k]) + amax / 127.0);
         }
-        const double bound = 2 * (cols / 32 + 16) * static_cast<double>(FLT_EPSILON) * mag;
+        const double bound =
+            2 * (2 * cols / act_block + 16) * static_cast<double>(FLT_EPSILON) * mag;
         ASSERT_NEAR(y[i], y_ref[i], bound) << "M " << m << " i " << i;
       }
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout, ::testing::Values(DType::Q8_0, DType::Q4_K),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
 }  // namespace ts::cpu

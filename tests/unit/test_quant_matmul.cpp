@@ -255,9 +255,6 @@ TEST_P(MatmulKernels, MatchDequantisedDotWithinQuantisationBound) {
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
-// q8_0 weights packed into the panel layout (panel_layout.h), read by the AVX512-VNNI panel
-// kernels: within the same bounds as above of the dequantised dot and of the scalar kernel on the
-// unpacked weight, for whole-panel row ranges; the one-row GEMV gives the GEMM's bits.
 // A prompt's rows of a k-quant matmul against the same rows one at a time (decode). Below the
 // GEMM's kGemmMinRows (8) the prompt path decodes a super-block once for all rows but sums in
 // decode's order: the same bits. From 8 rows on AVX512-VNNI the GEMM has the same integer sums
@@ -296,47 +293,68 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
+// q8_0 and q4_k weights packed into the panel layout (panel_layout.h), read by the AVX512-VNNI
+// panel kernels: within the same bounds as above of the dequantised dot and of the scalar kernel
+// on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the GEMM's bits.
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);
-  // Chunks of 16, 16 and 1 blocks (1056 columns); activation tiles of 6 and fewer rows; row
-  // ranges (all panels but the first and the last) of one to three panels.
-  const std::vector<Shape> shapes = {{96, 96, 1},  {128, 544, 1},  {160, 1056, 1},  {160, 96, 2},
-                                     {96, 544, 5}, {128, 1056, 6}, {160, 1056, 16}, {128, 288, 64}};
-  for (const Shape& s : shapes) {
-    SCOPED_TRACE("rows " + std::to_string(s.rows) + " K " + std::to_string(s.cols) + " M " +
-                 std::to_string(s.M));
-    const Matrix w = random_weights(DType::Q8_0, s.rows, s.cols, rng);
-    const std::vector<float> x = random_acts(s.M, s.cols, rng);
-    const Reference ref = reference(w, x, s.M);
-    PackedActs packed;
-    pack_activations(DType::Q8_0, x.data(), s.M, s.cols, packed);
-    std::vector<uint8_t> panels = w.bytes;
-    pack_panels(DType::Q8_0, panels.data(), s.rows, s.cols, w.stride, 0, s.rows / kPanelRows);
-    ASSERT_NE(panels, w.bytes);
-    WeightView pw = w.view();
-    pw.data = panels.data();
-    pw.layout = WeightLayout::Panels;
-    // Panels [1, last) only, into a wider output: nothing outside may be touched.
-    const int64_t r0 = kPanelRows, r1 = s.rows - kPanelRows, ldy = s.rows + 3;
-    std::vector<float> y(s.M * ldy, kUntouched), scalar(s.M * ldy);
-    matmul_rows_isa(Isa::Avx512, pw, packed, r0, r1, y.data(), ldy);
-    matmul_rows_isa(Isa::Scalar, w.view(), packed, r0, r1, scalar.data(), ldy);
-    ASSERT_NO_FATAL_FAILURE(expect_rows_within_bound(y, s.M, s.rows, ldy, r0, r1, ref));
-    for (int64_t m = 0; m < s.M; ++m)
-      for (int64_t r = r0; r < r1; ++r)
-        ASSERT_LE(std::fabs(y[m * ldy + r] - scalar[m * ldy + r]), 2 * ref.round[m * s.rows + r])
-            << "vs scalar, m " << m << " r " << r;
-    // Each activation row alone through the GEMV: the GEMM's bits.
-    for (int64_t m = 0; m < s.M && s.M > 1; ++m) {
-      PackedActs one;
-      pack_activations(DType::Q8_0, x.data() + m * s.cols, 1, s.cols, one);
-      std::vector<float> y1(s.rows, 0.0f);
-      matmul_rows_isa(Isa::Avx512, pw, one, r0, r1, y1.data(), s.rows);
-      for (int64_t r = r0; r < r1; ++r)
-        ASSERT_EQ(y1[r], y[m * ldy + r]) << "GEMV vs GEMM, m " << m << " r " << r;
+  // Chunks of 16, 16 and 1 blocks (q8_0, 1056 columns) or 2, 2 and 1 super-blocks (q4_k, 1280);
+  // activation tiles of 6 and fewer rows; row ranges (all panels but the first and the last) of
+  // one to three panels.
+  const std::vector<std::pair<DType, std::vector<Shape>>> cases = {{DType::Q8_0,
+                                                                    {{96, 96, 1},
+                                                                     {128, 544, 1},
+                                                                     {160, 1056, 1},
+                                                                     {160, 96, 2},
+                                                                     {96, 544, 5},
+                                                                     {128, 1056, 6},
+                                                                     {160, 1056, 16},
+                                                                     {128, 288, 64}}},
+                                                                   {DType::Q4_K,
+                                                                    {{96, 256, 1},
+                                                                     {128, 512, 1},
+                                                                     {160, 1280, 1},
+                                                                     {160, 256, 2},
+                                                                     {96, 512, 5},
+                                                                     {128, 1280, 6},
+                                                                     {160, 1280, 16},
+                                                                     {128, 768, 64}}}};
+  for (const auto& [t, shapes] : cases)
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +
+                   std::to_string(s.cols) + " M " + std::to_string(s.M));
+      const Matrix w = random_weights(t, s.rows, s.cols, rng);
+      const std::vector<float> x = random_acts(s.M, s.cols, rng);
+      const Reference ref = reference(w, x, s.M);
+      PackedActs packed;
+      pack_activations(t, x.data(), s.M, s.cols, packed);
+      std::vector<uint8_t> panels = w.bytes;
+      pack_panels(t, panels.data(), s.rows, s.cols, w.stride, 0, s.rows / kPanelRows);
+      ASSERT_NE(panels, w.bytes);
+      WeightView pw = w.view();
+      pw.data = panels.data();
+      pw.layout = WeightLayout::Panels;
+      // Panels [1, last) only, into a wider output: nothing outside may be touched.
+      const int64_t r0 = kPanelRows, r1 = s.rows - kPanelRows, ldy = s.rows + 3;
+      std::vector<float> y(s.M * ldy, kUntouched), scalar(s.M * ldy);
+      matmul_rows_isa(Isa::Avx512, pw, packed, r0, r1, y.data(), ldy);
+      matmul_rows_isa(Isa::Scalar, w.view(), packed, r0, r1, scalar.data(), ldy);
+      ASSERT_NO_FATAL_FAILURE(expect_rows_within_bound(y, s.M, s.rows, ldy, r0, r1, ref));
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t r = r0; r < r1; ++r)
+          ASSERT_LE(std::fabs(y[m * ldy + r] - scalar[m * ldy + r]), 2 * ref.round[m * s.rows + r])
+              << "vs scalar, m " << m << " r " << r;
+      // Each activation row alone through the GEMV: the GEMM's bits.
+      for (int64_t m = 0; m < s.M && s.M > 1; ++m) {
+        PackedActs one;
+        pack_activations(t, x.data() + m * s.cols, 1, s.cols, one);
+        std::vector<float> y1(s.rows, 0.0f);
+        matmul_rows_isa(Isa::Avx512, pw, one, r0, r1, y1.data(), s.rows);
+        for (int64_t r = r0; r < r1; ++r)
+          ASSERT_EQ(y1[r], y[m * ldy + r]) << "GEMV vs GEMM, m " << m << " r " << r;
+      }
     }
-  }
 }
 
 TEST(PanelKernels, RefusePartialPanelsAndOtherPaths) {

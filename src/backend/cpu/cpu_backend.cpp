@@ -50,8 +50,8 @@ class CpuBackend final : public Backend {
   }
   void release_weight(Weight& w) override { w = Weight{}; }
 
-  // q8_0 weights whose rows fill whole panels go to the panel layout where its kernels run: in
-  // place, so the weight's memory stays what the footprint counts.
+  // q8_0 and q4_k weights whose rows fill whole panels go to the panel layout where its kernels
+  // run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
     if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||
         w.layout != WeightLayout::Rows)
@@ -65,7 +65,9 @@ class CpuBackend final : public Backend {
     w.layout = WeightLayout::Panels;
   }
   int64_t weight_row_group(DType dtype) const override {
-    return dtype == DType::Q8_0 && cpu::panel_kernels_active() ? cpu::kPanelRows : 1;
+    return (dtype == DType::Q8_0 || dtype == DType::Q4_K) && cpu::panel_kernels_active()
+               ? cpu::kPanelRows
+               : 1;
   }
 
   void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {
@@ -76,7 +78,7 @@ class CpuBackend final : public Backend {
       const auto* data = static_cast<const uint8_t*>(table.data);
       float* o = out + m * table.cols;
       if (table.layout == WeightLayout::Panels)
-        cpu::panel_row_to_f32(data, table.row_stride, ids[m], table.cols, o);
+        cpu::panel_row_to_f32(table.dtype, data, table.row_stride, ids[m], table.cols, o);
       else
         dequantize_row(table.dtype, data + static_cast<size_t>(ids[m]) * table.row_stride, o,
                        table.cols);

@@ -93,17 +93,17 @@ void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1
     fail(ErrorKind::Runtime, "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
                                  std::to_string(w.rows) + " rows in the panel layout, rows [" +
                                  std::to_string(r0) + ", " + std::to_string(r1) +
-                                 "): needs q8_0 and whole panels of " + std::to_string(kPanelRows) +
-                                 " rows");
+                                 "): needs q8_0 or q4_k and whole panels of " +
+                                 std::to_string(kPanelRows) + " rows");
 }
 
 // The kernel for a weight in the panel layout: only the AVX512-VNNI ones read it.
-RowsKernel panel_kernel_for(Isa isa, int64_t M) {
+RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
   if (isa != Isa::Avx512 || !cpu_has_vnni())
     fail(ErrorKind::Unsupported, std::string("matmul: a weight in the panel layout needs the "
                                              "AVX512-VNNI kernels, not the ") +
                                      isa_name(isa) + " path");
-  return avx512vnni_panel_kernel(M);
+  return t == DType::Q4_K ? avx512vnni_q4k_panel_kernel(M) : avx512vnni_panel_kernel(M);
 }
 
 }  // namespace
@@ -221,8 +221,8 @@ void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t 
     fail(ErrorKind::Unsupported, std::string("matmul: this CPU lacks ") + isa_name(isa));
   check_args(w, x, r0, r1);
   if (r0 == r1 || x.M == 0) return;
-  const RowsKernel k =
-      w.layout == WeightLayout::Panels ? panel_kernel_for(isa, x.M) : kernel_for(isa, w.dtype, x.M);
+  const RowsKernel k = w.layout == WeightLayout::Panels ? panel_kernel_for(isa, w.dtype, x.M)
+                                                        : kernel_for(isa, w.dtype, x.M);
   k(w, x, r0, r1, y, ldy);
 }
 
@@ -238,7 +238,15 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
     fail(ErrorKind::Runtime, "pack_panels: panels [" + std::to_string(p0) + ", " +
                                  std::to_string(p1) + ") of a " + dtype_name(t) + " weight of " +
                                  std::to_string(rows) + " rows");
-  avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
+  if (row_stride != row_bytes(t, cols, "pack_panels"))
+    fail(ErrorKind::Runtime, "pack_panels: rows of " + std::to_string(row_stride) +
+                                 " bytes are not the " + dtype_name(t) + " rows of " +
+                                 std::to_string(cols) +
+                                 " columns (a panel holds exactly its rows)");
+  if (t == DType::Q4_K)
+    avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
+  else
+    avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
 }
 
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,

@@ -1,19 +1,26 @@
-// The panel layout of q8_0 weights (WeightLayout::Panels), which the AVX512-VNNI kernels of
-// matmul_panels_avx512vnni.cpp read as they are, so that a prefill matmul no longer regroups the
-// weight rows for every micro-batch and a decode matmul reads one stream per panel instead of 32
-// row streams.
+// The panel layouts of q8_0 and q4_k weights (WeightLayout::Panels), which the AVX512-VNNI
+// kernels of matmul_panels_avx512vnni.cpp and matmul_q4k_panels_avx512vnni.cpp read as they are,
+// so that a prefill matmul no longer regroups the weight rows for every micro-batch and a decode
+// matmul reads one stream per panel instead of 32 row streams.
 //
 // The rows are taken kPanelRows at a time. A panel occupies exactly its rows' bytes in the row
 // layout (kPanelRows x row_stride from data + panel x kPanelRows x row_stride) but orders them by
-// block: the panel's block b, kPanelBlockBytes at panel + b x kPanelBlockBytes, is
+// block, so a weight is packed in place and its footprint does not change.
+//
+// q8_0: the panel's block b, kPanelBlockBytes at panel + b x kPanelBlockBytes, is
 //   codes[g][v][j][i] (g < 8, v < 2, j < 16, i < 4; 1024 bytes): code 4g + i of row 16v + j as an
 //     unsigned byte, the int8 value + 128. One 64-byte vector (g, v) holds four consecutive codes
 //     of sixteen rows: the weight operand of vpdpbusd.
 //   d[32]: the rows' f16 scales, row 16v + j at index 16v + j.
-// That is 32 x 34 bytes, the size of the 32 rows' q8_0 blocks, so a weight is packed in place and
-// its footprint does not change. Only weights whose row count is a multiple of kPanelRows are
-// packed; a view of whole panels (rows [a, b) with a and b multiples of kPanelRows) is itself a
-// weight in this layout.
+// q4_k: the panel's super-block b, kQ4KPanelBytes at panel + b x kQ4KPanelBytes, is
+//   nibbles[q][v][j][i] (q < 32, v < 2, j < 16, i < 4; 4096 bytes): code 8q + i of row 16v + j in
+//     the low nibble, code 8q + 4 + i in the high one: each 64-byte vector is two vpdpbusd
+//     operands once its nibbles are split.
+//   w0[32], w1[32], w2[32] (int32): bytes 0-3, 4-7 and 8-11 of each row's twelve packed 6-bit
+//     scales and mins, as in the block (see k4_scale_min), so that a vector holds sixteen rows'.
+//   d[32], dmin[32]: the rows' f16 scales.
+// Only weights whose row count is a multiple of kPanelRows are packed; a view of whole panels
+// (rows [a, b) with a and b multiples of kPanelRows) is itself a weight in this layout.
 #pragma once
 
 #include <cstddef>
@@ -26,12 +33,18 @@ namespace ts::cpu {
 inline constexpr int64_t kPanelRows = 32;
 inline constexpr size_t kPanelCodeBytes = 1024;
 inline constexpr size_t kPanelBlockBytes = kPanelCodeBytes + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ4KPanelNibbles = 4096;
+inline constexpr size_t kQ4KPanelWords = kQ4KPanelNibbles;  // w0, w1, w2: 128 bytes each
+inline constexpr size_t kQ4KPanelD = kQ4KPanelWords + 3 * kPanelRows * sizeof(int32_t);
+inline constexpr size_t kQ4KPanelDmin = kQ4KPanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ4KPanelBytes = kQ4KPanelDmin + kPanelRows * sizeof(uint16_t);
 
 // Whether a weight of this type and row count can be packed (whatever this CPU has).
 bool panel_layout_fits(DType t, int64_t rows);
 
-// Row `row` of a packed weight as floats: what dequantize_row gives for the row before packing.
-void panel_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
+// Row `row` of a packed weight of type t as floats: what dequantize_row gives for the row before
+// packing.
+void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
                       float* out);
 
 }  // namespace ts::cpu
