@@ -1,12 +1,13 @@
-// The q8_0 and q4_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers write what
-// the layout describes (every row read back through the portable reader is the row it packed, bit
-// for bit), packs in place without touching other panels, and the CPU backend packs exactly the
+// The q8_0, q4_k and q6_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers write
+// what the layout describes (every row read back through the portable reader is the row it packed,
+// bit for bit), packs in place without touching other panels, and the CPU backend packs exactly the
 // weights it can read that way and still embeds and multiplies by them as before.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -22,8 +23,8 @@
 namespace ts::cpu {
 namespace {
 
-// Random q8_0 / q4_k rows: random codes and 6-bit scales, f16 scales (q4_k: d and dmin) of both
-// signs.
+// Random q8_0 / q4_k / q6_k rows: random codes and sub-block scales, f16 scales (q4_k: d and
+// dmin) of both signs.
 std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t stride = row_bytes(t, cols, "test weight");
   std::vector<uint8_t> bytes(stride * rows);
@@ -31,18 +32,21 @@ std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt199
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
   const uint32_t block = dtype_info(t).block_bytes;
-  const int fields = t == DType::Q4_K ? 2 : 1;
+  const std::vector<size_t> fields = t == DType::Q4_K ? std::vector<size_t>{0, 2}
+                                     : t == DType::Q6_K
+                                         ? std::vector<size_t>{offsetof(BlockQ6_K, d)}
+                                         : std::vector<size_t>{0};
   for (size_t blk = 0; blk < bytes.size() / block; ++blk)
-    for (int f = 0; f < fields; ++f) {
+    for (size_t f : fields) {
       const uint16_t h = f32_to_f16(scale(rng));
-      std::memcpy(bytes.data() + blk * block + 2 * f, &h, 2);
+      std::memcpy(bytes.data() + blk * block + f, &h, 2);
     }
   return bytes;
 }
 
-// Columns of a test weight: several blocks (q8_0) or super-blocks (q4_k).
+// Columns of a test weight: several blocks (q8_0) or super-blocks (k-quants).
 int64_t test_cols(DType t) {
-  return t == DType::Q4_K ? 1280 : 1056;
+  return t == DType::Q8_0 ? 1056 : 1280;
 }
 
 std::vector<float> dequantized_row(DType t, const uint8_t* row, int64_t cols) {
@@ -100,7 +104,7 @@ TEST_P(PanelLayout, PackedRowsReadBackBitForBit) {
   }
 }
 
-TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_K) {
+TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0Q4_KAndQ6_K) {
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 32));
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 128256));
   EXPECT_TRUE(panel_layout_fits(DType::Q4_K, 2048));
@@ -108,7 +112,9 @@ TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_K) {
   EXPECT_FALSE(panel_layout_fits(DType::Q8_0, 48));
   EXPECT_FALSE(panel_layout_fits(DType::Q4_K, 48));
   EXPECT_FALSE(panel_layout_fits(DType::Q4_0, 64));
-  EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q6_K, 64));
+  EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
+  EXPECT_FALSE(panel_layout_fits(DType::Q5_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::F16, 64));
 }
 
@@ -122,7 +128,7 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
   std::mt19937 rng(3);
   const int64_t cols = test_cols(t);
   // Activations are quantised per block of 32 (q8_0) or 256 (k-quants).
-  const int64_t act_block = t == DType::Q4_K ? 256 : 32;
+  const int64_t act_block = t == DType::Q8_0 ? 32 : 256;
   const size_t stride = row_bytes(t, cols, "test weight");
   for (const int64_t rows : {int64_t{96}, int64_t{40}}) {
     SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
@@ -170,7 +176,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout, ::testing::Values(DType::Q8_0, DType::Q4_K),
+INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
+                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -293,33 +293,37 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
-// q8_0 and q4_k weights packed into the panel layout (panel_layout.h), read by the AVX512-VNNI
-// panel kernels: within the same bounds as above of the dequantised dot and of the scalar kernel
-// on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the GEMM's bits.
+// q8_0, q4_k and q6_k weights packed into the panel layout (panel_layout.h), read by the
+// AVX512-VNNI panel kernels: within the same bounds as above of the dequantised dot and of the
+// scalar kernel on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the
+// GEMM's bits.
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);
-  // Chunks of 16, 16 and 1 blocks (q8_0, 1056 columns) or 2, 2 and 1 super-blocks (q4_k, 1280);
+  // Chunks of 16, 16 and 1 blocks (q8_0, 1056 columns) or 2, 2 and 1 super-blocks (k-quants, 1280);
   // activation tiles of 6 and fewer rows; row ranges (all panels but the first and the last) of
   // one to three panels.
-  const std::vector<std::pair<DType, std::vector<Shape>>> cases = {{DType::Q8_0,
-                                                                    {{96, 96, 1},
-                                                                     {128, 544, 1},
-                                                                     {160, 1056, 1},
-                                                                     {160, 96, 2},
-                                                                     {96, 544, 5},
-                                                                     {128, 1056, 6},
-                                                                     {160, 1056, 16},
-                                                                     {128, 288, 64}}},
-                                                                   {DType::Q4_K,
-                                                                    {{96, 256, 1},
-                                                                     {128, 512, 1},
-                                                                     {160, 1280, 1},
-                                                                     {160, 256, 2},
-                                                                     {96, 512, 5},
-                                                                     {128, 1280, 6},
-                                                                     {160, 1280, 16},
-                                                                     {128, 768, 64}}}};
+  const std::vector<std::pair<DType, std::vector<Shape>>> cases = {
+      {DType::Q8_0,
+       {{96, 96, 1},
+        {128, 544, 1},
+        {160, 1056, 1},
+        {160, 96, 2},
+        {96, 544, 5},
+        {128, 1056, 6},
+        {160, 1056, 16},
+        {128, 288, 64}}},
+      {DType::Q4_K,
+       {{96, 256, 1},
+        {128, 512, 1},
+        {160, 1280, 1},
+        {160, 256, 2},
+        {96, 512, 5},
+        {128, 1280, 6},
+        {160, 1280, 16},
+        {128, 768, 64}}},
+      {DType::Q6_K,
+       {{96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}}}};
   for (const auto& [t, shapes] : cases)
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +

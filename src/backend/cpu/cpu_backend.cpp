@@ -50,8 +50,8 @@ class CpuBackend final : public Backend {
   }
   void release_weight(Weight& w) override { w = Weight{}; }
 
-  // q8_0 and q4_k weights whose rows fill whole panels go to the panel layout where its kernels
-  // run: in place, so the weight's memory stays what the footprint counts.
+  // q8_0, q4_k and q6_k weights whose rows fill whole panels go to the panel layout where its
+  // kernels run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
     if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||
         w.layout != WeightLayout::Rows)
@@ -65,7 +65,7 @@ class CpuBackend final : public Backend {
     w.layout = WeightLayout::Panels;
   }
   int64_t weight_row_group(DType dtype) const override {
-    return (dtype == DType::Q8_0 || dtype == DType::Q4_K) && cpu::panel_kernels_active()
+    return cpu::panel_layout_fits(dtype, cpu::kPanelRows) && cpu::panel_kernels_active()
                ? cpu::kPanelRows
                : 1;
   }

@@ -93,7 +93,7 @@ void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1
     fail(ErrorKind::Runtime, "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
                                  std::to_string(w.rows) + " rows in the panel layout, rows [" +
                                  std::to_string(r0) + ", " + std::to_string(r1) +
-                                 "): needs q8_0 or q4_k and whole panels of " +
+                                 "): needs q8_0, q4_k or q6_k and whole panels of " +
                                  std::to_string(kPanelRows) + " rows");
 }
 
@@ -103,7 +103,14 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
     fail(ErrorKind::Unsupported, std::string("matmul: a weight in the panel layout needs the "
                                              "AVX512-VNNI kernels, not the ") +
                                      isa_name(isa) + " path");
-  return t == DType::Q4_K ? avx512vnni_q4k_panel_kernel(M) : avx512vnni_panel_kernel(M);
+  switch (t) {
+    case DType::Q4_K:
+      return avx512vnni_q4k_panel_kernel(M);
+    case DType::Q6_K:
+      return avx512vnni_q6k_panel_kernel(M);
+    default:
+      return avx512vnni_panel_kernel(M);
+  }
 }
 
 }  // namespace
@@ -243,10 +250,14 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
                                  " bytes are not the " + dtype_name(t) + " rows of " +
                                  std::to_string(cols) +
                                  " columns (a panel holds exactly its rows)");
-  if (t == DType::Q4_K)
-    avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
-  else
-    avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
+  switch (t) {
+    case DType::Q4_K:
+      return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
+    case DType::Q6_K:
+      return avx512vnni_pack_q6k_panels(data, cols, row_stride, p0, p1);
+    default:
+      return avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
+  }
 }
 
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,

@@ -11,28 +11,63 @@ static_assert(kPanelBlockBytes == kPanelRows * sizeof(BlockQ8_0),
               "a packed q8_0 panel must fill exactly its rows' bytes");
 static_assert(kQ4KPanelBytes == kPanelRows * sizeof(BlockQ4_K),
               "a packed q4_k panel must fill exactly its rows' bytes");
+static_assert(kQ6KPanelBytes == kPanelRows * sizeof(BlockQ6_K),
+              "a packed q6_k panel must fill exactly its rows' bytes");
 
 namespace {
 
-// Row `row`'s super-block as it was in the file, from the packed panel at `panel`.
-BlockQ4_K q4k_block(const uint8_t* panel, int64_t row) {
-  const int64_t r = row % kPanelRows, v = r / 16, j = r % 16;
-  BlockQ4_K b;
-  std::memcpy(&b.d, panel + kQ4KPanelD + r * sizeof(uint16_t), sizeof(b.d));
-  std::memcpy(&b.dmin, panel + kQ4KPanelDmin + r * sizeof(uint16_t), sizeof(b.dmin));
-  for (int w = 0; w < 3; ++w)
-    std::memcpy(b.scales + 4 * w, panel + kQ4KPanelWords + (w * kPanelRows + r) * 4, 4);
-  uint8_t code[kQKK];
+// The low four bits of row r's codes in a q4_k / q6_k panel's super-block.
+void panel_nibbles(const uint8_t* panel, int64_t r, uint8_t* code) {
+  const int64_t v = r / 16, j = r % 16;
   for (int q = 0; q < kQKK / 8; ++q)
     for (int i = 0; i < 4; ++i) {
       const uint8_t byte = panel[((q * 2 + v) * 16 + j) * 4 + i];
       code[8 * q + i] = byte & 0x0F;
       code[8 * q + 4 + i] = byte >> 4;
     }
+}
+
+// Row `row`'s super-block as it was in the file, from the packed panel at `panel`.
+BlockQ4_K q4k_block(const uint8_t* panel, int64_t row) {
+  const int64_t r = row % kPanelRows;
+  BlockQ4_K b;
+  std::memcpy(&b.d, panel + kQ4KPanelD + r * sizeof(uint16_t), sizeof(b.d));
+  std::memcpy(&b.dmin, panel + kQ4KPanelDmin + r * sizeof(uint16_t), sizeof(b.dmin));
+  for (int w = 0; w < 3; ++w)
+    std::memcpy(b.scales + 4 * w, panel + kQ4KPanelWords + (w * kPanelRows + r) * 4, 4);
+  uint8_t code[kQKK];
+  panel_nibbles(panel, r, code);
   // The file's order: qs[32c + l] holds code 64c + l low and code 64c + 32 + l high.
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l)
       b.qs[32 * c + l] = static_cast<uint8_t>(code[64 * c + l] | code[64 * c + 32 + l] << 4);
+  return b;
+}
+
+BlockQ6_K q6k_block(const uint8_t* panel, int64_t row) {
+  const int64_t r = row % kPanelRows, v = r / 16, j = r % 16;
+  BlockQ6_K b;
+  std::memcpy(&b.d, panel + kQ6KPanelD + r * sizeof(uint16_t), sizeof(b.d));
+  for (int s = 0; s < kQKK / 16; ++s)
+    b.scales[s] = static_cast<int8_t>(panel[kQ6KPanelScales + s * kPanelRows + r]);
+  uint8_t code[kQKK];
+  panel_nibbles(panel, r, code);
+  for (int o = 0; o < kQKK / 16; ++o)
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 4; ++i) {
+        const uint8_t high = panel[kQ6KPanelHigh + ((o * 2 + v) * 16 + j) * 4 + i];
+        code[16 * o + 4 * k + i] |= ((high >> (2 * k)) & 3) << 4;
+      }
+  // The file's order: ql[64h + l] holds codes 128h + l and + 64 (low, high nibble), ql[64h + 32 +
+  // l] codes 128h + 32 + l and + 96; qh[32h + l] their top bits, two bits each, in that order.
+  for (int h = 0; h < 2; ++h)
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* c = code + 128 * h + l;
+      b.ql[64 * h + l] = static_cast<uint8_t>((c[0] & 0xF) | (c[64] & 0xF) << 4);
+      b.ql[64 * h + 32 + l] = static_cast<uint8_t>((c[32] & 0xF) | (c[96] & 0xF) << 4);
+      b.qh[32 * h + l] = static_cast<uint8_t>(c[0] >> 4 | (c[32] >> 4) << 2 | (c[64] >> 4) << 4 |
+                                              (c[96] >> 4) << 6);
+    }
   return b;
 }
 
@@ -56,7 +91,8 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 }  // namespace
 
 bool panel_layout_fits(DType t, int64_t rows) {
-  return (t == DType::Q8_0 || t == DType::Q4_K) && rows > 0 && rows % kPanelRows == 0;
+  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K) && rows > 0 &&
+         rows % kPanelRows == 0;
 }
 
 void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
@@ -64,8 +100,13 @@ void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t r
   if (t == DType::Q8_0) return q8_0_row_to_f32(data, row_stride, row, cols, out);
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   for (int64_t b = 0; b < cols / kQKK; ++b) {
-    const BlockQ4_K block = q4k_block(panel + b * kQ4KPanelBytes, row);
-    dequantize_row(DType::Q4_K, reinterpret_cast<const uint8_t*>(&block), out + b * kQKK, kQKK);
+    if (t == DType::Q4_K) {
+      const BlockQ4_K block = q4k_block(panel + b * kQ4KPanelBytes, row);
+      dequantize_row(t, &block, out + b * kQKK, kQKK);
+    } else {
+      const BlockQ6_K block = q6k_block(panel + b * kQ6KPanelBytes, row);
+      dequantize_row(t, &block, out + b * kQKK, kQKK);
+    }
   }
 }
 
