@@ -6,8 +6,9 @@
 // decode/ cycles through enough copies of a 4096 x 4096 weight (>= 512 MiB) that it streams from
 // DRAM, not from the last-level cache; decode_cached/ reuses one 256 x 4096 weight, resident in
 // L2 / L3, to show what the kernel itself can do. threads:2 splits the weight rows between two
-// threads, as the backend does. The avx512-panels/ runs take q8_0 / q4_k / q6_k weights packed into
-// the panel layout the CPU backend loads them in where AVX512-VNNI is available (panel_layout.h).
+// threads, as the backend does. The avx512-panels/ runs take q8_0 and q4_k to q6_k weights packed
+// into the panel layout the CPU backend loads them in where AVX512-VNNI is available
+// (panel_layout.h).
 //
 //   build-*/bench/bench_matmul --benchmark_filter='decode'  [TURBOSPARK_ISA=avx2]
 #include <benchmark/benchmark.h>
@@ -241,7 +242,7 @@ void register_all() {
         benchmark::RegisterBenchmark(("memory_read/threads:" + std::to_string(threads)).c_str(),
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
+  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const std::string type = dtype_name(t);
     for (int threads : {1, 2})
       timed(benchmark::RegisterBenchmark(

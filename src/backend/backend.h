@@ -150,8 +150,8 @@ class Backend {
                                const void* host) = 0;
   virtual void release_weight(Weight& w) = 0;
   // Lets a backend rearrange an uploaded weight in place into a layout its kernels read faster, in
-  // the same bytes (q8_0, q4_k and q6_k: the CPU's AVX512-VNNI panels, WeightLayout::Panels; q8_0:
-  // CUDA's 4-row groups, WeightLayout::Q8Groups; q6_k: CUDA's rows of bodies then d values,
+  // the same bytes (q8_0 and q4_k to q6_k: the CPU's AVX512-VNNI panels, WeightLayout::Panels;
+  // q8_0: CUDA's 4-row groups, WeightLayout::Q8Groups; q6_k: CUDA's rows of bodies then d values,
   // WeightLayout::Q6Rows). Only for weights whose memory the caller owns (a host backend's buffer,
   // or a device upload) and reads no other way than through this backend's ops. Default: nothing.
   virtual void pack_weight(Weight& /*w*/) {}

@@ -1,7 +1,7 @@
-// The q8_0, q4_k and q6_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers write
-// what the layout describes (every row read back through the portable reader is the row it packed,
-// bit for bit), packs in place without touching other panels, and the CPU backend packs exactly the
-// weights it can read that way and still embeds and multiplies by them as before.
+// The q8_0, q4_k, q5_k and q6_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers
+// write what the layout describes (every row read back through the portable reader is the row it
+// packed, bit for bit), packs in place without touching other panels, and the CPU backend packs
+// exactly the weights it can read that way and still embeds and multiplies by them as before.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,8 +23,13 @@
 namespace ts::cpu {
 namespace {
 
-// Random q8_0 / q4_k / q6_k rows: random codes and sub-block scales, f16 scales (q4_k: d and
-// dmin) of both signs.
+// q4_k and q5_k: d and dmin at the start of each block.
+bool has_min(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K;
+}
+
+// Random q8_0 / q4_k / q5_k / q6_k rows: random codes and sub-block scales, f16 scales (q4_k,
+// q5_k: d and dmin) of both signs.
 std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t stride = row_bytes(t, cols, "test weight");
   std::vector<uint8_t> bytes(stride * rows);
@@ -32,7 +37,7 @@ std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt199
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
   const uint32_t block = dtype_info(t).block_bytes;
-  const std::vector<size_t> fields = t == DType::Q4_K ? std::vector<size_t>{0, 2}
+  const std::vector<size_t> fields = has_min(t) ? std::vector<size_t>{0, 2}
                                      : t == DType::Q6_K
                                          ? std::vector<size_t>{offsetof(BlockQ6_K, d)}
                                          : std::vector<size_t>{0};
@@ -55,22 +60,23 @@ std::vector<float> dequantized_row(DType t, const uint8_t* row, int64_t cols) {
   return out;
 }
 
-// q4_k rows with d zeroed (their min terms alone); the q8_0 rows as they are.
+// The rows with d zeroed (their min terms alone) for the types with mins; the others as they are.
 std::vector<uint8_t> magnitude_rows(DType t, const std::vector<uint8_t>& rows_bytes) {
   std::vector<uint8_t> mins = rows_bytes;
-  if (t == DType::Q4_K)
-    for (size_t blk = 0; blk < mins.size() / sizeof(BlockQ4_K); ++blk)
-      std::memset(mins.data() + blk * sizeof(BlockQ4_K), 0, 2);
+  const uint32_t block = dtype_info(t).block_bytes;
+  if (has_min(t))
+    for (size_t blk = 0; blk < mins.size() / block; ++blk)
+      std::memset(mins.data() + blk * block, 0, 2);
   return mins;
 }
 
-// |w_k| per element of row r, as |d term| + |min term| for q4_k.
+// |w_k| per element of row r, as |d term| + |min term| for the types with mins.
 std::vector<float> magnitudes(DType t, const std::vector<uint8_t>& plain,
                               const std::vector<uint8_t>& mins, int64_t r, int64_t cols) {
   const size_t stride = row_bytes(t, cols, "test weight");
   std::vector<float> w = dequantized_row(t, plain.data() + r * stride, cols);
   for (auto& v : w) v = std::fabs(v);
-  if (t != DType::Q4_K) return w;
+  if (!has_min(t)) return w;
   const std::vector<float> m = dequantized_row(t, mins.data() + r * stride, cols);
   for (int64_t k = 0; k < cols; ++k) w[k] = std::fabs(w[k] - m[k]) + std::fabs(m[k]);
   return w;
@@ -104,7 +110,7 @@ TEST_P(PanelLayout, PackedRowsReadBackBitForBit) {
   }
 }
 
-TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0Q4_KAndQ6_K) {
+TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_KToQ6_K) {
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 32));
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 128256));
   EXPECT_TRUE(panel_layout_fits(DType::Q4_K, 2048));
@@ -114,7 +120,8 @@ TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0Q4_KAndQ6_K) {
   EXPECT_FALSE(panel_layout_fits(DType::Q4_0, 64));
   EXPECT_TRUE(panel_layout_fits(DType::Q6_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
-  EXPECT_FALSE(panel_layout_fits(DType::Q5_K, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q5_K, 64));
+  EXPECT_FALSE(panel_layout_fits(DType::Q3_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::F16, 64));
 }
 
@@ -150,8 +157,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 
     // Both matmul paths of the packed layout against the row layout's kernels, within twice the
     // f32 rounding bound of test_quant_matmul: (2 x blocks + 16) ulp of the sum over k of
-    // |w_k| (|x_k| + the activation's quantisation step), with q4_k's d and dmin terms taken
-    // apart (they may cancel).
+    // |w_k| (|x_k| + the activation's quantisation step), with the d and dmin terms of q4_k and
+    // q5_k taken apart (they may cancel).
     const std::vector<uint8_t> parts = magnitude_rows(t, plain);
     for (const int64_t m : {int64_t{1}, int64_t{5}}) {
       std::vector<float> y_ref(m * rows), y(m * rows);
@@ -177,7 +184,7 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
-                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q6_K),
+                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -293,7 +293,7 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
-// q8_0, q4_k and q6_k weights packed into the panel layout (panel_layout.h), read by the
+// q8_0 and q4_k to q6_k weights packed into the panel layout (panel_layout.h), read by the
 // AVX512-VNNI panel kernels: within the same bounds as above of the dequantised dot and of the
 // scalar kernel on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the
 // GEMM's bits.
@@ -322,6 +322,8 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
         {128, 1280, 6},
         {160, 1280, 16},
         {128, 768, 64}}},
+      {DType::Q5_K,
+       {{96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}}},
       {DType::Q6_K,
        {{96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}}}};
   for (const auto& [t, shapes] : cases)

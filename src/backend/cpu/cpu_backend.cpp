@@ -50,7 +50,7 @@ class CpuBackend final : public Backend {
   }
   void release_weight(Weight& w) override { w = Weight{}; }
 
-  // q8_0, q4_k and q6_k weights whose rows fill whole panels go to the panel layout where its
+  // q8_0, q4_k, q5_k and q6_k weights whose rows fill whole panels go to the panel layout where its
   // kernels run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
     if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||

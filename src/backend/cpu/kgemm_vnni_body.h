@@ -167,6 +167,16 @@ void kmicro_rows(int rows, const uint8_t* chunk, const PackedActs& x, const int3
   kmicro<Dec, T>(chunk, x, starts, m0, b0, b1, y, ldy, r, mask, first);
 }
 
+// Part i of `parts` of the next chunk of a weight packed at load, whose chunks are contiguous
+// runs of `block_bytes` per super-block.
+inline void prefetch_packed_chunk(const WeightView& w, const NextChunk& next, int64_t i,
+                                  int64_t parts, size_t block_bytes) {
+  if (next.row0 >= next.row1) return;
+  const uint8_t* start = w.data + next.row0 * w.row_stride + next.b0 * block_bytes;
+  const int64_t bytes = (next.b1 - next.b0) * static_cast<int64_t>(block_bytes);
+  prefetch_span(start + bytes * i / parts, bytes * (i + 1) / parts - bytes * i / parts);
+}
+
 // The GEMM over rows [r0, r1): for each panel and chunk of kChunkSupers super-blocks,
 // source.pack(r, valid, b0, b1, dst) lays the chunk out as KPacked<Dec> and
 // source.prefetch(next, i, tiles) fetches part i of the next chunk before activation tile i.

@@ -125,12 +125,8 @@ struct PanelSource {
     }
   }
 
-  // The next chunk is one contiguous run of the weight: part i of its lines.
   void prefetch(const NextChunk& next, int64_t i, int64_t tiles) const {
-    if (next.row0 >= next.row1) return;
-    const uint8_t* start = w.data + next.row0 * w.row_stride + next.b0 * kQ6KPanelBytes;
-    const int64_t bytes = (next.b1 - next.b0) * static_cast<int64_t>(kQ6KPanelBytes);
-    prefetch_span(start + bytes * i / tiles, bytes * (i + 1) / tiles - bytes * i / tiles);
+    prefetch_packed_chunk(w, next, i, tiles, kQ6KPanelBytes);
   }
 };
 

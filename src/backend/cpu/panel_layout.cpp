@@ -1,6 +1,7 @@
 #include "backend/cpu/panel_layout.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "quant/blocks.h"
 #include "quant/dequant.h"
@@ -11,6 +12,8 @@ static_assert(kPanelBlockBytes == kPanelRows * sizeof(BlockQ8_0),
               "a packed q8_0 panel must fill exactly its rows' bytes");
 static_assert(kQ4KPanelBytes == kPanelRows * sizeof(BlockQ4_K),
               "a packed q4_k panel must fill exactly its rows' bytes");
+static_assert(kQ5KPanelBytes == kPanelRows * sizeof(BlockQ5_K),
+              "a packed q5_k panel must fill exactly its rows' bytes");
 static_assert(kQ6KPanelBytes == kPanelRows * sizeof(BlockQ6_K),
               "a packed q6_k panel must fill exactly its rows' bytes");
 
@@ -27,20 +30,32 @@ void panel_nibbles(const uint8_t* panel, int64_t r, uint8_t* code) {
     }
 }
 
-// Row `row`'s super-block as it was in the file, from the packed panel at `panel`.
-BlockQ4_K q4k_block(const uint8_t* panel, int64_t row) {
-  const int64_t r = row % kPanelRows;
-  BlockQ4_K b;
-  std::memcpy(&b.d, panel + kQ4KPanelD + r * sizeof(uint16_t), sizeof(b.d));
-  std::memcpy(&b.dmin, panel + kQ4KPanelDmin + r * sizeof(uint16_t), sizeof(b.dmin));
+// Row `row`'s super-block as it was in the file, from the packed q4_k / q5_k panel at `panel`
+// whose words, d and dmin start at the given offsets (q5_k: and fifth bits at kQ5KPanelFifth).
+template <class Block>
+Block k4_block(const uint8_t* panel, int64_t row, size_t words, size_t d, size_t dmin) {
+  const int64_t r = row % kPanelRows, v = r / 16, j = r % 16;
+  Block b;
+  std::memcpy(&b.d, panel + d + r * sizeof(uint16_t), sizeof(b.d));
+  std::memcpy(&b.dmin, panel + dmin + r * sizeof(uint16_t), sizeof(b.dmin));
   for (int w = 0; w < 3; ++w)
-    std::memcpy(b.scales + 4 * w, panel + kQ4KPanelWords + (w * kPanelRows + r) * 4, 4);
+    std::memcpy(b.scales + 4 * w, panel + words + (w * kPanelRows + r) * 4, 4);
   uint8_t code[kQKK];
   panel_nibbles(panel, r, code);
   // The file's order: qs[32c + l] holds code 64c + l low and code 64c + 32 + l high.
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l)
       b.qs[32 * c + l] = static_cast<uint8_t>(code[64 * c + l] | code[64 * c + 32 + l] << 4);
+  if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+    // qh[l] bit c is the fifth bit of code 32c + l.
+    std::memset(b.qh, 0, sizeof(b.qh));
+    for (int c = 0; c < 8; ++c)
+      for (int k = 0; k < 8; ++k)
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t fifth = panel[kQ5KPanelFifth + ((c * 2 + v) * 16 + j) * 4 + i];
+          b.qh[4 * k + i] |= static_cast<uint8_t>(((fifth >> k) & 1) << c);
+        }
+  }
   return b;
 }
 
@@ -91,8 +106,8 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 }  // namespace
 
 bool panel_layout_fits(DType t, int64_t rows) {
-  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q6_K) && rows > 0 &&
-         rows % kPanelRows == 0;
+  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) &&
+         rows > 0 && rows % kPanelRows == 0;
 }
 
 void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
@@ -101,7 +116,12 @@ void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t r
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     if (t == DType::Q4_K) {
-      const BlockQ4_K block = q4k_block(panel + b * kQ4KPanelBytes, row);
+      const auto block = k4_block<BlockQ4_K>(panel + b * kQ4KPanelBytes, row, kQ4KPanelWords,
+                                             kQ4KPanelD, kQ4KPanelDmin);
+      dequantize_row(t, &block, out + b * kQKK, kQKK);
+    } else if (t == DType::Q5_K) {
+      const auto block = k4_block<BlockQ5_K>(panel + b * kQ5KPanelBytes, row, kQ5KPanelWords,
+                                             kQ5KPanelD, kQ5KPanelDmin);
       dequantize_row(t, &block, out + b * kQKK, kQKK);
     } else {
       const BlockQ6_K block = q6k_block(panel + b * kQ6KPanelBytes, row);

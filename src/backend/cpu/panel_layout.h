@@ -1,7 +1,8 @@
-// The panel layouts of q8_0, q4_k and q6_k weights (WeightLayout::Panels), which the AVX512-VNNI
-// kernels of matmul_panels_avx512vnni.cpp and matmul_q{4,6}k_panels_avx512vnni.cpp read as they
-// are, so that a prefill matmul no longer regroups the weight rows for every micro-batch and a
-// decode matmul reads one stream per panel instead of 32 row streams.
+// The panel layouts of q8_0, q4_k, q5_k and q6_k weights (WeightLayout::Panels), which the
+// AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp and
+// matmul_q6k_panels_avx512vnni.cpp read as they are, so that a prefill matmul no longer regroups
+// the weight rows for every micro-batch and a decode matmul reads one stream per panel instead of
+// 32 row streams.
 //
 // The rows are taken kPanelRows at a time. A panel occupies exactly its rows' bytes in the row
 // layout (kPanelRows x row_stride from data + panel x kPanelRows x row_stride) but orders them by
@@ -19,6 +20,9 @@
 //   w0[32], w1[32], w2[32] (int32): bytes 0-3, 4-7 and 8-11 of each row's twelve packed 6-bit
 //     scales and mins, as in the block (see k4_scale_min), so that a vector holds sixteen rows'.
 //   d[32], dmin[32]: the rows' f16 scales.
+// q5_k: as q4_k, with kQ5KPanelBytes per super-block and, between the nibbles and the words,
+//   fifth[c][v][j][i] (c < 8; 1024 bytes): bit k of the byte is the fifth bit of code 32c + 4k + i
+//     of row 16v + j: sub-block c's eight code groups.
 // q6_k: the panel's super-block b, kQ6KPanelBytes at panel + b x kQ6KPanelBytes, is
 //   nibbles[q][v][j][i] as q4_k's: the low four bits of codes 8q + i and 8q + 4 + i;
 //   high[o][v][j][i] (o < 16; 2048 bytes): the top two bits of codes 16o + 4k + i at bits 2k, 2k +
@@ -44,6 +48,11 @@ inline constexpr size_t kQ4KPanelWords = kQ4KPanelNibbles;  // w0, w1, w2: 128 b
 inline constexpr size_t kQ4KPanelD = kQ4KPanelWords + 3 * kPanelRows * sizeof(int32_t);
 inline constexpr size_t kQ4KPanelDmin = kQ4KPanelD + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kQ4KPanelBytes = kQ4KPanelDmin + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ5KPanelFifth = kQ4KPanelNibbles;
+inline constexpr size_t kQ5KPanelWords = kQ5KPanelFifth + 1024;
+inline constexpr size_t kQ5KPanelD = kQ5KPanelWords + 3 * kPanelRows * sizeof(int32_t);
+inline constexpr size_t kQ5KPanelDmin = kQ5KPanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ5KPanelBytes = kQ5KPanelDmin + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kQ6KPanelHigh = kQ4KPanelNibbles;
 inline constexpr size_t kQ6KPanelScales = kQ6KPanelHigh + 2048;
 inline constexpr size_t kQ6KPanelD = kQ6KPanelScales + 16 * kPanelRows;
