@@ -227,15 +227,65 @@ void micro(const uint8_t* panel, const PackedActs& x, const int32_t* starts, int
       _mm512_mask_storeu_ps(y + (m0 + t) * ldy + r + v * kVecRows, mask[v], acc[v][t]);
 }
 
-template <class Dec, int T = kTile>
-void micro_rows(int rows, const uint8_t* panel, const PackedActs& x, const int32_t* starts,
-                int64_t m0, int64_t b0, int64_t b1, float* y, int64_t ldy, int64_t r,
-                const __mmask16 mask[kPanelVecs], bool first) {
+// Calls tile.template operator()<T>() for T = min(rows, kTile): the micro-kernels' register tiles
+// are compile-time.
+template <int T = kTile, class Tile>
+void with_tile_rows(int rows, const Tile& tile) {
   if constexpr (T > 1) {
-    if (rows < T)
-      return micro_rows<Dec, T - 1>(rows, panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
+    if (rows < T) return with_tile_rows<T - 1>(rows, tile);
   }
-  micro<Dec, T>(panel, x, starts, m0, b0, b1, y, ldy, r, mask, first);
+  tile.template operator()<T>();
+}
+
+// The loop every GEMM here shares: for each panel of rows [r0, r1) and chunk of `chunk` of its nb
+// blocks, layout(r, valid, b0, b1) gives the chunk as the micro-kernel reads it (regrouped into a
+// buffer, or where it lies); then for each tile of kTile activation rows, prefetch(next, i,
+// tiles) fetches part i of the next chunk and tile.template operator()<T>(chunk, m0, b0, b1, r,
+// mask, first) runs the T-row micro-kernel (`first`: the panel's first chunk, sums start at 0).
+template <class Layout, class Prefetch, class Tile>
+void panel_gemm(int64_t r0, int64_t r1, int64_t nb, int64_t M, int64_t chunk, const Layout& layout,
+                const Prefetch& prefetch, const Tile& tile) {
+  const int64_t tiles = (M + kTile - 1) / kTile;
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const int64_t valid = std::min(kPanelRows, r1 - r);
+    __mmask16 mask[kPanelVecs];
+    panel_masks(valid, mask);
+    for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+      const int64_t b1 = std::min(nb, b0 + chunk);
+      const NextChunk next = next_chunk(r, r1, b1, nb, chunk);
+      const uint8_t* data = layout(r, valid, b0, b1);
+      for (int64_t i = 0; i < tiles; ++i) {
+        prefetch(next, i, tiles);
+        const int64_t m0 = i * kTile;
+        with_tile_rows(static_cast<int>(std::min<int64_t>(kTile, M - m0)), [&]<int T>() {
+          tile.template operator()<T>(data, m0, b0, b1, r, mask, b0 == 0);
+        });
+      }
+    }
+  }
+}
+
+// Part i of `parts` of the next chunk of a weight packed at load, whose chunks are contiguous
+// runs of `block_bytes` per block.
+inline void prefetch_packed_chunk(const WeightView& w, const NextChunk& next, int64_t i,
+                                  int64_t parts, size_t block_bytes) {
+  if (next.row0 >= next.row1) return;
+  const uint8_t* start = w.data + next.row0 * w.row_stride + next.b0 * block_bytes;
+  const int64_t bytes = (next.b1 - next.b0) * static_cast<int64_t>(block_bytes);
+  prefetch_span(start + bytes * i / parts, bytes * (i + 1) / parts - bytes * i / parts);
+}
+
+// Packs panels [p0, p1) of a weight in place: each panel's rows are copied out (its packed bytes
+// overwrite them), then pack_one(rows, panel) writes the panel.
+template <class PackOne>
+void pack_in_place(uint8_t* data, size_t row_stride, int64_t p0, int64_t p1,
+                   const PackOne& pack_one) {
+  std::vector<uint8_t> rows(static_cast<size_t>(kPanelRows) * row_stride);
+  for (int64_t p = p0; p < p1; ++p) {
+    uint8_t* panel = data + p * kPanelRows * row_stride;
+    std::memcpy(rows.data(), panel, rows.size());
+    pack_one(rows.data(), panel);
+  }
 }
 
 // Where each block's int32 sums start: -offset x (the activation block's sum), as a table

@@ -156,25 +156,26 @@ void kmicro(const uint8_t* chunk, const PackedActs& x, const int32_t* starts, in
   }
 }
 
-template <class Dec, int T = kTile>
-void kmicro_rows(int rows, const uint8_t* chunk, const PackedActs& x, const int32_t* starts,
-                 int64_t m0, int64_t b0, int64_t b1, float* y, int64_t ldy, int64_t r,
-                 const __mmask16 mask[kPanelVecs], bool first) {
-  if constexpr (T > 1) {
-    if (rows < T)
-      return kmicro_rows<Dec, T - 1>(rows, chunk, x, starts, m0, b0, b1, y, ldy, r, mask, first);
-  }
-  kmicro<Dec, T>(chunk, x, starts, m0, b0, b1, y, ldy, r, mask, first);
+// Groups 8c .. 8c + 7 of sixteen decoded rows (chunk c of each KDecoded) in the vpdpbusd layout:
+// words[g] lane j = the four codes of group 8c + g of row j.
+inline void chunk_groups(const KDecoded (&k)[kVecRows], int c, __m512i (&words)[8]) {
+  __m512i pairs[8];
+  for (int j = 0; j < 8; ++j)
+    pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(k[j].u[c]), k[j + 8].u[c], 1);
+  transpose16x8(pairs, words);
 }
 
-// Part i of `parts` of the next chunk of a weight packed at load, whose chunks are contiguous
-// runs of `block_bytes` per super-block.
-inline void prefetch_packed_chunk(const WeightView& w, const NextChunk& next, int64_t i,
-                                  int64_t parts, size_t block_bytes) {
-  if (next.row0 >= next.row1) return;
-  const uint8_t* start = w.data + next.row0 * w.row_stride + next.b0 * block_bytes;
-  const int64_t bytes = (next.b1 - next.b0) * static_cast<int64_t>(block_bytes);
-  prefetch_span(start + bytes * i / parts, bytes * (i + 1) / parts - bytes * i / parts);
+// The packed layouts' nibble plane from chunk c's groups (chunk_groups) of rows 16v .. 16v + 15:
+// groups 2q and 2q + 1 in the low and high nibbles of vector (q, v), q = 4c .. 4c + 3 (the 16-bit
+// shift of masked nibbles stays within their bytes).
+inline void store_nibble_pairs(const __m512i (&words)[8], int c, int v, uint8_t* out) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int h = 0; h < 4; ++h) {
+    const __m512i both =
+        _mm512_or_si512(_mm512_and_si512(words[2 * h], low4),
+                        _mm512_slli_epi16(_mm512_and_si512(words[2 * h + 1], low4), 4));
+    _mm512_storeu_si512(out + ((4 * c + h) * kPanelVecs + v) * 64, both);
+  }
 }
 
 // The GEMM over rows [r0, r1): for each panel and chunk of kChunkSupers super-blocks,
@@ -188,25 +189,17 @@ void kgemm(const Source& source, const PackedActs& x, int64_t r0, int64_t r1, fl
   panel.resize(kChunkSupers * KPacked<Dec>::kBytes);
   thread_local std::vector<int32_t> starts;
   kblock_starts<Dec>(x, starts);
-  const int64_t nb = x.K / kQKK;
-  const int64_t tiles = (x.M + kTile - 1) / kTile;
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const int64_t valid = std::min(kPanelRows, r1 - r);
-    __mmask16 mask[kPanelVecs];
-    panel_masks(valid, mask);
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkSupers) {
-      const int64_t b1 = std::min(nb, b0 + kChunkSupers);
-      const NextChunk next = next_chunk(r, r1, b1, nb, kChunkSupers);
-      source.pack(r, valid, b0, b1, panel.data());
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t m0 = i * kTile;
-        source.prefetch(next, i, tiles);
-        const int rows = static_cast<int>(std::min<int64_t>(kTile, x.M - m0));
-        kmicro_rows<Dec>(rows, panel.data(), x, starts.data(), m0, b0, b1, y, ldy, r, mask,
-                         b0 == 0);
-      }
-    }
-  }
+  panel_gemm(
+      r0, r1, x.K / kQKK, x.M, kChunkSupers,
+      [&](int64_t r, int64_t valid, int64_t b0, int64_t b1) {
+        source.pack(r, valid, b0, b1, panel.data());
+        return static_cast<const uint8_t*>(panel.data());
+      },
+      [&](const NextChunk& next, int64_t i, int64_t tiles) { source.prefetch(next, i, tiles); },
+      [&]<int T>(const uint8_t* chunk, int64_t m0, int64_t b0, int64_t b1, int64_t r,
+                 const __mmask16* mask, bool first) {
+        kmicro<Dec, T>(chunk, x, starts.data(), m0, b0, b1, y, ldy, r, mask, first);
+      });
 }
 
 }  // namespace

@@ -28,26 +28,21 @@ void gemm_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
   // One buffer per thread, grown to the largest chunk once and kept.
   thread_local std::vector<uint8_t> panel;
   panel.resize(kChunkBlocks * packed_block_bytes<Dec>());
-  const int64_t nb = x.K / kQK32;
   thread_local std::vector<int32_t> starts;
   block_starts<Dec>(x, starts);
-  const int64_t tiles = (x.M + kTile - 1) / kTile;
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const int64_t valid = std::min(kPanelRows, r1 - r);
-    __mmask16 mask[kPanelVecs];
-    panel_masks(valid, mask);
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-      const int64_t b1 = std::min(nb, b0 + kChunkBlocks);
-      const NextChunk next = next_chunk(r, r1, b1, nb, kChunkBlocks);
-      pack_panel<Dec>(w, r, valid, b0, b1, panel.data());
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t m0 = i * kTile;
+  panel_gemm(
+      r0, r1, x.K / kQK32, x.M, kChunkBlocks,
+      [&](int64_t r, int64_t valid, int64_t b0, int64_t b1) {
+        pack_panel<Dec>(w, r, valid, b0, b1, panel.data());
+        return static_cast<const uint8_t*>(panel.data());
+      },
+      [&](const NextChunk& next, int64_t i, int64_t tiles) {
         prefetch_share<Dec>(w, next, i, tiles);
-        const int rows = static_cast<int>(std::min<int64_t>(kTile, x.M - m0));
-        micro_rows<Dec>(rows, panel.data(), x, starts.data(), m0, b0, b1, y, ldy, r, mask, b0 == 0);
-      }
-    }
-  }
+      },
+      [&]<int T>(const uint8_t* chunk, int64_t m0, int64_t b0, int64_t b1, int64_t r,
+                 const __mmask16* mask, bool first) {
+        micro<Dec, T>(chunk, x, starts.data(), m0, b0, b1, y, ldy, r, mask, first);
+      });
 }
 
 }  // namespace

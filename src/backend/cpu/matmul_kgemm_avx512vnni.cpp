@@ -62,10 +62,8 @@ void kpack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int6
       }
       // Chunk c of the decoded rows holds their codes 32c .. 32c + 31: code groups 8c .. 8c + 7.
       for (int c = 0; c < 8; ++c) {
-        __m512i pairs[8], words[8];
-        for (int j = 0; j < 8; ++j)
-          pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(k[j].u[c]), k[j + 8].u[c], 1);
-        transpose16x8(pairs, words);
+        __m512i words[8];
+        chunk_groups(k, c, words);
         for (int g = 0; g < 8; ++g)
           _mm512_storeu_si512(out + P::kCodes + ((8 * c + g) * kPanelVecs + v) * 64, words[g]);
       }

@@ -25,34 +25,23 @@ namespace {
 
 static_assert(packed_block_bytes<DecQ8_0>() == kPanelBlockBytes);
 
+// The GEMM reads each chunk where it lies: a panel's blocks are contiguous, and so are the panels.
 void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy) {
-  const int64_t nb = x.K / kQK32;
   thread_local std::vector<int32_t> starts;
   block_starts<DecQ8_0>(x, starts);
-  const __mmask16 mask[kPanelVecs] = {0xFFFF, 0xFFFF};
-  const int64_t tiles = (x.M + kTile - 1) / kTile;
-  const uint8_t* end = w.data + r1 * w.row_stride;
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const uint8_t* panel = w.data + r * w.row_stride;
-    for (int64_t b0 = 0; b0 < nb; b0 += kChunkBlocks) {
-      const int64_t b1 = std::min(nb, b0 + kChunkBlocks);
-      const uint8_t* chunk = panel + b0 * kPanelBlockBytes;
-      // The next chunk (of this panel, or the next panel's first) follows this one in memory. It
-      // is fetched while this one is computed on, a part before each activation tile: a burst of
-      // all its lines at once would overrun the outstanding-miss buffers and be dropped.
-      const uint8_t* next = chunk + (b1 - b0) * kPanelBlockBytes;
-      const int64_t lines =
-          (std::min<int64_t>(kChunkBlocks * kPanelBlockBytes, end - next) + 63) / 64;
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t l0 = lines * i / tiles, l1 = lines * (i + 1) / tiles;
-        prefetch_span(next + 64 * l0, 64 * (l1 - l0));
-        const int64_t m0 = i * kTile;
-        const int rows = static_cast<int>(std::min<int64_t>(kTile, x.M - m0));
-        micro_rows<DecQ8_0>(rows, chunk, x, starts.data(), m0, b0, b1, y, ldy, r, mask, b0 == 0);
-      }
-    }
-  }
+  panel_gemm(
+      r0, r1, x.K / kQK32, x.M, kChunkBlocks,
+      [&](int64_t r, int64_t, int64_t b0, int64_t) {
+        return w.data + r * w.row_stride + b0 * kPanelBlockBytes;
+      },
+      [&](const NextChunk& next, int64_t i, int64_t tiles) {
+        prefetch_packed_chunk(w, next, i, tiles, kPanelBlockBytes);
+      },
+      [&]<int T>(const uint8_t* chunk, int64_t m0, int64_t b0, int64_t b1, int64_t r,
+                 const __mmask16* mask, bool first) {
+        micro<DecQ8_0, T>(chunk, x, starts.data(), m0, b0, b1, y, ldy, r, mask, first);
+      });
 }
 
 // One activation row: per panel, the 32 rows' int32 sums of each block in four accumulators
@@ -100,14 +89,10 @@ RowsKernel avx512vnni_panel_kernel(int64_t M) {
 
 void avx512vnni_pack_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                             int64_t p1) {
-  // A panel's packed bytes overwrite its rows: the rows are copied out first.
-  std::vector<uint8_t> rows(static_cast<size_t>(kPanelRows) * row_stride);
-  const WeightView copy{DType::Q8_0, rows.data(), kPanelRows, cols, row_stride};
-  for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = data + p * kPanelRows * row_stride;
-    std::memcpy(rows.data(), panel, rows.size());
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    const WeightView copy{DType::Q8_0, rows, kPanelRows, cols, row_stride};
     pack_panel<DecQ8_0>(copy, 0, kPanelRows, 0, cols / kQK32, panel);
-  }
+  });
 }
 
 }  // namespace ts::cpu

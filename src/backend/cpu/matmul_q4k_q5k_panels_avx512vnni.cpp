@@ -104,7 +104,7 @@ inline void group_pair(const uint8_t* blk, int q, int v, __m512i& even, __m512i&
 // Packs one panel: super-blocks [0, nb) of the 32 rows at `rows` (row layout) into `panel`.
 template <class L>
 void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t nb, uint8_t* panel) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = panel + b * L::kBytes;
     for (int v = 0; v < kPanelVecs; ++v) {
@@ -120,19 +120,12 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t nb, uint8_t
         std::memcpy(out + L::kDmin + r * sizeof(uint16_t), &blk.dmin, sizeof(uint16_t));
       }
       // Chunk c of the decoded rows holds their code groups 8c .. 8c + 7 (codes 32c .. 32c + 31,
-      // sub-block c); groups 2q and 2q + 1 share a vector's low and high nibbles (codes are < 32,
-      // so 16-bit shifts of masked bits stay within their bytes).
+      // sub-block c). Their fifth bits go to bits 0-7 of a byte (codes are < 32, so 16-bit shifts
+      // of the masked bit stay within its byte).
       for (int c = 0; c < 8; ++c) {
-        __m512i pairs[8], words[8];
-        for (int j = 0; j < 8; ++j)
-          pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(k[j].u[c]), k[j + 8].u[c], 1);
-        transpose16x8(pairs, words);
-        for (int h = 0; h < 4; ++h) {
-          const __m512i both =
-              _mm512_or_si512(_mm512_and_si512(words[2 * h], low4),
-                              _mm512_slli_epi16(_mm512_and_si512(words[2 * h + 1], low4), 4));
-          _mm512_storeu_si512(out + ((4 * c + h) * kPanelVecs + v) * 64, both);
-        }
+        __m512i words[8];
+        chunk_groups(k, c, words);
+        store_nibble_pairs(words, c, v, out);
         if constexpr (L::kFifth) {
           __m512i fifth = _mm512_setzero_si512();
           for (int g = 0; g < 8; ++g)
@@ -245,17 +238,6 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
   }
 }
 
-template <class L>
-void pack_panels_in_place(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0, int64_t p1) {
-  // A panel's packed bytes overwrite its rows: the rows are copied out first.
-  std::vector<uint8_t> rows(static_cast<size_t>(kPanelRows) * row_stride);
-  for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = data + p * kPanelRows * row_stride;
-    std::memcpy(rows.data(), panel, rows.size());
-    pack_panel_rows<L>(rows.data(), row_stride, cols / kQKK, panel);
-  }
-}
-
 }  // namespace
 
 RowsKernel avx512vnni_q4k_panel_kernel(int64_t M) {
@@ -268,12 +250,16 @@ RowsKernel avx512vnni_q5k_panel_kernel(int64_t M) {
 
 void avx512vnni_pack_q4k_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                 int64_t p1) {
-  pack_panels_in_place<Q4KPanel>(data, cols, row_stride, p0, p1);
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<Q4KPanel>(rows, row_stride, cols / kQKK, panel);
+  });
 }
 
 void avx512vnni_pack_q5k_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                 int64_t p1) {
-  pack_panels_in_place<Q5KPanel>(data, cols, row_stride, p0, p1);
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<Q5KPanel>(rows, row_stride, cols / kQKK, panel);
+  });
 }
 
 }  // namespace ts::cpu

@@ -57,7 +57,7 @@ inline __m512i q6k_scales(const uint8_t* blk, int s, int v) {
 
 // Packs one panel: super-blocks [0, nb) of the 32 rows at `rows` (row layout) into `panel`.
 void pack_q6k_panel(const uint8_t* rows, size_t row_stride, int64_t nb, uint8_t* panel) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F), low2 = _mm512_set1_epi8(0x03);
+  const __m512i low2 = _mm512_set1_epi8(0x03);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* out = panel + b * kQ6KPanelBytes;
     for (int v = 0; v < kPanelVecs; ++v) {
@@ -73,16 +73,9 @@ void pack_q6k_panel(const uint8_t* rows, size_t row_stride, int64_t nb, uint8_t*
       // Chunk c of the decoded rows holds their code groups 8c .. 8c + 7 (codes < 64, so 16-bit
       // shifts of masked values stay within their bytes).
       for (int c = 0; c < 8; ++c) {
-        __m512i pairs[8], words[8];
-        for (int j = 0; j < 8; ++j)
-          pairs[j] = _mm512_inserti64x4(_mm512_castsi256_si512(k[j].u[c]), k[j + 8].u[c], 1);
-        transpose16x8(pairs, words);
-        for (int h = 0; h < 4; ++h) {
-          const __m512i both =
-              _mm512_or_si512(_mm512_and_si512(words[2 * h], low4),
-                              _mm512_slli_epi16(_mm512_and_si512(words[2 * h + 1], low4), 4));
-          _mm512_storeu_si512(out + ((4 * c + h) * kPanelVecs + v) * 64, both);
-        }
+        __m512i words[8];
+        chunk_groups(k, c, words);
+        store_nibble_pairs(words, c, v, out);
         for (int o = 0; o < 2; ++o) {
           __m512i high = _mm512_setzero_si512();
           for (int g = 0; g < 4; ++g)
@@ -184,13 +177,9 @@ RowsKernel avx512vnni_q6k_panel_kernel(int64_t M) {
 
 void avx512vnni_pack_q6k_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                 int64_t p1) {
-  // A panel's packed bytes overwrite its rows: the rows are copied out first.
-  std::vector<uint8_t> rows(static_cast<size_t>(kPanelRows) * row_stride);
-  for (int64_t p = p0; p < p1; ++p) {
-    uint8_t* panel = data + p * kPanelRows * row_stride;
-    std::memcpy(rows.data(), panel, rows.size());
-    pack_q6k_panel(rows.data(), row_stride, cols / kQKK, panel);
-  }
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_q6k_panel(rows, row_stride, cols / kQKK, panel);
+  });
 }
 
 }  // namespace ts::cpu
