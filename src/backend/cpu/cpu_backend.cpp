@@ -53,8 +53,9 @@ class CpuBackend final : public Backend {
   // q8_0, q4_k, q5_k and q6_k weights whose rows fill whole panels go to the panel layout where its
   // kernels run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
+    // A panel fills exactly its rows' bytes: rows with padding between them are left as they are.
     if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||
-        w.layout != WeightLayout::Rows)
+        w.layout != WeightLayout::Rows || w.row_stride != row_bytes(w.dtype, w.cols, "weight"))
       return;
     // The caller owns these bytes (see Backend::pack_weight); Weight holds them const for the ops,
     // which only read.

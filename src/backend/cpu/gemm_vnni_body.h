@@ -1,8 +1,10 @@
 // The register-blocked AVX512-VNNI GEMM over panels of 32 weight rows, shared by the kernel that
 // regroups file-layout rows into panels per matmul (matmul_gemm_avx512vnni.cpp) and the kernels
-// over weights packed once at load (matmul_panels_avx512vnni.cpp). Include it only there, inside
-// the file's VNNI target pragma: it includes matmul_x86_body.h (whose helpers and decoders it
-// uses) and, like that header, lives in an anonymous namespace.
+// over weights packed once at load (matmul_panels_avx512vnni.cpp); its panel loop, prefetches and
+// in-place packing also serve the k-quant GEMM (kgemm_vnni_body.h and the files that include it).
+// Include it only in those files, inside the file's VNNI target pragma: it includes
+// matmul_x86_body.h (whose helpers and decoders it uses) and, like that header, lives in an
+// anonymous namespace.
 //
 // The weight rows are the vector dimension: a packed panel block holds, per group g of four
 // consecutive codes, one 512-bit vector for each sixteen rows, as unsigned bytes (code - offset
@@ -117,11 +119,6 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
   }
 }
 
-// Blocks [b0, b1) of weight rows [row0, row1) (row layout) into L1. A panel regrouped per matmul
-// reads its weights from DRAM 32 short row segments at a time: too many streams for the hardware
-// prefetchers. So the next chunk is fetched while this one is computed on, a few rows before
-// each activation tile: a burst of all its lines at once would overrun the outstanding-miss
-// buffers and be dropped.
 // Prefetches the cache lines that hold [p, p + bytes).
 inline void prefetch_span(const void* p, int64_t bytes) {
   const auto first = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63};
@@ -130,6 +127,11 @@ inline void prefetch_span(const void* p, int64_t bytes) {
     _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
 }
 
+// Blocks [b0, b1) of weight rows [row0, row1) (row layout) into L1. A panel regrouped per matmul
+// reads its weights from DRAM 32 short row segments at a time: too many streams for the hardware
+// prefetchers. So the next chunk is fetched while this one is computed on, a few rows before
+// each activation tile: a burst of all its lines at once would overrun the outstanding-miss
+// buffers and be dropped.
 template <class Dec>
 void prefetch_rows(const WeightView& w, int64_t row0, int64_t row1, int64_t b0, int64_t b1) {
   using Block = typename Dec::Block;

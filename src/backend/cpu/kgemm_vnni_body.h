@@ -1,6 +1,7 @@
 // The k-quant GEMM's packed super-blocks and micro-kernel (AVX512-VNNI), shared by the kernel
-// that decodes panels from the row layout per matmul (matmul_kgemm_avx512vnni.cpp) and the one
-// over q4_k weights packed at load (matmul_q4k_panels_avx512vnni.cpp). Include it only there,
+// that decodes panels from the row layout per matmul (matmul_kgemm_avx512vnni.cpp) and the ones
+// over q4_k, q5_k and q6_k weights packed at load (matmul_q4k_q5k_panels_avx512vnni.cpp,
+// matmul_q6k_panels_avx512vnni.cpp). Include it only there,
 // inside the file's VNNI target pragma, after gemm_vnni_body.h; like that header it lives in an
 // anonymous namespace.
 //
