@@ -155,6 +155,10 @@ class Backend {
   // WeightLayout::Q6Rows). Only for weights whose memory the caller owns (a host backend's buffer,
   // or a device upload) and reads no other way than through this backend's ops. Default: nothing.
   virtual void pack_weight(Weight& /*w*/) {}
+  // A host backend's routed experts: pack_weight() on the calling thread (a reader thread packs an
+  // expert right after its bytes land in a slot, resident and streamed alike, so both give the
+  // same bits). Default: nothing (device backends pack resident experts with pack_weight()).
+  virtual void pack_expert_weight(Weight& /*w*/) {}
   // Views of a packed weight (rows [a, b) at data + a * row_stride, same layout) are valid where a
   // and b are multiples of this; 1 for the row layout.
   virtual int64_t weight_row_group(DType /*dtype*/) const { return 1; }

@@ -264,25 +264,27 @@ void ExpertStore::make_table(int64_t layer) {
   L.table = ExpertTable{dev, dev + E, dev + 2 * E, first.gate, first.up, first.down, first.gate_up};
 }
 
+template <class Pack>
+void ExpertStore::pack_expert(ExpertWeights& w, const Pack& pack) const {
+  if (w.gate_up.rows > 0 && w.gate.rows % backend_.weight_row_group(w.gate.dtype) == 0) {
+    pack(w.gate_up);
+    w.gate.layout = w.up.layout = w.gate_up.layout;
+  } else {
+    pack(w.gate);
+    pack(w.up);
+    // A stacked view over two differently packed halves would be neither layout.
+    if (w.gate.layout != w.up.layout || w.gate.layout != w.gate_up.layout) w.gate_up = Weight{};
+  }
+  pack(w.down);
+}
+
 // Resident experts on a device in the backend's packed layout, as the dense weights are (CUDA:
-// q8_0 in 4-row groups, q6_k rows of bodies then d values). Gate and up stacked are packed as one
-// weight when their views stay valid. Streamed experts keep the file's layout: their slots are
-// refilled with the file's bytes.
+// q8_0 in 4-row groups, q6_k rows of bodies then d values). Streamed experts on a device keep the
+// file's layout: their slots are refilled with the file's bytes. (A host backend's experts,
+// resident or streamed, are packed by the reader that fills their slot: fill().)
 void ExpertStore::pack_resident(int64_t layer) {
   Layer& L = layers_[static_cast<size_t>(layer)];
-  for (Slot& s : L.slots) {
-    ExpertWeights& w = s.weights;
-    if (w.gate_up.rows > 0 && w.gate.rows % backend_.weight_row_group(w.gate.dtype) == 0) {
-      backend_.pack_weight(w.gate_up);
-      w.gate.layout = w.up.layout = w.gate_up.layout;
-    } else {
-      backend_.pack_weight(w.gate);
-      backend_.pack_weight(w.up);
-      // A stacked view over two differently packed halves would be neither layout.
-      if (w.gate.layout != w.up.layout || w.gate.layout != w.gate_up.layout) w.gate_up = Weight{};
-    }
-    backend_.pack_weight(w.down);
-  }
+  for (Slot& s : L.slots) pack_expert(s.weights, [this](Weight& w) { backend_.pack_weight(w); });
   if (L.mirror == nullptr) return;
   const ExpertWeights& first = L.slots[0].weights;
   L.table.gate_shape.layout = first.gate.layout;
@@ -392,7 +394,13 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   stats_[static_cast<size_t>(layer)].bytes_read +=
       spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
   void* dst = slot.memory;
-  slot.loading = io_->submit([this, layer, expert, dst] { read_expert(layer, expert, dst); });
+  // The reader packs what it read (host backends); the slot's weights are read only after
+  // `loading` is waited for.
+  ExpertWeights* weights = &slot.weights;
+  slot.loading = io_->submit([this, layer, expert, dst, weights] {
+    read_expert(layer, expert, dst);
+    pack_expert(*weights, [this](Weight& w) { backend_.pack_expert_weight(w); });
+  });
 }
 
 // Device backends: each miss of a wave is copied to its slot from a host tier entry: the one

@@ -161,6 +161,10 @@ class ExpertStore {
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
   void make_table(int64_t layer);
   void pack_resident(int64_t layer);
+  // The expert's matrices in the backend's packed layout, `pack` (pack_weight or
+  // pack_expert_weight) applied to gate and up stacked when their views stay valid, else to each.
+  template <class Pack>
+  void pack_expert(ExpertWeights& w, const Pack& pack) const;
   bool can_page(const Options& options) const;
   void start_paging();
   void make_pages(int64_t layer);

@@ -53,17 +53,28 @@ class CpuBackend final : public Backend {
   // q8_0, q4_k, q5_k and q6_k weights whose rows fill whole panels go to the panel layout where its
   // kernels run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
-    // A panel fills exactly its rows' bytes: rows with padding between them are left as they are.
-    if (weight_row_group(w.dtype) == 1 || !cpu::panel_layout_fits(w.dtype, w.rows) ||
-        w.layout != WeightLayout::Rows || w.row_stride != row_bytes(w.dtype, w.cols, "weight"))
-      return;
-    // The caller owns these bytes (see Backend::pack_weight); Weight holds them const for the ops,
-    // which only read.
-    auto* data = static_cast<uint8_t*>(const_cast<void*>(w.data));
+    if (!packs(w)) return;
     pool_.parallel_for(w.rows / cpu::kPanelRows, [&](int64_t p0, int64_t p1) {
-      cpu::pack_panels(w.dtype, data, w.rows, w.cols, w.row_stride, p0, p1);
+      cpu::pack_panels(w.dtype, writable(w), w.rows, w.cols, w.row_stride, p0, p1);
     });
     w.layout = WeightLayout::Panels;
+  }
+  // On a reader thread: the pool belongs to the compute thread.
+  void pack_expert_weight(Weight& w) override {
+    if (!packs(w)) return;
+    cpu::pack_panels(w.dtype, writable(w), w.rows, w.cols, w.row_stride, 0,
+                     w.rows / cpu::kPanelRows);
+    w.layout = WeightLayout::Panels;
+  }
+  // A panel fills exactly its rows' bytes: rows with padding between them are left as they are.
+  bool packs(const Weight& w) const {
+    return weight_row_group(w.dtype) > 1 && cpu::panel_layout_fits(w.dtype, w.rows) &&
+           w.layout == WeightLayout::Rows && w.row_stride == row_bytes(w.dtype, w.cols, "weight");
+  }
+  // The caller owns a packed weight's bytes (see Backend::pack_weight); Weight holds them const
+  // for the ops, which only read.
+  static uint8_t* writable(const Weight& w) {
+    return static_cast<uint8_t*>(const_cast<void*>(w.data));
   }
   int64_t weight_row_group(DType dtype) const override {
     return cpu::panel_layout_fits(dtype, cpu::kPanelRows) && cpu::panel_kernels_active()
