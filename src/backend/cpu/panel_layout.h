@@ -25,9 +25,8 @@
 //     of row 16v + j: sub-block c's eight code groups.
 // q6_k: the panel's super-block b, kQ6KPanelBytes at panel + b x kQ6KPanelBytes, is
 //   nibbles[q][v][j][i] as q4_k's: the low four bits of codes 8q + i and 8q + 4 + i;
-//   high[o][v][j][i] (o < 16; 2048 bytes): the top two bits of codes 16o + 4k + i at bits 2k, 2k +
-//   1
-//     (k < 4): the four code groups of 16-element sub-block o;
+//   high[o][v][j][i] (o < 16; 2048 bytes): the top two bits of code 16o + 4k + i (k < 4) at
+//     bits 2k and 2k + 1: the four code groups of 16-element sub-block o;
 //   scales[s][32] (int8): sub-block s's scale of each row; d[32]: the rows' f16 scales.
 // Only weights whose row count is a multiple of kPanelRows are packed; a view of whole panels
 // (rows [a, b) with a and b multiples of kPanelRows) is itself a weight in this layout.
