@@ -303,29 +303,28 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   // Chunks of 16, 16 and 1 blocks (q8_0, 1056 columns) or 2, 2 and 1 super-blocks (k-quants, 1280);
   // activation tiles of 6 and fewer rows; row ranges (all panels but the first and the last) of
   // one to three panels.
-  const std::vector<std::pair<DType, std::vector<Shape>>> cases = {
-      {DType::Q8_0,
-       {{96, 96, 1},
-        {128, 544, 1},
-        {160, 1056, 1},
-        {160, 96, 2},
-        {96, 544, 5},
-        {128, 1056, 6},
-        {160, 1056, 16},
-        {128, 288, 64}}},
-      {DType::Q4_K,
-       {{96, 256, 1},
-        {128, 512, 1},
-        {160, 1280, 1},
-        {160, 256, 2},
-        {96, 512, 5},
-        {128, 1280, 6},
-        {160, 1280, 16},
-        {128, 768, 64}}},
-      {DType::Q5_K,
-       {{96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}}},
-      {DType::Q6_K,
-       {{96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}}}};
+  const std::vector<Shape> k_quant_shapes = {
+      {96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}};
+  const std::vector<std::pair<DType, std::vector<Shape>>> cases = {{DType::Q8_0,
+                                                                    {{96, 96, 1},
+                                                                     {128, 544, 1},
+                                                                     {160, 1056, 1},
+                                                                     {160, 96, 2},
+                                                                     {96, 544, 5},
+                                                                     {128, 1056, 6},
+                                                                     {160, 1056, 16},
+                                                                     {128, 288, 64}}},
+                                                                   {DType::Q4_K,
+                                                                    {{96, 256, 1},
+                                                                     {128, 512, 1},
+                                                                     {160, 1280, 1},
+                                                                     {160, 256, 2},
+                                                                     {96, 512, 5},
+                                                                     {128, 1280, 6},
+                                                                     {160, 1280, 16},
+                                                                     {128, 768, 64}}},
+                                                                   {DType::Q5_K, k_quant_shapes},
+                                                                   {DType::Q6_K, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +

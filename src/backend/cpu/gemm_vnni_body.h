@@ -229,6 +229,39 @@ void micro(const uint8_t* panel, const PackedActs& x, const int32_t* starts, int
       _mm512_mask_storeu_ps(y + (m0 + t) * ldy + r + v * kVecRows, mask[v], acc[v][t]);
 }
 
+// The loop the one-row GEMVs over packed panels share: for each panel of rows [r0, r1) and each
+// of its blocks (`block_elems` weights a row, `block_bytes` apart), sums(blk, xb, itot, mtot)
+// gives the block's exact int32 sums for the panel's two vectors of sixteen rows against
+// activation block xb (mtot: the min term, types with mins); then the GEMM's float rescale, d
+// (and dmin) at blk + d_at (dmin_at) times the activation block's scale, the same operations in
+// the same order as the micro-kernels, so the GEMV gives the GEMM's bits.
+template <class Act, bool kMin, class Sums>
+void panel_gemv(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                int64_t block_elems, size_t block_bytes, size_t d_at, size_t dmin_at,
+                const Sums& sums) {
+  const int64_t nb = x.K / block_elems;
+  const auto* xb = reinterpret_cast<const Act*>(x.data.data());
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const uint8_t* panel = w.data + r * w.row_stride;
+    __m512 acc[kPanelVecs] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* blk = panel + b * block_bytes;
+      __m512i itot[kPanelVecs], mtot[kPanelVecs];
+      sums(blk, xb[b], itot, mtot);
+      const __m512 xd = _mm512_set1_ps(xb[b].d);
+      for (int v = 0; v < kPanelVecs; ++v) {
+        const size_t halves = v * kVecRows * sizeof(uint16_t);
+        acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v]),
+                                 _mm512_mul_ps(load_f16x16(blk + d_at + halves), xd), acc[v]);
+        if constexpr (kMin)
+          acc[v] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mtot[v]),
+                                    _mm512_mul_ps(load_f16x16(blk + dmin_at + halves), xd), acc[v]);
+      }
+    }
+    for (int v = 0; v < kPanelVecs; ++v) _mm512_storeu_ps(y + r + v * kVecRows, acc[v]);
+  }
+}
+
 // Calls tile.template operator()<T>() for T = min(rows, kTile): the micro-kernels' register tiles
 // are compile-time.
 template <int T = kTile, class Tile>

@@ -49,36 +49,26 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // then the block's float rescale as in micro().
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
-  const int64_t nb = x.K / kQK32;
-  const auto* xb = reinterpret_cast<const BlockQ8A32*>(x.data.data());
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const uint8_t* pb = w.data + r * w.row_stride;
-    __m512 acc[kPanelVecs] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t b = 0; b < nb; ++b, pb += kPanelBlockBytes) {
-      const auto* xq = reinterpret_cast<const uint8_t*>(xb[b].qs);
-      const __m512i start = _mm512_set1_epi32(-DecQ8_0::kOffset * xb[b].sum);
-      __m512i even[kPanelVecs] = {start, start};
-      __m512i odd[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-      for (int g = 0; g < 8; g += 2) {
-        const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 4 * g)));
-        const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 4 * g + 4)));
-        for (int v = 0; v < kPanelVecs; ++v) {
-          even[v] =
-              _mm512_dpbusd_epi32(even[v], _mm512_loadu_si512(pb + (g * kPanelVecs + v) * 64), x0);
-          odd[v] = _mm512_dpbusd_epi32(
-              odd[v], _mm512_loadu_si512(pb + ((g + 1) * kPanelVecs + v) * 64), x1);
+  panel_gemv<BlockQ8A32, false>(
+      w, x, r0, r1, y, kQK32, kPanelBlockBytes, kPanelCodeBytes, 0,
+      [](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
+         __m512i(&)[kPanelVecs]) {
+        const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+        const __m512i start = _mm512_set1_epi32(-DecQ8_0::kOffset * xb.sum);
+        __m512i even[kPanelVecs] = {start, start};
+        __m512i odd[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int g = 0; g < 8; g += 2) {
+          const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 4 * g)));
+          const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 4 * g + 4)));
+          for (int v = 0; v < kPanelVecs; ++v) {
+            even[v] = _mm512_dpbusd_epi32(even[v],
+                                          _mm512_loadu_si512(pb + (g * kPanelVecs + v) * 64), x0);
+            odd[v] = _mm512_dpbusd_epi32(
+                odd[v], _mm512_loadu_si512(pb + ((g + 1) * kPanelVecs + v) * 64), x1);
+          }
         }
-      }
-      const __m512 xd = _mm512_set1_ps(xb[b].d);
-      for (int v = 0; v < kPanelVecs; ++v) {
-        const __m512 scale =
-            _mm512_mul_ps(load_f16x16(pb + kPanelCodeBytes + v * kVecRows * sizeof(uint16_t)), xd);
-        acc[v] =
-            _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[v], odd[v])), scale, acc[v]);
-      }
-    }
-    for (int v = 0; v < kPanelVecs; ++v) _mm512_storeu_ps(y + r + v * kVecRows, acc[v]);
-  }
+        for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_add_epi32(even[v], odd[v]);
+      });
 }
 
 }  // namespace

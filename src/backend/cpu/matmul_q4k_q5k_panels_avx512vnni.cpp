@@ -191,51 +191,37 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 template <class L>
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
-  const int64_t nb = x.K / kQKK;
-  const auto* xb = reinterpret_cast<const BlockQ8K*>(x.data.data());
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const uint8_t* panel = w.data + r * w.row_stride;
-    __m512 acc[kPanelVecs] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = panel + b * L::kBytes;
-      const auto* xq = reinterpret_cast<const uint8_t*>(xb[b].qs);
-      const K4Words<L> words[kPanelVecs] = {K4Words<L>(blk, 0), K4Words<L>(blk, 1)};
-      __m512i itot[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-      __m512i mtot[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  panel_gemv<BlockQ8K, true>(
+      w, x, r0, r1, y, kQKK, L::kBytes, L::kD, L::kDmin,
+      [](const uint8_t* blk, const BlockQ8K& xb, __m512i(&itot)[kPanelVecs],
+         __m512i(&mtot)[kPanelVecs]) {
+        const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+        const K4Words<L> words[kPanelVecs] = {K4Words<L>(blk, 0), K4Words<L>(blk, 1)};
+        for (int v = 0; v < kPanelVecs; ++v) itot[v] = mtot[v] = _mm512_setzero_si512();
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        // q5_k: the super-block two ahead, an eighth at a time: with the fifth bits its codes are
-        // two streams, which the hardware prefetchers followed too late (q4_k measured no gain).
-        if constexpr (L::kFifth)
-          prefetch_span(blk + 2 * L::kBytes + j * L::kBytes / 8, L::kBytes / 8);
-        __m512i sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int j = 0; j < 8; ++j) {
+          // q5_k: the super-block two ahead, an eighth at a time: with the fifth bits its codes
+          // are two streams, which the hardware prefetchers followed too late (q4_k: no gain).
+          if constexpr (L::kFifth)
+            prefetch_span(blk + 2 * L::kBytes + j * L::kBytes / 8, L::kBytes / 8);
+          __m512i sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
 #pragma GCC unroll 4
-        for (int q = 4 * j; q < 4 * j + 4; ++q) {
-          const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q)));
-          const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q + 4)));
+          for (int q = 4 * j; q < 4 * j + 4; ++q) {
+            const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q)));
+            const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q + 4)));
+            for (int v = 0; v < kPanelVecs; ++v) {
+              __m512i even, odd;
+              group_pair<L>(blk, q, v, even, odd);
+              sum[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[v], even, x0), odd, x1);
+            }
+          }
+          const __m512i xsum = _mm512_set1_epi32(xb.bsums[2 * j] + xb.bsums[2 * j + 1]);
           for (int v = 0; v < kPanelVecs; ++v) {
-            __m512i even, odd;
-            group_pair<L>(blk, q, v, even, odd);
-            sum[v] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(sum[v], even, x0), odd, x1);
+            itot[v] = _mm512_add_epi32(itot[v], _mm512_mullo_epi32(sum[v], words[v].scale(j)));
+            mtot[v] = _mm512_add_epi32(mtot[v], _mm512_mullo_epi32(words[v].min(j), xsum));
           }
         }
-        const __m512i xsum = _mm512_set1_epi32(xb[b].bsums[2 * j] + xb[b].bsums[2 * j + 1]);
-        for (int v = 0; v < kPanelVecs; ++v) {
-          itot[v] = _mm512_add_epi32(itot[v], _mm512_mullo_epi32(sum[v], words[v].scale(j)));
-          mtot[v] = _mm512_add_epi32(mtot[v], _mm512_mullo_epi32(words[v].min(j), xsum));
-        }
-      }
-      const __m512 xd = _mm512_set1_ps(xb[b].d);
-      for (int v = 0; v < kPanelVecs; ++v) {
-        const size_t halves = v * kVecRows * sizeof(uint16_t);
-        const __m512 d = _mm512_mul_ps(load_f16x16(blk + L::kD + halves), xd);
-        const __m512 dmin = _mm512_mul_ps(load_f16x16(blk + L::kDmin + halves), xd);
-        acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v]), d, acc[v]);
-        acc[v] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(mtot[v]), dmin, acc[v]);
-      }
-    }
-    for (int v = 0; v < kPanelVecs; ++v) _mm512_storeu_ps(y + r + v * kVecRows, acc[v]);
-  }
+      });
 }
 
 }  // namespace

@@ -133,40 +133,29 @@ void gemm_q6k_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64
 // as the GEMM does; then the GEMM's float rescale.
 void gemv_q6k_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                      int64_t) {
-  const int64_t nb = x.K / kQKK;
-  const auto* xb = reinterpret_cast<const BlockQ8K*>(x.data.data());
-  for (int64_t r = r0; r < r1; r += kPanelRows) {
-    const uint8_t* panel = w.data + r * w.row_stride;
-    __m512 acc[kPanelVecs] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* blk = panel + b * kQ6KPanelBytes;
-      const auto* xq = reinterpret_cast<const uint8_t*>(xb[b].qs);
-      __m512i itot[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  panel_gemv<BlockQ8K, false>(
+      w, x, r0, r1, y, kQKK, kQ6KPanelBytes, kQ6KPanelD, 0,
+      [](const uint8_t* blk, const BlockQ8K& xb, __m512i(&itot)[kPanelVecs],
+         __m512i(&)[kPanelVecs]) {
+        const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+        for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_setzero_si512();
 #pragma GCC unroll 16
-      for (int s = 0; s < kQKK / 16; ++s) {
-        // The super-block two ahead, a sixteenth at a time: its planes are three streams (codes,
-        // top bits, scales), which the hardware prefetchers followed too late.
-        prefetch_span(blk + 2 * kQ6KPanelBytes + s * kQ6KPanelBytes / 16, kQ6KPanelBytes / 16);
-        __m512i xv[4];
-        for (int g = 0; g < 4; ++g)
-          xv[g] = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 16 * s + 4 * g)));
-        const __m512i start = _mm512_set1_epi32(-xb[b].bsums[s] * (1 << DecQ6_K::kOffsetShift));
-        for (int v = 0; v < kPanelVecs; ++v) {
-          const Q6KCodes codes(blk, s, v);
-          __m512i sum = start;
-          for (int g = 0; g < 4; ++g) sum = _mm512_dpbusd_epi32(sum, codes.g[g], xv[g]);
-          itot[v] = _mm512_add_epi32(itot[v], _mm512_mullo_epi32(sum, q6k_scales(blk, s, v)));
+        for (int s = 0; s < kQKK / 16; ++s) {
+          // The super-block two ahead, a sixteenth at a time: its planes are three streams
+          // (codes, top bits, scales), which the hardware prefetchers followed too late.
+          prefetch_span(blk + 2 * kQ6KPanelBytes + s * kQ6KPanelBytes / 16, kQ6KPanelBytes / 16);
+          __m512i xv[4];
+          for (int g = 0; g < 4; ++g)
+            xv[g] = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 16 * s + 4 * g)));
+          const __m512i start = _mm512_set1_epi32(-xb.bsums[s] * (1 << DecQ6_K::kOffsetShift));
+          for (int v = 0; v < kPanelVecs; ++v) {
+            const Q6KCodes codes(blk, s, v);
+            __m512i sum = start;
+            for (int g = 0; g < 4; ++g) sum = _mm512_dpbusd_epi32(sum, codes.g[g], xv[g]);
+            itot[v] = _mm512_add_epi32(itot[v], _mm512_mullo_epi32(sum, q6k_scales(blk, s, v)));
+          }
         }
-      }
-      const __m512 xd = _mm512_set1_ps(xb[b].d);
-      for (int v = 0; v < kPanelVecs; ++v) {
-        const __m512 d =
-            _mm512_mul_ps(load_f16x16(blk + kQ6KPanelD + v * kVecRows * sizeof(uint16_t)), xd);
-        acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v]), d, acc[v]);
-      }
-    }
-    for (int v = 0; v < kPanelVecs; ++v) _mm512_storeu_ps(y + r + v * kVecRows, acc[v]);
-  }
+      });
 }
 
 }  // namespace
