@@ -27,6 +27,7 @@ if [ "${1:-}" = "--pack" ]; then
   stage=$(mktemp -d)
   mkdir -p "$stage/lib"
   cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_ops $b/tests/test_cuda_fixtures \
+    $b/tests/test_cuda_memory \
     $b/bench/bench_cuda_gemv "$stage/"
   strip "$stage"/turbospark "$stage"/libturbospark_cuda.so "$stage"/test_cuda_* "$stage"/bench_cuda_gemv
   for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
@@ -48,11 +49,13 @@ if [ "${1:-}" = "--prebuilt" ]; then
   export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
   # The tests find their fixtures at the absolute path of the checkout they were built in.
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+  # ...and the tests that run the binary (test_cuda_memory) at the build folder's.
+  mkdir -p build && cp $B/turbospark $B/libturbospark_cuda.so build/
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
   $B/test_cuda_ops --gtest_list_tests >/dev/null 2>&1 ||
     { echo "prebuilt binaries do not run here:"; ldd $B/turbospark | grep "not found"; exit 1; }
   start=$(date +%s)
-  for t in test_cuda_ops test_cuda_fixtures; do
+  for t in test_cuda_ops test_cuda_fixtures test_cuda_memory; do
     timeout 200 $B/$t >"$out/$t.log" 2>&1
     echo "$t rc=$? $(( $(date +%s) - start )) s"
     grep -E "FAILED|Failure|PASSED" "$out/$t.log" | head -20
@@ -126,7 +129,7 @@ if [ "${1:-}" = "--e2e" ]; then
   # End to end: every ctest of label cuda, then `turbospark bench` on synthetic models of real
   # shapes (SHAPES="shape:dtype:layers ...", default below) with the CUDA backend.
   shift
-  cmake --build $build -j16 --target turbospark test_cuda_ops test_cuda_fixtures bench_cuda_gemv >"$out/build.log" 2>&1 ||
+  cmake --build $build -j16 --target turbospark test_cuda_ops test_cuda_fixtures test_cuda_memory bench_cuda_gemv >"$out/build.log" 2>&1 ||
     { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
   echo "build: $(( $(date +%s) - start )) s"
   (cd $build && ctest -L cuda --output-on-failure 2>&1 | tail -40 | tee "$out/ctest.log")

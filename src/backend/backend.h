@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/weight_layout.h"
 #include "moe/router.h"
@@ -95,6 +96,27 @@ struct DeviceCeilings {
   double h2d_bytes_per_s = 0;
 };
 
+// The matmuls a model's forward pass will ask of a backend, for the backend to bound the memory it
+// holds for itself (Backend::scratch_bytes). Shapes are weights as the pass multiplies them:
+// stacked ones (q/k/v, gate/up) as well as their parts.
+struct MatmulShape {
+  DType dtype = DType::F32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+struct ScratchPlan {
+  int64_t max_rows = 1;  // rows of a micro-batch
+  int64_t n_layer = 0;
+  std::vector<MatmulShape> dense;    // every weight a micro-batch multiplies, the head included
+  std::vector<MatmulShape> experts;  // routed experts' projections (MoE); empty for dense models
+  int64_t n_expert = 0;
+  int64_t experts_per_token = 0;
+  bool experts_one_at_a_time = false;  // streamed experts run alone as their slots fill
+  int64_t n_head = 0;
+  int64_t head_dim = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -106,6 +128,11 @@ class Backend {
   // The most bytes of device memory the backend has held at once, its scratch included (0 for a
   // backend in host memory, whose peak is the process's resident set).
   virtual uint64_t device_peak_bytes() const { return 0; }
+  // The most memory the backend allocates for itself while running `plan`, beside what goes
+  // through alloc() (library workspaces, converted activations, dequantised weight chunks,
+  // argument tables): part of the footprint, so that a budget shares it out. 0 on the CPU, whose
+  // scratch is per thread and small (the memory gate's fixed overhead).
+  virtual uint64_t scratch_bytes(const ScratchPlan& /*plan*/) const { return 0; }
   virtual void to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void to_host(void* dst, const void* src, size_t bytes) = 0;
   // Queues a copy into host memory from alloc_host_pinned(); the bytes are there once

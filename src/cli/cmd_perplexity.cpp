@@ -11,6 +11,8 @@
 #include "cli/model_flags.h"
 #include "cli/progress.h"
 #include "core/error.h"
+#include "core/memory_stats.h"
+#include "runtime/footprint.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
 
@@ -70,6 +72,9 @@ int run_perplexity(PerplexityArgs& a) {
                      {"tokens", r.tokens}, {"scored", r.scored},     {"windows", r.windows},
                      {"ctx", window},      {"score", a.score}};
     if (engine->experts().streaming()) j["experts"] = engine->experts().stats_json();
+    j["footprint"] = footprint_json(engine->footprint());
+    j["peak_rss_bytes"] = peak_rss_bytes();
+    j["peak_device_bytes"] = engine->backend().device_peak_bytes();
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("PPL = %.4f +/- %.5f (%lld windows of %lld, %lld scored tokens)\n", r.ppl,

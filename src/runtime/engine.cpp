@@ -51,8 +51,12 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
          "--ram-budget applies to device backends only (on the CPU the page cache is that tier)");
   if (options.prefill_batch == 0)
     e->options_.prefill_batch = e->backend_->is_host() ? kMaxPrefillBatch : kDevicePrefillBatch;
-  FootprintRequest req{options.ctx, options.kv_type, options.expert_slots,
-                       e->options_.prefill_batch, options.ram_budget};
+  FootprintRequest req{.ctx = options.ctx,
+                       .kv_type = options.kv_type,
+                       .expert_slots = options.expert_slots,
+                       .prefill_batch = e->options_.prefill_batch,
+                       .ram_budget = options.ram_budget,
+                       .backend = e->backend_.get()};
   if (options.memory_budget > 0) {
     if (options.expert_slots > 0)
       fail(ErrorKind::Usage, "give --expert-slots or --memory-budget, not both");

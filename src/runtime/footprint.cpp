@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "backend/backend.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "model/model_spec.h"
@@ -18,7 +19,73 @@ double mib(uint64_t b) {
   return static_cast<double>(b) / (1 << 20);
 }
 
+MatmulShape shape_of(const TensorRef& t) {
+  return {t.dtype, t.rows(), t.cols()};
+}
+
+// The parts, and the one weight they make when the engine (Engine::load_stacked) or the expert
+// store (ExpertStore::view) may stack them: same type, same row length, same bytes a row.
+void add_stackable(std::vector<MatmulShape>& out, const std::vector<MatmulShape>& parts,
+                   const std::vector<uint64_t>& row_bytes) {
+  out.insert(out.end(), parts.begin(), parts.end());
+  MatmulShape stacked = parts[0];
+  stacked.rows = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i].dtype != stacked.dtype || parts[i].cols != stacked.cols ||
+        row_bytes[i] != row_bytes[0])
+      return;
+    stacked.rows += parts[i].rows;
+  }
+  out.push_back(stacked);
+}
+
+uint64_t bytes_per_row(const TensorRef& t) {
+  return t.nbytes / static_cast<uint64_t>(t.rows());
+}
+
 }  // namespace
+
+ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {
+  const ArchConfig& c = spec.cfg;
+  ScratchPlan p;
+  p.max_rows = prefill_batch;
+  p.n_layer = c.n_layer;
+  p.n_expert = c.n_expert;
+  p.experts_per_token = c.n_expert_used;
+  p.experts_one_at_a_time = streaming;
+  p.n_head = c.n_head;
+  p.head_dim = c.head_dim;
+  p.dense.push_back(shape_of(spec.output));
+  for (const LayerIndex& L : spec.layers) {
+    const auto stack = [&](std::initializer_list<LayerTensor> roles) {
+      std::vector<MatmulShape> parts;
+      std::vector<uint64_t> row_bytes;
+      for (LayerTensor r : roles)
+        if (const TensorRef* t = L.get(r)) {
+          parts.push_back(shape_of(*t));
+          row_bytes.push_back(bytes_per_row(*t));
+        }
+      if (!parts.empty()) add_stackable(p.dense, parts, row_bytes);
+    };
+    stack({LayerTensor::Wq, LayerTensor::Wk, LayerTensor::Wv});
+    stack({LayerTensor::Wo});
+    stack({LayerTensor::FfnGate, LayerTensor::FfnUp});
+    stack({LayerTensor::FfnDown});
+    stack({LayerTensor::Router});
+    if (L.experts.empty()) continue;
+    const std::array<ExpertSlice, 3>& e = L.experts[0];
+    const auto slice_shape = [](const ExpertSlice& s) {
+      return MatmulShape{s.dtype, s.rows, s.cols};
+    };
+    const auto slice_row_bytes = [](const ExpertSlice& s) {
+      return s.nbytes / static_cast<uint64_t>(s.rows);
+    };
+    add_stackable(p.experts, {slice_shape(e[kExpGate]), slice_shape(e[kExpUp])},
+                  {slice_row_bytes(e[kExpGate]), slice_row_bytes(e[kExpUp])});
+    p.experts.push_back(slice_shape(e[kExpDown]));
+  }
+  return p;
+}
 
 Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) {
   const ArchConfig& c = spec.cfg;
@@ -78,8 +145,12 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
         static_cast<int64_t>(std::min(experts, req.ram_budget / spec.expert_stride));
     f.ram_tier = static_cast<uint64_t>(f.ram_tier_entries) * spec.expert_stride;
   }
+  if (req.backend != nullptr)
+    f.backend_scratch =
+        req.backend->scratch_bytes(scratch_plan(spec, req.prefill_batch, f.streaming));
   f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
                         checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
+  f.total = checked_add(f.total, f.backend_scratch, "footprint");
   return f;
 }
 
@@ -95,9 +166,10 @@ int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t b
     fail(ErrorKind::Budget,
          "memory budget " + std::to_string(budget) + " bytes cannot hold resident weights (" +
              std::to_string(min.resident) + ") + KV cache (" + std::to_string(min.kv_cache) +
-             ") + workspace (" + std::to_string(min.workspace) + ") + top-k " +
-             std::to_string(c.n_expert_used) + " expert slots per layer (" +
-             std::to_string(min.expert_slots) + "): needs " + std::to_string(min.total));
+             ") + workspace (" + std::to_string(min.workspace) + ") + backend scratch (" +
+             std::to_string(min.backend_scratch) + ") + top-k " + std::to_string(c.n_expert_used) +
+             " expert slots per layer (" + std::to_string(min.expert_slots) + "): needs " +
+             std::to_string(min.total));
   const uint64_t per_slot = min.expert_slots / static_cast<uint64_t>(c.n_expert_used);
   const uint64_t spare = budget - min.total;
   const int64_t extra = per_slot == 0 ? 0 : static_cast<int64_t>(spare / per_slot);
@@ -111,6 +183,7 @@ nlohmann::json footprint_json(const Footprint& f) {
           {"streaming", f.streaming},
           {"kv_cache_bytes", f.kv_cache},
           {"workspace_bytes", f.workspace},
+          {"backend_scratch_bytes", f.backend_scratch},
           {"ram_tier_bytes", f.ram_tier},
           {"ram_tier_experts", f.ram_tier_entries},
           {"total_bytes", f.total}};
@@ -119,10 +192,10 @@ nlohmann::json footprint_json(const Footprint& f) {
 void print_footprint(const Footprint& f, std::FILE* out) {
   std::fprintf(out,
                "footprint  resident %.2f MiB + expert slots %.2f MiB (%lld/layer%s) + KV %.2f MiB "
-               "+ workspace %.2f MiB = %.2f MiB\n",
+               "+ workspace %.2f MiB + backend scratch %.2f MiB = %.2f MiB\n",
                mib(f.resident), mib(f.expert_slots), static_cast<long long>(f.slots_per_layer),
                f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.workspace),
-               mib(f.total));
+               mib(f.backend_scratch), mib(f.total));
   if (f.ram_tier > 0)
     std::fprintf(out, "footprint  pinned RAM tier %.2f MiB (%lld experts)\n", mib(f.ram_tier),
                  static_cast<long long>(f.ram_tier_entries));

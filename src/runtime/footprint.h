@@ -1,6 +1,6 @@
 // The memory a run will use, announced at open and checked by the memory gate:
-// resident weights + expert slots + KV cache + workspace, and beside them the pinned host-RAM
-// tier of a device backend.
+// resident weights + expert slots + KV cache + workspace + the backend's own scratch, and beside
+// them the pinned host-RAM tier of a device backend.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +11,9 @@
 
 namespace ts {
 
+class Backend;
 struct ModelSpec;
+struct ScratchPlan;
 
 // The most tokens one forward pass processes (a prefill micro-batch) unless --prefill-batch says
 // otherwise; decode is the M = 1 case. On the CPU the GEMM repacks each weight panel and streams
@@ -29,6 +31,7 @@ struct FootprintRequest {
   int64_t expert_slots = 0;  // per MoE layer; 0 or >= n_expert means every expert resident
   int64_t prefill_batch = kMaxPrefillBatch;
   uint64_t ram_budget = 0;  // bytes of pinned host RAM for streamed experts (device backends)
+  const Backend* backend = nullptr;  // asked for its own scratch (none: counted as 0)
 };
 
 struct Footprint {
@@ -37,13 +40,18 @@ struct Footprint {
   int64_t slots_per_layer = 0;
   bool streaming = false;
   uint64_t kv_cache = 0;
-  uint64_t workspace = 0;  // activations of one micro-batch
+  uint64_t workspace = 0;        // activations of one micro-batch
+  uint64_t backend_scratch = 0;  // what the backend holds for itself (device backends)
   // Not part of total, which is what --memory-budget shares out: pinned host memory that holds
   // whole experts (streaming on a device backend only).
   uint64_t ram_tier = 0;
   int64_t ram_tier_entries = 0;
   uint64_t total = 0;
 };
+
+// The matmuls `spec`'s forward pass runs in micro-batches of up to `prefill_batch` rows, its
+// routed experts all at once (resident) or one at a time (streaming).
+ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming);
 
 // Fails (Budget) when req.ram_budget is nonzero but holds no expert.
 Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req);

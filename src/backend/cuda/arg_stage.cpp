@@ -10,11 +10,10 @@
 namespace ts::cuda {
 namespace {
 
-constexpr size_t kSlotAlign = 256;
 constexpr size_t kInitialBytes = size_t{256} << 10;
 
 size_t round_up(size_t n) {
-  return (n + kSlotAlign - 1) / kSlotAlign * kSlotAlign;
+  return (n + ArgStage::kSlotAlign - 1) / ArgStage::kSlotAlign * ArgStage::kSlotAlign;
 }
 
 }  // namespace
@@ -27,6 +26,11 @@ ArgStage::~ArgStage() {
 
 void ArgStage::forget_recent() {
   for (Recent& r : recent_) r.valid = false;
+}
+
+size_t ArgStage::capacity_bound(size_t largest_put) {
+  // reserve() grows to the larger of the slot, twice the old size and the first size.
+  return std::max(kInitialBytes, 2 * round_up(largest_put));
 }
 
 void ArgStage::reserve(size_t bytes) {

@@ -23,8 +23,13 @@ class ArgStage {
   ArgStage(const ArgStage&) = delete;
   ArgStage& operator=(const ArgStage&) = delete;
 
+  // Every argument takes a slot of a multiple of this many bytes.
+  static constexpr size_t kSlotAlign = 256;
+
   // Device copy of `bytes` bytes at `host`.
   const void* put(const void* host, size_t bytes);
+  // The most device memory the rings take when no put() is larger than `largest_put` bytes.
+  static size_t capacity_bound(size_t largest_put);
 
   // While a step is being recorded (CUDA graph capture), put() takes the recording's slot for
   // the argument instead and queues no copy: the recording copies its arguments before every

@@ -38,6 +38,9 @@ constexpr int64_t kMaxGridY = 65535;
 constexpr uint64_t kCopyEvents = 256;
 // Routing kernel limit: its top-k list lives in shared memory.
 constexpr int64_t kMaxTopK = 64;
+// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope or the q/k norm
+// and rotation: two; the KV store; attention) and for the embedding and the head together.
+constexpr int64_t kStepPutsPerLayer = 4;
 // Recorded steps kept at once: one per decoding sequence over resident weights, one per MoE layer
 // and sequence when the experts stream (a step is then recorded in pieces between the reads of
 // the routing, see Forward::run); the least recently replayed goes first.
@@ -121,6 +124,60 @@ class CudaBackend final : public Backend {
   }
 
   uint64_t device_peak_bytes() const override { return cuda::device_peak_bytes(); }
+
+  // Each scratch buffer grows to the largest request it sees (DeviceBuffer): the sum of their
+  // largest requests over the plan's matmuls and attention.
+  uint64_t scratch_bytes(const ScratchPlan& p) const override {
+    const int64_t B = p.max_rows, k = std::max<int64_t>(p.experts_per_token, 1);
+    const int64_t routed = B * k;  // rows of an MoE micro-batch's experts
+    // Rows and experts of one matmul_grouped: every routed one, or one expert's (streaming).
+    const int64_t group_rows = p.experts_one_at_a_time ? B : routed;
+    const int64_t group_experts = p.experts_one_at_a_time ? 1 : std::min(p.n_expert, routed / 2);
+    uint64_t gemm_acts = 0, dequant = 0, grouped_acts = 0;
+    int64_t int8_cols = 0;
+    const auto dense_gemm = [&](const MatmulShape& w) {
+      gemm_acts = std::max(gemm_acts, cuda::Gemm::acts_bytes(w, B));
+      if (B > 1) dequant = std::max(dequant, cuda::Gemm::dequant_bytes(w));
+    };
+    for (const MatmulShape& w : p.dense) {
+      dense_gemm(w);
+      int8_cols = std::max(int8_cols, w.cols);
+    }
+    for (const MatmulShape& w : p.experts) {
+      int8_cols = std::max(int8_cols, w.cols * k);  // matmul_indexed quantises a row per expert
+      const int64_t elems = w.rows * w.cols;
+      if (B < 2) continue;  // one-row groups take the GEMV
+      // The paths of matmul_grouped: a matmul per group (f32, or too large for the scratch or a
+      // grid), else the grouped kernels over 16-bit activations, after a dequantisation of as
+      // many experts at once as the scratch holds for the block types they don't read.
+      if (w.dtype == DType::F32 || elems > cuda::Gemm::kDequantElems || w.rows > kMaxGridY) {
+        dense_gemm(w);
+        continue;
+      }
+      grouped_acts = std::max(grouped_acts, static_cast<uint64_t>(group_rows * w.cols) * 2);
+      if (!cuda::grouped_kernels_read(w.dtype)) {
+        const int64_t batch = std::min(cuda::Gemm::kDequantElems / elems, group_experts);
+        dequant = std::max(dequant, static_cast<uint64_t>(batch * elems) * 2);
+      }
+    }
+    // The largest argument upload: a micro-batch's positions, its routed rows' scatter indices,
+    // the grouped kernels' row tiles (a partial tile per expert at most), an expert table.
+    const int64_t tiles = routed / cuda::kGroupedTileRows + p.n_expert;
+    const size_t largest_put = std::max({static_cast<size_t>(routed) * sizeof(int32_t),
+                                         static_cast<size_t>(tiles) * sizeof(cuda::GroupTile),
+                                         static_cast<size_t>(p.n_expert) * sizeof(void*)});
+    // One sequence's recorded steps: one wanting logits and one not, each the tables of its
+    // pieces (up to one per layer when experts stream), which together hold the step's uploads.
+    const size_t step_puts = static_cast<size_t>(kStepPutsPerLayer * (p.n_layer + 1));
+    const size_t recorded =
+        2 * (step_puts * cuda::ArgStage::kSlotAlign +
+             static_cast<size_t>(p.n_layer + 1) * cuda::StepGraph::table_bytes(0));
+    const AttentionArgs one_token{p.n_head, 0, p.head_dim};
+    return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts +
+           cuda::gemv_int8_scratch_bytes(int8_cols) +
+           cuda::attention_decode_scratch_bytes(p.n_head, decode_splits(one_token), p.head_dim) +
+           cuda::ArgStage::capacity_bound(largest_put) + recorded;
+  }
 
   void* alloc_host_pinned(size_t bytes) override {
     void* p = nullptr;

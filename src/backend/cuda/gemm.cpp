@@ -11,8 +11,6 @@
 namespace ts::cuda {
 namespace {
 
-// cuBLAS's own workspace; handed over once so that it never allocates behind our back.
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 // Chunks of a larger weight are cut into equal parts of whole 128-row GEMM tiles.
 constexpr int64_t kChunkRowAlign = 128;
 
@@ -24,6 +22,23 @@ int as_int(int64_t v, const char* what) {
 }
 
 }  // namespace
+
+int64_t Gemm::dequant_chunk_rows(int64_t rows, int64_t cols) {
+  const int64_t max_rows = std::clamp<int64_t>(kDequantElems / cols, 1, 65535);
+  const int64_t chunks = (rows + max_rows - 1) / max_rows;
+  const int64_t even = (rows + chunks - 1) / chunks;
+  const int64_t aligned = (even + kChunkRowAlign - 1) / kChunkRowAlign * kChunkRowAlign;
+  return std::min(aligned <= max_rows ? aligned : even, rows);
+}
+
+uint64_t Gemm::acts_bytes(const MatmulShape& w, int64_t M) {
+  return M <= 1 || w.dtype == DType::F32 ? 0 : static_cast<uint64_t>(M * w.cols) * 2;
+}
+
+uint64_t Gemm::dequant_bytes(const MatmulShape& w) {
+  if (w.dtype == DType::F32 || w.dtype == DType::F16 || w.dtype == DType::BF16) return 0;
+  return static_cast<uint64_t>(dequant_chunk_rows(w.rows, w.cols) * w.cols) * 2;
+}
 
 Gemm::Gemm(cudaStream_t stream)
     : stream_(stream), workspace_(stream), acts_(stream), weights_(stream) {
@@ -63,11 +78,7 @@ void Gemm::run(const Weight& w, const float* x, int64_t M, float* y) {
           "16-bit GEMM");
     return;
   }
-  const int64_t max_rows = std::clamp<int64_t>(kDequantElems / w.cols, 1, 65535);
-  const int64_t chunks = (w.rows + max_rows - 1) / max_rows;
-  const int64_t even = (w.rows + chunks - 1) / chunks;
-  const int64_t aligned = (even + kChunkRowAlign - 1) / kChunkRowAlign * kChunkRowAlign;
-  const int64_t chunk = std::min(aligned <= max_rows ? aligned : even, w.rows);
+  const int64_t chunk = dequant_chunk_rows(w.rows, w.cols);
   void* wd = dequant_scratch(static_cast<size_t>(chunk * w.cols) * 2);
   for (int64_t r0 = 0; r0 < w.rows; r0 += chunk) {
     const int64_t r1 = std::min(w.rows, r0 + chunk);

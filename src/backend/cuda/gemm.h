@@ -23,6 +23,15 @@ class Gemm {
   // y[m][r] = dot(w row r, x[m]) for m < M; x is [M][w.cols], y is [M][w.rows].
   void run(const Weight& w, const float* x, int64_t M, float* y);
 
+  // cuBLAS's own workspace; handed over once so that it never allocates behind our back.
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+  // Rows of a quantised weight dequantised per GEMM.
+  static int64_t dequant_chunk_rows(int64_t rows, int64_t cols);
+  // The scratch run() takes for M rows times `w`, beside the workspace: its 16-bit activations,
+  // and its dequantised rows (0 for f32 / f16 / bf16 weights). Each buffer grows to its largest.
+  static uint64_t acts_bytes(const MatmulShape& w, int64_t M);
+  static uint64_t dequant_bytes(const MatmulShape& w);
+
   // Dequantised f16 elements per GEMM at most: 64 Mi (128 MiB) bounds the scratch whatever the
   // weight and holds every projection of an 8B-class model whole (one GEMM, no partial waves).
   static constexpr int64_t kDequantElems = int64_t{64} << 20;

@@ -234,6 +234,11 @@ void launch_typed(const Weight& shape, const GroupTile* tiles, int64_t n_tiles, 
 
 }  // namespace
 
+bool grouped_kernels_read(DType t) {
+  return t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_K ||
+         t == DType::Q5_K;
+}
+
 bool grouped_mma_supported(const Weight& shape, const void* const* weights, int64_t G) {
   if (shape.dtype == DType::Q4_K || shape.dtype == DType::Q5_K)  // 16-byte aligned blocks
     return shape.layout == WeightLayout::Rows && shape.row_stride % 16 == 0 &&

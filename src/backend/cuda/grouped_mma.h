@@ -21,6 +21,10 @@ struct GroupTile {
   int64_t rows = 0;
 };
 
+// The weight types the grouped kernels read themselves (given aligned rows): f16, bf16, q8_0, q4_k,
+// q5_k. Experts of other block types are dequantised to f16 first.
+bool grouped_kernels_read(DType t);
+
 // True when the kernel takes `shape` with these weights: f16 / bf16 (cols a multiple of 8) or q4_k
 // in the file's layout, every row (of every weight) 16-byte aligned. x16 is then bf16 for bf16
 // weights, else f16.

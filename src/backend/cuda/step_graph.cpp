@@ -55,8 +55,12 @@ void ArgTable::upload(cudaStream_t stream) {
   check(cudaEventRecord(uploaded_, stream), "recorded arguments");
 }
 
+size_t StepGraph::table_bytes(size_t arg_bytes) {
+  return arg_bytes + kSlotAlign;
+}
+
 StepGraph::StepGraph(cudaStream_t stream, size_t arg_bytes)
-    : stream_(stream), args_(arg_bytes + kSlotAlign) {}
+    : stream_(stream), args_(table_bytes(arg_bytes)) {}
 
 StepGraph::~StepGraph() {
   if (exec_ != nullptr) {

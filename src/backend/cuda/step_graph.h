@@ -45,6 +45,8 @@ class ArgTable {
 class StepGraph {
  public:
   StepGraph(cudaStream_t stream, size_t arg_bytes);
+  // Device bytes of the argument table of a step whose eager run put `arg_bytes`.
+  static size_t table_bytes(size_t arg_bytes);
   ~StepGraph();
   StepGraph(const StepGraph&) = delete;
   StepGraph& operator=(const StepGraph&) = delete;

@@ -1,0 +1,133 @@
+// The VRAM gate (ctest label `cuda`; skips without a device): the device memory a CUDA run holds at
+// its peak (every cudaMalloc of the backend, counted by its ledger) stays within the footprint the
+// engine announces at open, scratch included, and comes close to it once a prompt fills a
+// micro-batch. Over the bundled MoE model (resident and streamed) and over synthetic models of
+// real shapes whose quantised weights take every scratch path: dense prompts dequantise weight
+// chunks for cuBLAS, MoE prompts convert activations for the grouped kernels and dequantise the
+// q6_k experts of a Q4_K_M mix in batches.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "test_paths.h"
+#ifdef TURBOSPARK_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace ts {
+namespace {
+
+bool have_device() {
+#ifdef TURBOSPARK_HAVE_CUDA
+  return cuda_device_available();
+#else
+  return false;
+#endif
+}
+
+// Each device allocation carries 16 zeroed bytes past its end (the GEMV's rounded last load),
+// which the footprint does not count: a few hundred allocations a model.
+constexpr double kAllocationTails = 1 << 20;
+// Rows of the micro-batch: the text below is longer, so every scratch buffer sees a full one.
+constexpr int kBatch = 64;
+
+std::string text_file() {
+  const std::string path = ::testing::TempDir() + "/vram-text.txt";
+  std::ofstream out(path);
+  for (int i = 0; i < 12; ++i)
+    out << "The history of the old city begins with a market by the river, where traders met. ";
+  return path;
+}
+
+std::string model_flags(const std::string& model, const std::string& extra) {
+  return (model.empty() ? "" : " -m " + model) + " --backend cuda --prefill-batch " +
+         std::to_string(kBatch) + " " + extra;
+}
+
+nlohmann::json parse_file(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Generation: the prompt in micro-batches, then decode; the head runs on one row.
+nlohmann::json generate(const std::string& model, const std::string& extra) {
+  const std::string json = ::testing::TempDir() + "/vram-stats.json";
+  std::remove(json.c_str());
+  const std::string cmd = test::binary_path() + " run" + model_flags(model, extra) +
+                          " -p \"$(cat " + text_file() + ")\" -n 16 --temp 0 -c 2048 " +
+                          "--stats-json " + json + " > /dev/null 2>&1";
+  EXPECT_EQ(test::run_command(cmd), 0) << cmd;
+  return parse_file(json);
+}
+
+// Perplexity: every micro-batch wants the logits of all its rows, so the head runs on the
+// tensor cores too (a quantised head is dequantised in chunks, often the largest).
+nlohmann::json perplexity(const std::string& model, const std::string& extra) {
+  const std::string json = ::testing::TempDir() + "/vram-ppl.json";
+  const std::string cmd = test::binary_path() + " perplexity" + model_flags(model, extra) + " -f " +
+                          text_file() + " -c 128 --json > " + json + " 2>/dev/null";
+  EXPECT_EQ(test::run_command(cmd), 0) << cmd;
+  return parse_file(json);
+}
+
+struct Usage {
+  double total, scratch, peak;
+};
+
+Usage usage(const nlohmann::json& s, const std::string& what) {
+  const Usage u{s["footprint"]["total_bytes"], s["footprint"]["backend_scratch_bytes"],
+                s["peak_device_bytes"]};
+  std::printf("%s: footprint %.2f MiB (backend scratch %.2f MiB), peak device %.2f MiB\n",
+              what.c_str(), u.total / (1 << 20), u.scratch / (1 << 20), u.peak / (1 << 20));
+  EXPECT_GT(u.scratch, 0) << what;
+  EXPECT_LE(u.peak, u.total + kAllocationTails)
+      << what << ": peak " << u.peak << " over the announced " << u.total;
+  return u;
+}
+
+// Both runs stay within the footprint; the scratch is a bound over the plan's shapes, which
+// perplexity's full micro-batches reach all but a little of.
+void expect_within_footprint(const std::string& model, const std::string& extra,
+                             const std::string& what) {
+  const nlohmann::json gen = generate(model, extra);
+  ASSERT_GE(gen["prompt_tokens"].get<int64_t>(), kBatch)
+      << what << ": the prompt must fill a batch";
+  usage(gen, what + ", generation");
+  const Usage ppl = usage(perplexity(model, extra), what + ", perplexity");
+  EXPECT_GE(ppl.peak, ppl.total - 0.05 * ppl.scratch - kAllocationTails)
+      << what << ": perplexity's peak " << ppl.peak << " well under the announced " << ppl.total
+      << " (scratch " << ppl.scratch << ")";
+}
+
+TEST(VramGate, BundledModelResidentAndStreamed) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  expect_within_footprint("", "", "bundled, resident");
+  expect_within_footprint("", "--expert-slots 2", "bundled, 2 slots");
+}
+
+TEST(VramGate, QuantisedShapesOfRealModels) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  struct Case {
+    std::string shape, dtype, extra;
+  };
+  for (const Case& c : {Case{"llama3.2-1b", "q4_k_m", ""}, Case{"llama3.2-1b", "q8_0", ""},
+                        Case{"qwen3-30b-a3b", "q4_k_m", ""},
+                        Case{"qwen3-30b-a3b", "q4_k_m", "--expert-slots 16"}}) {
+    const std::string model = ::testing::TempDir() + "/vram-" + c.shape + "-" + c.dtype + ".gguf";
+    if (!test::file_exists(model)) {
+      ASSERT_EQ(test::run_command(test::binary_path() + " synth --shape " + c.shape +
+                                  " --layers 2 --dtype " + c.dtype + " -o " + model +
+                                  " > /dev/null 2>&1"),
+                0);
+    }
+    expect_within_footprint(model, c.extra, c.shape + " " + c.dtype + " " + c.extra);
+  }
+  for (const char* m : {"llama3.2-1b-q4_k_m", "llama3.2-1b-q8_0", "qwen3-30b-a3b-q4_k_m"})
+    std::remove((::testing::TempDir() + "/vram-" + m + ".gguf").c_str());
+}
+
+}  // namespace
+}  // namespace ts
