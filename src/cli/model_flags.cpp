@@ -24,8 +24,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       ->check(CLI::Range(1, 4096));
   app->add_option("--expert-slots", f.expert_slots, "Expert slots per MoE layer (0 = all resident)")
       ->check(CLI::NonNegativeNumber);
-  app->add_option("--memory-budget", f.memory_budget,
-                  "Memory budget (e.g. 8G) from which the expert slots are derived");
+  app->add_option("--memory-budget,--vram-budget", f.memory_budget,
+                  "Memory budget (RAM on the CPU, VRAM on a GPU, e.g. 8G) from which the expert "
+                  "slots are derived");
   app->add_option("--ram-budget", f.ram_budget,
                   "Pinned host RAM (e.g. 16G) caching streamed experts (device backends)");
   app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
