@@ -6,6 +6,10 @@
 #include <cstdio>
 #include <sstream>
 
+#ifdef TURBOSPARK_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
 namespace ts::test {
 
 std::string fixtures_dir() {
@@ -21,6 +25,14 @@ std::string binary_path() {
 bool file_exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
+}
+
+bool cuda_device_present() {
+#ifdef TURBOSPARK_HAVE_CUDA
+  return cuda_device_available();
+#else
+  return false;
+#endif
 }
 
 std::string shared_dir() {

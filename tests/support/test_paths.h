@@ -19,6 +19,9 @@ std::string shared_path(const std::string& relative);
 // finds them), or "" when the package is not installed.
 std::string real_model_path(const std::string& name);
 
+// True when the CUDA backend is built and finds a device (the tests of label `cuda` skip without).
+bool cuda_device_present();
+
 // Runs a shell command, returns its exit status; stdout+stderr captured into *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
 

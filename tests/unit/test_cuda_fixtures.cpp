@@ -8,20 +8,9 @@
 
 #include "fixture_models.h"
 #include "test_paths.h"
-#ifdef TURBOSPARK_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace ts {
 namespace {
-
-bool have_device() {
-#ifdef TURBOSPARK_HAVE_CUDA
-  return cuda_device_available();
-#else
-  return false;
-#endif
-}
 
 double tolerance(const std::string& form) {
   return form == "f16" ? 5e-3 : 1e-4;
@@ -30,7 +19,7 @@ double tolerance(const std::string& form) {
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
 TEST_P(CudaFixtures, MatchReferenceAndCpu) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const test::FixtureForm& f = GetParam();
   const std::vector<int32_t> ids = test::fixture_prompt(f);
   const std::vector<float> ref = test::read_f32_file(f.dir + "/ref_logits.f32");
@@ -68,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2"})) {
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     for (bool decode : {false, true}) {
@@ -92,7 +81,7 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
 }
 
 TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   for (const auto& f : test::fixture_forms({"llama", "qwen3", "gemma3"})) {
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const test::LogitsRun run{.backend = "cuda", .decode = true, .kv = DType::F16};

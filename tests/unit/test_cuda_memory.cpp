@@ -13,20 +13,9 @@
 #include <string>
 
 #include "test_paths.h"
-#ifdef TURBOSPARK_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#endif
 
 namespace ts {
 namespace {
-
-bool have_device() {
-#ifdef TURBOSPARK_HAVE_CUDA
-  return cuda_device_available();
-#else
-  return false;
-#endif
-}
 
 // Each device allocation carries 16 zeroed bytes past its end (the GEMV's rounded last load),
 // which the footprint does not count: a few hundred allocations a model.
@@ -103,13 +92,13 @@ void expect_within_footprint(const std::string& model, const std::string& extra,
 }
 
 TEST(VramGate, BundledModelResidentAndStreamed) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   expect_within_footprint("", "", "bundled, resident");
   expect_within_footprint("", "--expert-slots 2", "bundled, 2 slots");
 }
 
 TEST(VramGate, QuantisedShapesOfRealModels) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   struct Case {
     std::string shape, dtype, extra;
   };
