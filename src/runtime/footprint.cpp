@@ -39,23 +39,27 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   f.kv_cache = checked_mul(
       checked_mul(2 * static_cast<uint64_t>(c.n_layer), static_cast<uint64_t>(req.ctx), "KV cache"),
       kv_row, "KV cache");
-  // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, logits.
+  // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, and the
+  // logits of the head's rows.
   const uint64_t B = static_cast<uint64_t>(req.prefill_batch);
   const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim),
                  kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
   const uint64_t ff = static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_expert));
   // Exactly what Forward allocates per row: three hidden-width buffers (stream, norm, output), q
-  // and attention output, k and v, the router logits, the routing (ids and weights of k experts)
-  // and the head's logits; the gathered rows, the three FFN halves and the expert output take k
-  // rows per row of an MoE micro-batch (its M * k routed rows run at once).
+  // and attention output, k and v, the router logits and the routing (ids and weights of k
+  // experts); the gathered rows, the three FFN halves and the expert output take k rows per row
+  // of an MoE micro-batch (its M * k routed rows run at once). The head's logits are held for at
+  // most kHeadRows rows, whatever the micro-batch.
   const uint64_t k = c.is_moe() ? static_cast<uint64_t>(c.n_expert_used) : 0;
   const uint64_t per_row = 3 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv +
-                           static_cast<uint64_t>(c.n_expert) + 2 * k +
-                           static_cast<uint64_t>(c.n_vocab);
+                           static_cast<uint64_t>(c.n_expert) + 2 * k;
   const uint64_t ffn_per_row = 3 * ff + 2 * static_cast<uint64_t>(c.n_embd);
   const uint64_t ffn_rows = checked_mul(B, std::max<uint64_t>(k, 1), "workspace");
-  const uint64_t floats = checked_add(checked_mul(B, per_row, "workspace"),
-                                      checked_mul(ffn_rows, ffn_per_row, "workspace"), "workspace");
+  const uint64_t head_rows = std::min<uint64_t>(B, kHeadRows);
+  const uint64_t floats = checked_add(
+      checked_add(checked_mul(B, per_row, "workspace"),
+                  checked_mul(ffn_rows, ffn_per_row, "workspace"), "workspace"),
+      checked_mul(head_rows, static_cast<uint64_t>(c.n_vocab), "workspace"), "workspace");
   f.workspace = checked_mul(floats, 4, "workspace");
   // Resident experts: the Engine's tables of their gate / up / down pointers per MoE layer.
   if (c.is_moe() && !f.streaming)

@@ -22,6 +22,12 @@ struct ModelSpec;
 // micro-batch too).
 constexpr int64_t kMaxPrefillBatch = 128;
 constexpr int64_t kDevicePrefillBatch = 512;
+// The most rows the output head computes logits for at once. A micro-batch that wants every
+// row's logits (perplexity) takes the head in chunks of this many, each copied to the caller
+// before the next, so the logits buffer (n_vocab floats a row: 0.6 MB on Qwen3's 151,936-entry
+// vocabulary) stops growing with the micro-batch. 128 is the CPU micro-batch the GEMM was tuned
+// at: a dense CPU prompt still takes its head in one matmul, with the same bits as before.
+constexpr int64_t kHeadRows = 128;
 
 struct FootprintRequest {
   int64_t ctx = 4096;
