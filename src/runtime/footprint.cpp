@@ -20,6 +20,11 @@ double mib(uint64_t b) {
 
 }  // namespace
 
+int64_t default_prefill_batch(const ArchConfig& c, bool host_backend) {
+  if (!host_backend) return kDevicePrefillBatch;
+  return c.is_moe() ? kCpuMoePrefillBatch : kCpuPrefillBatch;
+}
+
 Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) {
   const ArchConfig& c = spec.cfg;
   Footprint f;
