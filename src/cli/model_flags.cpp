@@ -19,8 +19,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       ->check(CLI::PositiveNumber);
   app->add_option("--kv-type", f.kv_type, "KV cache type: f32, f16, bf16, q8_0")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
-  app->add_option("--prefill-batch", f.prefill_batch,
-                  "Tokens per prefill micro-batch (default: 128 on the CPU, 512 on CUDA)")
+  app->add_option(
+         "--prefill-batch", f.prefill_batch,
+         "Tokens per prefill micro-batch (default: 128 on the CPU, 512 for MoE models there; "
+         "2048 on CUDA)")
       ->check(CLI::Range(1, 4096));
   app->add_option("--expert-slots", f.expert_slots, "Expert slots per MoE layer (0 = all resident)")
       ->check(CLI::NonNegativeNumber);

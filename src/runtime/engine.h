@@ -22,7 +22,7 @@ struct EngineOptions {
   int threads = 0;     // CPU threads; 0 = physical cores
   int64_t ctx = 4096;  // context of the sessions this engine will serve (for the footprint)
   DType kv_type = DType::F16;
-  int64_t prefill_batch = 0;   // 0: the backend's default (kMaxPrefillBatch, kDevicePrefillBatch)
+  int64_t prefill_batch = 0;   // 0: the backend's and model's default (default_prefill_batch)
   int64_t expert_slots = 0;    // per MoE layer; 0 = resident
   uint64_t memory_budget = 0;  // bytes; derives expert_slots when set
   uint64_t ram_budget = 0;     // bytes of pinned host RAM caching streamed experts (device only)

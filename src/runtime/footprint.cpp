@@ -45,6 +45,11 @@ uint64_t bytes_per_row(const TensorRef& t) {
 
 }  // namespace
 
+int64_t default_prefill_batch(const ArchConfig& c, bool host_backend) {
+  if (!host_backend) return kDevicePrefillBatch;
+  return c.is_moe() ? kCpuMoePrefillBatch : kCpuPrefillBatch;
+}
+
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {
   const ArchConfig& c = spec.cfg;
   ScratchPlan p;
@@ -106,23 +111,28 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   f.kv_cache = checked_mul(
       checked_mul(2 * static_cast<uint64_t>(c.n_layer), static_cast<uint64_t>(req.ctx), "KV cache"),
       kv_row, "KV cache");
-  // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, logits.
+  // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, and the
+  // logits of the head's rows.
   const uint64_t B = static_cast<uint64_t>(req.prefill_batch);
   const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim),
                  kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
-  const uint64_t ff = static_cast<uint64_t>(std::max(c.n_ff, c.n_ff_expert));
   // Exactly what Forward allocates per row: three hidden-width buffers (stream, norm, output), q
-  // and attention output, k and v, the router logits, the routing (ids and weights of k experts)
-  // and the head's logits; the gathered rows, the three FFN halves and the expert output take k
-  // rows per row of an MoE micro-batch (its M * k routed rows run at once).
+  // and attention output, k and v, the router logits and the routing (ids and weights of k
+  // experts); the gathered rows and the expert output take k rows per row of an MoE micro-batch
+  // (its M * k routed rows run at once); the three FFN-wide buffers (gate, up, activation) the
+  // widest of a dense layer's n_ff and those k rows of n_ff_expert, of the layers the model has.
+  // The head's logits are held for at most kHeadRows rows, whatever the micro-batch.
   const uint64_t k = c.is_moe() ? static_cast<uint64_t>(c.n_expert_used) : 0;
+  const bool dense_layers = moe_layers(c) < c.n_layer;
+  const uint64_t ff = std::max(dense_layers ? static_cast<uint64_t>(c.n_ff) : 0,
+                               k * static_cast<uint64_t>(c.n_ff_expert));
   const uint64_t per_row = 3 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv +
-                           static_cast<uint64_t>(c.n_expert) + 2 * k +
-                           static_cast<uint64_t>(c.n_vocab);
-  const uint64_t ffn_per_row = 3 * ff + 2 * static_cast<uint64_t>(c.n_embd);
-  const uint64_t ffn_rows = checked_mul(B, std::max<uint64_t>(k, 1), "workspace");
-  const uint64_t floats = checked_add(checked_mul(B, per_row, "workspace"),
-                                      checked_mul(ffn_rows, ffn_per_row, "workspace"), "workspace");
+                           static_cast<uint64_t>(c.n_expert) + 2 * k + 3 * ff +
+                           2 * std::max<uint64_t>(k, 1) * static_cast<uint64_t>(c.n_embd);
+  const uint64_t head_rows = std::min<uint64_t>(B, kHeadRows);
+  const uint64_t floats = checked_add(
+      checked_mul(B, per_row, "workspace"),
+      checked_mul(head_rows, static_cast<uint64_t>(c.n_vocab), "workspace"), "workspace");
   f.workspace = checked_mul(floats, 4, "workspace");
   // Resident experts: the Engine's tables of their gate / up / down pointers per MoE layer.
   if (c.is_moe() && !f.streaming)

@@ -12,24 +12,40 @@
 namespace ts {
 
 class Backend;
+struct ArchConfig;
 struct ModelSpec;
 struct ScratchPlan;
 
-// The most tokens one forward pass processes (a prefill micro-batch) unless --prefill-batch says
-// otherwise; decode is the M = 1 case. On the CPU the GEMM repacks each weight panel and streams
-// the weights from memory once per micro-batch: 128 rows prefill a Llama-3.2-1B-shape q8_0 model
-// 13 % (pp128) to 24 % (pp512) faster than 64 did, 256 no faster (the untiled prefill attention
-// grows with it). On a device, where each op is a launch whatever its size, the GEMMs run far
-// below the tensor-core rate at 64 rows, so device backends take 512 (llama.cpp's default
-// micro-batch too).
-constexpr int64_t kMaxPrefillBatch = 128;
-constexpr int64_t kDevicePrefillBatch = 512;
+// The tokens one forward pass processes (a prefill micro-batch) unless --prefill-batch says
+// otherwise (default_prefill_batch); decode is the M = 1 case. On the CPU the GEMM streams the
+// weights from memory once per micro-batch: 128 rows prefill a Llama-3.2-1B-shape q8_0 model 13 %
+// (pp128) to 24 % (pp512) faster than 64 did, and 256 or 512 no faster (its Q4_K_M pp512: 208 /
+// 201 / 195 tok/s at 128 / 256 / 512). An MoE model's routed experts each see only batch x top-k
+// / n_expert of a micro-batch's rows (8 of 128 on Qwen3-30B-A3B: the k-quant GEMM's break-even),
+// so MoE models take 512 on the CPU: a 4-layer Qwen3-30B-A3B Q4_K_M runs pp512 at 583 / 641 / 722
+// tok/s at 128 / 256 / 512, and at 330 -> 535 with a quarter of its experts streamed (each is read
+// and packed once per micro-batch). Its workspace at 512 is 204.5 MiB (106.8 at 128), the head's
+// logits being held for kHeadRows rows only. (Medians, 2026-12-03: PERFORMANCE.md, eleventh
+// session.) On a device, where each op is a launch whatever its size, a prompt's time at 512 rows
+// is largely reading weights once per micro-batch (each routed expert through the grouped kernels,
+// each quantised weight dequantised to f16): 2048 rows prefill an H200's Qwen3-30B-A3B shape 1.44x
+// (bf16) to 1.47x (Q4_K_M) and a Llama-3-8B Q4_K_M 1.48x faster than 512 (bf16 1.06x), so device
+// backends take 2048 (llama.cpp's default logical batch too).
+constexpr int64_t kCpuPrefillBatch = 128;
+constexpr int64_t kCpuMoePrefillBatch = 512;
+constexpr int64_t kDevicePrefillBatch = 2048;
+// The most rows the output head computes logits for at once. A micro-batch that wants every
+// row's logits (perplexity) takes the head in chunks of this many, each copied to the caller
+// before the next, so the logits buffer (n_vocab floats a row: 0.6 MB on Qwen3's 151,936-entry
+// vocabulary) stops growing with the micro-batch. 128 is the CPU micro-batch the GEMM was tuned
+// at: a dense CPU prompt still takes its head in one matmul, with the same bits as before.
+constexpr int64_t kHeadRows = 128;
 
 struct FootprintRequest {
   int64_t ctx = 4096;
   DType kv_type = DType::F16;
   int64_t expert_slots = 0;  // per MoE layer; 0 or >= n_expert means every expert resident
-  int64_t prefill_batch = kMaxPrefillBatch;
+  int64_t prefill_batch = kCpuPrefillBatch;
   uint64_t ram_budget = 0;  // bytes of pinned host RAM for streamed experts (device backends)
   const Backend* backend = nullptr;  // asked for its own scratch (none: counted as 0)
 };
@@ -49,6 +65,8 @@ struct Footprint {
   uint64_t total = 0;
 };
 
+// The micro-batch a run takes unless --prefill-batch says otherwise (see above).
+int64_t default_prefill_batch(const ArchConfig& c, bool host_backend);
 // The matmuls `spec`'s forward pass runs in micro-batches of up to `prefill_batch` rows, its
 // routed experts all at once (resident) or one at a time (streaming).
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming);

@@ -8,17 +8,26 @@
 
 namespace ts {
 
-Forward::Forward(Engine& engine, int64_t max_rows)
-    : engine_(engine), b_(engine.backend()), c_(engine.cfg()), max_rows_(max_rows) {
+Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
+    : engine_(engine),
+      b_(engine.backend()),
+      c_(engine.cfg()),
+      max_rows_(max_rows),
+      head_rows_(head_rows) {
   const size_t B = static_cast<size_t>(max_rows_);
   const size_t d = static_cast<size_t>(c_.n_embd);
   const size_t qw = static_cast<size_t>(c_.n_head * c_.head_dim),
                kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
-  const size_t ff = static_cast<size_t>(std::max(c_.n_ff, c_.n_ff_expert));
   const size_t k = c_.is_moe() ? static_cast<size_t>(c_.n_expert_used) : 0;
-  // The FFN buffers (and the gathered rows) hold a micro-batch's rows, or all M * k routed rows
-  // of an MoE micro-batch: its experts run over all of them at once.
+  // The gathered rows and the expert output hold all M * k routed rows of an MoE micro-batch: its
+  // experts run over all of them at once. An FFN-wide buffer holds the widest of a dense layer's
+  // M rows of n_ff and those M * k rows of n_ff_expert; only layers that are there count (all of
+  // Qwen3-30B-A3B's are MoE, and its n_ff of 6144 would have taken 3 x 8 x 6144 floats a row).
   const size_t ffn_rows = B * std::max<size_t>(k, 1);
+  const bool dense_layers =
+      std::find(c_.layer_moe.begin(), c_.layer_moe.end(), 0) != c_.layer_moe.end();
+  const size_t ff = B * std::max(dense_layers ? static_cast<size_t>(c_.n_ff) : 0,
+                                 k * static_cast<size_t>(c_.n_ff_expert));
   x_ = scratch(B * d);
   h_ = scratch(B * d);
   o_ = scratch(B * d);
@@ -29,9 +38,9 @@ Forward::Forward(Engine& engine, int64_t max_rows)
   v_ = k_ + B * kvw;
   att_ = scratch(B * qw);
   // Gate and up in one buffer: a stacked matmul writes each row as [gate | up].
-  ff_gate_ = scratch(ffn_rows * 2 * ff);
-  ff_up_ = ff_gate_ + ffn_rows * ff;
-  ff_act_ = scratch(ffn_rows * ff);
+  ff_gate_ = scratch(2 * ff);
+  ff_up_ = ff_gate_ + ff;
+  ff_act_ = scratch(ff);
   ff_out_ = scratch(ffn_rows * d);
   if (c_.is_moe()) {
     router_ = scratch(B * static_cast<size_t>(c_.n_expert));
@@ -43,7 +52,7 @@ Forward::Forward(Engine& engine, int64_t max_rows)
     predicted_ = scratch(2 * k);
     routed_ids_ = static_cast<int32_t*>(b_.alloc_host_pinned(2 * k * sizeof(int32_t)));
   }
-  logits_ = scratch(B * static_cast<size_t>(c_.n_vocab));
+  logits_ = scratch(static_cast<size_t>(std::min(max_rows_, head_rows_) * c_.n_vocab));
   ids_.resize(B);
   pos_.resize(B);
 }
@@ -78,6 +87,16 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     }
   }
   if (M == 0) return;
+  // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
+  // whose ops a replay does not run again.
+  wanted_rows_.clear();
+  int64_t row = 0;
+  for (const SeqChunk& ch : chunks) {
+    if (ch.logits != nullptr)
+      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i)
+        wanted_rows_.push_back(static_cast<int32_t>(row + i));
+    row += ch.n;
+  }
   // One sequence decoding one token queues the same ops every step, over the same buffers and
   // the same KV cache; only ids_ and pos_ change (checked above, and kept where they are). The
   // backend may record it once and replay it. Streamed experts are known only once their layer's
@@ -91,7 +110,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
       const StepKey key{this, chunks[0].kv, 2 * (from + 1) + (chunks[0].logits != nullptr ? 1 : 0)};
       b_.run_recorded(key, [&] {
         layers(chunks, M, from, stop);
-        if (stop == c_.n_layer) head(chunks, M);
+        if (stop == c_.n_layer) head(M);
       });
       if (stop == c_.n_layer) break;
       fetch_streamed_experts(stop);
@@ -99,10 +118,17 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     }
   } else {
     layers(chunks, M, -1, c_.n_layer);
-    head(chunks, M);
+    head(M);
   }
   for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
-  copy_logits(chunks);
+  // head() queued the logits of the first head_rows_ wanted rows (decode's one row inside its
+  // recorded step, as before); the rest follow a chunk at a time through the same buffer, each
+  // copied out before the next overwrites it (a device's to_host waits for the chunk).
+  const int64_t wanted = static_cast<int64_t>(wanted_rows_.size());
+  for (int64_t r0 = 0; r0 < wanted; r0 += head_rows_) {
+    if (r0 > 0) head_logits(r0);
+    copy_logits(chunks, r0);
+  }
 }
 
 void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop) {
@@ -184,38 +210,40 @@ bool Forward::predicts_next(int64_t l) const {
   return engine_.experts().prefetching() && next_streamed_layer(l) < c_.n_layer;
 }
 
-void Forward::head(const std::vector<SeqChunk>& chunks, int64_t M) {
-  // The head runs only on the rows whose logits are wanted.
-  const int64_t d = c_.n_embd, V = c_.n_vocab;
-  head_rows_.clear();
-  int64_t row = 0;
-  for (const SeqChunk& ch : chunks) {
-    if (ch.logits != nullptr)
-      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i)
-        head_rows_.push_back(static_cast<int32_t>(row + i));
-    row += ch.n;
-  }
-  if (head_rows_.empty()) return;
-  const int64_t R = static_cast<int64_t>(head_rows_.size());
+void Forward::head(int64_t M) {
+  if (wanted_rows_.empty()) return;
+  const int64_t d = c_.n_embd, R = static_cast<int64_t>(wanted_rows_.size());
   // x_ still lacks the last layer's FFN output (see layers()).
   if (R < M) {
     b_.add(x_, o_, M * d);
-    b_.gather_rows(x_, head_rows_.data(), R, d, rows_);
+    b_.gather_rows(x_, wanted_rows_.data(), R, d, rows_);
     b_.rms_norm(rows_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
   } else {
     b_.add_rms_norm(x_, o_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
   }
-  b_.matmul(engine_.output(), h_, R, logits_);
-  if (c_.final_softcap > 0) b_.softcap(logits_, R * V, c_.final_softcap);
+  head_logits(0);
 }
 
-void Forward::copy_logits(const std::vector<SeqChunk>& chunks) {
+void Forward::head_logits(int64_t r0) {
   const int64_t V = c_.n_vocab;
+  const int64_t n = std::min(head_rows_, static_cast<int64_t>(wanted_rows_.size()) - r0);
+  b_.matmul(engine_.output(), h_ + r0 * c_.n_embd, n, logits_);
+  if (c_.final_softcap > 0) b_.softcap(logits_, n * V, c_.final_softcap);
+}
+
+void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
+  const int64_t V = c_.n_vocab;
+  const int64_t r1 = std::min(r0 + head_rows_, static_cast<int64_t>(wanted_rows_.size()));
+  // Each chunk's wanted rows are a run [r, r + rows) of wanted_rows_; the part of it in
+  // [r0, r1) is contiguous on both sides, so it takes one copy.
   int64_t r = 0;
   for (const SeqChunk& ch : chunks) {
     if (ch.logits == nullptr) continue;
     const int64_t rows = ch.all_rows ? ch.n : 1;
-    b_.to_host(ch.logits, logits_ + r * V, static_cast<size_t>(rows * V) * sizeof(float));
+    const int64_t lo = std::max(r, r0), hi = std::min(r + rows, r1);
+    if (lo < hi)
+      b_.to_host(ch.logits + (lo - r) * V, logits_ + (lo - r0) * V,
+                 static_cast<size_t>((hi - lo) * V) * sizeof(float));
     r += rows;
   }
 }

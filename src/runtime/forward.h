@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/engine.h"
+#include "runtime/footprint.h"
 #include "runtime/kv_cache.h"
 
 namespace ts {
@@ -24,7 +25,9 @@ struct SeqChunk {
 
 class Forward {
  public:
-  Forward(Engine& engine, int64_t max_rows);
+  // The head computes the logits of at most head_rows rows at a time (kHeadRows; a test lowers
+  // it to exercise the chunks on a short prompt).
+  Forward(Engine& engine, int64_t max_rows, int64_t head_rows = kHeadRows);
   ~Forward();
   Forward(const Forward&) = delete;
   Forward& operator=(const Forward&) = delete;
@@ -59,23 +62,28 @@ class Forward {
   // a backend that indexes them, every MoE layer with a table), without grouping on the host.
   bool experts_indexed(int64_t M) const;
   void prefetch_next_layer(int64_t l, int64_t M);
-  void head(const std::vector<SeqChunk>& chunks, int64_t M);
-  void copy_logits(const std::vector<SeqChunk>& chunks);
+  // The output norm over the rows listed in wanted_rows_ (into h_), then head_logits(0).
+  void head(int64_t M);
+  // The logits of wanted rows [r0, r0 + head_rows_) (fewer at the end) into logits_.
+  void head_logits(int64_t r0);
+  // Copies those rows from logits_ to the chunks' host buffers.
+  void copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0);
   float* scratch(size_t floats);
 
   Engine& engine_;
   Backend& b_;
   const ArchConfig& c_;
-  int64_t max_rows_;
+  int64_t max_rows_, head_rows_;
   std::vector<void*> buffers_;
-  std::vector<int32_t> ids_, pos_, head_rows_;
+  std::vector<int32_t> ids_, pos_, wanted_rows_;
   // activations, [max_rows][width] in backend memory; k_ and v_ point into q_'s buffer, ff_up_
   // into ff_gate_'s (see the constructor)
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr,
         *o_ = nullptr;
   float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr,
         *rows_ = nullptr;
-  float *router_ = nullptr, *logits_ = nullptr;
+  float* router_ = nullptr;
+  float* logits_ = nullptr;         // [min(max_rows, head_rows)][n_vocab]
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
   float* routing_ = nullptr;        // ids [M][k] (int32), then weights [M][k]; backend memory
   float* predicted_ = nullptr;      // the next streamed layer's guessed routing, like routing_

@@ -2,9 +2,11 @@
 // sequence gets on its own (the server batches concurrent decode steps this way).
 #include <gtest/gtest.h>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "fixture_models.h"
 #include "runtime/forward.h"
 #include "runtime/session.h"
+#include "test_paths.h"
 
 namespace ts {
 namespace {
@@ -53,6 +55,69 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
     // Same kernels, same per-row arithmetic; only the row blocking of the matmul differs.
     EXPECT_LE(c.rel, 1e-6) << "sequence " << s << ": " << c.summary();
   }
+}
+
+// The head computes the wanted rows' logits in chunks of head_rows, each copied out before the
+// next. Runs four sequences that want every row, the last row, none and every row (5 + 1 + 0 + 11
+// rows) with head chunks of 1, 4 and 7 rows, which end inside a sequence's rows, between
+// sequences and on the last-row sequence, and compares each with one chunk over every row (rel at
+// most `tol`). Nothing may be written past the rows a sequence wants.
+void expect_head_chunks_give_one_chunk(const std::string& path, const std::vector<int32_t>& ids,
+                                       double tol) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 64;
+  o.kv_type = DType::F32;
+  auto engine = Engine::open(path, o);
+  const auto V = static_cast<size_t>(engine->cfg().n_vocab);
+  const std::vector<std::vector<int32_t>> prompts = {{ids.begin(), ids.begin() + 5},
+                                                     {ids.begin() + 3, ids.begin() + 14},
+                                                     {ids.begin() + 10, ids.end()},
+                                                     {ids.begin() + 1, ids.begin() + 12}};
+  const std::vector<int> wanted = {5, 1, 0, 11};
+  constexpr float kUnwritten = -12345.0f;
+  const auto run = [&](int64_t head_rows) {
+    Forward forward(*engine, 64, head_rows);
+    std::vector<std::unique_ptr<KvCache>> kv;
+    // Each sequence's logits, then one row that must stay unwritten.
+    std::vector<std::vector<float>> logits;
+    std::vector<SeqChunk> chunks;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      kv.push_back(std::make_unique<KvCache>(*engine, 64));
+      logits.emplace_back((static_cast<size_t>(wanted[s]) + 1) * V, kUnwritten);
+      chunks.push_back({kv[s].get(), prompts[s].data(), static_cast<int64_t>(prompts[s].size()),
+                        wanted[s] > 0 ? logits[s].data() : nullptr, wanted[s] > 1});
+    }
+    forward.run(chunks);
+    for (size_t s = 0; s < prompts.size(); ++s)
+      for (size_t i = static_cast<size_t>(wanted[s]) * V; i < logits[s].size(); ++i)
+        EXPECT_EQ(logits[s][i], kUnwritten) << "head_rows " << head_rows << ", sequence " << s;
+    return logits;
+  };
+  const std::vector<std::vector<float>> one = run(kHeadRows);
+  for (int64_t head_rows : {1, 4, 7}) {
+    const std::vector<std::vector<float>> chunked = run(head_rows);
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      if (wanted[s] == 0) continue;
+      const auto c = test::compare_logits(chunked[s], one[s], static_cast<int64_t>(V));
+      EXPECT_LE(c.rel, tol) << "head_rows " << head_rows << ", sequence " << s << ": "
+                            << c.summary();
+    }
+  }
+}
+
+// The f32 and f16 GEMMs' tiles follow the row count: the same tolerance as above.
+TEST_P(BatchedForward, HeadInChunksGivesTheLogitsOfOneChunk) {
+  expect_head_chunks_give_one_chunk(GetParam().path, test::fixture_prompt(GetParam()), 1e-6);
+}
+
+// Over q8_0 panels each row of the GEMM gets the bits of the one-row GEMV, whatever the chunk.
+TEST(HeadChunks, BundledQ8_0GivesTheBitsOfOneChunk) {
+  std::vector<int32_t> ids(32);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(100 + 37 * i);
+  expect_head_chunks_give_one_chunk(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", ids,
+                                    cpu::panel_kernels_active() ? 0.0 : 1e-6);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchedForward,
