@@ -73,7 +73,7 @@ int run_inspect(const InspectArgs& a) {
   for (const TensorRef& t : spec->source->all_tensors()) by_dtype[dtype_name(t.dtype)]++;
   FootprintRequest req;
   req.ctx = a.ctx;
-  req.prefill_batch = default_prefill_batch(c, true);
+  req.prefill_batch = default_prefill_batch(c, true, a.ctx);
   req.expert_slots = a.slots;
   const Footprint fp = compute_footprint(*spec, req);
 

@@ -50,7 +50,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Usage,
          "--ram-budget applies to device backends only (on the CPU the page cache is that tier)");
   if (options.prefill_batch == 0)
-    e->options_.prefill_batch = default_prefill_batch(c, e->backend_->is_host());
+    e->options_.prefill_batch = default_prefill_batch(c, e->backend_->is_host(), options.ctx);
   FootprintRequest req{.ctx = options.ctx,
                        .kv_type = options.kv_type,
                        .expert_slots = options.expert_slots,

@@ -45,9 +45,11 @@ uint64_t bytes_per_row(const TensorRef& t) {
 
 }  // namespace
 
-int64_t default_prefill_batch(const ArchConfig& c, bool host_backend) {
-  if (!host_backend) return kDevicePrefillBatch;
-  return c.is_moe() ? kCpuMoePrefillBatch : kCpuPrefillBatch;
+int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
+  const int64_t batch = !host_backend ? kDevicePrefillBatch
+                        : c.is_moe()  ? kCpuMoePrefillBatch
+                                      : kCpuPrefillBatch;
+  return std::min(batch, ctx);
 }
 
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {

@@ -67,8 +67,9 @@ struct Footprint {
   uint64_t total = 0;
 };
 
-// The micro-batch a run takes unless --prefill-batch says otherwise (see above).
-int64_t default_prefill_batch(const ArchConfig& c, bool host_backend);
+// The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
+// tokens than the context `ctx` (rows past it would only be memory).
+int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx);
 // The matmuls `spec`'s forward pass runs in micro-batches of up to `prefill_batch` rows, its
 // routed experts all at once (resident) or one at a time (streaming).
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming);
