@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "runtime/engine.h"
 #include "runtime/session.h"
 
@@ -26,16 +27,15 @@ struct Scored {
   int32_t target;
 };
 
-// nll() of every scored row, on every hardware thread: a window of a 151,936-entry vocabulary is
-// ~150M exponentials, which on one thread took a GPU run's whole time (1.3k tokens/s against its
+// nll() of every scored row, on `threads` threads: a window of a 151,936-entry vocabulary is ~150M
+// exponentials, which on one thread took a GPU run's whole time (1.3k tokens/s against its
 // prompts' 68k). Each row's value is the same whichever thread computes it, and the caller sums
 // them in row order, so the result does not depend on the thread count.
-void score_rows(const float* logits, int64_t V, const std::vector<Scored>& rows,
+void score_rows(const float* logits, int64_t V, const std::vector<Scored>& rows, int threads_wanted,
                 std::vector<double>& out) {
   out.resize(rows.size());
   const auto n = static_cast<int64_t>(rows.size());
-  const int64_t threads =
-      std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, std::max<int64_t>(n, 1));
+  const int64_t threads = std::clamp<int64_t>(threads_wanted, 1, std::max<int64_t>(n, 1));
   const auto span = [&](int64_t t) {
     for (int64_t i = n * t / threads; i < n * (t + 1) / threads; ++i)
       out[static_cast<size_t>(i)] = nll(logits + rows[static_cast<size_t>(i)].row * V, V,
@@ -68,6 +68,8 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
   Session s(engine);
   std::vector<float> logits(static_cast<size_t>(batch * V));
   std::vector<int32_t> window(static_cast<size_t>(n_ctx));
+  // The engine's CPU threads (-t; the physical cores by default) score the rows.
+  const int threads = engine.options().threads > 0 ? engine.options().threads : physical_cores();
   std::vector<Scored> scored;
   std::vector<double> nlls;
   double sum = 0, sum2 = 0;
@@ -86,7 +88,7 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
         if (j >= first && j + 1 < n_ctx)
           scored.push_back({r, tokens[static_cast<size_t>(w * n_ctx + j + 1)]});
       }
-      score_rows(logits.data(), V, scored, nlls);
+      score_rows(logits.data(), V, scored, threads, nlls);
       for (const double x : nlls) {
         sum += x;
         sum2 += x * x;
