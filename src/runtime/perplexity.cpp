@@ -80,6 +80,12 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
     s.reset();
     for (int64_t start = 0; start < n_ctx; start += batch) {
       const int64_t M = std::min(batch, n_ctx - start);
+      // A micro-batch before the scored rows wants no logits: the head is skipped for it (a
+      // tenth to a fifth of a small model's forward), the cache it fills the same.
+      if (start + M <= first) {
+        s.feed(window.data() + start, M, nullptr, false);
+        continue;
+      }
       s.feed(window.data() + start, M, logits.data(), true);
       // Row j predicts token j + 1 of the window (the original token, not the BOS stand-in).
       scored.clear();
