@@ -52,8 +52,9 @@ nlohmann::json generate(const std::string& model, const std::string& extra) {
   return parse_file(json);
 }
 
-// Perplexity: every micro-batch wants the logits of all its rows, so the head runs on the
-// tensor cores too (a quantised head is dequantised in chunks, often the largest).
+// Perplexity: the micro-batch of each window's scored half wants the logits of all its rows, so
+// the head runs on the tensor cores too (a quantised head is dequantised in chunks, often the
+// largest).
 nlohmann::json perplexity(const std::string& model, const std::string& extra) {
   const std::string json = ::testing::TempDir() + "/vram-ppl.json";
   const std::string cmd = test::binary_path() + " perplexity" + model_flags(model, extra) + " -f " +
