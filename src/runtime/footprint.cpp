@@ -45,6 +45,11 @@ uint64_t bytes_per_row(const TensorRef& t) {
 
 }  // namespace
 
+int64_t ffn_row_floats(const ArchConfig& c) {
+  const bool dense_layers = moe_layers(c) < c.n_layer;
+  return std::max(dense_layers ? c.n_ff : 0, c.is_moe() ? c.n_expert_used * c.n_ff_expert : 0);
+}
+
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
   const int64_t batch = !host_backend ? kDevicePrefillBatch
                         : c.is_moe()  ? kCpuMoePrefillBatch
@@ -125,9 +130,7 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   // widest of a dense layer's n_ff and those k rows of n_ff_expert, of the layers the model has.
   // The head's logits are held for at most kHeadRows rows, whatever the micro-batch.
   const uint64_t k = c.is_moe() ? static_cast<uint64_t>(c.n_expert_used) : 0;
-  const bool dense_layers = moe_layers(c) < c.n_layer;
-  const uint64_t ff = std::max(dense_layers ? static_cast<uint64_t>(c.n_ff) : 0,
-                               k * static_cast<uint64_t>(c.n_ff_expert));
+  const auto ff = static_cast<uint64_t>(ffn_row_floats(c));
   const uint64_t per_row = 3 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv +
                            static_cast<uint64_t>(c.n_expert) + 2 * k + 3 * ff +
                            2 * std::max<uint64_t>(k, 1) * static_cast<uint64_t>(c.n_embd);

@@ -67,6 +67,10 @@ struct Footprint {
   uint64_t total = 0;
 };
 
+// Floats a row of a micro-batch takes in each FFN-wide buffer (gate, up, activation): the widest of
+// a dense layer's n_ff and an MoE layer's top-k rows of n_ff_expert, over the layers the model has
+// (all of Qwen3-30B-A3B's are MoE: its stated n_ff of 6144 would take 3 x 8 x 6144 floats a row).
+int64_t ffn_row_floats(const ArchConfig& c);
 // The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
 // tokens than the context `ctx` (rows past it would only be memory).
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx);

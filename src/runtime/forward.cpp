@@ -20,14 +20,9 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
                kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
   const size_t k = c_.is_moe() ? static_cast<size_t>(c_.n_expert_used) : 0;
   // The gathered rows and the expert output hold all M * k routed rows of an MoE micro-batch: its
-  // experts run over all of them at once. An FFN-wide buffer holds the widest of a dense layer's
-  // M rows of n_ff and those M * k rows of n_ff_expert; only layers that are there count (all of
-  // Qwen3-30B-A3B's are MoE, and its n_ff of 6144 would have taken 3 x 8 x 6144 floats a row).
+  // experts run over all of them at once; so do the FFN-wide buffers (ffn_row_floats).
   const size_t ffn_rows = B * std::max<size_t>(k, 1);
-  const bool dense_layers =
-      std::find(c_.layer_moe.begin(), c_.layer_moe.end(), 0) != c_.layer_moe.end();
-  const size_t ff = B * std::max(dense_layers ? static_cast<size_t>(c_.n_ff) : 0,
-                                 k * static_cast<size_t>(c_.n_ff_expert));
+  const size_t ff = B * static_cast<size_t>(ffn_row_floats(c_));
   x_ = scratch(B * d);
   h_ = scratch(B * d);
   o_ = scratch(B * d);

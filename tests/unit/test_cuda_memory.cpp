@@ -23,11 +23,15 @@ constexpr double kAllocationTails = 1 << 20;
 // Rows of the micro-batch: the text below is longer, so every scratch buffer sees a full one.
 constexpr int kBatch = 64;
 
-std::string text_file() {
-  const std::string path = ::testing::TempDir() + "/vram-text.txt";
-  std::ofstream out(path);
-  for (int i = 0; i < 12; ++i)
-    out << "The history of the old city begins with a market by the river, where traders met. ";
+// The text of every run, written once.
+const std::string& text_file() {
+  static const std::string path = [] {
+    const std::string p = ::testing::TempDir() + "/vram-text.txt";
+    std::ofstream out(p);
+    for (int i = 0; i < 12; ++i)
+      out << "The history of the old city begins with a market by the river, where traders met. ";
+    return p;
+  }();
   return path;
 }
 
