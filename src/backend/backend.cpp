@@ -1,6 +1,7 @@
 #include "backend/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -43,6 +44,25 @@ void Backend::to_host_async(void* dst, const void* src, size_t bytes) {
 
 void Backend::run_recorded(const StepKey& /*key*/, const std::function<void()>& ops) {
   ops();
+}
+
+double nll_of_row(const float* row, int64_t V, int32_t target) {
+  double mx = row[0];
+  for (int64_t i = 1; i < V; ++i) mx = std::max<double>(mx, row[i]);
+  double z = 0;
+  for (int64_t i = 0; i < V; ++i) z += std::exp(static_cast<double>(row[i]) - mx);
+  return std::log(z) + mx - row[target];
+}
+
+void Backend::nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
+                       double* nll) {
+  std::vector<float> host;
+  if (!is_host()) {
+    host.resize(static_cast<size_t>(n * V));
+    to_host(host.data(), logits, host.size() * sizeof(float));
+    logits = host.data();
+  }
+  for (int64_t r = 0; r < n; ++r) nll[r] = nll_of_row(logits + r * V, V, targets[r]);
 }
 
 void Backend::add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n,

@@ -242,6 +242,12 @@ class Backend {
   virtual void gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n,
                            float* out) = 0;
   virtual void softcap(float* x, int64_t n, float cap) = 0;  // x = cap * tanh(x / cap)
+  // nll[i] = nll_of_row(row i of logits, V, targets[i]) for n rows of V logits (backend memory);
+  // targets and nll are host memory, every target in [0, V). A device computes them where the
+  // logits are and sends back only the n values. Default: on the host, after copying the logits
+  // there unless is_host().
+  virtual void nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
+                        double* nll);
 
   // Routed experts. route(): ids and weights [M][k] (backend memory) of the k experts each row of
   // router logits [M][n_expert] picks, as route_token() does; a.bias is backend memory. Default:
@@ -285,5 +291,9 @@ class Backend {
 
 // The CPU backend with `threads` workers (0 = physical cores).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+// -log softmax(row)[target] over V logits, in double so that the ~10^5 terms of a perplexity keep
+// their digits.
+double nll_of_row(const float* row, int64_t V, int32_t target);
 
 }  // namespace ts

@@ -7,6 +7,32 @@
 #include "moe/router.h"
 
 namespace ts {
+namespace {
+
+// The rows [first, last) of a chunk whose logits are wanted, copied out or scored.
+int64_t first_wanted(const SeqChunk& ch) {
+  if (ch.logits != nullptr) return ch.all_rows ? 0 : ch.n - 1;
+  return ch.targets != nullptr ? ch.score_from : ch.n;
+}
+int64_t last_wanted(const SeqChunk& ch) {
+  return ch.logits != nullptr || ch.targets == nullptr ? ch.n : ch.score_to;
+}
+
+// The scoring fields of a chunk that wants rows scored, checked (targets are token ids of the
+// caller's text).
+void check_scoring(const SeqChunk& ch, int64_t n_vocab) {
+  if (ch.logits != nullptr || ch.nll == nullptr || ch.score_from < 0 ||
+      ch.score_from > ch.score_to || ch.score_to > ch.n)
+    fail(ErrorKind::Runtime, "internal: a chunk of " + std::to_string(ch.n) + " rows scoring [" +
+                                 std::to_string(ch.score_from) + ", " +
+                                 std::to_string(ch.score_to) + ")");
+  for (int64_t i = 0; i < ch.score_to - ch.score_from; ++i)
+    if (ch.targets[i] < 0 || ch.targets[i] >= n_vocab)
+      fail(ErrorKind::Input, "target token id " + std::to_string(ch.targets[i]) +
+                                 " is outside the vocabulary of " + std::to_string(n_vocab));
+}
+
+}  // namespace
 
 Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
     : engine_(engine),
@@ -73,6 +99,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
                                  " (raise -c)");
     if (M + ch.n > max_rows_)
       fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
+    if (ch.targets != nullptr) check_scoring(ch, c_.n_vocab);
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
@@ -87,9 +114,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   wanted_rows_.clear();
   int64_t row = 0;
   for (const SeqChunk& ch : chunks) {
-    if (ch.logits != nullptr)
-      for (int64_t i = ch.all_rows ? 0 : ch.n - 1; i < ch.n; ++i)
-        wanted_rows_.push_back(static_cast<int32_t>(row + i));
+    for (int64_t i = first_wanted(ch); i < last_wanted(ch); ++i)
+      wanted_rows_.push_back(static_cast<int32_t>(row + i));
     row += ch.n;
   }
   // One sequence decoding one token queues the same ops every step, over the same buffers and
@@ -102,7 +128,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   if (same_every_step) {
     for (int64_t from = -1;;) {
       const int64_t stop = next_streamed_layer(from);
-      const StepKey key{this, chunks[0].kv, 2 * (from + 1) + (chunks[0].logits != nullptr ? 1 : 0)};
+      const StepKey key{this, chunks[0].kv, 2 * (from + 1) + (wanted_rows_.empty() ? 0 : 1)};
       b_.run_recorded(key, [&] {
         layers(chunks, M, from, stop);
         if (stop == c_.n_layer) head(M);
@@ -230,15 +256,16 @@ void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
   const int64_t V = c_.n_vocab;
   const int64_t r1 = std::min(r0 + head_rows_, static_cast<int64_t>(wanted_rows_.size()));
   // Each chunk's wanted rows are a run [r, r + rows) of wanted_rows_; the part of it in
-  // [r0, r1) is contiguous on both sides, so it takes one copy.
+  // [r0, r1) is contiguous on both sides, so it takes one copy (or one scoring).
   int64_t r = 0;
   for (const SeqChunk& ch : chunks) {
-    if (ch.logits == nullptr) continue;
-    const int64_t rows = ch.all_rows ? ch.n : 1;
+    const int64_t rows = last_wanted(ch) - first_wanted(ch);
     const int64_t lo = std::max(r, r0), hi = std::min(r + rows, r1);
-    if (lo < hi)
+    if (lo < hi && ch.logits != nullptr)
       b_.to_host(ch.logits + (lo - r) * V, logits_ + (lo - r0) * V,
                  static_cast<size_t>((hi - lo) * V) * sizeof(float));
+    else if (lo < hi)
+      b_.nll_rows(logits_ + (lo - r0) * V, hi - lo, V, ch.targets + (lo - r), ch.nll + (lo - r));
     r += rows;
   }
 }

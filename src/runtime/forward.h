@@ -14,13 +14,18 @@
 namespace ts {
 
 // `n` tokens of one sequence, appended after kv->n_past. `logits` (host) receives the logits of
-// every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted.
+// every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted. Or, with
+// `targets` set (and logits null), rows [score_from, score_to) are scored where their logits are
+// (Backend::nll_rows): nll[i] (host) = -log softmax(row score_from + i)[targets[i]].
 struct SeqChunk {
   KvCache* kv = nullptr;
   const int32_t* tokens = nullptr;
   int64_t n = 0;
   float* logits = nullptr;
   bool all_rows = false;
+  const int32_t* targets = nullptr;
+  int64_t score_from = 0, score_to = 0;
+  double* nll = nullptr;
 };
 
 class Forward {
@@ -66,7 +71,7 @@ class Forward {
   void head(int64_t M);
   // The logits of wanted rows [r0, r0 + head_rows_) (fewer at the end) into logits_.
   void head_logits(int64_t r0);
-  // Copies those rows from logits_ to the chunks' host buffers.
+  // Copies those rows from logits_ to the chunks' host buffers, or scores them.
   void copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0);
   float* scratch(size_t floats);
 

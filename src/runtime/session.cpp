@@ -18,7 +18,7 @@ void Session::truncate(int64_t n) {
   kv_.n_past = n;
 }
 
-void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows) {
+void Session::check_feed(const int32_t* tokens, int64_t n) const {
   if (n <= 0) fail(ErrorKind::Input, "nothing to feed: the token list is empty");
   if (kv_.n_past + n > kv_.ctx())
     fail(ErrorKind::Input, std::to_string(kv_.n_past + n) + " tokens exceed the context of " +
@@ -27,6 +27,33 @@ void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_row
     if (tokens[i] < 0 || tokens[i] >= vocab_)
       fail(ErrorKind::Input, "token id " + std::to_string(tokens[i]) +
                                  " is outside the vocabulary of " + std::to_string(vocab_));
+}
+
+void Session::score(const int32_t* tokens, int64_t n, int64_t from, int64_t to,
+                    const int32_t* targets, double* nll) {
+  check_feed(tokens, n);
+  if (from < 0 || from > to || to > n)
+    fail(ErrorKind::Input, "cannot score rows [" + std::to_string(from) + ", " +
+                               std::to_string(to) + ") of " + std::to_string(n) + " fed tokens");
+  const int64_t batch = forward_.max_rows();
+  for (int64_t start = 0; start < n; start += batch) {
+    const int64_t M = std::min(batch, n - start);
+    // Rows [lo, hi) of this micro-batch are scored (none: the head is skipped).
+    const int64_t lo = std::clamp<int64_t>(from - start, 0, M);
+    const int64_t hi = std::clamp<int64_t>(to - start, lo, M);
+    SeqChunk ch{&kv_, tokens + start, M};
+    if (lo < hi) {
+      ch.targets = targets + (start + lo - from);
+      ch.score_from = lo;
+      ch.score_to = hi;
+      ch.nll = nll + (start + lo - from);
+    }
+    forward_.run({ch});
+  }
+}
+
+void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows) {
+  check_feed(tokens, n);
   const int64_t batch = forward_.max_rows();
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t M = std::min(batch, n - start);

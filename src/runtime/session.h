@@ -26,8 +26,16 @@ class Session {
   // Feeds `n` tokens after the current position. `logits` (host) receives the next-token logits:
   // of every fed token ([n][vocab]) when all_rows, else of the last one ([vocab]).
   void feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows);
+  // Feeds `n` tokens and scores the next-token logits of rows [from, to) against targets[0 ..
+  // to - from): nll[i] = -log softmax(logits of row from + i)[targets[i]] (host arrays). Only those
+  // rows go through the head, and their logits stay where the backend computed them.
+  void score(const int32_t* tokens, int64_t n, int64_t from, int64_t to, const int32_t* targets,
+             double* nll);
 
  private:
+  // The checks feed() and score() share before anything runs.
+  void check_feed(const int32_t* tokens, int64_t n) const;
+
   int64_t vocab_;
   KvCache kv_;
   Forward forward_;

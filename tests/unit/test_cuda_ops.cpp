@@ -742,23 +742,26 @@ TEST_F(CudaOps, MatmulGroupedRowsBitIdenticalAcrossGroupings) {
   }
 }
 
-// q4_k and q5_k experts, decoded to f16 in the grouped kernel, and the block types it doesn't read
-// (q6_k, q5_0; q8_0 rows that are not 4-byte aligned), dequantised to f16 for its f16 path: the
-// bits of the grouped matmul of their f16 dequantisation (made on the host), one-row groups the
-// bits of the GEMV. The large case holds
+// q4_k and q5_k experts, decoded to f16 in the grouped kernel (groups of one row tile and of
+// several), and the block types it doesn't read (q6_k, also with 630-byte rows that keep 2-byte
+// alignment only and packed into WeightLayout::Q6Rows; q5_0; q8_0 rows that are not 4-byte
+// aligned), dequantised to f16 for its f16 path: the bits of the grouped matmul of their f16
+// dequantisation (made on the host), one-row groups the bits of the GEMV. The large case holds
 // two experts per dequantisation batch: its three take two.
 TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   struct Case {
     DType t;
     int64_t rows, cols;
+    bool packed = false;  // through pack_weight (q6_k rows of a multiple of 2048: Q6Rows)
   };
-  const std::vector<int64_t> row0 = {0, 3, 5, 25, 26}, group_rows = {3, 2, 20, 1, 0};
-  const std::vector<int64_t> f16_rows = {3, 2, 20, 0, 0};
-  const int64_t M = 26, G = 5;
+  // Groups 0..4: the one-row group (3) and the empty one (4) as the last two.
+  const std::vector<int64_t> short_rows = {3, 2, 20, 1, 0}, long_rows = {3, 140, 70, 1, 0};
   for (const Case c :
        {Case{DType::Q4_K, 96, 256}, Case{DType::Q5_K, 72, 512}, Case{DType::Q6_K, 40, 512},
+        Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true},
         Case{DType::Q8_0, 96, 96}, Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
+    const int64_t G = 5;
     std::vector<Weight> wq, wf;
     std::vector<const void*> pq, pf;
     std::vector<float> row(static_cast<size_t>(c.cols));
@@ -766,6 +769,7 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
     for (int64_t g = 0; g < G; ++g) {
       const std::vector<uint8_t> host = random_weight(c.t, c.rows, c.cols, stride, rng_);
       wq.push_back(gpu_->upload_weight(c.t, c.rows, c.cols, stride, host.data()));
+      if (c.packed) gpu_->pack_weight(wq.back());
       for (int64_t r = 0; r < c.rows; ++r) {
         dequantize_row(c.t, host.data() + r * stride, row.data(), c.cols);
         for (int64_t i = 0; i < c.cols; ++i)
@@ -776,14 +780,25 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
       pq.push_back(wq.back().data);
       pf.push_back(wf.back().data);
     }
-    const float* dx = upload(randn(static_cast<size_t>(M * c.cols)));
-    const size_t n = static_cast<size_t>(M * c.rows);
-    float* got = upload(std::vector<float>(n));
-    gpu_->matmul_grouped(wq[0], pq.data(), row0.data(), group_rows.data(), G, dx, got);
-    float* want = upload(std::vector<float>(n));
-    gpu_->matmul_grouped(wf[0], pf.data(), row0.data(), f16_rows.data(), G, dx, want);
-    gpu_->matmul(wq[3], dx + 25 * c.cols, 1, want + 25 * c.rows);
-    EXPECT_EQ(download(got, n), download(want, n)) << dtype_name(c.t) << " " << c.rows;
+    if (c.packed) {
+      EXPECT_EQ(wq[0].layout, WeightLayout::Q6Rows);
+    }
+    for (const std::vector<int64_t>& group_rows : {short_rows, long_rows}) {
+      std::vector<int64_t> row0(group_rows.size(), 0);
+      std::partial_sum(group_rows.begin(), group_rows.end() - 1, row0.begin() + 1);
+      const int64_t M = row0.back();  // the rows of all groups: the empty one starts past them
+      std::vector<int64_t> f16_rows = group_rows;
+      f16_rows[3] = 0;
+      const float* dx = upload(randn(static_cast<size_t>(M * c.cols)));
+      const size_t n = static_cast<size_t>(M * c.rows);
+      float* got = upload(std::vector<float>(n));
+      gpu_->matmul_grouped(wq[0], pq.data(), row0.data(), group_rows.data(), G, dx, got);
+      float* want = upload(std::vector<float>(n));
+      gpu_->matmul_grouped(wf[0], pf.data(), row0.data(), f16_rows.data(), G, dx, want);
+      gpu_->matmul(wq[3], dx + row0[3] * c.cols, 1, want + row0[3] * c.rows);
+      EXPECT_EQ(download(got, n), download(want, n))
+          << dtype_name(c.t) << " " << c.rows << " rows, groups of " << group_rows[1];
+    }
     for (Weight& w : wq) gpu_->release_weight(w);
     for (Weight& w : wf) gpu_->release_weight(w);
   }

@@ -235,6 +235,15 @@ class CpuBackend final : public Backend {
       std::memcpy(out + m * n, x + static_cast<int64_t>(idx[m]) * n, n * sizeof(float));
   }
 
+  // A row of a 151,936-entry vocabulary is ~150k exponentials in double: the rows go to the
+  // pool. Each row's value is the same whichever thread computes it.
+  void nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
+                double* nll) override {
+    pool_.parallel_for(n, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) nll[r] = nll_of_row(logits + r * V, V, targets[r]);
+    });
+  }
+
   void softcap(float* x, int64_t n, float cap) override {
     spans(n, kTranscendentalCost, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) x[i] = cap * std::tanh(x[i] / cap);

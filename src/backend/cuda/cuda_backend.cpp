@@ -79,6 +79,7 @@ class CudaBackend final : public Backend {
     partials_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     grouped_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+    nll_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     // TURBOSPARK_CUDA_GRAPHS=0 runs every step eagerly (to measure what the graphs save).
     const char* graphs = std::getenv("TURBOSPARK_CUDA_GRAPHS");
     graphs_enabled_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
@@ -89,6 +90,7 @@ class CudaBackend final : public Backend {
     recordings_.clear();
     warmups_.clear();
     grouped_acts_.reset();
+    nll_.reset();
     int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
@@ -173,7 +175,8 @@ class CudaBackend final : public Backend {
         2 * (step_puts * cuda::ArgStage::kSlotAlign +
              static_cast<size_t>(p.n_layer + 1) * cuda::StepGraph::table_bytes(0));
     const AttentionArgs one_token{p.n_head, 0, p.head_dim};
-    return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts +
+    const auto nll = static_cast<uint64_t>(B) * sizeof(double);  // nll_rows of a micro-batch
+    return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts + nll +
            cuda::gemv_int8_scratch_bytes(int8_cols) +
            cuda::attention_decode_scratch_bytes(p.n_head, decode_splits(one_token), p.head_dim) +
            cuda::ArgStage::capacity_bound(largest_put) + recorded;
@@ -559,6 +562,17 @@ class CudaBackend final : public Backend {
     cuda::launch_softcap(x, n, cap, stream_);
   }
 
+  void nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
+                double* nll) override {
+    if (n <= 0) return;
+    const auto bytes = static_cast<size_t>(n) * sizeof(double);
+    const auto* d_targets =
+        static_cast<const int32_t*>(args_->put(targets, static_cast<size_t>(n) * sizeof(int32_t)));
+    auto* out = static_cast<double*>(nll_->get(bytes, "token scores"));
+    cuda::launch_nll_rows(logits, n, V, d_targets, out, stream_);
+    to_host(nll, out, bytes);
+  }
+
   void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
              float* weights) override {
     if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_expert || a.n_expert > cuda::kMaxDeviceRoutedExperts)
@@ -729,6 +743,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::DeviceBuffer> partials_;
   std::unique_ptr<cuda::DeviceBuffer> int8_acts_;     // quantised activations of the int8 GEMV
   std::unique_ptr<cuda::DeviceBuffer> grouped_acts_;  // 16-bit activations of matmul_grouped
+  std::unique_ptr<cuda::DeviceBuffer> nll_;           // nll_rows' values
   std::vector<cuda::GroupTile> tiles_;                // matmul_grouped's row tiles
   std::vector<int32_t> scatter_dst_, scatter_off_, scatter_src_;  // scatter_add_rows by destination
   bool graphs_enabled_ = true;
