@@ -28,8 +28,8 @@ PerplexityResult perplexity(Engine& engine, const std::vector<int32_t>& tokens,
   const int64_t first = o.scoring == PerplexityScoring::SecondHalf ? n_ctx / 2 : 0;
   const int64_t rows = n_ctx - 1 - first;
   if (rows < 1)
-    fail(ErrorKind::Usage, "a window of " + std::to_string(n_ctx) +
-                               " tokens has no second half to score (raise -c)");
+    fail(ErrorKind::Usage,
+         "a window of " + std::to_string(n_ctx) + " tokens has no second half to score (raise -c)");
   Session s(engine);
   std::vector<int32_t> window(static_cast<size_t>(n_ctx));
   std::vector<double> nlls(static_cast<size_t>(rows));

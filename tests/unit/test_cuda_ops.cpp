@@ -758,8 +758,8 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   const std::vector<int64_t> short_rows = {3, 2, 20, 1, 0}, long_rows = {3, 140, 70, 1, 0};
   for (const Case c :
        {Case{DType::Q4_K, 96, 256}, Case{DType::Q5_K, 72, 512}, Case{DType::Q6_K, 40, 512},
-        Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true},
-        Case{DType::Q8_0, 96, 96}, Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
+        Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true}, Case{DType::Q8_0, 96, 96},
+        Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
     const int64_t G = 5;
     std::vector<Weight> wq, wf;
@@ -956,6 +956,20 @@ TEST_F(CudaOps, ElementwiseOps) {
     gpu_->softcap(y, static_cast<int64_t>(N), 1.5f);
     expect_close(download(y, N), want, 1e-7f, 1e-6f, "softcap");
   }
+}
+
+// Perplexity's scores on the device against the CPU backend's (the same double arithmetic, summed
+// in another order): rows of Qwen3's vocabulary with a wide spread, targets at the ends too.
+TEST_F(CudaOps, NllRowsAsTheCpuBackend) {
+  const int64_t n = 7, V = 151936;
+  std::vector<float> logits = randn(static_cast<size_t>(n * V));
+  for (float& x : logits) x *= 6.0f;
+  const std::vector<int32_t> targets = {0, 151935, 17, 70000, 3, 151935, 99999};
+  std::vector<double> want(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  cpu_->nll_rows(logits.data(), n, V, targets.data(), want.data());
+  gpu_->nll_rows(upload(logits), n, V, targets.data(), got.data());
+  for (size_t i = 0; i < static_cast<size_t>(n); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-12 * std::fabs(want[i])) << "row " << i;
 }
 
 TEST_F(CudaOps, GatherAndScatterRows) {

@@ -41,13 +41,14 @@ __global__ void __launch_bounds__(kThreads)
     z += exp(static_cast<double>(row[i]) - static_cast<double>(mx));
   z = block_reduce(z, partial, [](double a, double b) { return a + b; });
   if (threadIdx.x == 0)
-    out[blockIdx.x] = log(z) + static_cast<double>(mx) - static_cast<double>(row[targets[blockIdx.x]]);
+    out[blockIdx.x] =
+        log(z) + static_cast<double>(mx) - static_cast<double>(row[targets[blockIdx.x]]);
 }
 
 }  // namespace
 
-void launch_nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
-                     double* out, cudaStream_t stream) {
+void launch_nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets, double* out,
+                     cudaStream_t stream) {
   launch("nll rows", nll_rows_kernel, static_cast<unsigned>(n), kThreads, 0, stream, logits, V,
          targets, out);
 }
