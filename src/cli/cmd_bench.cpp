@@ -19,6 +19,8 @@
 #include "core/thread_pool.h"
 #include "model/model_spec.h"
 #include "runtime/bandwidth.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
 #include "runtime/roofline.h"
 #include "runtime/session.h"
 
@@ -40,6 +42,7 @@ struct BenchArgs {
   int64_t n_gen = 128;
   int reps = 5;
   int64_t tg_prompt = 16;
+  int64_t parallel = 1;  // sequences decoding together in the tg test
   bool json = false;
   bool roofline = false;
 };
@@ -125,6 +128,50 @@ TestResult run_tg(Engine& engine, Session& session, const BenchArgs& a, std::mt1
     r.samples.push_back(static_cast<double>(n) / s);
     r.experts.add(engine.experts().total_stats());
     r.tokens += n;
+  }
+  return r;
+}
+
+// tg with `a.parallel` sequences decoding together, as the server's batched decode does: each has
+// its own prompt and KV cache, and every step feeds one token of each through one forward pass,
+// each wanting its logits. Tokens/s counts every sequence's tokens.
+TestResult run_tg_parallel(Engine& engine, const BenchArgs& a, std::mt19937_64& rng) {
+  const int64_t N = a.parallel, V = engine.cfg().n_vocab;
+  TestResult r;
+  r.name = "tg" + std::to_string(a.n_gen) + "x" + std::to_string(N);
+  r.n_prompt = a.tg_prompt;
+  r.n_gen = a.n_gen;
+  Forward forward(engine, N);
+  std::vector<std::unique_ptr<KvCache>> kv;
+  for (int64_t s = 0; s < N; ++s)
+    kv.push_back(std::make_unique<KvCache>(engine, engine.options().ctx));
+  std::vector<float> logits(static_cast<size_t>(N * V));
+  std::vector<SeqChunk> step(static_cast<size_t>(N));
+  for (int rep = -1; rep < a.reps; ++rep) {
+    const int64_t n = rep < 0 ? std::min<int64_t>(a.n_gen, 2) : a.n_gen;
+    // The prompts, one sequence at a time in pieces of the forward's N rows (untimed).
+    for (int64_t s = 0; s < N; ++s) {
+      kv[static_cast<size_t>(s)]->n_past = 0;
+      const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
+      for (int64_t start = 0; start < a.tg_prompt; start += N)
+        forward.run({SeqChunk{kv[static_cast<size_t>(s)].get(), prompt.data() + start,
+                              std::min(N, a.tg_prompt - start), nullptr, false}});
+    }
+    const std::vector<int32_t> ids = random_tokens(rng, n * N, V);
+    engine.experts().reset_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t s = 0; s < N; ++s)
+        step[static_cast<size_t>(s)] =
+            SeqChunk{kv[static_cast<size_t>(s)].get(), &ids[static_cast<size_t>(i * N + s)], 1,
+                     logits.data() + s * V, false};
+      forward.run(step);
+    }
+    const double secs = elapsed(t0);
+    if (rep < 0) continue;
+    r.samples.push_back(static_cast<double>(n * N) / secs);
+    r.experts.add(engine.experts().total_stats());
+    r.tokens += n * N;
   }
   return r;
 }
@@ -358,6 +405,8 @@ struct Report {
 int run_bench(BenchArgs& a) {
   if (a.n_prompt == 0 && a.n_gen == 0)
     fail(ErrorKind::Usage, "nothing to run: -p and -n are both 0");
+  if (a.parallel > 1 && a.roofline)
+    fail(ErrorKind::Usage, "--roofline bounds one sequence's decode: leave out --parallel");
   // The cache holds the longer of the two tests, nothing more (-c is ignored).
   a.model.ctx = std::max<int64_t>(a.n_prompt, a.tg_prompt + a.n_gen);
   const EngineOptions options = engine_options(a.model);
@@ -375,7 +424,9 @@ int run_bench(BenchArgs& a) {
   std::mt19937_64 rng(1234);
   Report report{*engine, a, threads, machine.get(), {}};
   if (a.n_prompt > 0) report.tests.push_back(run_pp(*engine, session, a, rng));
-  if (a.n_gen > 0) report.tests.push_back(run_tg(*engine, session, a, rng));
+  if (a.n_gen > 0)
+    report.tests.push_back(a.parallel > 1 ? run_tg_parallel(*engine, a, rng)
+                                          : run_tg(*engine, session, a, rng));
   if (a.json)
     std::printf("%s\n", report.json().dump(2).c_str());
   else
@@ -398,6 +449,10 @@ Runner add_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--tg-prompt", a->tg_prompt, "Prompt tokens fed (untimed) before the tg test")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--parallel", a->parallel,
+                  "Sequences decoding together in the tg test (batched decode, as the server "
+                  "runs concurrent requests); t/s counts all of them")
+      ->check(CLI::Range(1, 256));
   sub->add_flag("--json", a->json, "Print one JSON object instead of a markdown table");
   sub->add_flag(
       "--roofline", a->roofline,

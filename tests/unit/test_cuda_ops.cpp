@@ -313,13 +313,13 @@ Reference reference_matmul(DType t, const std::vector<uint8_t>& w, const MatmulC
   return ref;
 }
 
-// Whether a one-row matmul of `w` takes the int8-activation GEMV on this device.
+// Whether an M-row matmul of `w` takes the int8-activation GEMV (a row at a time) on this device.
 bool int8_gemv(const Weight& w, int64_t M) {
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
     return false;
-  return M == 1 && cuda::gemv_int8_supported(w, major);
+  return M <= cuda::kGemvRows && cuda::gemv_int8_supported(w, major);
 }
 
 // Relative error bound (times sum |w x|) of the CUDA matmul path taken for (type, M):
@@ -338,7 +338,8 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
   const MatmulCase cases[] = {
       {67, 512, 1, 0},    // GEMV, a row count that is not a multiple of the warps per block
       {40, 2816, 1, 2},   // GEMV, 2-byte row padding, a partial last segment for the k-quants
-      {64, 1024, 3, 0},   // cuBLAS (dequantise-then-GEMM for the block types)
+      {64, 1024, 3, 0},   // cuBLAS for float types, the int8 GEMV a row at a time for the others
+      {64, 1024, 7, 0},   // cuBLAS (dequantise-then-GEMM for the block types)
       {33, 768, 17, 6},   // cuBLAS over padded rows
       {300, 4096, 1, 0},  // GEMV at a real hidden size
       {21, 14336, 1, 2},  // GEMV over more segments than the int8 kernel's stages, padded rows
@@ -409,7 +410,7 @@ std::vector<float> CudaOps::expect_packed_as_rows(const PackedPair& p, const std
   gpu_->matmul(p.packed, xd, M, y_packed);
   const std::vector<float> want = download(y_rows, n);
   std::vector<float> got = download(y_packed, n);
-  if (M > 1 || int8_gemv(p.rows, M)) {
+  if (M > cuda::kGemvRows || int8_gemv(p.rows, M)) {
     expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
   } else {
     const MatmulCase c{p.rows.rows, p.rows.cols, M, 0};
@@ -445,7 +446,7 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
         "q8_0 groups " + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
     ASSERT_EQ(p.packed.layout, WeightLayout::Q8Groups) << what;
     EXPECT_EQ(gpu_->weight_row_group(DType::Q8_0), kQ8GroupRows);
-    for (int64_t M : {1, 3})
+    for (int64_t M : {1, 3, 7})
       expect_packed_as_rows(p, randn(static_cast<size_t>(M * sh.cols)), M, what);
     expect_packed_embeds_as_rows(p, what);
     release(p);
@@ -475,7 +476,7 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
     ASSERT_EQ(packed.layout, WeightLayout::Q6Rows) << what;
     EXPECT_EQ(gpu_->weight_row_group(DType::Q6_K), 1);
     EXPECT_TRUE(int8_gemv(packed, 1)) << what;
-    for (int64_t M : {1, 3}) {
+    for (int64_t M : {1, 3, 7}) {
       const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
       const std::vector<float> got = expect_packed_as_rows(p, x, M, what);
       if (M > 1) continue;
@@ -850,6 +851,30 @@ TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:
 // in f32 through the element-load GEMV variants, or (q8_0 on sm_90, q4_k) through the int8 GEMV,
 // whose activation quantisation reads x one element per thread.
+// A few rows over quantised weights (the server's batched decode) take the GEMV one row at a
+// time: each row gets the bits of its own one-row matmul, packed layouts included. More rows take
+// the GEMM (within the GEMV's bound of it, checked elsewhere).
+TEST_F(CudaOps, FewRowsGetTheBitsOfOneRowEach) {
+  const int64_t rows = 136, cols = 2048;
+  for (const DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
+    const size_t stride = row_bytes(t, cols, "test");
+    const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
+    Weight w = gpu_->upload_weight(t, rows, cols, stride, host.data());
+    gpu_->pack_weight(w);
+    for (const int64_t M : {2, 6}) {
+      const float* x = upload(randn(static_cast<size_t>(M * cols)));
+      float* many = upload(std::vector<float>(static_cast<size_t>(M * rows)));
+      float* one = upload(std::vector<float>(static_cast<size_t>(M * rows)));
+      gpu_->matmul(w, x, M, many);
+      for (int64_t m = 0; m < M; ++m) gpu_->matmul(w, x + m * cols, 1, one + m * rows);
+      EXPECT_EQ(download(many, static_cast<size_t>(M * rows)),
+                download(one, static_cast<size_t>(M * rows)))
+          << dtype_name(t) << ", " << M << " rows";
+    }
+    gpu_->release_weight(w);
+  }
+}
+
 TEST_F(CudaOps, MatmulUnalignedActivations) {
   const MatmulCase c{48, 256, 1, 0};
   for (DType t : {DType::F32, DType::BF16, DType::Q8_0, DType::Q4_K}) {

@@ -98,6 +98,10 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // Under an ExpertIndex with x_stride != 0 (which must equal w.cols), all n input rows are
 // quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
+// Rows of a matmul over such weights that still take the GEMV, one row at a time (the backend's
+// matmul()): beyond ~7 a GEMM over the weights dequantised to f16 costs less than reading them
+// once a row (measured on the H200, PERFORMANCE.md, twelfth session).
+constexpr int64_t kGemvRows = 6;
 size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
                       const ExpertIndex& ix = {});
