@@ -861,7 +861,7 @@ TEST_F(CudaOps, FewRowsGetTheBitsOfOneRowEach) {
     const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
     Weight w = gpu_->upload_weight(t, rows, cols, stride, host.data());
     gpu_->pack_weight(w);
-    for (const int64_t M : {2, 6}) {
+    for (const int64_t M : {int64_t{2}, cuda::kGemvRows}) {
       const float* x = upload(randn(static_cast<size_t>(M * cols)));
       float* many = upload(std::vector<float>(static_cast<size_t>(M * rows)));
       float* one = upload(std::vector<float>(static_cast<size_t>(M * rows)));
