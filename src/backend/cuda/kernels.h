@@ -99,9 +99,9 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that still take the GEMV, one row at a time (the backend's
-// matmul()): a GEMM over the weights dequantised to f16 costs about as much for 7 rows of a dense
-// model, and the small matrices of an MoE model's attention already gain nothing at 6 (measured on
-// the H200, PERFORMANCE.md, twelfth session).
+// matmul()), not a GEMM over the weights dequantised to f16. Measured on the H200 (PERFORMANCE.md,
+// twelfth session): 2.8x faster for 2 rows of a dense model, 1.1x for 6, while the small matrices
+// of an MoE model's attention already lose at 6.
 constexpr int64_t kGemvRows = 4;
 size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
