@@ -56,8 +56,8 @@ void launch_gather_rows(const float* x, const int32_t* idx, int64_t M, int64_t n
                         cudaStream_t stream);
 void launch_softcap(float* x, int64_t n, float cap, cudaStream_t stream);
 // out[i] = nll_of_row(row i of logits, V, targets[i]) for n rows (nll_rows.cu); all device memory.
-void launch_nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
-                     double* out, cudaStream_t stream);
+void launch_nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets, double* out,
+                     cudaStream_t stream);
 
 // Activations converted for a tensor-core GEMM: f32 -> f16 or bf16 (round to nearest even).
 void launch_convert_f32(const float* x, int64_t n, DType to, void* out, cudaStream_t stream);
