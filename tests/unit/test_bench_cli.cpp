@@ -155,5 +155,20 @@ TEST_F(BenchTest, StreamedMoeReportsReadsAndRoofline) {
       << out;
 }
 
+// tg with several sequences decoding together: one test, named for both counts, whose tokens/s
+// counts every sequence's tokens; --roofline (one sequence's bound) is refused with it.
+TEST_F(BenchTest, ParallelDecodeIsOneTestOverEverySequence) {
+  const nlohmann::json j = bench_json("-p 0 -n 8 -r 2 -t 2 --parallel 3");
+  ASSERT_EQ(j["tests"].size(), 1u);
+  EXPECT_EQ(j["tests"][0]["test"], "tg8x3");
+  EXPECT_EQ(j["tests"][0]["samples_ts"].size(), 2u);
+  EXPECT_GT(j["tests"][0]["avg_ts"].get<double>(), 0);
+  std::string out;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " bench -p 0 -n 8 --parallel 2 --roofline", &out), 1)
+      << out;
+  EXPECT_NE(out.find("--roofline bounds one sequence's decode"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ts
