@@ -413,7 +413,7 @@ TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
 // expert resident and streamed through k + 1 slots: the same bits, and each sequence the logits
 // of its own decode (to the rounding of the matmuls whose tiles follow the row count, as in
 // BatchedForward).
-TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResidentById) {
+TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResident) {
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 17, 300, 2}, {9, 9, 40}, {100, 7, 8, 9, 10}};
   const std::vector<int32_t> next = {44, 3, 501};
