@@ -85,25 +85,45 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t voca
   return ids;
 }
 
+// One untimed run with n = warm (weights paged in, caches warm), then a.reps timed runs with
+// n = full into r: each prepare(n) before the clock starts, then run(n) timed, which returns the
+// tokens it fed.
+template <class Prepare, class Run>
+void timed_runs(Engine& engine, const BenchArgs& a, int64_t warm, int64_t full,
+                const Prepare& prepare, const Run& run, TestResult& r) {
+  for (int rep = -1; rep < a.reps; ++rep) {
+    const int64_t n = rep < 0 ? warm : full;
+    prepare(n);
+    engine.experts().reset_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    const int64_t tokens = run(n);
+    const double s = elapsed(t0);
+    if (rep < 0) continue;
+    r.samples.push_back(static_cast<double>(tokens) / s);
+    r.experts.add(engine.experts().total_stats());
+    r.tokens += tokens;
+  }
+}
+
 TestResult run_pp(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
   TestResult r;
   r.name = "pp" + std::to_string(a.n_prompt);
   r.n_prompt = a.n_prompt;
-  std::vector<float> logits(static_cast<size_t>(engine.cfg().n_vocab));
-  for (int rep = -1; rep < a.reps; ++rep) {
-    // The untimed first run is one micro-batch: enough to page in every weight.
-    const int64_t n = rep < 0 ? std::min(a.n_prompt, engine.options().prefill_batch) : a.n_prompt;
-    const std::vector<int32_t> ids = random_tokens(rng, n, engine.cfg().n_vocab);
-    session.reset();
-    engine.experts().reset_stats();
-    const auto t0 = std::chrono::steady_clock::now();
-    session.feed(ids.data(), n, logits.data(), false);
-    const double s = elapsed(t0);
-    if (rep < 0) continue;
-    r.samples.push_back(static_cast<double>(n) / s);
-    r.experts.add(engine.experts().total_stats());
-    r.tokens += n;
-  }
+  const int64_t V = engine.cfg().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::vector<int32_t> ids;
+  // The untimed first run is one micro-batch: enough to page in every weight.
+  timed_runs(
+      engine, a, std::min(a.n_prompt, engine.options().prefill_batch), a.n_prompt,
+      [&](int64_t n) {
+        ids = random_tokens(rng, n, V);
+        session.reset();
+      },
+      [&](int64_t n) {
+        session.feed(ids.data(), n, logits.data(), false);
+        return n;
+      },
+      r);
   return r;
 }
 
@@ -112,23 +132,23 @@ TestResult run_tg(Engine& engine, Session& session, const BenchArgs& a, std::mt1
   r.name = "tg" + std::to_string(a.n_gen);
   r.n_prompt = a.tg_prompt;
   r.n_gen = a.n_gen;
-  std::vector<float> logits(static_cast<size_t>(engine.cfg().n_vocab));
-  for (int rep = -1; rep < a.reps; ++rep) {
-    const int64_t n = rep < 0 ? std::min<int64_t>(a.n_gen, 2) : a.n_gen;
-    const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, engine.cfg().n_vocab);
-    const std::vector<int32_t> ids = random_tokens(rng, n, engine.cfg().n_vocab);
-    session.reset();
-    session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false);
-    engine.experts().reset_stats();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < n; ++i)
-      session.feed(&ids[static_cast<size_t>(i)], 1, logits.data(), false);
-    const double s = elapsed(t0);
-    if (rep < 0) continue;
-    r.samples.push_back(static_cast<double>(n) / s);
-    r.experts.add(engine.experts().total_stats());
-    r.tokens += n;
-  }
+  const int64_t V = engine.cfg().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(V));
+  std::vector<int32_t> ids;
+  timed_runs(
+      engine, a, std::min<int64_t>(a.n_gen, 2), a.n_gen,
+      [&](int64_t n) {
+        const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
+        ids = random_tokens(rng, n, V);
+        session.reset();
+        session.feed(prompt.data(), a.tg_prompt, logits.data(), false);
+      },
+      [&](int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+          session.feed(&ids[static_cast<size_t>(i)], 1, logits.data(), false);
+        return n;
+      },
+      r);
   return r;
 }
 
@@ -147,32 +167,31 @@ TestResult run_tg_parallel(Engine& engine, const BenchArgs& a, std::mt19937_64& 
     kv.push_back(std::make_unique<KvCache>(engine, engine.options().ctx));
   std::vector<float> logits(static_cast<size_t>(N * V));
   std::vector<SeqChunk> step(static_cast<size_t>(N));
-  for (int rep = -1; rep < a.reps; ++rep) {
-    const int64_t n = rep < 0 ? std::min<int64_t>(a.n_gen, 2) : a.n_gen;
-    // The prompts, one sequence at a time in pieces of the forward's N rows (untimed).
-    for (int64_t s = 0; s < N; ++s) {
-      kv[static_cast<size_t>(s)]->n_past = 0;
-      const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
-      for (int64_t start = 0; start < a.tg_prompt; start += N)
-        forward.run({SeqChunk{kv[static_cast<size_t>(s)].get(), prompt.data() + start,
-                              std::min(N, a.tg_prompt - start), nullptr, false}});
-    }
-    const std::vector<int32_t> ids = random_tokens(rng, n * N, V);
-    engine.experts().reset_stats();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < n; ++i) {
-      for (int64_t s = 0; s < N; ++s)
-        step[static_cast<size_t>(s)] =
-            SeqChunk{kv[static_cast<size_t>(s)].get(), &ids[static_cast<size_t>(i * N + s)], 1,
-                     logits.data() + s * V, false};
-      forward.run(step);
-    }
-    const double secs = elapsed(t0);
-    if (rep < 0) continue;
-    r.samples.push_back(static_cast<double>(n * N) / secs);
-    r.experts.add(engine.experts().total_stats());
-    r.tokens += n * N;
-  }
+  std::vector<int32_t> ids;
+  timed_runs(
+      engine, a, std::min<int64_t>(a.n_gen, 2), a.n_gen,
+      [&](int64_t n) {
+        // The prompts, one sequence at a time in pieces of the forward's N rows.
+        for (int64_t s = 0; s < N; ++s) {
+          KvCache* cache = kv[static_cast<size_t>(s)].get();
+          cache->n_past = 0;
+          const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
+          for (int64_t start = 0; start < a.tg_prompt; start += N)
+            forward.run({SeqChunk{cache, prompt.data() + start, std::min(N, a.tg_prompt - start)}});
+        }
+        ids = random_tokens(rng, n * N, V);
+      },
+      [&](int64_t n) {
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t s = 0; s < N; ++s)
+            step[static_cast<size_t>(s)] =
+                SeqChunk{kv[static_cast<size_t>(s)].get(), &ids[static_cast<size_t>(i * N + s)], 1,
+                         logits.data() + s * V, false};
+          forward.run(step);
+        }
+        return n * N;
+      },
+      r);
   return r;
 }
 

@@ -339,12 +339,13 @@ class CudaBackend final : public Backend {
   // session: two sequences of an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of
   // one's tok/s). Each row then gets the bits of its own decode.
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
-    if (M > 1 && (M > cuda::kGemvRows || !cuda::gemv_int8_supported(w, sm_major_))) {
-      gemm_->run(w, x, M, y);
-    } else if (cuda::gemv_int8_supported(w, sm_major_)) {
+    const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
+    if (int8 && M <= cuda::kGemvRows) {
       void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(w.cols), "int8 activations");
       for (int64_t m = 0; m < M; ++m)
         cuda::launch_gemv_int8(w, x + m * w.cols, y + m * w.rows, acts, stream_);
+    } else if (M > 1) {
+      gemm_->run(w, x, M, y);
     } else {
       cuda::launch_gemv(w, x, y, stream_);
     }
