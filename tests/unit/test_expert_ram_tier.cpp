@@ -409,37 +409,43 @@ TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
   EXPECT_LT(second.ram_hits, second.misses);
 }
 
-// Batched decode on a backend that runs one token's experts by id (as CUDA does): each of three
-// sequences decoding together gets the logits of its own decode, to the rounding of the matmuls
-// whose tiles follow the row count (as in BatchedForward).
-TEST(RamTierStats, BatchedDecodeByIdGivesEachSequenceItsOwnDecode) {
-  int64_t allocs = 0;
-  auto engine = open_device_like(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", options(0, 0),
-                                 &allocs, true);
-  const auto V = static_cast<size_t>(engine->cfg().n_vocab);
+// Three sequences decoding together on a backend that runs experts by id (as CUDA does): with
+// every expert resident each token's experts run by id, streamed they are grouped on the host as
+// one-row groups; both give the same bits, and each sequence the logits of its own decode (to the
+// rounding of the matmuls whose tiles follow the row count, as in BatchedForward).
+TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResidentById) {
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 17, 300, 2}, {9, 9, 40}, {100, 7, 8, 9, 10}};
   const std::vector<int32_t> next = {44, 3, 501};
-  std::vector<std::vector<float>> alone(3, std::vector<float>(V));
+  const auto batched = [&](Engine& engine) {
+    const auto V = static_cast<size_t>(engine.cfg().n_vocab);
+    Forward forward(engine, 16);
+    std::vector<std::unique_ptr<KvCache>> kv;
+    std::vector<std::vector<float>> logits(3, std::vector<float>(V));
+    std::vector<SeqChunk> step;
+    for (size_t s = 0; s < 3; ++s) {
+      kv.push_back(std::make_unique<KvCache>(engine, 64));
+      forward.run({SeqChunk{kv[s].get(), prompts[s].data(), static_cast<int64_t>(prompts[s].size()),
+                            nullptr, false}});
+      step.push_back({kv[s].get(), &next[s], 1, logits[s].data(), false});
+    }
+    forward.run(step);
+    return logits;
+  };
+  int64_t allocs = 0;
+  auto resident = open_device_like(bundled(), options(0, 0), &allocs, true);
+  const auto V = static_cast<size_t>(resident->cfg().n_vocab);
+  const std::vector<std::vector<float>> by_id = batched(*resident);
+  const int64_t k = resident->cfg().n_expert_used;
+  auto streamed = open_device_like(bundled(), options(k + 1, 0), &allocs, true);
+  ASSERT_TRUE(streamed->experts().streaming());
+  EXPECT_EQ(batched(*streamed), by_id);
   for (size_t s = 0; s < 3; ++s) {
-    Session session(*engine);
-    session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone[s].data(),
-                 false);
-    session.feed(&next[s], 1, alone[s].data(), false);
-  }
-  Forward forward(*engine, 16);
-  std::vector<std::unique_ptr<KvCache>> kv;
-  std::vector<std::vector<float>> batched(3, std::vector<float>(V));
-  std::vector<SeqChunk> step;
-  for (size_t s = 0; s < 3; ++s) {
-    kv.push_back(std::make_unique<KvCache>(*engine, 64));
-    forward.run({SeqChunk{kv[s].get(), prompts[s].data(), static_cast<int64_t>(prompts[s].size()),
-                          nullptr, false}});
-    step.push_back({kv[s].get(), &next[s], 1, batched[s].data(), false});
-  }
-  forward.run(step);
-  for (size_t s = 0; s < 3; ++s) {
-    const auto c = test::compare_logits(batched[s], alone[s], static_cast<int64_t>(V));
+    std::vector<float> alone(V);
+    Session session(*resident);
+    session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone.data(), false);
+    session.feed(&next[s], 1, alone.data(), false);
+    const auto c = test::compare_logits(by_id[s], alone, static_cast<int64_t>(V));
     EXPECT_LE(c.rel, 1e-6) << "sequence " << s << ": " << c.summary();
   }
 }
