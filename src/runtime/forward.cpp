@@ -9,6 +9,12 @@
 namespace ts {
 namespace {
 
+// Chunks of one token each that a pass treats as a batched decode step: each token's experts run
+// as in its own decode (by expert id on the device when they are resident; else, grouped on the
+// host, each (token, expert) pair as a one-row matmul), so the rows get the same bits whether
+// the experts stream or not. Beyond a few tokens, grouping shares the experts' weight reads.
+constexpr int64_t kDecodeRows = 4;
+
 // The rows [first, last) of a chunk whose logits are wanted, copied out or scored.
 int64_t first_wanted(const SeqChunk& ch) {
   if (ch.logits != nullptr) return ch.all_rows ? 0 : ch.n - 1;
@@ -109,6 +115,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     }
   }
   if (M == 0) return;
+  decode_step_ = M <= kDecodeRows;
+  for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
   // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
   // whose ops a replay does not run again.
   wanted_rows_.clear();
@@ -342,7 +350,10 @@ void Forward::ffn_dense(int64_t l, int64_t M) {
 }
 
 bool Forward::experts_indexed(int64_t M) const {
-  return M == 1 && experts_on_device_;
+  // Streamed experts and the device's paging serve one token's experts at a time.
+  const bool resident =
+      next_streamed_layer(-1) == c_.n_layer && !engine_.experts().pages_on_device();
+  return experts_on_device_ && (M == 1 || (decode_step_ && resident));
 }
 
 void Forward::route(int64_t l, int64_t M, float* out) {
@@ -359,29 +370,37 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   const auto* ids = reinterpret_cast<const int32_t*>(routing_);
   const float* weights = routing_ + M * k;
   if (experts_indexed(M)) {
-    // One token: the k experts' matmuls pick their weights on the device, from the layer's table
-    // (streamed experts: made present and published by fetch_streamed_experts()).
-    // Paged on the device: the misses are read from host memory and fill their slots on the way.
+    // Each token's k experts' matmuls pick their weights on the device, from the layer's table
+    // (streamed experts, one token: made present and published by fetch_streamed_experts()), a
+    // token at a time, so that the int8 scratch holds one token's k rows. Paged on the device
+    // (one token): the misses are read from host memory and fill their slots on the way.
     const ExpertTable& t = *engine_.experts().table(l);
     const ExpertPages* pages = engine_.experts().pages(l);
-    const auto matmul = [&](const Weight& shape, const void* const* experts, int proj,
+    const auto matmul = [&](const Weight& shape, const void* const* experts, int proj, int64_t m,
                             const float* x, int64_t x_stride, float* y) {
-      if (pages == nullptr) return b_.matmul_indexed(shape, experts, ids, k, x, x_stride, y);
-      b_.matmul_indexed_filling(shape, experts, pages->fill + proj * c_.n_expert, ids, k, x,
+      const int32_t* token_ids = ids + m * k;
+      if (pages == nullptr) return b_.matmul_indexed(shape, experts, token_ids, k, x, x_stride, y);
+      b_.matmul_indexed_filling(shape, experts, pages->fill + proj * c_.n_expert, token_ids, k, x,
                                 x_stride, y);
     };
-    if (pages != nullptr) b_.page_experts(*pages, ids, k);
-    if (t.gate_up_shape.rows > 0) {
-      matmul(t.gate_up_shape, t.gate, 0, h_, 0, ff_gate_);
-      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, k, ff, 2 * ff, ff_act_);
-    } else {
-      matmul(t.gate_shape, t.gate, 0, h_, 0, ff_gate_);
-      matmul(t.up_shape, t.up, 1, h_, 0, ff_up_);
-      b_.glu(glu_kind(), ff_gate_, ff_up_, k, ff, ff, ff_act_);
+    for (int64_t m = 0; m < M; ++m) {
+      if (pages != nullptr) b_.page_experts(*pages, ids + m * k, k);
+      if (t.gate_up_shape.rows > 0) {
+        matmul(t.gate_up_shape, t.gate, 0, m, h_ + m * d, 0, ff_gate_ + m * k * 2 * ff);
+      } else {
+        matmul(t.gate_shape, t.gate, 0, m, h_ + m * d, 0, ff_gate_ + m * k * ff);
+        matmul(t.up_shape, t.up, 1, m, h_ + m * d, 0, ff_up_ + m * k * ff);
+      }
     }
-    matmul(t.down_shape, t.down, 2, ff_act_, ff, ff_out_);
-    if (pages != nullptr) b_.commit_experts(*pages, ids, k);
-    b_.combine_experts(ff_out_, ids, weights, k, d, o_);
+    if (t.gate_up_shape.rows > 0)
+      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, M * k, ff, 2 * ff, ff_act_);
+    else
+      b_.glu(glu_kind(), ff_gate_, ff_up_, M * k, ff, ff, ff_act_);
+    for (int64_t m = 0; m < M; ++m) {
+      matmul(t.down_shape, t.down, 2, m, ff_act_ + m * k * ff, ff, ff_out_ + m * k * d);
+      if (pages != nullptr) b_.commit_experts(*pages, ids + m * k, k);
+      b_.combine_experts(ff_out_ + m * k * d, ids + m * k, weights + m * k, k, d, o_ + m * d);
+    }
     return;
   }
   routing_host_.resize(static_cast<size_t>(2 * M * k));
@@ -448,6 +467,22 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
 
 void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
                           int64_t G) {
+  if (decode_step_) {
+    // A batched decode step: every (token, expert) pair becomes a one-row group, the matmuls of
+    // its own decode (see kDecodeRows).
+    split_weights_.clear();
+    split_row0_.clear();
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t r = 0; r < rows[g]; ++r) {
+        split_weights_.push_back(ew[g]);
+        split_row0_.push_back(row0[g] + r);
+      }
+    split_rows_.assign(split_row0_.size(), 1);
+    ew = split_weights_.data();
+    row0 = split_row0_.data();
+    rows = split_rows_.data();
+    G = static_cast<int64_t>(split_row0_.size());
+  }
   const int64_t ff = c_.n_ff_expert;
   // The groups are consecutive runs of rows: glu runs once over all of them.
   const int64_t lo = row0[0], n = row0[G - 1] + rows[G - 1] - lo;

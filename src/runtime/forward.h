@@ -63,8 +63,9 @@ class Forward {
   // takes rows [row0[g], row0[g] + rows[g]) of rows_, the runs consecutive and ascending.
   void experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
                    int64_t G);
-  // True when the routed experts of an M-row pass run on the device by expert id (one token, on
-  // a backend that indexes them, every MoE layer with a table), without grouping on the host.
+  // True when the routed experts of an M-row pass run on the device by expert id (one token, or
+  // a batched decode step over resident experts, on a backend that indexes them, every MoE layer
+  // with a table), without grouping on the host.
   bool experts_indexed(int64_t M) const;
   void prefetch_next_layer(int64_t l, int64_t M);
   // The output norm over the rows listed in wanted_rows_ (into h_), then head_logits(0).
@@ -90,8 +91,10 @@ class Forward {
   float* router_ = nullptr;
   float* logits_ = nullptr;         // [min(max_rows, head_rows)][n_vocab]
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
-  float* routing_ = nullptr;        // ids [M][k] (int32), then weights [M][k]; backend memory
-  float* predicted_ = nullptr;      // the next streamed layer's guessed routing, like routing_
+  // The pass is a batched decode step: at most kDecodeRows chunks of one token each (run()).
+  bool decode_step_ = false;
+  float* routing_ = nullptr;    // ids [M][k] (int32), then weights [M][k]; backend memory
+  float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
   // One token's k ids read back (alloc_host_pinned), then the k predicted for the next layer.
   int32_t* routed_ids_ = nullptr;
   std::vector<float> router_host_;
@@ -103,6 +106,9 @@ class Forward {
   std::vector<float> routed_scale_;
   std::vector<int64_t> group_row0_, group_rows_;
   std::vector<const ExpertWeights*> group_weights_;
+  // experts_ffn's groups split into one-row groups (a batched decode step)
+  std::vector<const ExpertWeights*> split_weights_;
+  std::vector<int64_t> split_row0_, split_rows_;
   std::vector<const void*> group_ptrs_;
 };
 

@@ -5,8 +5,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "fixture_models.h"
+#include "runtime/engine.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -77,6 +82,40 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
       EXPECT_EQ(0, std::memcmp(resident.data(), tiered.data(), resident.size() * sizeof(float)))
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill") << ", RAM tier";
     }
+  }
+}
+
+// A batched decode step of three sequences on the GPU: resident, each token's experts run by id;
+// streamed (two slots), grouped on the host as one-row groups. The same bits.
+TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const std::vector<int32_t> next = {3, 1, 4};
+  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe"})) {
+    const std::vector<int32_t> ids = test::fixture_prompt(f);
+    const auto batched = [&](int64_t slots) {
+      EngineOptions o;
+      o.backend = "cuda";
+      o.ctx = 64;
+      o.expert_slots = slots;
+      auto engine = Engine::open(f.path, o);
+      const auto V = static_cast<size_t>(engine->cfg().n_vocab);
+      Forward forward(*engine, 16);
+      std::vector<std::unique_ptr<KvCache>> kv;
+      std::vector<float> logits(3 * V);
+      std::vector<SeqChunk> step;
+      for (size_t s = 0; s < 3; ++s) {
+        kv.push_back(std::make_unique<KvCache>(*engine, 64));
+        forward.run(
+            {SeqChunk{kv[s].get(), ids.data() + s, 5 + static_cast<int64_t>(s), nullptr, false}});
+        step.push_back({kv[s].get(), &next[s], 1, logits.data() + s * V, false});
+      }
+      forward.run(step);
+      return logits;
+    };
+    const std::vector<float> resident = batched(0);
+    const std::vector<float> streamed = batched(2);
+    EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+        << f.fixture << "_" << f.form;
   }
 }
 

@@ -409,11 +409,11 @@ TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
   EXPECT_LT(second.ram_hits, second.misses);
 }
 
-// Three sequences decoding together on a backend that runs experts by id (as CUDA does), every
-// expert resident and streamed through k + 1 slots: the same bits, and each sequence the logits
-// of its own decode (to the rounding of the matmuls whose tiles follow the row count, as in
-// BatchedForward).
-TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResident) {
+// Three sequences decoding together on a backend that runs experts by id (as CUDA does): with
+// every expert resident each token's experts run by id, streamed they are grouped on the host as
+// one-row groups; both give the same bits, and each sequence the logits of its own decode (to the
+// rounding of the matmuls whose tiles follow the row count, as in BatchedForward).
+TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResidentById) {
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 17, 300, 2}, {9, 9, 40}, {100, 7, 8, 9, 10}};
   const std::vector<int32_t> next = {44, 3, 501};
