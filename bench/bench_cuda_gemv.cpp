@@ -3,6 +3,8 @@
 // * decode GEMV (M = 1) per weight type: weight bytes streamed per second, and that as a fraction
 //   of the copy bandwidth (the decode bound of issue #7), in the file's layout and, for weights
 //   the backend packs at open (q8_0, q6_k), in the packed layout ("packed");
+// * batched decode (M = 1 .. cuda::kGemvRows + 1 rows of one weight): time per matmul against one
+//   row's;
 // * prefill GEMM (M = 512) per weight type in TFLOP/s (2 M N K), next to a large bf16 GEMM
 //   (M = N = K = 8192) as the measured tensor-core rate;
 // * attention, decode and prefill, per KV cache type.
@@ -28,6 +30,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
@@ -216,6 +219,35 @@ bool backend_packs(Backend& be, DType t, Shape s) {
   return packed;
 }
 
+// Batched decode: M activation rows (a server's concurrent sequences) through one matmul, in the
+// layout the engine runs (packed where the backend packs). Up to cuda::kGemvRows rows take the
+// int8 GEMV, the weights read once for all of them; beyond, the GEMM. "x one row": time over the
+// one-row time, so M rows at 1.0x would be M tokens for the price of one.
+void batched_decode(Backend& be, bool quick) {
+  const DType types[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0};
+  const std::vector<Shape> shapes =
+      quick ? std::vector<Shape>{{4096, 4096}, {14336, 4096}}
+            : std::vector<Shape>{{4096, 4096}, {14336, 4096}, {4096, 14336}, {1024, 4096}};
+  std::printf("\n%-6s %-13s %3s %10s %10s %10s\n", "type", "rows x cols", "M", "us", "GB/s",
+              "x one row");
+  for (const Shape& s : shapes)
+    for (DType t : types) {
+      const uint64_t bytes =
+          row_bytes(t, static_cast<uint64_t>(s.cols), "bench") * static_cast<uint64_t>(s.rows);
+      const int copies =
+          static_cast<int>(std::clamp<uint64_t>((kStreamBytes + bytes - 1) / bytes, 1, 64));
+      const bool pack = backend_packs(be, t, s);
+      double one = 0.0;
+      for (int64_t M = 1; M <= cuda::kGemvRows + 1; ++M) {
+        const double sec = time_matmul(be, t, s, M, copies, quick ? 0.03 : 0.1, pack);
+        if (M == 1) one = sec;
+        std::printf("%-6s %6lldx%-6lld %3lld %10.2f %10.1f %9.2fx\n", dtype_name(t),
+                    static_cast<long long>(s.rows), static_cast<long long>(s.cols),
+                    static_cast<long long>(M), sec * 1e6, bytes / sec / 1e9, sec / one);
+      }
+    }
+}
+
 int run(bool quick) {
   if (!cuda_device_available()) {
     std::printf("bench_cuda_gemv: no CUDA device\n");
@@ -248,6 +280,8 @@ int run(bool quick) {
                     bytes / sec / 1e9, 100.0 * bytes / sec / copy, pack ? "  packed" : "");
       }
     }
+
+  batched_decode(*be, quick);
 
   std::printf("\n%-6s %-20s %10s %10s\n", "type", "M x rows x cols", "ms", "TFLOP/s");
   const DType gemm_types[] = {DType::BF16, DType::F16,  DType::F32,

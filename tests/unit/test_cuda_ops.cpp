@@ -851,28 +851,31 @@ TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
 // A one-row matmul whose activations are not 16-byte aligned (an offset into a buffer) still runs:
 // in f32 through the element-load GEMV variants, or (q8_0 on sm_90, q4_k) through the int8 GEMV,
 // whose activation quantisation reads x one element per thread.
-// A few rows over quantised weights (the server's batched decode) take the GEMV one row at a
-// time: each row gets the bits of its own one-row matmul, packed layouts included. More rows take
-// the GEMM (within the GEMV's bound of it, checked elsewhere).
+// A few rows over quantised weights (the server's batched decode) take the GEMV, which reads each
+// weight unit once for all of them: each row gets the bits of its own one-row matmul, packed
+// layouts included. More rows take the GEMM (within the GEMV's bound of it, checked elsewhere).
 TEST_F(CudaOps, FewRowsGetTheBitsOfOneRowEach) {
-  const int64_t rows = 136, cols = 2048;
-  for (const DType t : {DType::Q8_0, DType::Q4_K, DType::Q6_K, DType::Q5_0}) {
-    const size_t stride = row_bytes(t, cols, "test");
-    const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
-    Weight w = gpu_->upload_weight(t, rows, cols, stride, host.data());
-    gpu_->pack_weight(w);
-    for (const int64_t M : {int64_t{2}, cuda::kGemvRows}) {
-      const float* x = upload(randn(static_cast<size_t>(M * cols)));
-      float* many = upload(std::vector<float>(static_cast<size_t>(M * rows)));
-      float* one = upload(std::vector<float>(static_cast<size_t>(M * rows)));
-      gpu_->matmul(w, x, M, many);
-      for (int64_t m = 0; m < M; ++m) gpu_->matmul(w, x + m * cols, 1, one + m * rows);
-      EXPECT_EQ(download(many, static_cast<size_t>(M * rows)),
-                download(one, static_cast<size_t>(M * rows)))
-          << dtype_name(t) << ", " << M << " rows";
+  const int64_t rows = 136;
+  // q4_k / q5_k rows of 8, 16 and 17 blocks take 16, 32 and 64 lanes a row; 17 also leaves lanes
+  // with one unit fewer. q5_0 takes the staged kernel, a launch per row.
+  for (const int64_t cols : {int64_t{2048}, int64_t{1024}, int64_t{4352}})
+    for (const DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0}) {
+      const size_t stride = row_bytes(t, cols, "test");
+      const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
+      Weight w = gpu_->upload_weight(t, rows, cols, stride, host.data());
+      gpu_->pack_weight(w);
+      for (int64_t M = 2; M <= cuda::kGemvRows; ++M) {
+        const float* x = upload(randn(static_cast<size_t>(M * cols)));
+        float* many = upload(std::vector<float>(static_cast<size_t>(M * rows)));
+        float* one = upload(std::vector<float>(static_cast<size_t>(M * rows)));
+        gpu_->matmul(w, x, M, many);
+        for (int64_t m = 0; m < M; ++m) gpu_->matmul(w, x + m * cols, 1, one + m * rows);
+        EXPECT_EQ(download(many, static_cast<size_t>(M * rows)),
+                  download(one, static_cast<size_t>(M * rows)))
+            << dtype_name(t) << ", " << cols << " columns, " << M << " rows";
+      }
+      gpu_->release_weight(w);
     }
-    gpu_->release_weight(w);
-  }
 }
 
 TEST_F(CudaOps, MatmulUnalignedActivations) {

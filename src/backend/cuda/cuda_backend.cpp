@@ -143,7 +143,7 @@ class CudaBackend final : public Backend {
     };
     for (const MatmulShape& w : p.dense) {
       dense_gemm(w);
-      int8_cols = std::max(int8_cols, w.cols);
+      int8_cols = std::max(int8_cols, w.cols * std::min<int64_t>(B, cuda::kGemvRows));
     }
     for (const MatmulShape& w : p.experts) {
       int8_cols = std::max(int8_cols, w.cols * k);  // matmul_indexed quantises a row per expert
@@ -334,16 +334,15 @@ class CudaBackend final : public Backend {
   }
 
   // Quantised weights take the int8 GEMV for one row, and for up to cuda::kGemvRows rows (the
-  // server's batched decode of a few requests) one row at a time: a GEMM would first write the
-  // weights out as f16 and read them back, ~4 more bytes a weight (PERFORMANCE.md, twelfth
-  // session: two sequences of an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of
-  // one's tok/s). Each row then gets the bits of its own decode.
+  // server's batched decode of a few requests): a GEMM would first write the weights out as f16
+  // and read them back, ~4 more bytes a weight (PERFORMANCE.md, twelfth session: two sequences of
+  // an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of one's tok/s). Each row gets
+  // the bits of its own decode.
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
     if (int8 && M <= cuda::kGemvRows) {
-      void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(w.cols), "int8 activations");
-      for (int64_t m = 0; m < M; ++m)
-        cuda::launch_gemv_int8(w, x + m * w.cols, y + m * w.rows, acts, stream_);
+      void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(M * w.cols), "int8 activations");
+      cuda::launch_gemv_int8(w, x, M, y, acts, stream_);
     } else if (M > 1) {
       gemm_->run(w, x, M, y);
     } else {
@@ -601,7 +600,7 @@ class CudaBackend final : public Backend {
       const int64_t x_rows = x_stride != 0 ? n : 1;
       void* acts =
           int8_acts_->get(cuda::gemv_int8_scratch_bytes(shape.cols * x_rows), "int8 activations");
-      cuda::launch_gemv_int8(shape, x, y, acts, stream_, ix);
+      cuda::launch_gemv_int8(shape, x, 1, y, acts, stream_, ix);
     } else {
       cuda::launch_gemv(shape, x, y, stream_, ix);
     }

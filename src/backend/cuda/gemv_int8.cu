@@ -426,7 +426,7 @@ struct Q8GroupUnits {
   static constexpr int kElems = kUnit;
   static constexpr bool kFitLanes = false;  // gemv_int8_kernel's lanes, for its bits
   static constexpr bool kWholeBlocks = kRows == kQ8GroupRows;  // rows come in whole groups
-  static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6;
+  static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6, kBlocksBatched = 4;
   const uint4* codes;
   const __half* scales;
   // Row r of the group at row r0 (a multiple of kQ8GroupRows).
@@ -478,7 +478,7 @@ struct KMinUnits {
   static constexpr bool kWholeBlocks = false;
   // A q4_k unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per
   // SM, and under an index at the 40 of six. A q5_k unit holds 20: five blocks (48 registers).
-  static constexpr int kBlocks = kFifthBit ? 5 : 6, kBlocksIndexed = 5;
+  static constexpr int kBlocks = kFifthBit ? 5 : 6, kBlocksIndexed = 5, kBlocksBatched = 2;
   const uint8_t* row;
   __device__ KMinUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
       : row(w + (r0 + r) * row_stride) {}
@@ -549,7 +549,7 @@ struct Q6KUnits {
   static constexpr bool kWholeBlocks = false;
   // A unit holds 17 registers (q4_k: 12): at five blocks per SM (48 registers) the kernel does
   // not spill, with or without an index. Scales and d held apart (18) spilled there.
-  static constexpr int kBlocks = 5, kBlocksIndexed = 5;
+  static constexpr int kBlocks = 5, kBlocksIndexed = 5, kBlocksBatched = 4;
   const uint8_t* row;
   int64_t cols;
   __device__ Q6KUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
@@ -597,12 +597,24 @@ struct Q6KUnits {
 // the rest: holding two units would not fit those registers (a q8_0 variant at 4 blocks per SM
 // was slower). Under an ExpertIndex (kIndexed) the index's registers lower that count
 // (Units::kBlocksIndexed).
-template <class Units, bool kIndexed, int kLanes>
-__global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : Units::kBlocks)
+//
+// kX activation rows (a batched decode's tokens, quantised cols apart) share each unit's weight
+// bytes and its decoding: both are paid once for all of them. Row m's sum takes its units in the
+// order of a one-row launch, so each row gets the bits of its own decode. The rows' sums and
+// activations take registers: such launches run at Units::kBlocksBatched blocks per SM, measured
+// (PERFORMANCE.md, thirteenth session): q8_0 and q6_k at 4 (64 registers), q4_k and q5_k at 2 (up
+// to 99; at 3 they spilled and ran slower). Four rows then cost 1.6-1.8x one row's time for q8_0
+// and q6_k, but 2.2-3x for q4_k and q5_k, whose per-row dot products and scale arithmetic, not
+// their bytes, already bound the one-row GEMV.
+template <class Units, bool kIndexed, int kLanes, int kX>
+__global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
+                                            : kIndexed ? Units::kBlocksIndexed
+                                                       : Units::kBlocks)
     gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                        const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
   constexpr int kBlockRows = kThreads / kLanes;
   static_assert(kBlockRows == kRows || Units::kFitLanes, "the type keeps gemv_int8_kernel's lanes");
+  static_assert(kX == 1 || !kIndexed, "an index gives each expert its own activation row");
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
@@ -620,25 +632,37 @@ __global__ void __launch_bounds__(kThreads, kIndexed ? Units::kBlocksIndexed : U
   typename Units::Held held{};
   if (j < units) held = row.load(j);
   pdl_enter();
-  float acc = 0.0f;
+  float acc[kX] = {};
   for (int64_t u = j; u < units; u += kLanes) {
-    acc += Units::dot(held, u, xq, meta);
+#pragma unroll
+    for (int m = 0; m < kX; ++m)
+      acc[m] += Units::dot(held, u, xq + m * cols, meta + m * cols / kUnit);
     if (u + kLanes < units) held = row.load(u + kLanes);
   }
   if constexpr (kLanes <= 32) {  // a row's lanes are in one warp
-    for (int off = kLanes / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    if (j == 0 && live) y[r0 + r] = acc;
+#pragma unroll
+    for (int m = 0; m < kX; ++m) {
+      for (int off = kLanes / 2; off > 0; off >>= 1)
+        acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+      if (j == 0 && live) y[m * rows + r0 + r] = acc[m];
+    }
   } else {
-    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-    __shared__ float part[kThreads / 32];
-    if (tid % 32 == 0) part[tid / 32] = acc;
+    __shared__ float part[kX][kThreads / 32];
+#pragma unroll
+    for (int m = 0; m < kX; ++m) {
+      for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
+      if (tid % 32 == 0) part[m][tid / 32] = acc[m];
+    }
     __syncthreads();
     constexpr int kWarpsPerRow = kLanes / 32;
     if (tid < kBlockRows && (Units::kWholeBlocks || r0 + tid < rows)) {
-      float sum = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
-      y[r0 + tid] = sum;
+      for (int m = 0; m < kX; ++m) {
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kWarpsPerRow; ++i) sum += part[m][tid * kWarpsPerRow + i];
+        y[m * rows + r0 + tid] = sum;
+      }
     }
   }
 }
@@ -690,28 +714,45 @@ bool kmin_direct(const Weight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0;
 }
 
-template <class Units, int kLanes>
+template <class Units, int kLanes, int kX>
 void launch_direct_lanes(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
                          const ActBlock* meta, float* y, const ExpertIndex& ix) {
   launch("int8 gemv (direct)",
-         ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes>
-                             : gemv_direct_kernel<Units, false, kLanes>,
+         ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes, 1>
+                             : gemv_direct_kernel<Units, false, kLanes, kX>,
          gemv_grid(w, kThreads / kLanes, ix), kThreads, 0, stream, data, w.row_stride, w.rows,
          w.cols, q, meta, y, ix);
 }
 
-template <class Units>
-void launch_direct(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
-                   const ActBlock* meta, float* y, const ExpertIndex& ix) {
+template <class Units, int kX>
+void launch_direct_rows(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
+                        const ActBlock* meta, float* y, const ExpertIndex& ix) {
   constexpr int kLanes = kThreads / kRows;
   if constexpr (Units::kFitLanes) {
     const int64_t units = w.cols / Units::kElems;
     if (units <= kLanes / 4)
-      return launch_direct_lanes<Units, kLanes / 4>(stream, data, w, q, meta, y, ix);
+      return launch_direct_lanes<Units, kLanes / 4, kX>(stream, data, w, q, meta, y, ix);
     if (units <= kLanes / 2)
-      return launch_direct_lanes<Units, kLanes / 2>(stream, data, w, q, meta, y, ix);
+      return launch_direct_lanes<Units, kLanes / 2, kX>(stream, data, w, q, meta, y, ix);
   }
-  launch_direct_lanes<Units, kLanes>(stream, data, w, q, meta, y, ix);
+  launch_direct_lanes<Units, kLanes, kX>(stream, data, w, q, meta, y, ix);
+}
+
+// The launch for x_rows activation rows (1..kGemvRows; 1 under an index).
+template <class Units>
+void launch_direct(cudaStream_t stream, const uint8_t* data, const Weight& w, int64_t x_rows,
+                   const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
+  static_assert(kGemvRows == 4, "one instantiation per row count");
+  switch (x_rows) {
+    case 1:
+      return launch_direct_rows<Units, 1>(stream, data, w, q, meta, y, ix);
+    case 2:
+      return launch_direct_rows<Units, 2>(stream, data, w, q, meta, y, ix);
+    case 3:
+      return launch_direct_rows<Units, 3>(stream, data, w, q, meta, y, ix);
+    default:
+      return launch_direct_rows<Units, 4>(stream, data, w, q, meta, y, ix);
+  }
 }
 
 size_t act_codes_bytes(int64_t cols) {
@@ -732,13 +773,17 @@ size_t gemv_int8_scratch_bytes(int64_t cols) {
   return act_codes_bytes(cols) + static_cast<size_t>(cols / kUnit) * sizeof(ActBlock);
 }
 
-void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
-                      const ExpertIndex& ix) {
+void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
+                      cudaStream_t stream, const ExpertIndex& ix) {
   if (ix.x_stride != 0 && ix.x_stride != w.cols)
     fail(ErrorKind::Unsupported, "int8 GEMV: indexed input rows must be " + std::to_string(w.cols) +
                                      " apart, not " + std::to_string(ix.x_stride));
-  // Every input row is quantised: one, or the n rows of an index with its own row per expert.
-  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n : 1;
+  if (M < 1 || M > kGemvRows || (M > 1 && ix.table != nullptr))
+    fail(ErrorKind::Unsupported, "int8 GEMV: " + std::to_string(M) + " activation rows (1 to " +
+                                     std::to_string(kGemvRows) + ", 1 under an expert index)");
+  // Every input row is quantised: the M rows, or the n rows of an index with its own row per
+  // expert.
+  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n : M;
   auto* q = static_cast<int8_t*>(scratch);
   auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols * x_rows));
   const int64_t blocks = w.cols * x_rows / kUnit;
@@ -749,14 +794,17 @@ void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, 
          stream, x, blocks, q, meta);
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::Q8Groups)
-    return launch_direct<Q8GroupUnits>(stream, data, w, q, meta, y, ix);
+    return launch_direct<Q8GroupUnits>(stream, data, w, M, q, meta, y, ix);
   if (w.layout == WeightLayout::Q6Rows)
-    return launch_direct<Q6KUnits>(stream, data, w, q, meta, y, ix);
+    return launch_direct<Q6KUnits>(stream, data, w, M, q, meta, y, ix);
   if (kmin_direct(w))
     return w.dtype == DType::Q4_K
-               ? launch_direct<KMinUnits<DType::Q4_K>>(stream, data, w, q, meta, y, ix)
-               : launch_direct<KMinUnits<DType::Q5_K>>(stream, data, w, q, meta, y, ix);
-  launch_staged(StagedTypes{}, gemv_grid(w, kRows, ix), stream, data, w, q, meta, y, ix);
+               ? launch_direct<KMinUnits<DType::Q4_K>>(stream, data, w, M, q, meta, y, ix)
+               : launch_direct<KMinUnits<DType::Q5_K>>(stream, data, w, M, q, meta, y, ix);
+  // The staged kernel reads one activation row: a launch per row, each after the one before.
+  for (int64_t m = 0; m < M; ++m)
+    launch_staged(StagedTypes{}, gemv_grid(w, kRows, ix), stream, data, w, q + m * w.cols,
+                  meta + m * w.cols / kUnit, y + m * w.rows, ix);
 }
 
 }  // namespace ts::cuda

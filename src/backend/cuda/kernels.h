@@ -92,20 +92,23 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // Decode GEMV through int8 activations (gemv_int8.cu): q8_0, q4_k and q6_k on sm_90 and later,
 // and on every architecture q8_0 in WeightLayout::Q8Groups, q6_k in WeightLayout::Q6Rows and q4_k
 // rows on 16-byte boundaries.
-// x is quantised per 32 elements into `scratch` (gemv_int8_scratch_bytes(w.cols) bytes of device
-// memory, 256-byte aligned), so each output is off the f32 GEMV by at most
-// sum |w_k| * (max |x| over k's block / 127) / 2.
+// The M rows of x (1 to kGemvRows, 1 under an ExpertIndex) are quantised per 32 elements into
+// `scratch` (gemv_int8_scratch_bytes(M * w.cols) bytes of device memory, 256-byte aligned), so each
+// output is off the f32 GEMV by at most sum |w_k| * (max |x| over k's block / 127) / 2; each row
+// gets the bits of its own one-row launch.
 // Under an ExpertIndex with x_stride != 0 (which must equal w.cols), all n input rows are
 // quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
-// Rows of a matmul over such weights that still take the GEMV, one row at a time (the backend's
-// matmul()), not a GEMM over the weights dequantised to f16. Measured on the H200 (PERFORMANCE.md,
-// twelfth session): 2.8x faster for 2 rows of a dense model, 1.1x for 6, while the small matrices
-// of an MoE model's attention already lose at 6.
+// Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
+// requests), not a GEMM over the weights dequantised to f16: for the weights in 16-byte units
+// (the packed q8_0 and q6_k, q4_k, q5_k) a launch reads each weight once for all of them.
+// Measured on the H200 (PERFORMANCE.md, twelfth session): even a launch per row was 2.8x faster
+// than the GEMM for 2 rows of a dense model, 1.1x for 6, while the small matrices of an MoE
+// model's attention already lost at 6.
 constexpr int64_t kGemvRows = 4;
 size_t gemv_int8_scratch_bytes(int64_t cols);
-void launch_gemv_int8(const Weight& w, const float* x, float* y, void* scratch, cudaStream_t stream,
-                      const ExpertIndex& ix = {});
+void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
+                      cudaStream_t stream, const ExpertIndex& ix = {});
 
 // Routing and expert sums (moe.cu). route: one warp per row of logits [M][a.n_expert], writing
 // ids / weights [M][a.k] as route_token() does (a.bias in device memory); at most
