@@ -220,9 +220,9 @@ bool backend_packs(Backend& be, DType t, Shape s) {
 }
 
 // Batched decode: M activation rows (a server's concurrent sequences) through one matmul, in the
-// layout the engine runs (packed where the backend packs). Up to cuda::kGemvRows rows take the
-// int8 GEMV, the weights read once for all of them; beyond, the GEMM. "x one row": time over the
-// one-row time, so M rows at 1.0x would be M tokens for the price of one.
+// layout the engine runs (packed where the backend packs). Up to cuda::gemv_int8_max_rows rows take
+// the int8 GEMV (up to 4 a launch, each reading the weights once); beyond, the GEMM. "x one row":
+// time over the one-row time, so M rows at 1.0x would be M tokens for the price of one.
 void batched_decode(Backend& be, bool quick) {
   const DType types[] = {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q5_0};
   const std::vector<Shape> shapes =

@@ -313,13 +313,13 @@ Reference reference_matmul(DType t, const std::vector<uint8_t>& w, const MatmulC
   return ref;
 }
 
-// Whether an M-row matmul of `w` takes the int8-activation GEMV (a row at a time) on this device.
+// Whether an M-row matmul of `w` takes the int8-activation GEMV on this device.
 bool int8_gemv(const Weight& w, int64_t M) {
   int device = 0, major = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess)
     return false;
-  return M <= cuda::kGemvRows && cuda::gemv_int8_supported(w, major);
+  return cuda::gemv_int8_supported(w, major) && M <= cuda::gemv_int8_max_rows(w);
 }
 
 // Relative error bound (times sum |w x|) of the CUDA matmul path taken for (type, M):
@@ -852,8 +852,9 @@ TEST_F(CudaOps, MatmulGroupedQ8FileLayoutSameBitsAsGroups) {
 // in f32 through the element-load GEMV variants, or (q8_0 on sm_90, q4_k) through the int8 GEMV,
 // whose activation quantisation reads x one element per thread.
 // A few rows over quantised weights (the server's batched decode) take the GEMV, which reads each
-// weight unit once for all of them: each row gets the bits of its own one-row matmul, packed
-// layouts included. More rows take the GEMM (within the GEMV's bound of it, checked elsewhere).
+// weight unit once for up to 4 of them (5 to 8 rows: two launches): each row gets the bits of its
+// own one-row matmul, packed layouts included. More rows take the GEMM (within the GEMV's bound of
+// it, checked elsewhere).
 TEST_F(CudaOps, FewRowsGetTheBitsOfOneRowEach) {
   const int64_t rows = 136;
   // q4_k / q5_k rows of 8, 16 and 17 blocks take 16, 32 and 64 lanes a row; 17 also leaves lanes
@@ -864,7 +865,7 @@ TEST_F(CudaOps, FewRowsGetTheBitsOfOneRowEach) {
       const std::vector<uint8_t> host = random_weight(t, rows, cols, stride, rng_);
       Weight w = gpu_->upload_weight(t, rows, cols, stride, host.data());
       gpu_->pack_weight(w);
-      for (int64_t M = 2; M <= cuda::kGemvRows; ++M) {
+      for (int64_t M = 2; M <= cuda::gemv_int8_max_rows(w); ++M) {
         const float* x = upload(randn(static_cast<size_t>(M * cols)));
         float* many = upload(std::vector<float>(static_cast<size_t>(M * rows)));
         float* one = upload(std::vector<float>(static_cast<size_t>(M * rows)));

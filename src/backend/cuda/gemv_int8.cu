@@ -21,6 +21,7 @@
 // gemv_direct_kernel loads them straight into registers, on every architecture.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <type_traits>
@@ -47,6 +48,9 @@ constexpr int kSegElems = kThreads / kRows * kUnit;  // 2048 elements per row pe
 constexpr int kBlocksPerSm = 8;
 constexpr int kSmemPerBlock = 228 * 1024 / kBlocksPerSm - 1024 - 64;
 constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block terms after
+// Activation rows of one direct launch at most (gemv_direct_kernel's kX): more would take more
+// registers than the blocks per SM of kBlocksBatched leave.
+constexpr int64_t kLaunchRows = 4;
 
 // One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
 // codes of its two halves (the q4_k minimum and the q6_k offset of 32 multiply them).
@@ -600,12 +604,12 @@ struct Q6KUnits {
 //
 // kX activation rows (a batched decode's tokens, quantised cols apart) share each unit's weight
 // bytes and its decoding: both are paid once for all of them. Row m's sum takes its units in the
-// order of a one-row launch, so each row gets the bits of its own decode. The rows' sums and
-// activations take registers: such launches run at Units::kBlocksBatched blocks per SM, measured
-// (PERFORMANCE.md, thirteenth session): q8_0 and q6_k at 4 (64 registers), q4_k and q5_k at 2 (up
-// to 99; at 3 they spilled and ran slower). Four rows then cost 1.6-1.8x one row's time for q8_0
-// and q6_k, but 2.2-3x for q4_k and q5_k, whose per-row dot products and scale arithmetic, not
-// their bytes, already bound the one-row GEMV.
+// order of a one-row launch, so each row gets the bits of its own decode. kX is at most
+// kLaunchRows: the rows' sums and activations take registers, and such launches run at
+// Units::kBlocksBatched blocks per SM, measured (PERFORMANCE.md, thirteenth session): q8_0 and q6_k
+// at 4 (64 registers), q4_k and q5_k at 2 (up to 99; at 3 they spilled and ran slower). Four rows
+// then cost 1.6-1.8x one row's time for q8_0 and q6_k, but 2.2-3x for q4_k and q5_k, whose per-row
+// dot products and scale arithmetic, not their bytes, already bound the one-row GEMV.
 template <class Units, bool kIndexed, int kLanes, int kX>
 __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
                                             : kIndexed ? Units::kBlocksIndexed
@@ -738,20 +742,29 @@ void launch_direct_rows(cudaStream_t stream, const uint8_t* data, const Weight& 
   launch_direct_lanes<Units, kLanes, kX>(stream, data, w, q, meta, y, ix);
 }
 
-// The launch for x_rows activation rows (1..kGemvRows; 1 under an index).
+// The launches for x_rows activation rows (1..kGemvRows; 1 under an index): up to kLaunchRows a
+// launch, the weights read once per launch.
 template <class Units>
 void launch_direct(cudaStream_t stream, const uint8_t* data, const Weight& w, int64_t x_rows,
                    const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
-  static_assert(kGemvRows == 4, "one instantiation per row count");
-  switch (x_rows) {
-    case 1:
-      return launch_direct_rows<Units, 1>(stream, data, w, q, meta, y, ix);
-    case 2:
-      return launch_direct_rows<Units, 2>(stream, data, w, q, meta, y, ix);
-    case 3:
-      return launch_direct_rows<Units, 3>(stream, data, w, q, meta, y, ix);
-    default:
-      return launch_direct_rows<Units, 4>(stream, data, w, q, meta, y, ix);
+  static_assert(kLaunchRows == 4, "one instantiation per row count");
+  for (int64_t m = 0; m < x_rows; m += kLaunchRows) {
+    const int8_t* qm = q + m * w.cols;
+    const ActBlock* mm = meta + m * w.cols / kUnit;
+    float* ym = y + m * w.rows;
+    switch (std::min(x_rows - m, kLaunchRows)) {
+      case 1:
+        launch_direct_rows<Units, 1>(stream, data, w, qm, mm, ym, ix);
+        break;
+      case 2:
+        launch_direct_rows<Units, 2>(stream, data, w, qm, mm, ym, ix);
+        break;
+      case 3:
+        launch_direct_rows<Units, 3>(stream, data, w, qm, mm, ym, ix);
+        break;
+      default:
+        launch_direct_rows<Units, 4>(stream, data, w, qm, mm, ym, ix);
+    }
   }
 }
 
@@ -769,6 +782,12 @@ bool gemv_int8_supported(const Weight& w, int sm_major) {
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
 }
 
+int64_t gemv_int8_max_rows(const Weight& w) {
+  const bool direct =
+      w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || kmin_direct(w);
+  return direct ? kGemvRows : kLaunchRows;
+}
+
 size_t gemv_int8_scratch_bytes(int64_t cols) {
   return act_codes_bytes(cols) + static_cast<size_t>(cols / kUnit) * sizeof(ActBlock);
 }
@@ -778,9 +797,10 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
   if (ix.x_stride != 0 && ix.x_stride != w.cols)
     fail(ErrorKind::Unsupported, "int8 GEMV: indexed input rows must be " + std::to_string(w.cols) +
                                      " apart, not " + std::to_string(ix.x_stride));
-  if (M < 1 || M > kGemvRows || (M > 1 && ix.table != nullptr))
+  if (M < 1 || M > gemv_int8_max_rows(w) || (M > 1 && ix.table != nullptr))
     fail(ErrorKind::Unsupported, "int8 GEMV: " + std::to_string(M) + " activation rows (1 to " +
-                                     std::to_string(kGemvRows) + ", 1 under an expert index)");
+                                     std::to_string(gemv_int8_max_rows(w)) +
+                                     ", 1 under an expert index)");
   // Every input row is quantised: the M rows, or the n rows of an index with its own row per
   // expert.
   const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n : M;

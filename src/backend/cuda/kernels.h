@@ -100,12 +100,13 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
-// requests), not a GEMM over the weights dequantised to f16: for the weights in 16-byte units
-// (the packed q8_0 and q6_k, q4_k, q5_k) a launch reads each weight once for all of them.
-// Measured on the H200 (PERFORMANCE.md, twelfth session): even a launch per row was 2.8x faster
-// than the GEMM for 2 rows of a dense model, 1.1x for 6, while the small matrices of an MoE
-// model's attention already lost at 6.
-constexpr int64_t kGemvRows = 4;
+// requests), not a GEMM over the weights dequantised to f16: gemv_int8_max_rows(w), which is
+// kGemvRows for the weights in 16-byte units (the packed q8_0 and q6_k, q4_k, q5_k: a launch reads
+// each weight once for up to 4 rows) and 4 for the others (a launch per row). Measured on the H200
+// (PERFORMANCE.md, thirteenth session) against the GEMM, which costs 4-7 one-row GEMVs from 5
+// rows on.
+constexpr int64_t kGemvRows = 8;
+int64_t gemv_int8_max_rows(const Weight& w);
 size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
                       cudaStream_t stream, const ExpertIndex& ix = {});
