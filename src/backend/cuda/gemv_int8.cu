@@ -608,7 +608,7 @@ struct Q6KUnits {
 // kLaunchRows: the rows' sums and activations take registers, and such launches run at
 // Units::kBlocksBatched blocks per SM, measured (PERFORMANCE.md, thirteenth session): q8_0 and q6_k
 // at 4 (64 registers), q4_k and q5_k at 2 (up to 99; at 3 they spilled and ran slower). Four rows
-// then cost 1.6-1.8x one row's time for q8_0 and q6_k, but 2.2-3x for q4_k and q5_k, whose per-row
+// then cost 1.1-1.8x one row's time for q8_0 and q6_k, but 1.7-3x for q4_k and q5_k, whose per-row
 // dot products and scale arithmetic, not their bytes, already bound the one-row GEMV.
 template <class Units, bool kIndexed, int kLanes, int kX>
 __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
