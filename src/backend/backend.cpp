@@ -54,6 +54,12 @@ double nll_of_row(const float* row, int64_t V, int32_t target) {
   return std::log(z) + mx - row[target];
 }
 
+void check_experts_per_x(int64_t n, int64_t experts_per_x) {
+  if (experts_per_x < 1 || n % experts_per_x != 0)
+    fail(ErrorKind::Unsupported, "matmul_indexed: " + std::to_string(n) + " experts in runs of " +
+                                     std::to_string(experts_per_x) + " sharing an input row");
+}
+
 void Backend::nll_rows(const float* logits, int64_t n, int64_t V, const int32_t* targets,
                        double* nll) {
   std::vector<float> host;
@@ -113,20 +119,23 @@ void Backend::matmul_grouped(const Weight& shape, const void* const* weights, co
 }
 
 void Backend::matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
-                             int64_t n, const float* x, int64_t x_stride, float* y) {
+                             int64_t n, const float* x, int64_t x_stride, int64_t experts_per_x,
+                             float* y) {
+  check_experts_per_x(n, experts_per_x);
   std::vector<int32_t> host_ids(static_cast<size_t>(n));
   to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
   for (int64_t i = 0; i < n; ++i) {
     Weight w = shape;
     to_host(&w.data, experts + host_ids[static_cast<size_t>(i)], sizeof(w.data));
-    matmul(w, x + i * x_stride, 1, y + i * shape.rows);
+    matmul(w, x + i / experts_per_x * x_stride, 1, y + i * shape.rows);
   }
 }
 
 void Backend::matmul_indexed_filling(const Weight& shape, const void* const* experts,
                                      void* const* fill, const int32_t* ids, int64_t n,
-                                     const float* x, int64_t x_stride, float* y) {
-  matmul_indexed(shape, experts, ids, n, x, x_stride, y);
+                                     const float* x, int64_t x_stride, int64_t experts_per_x,
+                                     float* y) {
+  matmul_indexed(shape, experts, ids, n, x, x_stride, experts_per_x, y);
   std::vector<int32_t> host_ids(static_cast<size_t>(n));
   to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
   const size_t bytes = static_cast<size_t>(shape.rows) * shape.row_stride;
@@ -216,20 +225,23 @@ void Backend::commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k
   h.write_back();
 }
 
-void Backend::combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
-                              int64_t n, float* out) {
-  std::vector<int32_t> host_ids(static_cast<size_t>(k));
-  std::vector<float> host_w(static_cast<size_t>(k));
+void Backend::combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
+                              int64_t k, int64_t n, float* out) {
+  std::vector<int32_t> host_ids(static_cast<size_t>(M * k));
+  std::vector<float> host_w(static_cast<size_t>(M * k));
   to_host(host_ids.data(), ids, host_ids.size() * sizeof(int32_t));
   to_host(host_w.data(), weights, host_w.size() * sizeof(float));
-  std::vector<size_t> order(static_cast<size_t>(k));
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return host_ids[a] < host_ids[b]; });
-  zero(out, n);
+  zero(out, M * n);
   const int32_t row0 = 0;
-  for (size_t i : order)
-    scatter_add_rows(out, y + static_cast<int64_t>(i) * n, &row0, &host_w[i], 1, n);
+  for (int64_t m = 0; m < M; ++m) {
+    const size_t first = static_cast<size_t>(m * k);
+    std::vector<size_t> order(static_cast<size_t>(k));
+    std::iota(order.begin(), order.end(), first);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return host_ids[a] < host_ids[b]; });
+    for (size_t i : order)
+      scatter_add_rows(out + m * n, y + static_cast<int64_t>(i) * n, &row0, &host_w[i], 1, n);
+  }
 }
 
 }  // namespace ts

@@ -112,6 +112,7 @@ struct ScratchPlan {
   std::vector<MatmulShape> experts;  // routed experts' projections (MoE); empty for dense models
   int64_t n_expert = 0;
   int64_t experts_per_token = 0;
+  int64_t indexed_tokens = 1;  // tokens whose experts one matmul_indexed runs (a decode step's)
   bool experts_one_at_a_time = false;  // streamed experts run alone as their slots fill
   int64_t n_head = 0;
   int64_t head_dim = 0;
@@ -258,17 +259,21 @@ class Backend {
   // decode step over resident experts can stay on the device (and be recorded).
   virtual bool indexes_experts_on_device() const { return false; }
   // y[i] = W_{ids[i]} x_i for i < n: `experts` (backend memory) holds one data pointer per expert,
-  // each a weight of `shape`'s dtype and dimensions; x_i = x + i * x_stride (0: one shared row);
-  // y is [n][shape.rows]. Default: the ids read back, one matmul per expert.
+  // each a weight of `shape`'s dtype and dimensions; x_i = x + (i / experts_per_x) * x_stride
+  // (x_stride 0: one shared row; experts_per_x: how many consecutive experts share an input row,
+  // e.g. each token's k over the rows of several tokens, n a multiple of it); y is
+  // [n][shape.rows]. Default: the ids read back, one matmul per expert.
   virtual void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
-                              int64_t n, const float* x, int64_t x_stride, float* y);
+                              int64_t n, const float* x, int64_t x_stride, int64_t experts_per_x,
+                              float* y);
   // matmul_indexed() that also stores the bytes of every weight row it reads, for each expert
   // whose fill entry (fill[ids[i]], backend memory) is not null, at the same offset from that
   // address: a weight read from host memory fills its VRAM slot on the way. Default:
   // matmul_indexed(), then the copies.
   virtual void matmul_indexed_filling(const Weight& shape, const void* const* experts,
                                       void* const* fill, const int32_t* ids, int64_t n,
-                                      const float* x, int64_t x_stride, float* y);
+                                      const float* x, int64_t x_stride, int64_t experts_per_x,
+                                      float* y);
   // True when the backend pages experts of this weight type on the device: page_experts() and
   // commit_experts() in its recorded steps, matmul_indexed_filling() as one pass.
   virtual bool pages_experts(DType /*type*/) const { return false; }
@@ -282,11 +287,11 @@ class Backend {
   // After those matmuls: each filled expert's table entries point at its slot, its fill entries
   // are cleared. Default: on the host.
   virtual void commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k);
-  // out = sum over i < k of weights[i] * y[i] (rows of n), the experts taken in ascending id
-  // order: the order in which the host path scatters them, so both give the same bits. Default:
-  // zero() and scatter_add_rows() per expert.
-  virtual void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
-                               int64_t n, float* out);
+  // For each of M tokens m: out[m] = sum over i < k of weights[m][i] * y[m][i] (rows of n), the
+  // experts taken in ascending id order (ids [M][k]): the order in which the host path scatters
+  // them, so both give the same bits. Default: zero() and scatter_add_rows() per expert.
+  virtual void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
+                               int64_t k, int64_t n, float* out);
 };
 
 // The CPU backend with `threads` workers (0 = physical cores).
@@ -295,5 +300,9 @@ std::unique_ptr<Backend> make_cpu_backend(int threads);
 // -log softmax(row)[target] over V logits, in double so that the ~10^5 terms of a perplexity keep
 // their digits.
 double nll_of_row(const float* row, int64_t V, int32_t target);
+
+// matmul_indexed's grouping of n experts into runs of experts_per_x sharing an input row: fails
+// (ErrorKind::Unsupported) unless experts_per_x >= 1 divides n.
+void check_experts_per_x(int64_t n, int64_t experts_per_x);
 
 }  // namespace ts

@@ -9,14 +9,6 @@
 namespace ts {
 namespace {
 
-// Chunks of one token each that a pass treats as a batched decode step: each token's experts run
-// as in its own decode (by expert id on the device when they are resident; else, grouped on the
-// host, each (token, expert) pair as a one-row matmul), so the rows get the same bits whether
-// the experts stream or not. Beyond a few tokens, grouping shares the experts' weight reads.
-// Measured on the H200 (PERFORMANCE.md, thirteenth session): 6 and 8 sequences of a Qwen3-30B-A3B
-// shape decode 2.4x faster by id than grouped (whose expert lists cross to the host every layer).
-constexpr int64_t kDecodeRows = 8;
-
 // The rows [first, last) of a chunk whose logits are wanted, copied out or scored.
 int64_t first_wanted(const SeqChunk& ch) {
   if (ch.logits != nullptr) return ch.all_rows ? 0 : ch.n - 1;
@@ -117,7 +109,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     }
   }
   if (M == 0) return;
-  decode_step_ = M <= kDecodeRows;
+  decode_step_ = M <= kDecodeStepRows;
   for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
   // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
   // whose ops a replay does not run again.
@@ -372,37 +364,35 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   const auto* ids = reinterpret_cast<const int32_t*>(routing_);
   const float* weights = routing_ + M * k;
   if (experts_indexed(M)) {
-    // Each token's k experts' matmuls pick their weights on the device, from the layer's table
-    // (streamed experts, one token: made present and published by fetch_streamed_experts()), a
-    // token at a time, so that the int8 scratch holds one token's k rows. Paged on the device
-    // (one token): the misses are read from host memory and fill their slots on the way.
+    // The k experts' matmuls of every token pick their weights on the device, from the layer's
+    // table (streamed experts, one token: made present and published by fetch_streamed_experts()),
+    // one launch a projection. Paged on the device (one token): the misses are read from host
+    // memory and fill their slots on the way.
     const ExpertTable& t = *engine_.experts().table(l);
     const ExpertPages* pages = engine_.experts().pages(l);
-    const auto matmul = [&](const Weight& shape, const void* const* experts, int proj, int64_t m,
-                            const float* x, int64_t x_stride, float* y) {
-      const int32_t* token_ids = ids + m * k;
-      if (pages == nullptr) return b_.matmul_indexed(shape, experts, token_ids, k, x, x_stride, y);
-      b_.matmul_indexed_filling(shape, experts, pages->fill + proj * c_.n_expert, token_ids, k, x,
-                                x_stride, y);
+    const int64_t n = M * k;
+    // x: each token's row, shared by its k experts (one token: the one row, x_stride 0, which
+    // spares the kernels a division), or each expert's own (x_stride ff).
+    const int64_t token_stride = M > 1 ? d : 0;
+    const auto matmul = [&](const Weight& shape, const void* const* experts, int proj,
+                            const float* x, int64_t x_stride, int64_t experts_per_x, float* y) {
+      if (pages == nullptr)
+        return b_.matmul_indexed(shape, experts, ids, n, x, x_stride, experts_per_x, y);
+      b_.matmul_indexed_filling(shape, experts, pages->fill + proj * c_.n_expert, ids, n, x,
+                                x_stride, experts_per_x, y);
     };
-    for (int64_t m = 0; m < M; ++m) {
-      if (pages != nullptr) b_.page_experts(*pages, ids + m * k, k);
-      if (t.gate_up_shape.rows > 0) {
-        matmul(t.gate_up_shape, t.gate, 0, m, h_ + m * d, 0, ff_gate_ + m * k * 2 * ff);
-      } else {
-        matmul(t.gate_shape, t.gate, 0, m, h_ + m * d, 0, ff_gate_ + m * k * ff);
-        matmul(t.up_shape, t.up, 1, m, h_ + m * d, 0, ff_up_ + m * k * ff);
-      }
+    if (pages != nullptr) b_.page_experts(*pages, ids, k);  // one token
+    if (t.gate_up_shape.rows > 0) {
+      matmul(t.gate_up_shape, t.gate, 0, h_, token_stride, k, ff_gate_);
+      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, n, ff, 2 * ff, ff_act_);
+    } else {
+      matmul(t.gate_shape, t.gate, 0, h_, token_stride, k, ff_gate_);
+      matmul(t.up_shape, t.up, 1, h_, token_stride, k, ff_up_);
+      b_.glu(glu_kind(), ff_gate_, ff_up_, n, ff, ff, ff_act_);
     }
-    if (t.gate_up_shape.rows > 0)
-      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, M * k, ff, 2 * ff, ff_act_);
-    else
-      b_.glu(glu_kind(), ff_gate_, ff_up_, M * k, ff, ff, ff_act_);
-    for (int64_t m = 0; m < M; ++m) {
-      matmul(t.down_shape, t.down, 2, m, ff_act_ + m * k * ff, ff, ff_out_ + m * k * d);
-      if (pages != nullptr) b_.commit_experts(*pages, ids + m * k, k);
-      b_.combine_experts(ff_out_ + m * k * d, ids + m * k, weights + m * k, k, d, o_ + m * d);
-    }
+    matmul(t.down_shape, t.down, 2, ff_act_, ff, 1, ff_out_);
+    if (pages != nullptr) b_.commit_experts(*pages, ids, k);
+    b_.combine_experts(ff_out_, ids, weights, M, k, d, o_);
     return;
   }
   routing_host_.resize(static_cast<size_t>(2 * M * k));
@@ -471,7 +461,7 @@ void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, c
                           int64_t G) {
   if (decode_step_) {
     // A batched decode step: every (token, expert) pair becomes a one-row group, the matmuls of
-    // its own decode (see kDecodeRows).
+    // its own decode (see kDecodeStepRows).
     split_weights_.clear();
     split_row0_.clear();
     for (int64_t g = 0; g < G; ++g)

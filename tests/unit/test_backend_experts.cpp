@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/error.h"
 #include "moe/router.h"
 
 namespace ts {
@@ -44,27 +46,40 @@ TEST(BackendExperts, GenericOpsMatchThePerExpertPath) {
     table.push_back(data.back().data());
   }
   const Weight shape{DType::F32, rows, cols, cols * sizeof(float), table[0]};
-  const std::vector<float> x = randn(static_cast<size_t>(k * cols), rng);
-  for (int64_t x_stride : {int64_t{0}, cols}) {
-    std::vector<float> got(static_cast<size_t>(k * rows)), want(got.size());
-    cpu->matmul_indexed(shape, table.data(), ids.data(), k, x.data(), x_stride, got.data());
-    for (int64_t i = 0; i < k; ++i) {
+  // Both rows' experts in one call: x shared by all, one row per expert, or one per token (its k
+  // experts sharing it).
+  const int64_t n = 2 * k;
+  const std::vector<float> x = randn(static_cast<size_t>(n * cols), rng);
+  for (const auto& [x_stride, per_x] :
+       {std::pair{int64_t{0}, int64_t{1}}, std::pair{cols, int64_t{1}}, std::pair{cols, k}}) {
+    std::vector<float> got(static_cast<size_t>(n * rows)), want(got.size());
+    cpu->matmul_indexed(shape, table.data(), ids.data(), n, x.data(), x_stride, per_x, got.data());
+    for (int64_t i = 0; i < n; ++i) {
       Weight we = shape;
       we.data = table[static_cast<size_t>(ids[static_cast<size_t>(i)])];
-      cpu->matmul(we, x.data() + i * x_stride, 1, want.data() + i * rows);
+      cpu->matmul(we, x.data() + i / per_x * x_stride, 1, want.data() + i * rows);
     }
-    EXPECT_EQ(got, want) << "x_stride " << x_stride;
+    EXPECT_EQ(got, want) << "x_stride " << x_stride << ", " << per_x << " experts a row";
   }
+  std::vector<float> y_bad(static_cast<size_t>(n * rows));
+  for (const int64_t per_x : {int64_t{0}, int64_t{4}})
+    EXPECT_THROW(cpu->matmul_indexed(shape, table.data(), ids.data(), n, x.data(), cols, per_x,
+                                     y_bad.data()),
+                 Error)
+        << per_x << " experts a row";
 
-  // The sum in ascending id order, each term a separate scatter into a zeroed row.
-  const std::vector<float> y = randn(static_cast<size_t>(k * rows), rng);
-  std::vector<float> got(static_cast<size_t>(rows)), want(static_cast<size_t>(rows), 0.0f);
-  cpu->combine_experts(y.data(), ids.data(), w.data(), k, rows, got.data());
-  std::vector<size_t> order = {0, 1, 2};
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+  // Each row: the sum in ascending id order, each term a separate scatter into a zeroed row.
+  const std::vector<float> y = randn(static_cast<size_t>(n * rows), rng);
+  std::vector<float> got(static_cast<size_t>(2 * rows)), want(got.size(), 0.0f);
+  cpu->combine_experts(y.data(), ids.data(), w.data(), 2, k, rows, got.data());
   const int32_t row0 = 0;
-  for (size_t i : order)
-    cpu->scatter_add_rows(want.data(), y.data() + i * rows, &row0, &w[i], 1, rows);
+  for (int64_t m = 0; m < 2; ++m) {
+    std::vector<size_t> order = {0, 1, 2};
+    for (size_t& i : order) i += static_cast<size_t>(m * k);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ids[a] < ids[b]; });
+    for (size_t i : order)
+      cpu->scatter_add_rows(want.data() + m * rows, y.data() + i * rows, &row0, &w[i], 1, rows);
+  }
   EXPECT_EQ(got, want);
 }
 

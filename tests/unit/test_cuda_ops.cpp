@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -499,7 +500,7 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
       auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
       gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
       float* y_ix = upload(std::vector<float>(2 * n));
-      gpu_->matmul_indexed(packed, d_table, d_ids, 2, xd, 0, y_ix);
+      gpu_->matmul_indexed(packed, d_table, d_ids, 2, xd, 0, 1, y_ix);
       const std::vector<float> ix = download(y_ix, 2 * n);
       EXPECT_TRUE(std::equal(ix.begin(), ix.begin() + static_cast<std::ptrdiff_t>(n), got.begin()))
           << "indexed " << what;
@@ -1061,12 +1062,13 @@ void CudaOps::route_case(int64_t E) {
 }
 
 // matmul_indexed runs the same GEMV kernels as a matmul per expert, and combine_experts the same
-// multiply-adds as scatter_add_rows over a zeroed output in ascending id order: bit for bit.
+// multiply-adds as scatter_add_rows over a zeroed output in ascending id order: bit for bit. Two
+// tokens of k = 3 experts, their inputs one shared row, a row per expert or a row per token.
 TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
-  const int64_t E = 5, rows = 96, cols = 512;
-  const std::vector<int32_t> ids = {3, 0, 4};
+  const int64_t E = 5, rows = 96, cols = 512, k = 3, M = 2;
+  const std::vector<int32_t> ids = {3, 0, 4, 1, 3, 2};
   const int64_t n = static_cast<int64_t>(ids.size());
-  const std::vector<float> scale = {0.5f, 0.3f, 0.2f};
+  const std::vector<float> scale = {0.5f, 0.3f, 0.2f, 0.6f, 0.25f, 0.15f};
   auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
   gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
   struct Case {
@@ -1091,15 +1093,17 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
     gpu_->to_device(d_table, table.data(), table.size() * sizeof(void*));
     const std::vector<float> x = randn(static_cast<size_t>(n * cols));
     const float* d_x = upload(x);
-    for (int64_t x_stride : {int64_t{0}, cols}) {
+    for (const auto& [x_stride, per_x] :
+         {std::pair{int64_t{0}, int64_t{1}}, std::pair{cols, int64_t{1}}, std::pair{cols, k}}) {
       const std::string what = std::string(dtype_name(t)) + (packed ? " packed" : "") +
-                               " x_stride " + std::to_string(x_stride);
+                               " x_stride " + std::to_string(x_stride) + ", " +
+                               std::to_string(per_x) + " experts a row";
       float* got = upload(std::vector<float>(static_cast<size_t>(n * rows)));
-      gpu_->matmul_indexed(experts[0], d_table, d_ids, n, d_x, x_stride, got);
+      gpu_->matmul_indexed(experts[0], d_table, d_ids, n, d_x, x_stride, per_x, got);
       float* want = upload(std::vector<float>(static_cast<size_t>(n * rows)));
       for (int64_t i = 0; i < n; ++i)
-        gpu_->matmul(experts[static_cast<size_t>(ids[static_cast<size_t>(i)])], d_x + i * x_stride,
-                     1, want + i * rows);
+        gpu_->matmul(experts[static_cast<size_t>(ids[static_cast<size_t>(i)])],
+                     d_x + i / per_x * x_stride, 1, want + i * rows);
       const std::vector<float> g = download(got, static_cast<size_t>(n * rows));
       const std::vector<float> w = download(want, static_cast<size_t>(n * rows));
       EXPECT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << what;
@@ -1109,18 +1113,21 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   const std::vector<float> y = randn(static_cast<size_t>(n * rows));
   const float* d_y = upload(y);
   float* d_w = upload(scale);
-  float* got = upload(std::vector<float>(rows));
-  gpu_->combine_experts(d_y, d_ids, d_w, n, rows, got);
-  float* want = upload(std::vector<float>(rows));
-  gpu_->zero(want, rows);
+  float* got = upload(std::vector<float>(M * rows));
+  gpu_->combine_experts(d_y, d_ids, d_w, M, k, rows, got);
+  float* want = upload(std::vector<float>(M * rows));
+  gpu_->zero(want, M * rows);
   const int32_t row0 = 0;
-  for (size_t i : {size_t{1}, size_t{0}, size_t{2}})  // ids 0, 3, 4
-    gpu_->scatter_add_rows(want, d_y + static_cast<int64_t>(i) * rows, &row0, &scale[i], 1, rows);
-  const std::vector<float> g = download(got, rows), w = download(want, rows);
+  // Ascending ids: 0, 3, 4 for the first token, 1, 2, 3 for the second.
+  for (const auto& [m, i] : {std::pair{0, 1}, std::pair{0, 0}, std::pair{0, 2}, std::pair{1, 3},
+                             std::pair{1, 5}, std::pair{1, 4}})
+    gpu_->scatter_add_rows(want + m * rows, d_y + static_cast<int64_t>(i) * rows, &row0,
+                           &scale[static_cast<size_t>(i)], 1, rows);
+  const std::vector<float> g = download(got, M * rows), w = download(want, M * rows);
   EXPECT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << "combine_experts";
   // The CPU backend's generic versions agree with the same per-expert ops.
-  std::vector<float> cpu(static_cast<size_t>(rows));
-  cpu_->combine_experts(y.data(), ids.data(), scale.data(), n, rows, cpu.data());
+  std::vector<float> cpu(static_cast<size_t>(M * rows));
+  cpu_->combine_experts(y.data(), ids.data(), scale.data(), M, k, rows, cpu.data());
   expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
 }
 
@@ -1210,8 +1217,8 @@ TEST_F(CudaOps, ExpertPagingKernelsMatchTheHostRuleAndFillSlots) {
     gpu_->page_experts(a, d_ids, k);
     gpu_->Backend::page_experts(b, d_ids, k);
     ASSERT_EQ(state(a), state(b)) << "after paging, step " << step;
-    gpu_->matmul_indexed_filling(shape, a.table, a.fill, d_ids, k, d_x, 0, got);
-    gpu_->matmul_indexed(shape, a.table, d_ids, k, d_x, 0, want);
+    gpu_->matmul_indexed_filling(shape, a.table, a.fill, d_ids, k, d_x, 0, 1, got);
+    gpu_->matmul_indexed(shape, a.table, d_ids, k, d_x, 0, 1, want);
     const std::vector<float> g = download(got, k * rows), w = download(want, k * rows);
     ASSERT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << "step " << step;
     gpu_->commit_experts(a, d_ids, k);

@@ -146,7 +146,8 @@ class CudaBackend final : public Backend {
       int8_cols = std::max(int8_cols, w.cols * std::min<int64_t>(B, cuda::kGemvRows));
     }
     for (const MatmulShape& w : p.experts) {
-      int8_cols = std::max(int8_cols, w.cols * k);  // matmul_indexed quantises a row per expert
+      // matmul_indexed quantises a row per expert of each token it runs
+      int8_cols = std::max(int8_cols, w.cols * k * p.indexed_tokens);
       const int64_t elems = w.rows * w.cols;
       if (B < 2) continue;  // one-row groups take the GEMV
       // The paths of matmul_grouped: a matmul per group (f32, or too large for the scratch or a
@@ -592,12 +593,11 @@ class CudaBackend final : public Backend {
   bool indexes_experts_on_device() const override { return true; }
 
   void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
-                      int64_t n, const float* x, int64_t x_stride, float* y) override {
-    if (n < 1 || n > kMaxGridY)
-      fail(ErrorKind::Unsupported, "matmul_indexed: " + str(n) + " experts in one call");
-    const cuda::ExpertIndex ix{experts, ids, n, x_stride};
+                      int64_t n, const float* x, int64_t x_stride, int64_t experts_per_x,
+                      float* y) override {
+    const cuda::ExpertIndex ix = index(experts, ids, n, x_stride, experts_per_x, nullptr);
     if (cuda::gemv_int8_supported(shape, sm_major_)) {
-      const int64_t x_rows = x_stride != 0 ? n : 1;
+      const int64_t x_rows = x_stride != 0 ? n / experts_per_x : 1;
       void* acts =
           int8_acts_->get(cuda::gemv_int8_scratch_bytes(shape.cols * x_rows), "int8 activations");
       cuda::launch_gemv_int8(shape, x, 1, y, acts, stream_, ix);
@@ -608,17 +608,16 @@ class CudaBackend final : public Backend {
 
   void matmul_indexed_filling(const Weight& shape, const void* const* experts, void* const* fill,
                               const int32_t* ids, int64_t n, const float* x, int64_t x_stride,
-                              float* y) override {
+                              int64_t experts_per_x, float* y) override {
     if (!plain_type(shape.dtype))
       fail(ErrorKind::Unsupported, std::string("expert paging: ") + dtype_name(shape.dtype) +
                                        " weights are not paged on the device");
-    if (n < 1 || n > kMaxGridY)
-      fail(ErrorKind::Unsupported, "matmul_indexed: " + str(n) + " experts in one call");
     if (cuda::gemv_loads_chunks(shape, x, x_stride)) {
-      cuda::launch_gemv(shape, x, y, stream_, cuda::ExpertIndex{experts, ids, n, x_stride, fill});
+      cuda::launch_gemv(shape, x, y, stream_,
+                        index(experts, ids, n, x_stride, experts_per_x, fill));
       return;
     }
-    matmul_indexed(shape, experts, ids, n, x, x_stride, y);
+    matmul_indexed(shape, experts, ids, n, x, x_stride, experts_per_x, y);
     cuda::launch_fill_experts(shape, experts, fill, ids, n, stream_);
   }
 
@@ -634,14 +633,24 @@ class CudaBackend final : public Backend {
     cuda::launch_commit_experts(p, ids, k, stream_);
   }
 
-  void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
-                       int64_t n, float* out) override {
+  void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
+                       int64_t k, int64_t n, float* out) override {
     if (k < 1 || k > kMaxTopK)
       fail(ErrorKind::Unsupported, "combine_experts: " + str(k) + " experts per row");
-    cuda::launch_combine_experts(y, ids, weights, k, n, out, stream_);
+    check_rows(M, "combine_experts");
+    cuda::launch_combine_experts(y, ids, weights, M, k, n, out, stream_);
   }
 
  private:
+  // The ExpertIndex of a matmul_indexed call, its counts checked.
+  static cuda::ExpertIndex index(const void* const* experts, const int32_t* ids, int64_t n,
+                                 int64_t x_stride, int64_t experts_per_x, void* const* fill) {
+    if (n < 1 || n > kMaxGridY)
+      fail(ErrorKind::Unsupported, "matmul_indexed: " + str(n) + " experts in one call");
+    check_experts_per_x(n, experts_per_x);
+    return {experts, ids, n, x_stride, fill, static_cast<unsigned>(experts_per_x)};
+  }
+
   struct Recording {
     StepKey key;
     std::unique_ptr<cuda::StepGraph> graph;  // null if the capture failed

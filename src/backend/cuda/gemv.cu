@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/expert_index.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -62,7 +63,7 @@ __device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, 
   pdl_enter();
   if (ix.table == nullptr) return;
   w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
-  x += blockIdx.y * ix.x_stride;
+  x += expert_x_offset(ix);
   y += blockIdx.y * rows;
 }
 

@@ -27,6 +27,7 @@
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/expert_index.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q6_rows.cuh"
@@ -337,8 +338,8 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
     // weight copies then no longer overlap the quantisation).
     pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
-    xq += blockIdx.y * ix.x_stride;
-    meta += blockIdx.y * ix.x_stride / kUnit;
+    xq += expert_x_offset(ix);
+    meta += expert_x_offset(ix) / kUnit;
     y += blockIdx.y * rows;
   }
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
@@ -622,8 +623,8 @@ __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
     w = static_cast<const uint8_t*>(ix.table[ix.ids[blockIdx.y]]);
-    xq += blockIdx.y * ix.x_stride;
-    meta += blockIdx.y * ix.x_stride / kUnit;
+    xq += expert_x_offset(ix);
+    meta += expert_x_offset(ix) / kUnit;
     y += blockIdx.y * rows;
   }
   const int tid = threadIdx.x;
@@ -801,9 +802,9 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
     fail(ErrorKind::Unsupported, "int8 GEMV: " + std::to_string(M) + " activation rows (1 to " +
                                      std::to_string(gemv_int8_max_rows(w)) +
                                      ", 1 under an expert index)");
-  // Every input row is quantised: the M rows, or the n rows of an index with its own row per
-  // expert.
-  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n : M;
+  // Every input row is quantised: the M rows, or those of an index with its own row per expert
+  // or per run of experts_per_x.
+  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n / ix.experts_per_x : M;
   auto* q = static_cast<int8_t*>(scratch);
   auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols * x_rows));
   const int64_t blocks = w.cols * x_rows / kUnit;

@@ -14,15 +14,17 @@ namespace ts::cuda {
 
 // Experts picked on the device (Backend::matmul_indexed): GEMV i < n, along grid dimension y, uses
 // the weight whose data pointer is table[ids[i]] (of the launch's dtype and shape), the input
-// x + i * x_stride and the output y + i * rows. A null table: the launch's own weight, n = 1.
-// With `fill` (Backend::matmul_indexed_filling), GEMV i also stores every 16-byte chunk of weight
-// it loads at the same offset from fill[ids[i]] when that is not null (plain types only).
+// x + (i / experts_per_x) * x_stride (expert_index.cuh) and the output y + i * rows. A null table:
+// the launch's own weight, n = 1. With `fill` (Backend::matmul_indexed_filling), GEMV i also
+// stores every 16-byte chunk of weight it loads at the same offset from fill[ids[i]] when that is
+// not null (plain types only).
 struct ExpertIndex {
   const void* const* table = nullptr;
   const int32_t* ids = nullptr;
   int64_t n = 1;
   int64_t x_stride = 0;
   void* const* fill = nullptr;
+  unsigned experts_per_x = 1;  // consecutive GEMVs sharing an input row (a token's k experts)
 };
 
 // Elementwise and row ops (elementwise.cu).
@@ -117,9 +119,10 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
 constexpr int kMaxDeviceRoutedExperts = 1024;
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream);
-// out = sum over i < k of weights[i] * y[i] (rows of n), in ascending id order.
-void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
-                            int64_t n, float* out, cudaStream_t stream);
+// Per token m < M: out[m] = sum over i < k of weights[m][i] * y[m][i] (rows of n), in ascending
+// id order.
+void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
+                            int64_t k, int64_t n, float* out, cudaStream_t stream);
 
 // Device-side expert paging (moe.cu): Backend::page_experts / commit_experts as one thread each
 // (expert_paging.h's rule), and the fill of matmul_indexed_filling for weights the GEMV does not

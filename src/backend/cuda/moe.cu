@@ -132,10 +132,14 @@ __global__ void __launch_bounds__(32)
 }
 
 // Each thread sums its columns over the k experts in ascending id order, with the same fused
-// multiply-add the host path's scatter_add_rows applies to a zeroed output.
+// multiply-add the host path's scatter_add_rows applies to a zeroed output. Token blockIdx.y.
 __global__ void combine_experts_kernel(const float* y, const int32_t* ids, const float* weights,
                                        int k, int64_t n, float* out) {
   pdl_enter();
+  y += static_cast<int64_t>(blockIdx.y) * k * n;
+  ids += static_cast<int64_t>(blockIdx.y) * k;
+  weights += static_cast<int64_t>(blockIdx.y) * k;
+  out += static_cast<int64_t>(blockIdx.y) * n;
   // The ids and weights in shared memory first: the sort below would otherwise wait on a global
   // load at every comparison.
   __shared__ int order[kMaxTopK], id[kMaxTopK];
@@ -221,11 +225,11 @@ void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* 
          weights);
 }
 
-void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t k,
-                            int64_t n, float* out, cudaStream_t stream) {
+void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
+                            int64_t k, int64_t n, float* out, cudaStream_t stream) {
   constexpr int kThreads = 256;
-  const auto blocks = static_cast<unsigned>((n + kThreads - 1) / kThreads);
-  launch("combine experts", combine_experts_kernel, blocks, kThreads, 0, stream, y, ids, weights,
+  const dim3 grid(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(M));
+  launch("combine experts", combine_experts_kernel, grid, kThreads, 0, stream, y, ids, weights,
          static_cast<int>(k), n, out);
 }
 
