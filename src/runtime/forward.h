@@ -91,7 +91,7 @@ class Forward {
   float* router_ = nullptr;
   float* logits_ = nullptr;         // [min(max_rows, head_rows)][n_vocab]
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
-  // The pass is a batched decode step: at most kDecodeRows chunks of one token each (run()).
+  // The pass is a batched decode step: at most kDecodeStepRows chunks of one token each (run()).
   bool decode_step_ = false;
   float* routing_ = nullptr;    // ids [M][k] (int32), then weights [M][k]; backend memory
   float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
