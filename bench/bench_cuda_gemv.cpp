@@ -219,6 +219,15 @@ bool backend_packs(Backend& be, DType t, Shape s) {
   return packed;
 }
 
+uint64_t weight_bytes(DType t, Shape s) {
+  return row_bytes(t, static_cast<uint64_t>(s.cols), "bench") * static_cast<uint64_t>(s.rows);
+}
+
+// Uploads of a weight of `bytes` to cycle through so that a GEMV's bytes come from HBM.
+int copies_to_stream(uint64_t bytes) {
+  return static_cast<int>(std::clamp<uint64_t>((kStreamBytes + bytes - 1) / bytes, 1, 64));
+}
+
 // Batched decode: M activation rows (a server's concurrent sequences) through one matmul, in the
 // layout the engine runs (packed where the backend packs). Up to cuda::gemv_int8_max_rows rows take
 // the int8 GEMV (up to 4 a launch, each reading the weights once); beyond, the GEMM. "x one row":
@@ -232,10 +241,8 @@ void batched_decode(Backend& be, bool quick) {
               "x one row");
   for (const Shape& s : shapes)
     for (DType t : types) {
-      const uint64_t bytes =
-          row_bytes(t, static_cast<uint64_t>(s.cols), "bench") * static_cast<uint64_t>(s.rows);
-      const int copies =
-          static_cast<int>(std::clamp<uint64_t>((kStreamBytes + bytes - 1) / bytes, 1, 64));
+      const uint64_t bytes = weight_bytes(t, s);
+      const int copies = copies_to_stream(bytes);
       const bool pack = backend_packs(be, t, s);
       double one = 0.0;
       for (int64_t M = 1; M <= cuda::kGemvRows + 1; ++M) {
@@ -267,10 +274,8 @@ int run(bool quick) {
   std::printf("%-6s %-13s %10s %10s %9s\n", "type", "rows x cols", "us", "GB/s", "of copy");
   for (const Shape& s : gemv_shapes)
     for (DType t : gemv_types) {
-      const uint64_t bytes =
-          row_bytes(t, static_cast<uint64_t>(s.cols), "bench") * static_cast<uint64_t>(s.rows);
-      const int copies =
-          static_cast<int>(std::clamp<uint64_t>((kStreamBytes + bytes - 1) / bytes, 1, 64));
+      const uint64_t bytes = weight_bytes(t, s);
+      const int copies = copies_to_stream(bytes);
       // The file's layout, then the backend's packed one where it packs this weight ("packed").
       for (bool pack : {false, true}) {
         if (pack && !backend_packs(*be, t, s)) continue;
