@@ -334,11 +334,11 @@ class CudaBackend final : public Backend {
     cuda::launch_rms_norm(x, w, M * n_heads, head_dim, eps, plus_one, x, stream_);
   }
 
-  // Quantised weights take the int8 GEMV for one row, and for a few rows (the
-  // server's batched decode of a few requests): a GEMM would first write the weights out as f16
-  // and read them back, ~4 more bytes a weight (PERFORMANCE.md, twelfth session: two sequences of
-  // an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of one's tok/s). Each row gets
-  // the bits of its own decode.
+  // Quantised weights take the int8 GEMV for one row, and for a few rows (the server's batched
+  // decode of a few requests; gemv_int8_max_rows): a GEMM would first write the weights out as
+  // f16 and read them back, ~4 more bytes a weight (PERFORMANCE.md, twelfth session: two
+  // sequences of an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of one's tok/s).
+  // Each row gets the bits of its own decode.
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
     if (int8 && M <= cuda::gemv_int8_max_rows(w)) {
