@@ -459,9 +459,12 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
 
 void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
                           int64_t G) {
-  if (decode_step_) {
-    // A batched decode step: every (token, expert) pair becomes a one-row group, the matmuls of
-    // its own decode (see kDecodeStepRows).
+  if (decode_step_ && experts_on_device_) {
+    // A batched decode step on a backend that runs resident experts by id (see kDecodeStepRows):
+    // every (token, expert) pair becomes a one-row group, the matmuls of its own decode, so that
+    // streamed experts give the bits of resident ones. Where resident experts are grouped on the
+    // host as well (the CPU), the groups stay whole: each expert's weights are read once for all
+    // of the step's tokens that route to it.
     split_weights_.clear();
     split_row0_.clear();
     for (int64_t g = 0; g < G; ++g)

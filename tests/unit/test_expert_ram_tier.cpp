@@ -409,11 +409,13 @@ TEST(RamTierStats, ATierOfOneExpertStillReadsTheFileOnASecondPass) {
   EXPECT_LT(second.ram_hits, second.misses);
 }
 
-// Three sequences decoding together on a backend that runs experts by id (as CUDA does): with
+// Three sequences decoding together. On a backend that runs experts by id (as CUDA does): with
 // every expert resident each token's experts run by id, streamed they are grouped on the host as
-// one-row groups; both give the same bits, and each sequence the logits of its own decode (to the
-// rounding of the matmuls whose tiles follow the row count, as in BatchedForward).
-TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResidentById) {
+// one-row groups. On one that groups resident experts on the host too (as the CPU does): whole
+// groups both ways. Either way streamed gives the bits of resident, and each sequence the logits
+// of its own decode (to the rounding of the matmuls whose tiles follow the row count, as in
+// BatchedForward).
+TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResident) {
   const std::vector<std::vector<int32_t>> prompts = {
       {5, 17, 300, 2}, {9, 9, 40}, {100, 7, 8, 9, 10}};
   const std::vector<int32_t> next = {44, 3, 501};
@@ -432,21 +434,24 @@ TEST(RamTierStats, BatchedDecodeStreamedIsBitIdenticalToResidentById) {
     forward.run(step);
     return logits;
   };
-  int64_t allocs = 0;
-  auto resident = open_device_like(bundled(), options(0, 0), &allocs, true);
-  const auto V = static_cast<size_t>(resident->cfg().n_vocab);
-  const std::vector<std::vector<float>> by_id = batched(*resident);
-  const int64_t k = resident->cfg().n_expert_used;
-  auto streamed = open_device_like(bundled(), options(k + 1, 0), &allocs, true);
-  ASSERT_TRUE(streamed->experts().streaming());
-  EXPECT_EQ(batched(*streamed), by_id);
-  for (size_t s = 0; s < 3; ++s) {
-    std::vector<float> alone(V);
-    Session session(*resident);
-    session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone.data(), false);
-    session.feed(&next[s], 1, alone.data(), false);
-    const auto c = test::compare_logits(by_id[s], alone, static_cast<int64_t>(V));
-    EXPECT_LE(c.rel, 1e-6) << "sequence " << s << ": " << c.summary();
+  for (const bool indexes : {true, false}) {
+    int64_t allocs = 0;
+    auto resident = open_device_like(bundled(), options(0, 0), &allocs, indexes);
+    const auto V = static_cast<size_t>(resident->cfg().n_vocab);
+    const std::vector<std::vector<float>> want = batched(*resident);
+    const int64_t k = resident->cfg().n_expert_used;
+    auto streamed = open_device_like(bundled(), options(k + 1, 0), &allocs, indexes);
+    ASSERT_TRUE(streamed->experts().streaming());
+    EXPECT_EQ(batched(*streamed), want) << (indexes ? "by id" : "grouped");
+    for (size_t s = 0; s < 3; ++s) {
+      std::vector<float> alone(V);
+      Session session(*resident);
+      session.feed(prompts[s].data(), static_cast<int64_t>(prompts[s].size()), alone.data(), false);
+      session.feed(&next[s], 1, alone.data(), false);
+      const auto c = test::compare_logits(want[s], alone, static_cast<int64_t>(V));
+      EXPECT_LE(c.rel, 1e-6) << (indexes ? "by id" : "grouped") << ", sequence " << s << ": "
+                             << c.summary();
+    }
   }
 }
 
