@@ -15,8 +15,9 @@
 #   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin/bin.tgz, ~11 MB)
 #
 # then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: the cuda tests, the
-# GEMV bench and `turbospark bench` on $SHAPES (as --e2e), in about a minute. To compare builds in
-# one run, add other plugins to the archive and point TURBOSPARK_CUDA_PLUGIN at each in turn.
+# GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight decoding together), in
+# about a minute. To compare builds in one run, add other plugins to the archive and point
+# TURBOSPARK_CUDA_PLUGIN at each in turn.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--pack" ]; then
@@ -67,6 +68,9 @@ if [ "${1:-}" = "--prebuilt" ]; then
     $B/turbospark synth --shape "$shape" --dtype "$dtype" --layers "$layers" -o "$f" -t 16 \
       >/dev/null 2>&1 || { echo "synth $spec failed"; continue; }
     $B/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 2>&1 | tee -a "$out/bench.log"
+    # The server's batched decode: eight sequences a step.
+    $B/turbospark bench -m "$f" --backend cuda -p 0 -n 64 -r 3 --parallel 8 2>&1 |
+      grep -E "\| tg" | tee -a "$out/bench.log"
     [ "$shape" = qwen3-30b-a3b ] && $B/turbospark bench -m "$f" --backend cuda -p 512 -n 128 -r 3 \
       --expert-slots 32 2>&1 | tee -a "$out/bench.log"
     rm -f "$f"
