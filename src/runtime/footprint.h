@@ -44,11 +44,12 @@ constexpr int64_t kDevicePrefillBatch = 2048;
 constexpr int64_t kHeadRows = 128;
 // Chunks of one token each that a forward pass treats as a batched decode step: each token's
 // experts run as in its own decode (by expert id on the device when they are resident, every
-// token's in one matmul_indexed a projection; else, grouped on the host, each (token, expert) pair
-// as a one-row matmul), so the rows get the same bits whether the experts stream or not. Beyond a
-// few tokens, grouping shares the experts' weight reads. Measured on the H200 (PERFORMANCE.md,
-// thirteenth session): 6 and 8 sequences of a Qwen3-30B-A3B shape decode 2.4x faster by id than
-// grouped (whose expert lists cross to the host every layer).
+// token's in one matmul_indexed a projection; streamed, grouped on the host, each (token, expert)
+// pair as a one-row matmul), so the rows get the same bits whether the experts stream or not. On
+// a backend that groups resident experts on the host too (the CPU) an expert's rows stay one group
+// either way. Beyond a few tokens, grouping shares the experts' weight reads. Measured on the H200
+// (PERFORMANCE.md, thirteenth session): 6 and 8 sequences of a Qwen3-30B-A3B shape decode 2.4x
+// faster by id than grouped (whose expert lists cross to the host every layer).
 constexpr int64_t kDecodeStepRows = 8;
 
 struct FootprintRequest {

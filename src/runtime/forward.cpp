@@ -440,6 +440,11 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   } else {
     // Streaming: a micro-batch may route to more experts than there are slots, so they come in
     // waves; each expert runs alone as soon as it is ready, with the same kernels per row.
+    // In a batched decode step on a backend that runs resident experts by id (see
+    // kDecodeStepRows), each of an expert's rows runs alone, the matmuls of its own decode, so
+    // that streamed experts give the bits of resident ones. Where resident experts are grouped on
+    // the host as well (the CPU), an expert's rows stay one group, its weights read once for them.
+    const bool row_by_row = decode_step_ && experts_on_device_;
     const int64_t wave = store.slots_per_layer();
     if (store.pages_on_device()) store.slots_to_host(l);
     for (int64_t w0 = 0; w0 < G; w0 += wave) {
@@ -447,8 +452,14 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
       store.acquire(l, expert_ids_.data() + w0, n);
       for (int64_t i = 0; i < n; ++i) {
         const ExpertWeights* ew = &store.ready(l, i);  // compute starts on the first expert read
-        experts_ffn(&ew, &group_row0_[static_cast<size_t>(w0 + i)],
-                    &group_rows_[static_cast<size_t>(w0 + i)], 1);
+        const int64_t row0 = group_row0_[static_cast<size_t>(w0 + i)];
+        const int64_t rows = group_rows_[static_cast<size_t>(w0 + i)];
+        if (!row_by_row) {
+          experts_ffn(&ew, &row0, &rows, 1);
+          continue;
+        }
+        const int64_t one = 1;
+        for (int64_t r = row0; r < row0 + rows; ++r) experts_ffn(&ew, &r, &one, 1);
       }
     }
     if (store.pages_on_device()) store.slots_to_device(l);
@@ -459,25 +470,6 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
 
 void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
                           int64_t G) {
-  if (decode_step_ && experts_on_device_) {
-    // A batched decode step on a backend that runs resident experts by id (see kDecodeStepRows):
-    // every (token, expert) pair becomes a one-row group, the matmuls of its own decode, so that
-    // streamed experts give the bits of resident ones. Where resident experts are grouped on the
-    // host as well (the CPU), the groups stay whole: each expert's weights are read once for all
-    // of the step's tokens that route to it.
-    split_weights_.clear();
-    split_row0_.clear();
-    for (int64_t g = 0; g < G; ++g)
-      for (int64_t r = 0; r < rows[g]; ++r) {
-        split_weights_.push_back(ew[g]);
-        split_row0_.push_back(row0[g] + r);
-      }
-    split_rows_.assign(split_row0_.size(), 1);
-    ew = split_weights_.data();
-    row0 = split_row0_.data();
-    rows = split_rows_.data();
-    G = static_cast<int64_t>(split_row0_.size());
-  }
   const int64_t ff = c_.n_ff_expert;
   // The groups are consecutive runs of rows: glu runs once over all of them.
   const int64_t lo = row0[0], n = row0[G - 1] + rows[G - 1] - lo;

@@ -106,9 +106,6 @@ class Forward {
   std::vector<float> routed_scale_;
   std::vector<int64_t> group_row0_, group_rows_;
   std::vector<const ExpertWeights*> group_weights_;
-  // experts_ffn's groups split into one-row groups (a batched decode step)
-  std::vector<const ExpertWeights*> split_weights_;
-  std::vector<int64_t> split_row0_, split_rows_;
   std::vector<const void*> group_ptrs_;
 };
 

@@ -719,6 +719,12 @@ bool kmin_direct(const Weight& w) {
          reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride % 16 == 0;
 }
 
+// Weights whose units lie on 16-byte boundaries: gemv_direct_kernel reads them, on every
+// architecture and for up to kLaunchRows activation rows a launch.
+bool direct_layout(const Weight& w) {
+  return w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || kmin_direct(w);
+}
+
 template <class Units, int kLanes, int kX>
 void launch_direct_lanes(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
                          const ActBlock* meta, float* y, const ExpertIndex& ix) {
@@ -776,17 +782,14 @@ size_t act_codes_bytes(int64_t cols) {
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
-  if (w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || kmin_direct(w))
-    return true;
+  if (direct_layout(w)) return true;
   // q4_k / q5_k rows off 16-byte boundaries (a view at an odd offset) take the f32 GEMV.
   return sm_major >= 9 && staged(StagedTypes{}, w.dtype) && w.cols % kUnit == 0 &&
          reinterpret_cast<uintptr_t>(w.data) % 2 == 0 && w.row_stride % 2 == 0;
 }
 
 int64_t gemv_int8_max_rows(const Weight& w) {
-  const bool direct =
-      w.layout == WeightLayout::Q8Groups || w.layout == WeightLayout::Q6Rows || kmin_direct(w);
-  return direct ? kGemvRows : kLaunchRows;
+  return direct_layout(w) ? kGemvRows : kLaunchRows;
 }
 
 size_t gemv_int8_scratch_bytes(int64_t cols) {

@@ -98,8 +98,8 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // `scratch` (gemv_int8_scratch_bytes(M * w.cols) bytes of device memory, 256-byte aligned), so each
 // output is off the f32 GEMV by at most sum |w_k| * (max |x| over k's block / 127) / 2; each row
 // gets the bits of its own one-row launch.
-// Under an ExpertIndex with x_stride != 0 (which must equal w.cols), all n input rows are
-// quantised: the scratch then takes gemv_int8_scratch_bytes(n * w.cols).
+// Under an ExpertIndex with x_stride != 0 (which must equal w.cols), its n / experts_per_x input
+// rows are quantised: the scratch then takes gemv_int8_scratch_bytes(n / experts_per_x * w.cols).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
 // requests), not a GEMM over the weights dequantised to f16: gemv_int8_max_rows(w), which is
