@@ -42,6 +42,18 @@ void Backend::to_host_async(void* dst, const void* src, size_t bytes) {
   to_host(dst, src, bytes);
 }
 
+void Backend::kv_store_each(const KvView* kv, const float* k, const float* v, int64_t M,
+                            const int32_t* pos) {
+  for (int64_t m = 0; m < M; ++m)
+    kv_store(kv[m], k + m * kv[m].width, v + m * kv[m].width, 1, pos + m);
+}
+
+void Backend::attention_each(const float* q, const KvView* kv, int64_t M, const int32_t* pos,
+                             const AttentionArgs& a, float* out) {
+  const int64_t row = a.n_head * a.head_dim;
+  for (int64_t m = 0; m < M; ++m) attention(q + m * row, kv[m], 1, pos + m, a, out + m * row);
+}
+
 void Backend::run_recorded(const StepKey& /*key*/, const std::function<void()>& ops) {
   ops();
 }

@@ -58,11 +58,12 @@ struct AttentionArgs {
 // The activation of a gated FFN: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU).
 enum class Glu { SiLU, GeluTanh };
 
-// Names one recordable step (see Backend::run_recorded): the object that issues it, the state it
-// works on, and a variant for anything else that changes which ops it queues.
+// Names one recordable step (see Backend::run_recorded): the object that issues it, the states it
+// works on (one per sequence of a batched step, in its order), and a variant for anything else
+// that changes which ops it queues.
 struct StepKey {
   const void* owner = nullptr;
-  const void* state = nullptr;
+  std::vector<const void*> states;
   int64_t variant = 0;
   bool operator==(const StepKey&) const = default;
 };
@@ -112,7 +113,10 @@ struct ScratchPlan {
   std::vector<MatmulShape> experts;  // routed experts' projections (MoE); empty for dense models
   int64_t n_expert = 0;
   int64_t experts_per_token = 0;
-  int64_t indexed_tokens = 1;  // tokens whose experts one matmul_indexed runs (a decode step's)
+  // Sequences of a decode step (one token each) that the backend may run as one: the rows of its
+  // attention and of a recorded step, and the tokens whose experts one matmul_indexed runs
+  // (unless experts_one_at_a_time).
+  int64_t decode_step_rows = 1;
   bool experts_one_at_a_time = false;  // streamed experts run alone as their slots fill
   int64_t n_head = 0;
   int64_t head_dim = 0;
@@ -231,6 +235,14 @@ class Backend {
   // Causal attention of q [M][n_head * head_dim] over cache rows 0..pos[m]; out like q.
   virtual void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                          const AttentionArgs& a, float* out) = 0;
+  // A decode step of M sequences: row m of k / v (of q) is the one new token of the sequence whose
+  // layer cache is kv[m], at pos[m]. The same bits as kv_store() / attention() of each row alone
+  // (the default); a device does all the rows in one launch. `kv` is host memory that a recorded
+  // step re-reads (see run_recorded).
+  virtual void kv_store_each(const KvView* kv, const float* k, const float* v, int64_t M,
+                             const int32_t* pos);
+  virtual void attention_each(const float* q, const KvView* kv, int64_t M, const int32_t* pos,
+                              const AttentionArgs& a, float* out);
   // Gated activation: out[r][i] = act(gate[r * stride + i]) * up[r * stride + i] for r < rows,
   // i < n; out is [rows][n]. Separate gate and up buffers have stride = n; one matmul over the
   // stacked gate and up weights writes each row as [gate | up]: up = gate + n, stride = 2n.

@@ -64,7 +64,7 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.n_layer = c.n_layer;
   p.n_expert = c.n_expert;
   p.experts_per_token = c.n_expert_used;
-  p.indexed_tokens = streaming ? 1 : std::min(prefill_batch, kDecodeStepRows);
+  p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
   p.head_dim = c.head_dim;

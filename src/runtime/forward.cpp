@@ -76,6 +76,9 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
   logits_ = scratch(static_cast<size_t>(std::min(max_rows_, head_rows_) * c_.n_vocab));
   ids_.resize(B);
   pos_.resize(B);
+  // A recorded step re-reads the head's row list from where it was: it must never move.
+  wanted_rows_.reserve(B);
+  step_kv_.resize(static_cast<size_t>(c_.n_layer * kDecodeStepRows));
 }
 
 Forward::~Forward() {
@@ -111,6 +114,11 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   if (M == 0) return;
   decode_step_ = M <= kDecodeStepRows;
   for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
+  if (decode_step_ && M > 1)
+    for (int64_t l = 0; l < c_.n_layer; ++l)
+      for (int64_t s = 0; s < M; ++s)
+        step_kv_[static_cast<size_t>(l * kDecodeStepRows + s)] =
+            chunks[static_cast<size_t>(s)].kv->layer(l);
   // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
   // whose ops a replay does not run again.
   wanted_rows_.clear();
@@ -120,17 +128,20 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
       wanted_rows_.push_back(static_cast<int32_t>(row + i));
     row += ch.n;
   }
-  // One sequence decoding one token queues the same ops every step, over the same buffers and
-  // the same KV cache; only ids_ and pos_ change (checked above, and kept where they are). The
-  // backend may record it once and replay it. Streamed experts are known only once their layer's
-  // router has run: such a step is recorded in pieces, each ending with one layer's routing
-  // queued back to the host, which then makes that layer's experts present. MoE layers that
-  // group their rows on the host run eagerly.
-  const bool same_every_step = chunks.size() == 1 && M == 1 && (!c_.is_moe() || experts_indexed(M));
+  const auto wanted = static_cast<int64_t>(wanted_rows_.size());
+  // A decode step (one token of each of a few sequences) queues the same ops every step, over
+  // the same buffers and the same KV caches; only ids_, pos_ and wanted_rows_ change (checked
+  // above, and kept where they are). The backend may record it once and replay it. Streamed
+  // experts are known only once their layer's router has run: such a step (one sequence) is
+  // recorded in pieces, each ending with one layer's routing queued back to the host, which then
+  // makes that layer's experts present. MoE layers that group their rows on the host run eagerly.
+  const bool same_every_step = decode_step_ && (!c_.is_moe() || experts_indexed(M));
   if (same_every_step) {
+    std::vector<const void*> states;
+    for (const SeqChunk& ch : chunks) states.push_back(ch.kv);
     for (int64_t from = -1;;) {
       const int64_t stop = next_streamed_layer(from);
-      const StepKey key{this, chunks[0].kv, 2 * (from + 1) + (wanted_rows_.empty() ? 0 : 1)};
+      const StepKey key{this, states, (from + 1) * (max_rows_ + 1) + wanted};
       b_.run_recorded(key, [&] {
         layers(chunks, M, from, stop);
         if (stop == c_.n_layer) head(M);
@@ -147,7 +158,6 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   // head() queued the logits of the first head_rows_ wanted rows (decode's one row inside its
   // recorded step, as before); the rest follow a chunk at a time through the same buffer, each
   // copied out before the next overwrites it (a device's to_host waits for the chunk).
-  const int64_t wanted = static_cast<int64_t>(wanted_rows_.size());
   for (int64_t r0 = 0; r0 < wanted; r0 += head_rows_) {
     if (r0 > 0) head_logits(r0);
     copy_logits(chunks, r0);
@@ -313,7 +323,14 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
       b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
     }
   }
-  // Each sequence attends over its own cache.
+  // Each sequence attends over its own cache: in a decode step of several, all in one op.
+  if (decode_step_ && M > 1) {
+    const KvView* kv = step_kv_.data() + l * kDecodeStepRows;
+    b_.kv_store_each(kv, k, v, M, pos_.data());
+    b_.attention_each(q, kv, M, pos_.data(), L.attn, att_);
+    b_.matmul(L.wo, att_, M, o_);
+    return;
+  }
   int64_t row = 0;
   for (const SeqChunk& ch : chunks) {
     const KvView& kv = ch.kv->layer(l);

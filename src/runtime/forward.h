@@ -93,6 +93,9 @@ class Forward {
   bool experts_on_device_ = false;  // every MoE layer's experts resident and indexed on the device
   // The pass is a batched decode step: at most kDecodeStepRows chunks of one token each (run()).
   bool decode_step_ = false;
+  // [n_layer][kDecodeStepRows]: each layer's caches of a decode step's sequences, in their order
+  // (run() fills them every step of several sequences: a recorded step re-reads them).
+  std::vector<KvView> step_kv_;
   float* routing_ = nullptr;    // ids [M][k] (int32), then weights [M][k]; backend memory
   float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
   // One token's k ids read back (alloc_host_pinned), then the k predicted for the next layer.

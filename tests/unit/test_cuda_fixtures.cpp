@@ -1,6 +1,7 @@
 // The CUDA backend end to end (ctest label `cuda`; skips without a device): every family fixture
 // against the Hugging Face reference in prefill and decode, CUDA against CPU, streaming on the GPU
-// bit-identical to resident on the GPU, decode replayed from CUDA graphs bit-identical to eager.
+// bit-identical to resident on the GPU, decode (one sequence, or several together) replayed from
+// CUDA graphs bit-identical to eager.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -128,6 +129,45 @@ TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
     const std::vector<float> eager = test::run_logits(f.path, ids, run);
     ASSERT_EQ(0, unsetenv("TURBOSPARK_CUDA_GRAPHS"));
     const std::vector<float> replayed = test::run_logits(f.path, ids, run);
+    EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
+        << f.fixture << "_" << f.form;
+  }
+}
+
+// Three sequences decoding together for four steps: the first step runs eagerly, the second is
+// recorded, the rest replay it. Every step's logits as those of graphs off.
+TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  constexpr size_t kSeqs = 3, kSteps = 4;
+  for (const auto& f : test::fixture_forms({"llama", "qwen3_moe"})) {
+    const std::vector<int32_t> ids = test::fixture_prompt(f);
+    const auto decode = [&] {
+      EngineOptions o;
+      o.backend = "cuda";
+      o.ctx = 64;
+      auto engine = Engine::open(f.path, o);
+      const auto V = static_cast<size_t>(engine->cfg().n_vocab);
+      Forward forward(*engine, 16);
+      std::vector<std::unique_ptr<KvCache>> kv;
+      for (size_t s = 0; s < kSeqs; ++s) {
+        kv.push_back(std::make_unique<KvCache>(*engine, 64));
+        forward.run(
+            {SeqChunk{kv[s].get(), ids.data() + s, 4 + static_cast<int64_t>(s), nullptr, false}});
+      }
+      std::vector<float> logits(kSteps * kSeqs * V);
+      for (size_t t = 0; t < kSteps; ++t) {
+        std::vector<SeqChunk> step;
+        for (size_t s = 0; s < kSeqs; ++s)
+          step.push_back(
+              {kv[s].get(), ids.data() + t + s, 1, logits.data() + (t * kSeqs + s) * V, false});
+        forward.run(step);
+      }
+      return logits;
+    };
+    ASSERT_EQ(0, setenv("TURBOSPARK_CUDA_GRAPHS", "0", 1));
+    const std::vector<float> eager = decode();
+    ASSERT_EQ(0, unsetenv("TURBOSPARK_CUDA_GRAPHS"));
+    const std::vector<float> replayed = decode();
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }

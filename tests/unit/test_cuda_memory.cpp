@@ -4,14 +4,19 @@
 // micro-batch. Over the bundled MoE model (resident and streamed) and over synthetic models of
 // real shapes whose quantised weights take every scratch path: dense prompts dequantise weight
 // chunks for cuBLAS, MoE prompts convert activations for the grouped kernels and dequantise the
-// q6_k experts of a Q4_K_M mix in batches.
+// q6_k experts of a Q4_K_M mix in batches; and a server's decode step of several sequences.
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
+#include "runtime/engine.h"
+#include "runtime/forward.h"
+#include "runtime/kv_cache.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -94,6 +99,46 @@ void expect_within_footprint(const std::string& model, const std::string& extra,
   EXPECT_GE(ppl.peak, ppl.total - 0.05 * ppl.scratch - kAllocationTails)
       << what << ": perplexity's peak " << ppl.peak << " well under the announced " << ppl.total
       << " (scratch " << ppl.scratch << ")";
+}
+
+// A server's decode step of kDecodeStepRows sequences, run eagerly, recorded, then replayed: its
+// attention partials, int8 activations (the dense weights' and the experts' by id) and its
+// recordings are within the footprint too. The sequences' caches share the context the footprint
+// counts for one. In this process, as the only engine of the binary (the device's peak is the
+// process's).
+TEST(VramGate, BatchedDecodeSteps) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const std::string model = ::testing::TempDir() + "/vram-batched-qwen3.gguf";
+  ASSERT_EQ(test::run_command(test::binary_path() +
+                              " synth --shape qwen3-30b-a3b --layers 2 --dtype q4_k_m -o " + model +
+                              " > /dev/null 2>&1"),
+            0);
+  EngineOptions o;
+  o.backend = "cuda";
+  o.ctx = 256;
+  o.prefill_batch = kBatch;
+  auto engine = Engine::open(model, o);
+  const auto V = static_cast<size_t>(engine->cfg().n_vocab);
+  Forward forward(*engine, kBatch);
+  std::vector<std::unique_ptr<KvCache>> kv;
+  std::vector<int32_t> tokens;
+  for (int64_t s = 0; s < kDecodeStepRows; ++s) {
+    kv.push_back(std::make_unique<KvCache>(*engine, o.ctx / kDecodeStepRows));
+    tokens.push_back(static_cast<int32_t>(s + 1));
+  }
+  std::vector<float> logits(kv.size() * V);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<SeqChunk> chunks;
+    for (size_t s = 0; s < kv.size(); ++s)
+      chunks.push_back({kv[s].get(), &tokens[s], 1, logits.data() + s * V, false});
+    forward.run(chunks);
+  }
+  const auto total = static_cast<double>(engine->footprint().total);
+  const auto peak = static_cast<double>(engine->backend().device_peak_bytes());
+  std::printf("batched decode: footprint %.2f MiB, peak device %.2f MiB\n", total / (1 << 20),
+              peak / (1 << 20));
+  EXPECT_LE(peak, total + kAllocationTails) << "batched decode's peak over the footprint";
+  std::remove(model.c_str());
 }
 
 TEST(VramGate, BundledModelResidentAndStreamed) {

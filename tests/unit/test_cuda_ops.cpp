@@ -1429,6 +1429,66 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
   }
 }
 
+// A decode step of three sequences, each over a cache of its own length: kv_store_each and
+// attention_each give the cache bytes and the bits of kv_store and attention a row at a time.
+TEST_F(CudaOps, DecodeStepOpsBitIdenticalToOneRowAtATime) {
+  const int64_t n_head = 8, n_head_kv = 2, head_dim = 128, width = n_head_kv * head_dim;
+  const int64_t row = n_head * head_dim;
+  const AttentionArgs args{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(128.0f), 0.0f, 0};
+  const std::vector<int32_t> pos = {5, 300, 41};
+  const std::vector<int64_t> capacity = {16, 400, 64};
+  const auto M = static_cast<int64_t>(pos.size());
+  const auto bytes_of = [&](const void* p, size_t n) {
+    std::vector<uint8_t> v(n);
+    gpu_->to_host(v.data(), p, n);
+    return v;
+  };
+  for (DType dt : kKvTypes) {
+    // The same history in two copies of each cache.
+    std::vector<KvPair> together, alone;
+    std::vector<KvView> views;
+    for (size_t s = 0; s < pos.size(); ++s) {
+      together.push_back(make_kv(*gpu_, dt, capacity[s], width));
+      fill_kv(together.back(), pos[s]);
+      alone.push_back(make_kv(*gpu_, dt, capacity[s], width));
+      const size_t n = together[s].cpu_k.size();
+      gpu_->to_device(alone[s].gpu.k, bytes_of(together[s].gpu.k, n).data(), n);
+      gpu_->to_device(alone[s].gpu.v, bytes_of(together[s].gpu.v, n).data(), n);
+      views.push_back(together[s].gpu);
+    }
+    const std::vector<float> k = randn(static_cast<size_t>(M * width)),
+                             v = randn(static_cast<size_t>(M * width)),
+                             q = randn(static_cast<size_t>(M * row));
+    const float *dk = upload(k), *dv = upload(v), *dq = upload(q);
+    float* out_together = upload(std::vector<float>(q.size()));
+    float* out_alone = upload(std::vector<float>(q.size()));
+    gpu_->kv_store_each(views.data(), dk, dv, M, pos.data());
+    gpu_->attention_each(dq, views.data(), M, pos.data(), args, out_together);
+    for (int64_t m = 0; m < M; ++m) {
+      const auto s = static_cast<size_t>(m);
+      gpu_->kv_store(alone[s].gpu, dk + m * width, dv + m * width, 1, &pos[s]);
+      gpu_->attention(dq + m * row, alone[s].gpu, 1, &pos[s], args, out_alone + m * row);
+    }
+    for (size_t s = 0; s < pos.size(); ++s) {
+      const size_t n = together[s].cpu_k.size();
+      EXPECT_EQ(bytes_of(together[s].gpu.k, n), bytes_of(alone[s].gpu.k, n)) << dtype_name(dt);
+      EXPECT_EQ(bytes_of(together[s].gpu.v, n), bytes_of(alone[s].gpu.v, n)) << dtype_name(dt);
+    }
+    const std::vector<float> a = download(out_together, q.size()),
+                             b = download(out_alone, q.size());
+    EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float))) << dtype_name(dt);
+    // A position past its own cache (the third holds 64 rows) is refused.
+    const std::vector<int32_t> past = {5, 300, 64};
+    EXPECT_THROW(gpu_->kv_store_each(views.data(), dk, dv, M, past.data()), Error);
+    EXPECT_THROW(gpu_->attention_each(dq, views.data(), M, past.data(), args, out_together), Error);
+    for (std::vector<KvPair>* caches : {&together, &alone})
+      for (KvPair& c : *caches) {
+        gpu_->free(c.gpu.k);
+        gpu_->free(c.gpu.v);
+      }
+  }
+}
+
 struct PrefillCase {
   int64_t n_head, n_head_kv, head_dim;
   float softcap;

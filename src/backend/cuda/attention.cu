@@ -1,6 +1,7 @@
 // Causal attention over the KV cache, f32 arithmetic whatever the cache type.
 //
-// Decode (one query row): flash-decoding. The keys of each head are cut into `splits` ranges; one
+// Decode (one query row, or one of each of several sequences, each over its own cache):
+// flash-decoding. The keys of each head are cut into `splits` ranges; one
 // block per (head, range) keeps a running max / denominator / output per warp (online softmax),
 // merges its warps, and writes the partial (max, denominator, output); the last block of the head
 // to finish merges the ranges. Enough ranges are used to give every multiprocessor work even for a
@@ -79,8 +80,7 @@ struct AttnParams {
 
 constexpr int kDecodeWarps = 4;
 // The decode scratch starts with a counter per head (blocks done), zero between launches, then the
-// partials; room for this many heads.
-constexpr int64_t kMaxDecodeHeads = 1024;
+// partials; room for kMaxDecodeHeads heads.
 constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
 
 // Merges head h's `splits` partials (max, denominator, output) into its output row. Each split's
@@ -109,17 +109,28 @@ __device__ void combine_splits(const float* ph, int splits, int D, float* out) {
 }
 
 // Lane l holds head dimensions l * E .. l * E + E - 1 (E = head_dim / 32 rounded up to a power of
-// 2).
+// 2). Block (h, s, r): head h, key range s of query row r, over p's cache or each[r].
 template <DType T, int E>
 __global__ void __launch_bounds__(kDecodeWarps * 32)
-    attn_decode_kernel(AttnParams p, int splits, int* done, float* partials, float* head_out) {
+    attn_decode_kernel(AttnParams p, const KvView* each, int splits, int* done, float* partials,
+                       float* head_out) {
   pdl_enter();
-  const int h = blockIdx.x, s = blockIdx.y;
+  const int h = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int D = p.head_dim;
+  if (each != nullptr) {
+    p.k = static_cast<const uint8_t*>(each[r].k);
+    p.v = static_cast<const uint8_t*>(each[r].v);
+  }
+  // Row r's heads are heads r * n_head .. of the launch: its own counters, partials and output.
+  const int64_t row_heads = static_cast<int64_t>(r) * p.n_head;
+  p.q += row_heads * D;
+  head_out += row_heads * D;
+  done += row_heads;
+  partials += row_heads * splits * (D + 2);
   const int64_t kv_off = static_cast<int64_t>(h / p.group) * D;
   int64_t lo, hi;
-  key_range(p.pos[0], p.window, lo, hi);
+  key_range(p.pos[r], p.window, lo, hi);
   const int64_t per = (hi - lo + splits - 1) / splits;
   const int64_t j0 = lo + s * per, j1 = min(hi, j0 + per);
 
@@ -391,21 +402,22 @@ size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_d
   return kDoneBytes + sizeof(float) * static_cast<size_t>(n_head * splits * (head_dim + 2));
 }
 
-void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
-                             const AttentionArgs& a, int splits, void* scratch, float* out,
-                             cudaStream_t stream) {
+void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+                             const int32_t* pos, const AttentionArgs& a, int splits, void* scratch,
+                             float* out, cudaStream_t stream) {
   const AttnParams p = make_params(q, kv, 1, pos, a);
-  const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits));
-  if (splits > kMaxDecodeSplits || a.n_head > kMaxDecodeHeads)
+  const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(M));
+  if (splits > kMaxDecodeSplits || a.n_head * M > kMaxDecodeHeads)
     fail(ErrorKind::Unsupported, "attention (decode): " + std::to_string(splits) + " splits of " +
-                                     std::to_string(a.n_head) + " heads exceed the kernel's " +
+                                     std::to_string(a.n_head * M) + " heads exceed the kernel's " +
                                      std::to_string(kMaxDecodeSplits) + " of " +
                                      std::to_string(kMaxDecodeHeads));
   auto* done = static_cast<int*>(scratch);
   auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
   dispatch_kv(kv.dtype, p.head_dim, [&]<DType T, int E>() {
     launch("attention (decode)", attn_decode_kernel<T, E>, grid, kDecodeWarps * 32, 0, stream, p,
-           splits, done, partials, out);
+           each, splits, done, partials, out);
   });
 }
 

@@ -41,10 +41,16 @@ constexpr int64_t kMaxTopK = 64;
 // Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope or the q/k norm
 // and rotation: two; the KV store; attention) and for the embedding and the head together.
 constexpr int64_t kStepPutsPerLayer = 4;
+// The same for a decode step of several sequences: the KV store and the attention upload the
+// sequences' cache views as well as the positions.
+constexpr int64_t kBatchedStepPutsPerLayer = 6;
 // Recorded steps kept at once: one per decoding sequence over resident weights, one per MoE layer
 // and sequence when the experts stream (a step is then recorded in pieces between the reads of
 // the routing, see Forward::run); the least recently replayed goes first.
 constexpr size_t kMaxGraphs = 512;
+// Of those, the batched decode steps (several sequences' tokens in one): a server's set of
+// running requests changes as they come and go, and only the current set's step replays again.
+constexpr size_t kMaxBatchedGraphs = 4;
 
 // The weight types whose decode GEMV loads rows in 16-byte chunks and can store them on the way.
 bool plain_type(DType t) {
@@ -146,8 +152,10 @@ class CudaBackend final : public Backend {
       int8_cols = std::max(int8_cols, w.cols * std::min<int64_t>(B, cuda::kGemvRows));
     }
     for (const MatmulShape& w : p.experts) {
-      // matmul_indexed quantises a row per expert of each token it runs
-      int8_cols = std::max(int8_cols, w.cols * k * p.indexed_tokens);
+      // matmul_indexed quantises a row per expert of each token it runs: one token's where the
+      // experts stream, a decode step's where they are resident
+      const int64_t tokens = p.experts_one_at_a_time ? 1 : p.decode_step_rows;
+      int8_cols = std::max(int8_cols, w.cols * k * tokens);
       const int64_t elems = w.rows * w.cols;
       if (B < 2) continue;  // one-row groups take the GEMV
       // The paths of matmul_grouped: a matmul per group (f32, or too large for the scratch or a
@@ -172,14 +180,20 @@ class CudaBackend final : public Backend {
     // One sequence's recorded steps: one wanting logits and one not, each the tables of its
     // pieces (up to one per layer when experts stream), which together hold the step's uploads.
     const size_t step_puts = static_cast<size_t>(kStepPutsPerLayer * (p.n_layer + 1));
-    const size_t recorded =
-        2 * (step_puts * cuda::ArgStage::kSlotAlign +
-             static_cast<size_t>(p.n_layer + 1) * cuda::StepGraph::table_bytes(0));
+    size_t recorded = 2 * (step_puts * cuda::ArgStage::kSlotAlign +
+                           static_cast<size_t>(p.n_layer + 1) * cuda::StepGraph::table_bytes(0));
+    // The batched decode steps kept, each one piece (streamed experts' run eagerly).
+    if (p.decode_step_rows > 1 && !p.experts_one_at_a_time) {
+      const auto puts = static_cast<size_t>(kBatchedStepPutsPerLayer * (p.n_layer + 1));
+      recorded +=
+          kMaxBatchedGraphs * cuda::StepGraph::table_bytes(puts * cuda::ArgStage::kSlotAlign);
+    }
     const AttentionArgs one_token{p.n_head, 0, p.head_dim};
     const auto nll = static_cast<uint64_t>(B) * sizeof(double);  // nll_rows of a micro-batch
     return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts + nll +
            cuda::gemv_int8_scratch_bytes(int8_cols) +
-           cuda::attention_decode_scratch_bytes(p.n_head, decode_splits(one_token), p.head_dim) +
+           cuda::attention_decode_scratch_bytes(p.n_head * p.decode_step_rows,
+                                                decode_splits(one_token), p.head_dim) +
            cuda::ArgStage::capacity_bound(largest_put) + recorded;
   }
 
@@ -488,19 +502,23 @@ class CudaBackend final : public Backend {
     check_positions(kv, pos, M, "kv_store");
     check_rows(M, "kv_store");
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
-    cuda::launch_kv_store(kv, k, v, M, d_pos, stream_);
+    cuda::launch_kv_store(kv, nullptr, k, v, M, d_pos, stream_);
+  }
+
+  void kv_store_each(const KvView* kv, const float* k, const float* v, int64_t M,
+                     const int32_t* pos) override {
+    if (!same_layout(kv, M)) return Backend::kv_store_each(kv, k, v, M, pos);
+    check_kv(kv[0], "kv_store");
+    for (int64_t m = 0; m < M; ++m) check_positions(kv[m], pos + m, 1, "kv_store");
+    check_rows(M, "kv_store");
+    const auto* d_kv = static_cast<const KvView*>(args_->put(kv, sizeof(KvView) * M));
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    cuda::launch_kv_store(kv[0], d_kv, k, v, M, d_pos, stream_);
   }
 
   void attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                  const AttentionArgs& a, float* out) override {
-    check_kv(kv, "attention");
-    if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.head_dim * a.n_head_kv != kv.width)
-      fail(ErrorKind::Unsupported, "attention: " + str(a.n_head) + " heads over " +
-                                       str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
-                                       " do not fit a cache row of " + str(kv.width));
-    if (a.head_dim > kMaxHeadDim)
-      fail(ErrorKind::Unsupported, "attention: head_dim " + str(a.head_dim) +
-                                       " exceeds the CUDA kernels' " + str(kMaxHeadDim));
+    check_attention(kv, a);
     check_positions(kv, pos, M, "attention");
     check_rows(M, "attention");
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
@@ -508,10 +526,18 @@ class CudaBackend final : public Backend {
       cuda::launch_attention_prefill(q, kv, M, d_pos, a, out, stream_);
       return;
     }
-    const int splits = decode_splits(a);
-    void* scratch = partials_->get(
-        cuda::attention_decode_scratch_bytes(a.n_head, splits, a.head_dim), "attention partials");
-    cuda::launch_attention_decode(q, kv, d_pos, a, splits, scratch, out, stream_);
+    attention_decode(q, kv, nullptr, 1, d_pos, a, out);
+  }
+
+  void attention_each(const float* q, const KvView* kv, int64_t M, const int32_t* pos,
+                      const AttentionArgs& a, float* out) override {
+    if (!same_layout(kv, M) || a.n_head * M > cuda::kMaxDecodeHeads)
+      return Backend::attention_each(q, kv, M, pos, a, out);
+    check_attention(kv[0], a);
+    for (int64_t m = 0; m < M; ++m) check_positions(kv[m], pos + m, 1, "attention");
+    const auto* d_kv = static_cast<const KvView*>(args_->put(kv, sizeof(KvView) * M));
+    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    attention_decode(q, kv[0], d_kv, M, d_pos, a, out);
   }
 
   void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
@@ -664,6 +690,14 @@ class CudaBackend final : public Backend {
     return nullptr;
   }
 
+  // Drops the least recently replayed of the recordings `which` selects (one at least).
+  void forget_least_recent(const std::function<bool(const Recording&)>& which) {
+    auto oldest = recordings_.end();
+    for (auto r = recordings_.begin(); r != recordings_.end(); ++r)
+      if (which(*r) && (oldest == recordings_.end() || r->last_use < oldest->last_use)) oldest = r;
+    recordings_.erase(oldest);
+  }
+
   uint64_t scratch_generation() const { return partials_->generation() + int8_acts_->generation(); }
 
   // Runs the eager first pass of a new key (and returns null), or captures the second pass.
@@ -679,11 +713,13 @@ class CudaBackend final : public Backend {
     }
     const size_t arg_bytes = warm->second;
     warmups_.erase(warm);
-    if (recordings_.size() >= kMaxGraphs) {
-      auto oldest = std::min_element(
-          recordings_.begin(), recordings_.end(),
-          [](const Recording& a, const Recording& b) { return a.last_use < b.last_use; });
-      recordings_.erase(oldest);
+    const auto batched = [](const Recording& r) { return r.key.states.size() > 1; };
+    if (key.states.size() > 1 &&
+        static_cast<size_t>(std::count_if(recordings_.begin(), recordings_.end(), batched)) >=
+            kMaxBatchedGraphs) {
+      forget_least_recent(batched);
+    } else if (recordings_.size() >= kMaxGraphs) {
+      forget_least_recent([](const Recording&) { return true; });
     }
     Recording rec;
     rec.key = key;
@@ -726,6 +762,37 @@ class CudaBackend final : public Backend {
       fail(ErrorKind::Runtime, std::string(op) + ": KV row of " + str(kv.width) +
                                    " elements does not fit " + std::to_string(kv.row_bytes) +
                                    " bytes");
+  }
+
+  static void check_attention(const KvView& kv, const AttentionArgs& a) {
+    check_kv(kv, "attention");
+    if (a.n_head_kv <= 0 || a.n_head % a.n_head_kv != 0 || a.head_dim * a.n_head_kv != kv.width)
+      fail(ErrorKind::Unsupported, "attention: " + str(a.n_head) + " heads over " +
+                                       str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
+                                       " do not fit a cache row of " + str(kv.width));
+    if (a.head_dim > kMaxHeadDim)
+      fail(ErrorKind::Unsupported, "attention: head_dim " + str(a.head_dim) +
+                                       " exceeds the CUDA kernels' " + str(kMaxHeadDim));
+  }
+
+  // Whether the M caches share a type and a row layout, as one launch over all of them needs
+  // (the caches of one model do).
+  static bool same_layout(const KvView* kv, int64_t M) {
+    for (int64_t m = 1; m < M; ++m)
+      if (kv[m].dtype != kv[0].dtype || kv[m].width != kv[0].width ||
+          kv[m].row_bytes != kv[0].row_bytes)
+        return false;
+    return true;
+  }
+
+  // Decode attention of M rows, one each over kv (each = null, M = 1) or over each[m].
+  void attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+                        const int32_t* d_pos, const AttentionArgs& a, float* out) {
+    const int splits = decode_splits(a);
+    void* scratch =
+        partials_->get(cuda::attention_decode_scratch_bytes(a.n_head * M, splits, a.head_dim),
+                       "attention partials");
+    cuda::launch_attention_decode(q, kv, each, M, d_pos, a, splits, scratch, out, stream_);
   }
 
   static void check_positions(const KvView& kv, const int32_t* pos, int64_t M, const char* op) {

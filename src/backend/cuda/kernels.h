@@ -136,19 +136,24 @@ void launch_fill_experts(const Weight& shape, const void* const* experts, void* 
 // x): then it fills under an index itself.
 bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride);
 
-// KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype.
-void launch_kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
-                     const int32_t* pos, cudaStream_t stream);
+// KV cache (kv_cache.cu): rows pos[m] of the cache take k/v rows m, converted to kv.dtype. With
+// `each` (device memory, M views of kv's type, width and row bytes), row m goes to the cache of
+// each[m] instead: a decode step's token of each sequence.
+void launch_kv_store(const KvView& kv, const KvView* each, const float* k, const float* v,
+                     int64_t M, const int32_t* pos, cudaStream_t stream);
 
-// Attention (attention.cu). Decode (M = 1): split-KV, `splits` key ranges per head, the last
-// block of each head merging them. `scratch` (attention_decode_scratch_bytes(), zeroed when
-// allocated, left as found) holds the counters and partials; at most 1024 heads and
-// kMaxDecodeSplits ranges.
-constexpr int kMaxDecodeSplits = 64;  // key ranges per head at most
+// Attention (attention.cu). Decode: split-KV, `splits` key ranges per head, the last block of
+// each head merging them. One query row over kv, or with `each` (device memory, as for
+// launch_kv_store) M rows, row m over each[m] at pos[m], each as the one row alone. `scratch`
+// (attention_decode_scratch_bytes() of n_head * M heads, zeroed when allocated, left as found)
+// holds the counters and partials; at most kMaxDecodeHeads heads in all and kMaxDecodeSplits
+// ranges.
+constexpr int kMaxDecodeSplits = 64;   // key ranges per head at most
+constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
-void launch_attention_decode(const float* q, const KvView& kv, const int32_t* pos,
-                             const AttentionArgs& a, int splits, void* scratch, float* out,
-                             cudaStream_t stream);
+void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+                             const int32_t* pos, const AttentionArgs& a, int splits, void* scratch,
+                             float* out, cudaStream_t stream);
 // Prefill (M > 1): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream);
