@@ -459,23 +459,26 @@ TEST_F(CudaOps, Q8GroupsSameBitsAsTheFileLayout) {
   }
 }
 
-// q6_k packed into rows of bodies then d values (WeightLayout::Q6Rows) reads as the file's layout:
-// the GEMV takes the int8 kernel's units in its order (the same bits on sm_90, where that kernel
-// runs), also under an expert index and through a view of some of the rows (rows are packed one by
-// one), and the embedding and the dequantise-then-GEMM path decode the same values. Weights whose
-// rows would not start on 16-byte boundaries, or would not fit shared memory, keep the file's
+// q6_k packed into groups of rows of bodies then d values (WeightLayout::Q6Rows) reads as the
+// file's layout: the GEMV takes the int8 kernel's units in its order (the same bits on sm_90, where
+// that kernel runs), also under an expert index and through a view of some of the rows (from a
+// group's first row), and the embedding and the dequantise-then-GEMM path decode the same values.
+// Rows of 8 blocks or a multiple of 8 are groups of their own; rows of 3, 4, 6 and 12 blocks (an
+// MoE expert's down projection of 768 or 1536 columns) take groups of 8, 2, 4 and 2 rows. Weights
+// whose rows are not whole groups, or whose groups would not fit shared memory, keep the file's
 // layout.
 TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
   struct Shape {
     int64_t rows, cols;
   };
-  for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 2048}, Shape{13, 6144}}) {
+  for (const Shape sh : {Shape{64, 4096}, Shape{8, 14336}, Shape{300, 2048}, Shape{13, 6144},
+                         Shape{64, 768}, Shape{24, 1024}, Shape{40, 1536}, Shape{18, 3072}}) {
     PackedPair p = upload_packed(DType::Q6_K, sh.rows, sh.cols);
     const Weight& packed = p.packed;
     const size_t stride = p.stride;
     const std::string what = "q6_k rows " + std::to_string(sh.rows) + "x" + std::to_string(sh.cols);
     ASSERT_EQ(packed.layout, WeightLayout::Q6Rows) << what;
-    EXPECT_EQ(gpu_->weight_row_group(DType::Q6_K), 1);
+    EXPECT_EQ(gpu_->weight_row_group(DType::Q6_K), kQ6MaxGroupRows);
     EXPECT_TRUE(int8_gemv(packed, 1)) << what;
     for (int64_t M : {1, 3, 7}) {
       const std::vector<float> x = randn(static_cast<size_t>(M * sh.cols));
@@ -483,16 +486,19 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
       if (M > 1) continue;
       const float* xd = upload(x);
       const size_t n = static_cast<size_t>(sh.rows);
-      // Rows [5, rows - 2) through a view, and the weight under an index of two experts (the
-      // same weight twice: ids 1, 0), each expert's row its own.
-      const int64_t vr = sh.rows - 7;
+      // Rows [v0, rows - 2) through a view (v0 = 5 where rows are groups of their own, else a
+      // group's first row), and the weight under an index of two experts (the same weight twice:
+      // ids 1, 0), each expert's row its own.
+      const int64_t blocks = sh.cols / 256;
+      const int64_t v0 = blocks % 8 == 0 ? 5 : blocks % 4 == 0 ? 2 : blocks % 2 == 0 ? 4 : 8;
+      const int64_t vr = sh.rows - v0 - 2;
       const Weight view{
-          DType::Q6_K,  vr, sh.cols, stride, static_cast<const uint8_t*>(packed.data) + 5 * stride,
+          DType::Q6_K,  vr, sh.cols, stride, static_cast<const uint8_t*>(packed.data) + v0 * stride,
           packed.layout};
       float* y_view = upload(std::vector<float>(static_cast<size_t>(vr)));
       gpu_->matmul(view, xd, 1, y_view);
       const std::vector<float> v = download(y_view, static_cast<size_t>(vr));
-      EXPECT_TRUE(std::equal(v.begin(), v.end(), got.begin() + 5)) << "view " << what;
+      EXPECT_TRUE(std::equal(v.begin(), v.end(), got.begin() + v0)) << "view " << what;
       const std::vector<const void*> table = {packed.data, packed.data};
       auto* d_table = static_cast<const void**>(device_bytes(table.size() * sizeof(void*)));
       gpu_->to_device(d_table, table.data(), table.size() * sizeof(void*));
@@ -510,14 +516,15 @@ TEST_F(CudaOps, Q6RowsSameBitsAsTheFileLayout) {
     expect_packed_embeds_as_rows(p, what);
     release(p);
   }
-  // 4 and 9 blocks a row (rows off 16-byte boundaries); 8 blocks a row over 16 padding bytes;
-  // 1120 blocks a row (235200 bytes, over the 227 KiB of shared memory of any supported GPU).
+  // 9 and 3 blocks a row in fewer rows than their groups of 8; 4 blocks a row in an odd number of
+  // rows; 8 blocks a row over 16 padding bytes; 1120 blocks a row (235200 bytes, over the 227 KiB
+  // of shared memory of any supported GPU).
   struct Unfit {
     int64_t rows, cols;
     size_t pad;
   };
-  for (const Unfit sh :
-       {Unfit{8, 1024, 0}, Unfit{6, 2304, 0}, Unfit{8, 2048, 16}, Unfit{2, 286720, 0}}) {
+  for (const Unfit sh : {Unfit{6, 2304, 0}, Unfit{12, 768, 0}, Unfit{7, 1024, 0},
+                         Unfit{8, 2048, 16}, Unfit{2, 286720, 0}}) {
     PackedPair p = upload_packed(DType::Q6_K, sh.rows, sh.cols, sh.pad);
     EXPECT_EQ(p.packed.layout, WeightLayout::Rows)
         << sh.rows << "x" << sh.cols << " pad " << sh.pad;

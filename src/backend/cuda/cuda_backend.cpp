@@ -310,9 +310,9 @@ class CudaBackend final : public Backend {
   // q8_0 into 4-row groups with the codes before the scales, q6_k into rows of the blocks' bodies
   // before their d values: the decode GEMV then loads quants as aligned 16-byte vectors (the
   // file's 34- and 210-byte blocks keep 2-byte alignment only, so its kernel stages rows in shared
-  // memory and realigns every word). A group or a row is staged in shared memory to be rearranged
-  // in place; those too long for that keep the file's layout. q6_k rows are packed one by one, so
-  // views at any row stay valid (weight_row_group 1).
+  // memory and realigns every word). A group is staged in shared memory to be rearranged in
+  // place; those too long for that keep the file's layout. q6_k groups take 1 to 8 rows, by the
+  // row's length: views start at a multiple of 8.
   void pack_weight(Weight& w) override {
     if (cuda::q8_groups_fit(w, max_smem_))
       cuda::launch_pack_q8_groups(w, stream_);
@@ -320,7 +320,7 @@ class CudaBackend final : public Backend {
       cuda::launch_pack_q6_rows(w, stream_);
   }
   int64_t weight_row_group(DType dtype) const override {
-    return dtype == DType::Q8_0 ? kQ8GroupRows : 1;
+    return dtype == DType::Q8_0 ? kQ8GroupRows : dtype == DType::Q6_K ? kQ6MaxGroupRows : 1;
   }
 
   void embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out) override {

@@ -42,7 +42,7 @@ __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t co
   if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups) {
     q8_group_dequant8(table, row_stride, cols, ids[m], e0, v);
   } else if (T == DType::Q6_K && layout == WeightLayout::Q6Rows) {
-    q6_rows_dequant8(row, cols, e0, v);
+    q6_rows_dequant8(table, row_stride, cols, ids[m], e0, v);
   } else if constexpr (is_plain(T)) {
 #pragma unroll
     for (int k = 0; k < 8; ++k) v[k] = e0 + k < cols ? plain_elem<T>(row, e0 + k) : 0.0f;
@@ -394,7 +394,7 @@ __global__ void dequant_rows_f16_kernel(const uint8_t* w, size_t row_stride, int
   if (T == DType::Q8_0 && layout == WeightLayout::Q8Groups)
     q8_group_dequant8(w, row_stride, cols, r0 + r, e0, v);
   else if (T == DType::Q6_K && layout == WeightLayout::Q6Rows)
-    q6_rows_dequant8(w + (r0 + r) * row_stride, cols, e0, v);
+    q6_rows_dequant8(w, row_stride, cols, r0 + r, e0, v);
   else
     dequant8<T>(w + (r0 + r) * row_stride + (e0 / B::kElems) * B::kBytes,
                 static_cast<int>(e0 % B::kElems), v);

@@ -555,18 +555,17 @@ struct Q6KUnits {
   // A unit holds 17 registers (q4_k: 12): at five blocks per SM (48 registers) the kernel does
   // not spill, with or without an index. Scales and d held apart (18) spilled there.
   static constexpr int kBlocks = 5, kBlocksIndexed = 5, kBlocksBatched = 4;
-  const uint8_t* row;
-  int64_t cols;
+  Q6PackedRow row;
   __device__ Q6KUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
-      : row(w + (r0 + r) * row_stride), cols(cols) {}
+      : row(q6_packed_row(w, row_stride, cols, r0 + r)) {}
   __device__ Held load(int64_t u) const {
-    const uint8_t* b = q6_body(row, u / 8);
+    const uint8_t* b = row.body + u / 8 * kQ6Body;
     const int sub = static_cast<int>(u % 8), h = sub / 4;
     const auto* ql =
         reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2));
     const auto* qh = reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, qh) + 32 * h);
     const auto* sc = reinterpret_cast<const unsigned short*>(b + offsetof(BlockQ6_K, scales));
-    const auto* d = reinterpret_cast<const unsigned short*>(q6_d(row, cols));
+    const auto* d = reinterpret_cast<const unsigned short*>(row.d);
     return {{__ldcs(ql), __ldcs(ql + 1)},
             {__ldcs(qh), __ldcs(qh + 1)},
             static_cast<uint32_t>(__ldcs(sc + sub)) | static_cast<uint32_t>(__ldcs(d + u / 8))

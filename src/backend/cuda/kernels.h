@@ -86,8 +86,8 @@ bool q8_groups_fit(const Weight& w, size_t max_smem);
 void launch_pack_q8_groups(Weight& w, cudaStream_t stream);
 
 // q6_k weights in WeightLayout::Q6Rows (q6_rows.cu): q6_rows_fit() says whether `w` (rows layout)
-// can be rearranged with a row staged in `max_smem` bytes of shared memory; launch_pack_q6_rows()
-// rearranges it in place and sets its layout.
+// can be rearranged with a group of rows staged in `max_smem` bytes of shared memory;
+// launch_pack_q6_rows() rearranges it in place and sets its layout.
 bool q6_rows_fit(const Weight& w, size_t max_smem);
 void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 

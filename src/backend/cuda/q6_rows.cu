@@ -12,40 +12,44 @@ constexpr int kThreads = 256;
 // Every field of a q6_k block is a whole number of 2-byte words: the rows move in words.
 constexpr int kBlockWords = sizeof(BlockQ6_K) / 2, kBodyWords = kQ6Body / 2;
 
-// One block per row: the row is read into shared memory whole before any byte of it is written
-// back in the new order.
+// One block per group of `rows` rows: the group is read into shared memory whole before any byte
+// of it is written back in the new order.
 __global__ void __launch_bounds__(kThreads)
-    pack_q6_rows_kernel(uint8_t* w, size_t row_stride, int64_t blocks) {
+    pack_q6_rows_kernel(uint8_t* w, size_t row_stride, int64_t rows, int64_t blocks) {
   pdl_enter();
   extern __shared__ __align__(16) uint8_t stage[];
-  uint8_t* row = w + static_cast<size_t>(blockIdx.x) * row_stride;
-  for (size_t i = threadIdx.x; i < row_stride / 16; i += blockDim.x)
-    reinterpret_cast<uint4*>(stage)[i] = reinterpret_cast<const uint4*>(row)[i];
+  const size_t bytes = rows * row_stride;
+  uint8_t* group = w + static_cast<size_t>(blockIdx.x) * bytes;
+  for (size_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
+    reinterpret_cast<uint4*>(stage)[i] = reinterpret_cast<const uint4*>(group)[i];
   __syncthreads();
   const auto* in = reinterpret_cast<const uint16_t*>(stage);
-  auto* out = reinterpret_cast<uint16_t*>(row);
-  for (int64_t i = threadIdx.x; i < blocks * kBlockWords; i += blockDim.x) {
+  auto* out = reinterpret_cast<uint16_t*>(group);
+  const int64_t group_blocks = rows * blocks;  // rows are whole blocks back to back in the file
+  for (int64_t i = threadIdx.x; i < group_blocks * kBlockWords; i += blockDim.x) {
     const int64_t b = i / kBlockWords, k = i % kBlockWords;  // word k of block b; the last is d
-    out[k < kBodyWords ? b * kBodyWords + k : blocks * kBodyWords + b] = in[i];
+    out[k < kBodyWords ? b * kBodyWords + k : group_blocks * kBodyWords + b] = in[i];
   }
 }
 
 }  // namespace
 
-// Blocks per row in 8s (8 * 210 bytes is 105 16-byte vectors): every row then starts on a
-// 16-byte boundary, and so does each body in it.
 bool q6_rows_fit(const Weight& w, size_t max_smem) {
-  return w.dtype == DType::Q6_K && w.layout == WeightLayout::Rows && w.cols % (8 * kQKK) == 0 &&
-         w.row_stride == static_cast<size_t>(w.cols / kQKK) * sizeof(BlockQ6_K) &&
-         reinterpret_cast<uintptr_t>(w.data) % 16 == 0 && w.row_stride <= max_smem;
+  if (w.dtype != DType::Q6_K || w.layout != WeightLayout::Rows || w.cols % kQKK != 0) return false;
+  const int64_t rows = q6_group_rows(w.cols);
+  return w.row_stride == static_cast<size_t>(w.cols / kQKK) * sizeof(BlockQ6_K) &&
+         w.rows % rows == 0 && reinterpret_cast<uintptr_t>(w.data) % 16 == 0 &&
+         static_cast<size_t>(rows) * w.row_stride <= max_smem;
 }
 
 void launch_pack_q6_rows(Weight& w, cudaStream_t stream) {
+  const int64_t rows = q6_group_rows(w.cols);
+  const size_t smem = static_cast<size_t>(rows) * w.row_stride;
   check(cudaFuncSetAttribute(pack_q6_rows_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(w.row_stride)),
+                             static_cast<int>(smem)),
         "q6_k row packing shared memory");
-  launch("pack q6_k rows", pack_q6_rows_kernel, static_cast<unsigned>(w.rows), kThreads,
-         w.row_stride, stream, static_cast<uint8_t*>(const_cast<void*>(w.data)), w.row_stride,
+  launch("pack q6_k rows", pack_q6_rows_kernel, static_cast<unsigned>(w.rows / rows), kThreads,
+         smem, stream, static_cast<uint8_t*>(const_cast<void*>(w.data)), w.row_stride, rows,
          w.cols / kQKK);
   w.layout = WeightLayout::Q6Rows;
 }

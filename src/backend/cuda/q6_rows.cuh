@@ -1,6 +1,7 @@
-// Addresses in a q6_k weight of WeightLayout::Q6Rows (backend/weight_layout.h): row r at
-// w + r * row_stride, as in the file, holding its blocks' bodies (ql, qh, scales: kQ6Body bytes
-// each) back to back, then the blocks' d values (cols / 256 f16).
+// Addresses in a q6_k weight of WeightLayout::Q6Rows (backend/weight_layout.h): groups of
+// q6_group_rows() rows at w + g * rows * row_stride, as in the file, each holding its rows' blocks'
+// bodies (ql, qh, scales: kQ6Body bytes each) back to back, row after row, then the blocks' d
+// values (f16) in the same order.
 #pragma once
 
 #include <cstddef>
@@ -14,21 +15,34 @@ namespace ts::cuda {
 inline constexpr int kQ6Body = offsetof(BlockQ6_K, d);  // 208 bytes: 13 16-byte vectors
 static_assert(kQ6Body % 16 == 0 && offsetof(BlockQ6_K, ql) == 0, "q6_k bodies keep 16 bytes");
 
-// The body of block b of a packed row.
-__device__ __forceinline__ const uint8_t* q6_body(const uint8_t* row, int64_t b) {
-  return row + b * kQ6Body;
+// Rows of a group: the fewest whose blocks (210 bytes each, 2 x an odd number) are a whole number
+// of 16-byte vectors, so that every group, and every body in it, starts on a 16-byte boundary.
+__host__ __device__ constexpr int64_t q6_group_rows(int64_t cols) {
+  const int64_t blocks = cols / kQKK;
+  return blocks % 8 == 0 ? 1 : blocks % 4 == 0 ? 2 : blocks % 2 == 0 ? 4 : 8;
 }
 
-// The d values of a packed row of `cols` elements: one per block.
-__device__ __forceinline__ const uint16_t* q6_d(const uint8_t* row, int64_t cols) {
-  return reinterpret_cast<const uint16_t*>(row + cols / kQKK * kQ6Body);
+// Row r of a packed weight: its first block's body and its d values.
+struct Q6PackedRow {
+  const uint8_t* body;
+  const uint16_t* d;
+};
+
+__device__ __forceinline__ Q6PackedRow q6_packed_row(const uint8_t* w, size_t row_stride,
+                                                     int64_t cols, int64_t r) {
+  const int64_t blocks = cols / kQKK, rows = q6_group_rows(cols), i = r % rows;
+  const uint8_t* group = w + (r - i) * static_cast<int64_t>(row_stride);
+  return {group + i * blocks * kQ6Body,
+          reinterpret_cast<const uint16_t*>(group + rows * blocks * kQ6Body) + i * blocks};
 }
 
-// Elements e0 .. e0 + 7 of a packed row (e0 a multiple of 8), as dequant8<Q6_K> gives them.
-__device__ __forceinline__ void q6_rows_dequant8(const uint8_t* row, int64_t cols, int64_t e0,
-                                                 float* y) {
+// Elements e0 .. e0 + 7 of row r of a packed weight (e0 a multiple of 8), as dequant8<Q6_K> gives
+// them.
+__device__ __forceinline__ void q6_rows_dequant8(const uint8_t* w, size_t row_stride, int64_t cols,
+                                                 int64_t r, int64_t e0, float* y) {
+  const Q6PackedRow row = q6_packed_row(w, row_stride, cols, r);
   const int64_t b = e0 / kQKK;
-  q6k_dequant8(q6_body(row, b), q6_d(row, cols)[b], static_cast<int>(e0 % kQKK), y);
+  q6k_dequant8(row.body + b * kQ6Body, row.d[b], static_cast<int>(e0 % kQKK), y);
 }
 
 }  // namespace ts::cuda
