@@ -360,9 +360,12 @@ class ServerFlags(unittest.TestCase):
         self.assertEqual(s.exit_code, 0)
 
     def test_full_queue_answers_503(self):
-        with Server(self.binary, "--parallel", "1", "--queue", "1", "-c", "2048") as s:
+        # The held request must still be generating when the third arrives: with 1500 tokens it
+        # once ended first (a 2-core machine busy compiling, the queue empty again by then).
+        # Closing it ends it early, so a longer one costs nothing.
+        with Server(self.binary, "--parallel", "1", "--queue", "1", "-c", "8192") as s:
             long = json.dumps(
-                {"prompt": "Once", "max_tokens": 1500, "ignore_eos": True, "stream": True}
+                {"prompt": "Once", "max_tokens": 8000, "ignore_eos": True, "stream": True}
             ).encode()
             held = []
             for _ in range(2):  # one generating, one waiting

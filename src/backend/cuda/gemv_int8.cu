@@ -565,7 +565,7 @@ struct Q6KUnits {
         reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, ql) + 64 * h + 32 * (sub % 2));
     const auto* qh = reinterpret_cast<const uint4*>(b + offsetof(BlockQ6_K, qh) + 32 * h);
     const auto* sc = reinterpret_cast<const unsigned short*>(b + offsetof(BlockQ6_K, scales));
-    const auto* d = reinterpret_cast<const unsigned short*>(row.d);
+    const auto* d = reinterpret_cast<const unsigned short*>(row.d());
     return {{__ldcs(ql), __ldcs(ql + 1)},
             {__ldcs(qh), __ldcs(qh + 1)},
             static_cast<uint32_t>(__ldcs(sc + sub)) | static_cast<uint32_t>(__ldcs(d + u / 8))
