@@ -137,8 +137,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   // makes that layer's experts present. MoE layers that group their rows on the host run eagerly.
   const bool same_every_step = decode_step_ && (!c_.is_moe() || experts_indexed(M));
   if (same_every_step) {
-    std::vector<const void*> states;
-    for (const SeqChunk& ch : chunks) states.push_back(ch.kv);
+    std::vector<const void*> states(chunks.size());
+    for (size_t s = 0; s < chunks.size(); ++s) states[s] = chunks[s].kv;
     for (int64_t from = -1;;) {
       const int64_t stop = next_streamed_layer(from);
       const StepKey key{this, states, (from + 1) * (max_rows_ + 1) + wanted};
@@ -328,16 +328,15 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
     const KvView* kv = step_kv_.data() + l * kDecodeStepRows;
     b_.kv_store_each(kv, k, v, M, pos_.data());
     b_.attention_each(q, kv, M, pos_.data(), L.attn, att_);
-    b_.matmul(L.wo, att_, M, o_);
-    return;
-  }
-  int64_t row = 0;
-  for (const SeqChunk& ch : chunks) {
-    const KvView& kv = ch.kv->layer(l);
-    const int32_t* pos = pos_.data() + row;
-    b_.kv_store(kv, k + row * kvw, v + row * kvw, ch.n, pos);
-    b_.attention(q + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
-    row += ch.n;
+  } else {
+    int64_t row = 0;
+    for (const SeqChunk& ch : chunks) {
+      const KvView& kv = ch.kv->layer(l);
+      const int32_t* pos = pos_.data() + row;
+      b_.kv_store(kv, k + row * kvw, v + row * kvw, ch.n, pos);
+      b_.attention(q + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
+      row += ch.n;
+    }
   }
   b_.matmul(L.wo, att_, M, o_);
 }

@@ -1,11 +1,10 @@
 // Causal attention over the KV cache, f32 arithmetic whatever the cache type.
 //
 // Decode (one query row, or one of each of several sequences, each over its own cache):
-// flash-decoding. The keys of each head are cut into `splits` ranges; one
-// block per (head, range) keeps a running max / denominator / output per warp (online softmax),
-// merges its warps, and writes the partial (max, denominator, output); the last block of the head
-// to finish merges the ranges. Enough ranges are used to give every multiprocessor work even for a
-// handful of heads.
+// flash-decoding. The keys of each head are cut into `splits` ranges; one block per (head, range)
+// keeps a running max / denominator / output per warp (online softmax), merges its warps, and
+// writes the partial (max, denominator, output); the last block of the head to finish merges the
+// ranges. Enough ranges are used to give every multiprocessor work even for a handful of heads.
 //
 // Prefill (many query rows): f16 and bf16 caches of the common head sizes go to the tensor-core
 // kernel of attention_mma.cu. Everything else (f32 caches, whose results must stay exact; q8_0;
