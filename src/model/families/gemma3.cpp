@@ -28,7 +28,12 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
       c.layer_sliding[static_cast<size_t>(l)] = (l + 1) % 6 != 0;
     c.rope_theta_local =
         static_cast<float>(v.opt_float("rope.freq_base_swa", nullptr).value_or(10000.0));
-    // llama.cpp scales q by 1/sqrt(head_dim) for the Gemma 3 sizes that have GGUFs here.
+    // The converter writes no query_pre_attn_scalar either. Google's configs set it to head_dim
+    // but for the 27B (the one size of 62 layers), where it is n_embd / n_head: 168 against a
+    // head_dim of 128, so 1/sqrt(head_dim) would sharpen every softmax. llama.cpp tells them apart
+    // the same way.
+    if (c.n_layer == 62 && c.n_head > 0)
+      c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
     return;
   }
   const nlohmann::json* types = v.hf_value("layer_types");
