@@ -1,7 +1,7 @@
-// CPU decode does not depend on the thread count: every op gives each output element to one
-// thread with a fixed order of operations, and attention splits keys at fixed positions (it used
-// to split by the thread count). Prefill is not invariant yet: the f32 matmul's tile shapes
-// follow the pieces each thread takes, and its accumulation order follows the tile.
+// CPU decode and prefill do not depend on the thread count: every op gives each output element to
+// one thread with a fixed order of operations, attention splits keys at fixed positions (it used
+// to split by the thread count), and the f32 matmul's accumulation no longer follows the shape of
+// the tile an output falls in (which follows the pieces each thread takes).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -27,6 +27,22 @@ TEST(ThreadInvariance, DecodeLogitsAreIdenticalForOneAndThreeThreads) {
     const std::vector<float> three = test::run_logits(f.path, ids, run);
     EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
+  }
+}
+
+TEST(ThreadInvariance, PrefillLogitsAreIdenticalForOneAndThreeThreads) {
+  const auto forms = test::fixture_forms({"llama", "qwen3", "gemma3", "mixtral"});
+  ASSERT_FALSE(forms.empty());
+  for (const auto& f : forms) {
+    const std::vector<int32_t> ids = test::fixture_prompt(f);
+    for (const int64_t batch : {int64_t{64}, int64_t{7}}) {
+      test::LogitsRun run{.batch = batch, .threads = 1};
+      const std::vector<float> one = test::run_logits(f.path, ids, run);
+      run.threads = 3;
+      const std::vector<float> three = test::run_logits(f.path, ids, run);
+      EXPECT_EQ(0, std::memcmp(one.data(), three.data(), one.size() * sizeof(float)))
+          << f.fixture << "_" << f.form << ", prefill batch " << batch;
+    }
   }
 }
 

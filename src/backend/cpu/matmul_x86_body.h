@@ -115,8 +115,12 @@ inline float scalar_weight(Bf16Row w, int64_t k) {
 }
 
 // RT weight rows against MT activation rows: plain FMA accumulation in f32. Each weight vector
-// feeds MT FMAs and each activation vector RT of them; with a 1 x 1 tile, U independent
-// accumulators cover the FMA latency.
+// feeds MT FMAs and each activation vector RT of them. Every output takes the same U =
+// Ops::kFloatChains interleaved accumulators whatever the tile's shape, so that its sum does not
+// depend on the tile it falls in: not on the thread pieces, the micro-batch, nor the other
+// sequences of a batched decode step (U once followed the tile, 4 / 2 / 1, and batched decode
+// moved in the last bits with it). AVX-512 keeps 2 (a 2 x 4 tile's 16 accumulators fit its 32
+// registers); AVX2 1 (16 registers: 2 spilled its prompt tiles, which ran slower).
 template <class Ops, class Row>
 struct FloatKernel {
   template <int RT, int MT>
@@ -124,7 +128,7 @@ struct FloatKernel {
                    float (*out)[kActTile]) {
     using V = typename Ops::VecF;
     constexpr int L = Ops::kLanes;
-    constexpr int U = RT * MT == 1 ? 4 : (RT * MT == 2 ? 2 : 1);
+    constexpr int U = Ops::kFloatChains;
     Row w[RT];
     for (int r = 0; r < RT; ++r) w[r] = Row{reinterpret_cast<decltype(Row::p)>(w0 + r * stride)};
     const float* xs = x.f32 + m0 * x.K;
