@@ -58,8 +58,8 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
   for (size_t s = 0; s < 3; ++s) {
     EXPECT_EQ(kv[s]->n_past, static_cast<int64_t>(prompts[s].size()) + 1);
     // Same kernels, same per-row arithmetic whatever tile of the matmul a row falls in: the bits.
-    EXPECT_EQ(0, std::memcmp(batched[s].data(), alone[s].data(),
-                             static_cast<size_t>(V) * sizeof(float)))
+    EXPECT_EQ(
+        0, std::memcmp(batched[s].data(), alone[s].data(), static_cast<size_t>(V) * sizeof(float)))
         << "sequence " << s << ": " << test::compare_logits(batched[s], alone[s], V).summary();
   }
 }
