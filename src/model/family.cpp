@@ -63,6 +63,7 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   c.rms_eps = static_cast<float>(v.req_float("attention.layer_norm_rms_epsilon", "rms_norm_eps"));
   if (v.is_gguf()) {
     c.rope_theta = static_cast<float>(v.opt_float("rope.freq_base", nullptr).value_or(10000.0));
+    read_gguf_rope_scaling(v, c);
   } else {
     auto theta = v.opt_float(nullptr, "rope_parameters/rope_theta");
     if (!theta) theta = v.opt_float(nullptr, "rope_theta");
@@ -84,6 +85,22 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   // HF defaults tie_word_embeddings per model class; the families that tie state it themselves.
   // In GGUF a tied model simply has no output.weight (resolved in model_spec.cpp).
   if (!v.is_gguf()) c.tied_embeddings = v.opt_bool(nullptr, "tie_word_embeddings").value_or(false);
+}
+
+void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
+  const auto type = v.opt_string("rope.scaling.type", nullptr);
+  auto factor = v.opt_float("rope.scaling.factor", nullptr);
+  if (!factor) factor = v.opt_float("rope.scale_linear", nullptr);  // the older key
+  // A factor without a type is linear (llama.cpp reads it so); 0 or 1 scale nothing.
+  const bool scales = factor && *factor != 0.0 && *factor != 1.0;
+  const std::string t = type.value_or(scales ? "linear" : "none");
+  if (t == "none") return;
+  // YaRN and LongRoPE change the frequencies at every position and the attention's scale:
+  // refused rather than run as plain rope.
+  if (t != "linear") v.invalid("rope.scaling.type", "'" + t + "' is not supported (none, linear)");
+  if (!factor) v.missing("rope.scaling.factor", nullptr);
+  c.rope_scaling = RopeScaling::Linear;
+  c.rope_factor = static_cast<float>(*factor);
 }
 
 void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key) {

@@ -17,6 +17,9 @@ void read_common(const ConfigView& v, ArchConfig& c);
 void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key);
 // HF `rope_parameters` (transformers 5) or legacy `rope_scaling`: sets the scaling fields.
 void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params_path);
+// GGUF's linear scaling keys, for every family (read_common). llama3 scaling is the rope_freqs
+// tensor instead (model_spec.cpp); other types are refused.
+void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c);
 
 void configure_llama(const ConfigView& v, ArchConfig& c);
 void configure_qwen2(const ConfigView& v, ArchConfig& c);

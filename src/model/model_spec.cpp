@@ -43,6 +43,10 @@ class Indexer {
       s_.rope_freqs = s_.source->find(gguf_name(GlobalTensor::RopeFreqs));
       if (s_.rope_freqs) {
         // The format's only signal of llama3 rope scaling is this tensor of divisors.
+        if (c_.rope_scaling == RopeScaling::Linear)
+          fail(ErrorKind::Unsupported, s_.source->path() +
+                                           ": rope_freqs and a linear rope.scaling.factor "
+                                           "together are not supported");
         c_.rope_freqs_tensor = true;
         c_.rope_scaling = RopeScaling::Llama3;
         s_.rope_freqs = need(gguf_name(GlobalTensor::RopeFreqs), {c_.rotary_dim / 2}, false);

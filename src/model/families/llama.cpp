@@ -1,5 +1,4 @@
 // llama: Llama 2/3.x, Mistral and Mixtral (GGUF arch "llama" covers all of them).
-#include "core/error.h"
 #include "model/config_view.h"
 #include "model/family.h"
 
@@ -10,17 +9,7 @@ void configure_llama(const ConfigView& v, ArchConfig& c) {
   // llama.cpp's converter permutes q/k rows to Meta's interleaved layout; HF keeps rotate-half.
   c.rope_pairing = v.is_gguf() ? RopePairing::Adjacent : RopePairing::NeoX;
   c.rotary_dim = v.opt_int("rope.dimension_count", nullptr).value_or(c.head_dim);
-  if (v.is_gguf()) {
-    // GGUF states llama3 scaling only as the rope_freqs tensor (checked in model_spec.cpp);
-    // linear scaling is a key.
-    const auto type = v.opt_string("rope.scaling.type", nullptr);
-    if (type && *type == "linear") {
-      c.rope_scaling = RopeScaling::Linear;
-      c.rope_factor = static_cast<float>(v.req_float("rope.scaling.factor", nullptr));
-    } else if (type && *type != "none") {
-      v.invalid("rope.scaling.type", "'" + *type + "' is not supported (none, linear)");
-    }
-  } else {
+  if (!v.is_gguf()) {
     read_hf_rope_scaling(v, c, "rope_parameters");
     if (v.hf_value("sliding_window") != nullptr)
       v.invalid("sliding_window",

@@ -1,0 +1,120 @@
+// Rope scaling stated by GGUF keys, for every family: linear (rope.scaling.type = linear, or a
+// factor alone, also under the older rope.scale_linear) runs as linear, "none" as none, and YaRN /
+// LongRoPE, which would change every position's frequencies, are refused by name rather than run
+// as plain rope. A linear factor beside llama3's rope_freqs tensor is refused too. End to end, a
+// qwen3 GGUF and its HF form given the same linear factor agree (when the shared HF form is there).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "fixture_models.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "model/family.h"
+#include "model/model_source.h"
+#include "model/model_spec.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+using Keys = std::vector<std::pair<std::string, GgufValue>>;
+
+// A copy of the GGUF at `from` with `keys` added (after its own, which must not hold them).
+std::string with_keys(const std::string& from, const Keys& keys, const std::string& name) {
+  const auto src = GgufFile::open(from);
+  GgufWriter w;
+  for (const auto& [key, value] : src->metadata())
+    if (key != "general.alignment") w.add_kv(key, value);
+  w.set_alignment(static_cast<uint32_t>(src->alignment()));
+  for (const auto& [key, value] : keys) w.add_kv(key, value);
+  for (const GgufTensor& t : src->tensors())
+    w.add_tensor(t.name, t.dtype, t.dims, src->tensor_data(t), t.nbytes);
+  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  w.write(path);
+  return path;
+}
+
+std::string fixture_gguf(const std::string& family) {
+  return test::fixtures_dir() + "/models/" + family + "/model-f32.gguf";
+}
+
+ArchConfig config_of(const std::string& path) {
+  return read_arch_config(*ModelSource::open(path));
+}
+
+TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
+  const std::string qwen3 = fixture_gguf("qwen3");
+  const auto f32 = [](double v) { return gguf_float(GgufType::F32, v); };
+  ArchConfig c = config_of(with_keys(
+      qwen3,
+      {{"qwen3.rope.scaling.type", gguf_string("linear")}, {"qwen3.rope.scaling.factor", f32(2)}},
+      "linear"));
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Linear);
+  EXPECT_FLOAT_EQ(c.rope_factor, 2.0f);
+  c = config_of(with_keys(qwen3, {{"qwen3.rope.scale_linear", f32(4)}}, "scale-linear"));
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Linear);
+  EXPECT_FLOAT_EQ(c.rope_factor, 4.0f);
+  c = config_of(with_keys(
+      qwen3,
+      {{"qwen3.rope.scaling.type", gguf_string("none")}, {"qwen3.rope.scaling.factor", f32(4)}},
+      "none"));
+  EXPECT_EQ(c.rope_scaling, RopeScaling::None);
+  c = config_of(with_keys(qwen3, {{"qwen3.rope.scaling.factor", f32(1)}}, "factor-one"));
+  EXPECT_EQ(c.rope_scaling, RopeScaling::None);
+  for (const char* type : {"yarn", "longrope"}) {
+    const std::string path = with_keys(
+        qwen3,
+        {{"qwen3.rope.scaling.type", gguf_string(type)}, {"qwen3.rope.scaling.factor", f32(4)}},
+        type);
+    try {
+      config_of(path);
+      ADD_FAILURE() << type << " was not refused";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(type), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(config_of(with_keys(qwen3, {{"qwen3.rope.scaling.type", gguf_string("linear")}},
+                                   "linear-no-factor")),
+               Error);
+  // llama3 scaling (the rope_freqs tensor) and a linear factor at once.
+  EXPECT_THROW(open_model_spec(with_keys(fixture_gguf("llama_rope_llama3"),
+                                         {{"llama.rope.scaling.factor", f32(2)}}, "both")),
+               Error);
+}
+
+TEST(GgufRopeScaling, LinearGgufMatchesItsHfForm) {
+  const std::string hf = test::shared_path("fixtures/qwen3/hf");
+  TS_REQUIRE_SHARED(hf);
+  const std::string dir = ::testing::TempDir() + "/qwen3-linear-hf";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(hf, dir);
+  nlohmann::json config;
+  std::ifstream(dir + "/config.json") >> config;
+  config["rope_parameters"] = {{"rope_theta", config["rope_parameters"]["rope_theta"]},
+                               {"rope_type", "linear"},
+                               {"factor", 2.0}};
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  const std::string gguf = with_keys(fixture_gguf("qwen3"),
+                                     {{"qwen3.rope.scaling.type", gguf_string("linear")},
+                                      {"qwen3.rope.scaling.factor", gguf_float(GgufType::F32, 2)}},
+                                     "qwen3-linear");
+  const auto forms = test::fixture_forms({"qwen3"});
+  const std::vector<int32_t> ids = test::fixture_prompt(forms.front());
+  const std::vector<float> a = test::run_logits(gguf, ids, {});
+  const std::vector<float> b = test::run_logits(dir, ids, {});
+  const std::vector<float> plain = test::run_logits(fixture_gguf("qwen3"), ids, {});
+  const auto V = static_cast<int64_t>(a.size() / ids.size());
+  EXPECT_LE(test::compare_logits(a, b, V).rel, 1e-5) << test::compare_logits(a, b, V).summary();
+  // The factor changes the logits (a test that could not tell would pass anything).
+  EXPECT_GT(test::compare_logits(a, plain, V).rel, 1e-3);
+}
+
+}  // namespace
+}  // namespace ts
