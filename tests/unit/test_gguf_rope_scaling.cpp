@@ -2,7 +2,7 @@
 // factor alone, also under the older rope.scale_linear) runs as linear, "none" as none, and YaRN /
 // LongRoPE, which would change every position's frequencies, are refused by name rather than run
 // as plain rope. A linear factor beside llama3's rope_freqs tensor is refused too. End to end, a
-// qwen3 GGUF and its HF form given the same linear factor agree (when the shared HF form is there).
+// GGUF and its HF form given the same linear factor agree (when the shared HF form is there).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -89,31 +89,37 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
                Error);
 }
 
+// The GGUF and the HF form of a fixture, both given a linear factor, agree; and the factor changes
+// the logits. Gemma 3 (its 4B and larger GGUFs carry linear factor 8) scales its global layers
+// only, in both forms.
 TEST(GgufRopeScaling, LinearGgufMatchesItsHfForm) {
-  const std::string hf = test::shared_path("fixtures/qwen3/hf");
-  TS_REQUIRE_SHARED(hf);
-  const std::string dir = ::testing::TempDir() + "/qwen3-linear-hf";
-  std::filesystem::remove_all(dir);
-  std::filesystem::copy(hf, dir);
-  nlohmann::json config;
-  std::ifstream(dir + "/config.json") >> config;
-  config["rope_parameters"] = {{"rope_theta", config["rope_parameters"]["rope_theta"]},
-                               {"rope_type", "linear"},
-                               {"factor", 2.0}};
-  std::ofstream(dir + "/config.json") << config.dump(2);
-  const std::string gguf = with_keys(fixture_gguf("qwen3"),
-                                     {{"qwen3.rope.scaling.type", gguf_string("linear")},
-                                      {"qwen3.rope.scaling.factor", gguf_float(GgufType::F32, 2)}},
-                                     "qwen3-linear");
-  const auto forms = test::fixture_forms({"qwen3"});
-  const std::vector<int32_t> ids = test::fixture_prompt(forms.front());
-  const std::vector<float> a = test::run_logits(gguf, ids, {});
-  const std::vector<float> b = test::run_logits(dir, ids, {});
-  const std::vector<float> plain = test::run_logits(fixture_gguf("qwen3"), ids, {});
-  const auto V = static_cast<int64_t>(a.size() / ids.size());
-  EXPECT_LE(test::compare_logits(a, b, V).rel, 1e-5) << test::compare_logits(a, b, V).summary();
-  // The factor changes the logits (a test that could not tell would pass anything).
-  EXPECT_GT(test::compare_logits(a, plain, V).rel, 1e-3);
+  for (const std::string family : {"qwen3", "gemma3"}) {
+    const std::string hf = test::shared_path("fixtures/" + family + "/hf");
+    TS_REQUIRE_SHARED(hf);
+    const std::string dir = ::testing::TempDir() + "/" + family + "-linear-hf";
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(hf, dir);
+    nlohmann::json config;
+    std::ifstream(dir + "/config.json") >> config;
+    // qwen3 states one set of rope parameters, gemma3 one per layer type.
+    nlohmann::json& rope = family == "gemma3" ? config["rope_parameters"]["full_attention"]
+                                              : config["rope_parameters"];
+    rope = {{"rope_theta", rope["rope_theta"]}, {"rope_type", "linear"}, {"factor", 8.0}};
+    std::ofstream(dir + "/config.json") << config.dump(2);
+    const std::string gguf =
+        with_keys(fixture_gguf(family),
+                  {{family + ".rope.scaling.type", gguf_string("linear")},
+                   {family + ".rope.scaling.factor", gguf_float(GgufType::F32, 8)}},
+                  family + "-linear");
+    const std::vector<int32_t> ids = test::fixture_prompt(test::fixture_forms({family}).front());
+    const std::vector<float> a = test::run_logits(gguf, ids, {});
+    const std::vector<float> b = test::run_logits(dir, ids, {});
+    const std::vector<float> plain = test::run_logits(fixture_gguf(family), ids, {});
+    const auto V = static_cast<int64_t>(a.size() / ids.size());
+    EXPECT_LE(test::compare_logits(a, b, V).rel, 1e-5)
+        << family << ": " << test::compare_logits(a, b, V).summary();
+    EXPECT_GT(test::compare_logits(a, plain, V).rel, 1e-3) << family;
+  }
 }
 
 }  // namespace
