@@ -36,7 +36,7 @@ std::string with_keys(const std::string& from, const Keys& keys, const std::stri
   for (const auto& [key, value] : keys) w.add_kv(key, value);
   for (const GgufTensor& t : src->tensors())
     w.add_tensor(t.name, t.dtype, t.dims, src->tensor_data(t), t.nbytes);
-  const std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  std::string path = ::testing::TempDir() + "/" + name + ".gguf";
   w.write(path);
   return path;
 }

@@ -32,8 +32,10 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
     // but for the 27B (the one size of 62 layers), where it is n_embd / n_head: 168 against a
     // head_dim of 128, so 1/sqrt(head_dim) would sharpen every softmax. llama.cpp tells them apart
     // the same way.
-    if (c.n_layer == 62 && c.n_head > 0)
-      c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+    if (c.n_layer == 62 && c.n_head > 0) {
+      const int64_t scalar = c.n_embd / c.n_head;  // 5376 / 32: whole
+      c.attn_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
+    }
     return;
   }
   const nlohmann::json* types = v.hf_value("layer_types");
