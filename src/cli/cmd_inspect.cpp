@@ -47,6 +47,12 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["rope_low_freq_factor"] = c.rope_low_freq_factor;
   j["rope_high_freq_factor"] = c.rope_high_freq_factor;
   j["rope_orig_ctx"] = c.rope_orig_ctx;
+  if (c.rope_scaling == RopeScaling::Yarn) {
+    j["rope_beta_fast"] = c.rope_beta_fast;
+    j["rope_beta_slow"] = c.rope_beta_slow;
+    j["rope_yarn_truncate"] = c.rope_yarn_truncate;
+    j["rope_attn_factor"] = c.rope_attn_factor;
+  }
   j["rope_freqs_tensor"] = c.rope_freqs_tensor;
   j["sliding_window"] = c.sliding_window;
   j["layer_sliding"] = c.layer_sliding;

@@ -40,6 +40,8 @@ const char* rope_scaling_name(RopeScaling r) {
       return "linear";
     case RopeScaling::Llama3:
       return "llama3";
+    case RopeScaling::Yarn:
+      return "yarn";
   }
   return "?";
 }

@@ -23,7 +23,7 @@ const char* qk_norm_name(QkNorm q);
 // layout (pairs 2i, 2i+1); HF checkpoints and every other GGUF arch pair i with i + rotary_dim/2.
 enum class RopePairing { Adjacent, NeoX };
 
-enum class RopeScaling { None, Linear, Llama3 };
+enum class RopeScaling { None, Linear, Llama3, Yarn };
 const char* rope_scaling_name(RopeScaling r);
 
 enum class RouterScoring {
@@ -74,6 +74,13 @@ struct ArchConfig {
   float rope_low_freq_factor = 0;
   float rope_high_freq_factor = 0;
   int64_t rope_orig_ctx = 0;
+  // YaRN: the rotations bounding the band of frequencies blended between kept and divided by
+  // rope_factor, whether those bounds are rounded outwards (transformers' `truncate`), and the
+  // factor both q and k are multiplied by after rotation (the attention's scores by its square).
+  float rope_beta_fast = 32;
+  float rope_beta_slow = 1;
+  bool rope_yarn_truncate = true;
+  float rope_attn_factor = 1;
   bool rope_freqs_tensor =
       false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
 

@@ -87,6 +87,15 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   if (!v.is_gguf()) c.tied_embeddings = v.opt_bool(nullptr, "tie_word_embeddings").value_or(false);
 }
 
+namespace {
+
+// YaRN's factor on q and k after rotation when the source gives none (the paper's mscale).
+float yarn_mscale(double factor) {
+  return factor > 1 ? static_cast<float>(0.1 * std::log(factor) + 1.0) : 1.0f;
+}
+
+}  // namespace
+
 void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
   const auto type = v.opt_string("rope.scaling.type", nullptr);
   auto factor = v.opt_float("rope.scaling.factor", nullptr);
@@ -95,12 +104,31 @@ void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
   const bool scales = factor && *factor != 0.0 && *factor != 1.0;
   const std::string t = type.value_or(scales ? "linear" : "none");
   if (t == "none") return;
-  // YaRN and LongRoPE change the frequencies at every position and the attention's scale:
-  // refused rather than run as plain rope.
-  if (t != "linear") v.invalid("rope.scaling.type", "'" + t + "' is not supported (none, linear)");
+  // LongRoPE and other schemes change the frequencies at every position: refused rather than
+  // run as plain rope.
+  if (t != "linear" && t != "yarn")
+    v.invalid("rope.scaling.type", "'" + t + "' is not supported (none, linear, yarn)");
   if (!factor) v.missing("rope.scaling.factor", nullptr);
-  c.rope_scaling = RopeScaling::Linear;
   c.rope_factor = static_cast<float>(*factor);
+  if (t == "linear") {
+    c.rope_scaling = RopeScaling::Linear;
+    return;
+  }
+  // YaRN as llama.cpp reads these keys: its ext_factor blends fully (1; -1 means the default,
+  // 1), its attn_factor multiplies the mscale; DeepSeek's log multiplier is another formula.
+  c.rope_scaling = RopeScaling::Yarn;
+  c.rope_orig_ctx = v.req_int("rope.scaling.original_context_length", nullptr);
+  c.rope_beta_fast =
+      static_cast<float>(v.opt_float("rope.scaling.yarn_beta_fast", nullptr).value_or(32));
+  c.rope_beta_slow =
+      static_cast<float>(v.opt_float("rope.scaling.yarn_beta_slow", nullptr).value_or(1));
+  const double ext = v.opt_float("rope.scaling.yarn_ext_factor", nullptr).value_or(-1);
+  if (ext != -1 && ext != 1)
+    v.invalid("rope.scaling.yarn_ext_factor", std::to_string(ext) + " is not supported (1)");
+  if (v.opt_float("rope.scaling.yarn_log_multiplier", nullptr).value_or(0) != 0)
+    v.invalid("rope.scaling.yarn_log_multiplier", "DeepSeek's YaRN scaling is not supported");
+  const double attn = v.opt_float("rope.scaling.yarn_attn_factor", nullptr).value_or(1);
+  c.rope_attn_factor = static_cast<float>(attn) * yarn_mscale(*factor);
 }
 
 void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key) {
@@ -137,9 +165,28 @@ void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params
     c.rope_low_freq_factor = num("low_freq_factor");
     c.rope_high_freq_factor = num("high_freq_factor");
     c.rope_orig_ctx = static_cast<int64_t>(num("original_max_position_embeddings"));
+  } else if (type == "yarn") {
+    c.rope_scaling = RopeScaling::Yarn;
+    c.rope_factor = num("factor");
+    c.rope_orig_ctx = static_cast<int64_t>(num("original_max_position_embeddings"));
+    const auto opt = [&](const char* key, float fallback) {
+      auto it = p->find(key);
+      return it != p->end() && it->is_number() ? it->get<float>() : fallback;
+    };
+    // transformers treats a beta of 0 as absent too (`or`).
+    c.rope_beta_fast = opt("beta_fast", 0) != 0 ? opt("beta_fast", 0) : 32;
+    c.rope_beta_slow = opt("beta_slow", 0) != 0 ? opt("beta_slow", 0) : 1;
+    auto truncate = p->find("truncate");
+    c.rope_yarn_truncate = truncate == p->end() || !truncate->is_boolean() || truncate->get<bool>();
+    if (p->contains("mscale") || p->contains("mscale_all_dim"))
+      v.invalid(std::string(params_path) + "/mscale", "DeepSeek's YaRN scaling is not supported");
+    auto attention = p->find("attention_factor");
+    c.rope_attn_factor = attention != p->end() && attention->is_number()
+                             ? attention->get<float>()
+                             : yarn_mscale(c.rope_factor);
   } else {
     v.invalid(params_path,
-              "rope_type '" + type + "' is not supported (default, linear, llama3 are)");
+              "rope_type '" + type + "' is not supported (default, linear, llama3, yarn are)");
   }
 }
 

@@ -230,6 +230,16 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
   }
   if (c.rope_scaling == RopeScaling::Linear && !(c.rope_factor > 0))
     refuse(w, "linear rope factor must be > 0");
+  if (c.rope_scaling == RopeScaling::Yarn) {
+    if (!(c.rope_factor > 0 && c.rope_orig_ctx > 0 && c.rope_beta_fast > 0 && c.rope_beta_slow > 0))
+      refuse(w, "YaRN rope scaling needs factor, original context and betas > 0");
+    // Its attention factor multiplies the rotated elements only, folded here into the scores'
+    // scale: every element of every layer's heads must be rotated with the same frequencies.
+    bool any_sliding = false;
+    for (uint8_t s : c.layer_sliding) any_sliding = any_sliding || s != 0;
+    if (c.rotary_dim != c.head_dim || any_sliding)
+      refuse(w, "YaRN rope scaling with partial rotary or sliding-window layers is not supported");
+  }
 }
 
 std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {

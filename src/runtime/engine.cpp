@@ -224,8 +224,10 @@ void Engine::load_weights() {
     if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);
     L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
                       sliding ? inv_freq_local : inv_freq_global};
-    L.attn = AttentionArgs{c.n_head,     c.n_head_kv,    c.head_dim,
-                           c.attn_scale, c.attn_softcap, sliding ? c.sliding_window : 0};
+    // YaRN multiplies q and k by its attention factor after rotation: the scores by its square.
+    const float scale = c.attn_scale * c.rope_attn_factor * c.rope_attn_factor;
+    L.attn = AttentionArgs{c.n_head, c.n_head_kv,    c.head_dim,
+                           scale,    c.attn_softcap, sliding ? c.sliding_window : 0};
   }
 }
 

@@ -1,10 +1,46 @@
 #include "runtime/rope_freqs.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
 
 namespace ts {
+
+namespace {
+
+// YaRN, as transformers computes it: frequency i is kept (extrapolated) below the band
+// [low, high) of pair indices, divided by the factor (interpolated) above it, and blended
+// linearly across it. The band's ends are the pair indices that turn beta_fast and beta_slow
+// times over the original context, rounded outwards unless `truncate` is off.
+void yarn_inv_freq(const ArchConfig& c, float base, std::vector<float>& inv) {
+  const double dim = static_cast<double>(c.rotary_dim);
+  const auto correction_dim = [&](double rotations) {
+    return dim * std::log(static_cast<double>(c.rope_orig_ctx) / (rotations * 2.0 * M_PI)) /
+           (2.0 * std::log(static_cast<double>(base)));
+  };
+  double low = correction_dim(c.rope_beta_fast), high = correction_dim(c.rope_beta_slow);
+  if (c.rope_yarn_truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high) high += 0.001;  // no empty band
+  for (size_t i = 0; i < inv.size(); ++i) {
+    // In f32 from here, as transformers' tensors are.
+    const float pos_freq =
+        std::pow(base, static_cast<float>(2 * i) / static_cast<float>(c.rotary_dim));
+    const float ramp = std::clamp(
+        (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f,
+        1.0f);
+    const float extrapolation = 1.0f - ramp;
+    const float interpolated = 1.0f / (c.rope_factor * pos_freq);
+    inv[i] = interpolated * (1.0f - extrapolation) + inv[i] * extrapolation;
+  }
+}
+
+}  // namespace
 
 std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
                                  const std::vector<float>& divisors) {
@@ -26,6 +62,8 @@ std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
   }
   if (c.rope_scaling == RopeScaling::Linear) {
     for (float& f : inv) f /= c.rope_factor;
+  } else if (c.rope_scaling == RopeScaling::Yarn) {
+    yarn_inv_freq(c, base, inv);
   } else if (c.rope_scaling == RopeScaling::Llama3) {
     // Long wavelengths are slowed by `factor`, short ones kept, the band between interpolated.
     const float old_ctx = static_cast<float>(c.rope_orig_ctx);

@@ -1,8 +1,9 @@
 // Rope scaling stated by GGUF keys, for every family: linear (rope.scaling.type = linear, or a
-// factor alone, also under the older rope.scale_linear) runs as linear, "none" as none, and YaRN /
-// LongRoPE, which would change every position's frequencies, are refused by name rather than run
-// as plain rope. A linear factor beside llama3's rope_freqs tensor is refused too. End to end, a
-// GGUF and its HF form given the same linear factor agree (when the shared HF form is there).
+// factor alone, also under the older rope.scale_linear) runs as linear, "none" as none, YaRN as
+// transformers computes it, and other schemes (LongRoPE), which would change every position's
+// frequencies, are refused by name rather than run as plain rope. A linear factor beside llama3's
+// rope_freqs tensor is refused too. End to end, a GGUF and its HF form given the same linear factor
+// agree (when the shared HF form is there).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -68,7 +69,7 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   EXPECT_EQ(c.rope_scaling, RopeScaling::None);
   c = config_of(with_keys(qwen3, {{"qwen3.rope.scaling.factor", f32(1)}}, "factor-one"));
   EXPECT_EQ(c.rope_scaling, RopeScaling::None);
-  for (const char* type : {"yarn", "longrope"}) {
+  for (const char* type : {"longrope", "su"}) {
     const std::string path = with_keys(
         qwen3,
         {{"qwen3.rope.scaling.type", gguf_string(type)}, {"qwen3.rope.scaling.factor", f32(4)}},
@@ -83,6 +84,14 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   EXPECT_THROW(config_of(with_keys(qwen3, {{"qwen3.rope.scaling.type", gguf_string("linear")}},
                                    "linear-no-factor")),
                Error);
+  // YaRN needs its original context; DeepSeek's variant (a log multiplier) is refused.
+  const Keys yarn = {{"qwen3.rope.scaling.type", gguf_string("yarn")},
+                     {"qwen3.rope.scaling.factor", f32(4)}};
+  EXPECT_THROW(config_of(with_keys(qwen3, yarn, "yarn-no-context")), Error);
+  Keys deepseek = yarn;
+  deepseek.push_back({"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)});
+  deepseek.push_back({"qwen3.rope.scaling.yarn_log_multiplier", f32(0.1)});
+  EXPECT_THROW(config_of(with_keys(qwen3, deepseek, "yarn-deepseek")), Error);
   // llama3 scaling (the rope_freqs tensor) and a linear factor at once.
   EXPECT_THROW(open_model_spec(with_keys(fixture_gguf("llama_rope_llama3"),
                                          {{"llama.rope.scaling.factor", f32(2)}}, "both")),
@@ -120,6 +129,48 @@ TEST(GgufRopeScaling, LinearGgufMatchesItsHfForm) {
         << family << ": " << test::compare_logits(a, b, V).summary();
     EXPECT_GT(test::compare_logits(a, plain, V).rel, 1e-3) << family;
   }
+}
+
+// YaRN against transformers (tests/tools/make_yarn_reference.py: the qwen3 fixture with factor 4
+// over an original context of 32, its prompt repeated to 96 tokens, float32): the GGUF with
+// llama.cpp's keys, in prefill and decode, and the HF form with the same rope parameters.
+TEST(GgufRopeScaling, YarnMatchesTransformers) {
+  const std::string dir = test::fixtures_dir() + "/models/qwen3";
+  const std::vector<float> ref = test::read_f32_file(dir + "/ref_logits_yarn.f32");
+  const std::vector<int32_t> prompt = test::fixture_prompt(test::fixture_forms({"qwen3"}).front());
+  std::vector<int32_t> ids;
+  while (ids.size() < 96) ids.insert(ids.end(), prompt.begin(), prompt.end());
+  ids.resize(96);
+  const auto V = static_cast<int64_t>(ref.size() / ids.size());
+  const std::string gguf =
+      with_keys(fixture_gguf("qwen3"),
+                {{"qwen3.rope.scaling.type", gguf_string("yarn")},
+                 {"qwen3.rope.scaling.factor", gguf_float(GgufType::F32, 4)},
+                 {"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)}},
+                "qwen3-yarn");
+  for (const bool decode : {false, true}) {
+    const auto c = test::compare_logits(
+        test::run_logits(gguf, ids, {.batch = 64, .decode = decode, .ctx = 128}), ref, V);
+    EXPECT_LE(c.rel, 1e-4) << (decode ? "decode: " : "prefill: ") << c.summary();
+    EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+  }
+  const auto plain = test::compare_logits(
+      test::run_logits(fixture_gguf("qwen3"), ids, {.batch = 64, .ctx = 128}), ref, V);
+  EXPECT_GT(plain.rel, 1e-2) << "plain rope is as close: the reference would not tell";
+  const std::string hf = test::shared_path("fixtures/qwen3/hf");
+  TS_REQUIRE_SHARED(hf);
+  const std::string hf_dir = ::testing::TempDir() + "/qwen3-yarn-hf";
+  std::filesystem::remove_all(hf_dir);
+  std::filesystem::copy(hf, hf_dir);
+  nlohmann::json config;
+  std::ifstream(hf_dir + "/config.json") >> config;
+  config["rope_parameters"] = {{"rope_theta", config["rope_parameters"]["rope_theta"]},
+                               {"rope_type", "yarn"},
+                               {"factor", 4.0},
+                               {"original_max_position_embeddings", 32}};
+  std::ofstream(hf_dir + "/config.json") << config.dump(2);
+  const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {.ctx = 128}), ref, V);
+  EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
 
 }  // namespace
