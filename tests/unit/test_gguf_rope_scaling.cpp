@@ -2,8 +2,8 @@
 // factor alone, also under the older rope.scale_linear) runs as linear, "none" as none, YaRN as
 // transformers computes it, and other schemes (LongRoPE), which would change every position's
 // frequencies, are refused by name rather than run as plain rope. A linear factor beside llama3's
-// rope_freqs tensor is refused too. End to end, a GGUF and its HF form given the same linear factor
-// agree (when the shared HF form is there).
+// rope_freqs tensor is refused too. End to end, linear and YaRN give transformers' logits, from the
+// GGUF (always) and from the HF form (when the shared HF form is there).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -98,41 +98,42 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
                Error);
 }
 
-// The GGUF and the HF form of a fixture, both given a linear factor, agree; and the factor changes
-// the logits. Gemma 3 (its 4B and larger GGUFs carry linear factor 8) scales its global layers
-// only, in both forms.
-TEST(GgufRopeScaling, LinearGgufMatchesItsHfForm) {
-  for (const std::string family : {"qwen3", "gemma3"}) {
-    const std::string hf = test::shared_path("fixtures/" + family + "/hf");
-    TS_REQUIRE_SHARED(hf);
-    const std::string dir = ::testing::TempDir() + "/" + family + "-linear-hf";
-    std::filesystem::remove_all(dir);
-    std::filesystem::copy(hf, dir);
-    nlohmann::json config;
-    std::ifstream(dir + "/config.json") >> config;
-    // qwen3 states one set of rope parameters, gemma3 one per layer type.
-    nlohmann::json& rope = family == "gemma3" ? config["rope_parameters"]["full_attention"]
-                                              : config["rope_parameters"];
-    rope = {{"rope_theta", rope["rope_theta"]}, {"rope_type", "linear"}, {"factor", 8.0}};
-    std::ofstream(dir + "/config.json") << config.dump(2);
-    const std::string gguf =
-        with_keys(fixture_gguf(family),
-                  {{family + ".rope.scaling.type", gguf_string("linear")},
-                   {family + ".rope.scaling.factor", gguf_float(GgufType::F32, 8)}},
-                  family + "-linear");
-    const std::vector<int32_t> ids = test::fixture_prompt(test::fixture_forms({family}).front());
-    const std::vector<float> a = test::run_logits(gguf, ids, {});
-    const std::vector<float> b = test::run_logits(dir, ids, {});
-    const std::vector<float> plain = test::run_logits(fixture_gguf(family), ids, {});
-    const auto V = static_cast<int64_t>(a.size() / ids.size());
-    EXPECT_LE(test::compare_logits(a, b, V).rel, 1e-5)
-        << family << ": " << test::compare_logits(a, b, V).summary();
-    EXPECT_GT(test::compare_logits(a, plain, V).rel, 1e-3) << family;
+// Linear scaling against transformers (tests/tools/make_rope_scaling_reference.py: the gemma3
+// fixture with factor 8 on its global layers, as Gemma 3 4B-27B carry it): the GGUF with the
+// converter's keys, in prefill and decode, and the HF form with the same rope parameters.
+TEST(GgufRopeScaling, LinearMatchesTransformers) {
+  const std::string dir = test::fixtures_dir() + "/models/gemma3";
+  const std::vector<float> ref = test::read_f32_file(dir + "/ref_logits_linear8.f32");
+  const std::vector<int32_t> ids = test::fixture_prompt(test::fixture_forms({"gemma3"}).front());
+  const auto V = static_cast<int64_t>(ref.size() / ids.size());
+  const std::string gguf = with_keys(fixture_gguf("gemma3"),
+                                     {{"gemma3.rope.scaling.type", gguf_string("linear")},
+                                      {"gemma3.rope.scaling.factor", gguf_float(GgufType::F32, 8)}},
+                                     "gemma3-linear");
+  for (const bool decode : {false, true}) {
+    const auto c = test::compare_logits(test::run_logits(gguf, ids, {.decode = decode}), ref, V);
+    EXPECT_LE(c.rel, 1e-4) << (decode ? "decode: " : "prefill: ") << c.summary();
+    EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
   }
+  const auto plain =
+      test::compare_logits(test::run_logits(fixture_gguf("gemma3"), ids, {}), ref, V);
+  EXPECT_GT(plain.rel, 1e-3) << "plain rope is as close: the reference would not tell";
+  const std::string hf = test::shared_path("fixtures/gemma3/hf");
+  TS_REQUIRE_SHARED(hf);
+  const std::string hf_dir = ::testing::TempDir() + "/gemma3-linear-hf";
+  std::filesystem::remove_all(hf_dir);
+  std::filesystem::copy(hf, hf_dir);
+  nlohmann::json config;
+  std::ifstream(hf_dir + "/config.json") >> config;
+  nlohmann::json& rope = config["rope_parameters"]["full_attention"];
+  rope = {{"rope_theta", rope["rope_theta"]}, {"rope_type", "linear"}, {"factor", 8.0}};
+  std::ofstream(hf_dir + "/config.json") << config.dump(2);
+  const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {}), ref, V);
+  EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
 
-// YaRN against transformers (tests/tools/make_yarn_reference.py: the qwen3 fixture with factor 4
-// over an original context of 32, its prompt repeated to 96 tokens, float32): the GGUF with
+// YaRN against transformers (tests/tools/make_rope_scaling_reference.py: the qwen3 fixture, factor
+// 4 over an original context of 32, its prompt repeated to 96 tokens, float32): the GGUF with
 // llama.cpp's keys, in prefill and decode, and the HF form with the same rope parameters.
 TEST(GgufRopeScaling, YarnMatchesTransformers) {
   const std::string dir = test::fixtures_dir() + "/models/qwen3";
