@@ -174,8 +174,9 @@ void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params
       return it != p->end() && it->is_number() ? it->get<float>() : fallback;
     };
     // transformers treats a beta of 0 as absent too (`or`).
-    c.rope_beta_fast = opt("beta_fast", 0) != 0 ? opt("beta_fast", 0) : 32;
-    c.rope_beta_slow = opt("beta_slow", 0) != 0 ? opt("beta_slow", 0) : 1;
+    const float beta_fast = opt("beta_fast", 0), beta_slow = opt("beta_slow", 0);
+    c.rope_beta_fast = beta_fast != 0 ? beta_fast : 32;
+    c.rope_beta_slow = beta_slow != 0 ? beta_slow : 1;
     auto truncate = p->find("truncate");
     c.rope_yarn_truncate = truncate == p->end() || !truncate->is_boolean() || truncate->get<bool>();
     if (p->contains("mscale") || p->contains("mscale_all_dim"))

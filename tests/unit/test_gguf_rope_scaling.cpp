@@ -50,6 +50,23 @@ ArchConfig config_of(const std::string& path) {
   return read_arch_config(*ModelSource::open(path));
 }
 
+// A copy of the fixture's shared HF form with `rope` as its rope parameters (rope_theta kept), at
+// `layer_type` of a per-layer-type `rope_parameters` (Gemma 3) or for the whole model ("").
+std::string hf_with_rope(const std::string& hf, const std::string& name,
+                         const std::string& layer_type, nlohmann::json rope) {
+  std::string dir = ::testing::TempDir() + "/" + name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(hf, dir);
+  nlohmann::json config;
+  std::ifstream(dir + "/config.json") >> config;
+  nlohmann::json& params =
+      layer_type.empty() ? config["rope_parameters"] : config["rope_parameters"][layer_type];
+  rope["rope_theta"] = params["rope_theta"];
+  params = rope;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  return dir;
+}
+
 TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   const std::string qwen3 = fixture_gguf("qwen3");
   const auto f32 = [](double v) { return gguf_float(GgufType::F32, v); };
@@ -120,14 +137,8 @@ TEST(GgufRopeScaling, LinearMatchesTransformers) {
   EXPECT_GT(plain.rel, 1e-3) << "plain rope is as close: the reference would not tell";
   const std::string hf = test::shared_path("fixtures/gemma3/hf");
   TS_REQUIRE_SHARED(hf);
-  const std::string hf_dir = ::testing::TempDir() + "/gemma3-linear-hf";
-  std::filesystem::remove_all(hf_dir);
-  std::filesystem::copy(hf, hf_dir);
-  nlohmann::json config;
-  std::ifstream(hf_dir + "/config.json") >> config;
-  nlohmann::json& rope = config["rope_parameters"]["full_attention"];
-  rope = {{"rope_theta", rope["rope_theta"]}, {"rope_type", "linear"}, {"factor", 8.0}};
-  std::ofstream(hf_dir + "/config.json") << config.dump(2);
+  const std::string hf_dir = hf_with_rope(hf, "gemma3-linear-hf", "full_attention",
+                                          {{"rope_type", "linear"}, {"factor", 8.0}});
   const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {}), ref, V);
   EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
@@ -160,16 +171,9 @@ TEST(GgufRopeScaling, YarnMatchesTransformers) {
   EXPECT_GT(plain.rel, 1e-2) << "plain rope is as close: the reference would not tell";
   const std::string hf = test::shared_path("fixtures/qwen3/hf");
   TS_REQUIRE_SHARED(hf);
-  const std::string hf_dir = ::testing::TempDir() + "/qwen3-yarn-hf";
-  std::filesystem::remove_all(hf_dir);
-  std::filesystem::copy(hf, hf_dir);
-  nlohmann::json config;
-  std::ifstream(hf_dir + "/config.json") >> config;
-  config["rope_parameters"] = {{"rope_theta", config["rope_parameters"]["rope_theta"]},
-                               {"rope_type", "yarn"},
-                               {"factor", 4.0},
-                               {"original_max_position_embeddings", 32}};
-  std::ofstream(hf_dir + "/config.json") << config.dump(2);
+  const std::string hf_dir = hf_with_rope(
+      hf, "qwen3-yarn-hf", "",
+      {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}});
   const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {.ctx = 128}), ref, V);
   EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
