@@ -1,7 +1,7 @@
 // The CUDA backend end to end (ctest label `cuda`; skips without a device): every family fixture
-// against the Hugging Face reference in prefill and decode, CUDA against CPU, streaming on the GPU
-// bit-identical to resident on the GPU, decode (one sequence, or several together) replayed from
-// CUDA graphs bit-identical to eager.
+// against the Hugging Face reference in prefill and decode, CUDA against CPU, rope scaling against
+// transformers, streaming on the GPU bit-identical to resident on the GPU, decode (one sequence,
+// or several together) replayed from CUDA graphs bit-identical to eager.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fixture_models.h"
+#include "rope_scaling_cases.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -61,6 +62,22 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                              {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma3",
                               "mixtral", "qwen3_moe", "minimax_m2"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
+
+// Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
+// factor scales the scores) against transformers, prefill and decode, as on the CPU.
+TEST(CudaRopeScaling, MatchesTransformers) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  for (const test::RopeScalingCase& rc : {test::gemma3_linear8(), test::qwen3_yarn4()})
+    for (const bool decode : {false, true}) {
+      test::LogitsRun run = rc.run;
+      run.backend = "cuda";
+      run.decode = decode;
+      const auto c =
+          test::compare_logits(test::run_logits(rc.gguf, rc.ids, run), rc.ref, rc.vocab());
+      EXPECT_LE(c.rel, 1e-4) << rc.name << (decode ? ", decode: " : ", prefill: ") << c.summary();
+      EXPECT_EQ(c.argmax_mismatches, 0) << rc.name << ": " << c.summary();
+    }
+}
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";

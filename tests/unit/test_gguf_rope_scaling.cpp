@@ -20,31 +20,15 @@
 #include "model/family.h"
 #include "model/model_source.h"
 #include "model/model_spec.h"
+#include "rope_scaling_cases.h"
 #include "test_paths.h"
 
 namespace ts {
 namespace {
 
-using Keys = std::vector<std::pair<std::string, GgufValue>>;
-
-// A copy of the GGUF at `from` with `keys` added (after its own, which must not hold them).
-std::string with_keys(const std::string& from, const Keys& keys, const std::string& name) {
-  const auto src = GgufFile::open(from);
-  GgufWriter w;
-  for (const auto& [key, value] : src->metadata())
-    if (key != "general.alignment") w.add_kv(key, value);
-  w.set_alignment(static_cast<uint32_t>(src->alignment()));
-  for (const auto& [key, value] : keys) w.add_kv(key, value);
-  for (const GgufTensor& t : src->tensors())
-    w.add_tensor(t.name, t.dtype, t.dims, src->tensor_data(t), t.nbytes);
-  std::string path = ::testing::TempDir() + "/" + name + ".gguf";
-  w.write(path);
-  return path;
-}
-
-std::string fixture_gguf(const std::string& family) {
-  return test::fixtures_dir() + "/models/" + family + "/model-f32.gguf";
-}
+using test::fixture_gguf;
+using test::gguf_with_keys;
+using Keys = test::GgufKeys;
 
 ArchConfig config_of(const std::string& path) {
   return read_arch_config(*ModelSource::open(path));
@@ -70,24 +54,24 @@ std::string hf_with_rope(const std::string& hf, const std::string& name,
 TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   const std::string qwen3 = fixture_gguf("qwen3");
   const auto f32 = [](double v) { return gguf_float(GgufType::F32, v); };
-  ArchConfig c = config_of(with_keys(
+  ArchConfig c = config_of(gguf_with_keys(
       qwen3,
       {{"qwen3.rope.scaling.type", gguf_string("linear")}, {"qwen3.rope.scaling.factor", f32(2)}},
       "linear"));
   EXPECT_EQ(c.rope_scaling, RopeScaling::Linear);
   EXPECT_FLOAT_EQ(c.rope_factor, 2.0f);
-  c = config_of(with_keys(qwen3, {{"qwen3.rope.scale_linear", f32(4)}}, "scale-linear"));
+  c = config_of(gguf_with_keys(qwen3, {{"qwen3.rope.scale_linear", f32(4)}}, "scale-linear"));
   EXPECT_EQ(c.rope_scaling, RopeScaling::Linear);
   EXPECT_FLOAT_EQ(c.rope_factor, 4.0f);
-  c = config_of(with_keys(
+  c = config_of(gguf_with_keys(
       qwen3,
       {{"qwen3.rope.scaling.type", gguf_string("none")}, {"qwen3.rope.scaling.factor", f32(4)}},
       "none"));
   EXPECT_EQ(c.rope_scaling, RopeScaling::None);
-  c = config_of(with_keys(qwen3, {{"qwen3.rope.scaling.factor", f32(1)}}, "factor-one"));
+  c = config_of(gguf_with_keys(qwen3, {{"qwen3.rope.scaling.factor", f32(1)}}, "factor-one"));
   EXPECT_EQ(c.rope_scaling, RopeScaling::None);
   for (const char* type : {"longrope", "su"}) {
-    const std::string path = with_keys(
+    const std::string path = gguf_with_keys(
         qwen3,
         {{"qwen3.rope.scaling.type", gguf_string(type)}, {"qwen3.rope.scaling.factor", f32(4)}},
         type);
@@ -98,20 +82,20 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
       EXPECT_NE(std::string(e.what()).find(type), std::string::npos) << e.what();
     }
   }
-  EXPECT_THROW(config_of(with_keys(qwen3, {{"qwen3.rope.scaling.type", gguf_string("linear")}},
-                                   "linear-no-factor")),
+  EXPECT_THROW(config_of(gguf_with_keys(qwen3, {{"qwen3.rope.scaling.type", gguf_string("linear")}},
+                                        "linear-no-factor")),
                Error);
   // YaRN needs its original context; DeepSeek's variant (a log multiplier) is refused.
   const Keys yarn = {{"qwen3.rope.scaling.type", gguf_string("yarn")},
                      {"qwen3.rope.scaling.factor", f32(4)}};
-  EXPECT_THROW(config_of(with_keys(qwen3, yarn, "yarn-no-context")), Error);
+  EXPECT_THROW(config_of(gguf_with_keys(qwen3, yarn, "yarn-no-context")), Error);
   Keys deepseek = yarn;
   deepseek.push_back({"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)});
   deepseek.push_back({"qwen3.rope.scaling.yarn_log_multiplier", f32(0.1)});
-  EXPECT_THROW(config_of(with_keys(qwen3, deepseek, "yarn-deepseek")), Error);
+  EXPECT_THROW(config_of(gguf_with_keys(qwen3, deepseek, "yarn-deepseek")), Error);
   // llama3 scaling (the rope_freqs tensor) and a linear factor at once.
-  EXPECT_THROW(open_model_spec(with_keys(fixture_gguf("llama_rope_llama3"),
-                                         {{"llama.rope.scaling.factor", f32(2)}}, "both")),
+  EXPECT_THROW(open_model_spec(gguf_with_keys(fixture_gguf("llama_rope_llama3"),
+                                              {{"llama.rope.scaling.factor", f32(2)}}, "both")),
                Error);
 }
 
@@ -119,27 +103,23 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
 // fixture with factor 8 on its global layers, as Gemma 3 4B-27B carry it): the GGUF with the
 // converter's keys, in prefill and decode, and the HF form with the same rope parameters.
 TEST(GgufRopeScaling, LinearMatchesTransformers) {
-  const std::string dir = test::fixtures_dir() + "/models/gemma3";
-  const std::vector<float> ref = test::read_f32_file(dir + "/ref_logits_linear8.f32");
-  const std::vector<int32_t> ids = test::fixture_prompt(test::fixture_forms({"gemma3"}).front());
-  const auto V = static_cast<int64_t>(ref.size() / ids.size());
-  const std::string gguf = with_keys(fixture_gguf("gemma3"),
-                                     {{"gemma3.rope.scaling.type", gguf_string("linear")},
-                                      {"gemma3.rope.scaling.factor", gguf_float(GgufType::F32, 8)}},
-                                     "gemma3-linear");
+  const test::RopeScalingCase rc = test::gemma3_linear8();
+  const int64_t V = rc.vocab();
   for (const bool decode : {false, true}) {
-    const auto c = test::compare_logits(test::run_logits(gguf, ids, {.decode = decode}), ref, V);
+    test::LogitsRun run = rc.run;
+    run.decode = decode;
+    const auto c = test::compare_logits(test::run_logits(rc.gguf, rc.ids, run), rc.ref, V);
     EXPECT_LE(c.rel, 1e-4) << (decode ? "decode: " : "prefill: ") << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
   }
   const auto plain =
-      test::compare_logits(test::run_logits(fixture_gguf("gemma3"), ids, {}), ref, V);
+      test::compare_logits(test::run_logits(rc.plain_gguf, rc.ids, rc.run), rc.ref, V);
   EXPECT_GT(plain.rel, 1e-3) << "plain rope is as close: the reference would not tell";
   const std::string hf = test::shared_path("fixtures/gemma3/hf");
   TS_REQUIRE_SHARED(hf);
   const std::string hf_dir = hf_with_rope(hf, "gemma3-linear-hf", "full_attention",
                                           {{"rope_type", "linear"}, {"factor", 8.0}});
-  const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {}), ref, V);
+  const auto c = test::compare_logits(test::run_logits(hf_dir, rc.ids, rc.run), rc.ref, V);
   EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
 
@@ -147,34 +127,24 @@ TEST(GgufRopeScaling, LinearMatchesTransformers) {
 // 4 over an original context of 32, its prompt repeated to 96 tokens, float32): the GGUF with
 // llama.cpp's keys, in prefill and decode, and the HF form with the same rope parameters.
 TEST(GgufRopeScaling, YarnMatchesTransformers) {
-  const std::string dir = test::fixtures_dir() + "/models/qwen3";
-  const std::vector<float> ref = test::read_f32_file(dir + "/ref_logits_yarn.f32");
-  const std::vector<int32_t> prompt = test::fixture_prompt(test::fixture_forms({"qwen3"}).front());
-  std::vector<int32_t> ids;
-  while (ids.size() < 96) ids.insert(ids.end(), prompt.begin(), prompt.end());
-  ids.resize(96);
-  const auto V = static_cast<int64_t>(ref.size() / ids.size());
-  const std::string gguf =
-      with_keys(fixture_gguf("qwen3"),
-                {{"qwen3.rope.scaling.type", gguf_string("yarn")},
-                 {"qwen3.rope.scaling.factor", gguf_float(GgufType::F32, 4)},
-                 {"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)}},
-                "qwen3-yarn");
+  const test::RopeScalingCase rc = test::qwen3_yarn4();
+  const int64_t V = rc.vocab();
   for (const bool decode : {false, true}) {
-    const auto c = test::compare_logits(
-        test::run_logits(gguf, ids, {.batch = 64, .decode = decode, .ctx = 128}), ref, V);
+    test::LogitsRun run = rc.run;
+    run.decode = decode;
+    const auto c = test::compare_logits(test::run_logits(rc.gguf, rc.ids, run), rc.ref, V);
     EXPECT_LE(c.rel, 1e-4) << (decode ? "decode: " : "prefill: ") << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
   }
-  const auto plain = test::compare_logits(
-      test::run_logits(fixture_gguf("qwen3"), ids, {.batch = 64, .ctx = 128}), ref, V);
+  const auto plain =
+      test::compare_logits(test::run_logits(rc.plain_gguf, rc.ids, rc.run), rc.ref, V);
   EXPECT_GT(plain.rel, 1e-2) << "plain rope is as close: the reference would not tell";
   const std::string hf = test::shared_path("fixtures/qwen3/hf");
   TS_REQUIRE_SHARED(hf);
   const std::string hf_dir = hf_with_rope(
       hf, "qwen3-yarn-hf", "",
       {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}});
-  const auto c = test::compare_logits(test::run_logits(hf_dir, ids, {.ctx = 128}), ref, V);
+  const auto c = test::compare_logits(test::run_logits(hf_dir, rc.ids, rc.run), rc.ref, V);
   EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
 
