@@ -52,6 +52,9 @@ constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block t
 // Activation rows of one direct launch at most (gemv_direct_kernel's kX): more would take more
 // registers than the blocks per SM of kBlocksBatched leave.
 constexpr int64_t kLaunchRows = 4;
+// Weight rows a thread of a one-row direct launch takes (gemv_direct_kernel's kR): it loads each
+// unit's activations once for all of them.
+constexpr int kThreadRows = 2;
 
 // One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
 // codes of its two halves (the q4_k minimum and the q6_k offset of 32 multiply them).
@@ -421,7 +424,20 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
 // ---- direct loads: units on 16-byte boundaries ----
 
 // How the direct kernel reads one row's units of Units::kElems elements: load(u) fetches what
-// unit u's dot needs from memory (streamed: read once, evict first), dot() then uses it.
+// unit u's dot needs from memory (streamed: read once, evict first), acts(u) unit u's activations
+// (read once for all the rows a thread takes), dot() then uses both.
+
+// The activations of a 32-element unit: its 32 int8 codes and its block term.
+struct UnitActs {
+  uint4 x[2];
+  ActBlock a;
+};
+__device__ __forceinline__ UnitActs unit_acts(int64_t u, const int8_t* xq, const ActBlock* meta) {
+  const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kUnit);
+  const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
+  return {{__ldg(x4), __ldg(x4 + 1)}, *reinterpret_cast<const ActBlock*>(&m)};
+}
+
 // q8_0 in WeightLayout::Q8Groups: 32 codes (two 16-byte vectors) and one f16 scale.
 struct Q8GroupUnits {
   struct Held {
@@ -431,9 +447,11 @@ struct Q8GroupUnits {
   static constexpr int kElems = kUnit;
   static constexpr bool kFitLanes = false;  // gemv_int8_kernel's lanes, for its bits
   static constexpr bool kWholeBlocks = kRows == kQ8GroupRows;  // rows come in whole groups
-  static constexpr int kBlocks = kBlocksPerSm, kBlocksIndexed = 6, kBlocksBatched = 4;
+  // Two rows a thread need 48 registers: five blocks per SM (at 40, six, the kernel spilled).
+  static constexpr int kBlocks = 5, kBlocksIndexed = 5, kBlocksBatched = 4;
   const uint4* codes;
   const __half* scales;
+  Q8GroupUnits() = default;
   // Row r of the group at row r0 (a multiple of kQ8GroupRows).
   __device__ Q8GroupUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
       : codes(reinterpret_cast<const uint4*>(w + r0 * row_stride + r * cols)),
@@ -442,15 +460,15 @@ struct Q8GroupUnits {
   __device__ Held load(int64_t u) const {
     return {{__ldcs(codes + 2 * u), __ldcs(codes + 2 * u + 1)}, __ldcs(scales + u)};
   }
+  using Acts = UnitActs;
+  __device__ static Acts acts(int64_t u, const int8_t* xq, const ActBlock* meta) {
+    return unit_acts(u, xq, meta);
+  }
   // unit_dot<Q8_0>'s sum and product, in its order.
-  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
-    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
-    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
-    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
-    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
+  __device__ static float dot(const Held& h, const Acts& x, int64_t /*u*/) {
     const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
                            h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
-    return __half2float(h.d) * a.d * static_cast<float>(dp4a8(q, x, 0, 8));
+    return __half2float(h.d) * x.a.d * static_cast<float>(dp4a8(q, x.x, 0, 8));
   }
 };
 
@@ -481,10 +499,11 @@ struct KMinUnits {
   // No other kernel has to give these bits: short rows take fewer lanes (gemv_direct_kernel).
   static constexpr bool kFitLanes = true;
   static constexpr bool kWholeBlocks = false;
-  // A q4_k unit holds 12 registers (q8_0: 9): the kernel spills under the 32 of eight blocks per
-  // SM, and under an index at the 40 of six. A q5_k unit holds 20: five blocks (48 registers).
-  static constexpr int kBlocks = kFifthBit ? 5 : 6, kBlocksIndexed = 5, kBlocksBatched = 2;
+  // A q4_k unit holds 12 registers (q8_0: 9), a q5_k unit 20: with two rows a thread, four blocks
+  // per SM (64 registers) and three (80).
+  static constexpr int kBlocks = kFifthBit ? 3 : 4, kBlocksIndexed = kBlocks, kBlocksBatched = 2;
   const uint8_t* row;
+  KMinUnits() = default;
   __device__ KMinUnits(const uint8_t* w, size_t row_stride, int64_t /*cols*/, int64_t r0, int r)
       : row(w + (r0 + r) * row_stride) {}
   __device__ Held load(int64_t u) const {
@@ -501,12 +520,22 @@ struct KMinUnits {
     }
     return h;
   }
-  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
+  // A unit's 64 activations: two 32-element blocks.
+  struct Acts {
+    uint4 xlo[2], xhi[2];
+    ActBlock a[2];
+  };
+  __device__ static Acts acts(int64_t u, const int8_t* xq, const ActBlock* meta) {
     const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
-    const uint4 xlo[2] = {__ldg(x4), __ldg(x4 + 1)}, xhi[2] = {__ldg(x4 + 2), __ldg(x4 + 3)};
     const int4 m = __ldg(reinterpret_cast<const int4*>(meta + 2 * u));
-    const ActBlock a[2] = {*reinterpret_cast<const ActBlock*>(&m.x),
-                           *reinterpret_cast<const ActBlock*>(&m.z)};
+    return {{__ldg(x4), __ldg(x4 + 1)},
+            {__ldg(x4 + 2), __ldg(x4 + 3)},
+            {*reinterpret_cast<const ActBlock*>(&m.x), *reinterpret_cast<const ActBlock*>(&m.z)}};
+  }
+  __device__ static float dot(const Held& h, const Acts& x, int64_t u) {
+    const uint4(&xlo)[2] = x.xlo;
+    const uint4(&xhi)[2] = x.xhi;
+    const ActBlock(&a)[2] = x.a;
     const int c = static_cast<int>(u % 4);
     const uint32_t q[8] = {h.q[0].x, h.q[0].y, h.q[0].z, h.q[0].w,
                            h.q[1].x, h.q[1].y, h.q[1].z, h.q[1].w};
@@ -552,10 +581,11 @@ struct Q6KUnits {
   static constexpr int kElems = kUnit;
   static constexpr bool kFitLanes = false;  // gemv_int8_kernel's lanes, for its bits
   static constexpr bool kWholeBlocks = false;
-  // A unit holds 17 registers (q4_k: 12): at five blocks per SM (48 registers) the kernel does
-  // not spill, with or without an index. Scales and d held apart (18) spilled there.
-  static constexpr int kBlocks = 5, kBlocksIndexed = 5, kBlocksBatched = 4;
+  // A unit holds 17 registers (q4_k: 12; scales and d held apart, 18, spilled): with two rows a
+  // thread, four blocks per SM (64 registers).
+  static constexpr int kBlocks = 4, kBlocksIndexed = 4, kBlocksBatched = 4;
   Q6PackedRow row;
+  Q6KUnits() = default;
   __device__ Q6KUnits(const uint8_t* w, size_t row_stride, int64_t cols, int64_t r0, int r)
       : row(q6_packed_row(w, row_stride, cols, r0 + r)) {}
   __device__ Held load(int64_t u) const {
@@ -571,11 +601,11 @@ struct Q6KUnits {
             static_cast<uint32_t>(__ldcs(sc + sub)) | static_cast<uint32_t>(__ldcs(d + u / 8))
                                                           << 16};
   }
-  __device__ static float dot(const Held& h, int64_t u, const int8_t* xq, const ActBlock* meta) {
-    const auto* x4 = reinterpret_cast<const uint4*>(xq + u * kElems);
-    const uint4 x[2] = {__ldg(x4), __ldg(x4 + 1)};
-    const int2 m = __ldg(reinterpret_cast<const int2*>(meta + u));
-    const ActBlock a = *reinterpret_cast<const ActBlock*>(&m);
+  using Acts = UnitActs;
+  __device__ static Acts acts(int64_t u, const int8_t* xq, const ActBlock* meta) {
+    return unit_acts(u, xq, meta);
+  }
+  __device__ static float dot(const Held& h, const Acts& x, int64_t u) {
     uint32_t lo[8] = {h.ql[0].x, h.ql[0].y, h.ql[0].z, h.ql[0].w,
                       h.ql[1].x, h.ql[1].y, h.ql[1].z, h.ql[1].w};
     const uint32_t hi[8] = {h.qh[0].x, h.qh[0].y, h.qh[0].z, h.qh[0].w,
@@ -584,23 +614,25 @@ struct Q6KUnits {
     const int sc0 = static_cast<int8_t>(h.scales_d & 0xFFu);
     const int sc1 = static_cast<int8_t>((h.scales_d >> 8) & 0xFFu);
     return q6k_unit(lo, hi, static_cast<int>(u % 8), sc0, sc1,
-                    static_cast<uint16_t>(h.scales_d >> 16), x, a);
+                    static_cast<uint16_t>(h.scales_d >> 16), x.x, x.a);
   }
 };
 
-// One block per 4 rows, 64 threads a row (kLanes), each taking units j, j + 64, ... of its row
-// (q8_0: the units of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give
-// the same bits). Rows of fewer units take 32 or 16 lanes, where the type allows it
-// (Units::kFitLanes), and 8 or 16 rows a block: an MoE expert's rows (q4_k Qwen3-30B-A3B: 32 and
-// 12 units) would otherwise leave half or more of the lanes idle; a row's lanes then sum in their
-// warp, without shared memory. More units per thread on long rows was measured and not taken
-// (16 lanes at 4096 columns: −8 %). A unit's bytes (Units::load) are held one unit ahead: the
-// first unit's go out before the wait for the quantisation kernel ahead (weights are never written
-// while kernels run), each next one as soon as a unit is done, so that no unit waits on more than
-// one memory round trip. The blocks per SM (Units::kBlocks: eight for q8_0, at 32 registers) hide
-// the rest: holding two units would not fit those registers (a q8_0 variant at 4 blocks per SM
-// was slower). Under an ExpertIndex (kIndexed) the index's registers lower that count
-// (Units::kBlocksIndexed).
+// One block per 4 row sets of kR rows (kR = kThreadRows for one activation row, else 1), 64
+// threads a row set (kLanes), each taking units j, j + 64, ... of each of its rows (q8_0: the units
+// of gemv_int8_kernel in its order, so the file's layout and the 4-row groups give the same bits).
+// Rows of fewer units take 32 or 16 lanes, where the type allows it (Units::kFitLanes), and 8 or 16
+// row sets a block: an MoE expert's rows (q4_k Qwen3-30B-A3B: 32 and 12 units) would otherwise
+// leave half or more of the lanes idle; a row's lanes then sum in their warp, without shared
+// memory. More units per thread on long rows was measured and not taken (16 lanes at 4096 columns:
+// −8 %). A thread's rows are a block's row sets apart, so that the lanes of a warp read one row's
+// units side by side. Each unit's activations are loaded once for its kR rows: with a row a thread,
+// the four rows of a block loaded them four times, and the q4_k GEMV was bound by its L1 traffic
+// rather than by HBM (ncu: L1 90 %, DRAM 52 %; with two rows 70 % and 61 %; PERFORMANCE.md,
+// fifteenth session). A unit's bytes (Units::load) are held one unit ahead: the first unit's go
+// out before the wait for the quantisation kernel ahead (weights are never written while kernels
+// run), each next one as soon as a unit is done, so that no unit waits on more than one memory
+// round trip. The blocks per SM (Units::kBlocks, at the registers two rows take) hide the rest.
 //
 // kX activation rows (a batched decode's tokens, quantised cols apart) share each unit's weight
 // bytes and its decoding: both are paid once for all of them. Row m's sum takes its units in the
@@ -616,8 +648,10 @@ __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
                                                        : Units::kBlocks)
     gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                        const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
-  constexpr int kBlockRows = kThreads / kLanes;
-  static_assert(kBlockRows == kRows || Units::kFitLanes, "the type keeps gemv_int8_kernel's lanes");
+  constexpr int kR = kX == 1 ? kThreadRows : 1;
+  constexpr int kSets = kThreads / kLanes;  // row sets of a block; a thread's rows are kSets apart
+  constexpr int kBlockRows = kSets * kR;
+  static_assert(kSets == kRows || Units::kFitLanes, "the type keeps gemv_int8_kernel's lanes");
   static_assert(kX == 1 || !kIndexed, "an index gives each expert its own activation row");
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
     pdl_wait();
@@ -627,45 +661,70 @@ __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
     y += blockIdx.y * rows;
   }
   const int tid = threadIdx.x;
-  const int r = tid / kLanes, j = tid % kLanes;
+  const int set = tid / kLanes, j = tid % kLanes;
   const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  // Every row of a block is there when the layout groups whole blocks of rows.
-  const bool live = Units::kWholeBlocks || r0 + r < rows;
-  const int64_t units = live ? cols / Units::kElems : 0;
-  const Units row(w, row_stride, cols, r0, r);
-  typename Units::Held held{};
-  if (j < units) held = row.load(j);
+  // Row i of this thread: r0 + i * kSets + set. Every row of a block is there when the layout
+  // groups whole blocks of rows.
+  bool live[kR];
+  int64_t units = 0;
+#pragma unroll
+  for (int i = 0; i < kR; ++i) {
+    live[i] = (Units::kWholeBlocks && kR == 1) || r0 + i * kSets + set < rows;
+    if (live[i]) units = cols / Units::kElems;
+  }
+  Units row[kR];
+#pragma unroll
+  for (int i = 0; i < kR; ++i) row[i] = Units(w, row_stride, cols, r0 + i * kSets, set);
+  typename Units::Held held[kR]{};
+#pragma unroll
+  for (int i = 0; i < kR; ++i)
+    if (j < units && live[i]) held[i] = row[i].load(j);
   pdl_enter();
-  float acc[kX] = {};
+  float acc[kX][kR] = {};
   for (int64_t u = j; u < units; u += kLanes) {
 #pragma unroll
-    for (int m = 0; m < kX; ++m)
-      acc[m] += Units::dot(held, u, xq + m * cols, meta + m * cols / kUnit);
-    if (u + kLanes < units) held = row.load(u + kLanes);
+    for (int m = 0; m < kX; ++m) {
+      const typename Units::Acts x = Units::acts(u, xq + m * cols, meta + m * cols / kUnit);
+#pragma unroll
+      for (int i = 0; i < kR; ++i) acc[m][i] += Units::dot(held[i], x, u);
+    }
+    if (u + kLanes < units) {
+#pragma unroll
+      for (int i = 0; i < kR; ++i)
+        if (live[i]) held[i] = row[i].load(u + kLanes);
+    }
   }
   if constexpr (kLanes <= 32) {  // a row's lanes are in one warp
 #pragma unroll
-    for (int m = 0; m < kX; ++m) {
-      for (int off = kLanes / 2; off > 0; off >>= 1)
-        acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
-      if (j == 0 && live) y[m * rows + r0 + r] = acc[m];
-    }
-  } else {
-    __shared__ float part[kX][kThreads / 32];
+    for (int m = 0; m < kX; ++m)
 #pragma unroll
-    for (int m = 0; m < kX; ++m) {
-      for (int off = 16; off > 0; off >>= 1) acc[m] += __shfl_xor_sync(0xffffffffu, acc[m], off);
-      if (tid % 32 == 0) part[m][tid / 32] = acc[m];
-    }
+      for (int i = 0; i < kR; ++i) {
+        for (int off = kLanes / 2; off > 0; off >>= 1)
+          acc[m][i] += __shfl_xor_sync(0xffffffffu, acc[m][i], off);
+        if (j == 0 && live[i]) y[m * rows + r0 + i * kSets + set] = acc[m][i];
+      }
+  } else {
+    __shared__ float part[kX][kR][kThreads / 32];
+#pragma unroll
+    for (int m = 0; m < kX; ++m)
+#pragma unroll
+      for (int i = 0; i < kR; ++i) {
+        for (int off = 16; off > 0; off >>= 1)
+          acc[m][i] += __shfl_xor_sync(0xffffffffu, acc[m][i], off);
+        if (tid % 32 == 0) part[m][i][tid / 32] = acc[m][i];
+      }
     __syncthreads();
     constexpr int kWarpsPerRow = kLanes / 32;
-    if (tid < kBlockRows && (Units::kWholeBlocks || r0 + tid < rows)) {
+    if (tid < kBlockRows) {
+      const int i = tid / kSets, rs = tid % kSets;
+      if ((Units::kWholeBlocks && kR == 1) || r0 + tid < rows) {
 #pragma unroll
-      for (int m = 0; m < kX; ++m) {
-        float sum = 0.0f;
+        for (int m = 0; m < kX; ++m) {
+          float sum = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kWarpsPerRow; ++i) sum += part[m][tid * kWarpsPerRow + i];
-        y[m * rows + r0 + tid] = sum;
+          for (int k = 0; k < kWarpsPerRow; ++k) sum += part[m][i][rs * kWarpsPerRow + k];
+          y[m * rows + r0 + tid] = sum;
+        }
       }
     }
   }
@@ -730,8 +789,8 @@ void launch_direct_lanes(cudaStream_t stream, const uint8_t* data, const Weight&
   launch("int8 gemv (direct)",
          ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes, 1>
                              : gemv_direct_kernel<Units, false, kLanes, kX>,
-         gemv_grid(w, kThreads / kLanes, ix), kThreads, 0, stream, data, w.row_stride, w.rows,
-         w.cols, q, meta, y, ix);
+         gemv_grid(w, kThreads / kLanes * (kX == 1 ? kThreadRows : 1), ix), kThreads, 0, stream,
+         data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
 }
 
 template <class Units, int kX>
