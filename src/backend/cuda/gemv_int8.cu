@@ -5,14 +5,14 @@
 // codes that __dp4a multiplies four at a time, the scales applied once per 32 (or 16) elements.
 //
 // On Hopper (sm_90), blocks that only keep 2-byte alignment (q8_0: 34 bytes, q6_k: 210, q4_0 /
-// q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110) are staged: a block of 4 rows stages a segment
+// q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110) are staged: a block of 8 rows stages a segment
 // (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
-// (cp.async.bulk, completing on an mbarrier), 3 to 6 stages deep, so that the copy engine, not the
+// (cp.async.bulk, completing on an mbarrier), 2 to 6 stages deep, so that the copy engine, not the
 // threads, moves the bytes; the GEMV is launched as a programmatic dependent of the quantisation
 // kernel, so that these copies start while the activations are being quantised. Each thread then
-// takes one 32-element unit of one row: it reads the unit's quants as aligned 32-bit words shifted
-// into place, its int8 activations as two 16-byte loads, and adds the unit's float term to its own
-// partial sum. A row is two warps; their sums meet through shared memory at the end.
+// takes one 32-element unit of two rows: it reads the unit's int8 activations once, as two 16-byte
+// loads, each row's quants as aligned 32-bit words shifted into place, and adds each row's float
+// term to that row's partial sum. A row is two warps; their sums meet through shared memory.
 //
 // Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
 // 4-row groups (q8_groups.cuh), q6_k weights it packed into rows of d-less 208-byte bodies
@@ -43,18 +43,19 @@ constexpr int kThreads = 256;
 constexpr int kRows = 4;                             // rows per block
 constexpr int kUnit = 32;                            // elements per thread per segment
 constexpr int kSegElems = kThreads / kRows * kUnit;  // 2048 elements per row per segment
-// Eight blocks of 256 threads fill a multiprocessor (2048 threads), so a 4096-row matrix (1024
-// blocks) runs in one wave on 132 multiprocessors: registers are capped at 32 and each block's
-// stages fit an eighth of the 228 KiB of shared memory, less the 1 KiB the hardware reserves.
+// Eight blocks of 256 threads fill a multiprocessor (2048 threads); kernels whose threads take
+// more than one row run fewer, each with a larger share of the 228 KiB of shared memory (less the
+// 1 KiB the hardware reserves a block).
 constexpr int kBlocksPerSm = 8;
-constexpr int kSmemPerBlock = 228 * 1024 / kBlocksPerSm - 1024 - 64;
 constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block terms after
 // Activation rows of one direct launch at most (gemv_direct_kernel's kX): more would take more
 // registers than the blocks per SM of kBlocksBatched leave.
 constexpr int64_t kLaunchRows = 4;
-// Weight rows a thread of a one-row direct launch takes (gemv_direct_kernel's kR): it loads each
-// unit's activations once for all of them.
+// Weight rows a thread of a one-row launch takes (gemv_direct_kernel's kR, Seg<T>::kThreadRows):
+// it loads each unit's activations once for all of them.
 constexpr int kThreadRows = 2;
+// Static shared memory a block may declare.
+constexpr int kStaticSmem = 48 * 1024;
 
 // One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
 // codes of its two halves (the q4_k minimum and the q6_k offset of 32 multiply them).
@@ -313,12 +314,19 @@ struct Seg {
   // The segment after its row's 16-byte phase (<= 14 bytes), the copy's rounding up to 16 bytes,
   // and the word load_words reads past the end of a unit.
   static constexpr int kBuf = kBytes + 32;
-  // As many stages as fit the block's shared memory, up to 6 (3 for q8_0, 4 for q6_k, 6 for q2_k).
-  static constexpr int kStages =
-      kSmemPerBlock / (kRows * kBuf) < 6 ? kSmemPerBlock / (kRows * kBuf) : 6;
-  // Blocks per SM the registers are sized for. q3_k's unit holds its low and high bits at once: at
-  // the 32 registers of eight blocks it spilled 28 bytes a thread, at six (40 registers) none.
-  static constexpr int kBlocks = T == DType::Q3_K ? 6 : kBlocksPerSm;
+  // Rows a thread, and blocks per SM the registers are sized for: two rows take 64 registers (four
+  // blocks). q3_k's unit holds its low and high bits at once: with two rows (three blocks, 85
+  // registers) it ran 1 % slower than with one, at six blocks (40 registers; at the 32 of eight
+  // it spilled).
+  static constexpr int kThreadRows = T == DType::Q3_K ? 1 : ::ts::cuda::kThreadRows;
+  static constexpr int kBlockRows = kRows * kThreadRows;
+  static constexpr int kBlocks = T == DType::Q3_K ? 6 : kBlocksPerSm / kThreadRows;
+  // As many stages as fit a block's share of shared memory and the static limit, up to 6 (2 for
+  // q8_0, 3 for q6_k, 6 for q2_k).
+  static constexpr int kSmem = 228 * 1024 / kBlocks - 1024 - 64 < kStaticSmem - 1024
+                                   ? 228 * 1024 / kBlocks - 1024 - 64
+                                   : kStaticSmem - 1024;
+  static constexpr int kStages = kSmem / (kBlockRows * kBuf) < 6 ? kSmem / (kBlockRows * kBuf) : 6;
   static_assert(kBytes % 16 == 0, "segments must keep the row's 16-byte phase");
   static_assert(kStages >= 2, "a segment must be in flight while another is used");
 };
@@ -329,10 +337,10 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
                      const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using S = Seg<T>;
-  constexpr int kStages = S::kStages;
-  __shared__ __align__(16) uint8_t stage[kStages][kRows][S::kBuf];
+  constexpr int kStages = S::kStages, kStagedRows = S::kBlockRows, kRowsEach = S::kThreadRows;
+  __shared__ __align__(16) uint8_t stage[kStages][kStagedRows][S::kBuf];
   __shared__ __align__(8) uint64_t bar[kStages];
-  __shared__ float part[kThreads / 32];
+  __shared__ float part[kRowsEach][kThreads / 32];
   const int tid = threadIdx.x;
   // The next matmul's quantisation kernel may be scheduled now; it waits for this grid to end.
   pdl_launch_dependents();
@@ -345,19 +353,19 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
     meta += expert_x_offset(ix) / kUnit;
     y += blockIdx.y * rows;
   }
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kRows;
-  const int nr = static_cast<int>(min(static_cast<int64_t>(kRows), rows - r0));
+  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kStagedRows;
+  const int nr = static_cast<int>(min(static_cast<int64_t>(kStagedRows), rows - r0));
   const int64_t row_bytes = cols / S::B::kElems * S::B::kBytes;
   const int nseg = static_cast<int>((cols + kSegElems - 1) / kSegElems);
 
   // Thread 0 copies segment s of every row into stage s % kStages.
   auto issue = [&](int s) {
     uint64_t* b = &bar[s % kStages];
-    const uint8_t* src[kRows] = {};
-    uint32_t bytes[kRows] = {};
+    const uint8_t* src[kStagedRows] = {};
+    uint32_t bytes[kStagedRows] = {};
     uint32_t total = 0;
 #pragma unroll
-    for (int r = 0; r < kRows; ++r) {
+    for (int r = 0; r < kStagedRows; ++r) {
       if (r >= nr) break;
       const uint8_t* row = w + (r0 + r) * row_stride;
       const uint8_t* start = row + static_cast<int64_t>(s) * S::kBytes;
@@ -368,7 +376,7 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
     }
     mbar_expect(b, total);
 #pragma unroll
-    for (int r = 0; r < kRows; ++r)
+    for (int r = 0; r < kStagedRows; ++r)
       if (r < nr) bulk_copy(stage[s % kStages][r], src[r], bytes[r], b);
   };
 
@@ -383,16 +391,21 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
   // start while it runs; its int8 activations are read only after this wait.
   pdl_wait();
 
-  const int r = tid / (kThreads / kRows), j = tid % (kThreads / kRows);
-  // Where row r's bytes start in its stage buffer: its 16-byte phase.
-  const int phase =
-      r < nr ? static_cast<int>(reinterpret_cast<uintptr_t>(w + (r0 + r) * row_stride) & 15) : 0;
-  float acc = 0.0f;
+  // This thread's rows: set, set + kRows, ...; unit j of each segment of them.
+  const int set = tid / (kThreads / kRows), j = tid % (kThreads / kRows);
+  int phase[kRowsEach];  // where each row's bytes start in its stage buffer: its 16-byte phase
+#pragma unroll
+  for (int i = 0; i < kRowsEach; ++i) {
+    const int r = set + i * kRows;
+    phase[i] =
+        r < nr ? static_cast<int>(reinterpret_cast<uintptr_t>(w + (r0 + r) * row_stride) & 15) : 0;
+  }
+  float acc[kRowsEach] = {};
   for (int s = 0; s < nseg; ++s) {
     const int64_t e = static_cast<int64_t>(s) * kSegElems + static_cast<int64_t>(j) * kUnit;
     uint4 x[2] = {};
     ActBlock a{};
-    const bool active = r < nr && e < cols;
+    const bool active = set < nr && e < cols;
     if (active) {  // the activations first: their loads overlap the wait
       const auto* x4 = reinterpret_cast<const uint4*>(xq + e);
       x[0] = __ldg(x4);
@@ -401,19 +414,26 @@ __global__ void __launch_bounds__(kThreads, Seg<T>::kBlocks)
       a = *reinterpret_cast<const ActBlock*>(&m);
     }
     mbar_wait(&bar[s % kStages], static_cast<uint32_t>((s / kStages) & 1));
-    if (active) acc += unit_dot<T>(stage[s % kStages][r] + phase, j, x, a);
+#pragma unroll
+    for (int i = 0; i < kRowsEach; ++i)
+      if (active && set + i * kRows < nr)
+        acc[i] += unit_dot<T>(stage[s % kStages][set + i * kRows] + phase[i], j, x, a);
     __syncthreads();  // every thread is done with this stage before it is refilled
     if (tid == 0 && s + kStages < nseg) issue(s + kStages);
   }
 
-  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
-  if (tid % 32 == 0) part[tid / 32] = acc;
+#pragma unroll
+  for (int i = 0; i < kRowsEach; ++i) {
+    for (int off = 16; off > 0; off >>= 1) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], off);
+    if (tid % 32 == 0) part[i][tid / 32] = acc[i];
+  }
   __syncthreads();
   constexpr int kWarpsPerRow = kThreads / kRows / 32;
   if (tid < nr) {
+    const int i = tid / kRows, rs = tid % kRows;
     float sum = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kWarpsPerRow; ++i) sum += part[tid * kWarpsPerRow + i];
+    for (int k = 0; k < kWarpsPerRow; ++k) sum += part[i][rs * kWarpsPerRow + k];
     y[r0 + tid] = sum;
   }
 #else
@@ -737,16 +757,16 @@ dim3 gemv_grid(const Weight& w, int64_t block_rows, const ExpertIndex& ix) {
 }
 
 template <DType T>
-void launch_int8(dim3 grid, cudaStream_t stream, const uint8_t* data, const Weight& w,
-                 const int8_t* q, const ActBlock* meta, float* y, const ExpertIndex& ix) {
-  // All of shared memory rather than the default split with L1, for eight blocks per SM (set
+void launch_int8(cudaStream_t stream, const uint8_t* data, const Weight& w, const int8_t* q,
+                 const ActBlock* meta, float* y, const ExpertIndex& ix) {
+  // All of shared memory rather than the default split with L1, for Seg<T>::kBlocks a SM (set
   // once, on the device of the first launch).
   static const cudaError_t carveout =
       cudaFuncSetAttribute(gemv_int8_kernel<T>, cudaFuncAttributePreferredSharedMemoryCarveout,
                            cudaSharedmemCarveoutMaxShared);
   check(carveout, "int8 gemv shared memory carveout");
-  launch("int8 gemv", gemv_int8_kernel<T>, grid, kThreads, 0, stream, data, w.row_stride, w.rows,
-         w.cols, q, meta, y, ix);
+  launch("int8 gemv", gemv_int8_kernel<T>, gemv_grid(w, Seg<T>::kBlockRows, ix), kThreads, 0,
+         stream, data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
 }
 
 // The types gemv_int8_kernel reads (unit_dot<T>), in the file's layout.
@@ -761,11 +781,11 @@ bool staged(TypeList<Ts...> /*types*/, DType t) {
 }
 
 template <DType... Ts>
-void launch_staged(TypeList<Ts...> /*types*/, dim3 grid, cudaStream_t stream, const uint8_t* data,
+void launch_staged(TypeList<Ts...> /*types*/, cudaStream_t stream, const uint8_t* data,
                    const Weight& w, const int8_t* q, const ActBlock* meta, float* y,
                    const ExpertIndex& ix) {
   const bool launched =
-      ((w.dtype == Ts && (launch_int8<Ts>(grid, stream, data, w, q, meta, y, ix), true)) || ...);
+      ((w.dtype == Ts && (launch_int8<Ts>(stream, data, w, q, meta, y, ix), true)) || ...);
   if (!launched)
     fail(ErrorKind::Unsupported,
          std::string("int8 GEMV: weight type ") + dtype_name(w.dtype) + " has no kernel");
@@ -885,8 +905,8 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
                : launch_direct<KMinUnits<DType::Q5_K>>(stream, data, w, M, q, meta, y, ix);
   // The staged kernel reads one activation row: a launch per row, each after the one before.
   for (int64_t m = 0; m < M; ++m)
-    launch_staged(StagedTypes{}, gemv_grid(w, kRows, ix), stream, data, w, q + m * w.cols,
-                  meta + m * w.cols / kUnit, y + m * w.rows, ix);
+    launch_staged(StagedTypes{}, stream, data, w, q + m * w.cols, meta + m * w.cols / kUnit,
+                  y + m * w.rows, ix);
 }
 
 }  // namespace ts::cuda
