@@ -1,10 +1,11 @@
 // Causal attention over the KV cache, f32 arithmetic whatever the cache type.
 //
 // Decode (one query row, or one of each of several sequences, each over its own cache):
-// flash-decoding. The keys of each head are cut into `splits` ranges; one block per (head, range)
-// keeps a running max / denominator / output per warp (online softmax), merges its warps, and
-// writes the partial (max, denominator, output); the last block of the head to finish merges the
-// ranges. Enough ranges are used to give every multiprocessor work even for a handful of heads.
+// flash-decoding. The keys of each head are cut into ranges of about kSplitKeys, at most `splits`;
+// one block per (head, range) keeps a running max / denominator / output per warp (online
+// softmax), merges its warps, and writes the partial (max, denominator, output); the last block of
+// the head to finish merges the ranges. `splits` gives every multiprocessor several blocks at long
+// contexts even for a handful of heads.
 //
 // Prefill (many query rows): f16 and bf16 caches of the common head sizes go to the tensor-core
 // kernel of attention_mma.cu. Everything else (f32 caches, whose results must stay exact; q8_0;
@@ -78,6 +79,8 @@ struct AttnParams {
 // ---- decode ----
 
 constexpr int kDecodeWarps = 4;
+// Keys of one key range of a decode (attn_decode_kernel): two steps of its warps.
+constexpr int64_t kSplitKeys = 32;
 // The decode scratch starts with a counter per head (blocks done), zero between launches, then the
 // partials; room for kMaxDecodeHeads heads.
 constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
@@ -130,7 +133,14 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   const int64_t kv_off = static_cast<int64_t>(h / p.group) * D;
   int64_t lo, hi;
   key_range(p.pos[r], p.window, lo, hi);
-  const int64_t per = (hi - lo + splits - 1) / splits;
+  // The ranges this row's keys take: one per kSplitKeys keys, at most `splits` (the grid, fixed so
+  // that a recorded step replays at any position). The others' blocks leave at once: a short
+  // context is not spread over ranges of a few keys each, whose partials would cost more to write
+  // and merge than their keys.
+  const int ranges = static_cast<int>(
+      min(static_cast<int64_t>(splits), max(int64_t{1}, (hi - lo + kSplitKeys - 1) / kSplitKeys)));
+  if (s >= ranges) return;
+  const int64_t per = (hi - lo + ranges - 1) / ranges;
   const int64_t j0 = lo + s * per, j1 = min(hi, j0 + per);
 
   float qv[E], acc[E];
@@ -213,13 +223,13 @@ __global__ void __launch_bounds__(kDecodeWarps * 32)
   __threadfence();  // this block's partial is visible to whichever block merges
   __syncthreads();
   if (threadIdx.x == 0) {
-    last = atomicAdd(done + h, 1) == splits - 1;
+    last = atomicAdd(done + h, 1) == ranges - 1;
     if (last) done[h] = 0;
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits(partials + static_cast<int64_t>(h) * splits * (D + 2), splits, D,
+  combine_splits(partials + static_cast<int64_t>(h) * splits * (D + 2), ranges, D,
                  head_out + static_cast<int64_t>(h) * D);
 }
 

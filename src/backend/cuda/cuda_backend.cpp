@@ -802,11 +802,13 @@ class CudaBackend final : public Backend {
                                    " is outside the KV cache of " + str(kv.capacity));
   }
 
-  // Key ranges per head for decode: about two blocks per multiprocessor in all. The count does not
-  // depend on the position, so that a recorded decode step stays valid as the context grows; a
-  // range left without keys (early in a sequence) costs one idle block.
+  // Key ranges per head for decode at most: about four blocks per multiprocessor in all at long
+  // contexts (measured against two, eight and sixteen: Llama-3-8B Q4_K_M decode after 4000 tokens
+  // 747 / 912 / 870 / 863 tok/s). The grid does not depend on the position, so that a recorded
+  // decode step stays valid as the context grows; the kernel uses a range per kSplitKeys keys and
+  // the blocks of the others leave at once.
   int decode_splits(const AttentionArgs& a) const {
-    const int64_t wanted = (2 * sm_count_ + a.n_head - 1) / a.n_head;
+    const int64_t wanted = (4 * sm_count_ + a.n_head - 1) / a.n_head;
     return static_cast<int>(std::clamp<int64_t>(wanted, 1, cuda::kMaxDecodeSplits));
   }
 
