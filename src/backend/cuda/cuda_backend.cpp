@@ -808,7 +808,7 @@ class CudaBackend final : public Backend {
   // decode step stays valid as the context grows; the kernel uses a range per kSplitKeys keys and
   // the blocks of the others leave at once.
   int decode_splits(const AttentionArgs& a) const {
-    const int64_t wanted = (4 * sm_count_ + a.n_head - 1) / a.n_head;
+    const int64_t wanted = (int64_t{4} * sm_count_ + a.n_head - 1) / a.n_head;
     return static_cast<int>(std::clamp<int64_t>(wanted, 1, cuda::kMaxDecodeSplits));
   }
 
