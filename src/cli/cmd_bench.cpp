@@ -410,9 +410,8 @@ struct Report {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
           "(%s), int8 %.1f GOP/s (%s; %.1f on 256-bit vectors; peaks: the higher of the probes "
-          "before and after the tests). tg bound = bytes per token "
-          "(weights + "
-          "top-k experts + KV) / read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
+          "before and after the tests). tg bound = bytes per token (weights + top-k experts + KV) "
+          "/ read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
           machine->bw.bytes_per_s / 1e9, machine->bw.threads,
           static_cast<unsigned long long>(machine->bw.buffer_bytes >> 20),
           machine->peak.f32_flops / 1e9, machine->peak.f32_isa, machine->peak.int8_ops / 1e9,
