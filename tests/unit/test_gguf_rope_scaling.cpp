@@ -34,23 +34,6 @@ ArchConfig config_of(const std::string& path) {
   return read_arch_config(*ModelSource::open(path));
 }
 
-// A copy of the fixture's shared HF form with `rope` as its rope parameters (rope_theta kept), at
-// `layer_type` of a per-layer-type `rope_parameters` (Gemma 3) or for the whole model ("").
-std::string hf_with_rope(const std::string& hf, const std::string& name,
-                         const std::string& layer_type, nlohmann::json rope) {
-  std::string dir = ::testing::TempDir() + "/" + name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::copy(hf, dir);
-  nlohmann::json config;
-  std::ifstream(dir + "/config.json") >> config;
-  nlohmann::json& params =
-      layer_type.empty() ? config["rope_parameters"] : config["rope_parameters"][layer_type];
-  rope["rope_theta"] = params["rope_theta"];
-  params = rope;
-  std::ofstream(dir + "/config.json") << config.dump(2);
-  return dir;
-}
-
 TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   const std::string qwen3 = fixture_gguf("qwen3");
   const auto f32 = [](double v) { return gguf_float(GgufType::F32, v); };
@@ -107,6 +90,23 @@ struct HfRope {
   nlohmann::json rope;
 };
 
+// A copy of the fixture's shared HF form (at `hf`) with r.rope as its rope parameters (rope_theta
+// kept), at r.layer_type of a per-layer-type `rope_parameters` (Gemma 3) or for the whole model.
+std::string hf_with_rope(const std::string& hf, const HfRope& r) {
+  std::string dir = ::testing::TempDir() + "/" + r.fixture + "-scaled-hf";
+  std::filesystem::remove_all(dir);
+  std::filesystem::copy(hf, dir);
+  nlohmann::json config;
+  std::ifstream(dir + "/config.json") >> config;
+  nlohmann::json& params =
+      r.layer_type.empty() ? config["rope_parameters"] : config["rope_parameters"][r.layer_type];
+  nlohmann::json rope = r.rope;
+  rope["rope_theta"] = params["rope_theta"];
+  params = rope;
+  std::ofstream(dir + "/config.json") << config.dump(2);
+  return dir;
+}
+
 // rc's GGUF against transformers in prefill and decode; the plain fixture farther than
 // `plain_above` from the reference (else the reference would not tell scaled rope from plain); and
 // the HF form with the same rope parameters, when the shared data is there.
@@ -125,8 +125,7 @@ void expect_matches_transformers(const test::RopeScalingCase& rc, double plain_a
   EXPECT_GT(plain.rel, plain_above) << "plain rope is as close: the reference would not tell";
   const std::string hf = test::shared_path("fixtures/" + hf_rope.fixture + "/hf");
   TS_REQUIRE_SHARED(hf);
-  const std::string hf_dir =
-      hf_with_rope(hf, hf_rope.fixture + "-scaled-hf", hf_rope.layer_type, hf_rope.rope);
+  const std::string hf_dir = hf_with_rope(hf, hf_rope);
   const auto c = test::compare_logits(test::run_logits(hf_dir, rc.ids, rc.run), rc.ref, V);
   EXPECT_LE(c.rel, 1e-4) << "HF form: " << c.summary();
 }
