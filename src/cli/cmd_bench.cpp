@@ -446,8 +446,9 @@ int run_bench(BenchArgs& a) {
   if (a.n_gen > 0)
     report.tests.push_back(a.parallel > 1 ? run_tg_parallel(*engine, a, rng)
                                           : run_tg(*engine, session, a, rng));
-  if (machine && !machine->on_device()) {
-    // The compute peak again, after the tests, and the higher of the two probes: a shared VM's
+  if (machine && !machine->on_device() && a.n_prompt > 0) {
+    // The compute peak again, after the tests, and the higher of the two probes (it bounds the
+    // prompt only, so only when there was one): a shared VM's
     // speed moves from minute to minute (its int8 peak read 882 and 1417 GOP/s in runs minutes
     // apart, PERFORMANCE.md, fifteenth session), and a probe taken in a slow phase would flatter
     // every prompt's fraction. (The bandwidth is probed once, before the model takes the memory.)

@@ -662,15 +662,20 @@ struct Q6KUnits {
 // at 4 (64 registers), q4_k and q5_k at 2 (up to 99; at 3 they spilled and ran slower). Four rows
 // then cost 1.1-1.8x one row's time for q8_0 and q6_k, but 1.7-3x for q4_k and q5_k, whose per-row
 // dot products and scale arithmetic, not their bytes, already bound the one-row GEMV.
+// Rows a block of gemv_direct_kernel<.., kLanes, kX> takes: its row sets (threads / kLanes), each
+// of kThreadRows rows for one activation row, else of one (the launch's grid follows it).
+template <int kLanes, int kX>
+constexpr int kDirectBlockRows = kThreads / kLanes*(kX == 1 ? kThreadRows : 1);
+
 template <class Units, bool kIndexed, int kLanes, int kX>
 __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
                                             : kIndexed ? Units::kBlocksIndexed
                                                        : Units::kBlocks)
     gemv_direct_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                        const int8_t* xq, const ActBlock* meta, float* y, ExpertIndex ix) {
-  constexpr int kR = kX == 1 ? kThreadRows : 1;
   constexpr int kSets = kThreads / kLanes;  // row sets of a block; a thread's rows are kSets apart
-  constexpr int kBlockRows = kSets * kR;
+  constexpr int kBlockRows = kDirectBlockRows<kLanes, kX>;
+  constexpr int kR = kBlockRows / kSets;
   static_assert(kSets == kRows || Units::kFitLanes, "the type keeps gemv_int8_kernel's lanes");
   static_assert(kX == 1 || !kIndexed, "an index gives each expert its own activation row");
   if constexpr (kIndexed) {  // the expert ids come from the kernels ahead: wait for them first
@@ -809,8 +814,8 @@ void launch_direct_lanes(cudaStream_t stream, const uint8_t* data, const Weight&
   launch("int8 gemv (direct)",
          ix.table != nullptr ? gemv_direct_kernel<Units, true, kLanes, 1>
                              : gemv_direct_kernel<Units, false, kLanes, kX>,
-         gemv_grid(w, kThreads / kLanes * (kX == 1 ? kThreadRows : 1), ix), kThreads, 0, stream,
-         data, w.row_stride, w.rows, w.cols, q, meta, y, ix);
+         gemv_grid(w, kDirectBlockRows<kLanes, kX>, ix), kThreads, 0, stream, data, w.row_stride,
+         w.rows, w.cols, q, meta, y, ix);
 }
 
 template <class Units, int kX>
