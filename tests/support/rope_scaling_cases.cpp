@@ -16,7 +16,7 @@ std::string gguf_with_keys(const std::string& from, const GgufKeys& keys, const 
   for (const auto& [key, value] : keys) w.add_kv(key, value);
   for (const GgufTensor& t : src->tensors())
     w.add_tensor(t.name, t.dtype, t.dims, src->tensor_data(t), t.nbytes);
-  std::string path = ::testing::TempDir() + "/" + name + ".gguf";
+  std::string path = test::scratch_path(name + ".gguf");
   w.write(path);
   return path;
 }

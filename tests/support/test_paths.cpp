@@ -1,7 +1,10 @@
 #include "test_paths.h"
 
+#include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <sstream>
@@ -44,6 +47,15 @@ std::string shared_path(const std::string& relative) {
   if (dir.empty()) return "";
   const std::string p = dir + "/" + relative;
   return file_exists(p) ? p : "";
+}
+
+std::string scratch_path(const std::string& name) {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  // Outside a test body (a static initialiser), the process id keeps the path private.
+  std::string owner = test != nullptr ? std::string(test->test_suite_name()) + "." + test->name()
+                                      : "pid" + std::to_string(::getpid());
+  std::replace(owner.begin(), owner.end(), '/', '_');  // parameterised tests: "All/Suite.Case/0"
+  return ::testing::TempDir() + "/ts-" + owner + "-" + name;
 }
 
 int run_command(const std::string& command, std::string* output) {

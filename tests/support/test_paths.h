@@ -22,6 +22,11 @@ std::string real_model_path(const std::string& name);
 // True when the CUDA backend is built and finds a device (the tests of label `cuda` skip without).
 bool cuda_device_present();
 
+// `name` under the temporary directory, prefixed with the running test's name. ctest runs every
+// test as its own process, several at once: two tests writing one fixed path would read each
+// other's half-written files.
+std::string scratch_path(const std::string& name);
+
 // Runs a shell command, returns its exit status; stdout+stderr captured into *output if given.
 int run_command(const std::string& command, std::string* output = nullptr);
 

@@ -169,7 +169,7 @@ TEST(ChatTemplate, SelectionOrder) {
 }
 
 TEST(ChatTemplate, ReadsHfDirectoryTemplates) {
-  const std::string dir = ::testing::TempDir() + "/ts_chat_hf";
+  const std::string dir = ts::test::scratch_path("chat_hf");
   ASSERT_EQ(ts::test::run_command("rm -rf " + dir + " && mkdir -p " + dir), 0);
   EXPECT_EQ(ts::hf_chat_template(dir), "");
   std::ofstream(dir + "/tokenizer_config.json")

@@ -40,7 +40,7 @@ TEST(Cli, MissingModelExitsWith2AndNamesIt) {
 }
 
 TEST(Cli, GarbageFileIsRefusedWithExit2) {
-  const std::string path = ::testing::TempDir() + "/garbage.gguf";
+  const std::string path = test::scratch_path("garbage.gguf");
   std::ofstream(path) << "this is not a model file at all, just some text that is long enough";
   std::string out;
   EXPECT_EQ(run("run -m " + path + " -p hi", &out), 2);

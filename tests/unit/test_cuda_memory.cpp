@@ -31,7 +31,7 @@ constexpr int kBatch = 64;
 // The text of every run, written once.
 const std::string& text_file() {
   static const std::string path = [] {
-    const std::string p = ::testing::TempDir() + "/vram-text.txt";
+    const std::string p = test::scratch_path("vram-text.txt");
     std::ofstream out(p);
     for (int i = 0; i < 12; ++i)
       out << "The history of the old city begins with a market by the river, where traders met. ";
@@ -52,7 +52,7 @@ nlohmann::json parse_file(const std::string& path) {
 
 // Generation: the prompt in micro-batches, then decode; the head runs on one row.
 nlohmann::json generate(const std::string& model, const std::string& extra) {
-  const std::string json = ::testing::TempDir() + "/vram-stats.json";
+  const std::string json = test::scratch_path("vram-stats.json");
   std::remove(json.c_str());
   const std::string cmd = test::binary_path() + " run" + model_flags(model, extra) +
                           " -p \"$(cat " + text_file() + ")\" -n 16 --temp 0 -c 2048 " +
@@ -65,7 +65,7 @@ nlohmann::json generate(const std::string& model, const std::string& extra) {
 // the head runs on the tensor cores too (a quantised head is dequantised in chunks, often the
 // largest).
 nlohmann::json perplexity(const std::string& model, const std::string& extra) {
-  const std::string json = ::testing::TempDir() + "/vram-ppl.json";
+  const std::string json = test::scratch_path("vram-ppl.json");
   const std::string cmd = test::binary_path() + " perplexity" + model_flags(model, extra) + " -f " +
                           text_file() + " -c 128 --json > " + json + " 2>/dev/null";
   EXPECT_EQ(test::run_command(cmd), 0) << cmd;
@@ -108,7 +108,7 @@ void expect_within_footprint(const std::string& model, const std::string& extra,
 // process's).
 TEST(VramGate, BatchedDecodeSteps) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  const std::string model = ::testing::TempDir() + "/vram-batched-qwen3.gguf";
+  const std::string model = test::scratch_path("vram-batched-qwen3.gguf");
   ASSERT_EQ(test::run_command(test::binary_path() +
                               " synth --shape qwen3-30b-a3b --layers 2 --dtype q4_k_m -o " + model +
                               " > /dev/null 2>&1"),
@@ -155,7 +155,7 @@ TEST(VramGate, QuantisedShapesOfRealModels) {
   for (const Case& c : {Case{"llama3.2-1b", "q4_k_m", ""}, Case{"llama3.2-1b", "q8_0", ""},
                         Case{"qwen3-30b-a3b", "q4_k_m", ""},
                         Case{"qwen3-30b-a3b", "q4_k_m", "--expert-slots 16"}}) {
-    const std::string model = ::testing::TempDir() + "/vram-" + c.shape + "-" + c.dtype + ".gguf";
+    const std::string model = test::scratch_path("vram-" + c.shape + "-" + c.dtype + ".gguf");
     if (!test::file_exists(model)) {
       ASSERT_EQ(test::run_command(test::binary_path() + " synth --shape " + c.shape +
                                   " --layers 2 --dtype " + c.dtype + " -o " + model +
@@ -165,7 +165,7 @@ TEST(VramGate, QuantisedShapesOfRealModels) {
     expect_within_footprint(model, c.extra, c.shape + " " + c.dtype + " " + c.extra);
   }
   for (const char* m : {"llama3.2-1b-q4_k_m", "llama3.2-1b-q8_0", "qwen3-30b-a3b-q4_k_m"})
-    std::remove((::testing::TempDir() + "/vram-" + m + ".gguf").c_str());
+    std::remove(test::scratch_path(std::string("vram-") + m + ".gguf").c_str());
 }
 
 }  // namespace

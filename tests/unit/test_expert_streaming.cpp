@@ -73,7 +73,7 @@ TEST(Streaming, SlotsBelowTopKAreRefused) {
 
 TEST(Streaming, TruncatedFileStopsWithAnErrorNamingLayerAndExpert) {
   const auto forms = test::fixture_forms({"mixtral"});
-  const std::string copy = ::testing::TempDir() + "/mixtral-truncated.gguf";
+  const std::string copy = test::scratch_path("mixtral-truncated.gguf");
   std::filesystem::copy_file(forms.back().path, copy,
                              std::filesystem::copy_options::overwrite_existing);
   EngineOptions o;

@@ -26,8 +26,7 @@ ArchConfig config_with(const GgufFile& fixture, int64_t layers, int64_t heads) {
     else
       w.add_kv(key, value);
   }
-  const std::string path =
-      ::testing::TempDir() + "/gemma3-" + std::to_string(layers) + "-layers.gguf";
+  const std::string path = test::scratch_path("gemma3-" + std::to_string(layers) + "-layers.gguf");
   w.write(path);
   return read_arch_config(*ModelSource::open(path));
 }

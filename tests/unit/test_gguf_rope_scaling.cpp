@@ -93,7 +93,7 @@ struct HfRope {
 // A copy of the fixture's shared HF form (at `hf`) with r.rope as its rope parameters (rope_theta
 // kept), at r.layer_type of a per-layer-type `rope_parameters` (Gemma 3) or for the whole model.
 std::string hf_with_rope(const std::string& hf, const HfRope& r) {
-  std::string dir = ::testing::TempDir() + "/" + r.fixture + "-scaled-hf";
+  std::string dir = test::scratch_path(r.fixture + "-scaled-hf");
   std::filesystem::remove_all(dir);
   std::filesystem::copy(hf, dir);
   nlohmann::json config;

@@ -42,7 +42,7 @@ class MemoryGate : public ::testing::Test {
 };
 
 nlohmann::json run_with_slots(int slots) {
-  const std::string json = ::testing::TempDir() + "/stats-" + std::to_string(slots) + ".json";
+  const std::string json = test::scratch_path("stats-" + std::to_string(slots) + ".json");
   const std::string cmd =
       test::binary_path() +
       " run -p 'The history of the old city' -n 48 --temp 0 -c 256 -t 1 --backend cpu " +
@@ -83,14 +83,13 @@ namespace {
 // the all-resident run's memory.
 TEST_F(MemoryGate, Qwen3_30B_A3B_ShapeWithEightSlots) {
   for (const std::string dtype : {"q8_0", "q4_k_m"}) {
-    const std::string model = ::testing::TempDir() + "/qwen3-30b-a3b-2layers-" + dtype + ".gguf";
+    const std::string model = test::scratch_path("qwen3-30b-a3b-2layers-" + dtype + ".gguf");
     ASSERT_EQ(
         test::run_command(test::binary_path() + " synth --shape qwen3-30b-a3b --layers 2 --dtype " +
                           dtype + " -o " + model + " > /dev/null 2>&1"),
         0);
     auto run = [&](int slots) {
-      const std::string json =
-          ::testing::TempDir() + "/qwen3-stats-" + std::to_string(slots) + ".json";
+      const std::string json = test::scratch_path("qwen3-stats-" + std::to_string(slots) + ".json");
       const std::string cmd = test::binary_path() + " run -m " + model +
                               " -p 'The history of the old city' -n 8 " +
                               "--temp 0 -c 128 -t 2 --backend cpu --expert-slots " +

@@ -307,7 +307,7 @@ TEST(TokenizerErrors, InconsistentSpecIsRefused) {
 std::string write_vocab_gguf(const std::vector<std::pair<std::string, ts::GgufValue>>& kv) {
   ts::GgufWriter w;
   for (const auto& [k, v] : kv) w.add_kv(k, v);
-  const std::string path = ::testing::TempDir() + "/ts_vocab_test.gguf";
+  const std::string path = ts::test::scratch_path("vocab_test.gguf");
   w.write(path);
   return path;
 }
@@ -410,7 +410,7 @@ nlohmann::json small_tokenizer_json() {
 }
 
 std::string write_hf_dir(const nlohmann::json& tokenizer, const std::string& config) {
-  const std::string dir = ::testing::TempDir() + "/ts_hf_tok";
+  const std::string dir = ts::test::scratch_path("hf_tok");
   EXPECT_EQ(ts::test::run_command("rm -rf " + dir + " && mkdir -p " + dir), 0);
   std::ofstream(dir + "/tokenizer.json") << tokenizer.dump();
   if (!config.empty()) std::ofstream(dir + "/tokenizer_config.json") << config;
@@ -457,7 +457,7 @@ TEST(HfTokenizerJson, UnsupportedOrBrokenFilesAreRefusedByName) {
   j = small_tokenizer_json();
   j["normalizer"] = {{"type", "Lowercase"}};
   EXPECT_NE(error_of(j).find("normalizer 'Lowercase'"), std::string::npos);
-  const std::string empty = ::testing::TempDir() + "/ts_hf_empty";
+  const std::string empty = ts::test::scratch_path("hf_empty");
   ASSERT_EQ(ts::test::run_command("rm -rf " + empty + " && mkdir -p " + empty), 0);
   EXPECT_THROW(ts::Tokenizer::from_hf_dir(empty), ts::Error);
   std::ofstream(empty + "/tokenizer.json") << "{not json";

@@ -69,8 +69,8 @@ void compare_with_llama_cpp(const std::string& name) {
   const std::string gguf = ts::test::real_model_path(name);
   if (gguf.empty()) GTEST_SKIP() << name << ": model package not installed";
   const std::vector<std::string> texts = test_texts();
-  const std::string in_path = ::testing::TempDir() + "/ts_tok_" + name + "_in.json";
-  const std::string out_path = ::testing::TempDir() + "/ts_tok_" + name + "_out.json";
+  const std::string in_path = ts::test::scratch_path("tok_" + name + "_in.json");
+  const std::string out_path = ts::test::scratch_path("tok_" + name + "_out.json");
   std::ofstream(in_path) << json(texts).dump();
   std::string log;
   const int rc = ts::test::run_command("python3 " + ts::test::repo_dir() +
@@ -204,7 +204,7 @@ void write_smollm2_tokenizer_json(const ts::GgufFile& f, const std::string& dir)
 TEST(RealTokenizers, SmolLM2HfDirMatchesHfTokenizers) {
   const std::string gguf = ts::test::real_model_path("smollm2");
   if (gguf.empty()) GTEST_SKIP() << "smollm2 model package not installed";
-  const std::string dir = ::testing::TempDir() + "/ts_smollm2_hf";
+  const std::string dir = ts::test::scratch_path("smollm2_hf");
   const auto file = ts::GgufFile::open(gguf);
   write_smollm2_tokenizer_json(*file, dir);
   const std::vector<std::string> texts = test_texts();
