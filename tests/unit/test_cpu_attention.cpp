@@ -1,6 +1,7 @@
 // The CPU backend's attention against a double-precision softmax over the cache as stored, for
-// decode and prefill shapes, GQA groups that take either score path (lanes over query vectors
-// from 4 of them up, dot products below), head dims that are not a multiple of the vector width,
+// decode and prefill shapes, GQA groups that take each score path (lanes over query vectors from
+// 4 of them up, keys and queries interleaved in the lanes for 4 to 8 on AVX-512, dot products
+// below), head dims that are not a multiple of the vector width,
 // sliding windows, softcap and every KV cache type; and the invariances the split design
 // promises: the same result for any thread count, and a row's result independent of the other
 // rows it is attended with.
@@ -130,6 +131,8 @@ const Case kCases[] = {
     {8, 2, 64, 0.0f, 0, {0}},
     {32, 8, 64, 0.0f, 0, {777}},               // decode over many splits, GQA 4
     {4, 4, 64, 0.0f, 0, {300}},                // decode without GQA: dot products
+    {16, 2, 128, 0.0f, 0, {700}},              // decode, GQA 8: two keys a vector (AVX-512)
+    {12, 2, 80, 30.0f, 100, {450}},            // decode, GQA 6, hd 80, window and softcap
     {6, 2, 80, 0.0f, 64, {500}},               // window; head_dim not a multiple of 16
     {4, 4, 256, 50.0f, 0, {300}},              // softcap, head_dim 256
     {32, 8, 64, 0.0f, 0, run_of(0, 130)},      // prefill from 0: several blocks
@@ -165,10 +168,12 @@ TEST_F(CpuAttention, SameForOneAndThreeThreads) {
 }
 
 // Each row of a prefill alone (as decode attends it) gives bit for bit the row's prefill result,
-// where both take the same score path (4 or more query heads per kv head).
+// where the decode row has 4 or more query heads per kv head: its scores take the same operations
+// as the prefill block's, lanes per query or (AVX-512, up to 8 heads) keys and queries interleaved.
 TEST_F(CpuAttention, PrefillRowsEqualTheRowsAlone) {
   for (const Case& c :
-       {Case{32, 8, 64, 0.0f, 0, run_of(250, 70)}, Case{12, 3, 80, 20.0f, 90, run_of(100, 45)}}) {
+       {Case{32, 8, 64, 0.0f, 0, run_of(250, 70)}, Case{12, 3, 80, 20.0f, 90, run_of(100, 45)},
+        Case{16, 2, 64, 0.0f, 0, run_of(120, 20)}, Case{12, 2, 80, 0.0f, 0, run_of(60, 10)}}) {
     const Setup s = make(c, DType::F16);
     const std::vector<float> all = run(*cpu3_, c, s);
     const int64_t row = c.n_head * c.head_dim;

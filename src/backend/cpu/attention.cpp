@@ -135,6 +135,8 @@ struct TaskBuffers {
     ws.v = ws.k + kTileKeys * hdp;
     ws.s = ws.v + kTileKeys * hdp;
     ws.alpha = ws.s + kTileKeys * Rp;
+    ws.k_mixed = ws.alpha + Rp;
+    ws.q_mixed = ws.k_mixed + kTileKeys * hdp;
   }
   std::vector<float> q, lo, hi, acc_m, acc_l, acc_o, split;
   std::vector<float> scratch;

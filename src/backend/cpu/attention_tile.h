@@ -63,17 +63,20 @@ struct LaneState {
 };
 
 // Work space of one tile: K and V as f32 [kTileKeys][hdp] (pad columns zero), scores
-// [kTileKeys][Rp], the rescale of each lane [Rp].
+// [kTileKeys][Rp], the rescale of each lane [Rp]; for a kernel that interleaves keys and queries
+// in its lanes (few query vectors), K rearranged [kTileKeys * hdp] and the queries [hdp][kLanes].
 struct TileScratch {
   float* k = nullptr;
   float* v = nullptr;
   float* s = nullptr;
   float* alpha = nullptr;
+  float* k_mixed = nullptr;
+  float* q_mixed = nullptr;
 };
 
 // Floats a TileScratch needs for a block of Rp lanes and head_dim padded to hdp.
 inline size_t tile_scratch_floats(int64_t Rp, int64_t hdp) {
-  return static_cast<size_t>(2 * kTileKeys * hdp + kTileKeys * Rp + Rp);
+  return static_cast<size_t>(3 * kTileKeys * hdp + kTileKeys * Rp + Rp + hdp * kLanes);
 }
 
 // One kv head's slice of a cache row as n floats.

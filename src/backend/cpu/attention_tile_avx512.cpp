@@ -22,6 +22,127 @@ TS_ISA_BEGIN("avx2,fma,f16c,avx512f")
 namespace ts::cpu {
 namespace {
 
+// A q8_0 block: an f16 scale, then 32 int8 codes.
+constexpr int64_t kQ8Block = 32;
+constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;
+
+// Index vectors of the interleaved scores, built once.
+struct MixIndex {
+  __m512i pair_lo, pair_hi;  // two rows' lanes 0..7 (8..15) interleaved: a0 b0 a1 b1 ...
+  __m512i quad_lo, quad_hi;  // as 64-bit pairs: (ab0 ce0 ab1 ce1 ...) and (ab4 ce4 ...)
+  MixIndex() {
+    alignas(64) int32_t lo[kLanes], hi[kLanes];
+    for (int i = 0; i < 8; ++i) {
+      lo[2 * i] = i, lo[2 * i + 1] = 16 + i;
+      hi[2 * i] = 8 + i, hi[2 * i + 1] = 24 + i;
+    }
+    pair_lo = _mm512_load_si512(lo);
+    pair_hi = _mm512_load_si512(hi);
+    quad_lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
+    quad_hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
+  }
+};
+
+// Lane r * KPL + i of the result <- lane r of the query vector (queries spread over their keys),
+// and lane i * (16 / KPL) + r <- lane r * KPL + i (the scores back as key-major rows).
+template <int KPL>
+__m512i spread_queries() {
+  alignas(64) int32_t idx[kLanes];
+  for (int l = 0; l < kLanes; ++l) idx[l] = l / KPL;
+  return _mm512_load_si512(idx);
+}
+template <int KPL>
+__m512i key_major() {
+  constexpr int kQueries = kLanes / KPL;
+  alignas(64) int32_t idx[kLanes];
+  for (int l = 0; l < kLanes; ++l) idx[l] = l % kQueries * KPL + l / kQueries;
+  return _mm512_load_si512(idx);
+}
+
+// K of one group of KPL consecutive tile keys, dimensions [d0, d0 + 16), rearranged so that the
+// group's KPL values of each dimension lie together: out[(d - d0) * KPL + i] = k[i][d].
+template <int KPL>
+void mix_keys(const MixIndex& mx, const float* k, int64_t hdp, int64_t d0, float* out) {
+  const __m512 a = _mm512_loadu_ps(k + d0), b = _mm512_loadu_ps(k + hdp + d0);
+  const __m512 ab_lo = _mm512_permutex2var_ps(a, mx.pair_lo, b);
+  const __m512 ab_hi = _mm512_permutex2var_ps(a, mx.pair_hi, b);
+  if constexpr (KPL == 2) {
+    _mm512_storeu_ps(out, ab_lo);
+    _mm512_storeu_ps(out + kLanes, ab_hi);
+  } else {
+    static_assert(KPL == 4);
+    const __m512 c = _mm512_loadu_ps(k + 2 * hdp + d0), e = _mm512_loadu_ps(k + 3 * hdp + d0);
+    const __m512d ce_lo = _mm512_castps_pd(_mm512_permutex2var_ps(c, mx.pair_lo, e));
+    const __m512d ce_hi = _mm512_castps_pd(_mm512_permutex2var_ps(c, mx.pair_hi, e));
+    const __m512d lo = _mm512_castps_pd(ab_lo), hi = _mm512_castps_pd(ab_hi);
+    _mm512_storeu_pd(out, _mm512_permutex2var_pd(lo, mx.quad_lo, ce_lo));
+    _mm512_storeu_pd(out + kLanes, _mm512_permutex2var_pd(lo, mx.quad_hi, ce_lo));
+    _mm512_storeu_pd(out + 2 * kLanes, _mm512_permutex2var_pd(hi, mx.quad_lo, ce_hi));
+    _mm512_storeu_pd(out + 3 * kLanes, _mm512_permutex2var_pd(hi, mx.quad_hi, ce_hi));
+  }
+}
+
+// The KPL values of one dimension of a key group, in every group of KPL lanes.
+template <int KPL>
+__m512 broadcast_group(const float* p) {
+  if constexpr (KPL == 2) {
+    double pair;
+    std::memcpy(&pair, p, sizeof(pair));
+    return _mm512_castpd_ps(_mm512_set1_pd(pair));
+  } else {
+    return _mm512_broadcast_f32x4(_mm_loadu_ps(p));
+  }
+}
+
+// Scores of N key groups from group g0, written key-major into s (the first 16 / KPL lanes of
+// each key's row; the block's lanes past R are masked by the softmax).
+template <int KPL, int N>
+void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0, int64_t nk) {
+  constexpr int kQueries = kLanes / KPL;
+  __m512 acc[N];
+  for (int c = 0; c < N; ++c) acc[c] = _mm512_setzero_ps();
+  const float* k = ws.k_mixed + g0 * b.hdp * KPL;
+  for (int64_t d = 0; d < b.hd; ++d) {
+    const __m512 qv = _mm512_loadu_ps(ws.q_mixed + d * kLanes);
+    for (int c = 0; c < N; ++c)
+      acc[c] = _mm512_fmadd_ps(broadcast_group<KPL>(k + (c * b.hdp + d) * KPL), qv, acc[c]);
+  }
+  const __m512i order = key_major<KPL>();
+  const auto row_mask = static_cast<__mmask16>((1u << kQueries) - 1);
+  for (int c = 0; c < N; ++c) {
+    const __m512 v = _mm512_permutexvar_ps(order, acc[c]);
+    const int64_t j = (g0 + c) * KPL;
+    for (int i = 0; i < KPL && j + i < nk; ++i)
+      _mm512_mask_storeu_ps(ws.s + (j + i) * b.Rp - i * kQueries,
+                            static_cast<__mmask16>(row_mask << (i * kQueries)), v);
+  }
+}
+
+// A tile's scores for a block of 4 to 8 query vectors (a decode row's GQA heads), every lane
+// busy: lane r * KPL + i holds query r against key i of a group of KPL consecutive keys (KPL = 4
+// for up to 4 queries, 2 for up to 8), where the lane-per-query kernel left 8 to 12 of 16 lanes
+// idle. Each lane sums d = 0 .. hd - 1 from zero, one FMA a step, exactly score_keys' operations:
+// a row's scores are the same bits here as in a prefill block.
+template <int KPL>
+void scores_mixed(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
+  static const MixIndex mx;
+  const __m512i spread = spread_queries<KPL>();
+  for (int64_t d = 0; d < b.hd; ++d)
+    _mm512_storeu_ps(ws.q_mixed + d * kLanes,
+                     _mm512_permutexvar_ps(spread, _mm512_loadu_ps(b.q + d * b.Rp)));
+  const int64_t groups = (nk + KPL - 1) / KPL;
+  // A group past nk reads tile rows the tile does not use (finite or not, its scores are not
+  // stored); the tile has kTileKeys rows, a multiple of KPL.
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t d0 = 0; d0 < b.hdp; d0 += kLanes)
+      mix_keys<KPL>(mx, ws.k + g * KPL * b.hdp, b.hdp, d0, ws.k_mixed + (g * b.hdp + d0) * KPL);
+  // Eight independent sums in flight cover the FMA latency.
+  constexpr int kChains = 8;
+  int64_t g = 0;
+  for (; g + kChains <= groups; g += kChains) score_groups<KPL, kChains>(b, ws, g, nk);
+  for (; g < groups; ++g) score_groups<KPL, 1>(b, ws, g, nk);
+}
+
 struct Avx512Lanes {
   using F = __m512;
   static __m512 zero() { return _mm512_setzero_ps(); }
@@ -46,6 +167,40 @@ struct Avx512Lanes {
     return _mm512_mask_mov_ps(neg_inf(), in, s);
   }
   static float hsum(__m512 x) { return _mm512_reduce_add_ps(x); }
+  // A kv head's slice of a cache row, f16 sixteen values at a time and q8_0 a block at a time,
+  // inline (the generic conversions' calls and narrower loads took a quarter of a long decode's
+  // attention time, the q8_0 dequantisation more); the same values (q8_0: code x scale, one
+  // rounding).
+  static void load_row(DType dtype, const uint8_t* src, float* dst, int64_t n) {
+    if (dtype == DType::F16 && n % kLanes == 0) {
+      for (int64_t i = 0; i < n; i += kLanes)
+        _mm512_storeu_ps(
+            dst + i,
+            _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i))));
+    } else if (dtype == DType::Q8_0 && n % kQ8Block == 0) {
+      for (int64_t i = 0; i < n; i += kQ8Block) {
+        const uint8_t* block = src + i / kQ8Block * kQ8BlockBytes;
+        uint16_t scale;
+        std::memcpy(&scale, block, sizeof(scale));
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(scale));
+        for (int h = 0; h < 2; ++h) {
+          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * h));
+          _mm512_storeu_ps(dst + i + 16 * h,
+                           _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+        }
+      }
+    } else {
+      load_kv_head(dtype, src, dst, n);
+    }
+  }
+  static bool scores_few_queries(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
+    if (b.R < kMinLaneQueries || b.R > kLanes / 2) return false;
+    if (b.R <= kLanes / 4)
+      scores_mixed<4>(b, ws, nk);
+    else
+      scores_mixed<2>(b, ws, nk);
+    return true;
+  }
   static __m512 neg_inf() { return _mm512_set1_ps(-std::numeric_limits<float>::infinity()); }
 };
 

@@ -3,7 +3,10 @@
 // the standard headers below, so that none of them is compiled for that target) and defines V
 // with: F (the vector), zero, load, store, bcast (one float to every lane), fma
 // (a * b + c), mul, add, max, exp_shifted (e^(s - ref), exactly 0 where s = -inf),
-// finite_or_zero (0 where -inf), mask_keys (s where lo <= j < hi, -inf elsewhere) and hsum.
+// finite_or_zero (0 where -inf), mask_keys (s where lo <= j < hi, -inf elsewhere) and hsum; and
+// two whole steps it may do better than the generic code: load_row (a kv head's slice of a cache
+// row as floats) and scores_few_queries (a tile's scores for a block of few query vectors; false
+// where it leaves them to scores()).
 #pragma once
 
 #include <algorithm>
@@ -15,6 +18,11 @@
 
 namespace ts::cpu {
 namespace {
+
+// Keys ahead of the one being converted whose K and V lines are prefetched: a kv head's slice of
+// a cache row is one or a few lines a row_bytes apart, a stride the hardware prefetchers do not
+// follow far enough ahead.
+constexpr int64_t kPrefetchKeys = 16;
 
 // Scores of keys [0, nk) of the tile for query vectors [16 v0, 16 (v0 + NV)): NV vectors of
 // lanes x KG keys of accumulators, each query vector loaded once per KG keys and each key
@@ -169,6 +177,7 @@ void softmax_tile(const QueryBlock& b, int64_t t0, int64_t nk, bool masked, cons
 template <class V>
 void attend_keys(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, float softcap,
                  const LaneState& st, const TileScratch& ws) {
+  const size_t head_bytes = row_bytes(kv.dtype, static_cast<uint64_t>(b.hd), "kv head");
   std::fill_n(st.m, b.Rp, -std::numeric_limits<float>::infinity());
   std::fill_n(st.l, b.Rp, 0.0f);
   std::fill_n(st.o, b.R * b.hdp, 0.0f);
@@ -177,10 +186,17 @@ void attend_keys(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, 
     const int64_t nk = t1 - t0;
     for (int64_t j = 0; j < nk; ++j) {
       const size_t off = static_cast<size_t>(t0 + j) * kv.row_bytes;
-      load_kv_head(kv.dtype, kv.k + off, ws.k + j * b.hdp, b.hd);
-      load_kv_head(kv.dtype, kv.v + off, ws.v + j * b.hdp, b.hd);
+      if (t0 + j + kPrefetchKeys < j1) {
+        const size_t ahead = off + kPrefetchKeys * kv.row_bytes;
+        for (size_t c = 0; c < head_bytes; c += 64) {
+          __builtin_prefetch(kv.k + ahead + c);
+          __builtin_prefetch(kv.v + ahead + c);
+        }
+      }
+      V::load_row(kv.dtype, kv.k + off, ws.k + j * b.hdp, b.hd);
+      V::load_row(kv.dtype, kv.v + off, ws.v + j * b.hdp, b.hd);
     }
-    scores<V>(b, ws.k, nk, ws.s);
+    if (!V::scores_few_queries(b, ws, nk)) scores<V>(b, ws.k, nk, ws.s);
     if (softcap > 0)
       for (int64_t i = 0; i < nk * b.Rp; ++i) ws.s[i] = softcap * std::tanh(ws.s[i] / softcap);
     const bool masked = t0 < b.lo_max || t1 > b.hi_min || b.R < b.Rp;

@@ -59,6 +59,10 @@ struct PlainLanes {
     for (int64_t i = 0; i < kLanes; ++i) s += a.x[i];
     return s;
   }
+  static void load_row(DType dtype, const uint8_t* src, float* dst, int64_t n) {
+    load_kv_head(dtype, src, dst, n);
+  }
+  static bool scores_few_queries(const QueryBlock&, const TileScratch&, int64_t) { return false; }
   static constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 };
 
