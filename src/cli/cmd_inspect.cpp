@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "core/error.h"
 #include "model/model_spec.h"
 #include "runtime/footprint.h"
@@ -132,9 +133,9 @@ Runner add_inspect(CLI::App& app) {
   sub->add_flag("--json", a->json, "Print one JSON object");
   sub->add_option("--expert-slots", a->slots,
                   "Expert slots per MoE layer for the footprint (0 = resident)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_option("-c,--ctx-size", a->ctx, "Context length for the KV-cache footprint")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   return [a] { return run_inspect(*a); };
 }
 

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/number_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "core/memory_stats.h"
@@ -99,7 +100,7 @@ Runner add_perplexity(CLI::App& app) {
          "half: second half of each window (llama.cpp); all: every position after the first")
       ->check(CLI::IsMember({"half", "all"}));
   sub->add_option("--chunks", a->chunks, "Score only the first N windows (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_perplexity(*a); };
 }

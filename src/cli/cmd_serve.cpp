@@ -12,6 +12,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_flags.h"
+#include "cli/number_checks.h"
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "server/http_server.h"
@@ -119,7 +120,7 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
   sub->add_option("--http-threads", a->http.http_threads,
                   "HTTP worker threads (0: --parallel + --queue + 8)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   return [a] { return run_serve(*a); };
 }
 

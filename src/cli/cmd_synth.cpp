@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/number_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
 #include "model/synth_model.h"
@@ -95,11 +96,11 @@ Runner add_synth(CLI::App& app) {
   sub->add_option("--dtype", a->dtype, "Type of every weight matrix (default q8_0)");
   sub->add_option("-o,--output", a->out, "Output GGUF file");
   sub->add_option("--layers", a->layers, "Keep only the first N layers (default: all)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(1));
   sub->add_option("--seed", a->seed, "Random seed (default 0)");
   sub->add_option("-t,--threads", a->threads,
                   "Threads generating weights (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   sub->add_flag("--list", a->list, "List the shapes and dtypes, then exit");
   return [a] { return run_synth(*a); };
 }

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 
+#include "cli/number_checks.h"
 #include "core/error.h"
 
 namespace ts::cli {
@@ -14,9 +15,8 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
                   default_model ? "GGUF file or Hugging Face directory (default: the bundled model)"
                                 : "GGUF file or Hugging Face directory");
   app->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)")
-      ->check(CLI::NonNegativeNumber);
-  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")
-      ->check(CLI::PositiveNumber);
+      ->check(at_least(0));
+  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")->check(at_least(1));
   app->add_option("--kv-type", f.kv_type, "KV cache type: f32, f16, bf16, q8_0")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   app->add_option(
@@ -25,7 +25,7 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
          "2048 on CUDA)")
       ->check(CLI::Range(1, 4096));
   app->add_option("--expert-slots", f.expert_slots, "Expert slots per MoE layer (0 = all resident)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   app->add_option("--memory-budget,--vram-budget", f.memory_budget,
                   "Memory budget (RAM on the CPU, VRAM on a GPU, e.g. 8G) from which the expert "
                   "slots are derived");
@@ -39,7 +39,7 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       "GPU, copies from the --ram-budget tier)");
   app->add_option("--backend", f.backend, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  app->add_option("--device", f.device, "CUDA device index")->check(CLI::NonNegativeNumber);
+  app->add_option("--device", f.device, "CUDA device index")->check(at_least(0));
 }
 
 uint64_t parse_bytes(const std::string& s, const std::string& flag) {

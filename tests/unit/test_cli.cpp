@@ -32,6 +32,19 @@ TEST(Cli, UnknownFlagIsAUsageError) {
   EXPECT_NE(out.find("error"), std::string::npos) << out;
 }
 
+TEST(Cli, BadNumbersNameTheFlagAndItsBound) {
+  for (const auto& [args, want] :
+       {std::pair<std::string, std::string>{"bench --tg-prompt 0",
+                                            "--tg-prompt: must be at least 1, got 0"},
+        {"run -c -5 -p hi", "--ctx-size: must be at least 1, got -5"},
+        {"run -t many -p hi", "--threads: 'many' is not a number"}}) {
+    std::string out;
+    EXPECT_EQ(run(args, &out), 1) << args;
+    EXPECT_NE(out.find(want), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+  }
+}
+
 TEST(Cli, MissingModelExitsWith2AndNamesIt) {
   std::string out;
   EXPECT_EQ(run("inspect /nonexistent/model.gguf", &out), 2);
