@@ -38,44 +38,51 @@ float random_unit(uint64_t& s) {
   return static_cast<float>(next_random(s) % 2001) / 1000.0f - 1.0f;
 }
 
-// One layer's cache of `context` rows, filled with values in [-1, 1] through the cache's own store.
+// One benchmark: the cache type, the heads, the keys before the query, the threads.
+struct Case {
+  DType dtype;
+  HeadShape h;
+  int64_t context;
+  int threads;
+  int64_t width() const { return h.n_head_kv * h.head_dim; }
+  uint64_t row_bytes() const { return ts::row_bytes(dtype, width(), "bench cache"); }
+};
+
+// One layer's cache of c.context rows, filled with values in [-1, 1] through the cache's own store.
 struct Cache {
-  Cache(DType dtype, int64_t context, int64_t width, uint64_t seed)
-      : row_bytes(ts::row_bytes(dtype, width, "bench cache")),
-        k(row_bytes * static_cast<size_t>(context)),
-        v(k.size()) {
-    std::vector<float> row(static_cast<size_t>(width));
-    for (int64_t j = 0; j < context; ++j) {
+  Cache(const Case& c, uint64_t seed)
+      : k(c.row_bytes() * static_cast<size_t>(c.context)), v(k.size()) {
+    std::vector<float> row(static_cast<size_t>(c.width()));
+    for (int64_t j = 0; j < c.context; ++j) {
       for (float& x : row) x = random_unit(seed);
-      store_kv_row(dtype, row.data(), width, k.data() + j * row_bytes);
+      store_kv_row(c.dtype, row.data(), c.width(), k.data() + j * c.row_bytes());
       for (float& x : row) x = random_unit(seed);
-      store_kv_row(dtype, row.data(), width, v.data() + j * row_bytes);
+      store_kv_row(c.dtype, row.data(), c.width(), v.data() + j * c.row_bytes());
     }
   }
-  size_t row_bytes;
   std::vector<uint8_t> k, v;
 };
 
-void decode(benchmark::State& state, DType dtype, const HeadShape& h, int64_t context,
-            int threads) {
-  const int64_t width = h.n_head_kv * h.head_dim;
-  const uint64_t bytes = 2 * ts::row_bytes(dtype, width, "bench cache") * context;
+void decode(benchmark::State& state, const Case& c) {
+  const HeadShape& h = c.h;
+  const uint64_t bytes = 2 * c.row_bytes() * c.context;
   const auto layers = static_cast<int>(std::max<uint64_t>(1, kCycledBytes / bytes));
   std::vector<Cache> caches;
-  for (int l = 0; l < layers; ++l) caches.emplace_back(dtype, context, width, 0x9E37ull + l);
+  caches.reserve(static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l) caches.emplace_back(c, 0x9E37ull + l);
   std::vector<float> q(static_cast<size_t>(h.n_head * h.head_dim));
   uint64_t s = 11;
   for (float& x : q) x = random_unit(s);
   std::vector<float> out(q.size());
-  const int32_t pos = static_cast<int32_t>(context - 1);
+  const auto pos = static_cast<int32_t>(c.context - 1);
   const AttentionArgs args{
       h.n_head, h.n_head_kv, h.head_dim, 1.0f / std::sqrt(static_cast<float>(h.head_dim)), 0.0f, 0};
-  ThreadPool pool(threads);
+  ThreadPool pool(c.threads);
   int l = 0;
   for (auto _ : state) {
-    Cache& c = caches[static_cast<size_t>(l)];
+    Cache& layer = caches[static_cast<size_t>(l)];
     l = (l + 1) % layers;
-    const KvView kv{dtype, context, width, c.row_bytes, c.k.data(), c.v.data()};
+    const KvView kv{c.dtype, c.context, c.width(), c.row_bytes(), layer.k.data(), layer.v.data()};
     attention(pool, q.data(), kv, 1, &pos, args, out.data());
     benchmark::DoNotOptimize(out.data());
   }
@@ -92,8 +99,10 @@ void register_all() {
           const std::string name = std::string("decode/") + dtype_name(dtype) + "/" + h.name +
                                    "/context:" + std::to_string(context) +
                                    "/threads:" + std::to_string(threads);
-          benchmark::RegisterBenchmark(
-              name.c_str(), [=](benchmark::State& st) { decode(st, dtype, h, context, threads); })
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [=](benchmark::State& st) {
+                                         decode(st, Case{dtype, h, context, threads});
+                                       })
               ->Unit(benchmark::kMicrosecond)
               ->UseRealTime();
         }

@@ -32,9 +32,10 @@ struct MixIndex {
   __m512i quad_lo, quad_hi;  // as 64-bit pairs: (ab0 ce0 ab1 ce1 ...) and (ab4 ce4 ...)
   MixIndex() {
     alignas(64) int32_t lo[kLanes], hi[kLanes];
-    for (int i = 0; i < 8; ++i) {
-      lo[2 * i] = i, lo[2 * i + 1] = 16 + i;
-      hi[2 * i] = 8 + i, hi[2 * i + 1] = 24 + i;
+    for (int64_t i = 0; i < 8; ++i) {
+      const auto lane = static_cast<int32_t>(i);
+      lo[2 * i] = lane, lo[2 * i + 1] = 16 + lane;
+      hi[2 * i] = 8 + lane, hi[2 * i + 1] = 24 + lane;
     }
     pair_lo = _mm512_load_si512(lo);
     pair_hi = _mm512_load_si512(hi);
@@ -95,9 +96,10 @@ __m512 broadcast_group(const float* p) {
 }
 
 // Scores of N key groups from group g0, written key-major into s (the first 16 / KPL lanes of
-// each key's row; the block's lanes past R are masked by the softmax).
+// each key's row; the block's lanes past R are masked by the softmax). A last group's keys past
+// the tile's land in rows the tile does not read.
 template <int KPL, int N>
-void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0, int64_t nk) {
+void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0) {
   constexpr int kQueries = kLanes / KPL;
   __m512 acc[N];
   for (int c = 0; c < N; ++c) acc[c] = _mm512_setzero_ps();
@@ -112,7 +114,7 @@ void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0, int64_
   for (int c = 0; c < N; ++c) {
     const __m512 v = _mm512_permutexvar_ps(order, acc[c]);
     const int64_t j = (g0 + c) * KPL;
-    for (int i = 0; i < KPL && j + i < nk; ++i)
+    for (int64_t i = 0; i < KPL; ++i)
       _mm512_mask_storeu_ps(ws.s + (j + i) * b.Rp - i * kQueries,
                             static_cast<__mmask16>(row_mask << (i * kQueries)), v);
   }
@@ -131,16 +133,16 @@ void scores_mixed(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
     _mm512_storeu_ps(ws.q_mixed + d * kLanes,
                      _mm512_permutexvar_ps(spread, _mm512_loadu_ps(b.q + d * b.Rp)));
   const int64_t groups = (nk + KPL - 1) / KPL;
-  // A group past nk reads tile rows the tile does not use (finite or not, its scores are not
-  // stored); the tile has kTileKeys rows, a multiple of KPL.
+  // The last group's keys past nk are tile rows the tile does not use (finite or not, their
+  // scores go to rows it does not read); the tile has kTileKeys rows, a multiple of KPL.
   for (int64_t g = 0; g < groups; ++g)
     for (int64_t d0 = 0; d0 < b.hdp; d0 += kLanes)
       mix_keys<KPL>(mx, ws.k + g * KPL * b.hdp, b.hdp, d0, ws.k_mixed + (g * b.hdp + d0) * KPL);
   // Eight independent sums in flight cover the FMA latency.
   constexpr int kChains = 8;
   int64_t g = 0;
-  for (; g + kChains <= groups; g += kChains) score_groups<KPL, kChains>(b, ws, g, nk);
-  for (; g < groups; ++g) score_groups<KPL, 1>(b, ws, g, nk);
+  for (; g + kChains <= groups; g += kChains) score_groups<KPL, kChains>(b, ws, g);
+  for (; g < groups; ++g) score_groups<KPL, 1>(b, ws, g);
 }
 
 struct Avx512Lanes {
@@ -183,7 +185,7 @@ struct Avx512Lanes {
         uint16_t scale;
         std::memcpy(&scale, block, sizeof(scale));
         const __m512 d = _mm512_set1_ps(_cvtsh_ss(scale));
-        for (int h = 0; h < 2; ++h) {
+        for (int64_t h = 0; h < 2; ++h) {
           const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * h));
           _mm512_storeu_ps(dst + i + 16 * h,
                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
