@@ -4,10 +4,11 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 
 namespace ts::cli {
 
 // The value must be a number >= least: "must be at least 1, got 0".
-CLI::Validator at_least(double least);
+CLI::Validator at_least(int64_t least);
 
 }  // namespace ts::cli

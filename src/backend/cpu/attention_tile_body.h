@@ -19,9 +19,9 @@
 namespace ts::cpu {
 namespace {
 
-// Keys ahead of the one being converted whose K and V lines are prefetched: a kv head's slice of
-// a cache row is one or a few lines a row_bytes apart, a stride the hardware prefetchers do not
-// follow far enough ahead.
+// The K and V lines of the key this far ahead are requested while one is converted (a kv head's
+// slice of consecutive rows is a row_bytes stride): 5-15 % on a long decode in alternated runs
+// (PERFORMANCE.md, sixteenth session); farther, or into L2, measured the same.
 constexpr int64_t kPrefetchKeys = 16;
 
 // Scores of keys [0, nk) of the tile for query vectors [16 v0, 16 (v0 + NV)): NV vectors of
