@@ -1,8 +1,8 @@
 // CPU decode attention: one query row over a KV cache of `context` keys, at the head shapes of
-// Llama-3.2-1B (32 query heads over 8 kv heads of 64) and Llama-3-8B (32 over 8 of 128), f16 and
-// q8_0 caches, on one and two threads. Counter KV_GB/s: the cache bytes one decode step reads (its
-// K and V rows of every kv head) per second, against memory_read's rate in bench_matmul. Several
-// layers' caches are cycled so that a long context reads from DRAM, as a decode step does.
+// Llama-3.2-1B (32 query heads over 8 kv heads of 64) and Llama-3-8B (32 over 8 of 128), f16, bf16
+// and q8_0 caches, on one and two threads. Counter KV_GB/s: the cache bytes one decode step reads
+// (its K and V rows of every kv head) per second, against memory_read's rate in bench_matmul.
+// Several layers' caches are cycled so that a long context reads from DRAM, as a decode step does.
 //
 //   build/bench/bench_attention --benchmark_filter='decode/f16/llama3.2-1b'
 #include <benchmark/benchmark.h>
@@ -92,7 +92,7 @@ void decode(benchmark::State& state, const Case& c) {
 }
 
 void register_all() {
-  for (DType dtype : {DType::F16, DType::Q8_0})
+  for (DType dtype : {DType::F16, DType::BF16, DType::Q8_0})
     for (const HeadShape& h : kShapes)
       for (int64_t context : {512, 4096, 16384})
         for (int threads : {1, 2}) {
