@@ -67,12 +67,10 @@ struct Avx2Lanes {
   }
   static F mask_keys(const F& s, float j, const F& lo, const F& hi) {
     const __m256 jv = _mm256_set1_ps(j);
-    const auto half = [&](__m256 sv, __m256 l, __m256 h) {
-      const __m256 in =
-          _mm256_and_ps(_mm256_cmp_ps(l, jv, _CMP_LE_OQ), _mm256_cmp_ps(jv, h, _CMP_LT_OQ));
-      return _mm256_blendv_ps(neg_inf(), sv, in);
-    };
-    return {half(s.lo, lo.lo, hi.lo), half(s.hi, lo.hi, hi.hi)};
+    const F in = each(lo, hi, [&](__m256 l, __m256 h) {
+      return _mm256_and_ps(_mm256_cmp_ps(l, jv, _CMP_LE_OQ), _mm256_cmp_ps(jv, h, _CMP_LT_OQ));
+    });
+    return each(s, in, [](__m256 x, __m256 keep) { return _mm256_blendv_ps(neg_inf(), x, keep); });
   }
   static float hsum(const F& a) {
     const __m256 s = _mm256_add_ps(a.lo, a.hi);
