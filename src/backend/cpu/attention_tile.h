@@ -79,6 +79,10 @@ inline size_t tile_scratch_floats(int64_t Rp, int64_t hdp) {
   return static_cast<size_t>(3 * kTileKeys * hdp + kTileKeys * Rp + Rp + hdp * kLanes);
 }
 
+// A q8_0 cache's block, which the vector kernels convert inline: an f16 scale, then 32 int8 codes.
+inline constexpr int64_t kQ8Block = 32;
+inline constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;
+
 // One kv head's slice of a cache row as n floats.
 void load_kv_head(DType dtype, const uint8_t* src, float* dst, int64_t n);
 

@@ -22,10 +22,6 @@ TS_ISA_BEGIN("avx2,fma,f16c,avx512f")
 namespace ts::cpu {
 namespace {
 
-// A q8_0 block: an f16 scale, then 32 int8 codes.
-constexpr int64_t kQ8Block = 32;
-constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;
-
 // Index vectors of the interleaved scores, built once.
 struct MixIndex {
   __m512i pair_lo, pair_hi;  // two rows' lanes 0..7 (8..15) interleaved: a0 b0 a1 b1 ...
