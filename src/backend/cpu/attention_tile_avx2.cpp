@@ -24,6 +24,80 @@ TS_ISA_BEGIN("avx2,fma,f16c")
 namespace ts::cpu {
 namespace {
 
+// Decode scores of a block of exactly 4 query vectors (a decode row of GQA 4), the AVX2 form of
+// attention_tile_avx512.cpp's interleaved scores: lane r * 4 + i of the 16 (two 256-bit halves,
+// queries 0-1 and 2-3) holds query r against key i of a group of 4 consecutive keys, each lane
+// the same FMA chain over d as the lane-per-query kernel, so the same bits as a prefill block.
+constexpr int64_t kGroupKeys = 4;
+
+// Four consecutive tile rows' dimensions [d0, d0 + 8), so that each dimension's four values lie
+// together: out[(d - d0) * 4 + i] = k[i][d].
+void mix_four_keys(const float* k, int64_t hdp, int64_t d0, float* out) {
+  const __m256 a = _mm256_loadu_ps(k + d0), b = _mm256_loadu_ps(k + hdp + d0);
+  const __m256 c = _mm256_loadu_ps(k + 2 * hdp + d0), e = _mm256_loadu_ps(k + 3 * hdp + d0);
+  const __m256 ab_lo = _mm256_unpacklo_ps(a, b), ab_hi = _mm256_unpackhi_ps(a, b);
+  const __m256 ce_lo = _mm256_unpacklo_ps(c, e), ce_hi = _mm256_unpackhi_ps(c, e);
+  // Per 128-bit half: dimension d (d0 + 4 h + 0..3 across u0..u3) as a b c e.
+  const __m256 u0 = _mm256_shuffle_ps(ab_lo, ce_lo, 0x44),
+               u1 = _mm256_shuffle_ps(ab_lo, ce_lo, 0xEE);
+  const __m256 u2 = _mm256_shuffle_ps(ab_hi, ce_hi, 0x44),
+               u3 = _mm256_shuffle_ps(ab_hi, ce_hi, 0xEE);
+  _mm256_storeu_ps(out, _mm256_permute2f128_ps(u0, u1, 0x20));
+  _mm256_storeu_ps(out + 8, _mm256_permute2f128_ps(u2, u3, 0x20));
+  _mm256_storeu_ps(out + 16, _mm256_permute2f128_ps(u0, u1, 0x31));
+  _mm256_storeu_ps(out + 24, _mm256_permute2f128_ps(u2, u3, 0x31));
+}
+
+// Scores of N key groups from group g0 into s, key-major (a last group's keys past the tile's
+// land in rows the tile does not read).
+template <int N>
+void score_four_query_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0) {
+  __m256 lo[N], hi[N];
+  for (int c = 0; c < N; ++c) lo[c] = hi[c] = _mm256_setzero_ps();
+  const float* k = ws.k_mixed + g0 * b.hdp * kGroupKeys;
+  for (int64_t d = 0; d < b.hd; ++d) {
+    const __m256 q01 = _mm256_loadu_ps(ws.q_mixed + d * kLanes);
+    const __m256 q23 = _mm256_loadu_ps(ws.q_mixed + d * kLanes + 8);
+    for (int c = 0; c < N; ++c) {
+      const __m256 kb =
+          _mm256_broadcast_ps(reinterpret_cast<const __m128*>(k + (c * b.hdp + d) * kGroupKeys));
+      lo[c] = _mm256_fmadd_ps(kb, q01, lo[c]);
+      hi[c] = _mm256_fmadd_ps(kb, q23, hi[c]);
+    }
+  }
+  for (int c = 0; c < N; ++c) {
+    // Rows r = 0..3 of (query, key) -> columns: key i's four queries.
+    __m128 r0 = _mm256_castps256_ps128(lo[c]), r1 = _mm256_extractf128_ps(lo[c], 1);
+    __m128 r2 = _mm256_castps256_ps128(hi[c]), r3 = _mm256_extractf128_ps(hi[c], 1);
+    _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+    float* row = ws.s + (g0 + c) * kGroupKeys * b.Rp;
+    _mm_storeu_ps(row, r0);
+    _mm_storeu_ps(row + b.Rp, r1);
+    _mm_storeu_ps(row + 2 * b.Rp, r2);
+    _mm_storeu_ps(row + 3 * b.Rp, r3);
+  }
+}
+
+void scores_four_queries(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
+  const __m256i spread01 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+  const __m256i spread23 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+  for (int64_t d = 0; d < b.hd; ++d) {
+    const __m256 q = _mm256_castps128_ps256(_mm_loadu_ps(b.q + d * b.Rp));
+    _mm256_storeu_ps(ws.q_mixed + d * kLanes, _mm256_permutevar8x32_ps(q, spread01));
+    _mm256_storeu_ps(ws.q_mixed + d * kLanes + 8, _mm256_permutevar8x32_ps(q, spread23));
+  }
+  const int64_t groups = (nk + kGroupKeys - 1) / kGroupKeys;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t d0 = 0; d0 < b.hdp; d0 += 8)
+      mix_four_keys(ws.k + g * kGroupKeys * b.hdp, b.hdp, d0,
+                    ws.k_mixed + (g * b.hdp + d0) * kGroupKeys);
+  // Four groups (eight sums) in flight cover the FMA latency.
+  constexpr int kChains = 4;
+  int64_t g = 0;
+  for (; g + kChains <= groups; g += kChains) score_four_query_groups<kChains>(b, ws, g);
+  for (; g < groups; ++g) score_four_query_groups<1>(b, ws, g);
+}
+
 struct Avx2Lanes {
   struct F {
     __m256 lo, hi;  // lanes 0..7, 8..15
@@ -97,7 +171,11 @@ struct Avx2Lanes {
       load_kv_head(dtype, src, dst, n);
     }
   }
-  static bool scores_few_queries(const QueryBlock&, const TileScratch&, int64_t) { return false; }
+  static bool scores_few_queries(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
+    if (b.R != kGroupKeys) return false;
+    scores_four_queries(b, ws, nk);
+    return true;
+  }
   static __m256 neg_inf() { return _mm256_set1_ps(-std::numeric_limits<float>::infinity()); }
   // Eight lanes of exp_shifted, finite_or_zero and mask_keys' lo <= j < hi (all bits set where
   // true). Static members rather than lambdas, for which GCC warned that their by-value vectors
