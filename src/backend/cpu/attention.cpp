@@ -224,7 +224,7 @@ class Attention {
               const TileScratch& ws) const {
     const size_t off = static_cast<size_t>(g) * head_bytes_;
     const KvHead kv{kv_.dtype, static_cast<const uint8_t*>(kv_.k) + off,
-                    static_cast<const uint8_t*>(kv_.v) + off, kv_.row_bytes};
+                    static_cast<const uint8_t*>(kv_.v) + off, kv_.row_bytes, head_bytes_};
     attend_(b, kv, j0, j1, a_.softcap, st, ws);
   }
 

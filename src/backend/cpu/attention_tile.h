@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "quant/blocks.h"
 #include "quant/dtype.h"
 
 namespace ts::cpu {
@@ -52,6 +53,7 @@ struct KvHead {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
   size_t row_bytes = 0;
+  size_t head_bytes = 0;  // of the kv head's slice of a row
 };
 
 // The softmax state of each query vector over the keys seen so far: running max m[Rp], sum of
@@ -78,10 +80,6 @@ struct TileScratch {
 inline size_t tile_scratch_floats(int64_t Rp, int64_t hdp) {
   return static_cast<size_t>(3 * kTileKeys * hdp + kTileKeys * Rp + Rp + hdp * kLanes);
 }
-
-// A q8_0 cache's block, which the vector kernels convert inline: an f16 scale, then 32 int8 codes.
-inline constexpr int64_t kQ8Block = 32;
-inline constexpr int64_t kQ8BlockBytes = 2 + kQ8Block;
 
 // One kv head's slice of a cache row as n floats.
 void load_kv_head(DType dtype, const uint8_t* src, float* dst, int64_t n);

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -155,14 +156,15 @@ struct Avx2Lanes {
             _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)));
         _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16)));
       }
-    } else if (dtype == DType::Q8_0 && n % kQ8Block == 0) {
-      for (int64_t i = 0; i < n; i += kQ8Block) {
-        const uint8_t* block = src + i / kQ8Block * kQ8BlockBytes;
+    } else if (dtype == DType::Q8_0 && n % kQK32 == 0) {
+      for (int64_t i = 0; i < n; i += kQK32) {
+        const uint8_t* block = src + i / kQK32 * sizeof(BlockQ8_0);
         uint16_t scale;
-        std::memcpy(&scale, block, sizeof(scale));
+        std::memcpy(&scale, block + offsetof(BlockQ8_0, d), sizeof(scale));
         const __m256 d = _mm256_set1_ps(_cvtsh_ss(scale));
-        for (int64_t e = 0; e < kQ8Block; e += 8) {
-          const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + e));
+        for (int64_t e = 0; e < kQK32; e += 8) {
+          const __m128i q = _mm_loadl_epi64(
+              reinterpret_cast<const __m128i*>(block + offsetof(BlockQ8_0, qs) + e));
           _mm256_storeu_ps(dst + i + e,
                            _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d));
         }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -22,44 +23,36 @@ TS_ISA_BEGIN("avx2,fma,f16c,avx512f")
 namespace ts::cpu {
 namespace {
 
-// Index vectors of the interleaved scores, built once.
+// Index vectors of the interleaved scores of KPL keys a group, built once.
+template <int KPL>
 struct MixIndex {
+  static constexpr int kQueries = kLanes / KPL;
   __m512i pair_lo, pair_hi;  // two rows' lanes 0..7 (8..15) interleaved: a0 b0 a1 b1 ...
   __m512i quad_lo, quad_hi;  // as 64-bit pairs: (ab0 ce0 ab1 ce1 ...) and (ab4 ce4 ...)
+  __m512i spread;            // lane r * KPL + i <- query r (the queries spread over their keys)
+  __m512i key_major;         // lane i * kQueries + r <- lane r * KPL + i (scores back as key rows)
   MixIndex() {
-    alignas(64) int32_t lo[kLanes], hi[kLanes];
-    for (int64_t i = 0; i < 8; ++i) {
+    alignas(64) int32_t lo[kLanes], hi[kLanes], sp[kLanes], km[kLanes];
+    for (int64_t i = 0; i < kLanes; ++i) {
       const auto lane = static_cast<int32_t>(i);
-      lo[2 * i] = lane, lo[2 * i + 1] = 16 + lane;
-      hi[2 * i] = 8 + lane, hi[2 * i + 1] = 24 + lane;
+      lo[i] = lane % 2 * 16 + lane / 2;
+      hi[i] = lo[i] + 8;
+      sp[i] = lane / KPL;
+      km[i] = lane % kQueries * KPL + lane / kQueries;
     }
     pair_lo = _mm512_load_si512(lo);
     pair_hi = _mm512_load_si512(hi);
+    spread = _mm512_load_si512(sp);
+    key_major = _mm512_load_si512(km);
     quad_lo = _mm512_set_epi64(11, 3, 10, 2, 9, 1, 8, 0);
     quad_hi = _mm512_set_epi64(15, 7, 14, 6, 13, 5, 12, 4);
   }
 };
 
-// Lane r * KPL + i of the result <- lane r of the query vector (queries spread over their keys),
-// and lane i * (16 / KPL) + r <- lane r * KPL + i (the scores back as key-major rows).
-template <int KPL>
-__m512i spread_queries() {
-  alignas(64) int32_t idx[kLanes];
-  for (int l = 0; l < kLanes; ++l) idx[l] = l / KPL;
-  return _mm512_load_si512(idx);
-}
-template <int KPL>
-__m512i key_major() {
-  constexpr int kQueries = kLanes / KPL;
-  alignas(64) int32_t idx[kLanes];
-  for (int l = 0; l < kLanes; ++l) idx[l] = l % kQueries * KPL + l / kQueries;
-  return _mm512_load_si512(idx);
-}
-
 // K of one group of KPL consecutive tile keys, dimensions [d0, d0 + 16), rearranged so that the
 // group's KPL values of each dimension lie together: out[(d - d0) * KPL + i] = k[i][d].
 template <int KPL>
-void mix_keys(const MixIndex& mx, const float* k, int64_t hdp, int64_t d0, float* out) {
+void mix_keys(const MixIndex<KPL>& mx, const float* k, int64_t hdp, int64_t d0, float* out) {
   const __m512 a = _mm512_loadu_ps(k + d0), b = _mm512_loadu_ps(k + hdp + d0);
   const __m512 ab_lo = _mm512_permutex2var_ps(a, mx.pair_lo, b);
   const __m512 ab_hi = _mm512_permutex2var_ps(a, mx.pair_hi, b);
@@ -95,8 +88,8 @@ __m512 broadcast_group(const float* p) {
 // each key's row; the block's lanes past R are masked by the softmax). A last group's keys past
 // the tile's land in rows the tile does not read.
 template <int KPL, int N>
-void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0) {
-  constexpr int kQueries = kLanes / KPL;
+void score_groups(const MixIndex<KPL>& mx, const QueryBlock& b, const TileScratch& ws, int64_t g0) {
+  constexpr int kQueries = MixIndex<KPL>::kQueries;
   __m512 acc[N];
   for (int c = 0; c < N; ++c) acc[c] = _mm512_setzero_ps();
   const float* k = ws.k_mixed + g0 * b.hdp * KPL;
@@ -105,10 +98,9 @@ void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0) {
     for (int c = 0; c < N; ++c)
       acc[c] = _mm512_fmadd_ps(broadcast_group<KPL>(k + (c * b.hdp + d) * KPL), qv, acc[c]);
   }
-  const __m512i order = key_major<KPL>();
   const auto row_mask = static_cast<__mmask16>((1u << kQueries) - 1);
   for (int c = 0; c < N; ++c) {
-    const __m512 v = _mm512_permutexvar_ps(order, acc[c]);
+    const __m512 v = _mm512_permutexvar_ps(mx.key_major, acc[c]);
     const int64_t j = (g0 + c) * KPL;
     for (int64_t i = 0; i < KPL; ++i)
       _mm512_mask_storeu_ps(ws.s + (j + i) * b.Rp - i * kQueries,
@@ -123,11 +115,10 @@ void score_groups(const QueryBlock& b, const TileScratch& ws, int64_t g0) {
 // a row's scores are the same bits here as in a prefill block.
 template <int KPL>
 void scores_mixed(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
-  static const MixIndex mx;
-  const __m512i spread = spread_queries<KPL>();
+  static const MixIndex<KPL> mx;
   for (int64_t d = 0; d < b.hd; ++d)
     _mm512_storeu_ps(ws.q_mixed + d * kLanes,
-                     _mm512_permutexvar_ps(spread, _mm512_loadu_ps(b.q + d * b.Rp)));
+                     _mm512_permutexvar_ps(mx.spread, _mm512_loadu_ps(b.q + d * b.Rp)));
   const int64_t groups = (nk + KPL - 1) / KPL;
   // The last group's keys past nk are tile rows the tile does not use (finite or not, their
   // scores go to rows it does not read); the tile has kTileKeys rows, a multiple of KPL.
@@ -137,8 +128,8 @@ void scores_mixed(const QueryBlock& b, const TileScratch& ws, int64_t nk) {
   // Eight independent sums in flight cover the FMA latency.
   constexpr int kChains = 8;
   int64_t g = 0;
-  for (; g + kChains <= groups; g += kChains) score_groups<KPL, kChains>(b, ws, g);
-  for (; g < groups; ++g) score_groups<KPL, 1>(b, ws, g);
+  for (; g + kChains <= groups; g += kChains) score_groups<KPL, kChains>(mx, b, ws, g);
+  for (; g < groups; ++g) score_groups<KPL, 1>(mx, b, ws, g);
 }
 
 struct Avx512Lanes {
@@ -181,14 +172,15 @@ struct Avx512Lanes {
             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 2 * i)));
         _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16)));
       }
-    } else if (dtype == DType::Q8_0 && n % kQ8Block == 0) {
-      for (int64_t i = 0; i < n; i += kQ8Block) {
-        const uint8_t* block = src + i / kQ8Block * kQ8BlockBytes;
+    } else if (dtype == DType::Q8_0 && n % kQK32 == 0) {
+      for (int64_t i = 0; i < n; i += kQK32) {
+        const uint8_t* block = src + i / kQK32 * sizeof(BlockQ8_0);
         uint16_t scale;
-        std::memcpy(&scale, block, sizeof(scale));
+        std::memcpy(&scale, block + offsetof(BlockQ8_0, d), sizeof(scale));
         const __m512 d = _mm512_set1_ps(_cvtsh_ss(scale));
         for (int64_t h = 0; h < 2; ++h) {
-          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + 16 * h));
+          const __m128i q = _mm_loadu_si128(
+              reinterpret_cast<const __m128i*>(block + offsetof(BlockQ8_0, qs) + 16 * h));
           _mm512_storeu_ps(dst + i + 16 * h,
                            _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
         }

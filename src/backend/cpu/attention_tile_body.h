@@ -177,7 +177,6 @@ void softmax_tile(const QueryBlock& b, int64_t t0, int64_t nk, bool masked, cons
 template <class V>
 void attend_keys(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, float softcap,
                  const LaneState& st, const TileScratch& ws) {
-  const size_t head_bytes = row_bytes(kv.dtype, static_cast<uint64_t>(b.hd), "kv head");
   std::fill_n(st.m, b.Rp, -std::numeric_limits<float>::infinity());
   std::fill_n(st.l, b.Rp, 0.0f);
   std::fill_n(st.o, b.R * b.hdp, 0.0f);
@@ -188,7 +187,7 @@ void attend_keys(const QueryBlock& b, const KvHead& kv, int64_t j0, int64_t j1, 
       const size_t off = static_cast<size_t>(t0 + j) * kv.row_bytes;
       if (t0 + j + kPrefetchKeys < j1) {
         const size_t ahead = off + kPrefetchKeys * kv.row_bytes;
-        for (size_t c = 0; c < head_bytes; c += 64) {
+        for (size_t c = 0; c < kv.head_bytes; c += 64) {
           __builtin_prefetch(kv.k + ahead + c);
           __builtin_prefetch(kv.v + ahead + c);
         }
