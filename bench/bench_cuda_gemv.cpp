@@ -13,7 +13,7 @@
 // bytes come from HBM, not from L2. Times are wall-clock over many back-to-back calls on the
 // backend's stream, between two synchronisations.
 //
-//   build-*/bench/bench_cuda_gemv [--quick]
+//   build-*/bench/bench_cuda_gemv [--quick | --attention]   (--attention: only the attention table)
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -161,11 +161,11 @@ double time_matmul(Backend& be, DType t, Shape s, int64_t M, int copies, double 
   return per;
 }
 
-// Attention at a Llama-3-8B shape (32 heads over 8 kv heads of 128): decode over a 4096-row
-// cache (KV bytes read per second, against the copy bandwidth) and a 512-row causal prefill
+// Attention at a Llama-3-8B shape (32 heads over 8 kv heads of 128): decode over caches of 32 to
+// 16384 rows (KV bytes read per second, against the copy bandwidth) and a 512-row causal prefill
 // (TFLOP/s of the 4 M^2/2 hd n_head multiply-adds it does), per KV cache type.
 void attention(Backend& be, double copy) {
-  const int64_t n_head = 32, n_kv = 8, hd = 128, ctx = 4096, M = 512;
+  const int64_t n_head = 32, n_kv = 8, hd = 128, ctx = 16384, M = 512;
   const int64_t width = n_kv * hd;
   std::vector<float> host(static_cast<size_t>(ctx * width));
   uint64_t r = 777;
@@ -183,7 +183,6 @@ void attention(Backend& be, double copy) {
     const size_t rb = row_bytes(t, static_cast<uint64_t>(width), "bench kv");
     KvView kv{t, ctx, width, rb, be.alloc(rb * ctx), be.alloc(rb * ctx)};
     be.kv_store(kv, kv_src, kv_src, ctx, rows.data());
-    const int32_t last = static_cast<int32_t>(ctx - 1);
     auto timed = [&](int64_t m, const int32_t* pos, int iters) {
       be.attention(q, kv, m, pos, args, out);
       be.synchronize();
@@ -192,10 +191,14 @@ void attention(Backend& be, double copy) {
       be.synchronize();
       return seconds_since(t0) / iters;
     };
-    const double dec = timed(1, &last, 200);
-    const double kv_bytes = 2.0 * static_cast<double>(rb) * ctx;
-    std::printf("%-6s %-28s %10.2f %7.1f GB/s %8.1f%%\n", dtype_name(t), "decode, 4096 keys",
-                dec * 1e6, kv_bytes / dec / 1e9, 100.0 * kv_bytes / dec / copy);
+    for (int32_t keys : {32, 512, 4096, 16384}) {
+      const int32_t last = keys - 1;
+      const double dec = timed(1, &last, 200);
+      const double kv_bytes = 2.0 * static_cast<double>(rb) * keys;
+      const std::string what = "decode, " + std::to_string(keys) + " keys";
+      std::printf("%-6s %-28s %10.2f %7.1f GB/s %8.1f%%\n", dtype_name(t), what.c_str(),
+                  dec * 1e6, kv_bytes / dec / 1e9, 100.0 * kv_bytes / dec / copy);
+    }
     const double pre = timed(M, rows.data(), 20);
     const double flops = 4.0 * M * M / 2 * hd * n_head;
     std::printf("%-6s %-28s %10.2f %5.1f TFLOP/s\n", dtype_name(t), "prefill, 512 causal rows",
@@ -255,7 +258,7 @@ void batched_decode(Backend& be, bool quick) {
     }
 }
 
-int run(bool quick) {
+int run(bool quick, bool attention_only) {
   if (!cuda_device_available()) {
     std::printf("bench_cuda_gemv: no CUDA device\n");
     return 0;
@@ -264,6 +267,10 @@ int run(bool quick) {
   std::printf("device: %s\n", be->name().c_str());
   const double copy = copy_bandwidth();
   std::printf("device-to-device copy: %.1f GB/s (read + write)\n\n", copy / 1e9);
+  if (attention_only) {
+    attention(*be, copy);
+    return 0;
+  }
 
   const DType gemv_types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0,
                               DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
@@ -317,7 +324,8 @@ int run(bool quick) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  return ts::run(quick);
+  const bool attention_only = argc > 1 && std::strcmp(argv[1], "--attention") == 0;
+  return ts::run(quick, attention_only);
 }
 
 #else

@@ -12,7 +12,7 @@
 # Building there costs minutes of device time per call. The binaries built here (Debian 12, glibc
 # 2.36) run there too, so the cheaper way is to build here and carry only them:
 #
-#   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin/bin.tgz, ~11 MB)
+#   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin/bin.txz, ~20 MB)
 #
 # then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: the cuda tests, the
 # GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight decoding together), in
@@ -37,7 +37,7 @@ if [ "${1:-}" = "--pack" ]; then
   done
   rm -rf .gpubin
   mkdir -p .gpubin
-  tar czf .gpubin/bin.tgz -C "$stage" .
+  tar cJf .gpubin/bin.txz -C "$stage" .
   rm -rf "$stage"
   du -sh .gpubin
   exit 0
@@ -46,7 +46,7 @@ if [ "${1:-}" = "--prebuilt" ]; then
   out=${OUT:-out}
   mkdir -p "$out"
   B=$(mktemp -d)
-  tar xzf .gpubin/bin.tgz -C "$B"
+  tar xJf .gpubin/bin.txz -C "$B"
   export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
   # The tests find their fixtures at the absolute path of the checkout they were built in.
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }

@@ -119,6 +119,7 @@ struct ScratchPlan {
   int64_t decode_step_rows = 1;
   bool experts_one_at_a_time = false;  // streamed experts run alone as their slots fill
   int64_t n_head = 0;
+  int64_t n_head_kv = 0;
   int64_t head_dim = 0;
 };
 

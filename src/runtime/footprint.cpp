@@ -67,6 +67,7 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
+  p.n_head_kv = c.n_head_kv;
   p.head_dim = c.head_dim;
   p.dense.push_back(shape_of(spec.output));
   for (const LayerIndex& L : spec.layers) {

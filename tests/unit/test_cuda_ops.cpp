@@ -1399,6 +1399,9 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       {8, 2, 64, 0.0f, 0, {0}},
       {8, 2, 128, 0.0f, 0, {777}},                    // decode over many splits
       {8, 2, 128, 0.0f, 0, {20}},                     // decode over fewer keys than ranges
+      {16, 2, 128, 0.0f, 0, {700}},                   // decode, eight query heads a kv head
+      {8, 4, 256, 0.0f, 0, {400}},                    // decode, two heads of 256 a kv head
+      {16, 2, 96, 0.0f, 0, {333}},                    // decode, partial lanes, eight heads
       {4, 4, 256, 50.0f, 0, {300}},                   // softcap, head_dim 256
       {6, 2, 80, 0.0f, 64, {500}},                    // sliding window, head_dim not a power of two
       {8, 2, 128, 0.0f, 0, prefill},                  // prefill, two query tiles
@@ -1434,6 +1437,26 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       gpu_->free(kv.gpu.v);
     }
   }
+}
+
+// A head size the decode kernel cannot load in runs of 8 elements is refused by name, not read
+// out of line.
+TEST_F(CudaOps, AttentionRefusesHeadDimNotAMultipleOfEight) {
+  const int64_t head_dim = 12, width = 2 * head_dim;
+  KvPair kv = make_kv(*gpu_, DType::F16, 8, width);
+  const AttentionArgs args{4, 2, head_dim, 0.25f, 0.0f, 0};
+  float* q = upload(randn(static_cast<size_t>(4 * head_dim)));
+  float* out = upload(std::vector<float>(static_cast<size_t>(4 * head_dim)));
+  const int32_t pos = 3;
+  try {
+    gpu_->attention(q, kv.gpu, 1, &pos, args, out);
+    ADD_FAILURE() << "head_dim 12 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 12 is not a multiple of 8"), std::string::npos)
+        << e.what();
+  }
+  gpu_->free(kv.gpu.k);
+  gpu_->free(kv.gpu.v);
 }
 
 // A decode step of three sequences, each over a cache of its own length: kv_store_each and

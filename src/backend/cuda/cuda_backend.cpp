@@ -188,7 +188,7 @@ class CudaBackend final : public Backend {
       recorded +=
           kMaxBatchedGraphs * cuda::StepGraph::table_bytes(puts * cuda::ArgStage::kSlotAlign);
     }
-    const AttentionArgs one_token{p.n_head, 0, p.head_dim};
+    const AttentionArgs one_token{p.n_head, p.n_head_kv, p.head_dim};
     const auto nll = static_cast<uint64_t>(B) * sizeof(double);  // nll_rows of a micro-batch
     return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts + nll +
            cuda::gemv_int8_scratch_bytes(int8_cols) +
@@ -773,6 +773,10 @@ class CudaBackend final : public Backend {
     if (a.head_dim > kMaxHeadDim)
       fail(ErrorKind::Unsupported, "attention: head_dim " + str(a.head_dim) +
                                        " exceeds the CUDA kernels' " + str(kMaxHeadDim));
+    // The decode kernel loads a head's cache slice in runs of 8 elements.
+    if (a.head_dim % 8 != 0)
+      fail(ErrorKind::Unsupported,
+           "attention: head_dim " + str(a.head_dim) + " is not a multiple of 8 (CUDA kernels)");
   }
 
   // Whether the M caches share a type and a row layout, as one launch over all of them needs
@@ -803,12 +807,12 @@ class CudaBackend final : public Backend {
   }
 
   // Key ranges per head for decode at most: about four blocks per multiprocessor in all at long
-  // contexts (measured against two, eight and sixteen: Llama-3-8B Q4_K_M decode after 4000 tokens
-  // 747 / 912 / 870 / 863 tok/s). The grid does not depend on the position, so that a recorded
-  // decode step stays valid as the context grows; the kernel uses a range per kSplitKeys keys and
-  // the blocks of the others leave at once.
+  // contexts, a block taking the query heads of one kv head (decode_heads_per_block). The grid
+  // does not depend on the position, so that a recorded decode step stays valid as the context
+  // grows; the kernel uses a range per 128 keys and the blocks of the others leave at once.
   int decode_splits(const AttentionArgs& a) const {
-    const int64_t wanted = (int64_t{4} * sm_count_ + a.n_head - 1) / a.n_head;
+    const int64_t blocks = a.n_head / cuda::decode_heads_per_block(a.n_head, a.n_head_kv);
+    const int64_t wanted = (int64_t{4} * sm_count_ + blocks - 1) / blocks;
     return static_cast<int>(std::clamp<int64_t>(wanted, 1, cuda::kMaxDecodeSplits));
   }
 

@@ -1,0 +1,77 @@
+// What the decode and prefill attention kernels share: their parameters, the causal key range of a
+// query position, the soft cap, warp reductions and one cache element as f32.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+#include "backend/cuda/quant_device.cuh"
+
+namespace ts::cuda {
+
+struct AttnParams {
+  const float* q;
+  const uint8_t* k;
+  const uint8_t* v;
+  size_t row_bytes;
+  const int32_t* pos;
+  int64_t M;
+  int n_head;
+  int group;  // query heads per kv head
+  int head_dim;
+  float scale;
+  float softcap;
+  int64_t window;
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Element e of one cache row.
+template <DType T>
+__device__ __forceinline__ float kv_elem(const uint8_t* row, int64_t e) {
+  if constexpr (T == DType::Q8_0) {
+    const uint8_t* blk = row + (e / kQK32) * sizeof(BlockQ8_0);
+    return static_cast<float>(static_cast<int8_t>(blk[2 + e % kQK32])) *
+           half_bits_to_float(load_u16(blk));
+  } else {
+    return plain_elem<T>(row, e);
+  }
+}
+
+__device__ __forceinline__ float cap_score(float s, float softcap) {
+  return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+// Keys [lo, hi) that query position p may see.
+__device__ __forceinline__ void key_range(int32_t p, int64_t window, int64_t& lo, int64_t& hi) {
+  hi = static_cast<int64_t>(p) + 1;
+  lo = window > 0 ? max(int64_t{0}, hi - window) : 0;
+}
+
+inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                                   const AttentionArgs& a) {
+  return AttnParams{q,
+                    static_cast<const uint8_t*>(kv.k),
+                    static_cast<const uint8_t*>(kv.v),
+                    kv.row_bytes,
+                    pos,
+                    M,
+                    static_cast<int>(a.n_head),
+                    static_cast<int>(a.n_head / a.n_head_kv),
+                    static_cast<int>(a.head_dim),
+                    a.scale,
+                    a.softcap,
+                    a.window};
+}
+
+}  // namespace ts::cuda

@@ -1,0 +1,397 @@
+// Decode attention: one query row per sequence over its KV cache, f32 arithmetic whatever the
+// cache type; split-KV ("flash decoding") with the query heads of a kv head taken together.
+//
+// Block (g, s, r): the GB query heads g * GB .. g * GB + GB - 1 (all of them share one kv head),
+// key range s of row r. Each of its kWarps warps walks tiles of kTile keys of the range:
+// * scores, a key per lane: the lane loads its key's K slice in chunks of 8 elements (16 bytes of
+//   f16) and dots it with the GB query vectors, which sit in shared memory. No cross-lane sum per
+//   key, and each K byte is loaded once for the GB heads. (The kernel before gave a warp to each
+//   key of each head: ~95 instructions and a five-step warp sum per key and head; at 4096 keys of
+//   a Llama-3-8B layer it read the cache at 10 % of the copy rate.)
+// * the tile's online softmax per head: one warp max per head and tile; the denominator stays a
+//   per-lane partial until the end;
+// * output, E consecutive head dimensions per lane: the warp reads each V row in one coalesced
+//   load and adds it, weighted, to each head's accumulator; the weights come from shared memory.
+// The warps' states merge in shared memory. A range that is the row's only one writes the output;
+// otherwise it writes a partial (max, denominator, output) per head, and the last block of the
+// group to finish merges the ranges.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <string>
+
+#include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
+#include "core/error.h"
+
+namespace ts::cuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kTile = 32;  // keys per warp and step: one per lane
+// Keys of one key range at least: a step of the block's warps. Shorter ranges add partials to
+// write and merge, and the merge is a dependent chain (fence, counter, the partials' loads) at the
+// end of the kernel.
+constexpr int64_t kRangeKeys = kWarps * kTile;
+// The decode scratch starts with a counter per head (blocks done; the group's first head's is
+// used), zero between launches, then the partials; room for kMaxDecodeHeads heads.
+constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
+// 32-bit registers a lane gives to cache loads in flight before their first use.
+constexpr int kLoadWords = 64;
+
+__host__ __device__ constexpr int min_of(int a, int b) { return a < b ? a : b; }
+
+// N consecutive elements (N = 1, 2, 4 or 8; at an element index that is a multiple of N) of one
+// cache row's head slice, loaded raw in as few aligned loads as the bytes allow, read as f32.
+template <DType T, int N>
+struct CacheRun {
+  static constexpr int kBytes = N * static_cast<int>(T == DType::F32 ? 4 : 2);
+  static constexpr int kWords = kBytes < 4 ? 1 : kBytes / 4;
+  uint32_t w[kWords] = {};
+
+  __device__ __forceinline__ void load(const uint8_t* head, int d) {
+    const uint8_t* p = head + static_cast<size_t>(d) * (kBytes / N);
+    if constexpr (kBytes == 2) {
+      w[0] = load_u16(p);
+    } else if constexpr (kBytes == 4) {
+      w[0] = *reinterpret_cast<const uint32_t*>(p);
+    } else if constexpr (kBytes == 8) {
+      const uint2 x = *reinterpret_cast<const uint2*>(p);
+      w[0] = x.x, w[1] = x.y;
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBytes / 16; ++i) {
+        const uint4 x = reinterpret_cast<const uint4*>(p)[i];
+        w[4 * i] = x.x, w[4 * i + 1] = x.y, w[4 * i + 2] = x.z, w[4 * i + 3] = x.w;
+      }
+    }
+  }
+
+  __device__ __forceinline__ float get(int i) const {
+    if constexpr (T == DType::F32) {
+      return __uint_as_float(w[i]);
+    } else {
+      const auto bits = static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
+      if constexpr (T == DType::F16)
+        return half_bits_to_float(bits);
+      else
+        return bf16_bits_to_float(bits);
+    }
+  }
+};
+
+// q8_0: the N quants and their block's scale (N <= 32, so the run lies in one block).
+template <int N>
+struct CacheRun<DType::Q8_0, N> {
+  static constexpr int kWords = (N + 3) / 4 + 1;
+  uint32_t q[(N + 3) / 4] = {};
+  uint16_t scale = 0;
+
+  __device__ __forceinline__ void load(const uint8_t* head, int d) {
+    const uint8_t* blk = head + static_cast<size_t>(d / kQK32) * sizeof(BlockQ8_0);
+    const uint8_t* qs = blk + offsetof(BlockQ8_0, qs) + d % kQK32;
+    scale = load_u16(blk + offsetof(BlockQ8_0, d));
+    // Blocks are 34 bytes: the quants are only 2-byte aligned.
+    if constexpr (N == 1) {
+      q[0] = *qs;
+    } else {
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i)
+        q[i / 2] |= static_cast<uint32_t>(load_u16(qs + 2 * i)) << (16 * (i % 2));
+    }
+  }
+
+  __device__ __forceinline__ float get(int i) const {
+    const auto x = static_cast<int8_t>(q[i / 4] >> (8 * (i % 4)));
+    return static_cast<float>(x) * half_bits_to_float(scale);
+  }
+};
+
+// Byte offset of kv head `kv_head`'s slice in a cache row.
+template <DType T>
+__device__ __forceinline__ size_t head_offset(int kv_head, int D) {
+  if constexpr (T == DType::Q8_0)
+    return static_cast<size_t>(kv_head) * (D / kQK32) * sizeof(BlockQ8_0);
+  else
+    return static_cast<size_t>(kv_head) * D * (T == DType::F32 ? 4 : 2);
+}
+
+// Merges the first `ranges` of the `splits` partials (max, denominator, output) of heads h0 .. h0 +
+// GB - 1 into their output rows, with every thread of the block. Each split's max and denominator are
+// read once, in parallel, into shared memory and turned into the split's weight; the outputs'
+// loads are unrolled so that many are in flight (the partials are in L2, just written).
+template <int GB>
+__device__ void combine_splits(const float* partials, int64_t h0, int splits, int ranges, int D,
+                               float* head_out) {
+  __shared__ float weight[GB][kMaxDecodeSplits];
+  __shared__ float inv_den[GB];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const auto part = [&](int h, int s) { return partials + ((h0 + h) * splits + s) * (D + 2); };
+  for (int h = warp; h < GB; h += kWarps) {
+    float mx = -FLT_MAX;
+    for (int s = lane; s < ranges; s += 32)
+      if (__ldcg(part(h, s) + 1) > 0.0f) mx = fmaxf(mx, __ldcg(part(h, s)));
+    mx = warp_max(mx);
+    float den = 0.0f;
+    for (int s = lane; s < ranges; s += 32) {
+      const float l = __ldcg(part(h, s) + 1);
+      const float w = l > 0.0f ? expf(__ldcg(part(h, s)) - mx) : 0.0f;
+      weight[h][s] = w;
+      den += l * w;
+    }
+    den = warp_sum(den);
+    if (lane == 0) inv_den[h] = 1.0f / den;
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) {
+    const int h = i / D, d = i % D;
+    float o = 0.0f;
+#pragma unroll 16
+    for (int s = 0; s < ranges; ++s) o += __ldcg(part(h, s) + 2 + d) * weight[h][s];
+    head_out[(h0 + h) * D + d] = o * inv_den[h];
+  }
+}
+
+// T: cache type; E: head dimensions per lane in the output pass (32 E >= D); GB: query heads per
+// block. Over p's cache, or each[r] for row r.
+template <DType T, int E, int GB>
+__global__ void __launch_bounds__(kWarps * 32)
+    attn_decode_kernel(AttnParams p, const KvView* each, int splits, int* done, float* partials,
+                       float* head_out) {
+  constexpr int kChunks = 4 * E;  // 8-element chunks of a K slice
+  constexpr int kChunkBatch = min_of(kChunks, kLoadWords / CacheRun<T, 8>::kWords);
+  constexpr int kValueBatch = min_of(kTile, kLoadWords / CacheRun<T, E>::kWords);
+  __shared__ float q_sh[GB][32 * E];
+  __shared__ float w_sh[kWarps][GB][kTile];
+  __shared__ float warp_m[kWarps][GB], warp_l[kWarps][GB];
+  __shared__ float warp_acc[kWarps][GB][32 * E];
+
+  pdl_enter();
+  const int g = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int D = p.head_dim;
+  if (each != nullptr) {
+    p.k = static_cast<const uint8_t*>(each[r].k);
+    p.v = static_cast<const uint8_t*>(each[r].v);
+  }
+  // Row r's heads are heads r * n_head .. of the launch: its own counters, partials and output.
+  const int64_t row_heads = static_cast<int64_t>(r) * p.n_head;
+  const int h0 = g * GB;
+  int64_t lo, hi;
+  key_range(p.pos[r], p.window, lo, hi);
+  // The ranges this row's keys take: one per kRangeKeys keys, at most `splits` (the grid, fixed so
+  // that a recorded step replays at any position). The others' blocks leave at once.
+  const int ranges = static_cast<int>(
+      min(static_cast<int64_t>(splits), max(int64_t{1}, (hi - lo + kRangeKeys - 1) / kRangeKeys)));
+  if (s >= ranges) return;
+  const int64_t per = (hi - lo + ranges - 1) / ranges;
+  const int64_t j0 = lo + s * per, j1 = min(hi, j0 + per);
+  const size_t head_bytes = head_offset<T>(h0 / p.group, D);
+  const uint8_t* k_head = p.k + head_bytes;
+  const uint8_t* v_head = p.v + head_bytes;
+
+  const float* q = p.q + (row_heads + h0) * D;
+  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) q_sh[i / D][i % D] = q[i];
+  __syncthreads();
+
+  float m[GB], l[GB], acc[GB][E];
+#pragma unroll
+  for (int h = 0; h < GB; ++h) {
+    m[h] = -FLT_MAX, l[h] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < E; ++e) acc[h][e] = 0.0f;
+  }
+  const bool has_dims = lane * E < D;  // D % 8 == 0, so a lane's E dimensions are all in or out
+  for (int64_t t0 = j0 + static_cast<int64_t>(warp) * kTile; t0 < j1;
+       t0 += static_cast<int64_t>(kWarps) * kTile) {
+    const int n = static_cast<int>(min(static_cast<int64_t>(kTile), j1 - t0));
+    const bool has_key = lane < n;
+    const uint8_t* k_row = k_head + static_cast<size_t>(t0 + lane) * p.row_bytes;
+
+    float sc[GB] = {};
+    for (int c0 = 0; c0 < kChunks; c0 += kChunkBatch) {
+      CacheRun<T, 8> kc[kChunkBatch];
+#pragma unroll
+      for (int c = 0; c < kChunkBatch; ++c)
+        if (has_key && (c0 + c) * 8 < D) kc[c].load(k_row, (c0 + c) * 8);
+#pragma unroll
+      for (int c = 0; c < kChunkBatch; ++c) {
+        if ((c0 + c) * 8 >= D) break;
+        float kx[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) kx[i] = kc[c].get(i);
+#pragma unroll
+        for (int h = 0; h < GB; ++h) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) sc[h] += q_sh[h][(c0 + c) * 8 + i] * kx[i];
+        }
+      }
+    }
+
+#pragma unroll
+    for (int h = 0; h < GB; ++h) {
+      const float x = has_key ? cap_score(sc[h] * p.scale, p.softcap) : -FLT_MAX;
+      const float m_new = fmaxf(m[h], warp_max(x));
+      const float w = has_key ? expf(x - m_new) : 0.0f;
+      const float corr = expf(m[h] - m_new);
+      l[h] = l[h] * corr + w;
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[h][e] *= corr;
+      m[h] = m_new;
+      w_sh[warp][h][lane] = w;
+    }
+    __syncwarp();
+
+    const uint8_t* v_rows = v_head + static_cast<size_t>(t0) * p.row_bytes;
+    for (int i0 = 0; i0 < n; i0 += kValueBatch) {
+      CacheRun<T, E> vr[kValueBatch];
+#pragma unroll
+      for (int u = 0; u < kValueBatch; ++u)
+        if (has_dims && i0 + u < n)
+          vr[u].load(v_rows + static_cast<size_t>(i0 + u) * p.row_bytes, lane * E);
+#pragma unroll
+      for (int u = 0; u < kValueBatch; ++u) {
+        if (i0 + u >= n) break;
+#pragma unroll
+        for (int h = 0; h < GB; ++h) {
+          const float w = w_sh[warp][h][i0 + u];
+#pragma unroll
+          for (int e = 0; e < E; ++e) acc[h][e] += w * vr[u].get(e);
+        }
+      }
+    }
+    __syncwarp();  // w_sh is rewritten by the next tile
+  }
+
+  // Merge the warps (a warp that saw no key has l = 0 and contributes nothing).
+#pragma unroll
+  for (int h = 0; h < GB; ++h) {
+    const float lw = warp_sum(l[h]);
+    if (lane == 0) warp_m[warp][h] = m[h], warp_l[warp][h] = lw;
+#pragma unroll
+    for (int e = 0; e < E; ++e) warp_acc[warp][h][lane * E + e] = acc[h][e];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) {
+    const int h = i / D, d = i % D;
+    float mx = -FLT_MAX;
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_l[w][h] > 0.0f) mx = fmaxf(mx, warp_m[w][h]);
+    float o = 0.0f, den = 0.0f;
+    for (int w = 0; w < kWarps; ++w)
+      if (warp_l[w][h] > 0.0f) {
+        const float f = expf(warp_m[w][h] - mx);
+        o += warp_acc[w][h][d] * f;
+        den += warp_l[w][h] * f;
+      }
+    const int64_t head = row_heads + h0 + h;
+    if (ranges == 1) {
+      head_out[head * D + d] = o / den;
+    } else {
+      float* part = partials + (head * splits + s) * (D + 2);
+      part[2 + d] = o;
+      if (d == 0) part[0] = mx, part[1] = den;
+    }
+  }
+  if (ranges == 1) return;
+
+  // The last of the group's blocks to finish merges the ranges (one kernel fewer per layer). Its
+  // counter goes back to 0 for the next launch.
+  __shared__ bool last;
+  __threadfence();  // this block's partials are visible to whichever block merges
+  __syncthreads();
+  int* counter = done + row_heads + h0;
+  if (threadIdx.x == 0) {
+    last = atomicAdd(counter, 1) == ranges - 1;
+    if (last) *counter = 0;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  combine_splits<GB>(partials, row_heads + h0, splits, ranges, D, head_out);
+}
+
+// Calls f.template operator()<T, E, GB>() for the cache type, the head dimensions per lane and the
+// query heads per block.
+template <class F>
+void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
+  auto by_gb = [&]<DType T, int E>() {
+    switch (heads_per_block) {
+      case 4:
+        f.template operator()<T, E, 4>();
+        break;
+      case 2:
+        f.template operator()<T, E, 2>();
+        break;
+      default:
+        f.template operator()<T, E, 1>();
+        break;
+    }
+  };
+  auto by_e = [&]<DType T>() {
+    if (head_dim <= 32)
+      by_gb.template operator()<T, 1>();
+    else if (head_dim <= 64)
+      by_gb.template operator()<T, 2>();
+    else if (head_dim <= 128)
+      by_gb.template operator()<T, 4>();
+    else
+      by_gb.template operator()<T, 8>();
+  };
+  switch (t) {
+    case DType::F32:
+      by_e.template operator()<DType::F32>();
+      break;
+    case DType::F16:
+      by_e.template operator()<DType::F16>();
+      break;
+    case DType::BF16:
+      by_e.template operator()<DType::BF16>();
+      break;
+    default:
+      by_e.template operator()<DType::Q8_0>();
+      break;
+  }
+}
+
+}  // namespace
+
+// At most 4: with 8 (Qwen3-30B-A3B's group) a short context ran on 4 blocks in all, one warp doing
+// the 8 heads' work in a row, and that model's decode after a 1-token prompt measured 11 % below
+// the kernel before this one; at 4 it is level there, and faster at long contexts.
+int decode_heads_per_block(int64_t n_head, int64_t n_head_kv) {
+  const int64_t group = n_head / n_head_kv;
+  for (int gb : {4, 2})
+    if (group % gb == 0) return gb;
+  return 1;
+}
+
+size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim) {
+  return kDoneBytes + sizeof(float) * static_cast<size_t>(n_head * splits * (head_dim + 2));
+}
+
+void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+                             const int32_t* pos, const AttentionArgs& a, int splits, void* scratch,
+                             float* out, cudaStream_t stream) {
+  const AttnParams p = make_attn_params(q, kv, 1, pos, a);
+  const int gb = decode_heads_per_block(a.n_head, a.n_head_kv);
+  if (splits > kMaxDecodeSplits || a.n_head * M > kMaxDecodeHeads)
+    fail(ErrorKind::Unsupported, "attention (decode): " + std::to_string(splits) + " splits of " +
+                                     std::to_string(a.n_head * M) + " heads exceed the kernel's " +
+                                     std::to_string(kMaxDecodeSplits) + " of " +
+                                     std::to_string(kMaxDecodeHeads));
+  const dim3 grid(static_cast<unsigned>(a.n_head / gb), static_cast<unsigned>(splits),
+                  static_cast<unsigned>(M));
+  auto* done = static_cast<int*>(scratch);
+  auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
+  dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int GB>() {
+    launch("attention (decode)", attn_decode_kernel<T, E, GB>, grid, kWarps * 32, 0, stream, p,
+           each, splits, done, partials, out);
+  });
+}
+
+}  // namespace ts::cuda
