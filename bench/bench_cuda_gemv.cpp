@@ -196,8 +196,8 @@ void attention(Backend& be, double copy) {
       const double dec = timed(1, &last, 200);
       const double kv_bytes = 2.0 * static_cast<double>(rb) * keys;
       const std::string what = "decode, " + std::to_string(keys) + " keys";
-      std::printf("%-6s %-28s %10.2f %7.1f GB/s %8.1f%%\n", dtype_name(t), what.c_str(),
-                  dec * 1e6, kv_bytes / dec / 1e9, 100.0 * kv_bytes / dec / copy);
+      std::printf("%-6s %-28s %10.2f %7.1f GB/s %8.1f%%\n", dtype_name(t), what.c_str(), dec * 1e6,
+                  kv_bytes / dec / 1e9, 100.0 * kv_bytes / dec / copy);
     }
     const double pre = timed(M, rows.data(), 20);
     const double flops = 4.0 * M * M / 2 * hd * n_head;

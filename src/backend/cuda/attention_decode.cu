@@ -43,7 +43,9 @@ constexpr size_t kDoneBytes = kMaxDecodeHeads * sizeof(int);
 // 32-bit registers a lane gives to cache loads in flight before their first use.
 constexpr int kLoadWords = 64;
 
-__host__ __device__ constexpr int min_of(int a, int b) { return a < b ? a : b; }
+__host__ __device__ constexpr int min_of(int a, int b) {
+  return a < b ? a : b;
+}
 
 // N consecutive elements (N = 1, 2, 4 or 8; at an element index that is a multiple of N) of one
 // cache row's head slice, loaded raw in as few aligned loads as the bytes allow, read as f32.
@@ -121,10 +123,12 @@ __device__ __forceinline__ size_t head_offset(int kv_head, int D) {
 }
 
 // Merges the first `ranges` of the `splits` partials (max, denominator, output) of heads h0 .. h0 +
-// GB - 1 into their output rows, with every thread of the block. Each split's max and denominator are
-// read once, in parallel, into shared memory and turned into the split's weight; the outputs'
-// loads are unrolled so that many are in flight (the partials are in L2, just written).
-template <int GB>
+// GB - 1 into their output rows, with every thread of the block. Each split's max and denominator
+// are read once, in parallel, into shared memory and turned into the split's weight. A thread's
+// outputs (GB x 32 E / threads of them) are summed side by side, so that the loads of all of them
+// are in flight together: one after the other, each output's ranges cost their own L2 round trips
+// at the end of the kernel.
+template <int GB, int E>
 __device__ void combine_splits(const float* partials, int64_t h0, int splits, int ranges, int D,
                                float* head_out) {
   __shared__ float weight[GB][kMaxDecodeSplits];
@@ -147,13 +151,23 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
     if (lane == 0) inv_den[h] = 1.0f / den;
   }
   __syncthreads();
-  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) {
-    const int h = i / D, d = i % D;
-    float o = 0.0f;
-#pragma unroll 16
-    for (int s = 0; s < ranges; ++s) o += __ldcg(part(h, s) + 2 + d) * weight[h][s];
-    head_out[(h0 + h) * D + d] = o * inv_den[h];
+  constexpr int kOutputs = (GB * 32 * E + kWarps * 32 - 1) / (kWarps * 32);
+  int h[kOutputs], d[kOutputs];
+  float o[kOutputs];
+#pragma unroll
+  for (int u = 0; u < kOutputs; ++u) {
+    const int i = min(static_cast<int>(threadIdx.x) + u * kWarps * 32, GB * D - 1);
+    h[u] = i / D, d[u] = i % D, o[u] = 0.0f;
   }
+#pragma unroll 4
+  for (int s = 0; s < ranges; ++s) {
+#pragma unroll
+    for (int u = 0; u < kOutputs; ++u) o[u] += __ldcg(part(h[u], s) + 2 + d[u]) * weight[h[u]][s];
+  }
+#pragma unroll
+  for (int u = 0; u < kOutputs; ++u)
+    if (threadIdx.x + u * kWarps * 32 < GB * D)
+      head_out[(h0 + h[u]) * D + d[u]] = o[u] * inv_den[h[u]];
 }
 
 // T: cache type; E: head dimensions per lane in the output pass (32 E >= D); GB: query heads per
@@ -312,7 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits<GB>(partials, row_heads + h0, splits, ranges, D, head_out);
+  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, head_out);
 }
 
 // Calls f.template operator()<T, E, GB>() for the cache type, the head dimensions per lane and the
