@@ -58,6 +58,35 @@ __device__ __forceinline__ void key_range(int32_t p, int64_t window, int64_t& lo
   lo = window > 0 ? max(int64_t{0}, hi - window) : 0;
 }
 
+// Calls f.template operator()<T, E>() for the cache type and the per-lane head-dimension count.
+template <class F>
+void dispatch_kv(DType t, int head_dim, F&& f) {
+  auto by_e = [&]<DType T>() {
+    if (head_dim <= 32)
+      f.template operator()<T, 1>();
+    else if (head_dim <= 64)
+      f.template operator()<T, 2>();
+    else if (head_dim <= 128)
+      f.template operator()<T, 4>();
+    else
+      f.template operator()<T, 8>();
+  };
+  switch (t) {
+    case DType::F32:
+      by_e.template operator()<DType::F32>();
+      break;
+    case DType::F16:
+      by_e.template operator()<DType::F16>();
+      break;
+    case DType::BF16:
+      by_e.template operator()<DType::BF16>();
+      break;
+    default:
+      by_e.template operator()<DType::Q8_0>();
+      break;
+  }
+}
+
 inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                                    const AttentionArgs& a) {
   return AttnParams{q,

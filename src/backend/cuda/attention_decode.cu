@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // query heads per block.
 template <class F>
 void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
-  auto by_gb = [&]<DType T, int E>() {
+  dispatch_kv(t, head_dim, [&]<DType T, int E>() {
     switch (heads_per_block) {
       case 4:
         f.template operator()<T, E, 4>();
@@ -345,31 +345,7 @@ void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
         f.template operator()<T, E, 1>();
         break;
     }
-  };
-  auto by_e = [&]<DType T>() {
-    if (head_dim <= 32)
-      by_gb.template operator()<T, 1>();
-    else if (head_dim <= 64)
-      by_gb.template operator()<T, 2>();
-    else if (head_dim <= 128)
-      by_gb.template operator()<T, 4>();
-    else
-      by_gb.template operator()<T, 8>();
-  };
-  switch (t) {
-    case DType::F32:
-      by_e.template operator()<DType::F32>();
-      break;
-    case DType::F16:
-      by_e.template operator()<DType::F16>();
-      break;
-    case DType::BF16:
-      by_e.template operator()<DType::BF16>();
-      break;
-    default:
-      by_e.template operator()<DType::Q8_0>();
-      break;
-  }
+  });
 }
 
 }  // namespace
