@@ -1440,8 +1440,11 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
 }
 
 // A head size the decode kernel cannot load in runs of 8 elements is refused by name, not read
-// out of line.
+// out of line: at open (the scratch plan) and by the op itself.
 TEST_F(CudaOps, AttentionRefusesHeadDimNotAMultipleOfEight) {
+  ScratchPlan plan;
+  plan.n_head = 4, plan.n_head_kv = 2, plan.head_dim = 12;
+  EXPECT_THROW(gpu_->scratch_bytes(plan), Error);
   const int64_t head_dim = 12, width = 2 * head_dim;
   KvPair kv = make_kv(*gpu_, DType::F16, 8, width);
   const AttentionArgs args{4, 2, head_dim, 0.25f, 0.0f, 0};

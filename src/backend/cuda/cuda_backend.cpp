@@ -136,6 +136,7 @@ class CudaBackend final : public Backend {
   // Each scratch buffer grows to the largest request it sees (DeviceBuffer): the sum of their
   // largest requests over the plan's matmuls and attention.
   uint64_t scratch_bytes(const ScratchPlan& p) const override {
+    check_head_dim(p.head_dim);
     const int64_t B = p.max_rows, k = std::max<int64_t>(p.experts_per_token, 1);
     const int64_t routed = B * k;  // rows of an MoE micro-batch's experts
     // Rows and experts of one matmul_grouped: every routed one, or one expert's (streaming).
@@ -770,13 +771,19 @@ class CudaBackend final : public Backend {
       fail(ErrorKind::Unsupported, "attention: " + str(a.n_head) + " heads over " +
                                        str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
                                        " do not fit a cache row of " + str(kv.width));
-    if (a.head_dim > kMaxHeadDim)
-      fail(ErrorKind::Unsupported, "attention: head_dim " + str(a.head_dim) +
+    check_head_dim(a.head_dim);
+  }
+
+  // The head sizes the attention kernels take; checked at open too (scratch_bytes), so that a
+  // model the kernels cannot run is refused before anything is allocated.
+  static void check_head_dim(int64_t head_dim) {
+    if (head_dim > kMaxHeadDim)
+      fail(ErrorKind::Unsupported, "attention: head_dim " + str(head_dim) +
                                        " exceeds the CUDA kernels' " + str(kMaxHeadDim));
     // The decode kernel loads a head's cache slice in runs of 8 elements.
-    if (a.head_dim % 8 != 0)
+    if (head_dim % 8 != 0)
       fail(ErrorKind::Unsupported,
-           "attention: head_dim " + str(a.head_dim) + " is not a multiple of 8 (CUDA kernels)");
+           "attention: head_dim " + str(head_dim) + " is not a multiple of 8 (CUDA kernels)");
   }
 
   // Whether the M caches share a type and a row layout, as one launch over all of them needs
