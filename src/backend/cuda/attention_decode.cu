@@ -354,6 +354,7 @@ void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
 // the 8 heads' work in a row, and that model's decode after a 1-token prompt measured 11 % below
 // the kernel before this one; at 4 it is level there, and faster at long contexts.
 int decode_heads_per_block(int64_t n_head, int64_t n_head_kv) {
+  if (n_head_kv <= 0 || n_head % n_head_kv != 0) return 1;  // refused by the op's own checks
   const int64_t group = n_head / n_head_kv;
   for (int gb : {4, 2})
     if (group % gb == 0) return gb;
