@@ -9,17 +9,14 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <algorithm>
 #include <cfloat>
-#include <string>
+#include <cstdint>
 
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/attention_mma.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
-#include "backend/cuda/quant_device.cuh"
-#include "core/error.h"
 
 namespace ts::cuda {
 namespace {
