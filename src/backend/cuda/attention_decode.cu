@@ -2,7 +2,8 @@
 // cache type; split-KV ("flash decoding") with the query heads of a kv head taken together.
 //
 // Block (g, s, r): the GB query heads g * GB .. g * GB + GB - 1 (GB = decode_heads_per_block, up to
-// 4, all of them sharing one kv head), key range s of row r. Each of its kWarps warps walks tiles of kTile keys of the range:
+// 4, all of them sharing one kv head), key range s of row r. Each of its kWarps warps walks tiles
+// of kTile keys of the range:
 // * scores, a key per lane: the lane loads its key's K slice in chunks of 8 elements (16 bytes of
 //   f16) and dots it with the GB query vectors, which sit in shared memory. No cross-lane sum per
 //   key, and each K byte is loaded once for the GB heads. (The kernel before gave a warp to each
