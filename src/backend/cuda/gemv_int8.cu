@@ -665,7 +665,7 @@ struct Q6KUnits {
 // Rows a block of gemv_direct_kernel<.., kLanes, kX> takes: its row sets (threads / kLanes), each
 // of kThreadRows rows for one activation row, else of one (the launch's grid follows it).
 template <int kLanes, int kX>
-constexpr int kDirectBlockRows = kThreads / kLanes*(kX == 1 ? kThreadRows : 1);
+constexpr int kDirectBlockRows = (kThreads / kLanes) * (kX == 1 ? kThreadRows : 1);
 
 template <class Units, bool kIndexed, int kLanes, int kX>
 __global__ void __launch_bounds__(kThreads, kX > 1     ? Units::kBlocksBatched
