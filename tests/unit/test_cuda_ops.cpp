@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -1437,6 +1438,57 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       gpu_->free(kv.gpu.v);
     }
   }
+}
+
+// The decode kernel takes one query head a block below narrow_keys keys and the heads of a kv head
+// together above: every row gets the same bits either way (one range, several, and more ranges
+// than the splits allow; four, two and one heads a block).
+TEST_F(CudaOps, AttentionDecodeNarrowAndWideBlocksSameBits) {
+  const AttnCase cases[] = {
+      {8, 2, 128, 0.0f, 0, {20}},     {8, 2, 128, 0.0f, 0, {777}}, {16, 2, 96, 0.0f, 0, {333}},
+      {8, 4, 256, 30.0f, 0, {400}},   {6, 2, 80, 0.0f, 64, {500}}, {4, 4, 64, 0.0f, 0, {250}},
+      {8, 2, 128, 0.0f, 0, {5, 600}},
+  };
+  const int splits = 3;  // fewer than 777's ranges of 128 keys
+  for (DType dt : kKvTypes)
+    for (const AttnCase& c : cases) {
+      if (dt == DType::Q8_0 && c.head_dim % kQK32 != 0) continue;
+      const int64_t width = c.n_head_kv * c.head_dim;
+      const auto M = static_cast<int64_t>(c.pos.size());
+      std::vector<KvPair> kv;
+      std::vector<KvView> views;
+      for (const int32_t p : c.pos) {
+        kv.push_back(make_kv(*gpu_, dt, p + 1, width));
+        fill_kv(kv.back(), p + 1);
+        views.push_back(kv.back().gpu);
+      }
+      auto* d_views = static_cast<KvView*>(device_bytes(sizeof(KvView) * views.size()));
+      gpu_->to_device(d_views, views.data(), sizeof(KvView) * views.size());
+      auto* d_pos = static_cast<int32_t*>(device_bytes(sizeof(int32_t) * c.pos.size()));
+      gpu_->to_device(d_pos, c.pos.data(), sizeof(int32_t) * c.pos.size());
+      const size_t n = static_cast<size_t>(M * c.n_head * c.head_dim);
+      const float* q = upload(randn(n));
+      const AttentionArgs args{c.n_head,   c.n_head_kv,
+                               c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                               c.softcap,  c.window};
+      const size_t scratch_bytes =
+          cuda::attention_decode_scratch_bytes(c.n_head * M, splits, c.head_dim);
+      void* scratch = device_bytes(scratch_bytes);
+      ASSERT_EQ(cudaMemset(scratch, 0, scratch_bytes), cudaSuccess);
+      std::vector<float> got[2];
+      for (const int64_t narrow_keys : {int64_t{0}, std::numeric_limits<int64_t>::max()}) {
+        float* out = upload(std::vector<float>(n));
+        gpu_->synchronize();
+        cuda::launch_attention_decode(q, views[0], M > 1 ? d_views : nullptr, M, d_pos, args,
+                                      splits, narrow_keys, scratch, out, nullptr);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        got[narrow_keys == 0 ? 0 : 1] = download(out, n);
+      }
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(got[0][i], got[1][i]) << dtype_name(dt) << " head_dim " << c.head_dim << " heads "
+                                        << c.n_head << "/" << c.n_head_kv << " element " << i;
+      for (KvPair& p : kv) gpu_->free(p.gpu.k), gpu_->free(p.gpu.v);
+    }
 }
 
 // A head size the decode kernel cannot load in runs of 8 elements is refused by name, not read

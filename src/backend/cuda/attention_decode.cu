@@ -1,9 +1,10 @@
 // Decode attention: one query row per sequence over its KV cache, f32 arithmetic whatever the
 // cache type; split-KV ("flash decoding") with the query heads of a kv head taken together.
 //
-// Block (g, s, r): the GB query heads g * GB .. g * GB + GB - 1 (GB = decode_heads_per_block, up to
-// 4, all of them sharing one kv head), key range s of row r. Each of its kWarps warps walks tiles
-// of kTile keys of the range:
+// Block (h, s, r): key range s of row r for query head h alone (narrow, at short contexts), or for
+// the GB query heads h .. h + GB - 1 (GB = decode_heads_per_block, up to 4, all of them sharing one
+// kv head; wide, at long contexts, where the blocks of the group's other heads leave at once). Each
+// of its kWarps warps walks tiles of kTile keys of the range:
 // * scores, a key per lane: the lane loads its key's K slice in chunks of 8 elements (16 bytes of
 //   f16) and dots it with the GB query vectors, which sit in shared memory. No cross-lane sum per
 //   key, and each K byte is loaded once for the GB heads. (The kernel before gave a warp to each
@@ -170,48 +171,34 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
       head_out[(h0 + h[u]) * D + d[u]] = o[u] * inv_den[h[u]];
 }
 
-// T: cache type; E: head dimensions per lane in the output pass (32 E >= D); GB: query heads per
-// block. Over p's cache, or each[r] for row r.
+// A block's shared memory for GB query heads.
+template <int GB, int E>
+struct DecodeShared {
+  float q[GB][32 * E];
+  float w[kWarps][GB][kTile];
+  float warp_m[kWarps][GB], warp_l[kWarps][GB];
+  float warp_acc[kWarps][GB][32 * E];
+};
+
+// Keys j0 .. j1 - 1 (range s of `ranges`) for query heads h0 .. h0 + GB - 1 of the launch's row
+// whose first head is row_heads: the output rows, or the range's partials and, in the last of the
+// ranges' blocks to finish, their merge.
 template <DType T, int E, int GB>
-__global__ void __launch_bounds__(kWarps * 32)
-    attn_decode_kernel(AttnParams p, const KvView* each, int splits, int* done, float* partials,
-                       float* head_out) {
+__device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64_t row_heads,
+                             int h0, int s, int splits, int ranges, int64_t j0, int64_t j1,
+                             int* done, float* partials, float* head_out) {
   constexpr int kChunks = 4 * E;  // 8-element chunks of a K slice
   constexpr int kChunkBatch = min_of(kChunks, kLoadWords / CacheRun<T, 8>::kWords);
   constexpr int kValueBatch = min_of(kTile, kLoadWords / CacheRun<T, E>::kWords);
-  __shared__ float q_sh[GB][32 * E];
-  __shared__ float w_sh[kWarps][GB][kTile];
-  __shared__ float warp_m[kWarps][GB], warp_l[kWarps][GB];
-  __shared__ float warp_acc[kWarps][GB][32 * E];
-
-  pdl_enter();
-  const int g = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int D = p.head_dim;
-  if (each != nullptr) {
-    p.k = static_cast<const uint8_t*>(each[r].k);
-    p.v = static_cast<const uint8_t*>(each[r].v);
-  }
-  // Row r's heads are heads r * n_head .. of the launch: its own counters, partials and output.
-  const int64_t row_heads = static_cast<int64_t>(r) * p.n_head;
-  const int h0 = g * GB;
-  int64_t lo, hi;
-  key_range(p.pos[r], p.window, lo, hi);
-  // The ranges this row's keys take: one per kRangeKeys keys, at most `splits` (the grid, fixed so
-  // that a recorded step replays at any position). The others' blocks leave at once.
-  const int ranges = static_cast<int>(
-      min(static_cast<int64_t>(splits), max(int64_t{1}, (hi - lo + kRangeKeys - 1) / kRangeKeys)));
-  if (s >= ranges) return;
-  const int64_t per = (hi - lo + ranges - 1) / ranges;
-  const int64_t j0 = lo + s * per, j1 = min(hi, j0 + per);
   const size_t head_bytes = head_offset<T>(h0 / p.group, D);
   const uint8_t* k_head = p.k + head_bytes;
   const uint8_t* v_head = p.v + head_bytes;
 
   const float* q = p.q + (row_heads + h0) * D;
-  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) q_sh[i / D][i % D] = q[i];
+  for (int i = threadIdx.x; i < GB * D; i += blockDim.x) sh.q[i / D][i % D] = q[i];
   __syncthreads();
-
   float m[GB], l[GB], acc[GB][E];
 #pragma unroll
   for (int h = 0; h < GB; ++h) {
@@ -241,7 +228,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int h = 0; h < GB; ++h) {
 #pragma unroll
-          for (int i = 0; i < 8; ++i) sc[h] += q_sh[h][(c0 + c) * 8 + i] * kx[i];
+          for (int i = 0; i < 8; ++i) sc[h] += sh.q[h][(c0 + c) * 8 + i] * kx[i];
         }
       }
     }
@@ -256,7 +243,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
       for (int e = 0; e < E; ++e) acc[h][e] *= corr;
       m[h] = m_new;
-      w_sh[warp][h][lane] = w;
+      sh.w[warp][h][lane] = w;
     }
     __syncwarp();
 
@@ -272,35 +259,35 @@ __global__ void __launch_bounds__(kWarps * 32)
         if (i0 + u >= n) break;
 #pragma unroll
         for (int h = 0; h < GB; ++h) {
-          const float w = w_sh[warp][h][i0 + u];
+          const float w = sh.w[warp][h][i0 + u];
 #pragma unroll
           for (int e = 0; e < E; ++e) acc[h][e] += w * vr[u].get(e);
         }
       }
     }
-    __syncwarp();  // w_sh is rewritten by the next tile
+    __syncwarp();  // sh.w is rewritten by the next tile
   }
 
   // Merge the warps (a warp that saw no key has l = 0 and contributes nothing).
 #pragma unroll
   for (int h = 0; h < GB; ++h) {
     const float lw = warp_sum(l[h]);
-    if (lane == 0) warp_m[warp][h] = m[h], warp_l[warp][h] = lw;
+    if (lane == 0) sh.warp_m[warp][h] = m[h], sh.warp_l[warp][h] = lw;
 #pragma unroll
-    for (int e = 0; e < E; ++e) warp_acc[warp][h][lane * E + e] = acc[h][e];
+    for (int e = 0; e < E; ++e) sh.warp_acc[warp][h][lane * E + e] = acc[h][e];
   }
   __syncthreads();
   for (int i = threadIdx.x; i < GB * D; i += blockDim.x) {
     const int h = i / D, d = i % D;
     float mx = -FLT_MAX;
     for (int w = 0; w < kWarps; ++w)
-      if (warp_l[w][h] > 0.0f) mx = fmaxf(mx, warp_m[w][h]);
+      if (sh.warp_l[w][h] > 0.0f) mx = fmaxf(mx, sh.warp_m[w][h]);
     float o = 0.0f, den = 0.0f;
     for (int w = 0; w < kWarps; ++w)
-      if (warp_l[w][h] > 0.0f) {
-        const float f = expf(warp_m[w][h] - mx);
-        o += warp_acc[w][h][d] * f;
-        den += warp_l[w][h] * f;
+      if (sh.warp_l[w][h] > 0.0f) {
+        const float f = expf(sh.warp_m[w][h] - mx);
+        o += sh.warp_acc[w][h][d] * f;
+        den += sh.warp_l[w][h] * f;
       }
     const int64_t head = row_heads + h0 + h;
     if (ranges == 1) {
@@ -327,6 +314,51 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (!last) return;
   __threadfence();
   combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, head_out);
+}
+
+// The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads
+// of a kv head (wide). A narrow block does 1 / GB of a wide one's serial work: at short contexts,
+// where a row has a range or a few, the kernel is the latency of that work; at long ones the wide
+// blocks read each K and V byte once for their GB heads (PERFORMANCE.md, eighteenth session). Both
+// give the same bits: a head's keys are walked in the same tiles, warps and order either way. The
+// grid has a block per head and range: in wide rows the blocks of a group's other heads leave at
+// once.
+template <DType T, int E, int GB>
+__global__ void __launch_bounds__(kWarps * 32)
+    attn_decode_kernel(AttnParams p, const KvView* each, int splits, int64_t narrow_keys, int* done,
+                       float* partials, float* head_out) {
+  __shared__ union {
+    DecodeShared<GB, E> wide;
+    DecodeShared<1, E> narrow;
+  } sh;
+  // Which blocks work depends on the positions only, which (like `each`) the host's argument copies
+  // wrote before any kernel of the step: the others leave before the wait for the kernel ahead, so
+  // that they do not hold a multiprocessor's block slots until it ends.
+  const int head = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
+  int64_t lo, hi;
+  key_range(p.pos[r], p.window, lo, hi);
+  const bool narrow = GB > 1 && hi - lo < narrow_keys;
+  if (!narrow && head % GB != 0) return;
+  // The ranges this row's keys take: one per kRangeKeys keys, at most `splits` (the grid, fixed so
+  // that a recorded step replays at any position).
+  const int ranges = static_cast<int>(
+      min(static_cast<int64_t>(splits), max(int64_t{1}, (hi - lo + kRangeKeys - 1) / kRangeKeys)));
+  if (s >= ranges) return;
+  const int64_t per = (hi - lo + ranges - 1) / ranges;
+  const int64_t j0 = lo + s * per, j1 = min(hi, j0 + per);
+  if (each != nullptr) {
+    p.k = static_cast<const uint8_t*>(each[r].k);
+    p.v = static_cast<const uint8_t*>(each[r].v);
+  }
+  // Row r's heads are heads r * n_head .. of the launch: its own counters, partials and output.
+  const int64_t row_heads = static_cast<int64_t>(r) * p.n_head;
+  pdl_enter();
+  if (narrow)
+    attend_range<T, E, 1>(p, sh.narrow, row_heads, head, s, splits, ranges, j0, j1, done, partials,
+                          head_out);
+  else
+    attend_range<T, E, GB>(p, sh.wide, row_heads, head, s, splits, ranges, j0, j1, done, partials,
+                           head_out);
 }
 
 // Calls f.template operator()<T, E, GB>() for the cache type, the head dimensions per lane and the
@@ -366,8 +398,8 @@ size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_d
 }
 
 void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
-                             const int32_t* pos, const AttentionArgs& a, int splits, void* scratch,
-                             float* out, cudaStream_t stream) {
+                             const int32_t* pos, const AttentionArgs& a, int splits,
+                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream) {
   const AttnParams p = make_attn_params(q, kv, 1, pos, a);
   const int gb = decode_heads_per_block(a.n_head, a.n_head_kv);
   if (splits > kMaxDecodeSplits || a.n_head * M > kMaxDecodeHeads)
@@ -375,13 +407,13 @@ void launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
                                      std::to_string(a.n_head * M) + " heads exceed the kernel's " +
                                      std::to_string(kMaxDecodeSplits) + " of " +
                                      std::to_string(kMaxDecodeHeads));
-  const dim3 grid(static_cast<unsigned>(a.n_head / gb), static_cast<unsigned>(splits),
+  const dim3 grid(static_cast<unsigned>(a.n_head), static_cast<unsigned>(splits),
                   static_cast<unsigned>(M));
   auto* done = static_cast<int*>(scratch);
   auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
   dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int GB>() {
     launch("attention (decode)", attn_decode_kernel<T, E, GB>, grid, kWarps * 32, 0, stream, p,
-           each, splits, done, partials, out);
+           each, splits, narrow_keys, done, partials, out);
   });
 }
 

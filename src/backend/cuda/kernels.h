@@ -143,18 +143,22 @@ void launch_kv_store(const KvView& kv, const KvView* each, const float* k, const
                      int64_t M, const int32_t* pos, cudaStream_t stream);
 
 // Attention. Decode (attention_decode.cu): split-KV, `splits` key ranges per block of query heads
-// (decode_heads_per_block() of the heads that share a kv head), the last block of each merging
-// them. One query row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m
-// over each[m] at pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes()
-// of n_head * M heads, zeroed when allocated, left as found) holds the counters and partials; at
-// most kMaxDecodeHeads heads in all and kMaxDecodeSplits ranges; head_dim a multiple of 8.
+// (one head for rows of fewer than narrow_keys keys, else decode_heads_per_block() of the heads
+// that share a kv head; the same bits either way), the last block of each merging them. One query
+// row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m over each[m] at
+// pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes() of n_head * M
+// heads, zeroed when allocated, left as found) holds the counters and partials; at most
+// kMaxDecodeHeads heads in all and kMaxDecodeSplits ranges; head_dim a multiple of 8.
 constexpr int kMaxDecodeSplits = 64;   // key ranges per head at most
 constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
+// Rows of fewer keys take a block per query head (measured, PERFORMANCE.md, eighteenth session:
+// 0-5 % faster decode below it, slower above ~1000 keys).
+constexpr int64_t kDecodeNarrowKeys = 512;
 int decode_heads_per_block(int64_t n_head, int64_t n_head_kv);
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
 void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
-                             const int32_t* pos, const AttentionArgs& a, int splits, void* scratch,
-                             float* out, cudaStream_t stream);
+                             const int32_t* pos, const AttentionArgs& a, int splits,
+                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream);
 // Prefill (M > 1, attention.cu): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream);
