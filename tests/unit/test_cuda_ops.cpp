@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -1437,6 +1438,85 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       gpu_->free(kv.gpu.k);
       gpu_->free(kv.gpu.v);
     }
+  }
+}
+
+// A norm or GLU whose output int8 GEMVs have read writes it quantised too, and the GEMV right after
+// reads that instead of quantising the buffer again: the same bits as quantising in the GEMV (the
+// first use of a buffer, before the backend knows an int8 GEMV reads it). To see that the second
+// GEMV does take the producer's form, the buffer is zeroed behind the backend's back in between.
+// Work done through the backend on the buffer in between (a launch, a memset) makes the GEMV
+// quantise what the buffer then holds.
+TEST_F(CudaOps, NormAndGluQuantiseTheInt8GemvInput) {
+  const int64_t n = 1024, rows = 96;
+  for (const DType t : {DType::Q8_0, DType::Q4_K}) {
+    PackedPair p = upload_packed(t, rows, n);
+    const Weight& w = t == DType::Q8_0 ? p.packed : p.rows;
+    const int sm_major = [] {
+      int major = 0;
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+      return major;
+    }();
+    ASSERT_TRUE(cuda::gemv_int8_supported(w, sm_major)) << dtype_name(t);
+    for (const int64_t M : {int64_t{1}, int64_t{3}}) {
+      const std::vector<float> xs = randn(static_cast<size_t>(M * n), 3.0f);
+      const float* x = upload(xs);
+      const float* res = upload(randn(xs.size()));
+      const float* nw = upload(randn(static_cast<size_t>(n)));
+      const float* gate = upload(randn(xs.size()));
+      const float* up = upload(randn(xs.size()));
+      // Each producer twice into a fresh buffer: the first GEMV learns that it reads the buffer,
+      // the second finds it quantised by the producer.
+      const auto twice = [&](float* out, const std::function<void(float*)>& produce,
+                             const char* what) {
+        std::vector<float> y[2];
+        for (int round = 0; round < 2; ++round) {
+          float* yd = upload(std::vector<float>(static_cast<size_t>(M * rows)));
+          produce(out);
+          if (round == 1) {
+            gpu_->synchronize();
+            ASSERT_EQ(cudaMemset(out, 0, xs.size() * sizeof(float)), cudaSuccess);
+            ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          }
+          gpu_->matmul(w, out, M, yd);
+          y[round] = download(yd, static_cast<size_t>(M * rows));
+        }
+        for (size_t i = 0; i < y[0].size(); ++i)
+          ASSERT_EQ(y[0][i], y[1][i]) << what << " " << dtype_name(t) << " M=" << M << " " << i;
+      };
+      float* normed = upload(std::vector<float>(xs.size()));
+      twice(
+          normed, [&](float* out) { gpu_->rms_norm(x, nw, M, n, 1e-6f, false, out); }, "rms_norm");
+      float* xa = upload(xs);
+      float* added = upload(std::vector<float>(xs.size()));
+      twice(
+          added,
+          [&](float* out) {
+            gpu_->to_device(xa, xs.data(), xs.size() * sizeof(float));  // the residual adds up
+            gpu_->add_rms_norm(xa, res, nw, M, n, 1e-6f, true, out);
+          },
+          "add_rms_norm");
+      float* act = upload(std::vector<float>(xs.size()));
+      twice(
+          act, [&](float* out) { gpu_->glu(Glu::SiLU, gate, up, M, n, n, out); }, "glu");
+
+      // Work on the buffer after the producer: the GEMV reads what the buffer holds then.
+      const size_t ny = static_cast<size_t>(M * rows);
+      float* y = upload(std::vector<float>(ny));
+      float* y_ref = upload(std::vector<float>(ny));
+      gpu_->glu(Glu::SiLU, gate, up, M, n, n, act);
+      gpu_->add(act, res, M * n);
+      gpu_->matmul(w, act, M, y);
+      float* copy = upload(download(act, xs.size()));
+      gpu_->matmul(w, copy, M, y_ref);
+      const std::vector<float> got = download(y, ny), want = download(y_ref, ny);
+      for (size_t i = 0; i < ny; ++i) ASSERT_EQ(got[i], want[i]) << "glu, add " << i;
+      gpu_->glu(Glu::SiLU, gate, up, M, n, n, act);
+      gpu_->zero(act, M * n);
+      gpu_->matmul(w, act, M, y);
+      for (const float v : download(y, ny)) ASSERT_EQ(v, 0.0f) << "glu, zero";
+    }
+    release(p);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/arg_stage.h"
@@ -19,6 +20,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/step_graph.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -128,6 +130,8 @@ class CudaBackend final : public Backend {
     cuda::check(cudaStreamSynchronize(copy_stream_), "free");
     recordings_.clear();
     warmups_.clear();
+    int8_inputs_.clear();  // the address may come back as another buffer
+    quantised_ = {};
     cuda::check(cuda::device_free(p), "cudaFree");
   }
 
@@ -219,6 +223,7 @@ class CudaBackend final : public Backend {
   uint64_t copy_to_device_async(void* dst, const void* src, size_t bytes) override {
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, copy_stream_),
                 "async copy to device");
+    cuda::note_launch();
     const uint64_t ticket = ++copies_;
     cuda::check(cudaEventRecord(copy_events_[ticket % kCopyEvents], copy_stream_),
                 "async copy to device");
@@ -242,6 +247,7 @@ class CudaBackend final : public Backend {
   void to_device(void* dst, const void* src, size_t bytes) override {
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
                 "copy to device");
+    cuda::note_launch();
     cuda::check(cudaStreamSynchronize(stream_), "copy to device");
   }
 
@@ -267,6 +273,8 @@ class CudaBackend final : public Backend {
   // The first run of a key is eager (it sizes every scratch buffer and counts the arguments);
   // the second is captured into a graph and replayed, as is every later one.
   void run_recorded(const StepKey& key, const std::function<void()>& ops) override {
+    // A recorded step's work is a graph launch, not launch()'s: no quantised input crosses it.
+    cuda::note_launch();
     if (!graphs_enabled_) return ops();
     Recording* rec = find_recording(key);
     if (rec != nullptr && rec->scratch != scratch_generation()) {
@@ -280,6 +288,7 @@ class CudaBackend final : public Backend {
     if (rec->graph == nullptr) return ops();  // could not be recorded
     rec->last_use = ++replays_;
     rec->graph->replay();
+    cuda::note_launch();
   }
 
   Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
@@ -336,12 +345,15 @@ class CudaBackend final : public Backend {
 
   void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
                 float* out) override {
-    cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_);
+    void* acts = acts_for(out, M, n);
+    produced(cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_, acts), out, M, n);
   }
 
   void add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n, float eps,
                     bool plus_one, float* out) override {
-    cuda::launch_add_rms_norm(x, y, w, M, n, eps, plus_one, out, stream_);
+    void* acts = acts_for(out, M, n);
+    produced(cuda::launch_add_rms_norm(x, y, w, M, n, eps, plus_one, out, stream_, acts), out, M,
+             n);
   }
 
   void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
@@ -358,7 +370,8 @@ class CudaBackend final : public Backend {
     const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
     if (int8 && M <= cuda::gemv_int8_max_rows(w)) {
       void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(M * w.cols), "int8 activations");
-      cuda::launch_gemv_int8(w, x, M, y, acts, stream_);
+      cuda::launch_gemv_int8(w, x, M, y, acts, quantised(x, M, w.cols), stream_);
+      read_quantised(x, M, w.cols);
     } else if (M > 1) {
       gemm_->run(w, x, M, y);
     } else {
@@ -480,6 +493,7 @@ class CudaBackend final : public Backend {
 
   void zero(float* x, int64_t n) override {
     cuda::check(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_), "zero");
+    cuda::note_launch();
   }
 
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
@@ -543,7 +557,8 @@ class CudaBackend final : public Backend {
 
   void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
            float* out) override {
-    cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_);
+    void* acts = acts_for(out, rows, n);
+    produced(cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_, acts), out, rows, n);
   }
 
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
@@ -627,7 +642,8 @@ class CudaBackend final : public Backend {
       const int64_t x_rows = x_stride != 0 ? n / experts_per_x : 1;
       void* acts =
           int8_acts_->get(cuda::gemv_int8_scratch_bytes(shape.cols * x_rows), "int8 activations");
-      cuda::launch_gemv_int8(shape, x, 1, y, acts, stream_, ix);
+      cuda::launch_gemv_int8(shape, x, 1, y, acts, quantised(x, x_rows, shape.cols), stream_, ix);
+      read_quantised(x, x_rows, shape.cols);
     } else {
       cuda::launch_gemv(shape, x, y, stream_, ix);
     }
@@ -796,6 +812,37 @@ class CudaBackend final : public Backend {
     return true;
   }
 
+  // The int8 GEMVs' inputs quantised once: a norm or GLU whose output buffer int8 GEMVs have read
+  // writes it quantised too (into the int8 scratch), and a GEMV that finds the scratch holding its
+  // rows, with no work launched since the kernel that put them there, skips its quantisation
+  // kernel (a launch and a dependent step on the token's critical path; PERFORMANCE.md, eighteenth
+  // session). The scratch for a producer's output, or null where nothing would read it so.
+  void* acts_for(const float* out, int64_t rows, int64_t n) {
+    if (rows > cuda::kGemvRows) return nullptr;
+    for (const auto& [p, cols] : int8_inputs_)
+      if (p == out && cols == n)
+        return int8_acts_->get(cuda::gemv_int8_scratch_bytes(rows * n), "int8 activations");
+    return nullptr;
+  }
+
+  void produced(bool quantised, const float* out, int64_t rows, int64_t n) {
+    quantised_ = quantised ? QuantisedActs{out, rows, n, cuda::launches()} : QuantisedActs{};
+  }
+
+  // True when the int8 scratch holds x's rows x cols quantised and nothing has run since.
+  bool quantised(const float* x, int64_t rows, int64_t cols) {
+    if (std::find(int8_inputs_.begin(), int8_inputs_.end(), std::make_pair(x, cols)) ==
+        int8_inputs_.end())
+      int8_inputs_.emplace_back(x, cols);
+    return quantised_.of == x && quantised_.rows == rows && quantised_.cols == cols &&
+           quantised_.at == cuda::launches();
+  }
+
+  // After an int8 GEMV over x: the scratch holds x quantised, and that GEMV only read x.
+  void read_quantised(const float* x, int64_t rows, int64_t cols) {
+    quantised_ = {x, rows, cols, cuda::launches()};
+  }
+
   // Decode attention of M rows, one each over kv (each = null, M = 1) or over each[m].
   void attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
                         const int32_t* d_pos, const AttentionArgs& a, float* out) {
@@ -837,7 +884,18 @@ class CudaBackend final : public Backend {
   std::unique_ptr<cuda::ArgStage> args_;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::DeviceBuffer> partials_;
-  std::unique_ptr<cuda::DeviceBuffer> int8_acts_;     // quantised activations of the int8 GEMV
+  std::unique_ptr<cuda::DeviceBuffer> int8_acts_;  // quantised activations of the int8 GEMV
+  // What int8_acts_ holds: `rows` x `cols` activations of `of`, put there by the work launched last
+  // when `at` was read (cuda::launches()).
+  struct QuantisedActs {
+    const float* of = nullptr;
+    int64_t rows = 0, cols = 0;
+    uint64_t at = 0;
+  };
+  QuantisedActs quantised_;
+  // Activation buffers (with their row length) that int8 GEMVs have read: the norms and the GLU
+  // quantise only their outputs into those (a bf16 model's have nothing to gain).
+  std::vector<std::pair<const float*, int64_t>> int8_inputs_;
   std::unique_ptr<cuda::DeviceBuffer> grouped_acts_;  // 16-bit activations of matmul_grouped
   std::unique_ptr<cuda::DeviceBuffer> nll_;           // nll_rows' values
   std::vector<cuda::GroupTile> tiles_;                // matmul_grouped's row tiles

@@ -2,6 +2,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_memory.h"
+#include "backend/cuda/pdl.cuh"
 
 namespace ts::cuda {
 
@@ -20,6 +21,7 @@ void* DeviceBuffer::get(size_t bytes, const char* what) {
   capacity_ = 0;
   check(device_malloc(&data_, bytes), what);
   check(cudaMemsetAsync(data_, 0, bytes, stream_), what);
+  note_launch();  // what the old buffer held is gone
   capacity_ = bytes;
   ++generation_;
   return data_;

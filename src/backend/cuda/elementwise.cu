@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <string>
 
+#include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q6_rows.cuh"
@@ -97,11 +98,13 @@ __global__ void rms_norm_kernel(float* x, const float* res, const float* w, int6
 
 // Rows of up to 4 * 1024 * kVec elements, 16-byte aligned: each thread keeps its kVec float4s in
 // registers between the sum and the scaling, so a row is read from memory once, in one round of
-// 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs).
+// 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs). With
+// acts.q, the output is also written quantised for the int8 GEMV (act_quant.cuh): eight threads
+// hold a 32-element block (n % 32 == 0).
 template <int kVec>
 __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
-                        bool plus_one, float* out) {
+                        bool plus_one, float* out, ActsView acts) {
   pdl_enter();
   auto* xr = reinterpret_cast<float4*>(x + blockIdx.x * n);
   const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + blockIdx.x * n : nullptr);
@@ -126,11 +129,19 @@ __global__ void __launch_bounds__(1024)
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
-    if (j >= n4) break;
-    float4 g = w4[j];
-    if (plus_one) g = make_float4(1.0f + g.x, 1.0f + g.y, 1.0f + g.z, 1.0f + g.w);
-    o[j] =
-        make_float4(v[i].x * inv * g.x, v[i].y * inv * g.y, v[i].z * inv * g.z, v[i].w * inv * g.w);
+    const bool live = j < n4;
+    float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (live) {
+      float4 g = w4[j];
+      if (plus_one) g = make_float4(1.0f + g.x, 1.0f + g.y, 1.0f + g.z, 1.0f + g.w);
+      y = make_float4(v[i].x * inv * g.x, v[i].y * inv * g.y, v[i].z * inv * g.z,
+                      v[i].w * inv * g.w);
+      o[j] = y;
+    }
+    if (acts.q != nullptr) {
+      const float e[4] = {y.x, y.y, y.z, y.w};
+      quantize_block_part<4>(e, live, static_cast<int64_t>(blockIdx.x) * n + 4 * j, acts);
+    }
   }
 }
 
@@ -288,18 +299,29 @@ __global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int
   }
 }
 
-// Many rows (prefill): row blockIdx.y, four elements per thread with 16-byte loads and stores, no
-// 64-bit division per element (which made glu_kernel run at 40 % of the copy bandwidth).
+// Row blockIdx.y, four elements per thread with 16-byte loads and stores, no 64-bit division per
+// element (which made glu_kernel run at 40 % of the copy bandwidth). With acts.q, the output is
+// also written quantised for the int8 GEMV (act_quant.cuh): eight threads hold a 32-element block
+// (n % 32 == 0).
 template <Glu A>
 __global__ void glu_rows_kernel(const float4* gate, const float4* up, int64_t n4, int64_t stride4,
-                                float4* out) {
+                                float4* out, ActsView acts) {
   pdl_enter();
   const int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (i >= n4) return;
-  const int64_t at = blockIdx.y * stride4 + i;
-  const float4 g = gate[at], u = up[at];
-  out[blockIdx.y * n4 + i] = float4{glu_unit<A>(g.x, u.x), glu_unit<A>(g.y, u.y),
-                                    glu_unit<A>(g.z, u.z), glu_unit<A>(g.w, u.w)};
+  const bool live = i < n4;
+  if (!live && acts.q == nullptr) return;
+  float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (live) {
+    const int64_t at = blockIdx.y * stride4 + i;
+    const float4 g = gate[at], u = up[at];
+    y = float4{glu_unit<A>(g.x, u.x), glu_unit<A>(g.y, u.y), glu_unit<A>(g.z, u.z),
+               glu_unit<A>(g.w, u.w)};
+    out[blockIdx.y * n4 + i] = y;
+  }
+  if (acts.q != nullptr) {
+    const float e[4] = {y.x, y.y, y.z, y.w};
+    quantize_block_part<4>(e, live, 4 * (blockIdx.y * n4 + i), acts);
+  }
 }
 
 // One thread per column, rows taken in order: rows that share a destination add up in the same
@@ -432,41 +454,45 @@ bool norm_vectorised(int64_t n) {
   return n % 4 == 0 && n / 4 >= 256 && n / 4 <= 4 * 1024;
 }
 
-void rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int64_t n, float eps,
-                   bool plus_one, float* out, cudaStream_t stream) {
+// Quantising for the int8 GEMV takes the vectorised kernel and whole 32-element blocks.
+bool rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int64_t n, float eps,
+                   bool plus_one, float* out, void* acts, cudaStream_t stream) {
   const int64_t n4 = n / 4;
   if (norm_vectorised(n) && aligned(x) && aligned(w) && aligned(out) &&
       (res == nullptr || aligned(res))) {
     const int threads = static_cast<int>(std::min<int64_t>((n4 + 31) / 32 * 32, 1024));
     const int64_t per_thread = (n4 + threads - 1) / threads;
     const auto grid = static_cast<unsigned>(rows);
+    const ActsView a = acts != nullptr && n % 32 == 0 ? acts_view(acts, rows * n) : ActsView{};
     if (per_thread == 1)
       launch("rms norm vec", rms_norm_vec_kernel<1>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out);
+             plus_one, out, a);
     else if (per_thread == 2)
       launch("rms norm vec", rms_norm_vec_kernel<2>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out);
+             plus_one, out, a);
     else
       launch("rms norm vec", rms_norm_vec_kernel<4>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out);
-    return;
+             plus_one, out, a);
+    return a.q != nullptr;
   }
   const int threads = norm_threads(n);
   launch("rms norm", rms_norm_kernel, static_cast<unsigned>(rows), threads, 0, stream, x, res, w, n,
          eps, plus_one, out);
+  return false;
 }
 
 }  // namespace
 
 // Without a residual the kernels only read x.
-void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
-                     bool plus_one, float* out, cudaStream_t stream) {
-  rms_norm_rows(const_cast<float*>(x), nullptr, w, rows, n, eps, plus_one, out, stream);
+bool launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
+                     bool plus_one, float* out, cudaStream_t stream, void* acts) {
+  return rms_norm_rows(const_cast<float*>(x), nullptr, w, rows, n, eps, plus_one, out, acts,
+                       stream);
 }
 
-void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
-                         float eps, bool plus_one, float* out, cudaStream_t stream) {
-  rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, stream);
+bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
+                         float eps, bool plus_one, float* out, cudaStream_t stream, void* acts) {
+  return rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, acts, stream);
 }
 
 // The fused kernel reproduces the general norm kernel only; rope's thread count does not matter
@@ -515,25 +541,29 @@ namespace {
 
 template <Glu A>
 void glu_rows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
-              float* out, cudaStream_t stream) {
+              float* out, ActsView acts, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((n / 4 + kThreads - 1) / kThreads),
                   static_cast<unsigned>(rows));
   launch("glu rows", glu_rows_kernel<A>, grid, kThreads, 0, stream,
          reinterpret_cast<const float4*>(gate), reinterpret_cast<const float4*>(up), n / 4,
-         stride / 4, reinterpret_cast<float4*>(out));
+         stride / 4, reinterpret_cast<float4*>(out), acts);
 }
 
 }  // namespace
 
-void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
-                int64_t stride, float* out, cudaStream_t stream) {
-  if (rows > 1 && rows <= 65535 && n % 4 == 0 && stride % 4 == 0 && aligned(gate) && aligned(up) &&
-      aligned(out)) {
+// Many rows take glu_rows_kernel, and so does one that is quantised for the int8 GEMV; one row
+// otherwise glu_kernel.
+bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
+                int64_t stride, float* out, cudaStream_t stream, void* acts) {
+  const bool quantise = acts != nullptr && n % 32 == 0;
+  if ((rows > 1 || quantise) && rows <= 65535 && n % 4 == 0 && stride % 4 == 0 && aligned(gate) &&
+      aligned(up) && aligned(out)) {
+    const ActsView a = quantise ? acts_view(acts, rows * n) : ActsView{};
     if (act == Glu::SiLU)
-      glu_rows<Glu::SiLU>(gate, up, rows, n, stride, out, stream);
+      glu_rows<Glu::SiLU>(gate, up, rows, n, stride, out, a, stream);
     else
-      glu_rows<Glu::GeluTanh>(gate, up, rows, n, stride, out, stream);
-    return;
+      glu_rows<Glu::GeluTanh>(gate, up, rows, n, stride, out, a, stream);
+    return quantise;
   }
   if (act == Glu::SiLU)
     launch("glu", glu_kernel<Glu::SiLU>, grid_for(rows * n), kThreads, 0, stream, gate, up, rows, n,
@@ -541,6 +571,7 @@ void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64
   else
     launch("glu", glu_kernel<Glu::GeluTanh>, grid_for(rows * n), kThreads, 0, stream, gate, up,
            rows, n, stride, out);
+  return false;
 }
 
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,

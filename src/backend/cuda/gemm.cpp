@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -54,6 +55,7 @@ Gemm::~Gemm() {
 }
 
 void Gemm::run(const Weight& w, const float* x, int64_t M, float* y) {
+  note_launch();  // cuBLAS's kernels are work on the stream too (pdl.cuh)
   // Column-major view: y^T (rows x M, ld rows) = W (cols x rows, ld = row elements)^T * x^T.
   const int n = as_int(w.rows, "rows"), m = as_int(M, "activation rows"),
             k = as_int(w.cols, "cols");

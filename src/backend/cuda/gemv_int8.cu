@@ -1,8 +1,9 @@
 // Decode GEMV (one activation row) of the block-quantised weights through int8 activations. The
 // f32 kernels of gemv.cu spend ~3 instructions per weight element decoding bytes to floats, which
 // keeps them well under the HBM rate; here the activation row is quantised once per matmul to int8
-// per 32 elements (as the CPU backend does), and each weight block becomes 32-bit words of int8
-// codes that __dp4a multiplies four at a time, the scales applied once per 32 (or 16) elements.
+// per 32 elements (as the CPU backend does; or by the norm or GLU kernel that wrote it,
+// act_quant.cuh), and each weight block becomes 32-bit words of int8 codes that __dp4a multiplies
+// four at a time, the scales applied once per 32 (or 16) elements.
 //
 // On Hopper (sm_90), blocks that only keep 2-byte alignment (q8_0: 34 bytes, q6_k: 210, q4_0 /
 // q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110) are staged: a block of 8 rows stages a segment
@@ -26,6 +27,7 @@
 #include <string>
 #include <type_traits>
 
+#include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/expert_index.cuh"
 #include "backend/cuda/kernels.h"
@@ -47,7 +49,6 @@ constexpr int kSegElems = kThreads / kRows * kUnit;  // 2048 elements per row pe
 // more than one row run fewer, each with a larger share of the 228 KiB of shared memory (less the
 // 1 KiB the hardware reserves a block).
 constexpr int kBlocksPerSm = 8;
-constexpr int kActAlign = 256;  // bytes; the int8 codes come first, the block terms after
 // Activation rows of one direct launch at most (gemv_direct_kernel's kX): more would take more
 // registers than the blocks per SM of kBlocksBatched leave.
 constexpr int64_t kLaunchRows = 4;
@@ -57,37 +58,18 @@ constexpr int kThreadRows = 2;
 // Static shared memory a block may declare.
 constexpr int kStaticSmem = 48 * 1024;
 
-// One 32-element block of the quantised activations: x[i] ~= d * q[i]. s0 / s1 are the sums of the
-// codes of its two halves (the q4_k minimum and the q6_k offset of 32 multiply them).
-struct alignas(8) ActBlock {
-  float d;
-  int16_t s0, s1;
-};
-
 // ---- activation quantisation: one warp per 32-element block ----
 
 __global__ void __launch_bounds__(kThreads)
-    quantize_acts_kernel(const float* x, int64_t blocks, int8_t* q, ActBlock* meta) {
+    quantize_acts_kernel(const float* x, int64_t blocks, ActsView out) {
   // Lets the GEMV that follows start its weight copies now, then waits for the kernel ahead
   // (which wrote x, and may be the last GEMV still reading this scratch) before touching either.
   pdl_enter();
   const int64_t b = static_cast<int64_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
-  if (b >= blocks) return;
-  const int lane = threadIdx.x % 32;
-  const float v = x[b * 32 + lane];
-  float amax = fabsf(v);
-  for (int off = 16; off > 0; off >>= 1)
-    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  // The CPU's rounding (quant/quantize.cpp): d = amax / 127, codes round half away from zero.
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  const float s = __fmul_rn(v, id);  // never contracted with the rounding add below
-  const int code = static_cast<int>(s + (s >= 0.0f ? 0.5f : -0.5f));
-  q[b * 32 + lane] = static_cast<int8_t>(code);
-  int half = code;  // sums over lanes 0..15 and 16..31
-  for (int off = 8; off > 0; off >>= 1) half += __shfl_xor_sync(0xffffffffu, half, off);
-  const int upper = __shfl_sync(0xffffffffu, half, 16);
-  if (lane == 0) meta[b] = ActBlock{d, static_cast<int16_t>(half), static_cast<int16_t>(upper)};
+  if (b >= blocks) return;  // the whole warp
+  const int64_t e = b * 32 + threadIdx.x % 32;
+  const float v[1] = {x[e]};
+  quantize_block_part<1>(v, true, e, out);
 }
 
 // ---- shared-memory reads of 2-byte aligned block fields ----
@@ -858,10 +840,6 @@ void launch_direct(cudaStream_t stream, const uint8_t* data, const Weight& w, in
   }
 }
 
-size_t act_codes_bytes(int64_t cols) {
-  return (static_cast<size_t>(cols) + kActAlign - 1) / kActAlign * kActAlign;
-}
-
 }  // namespace
 
 bool gemv_int8_supported(const Weight& w, int sm_major) {
@@ -880,7 +858,7 @@ size_t gemv_int8_scratch_bytes(int64_t cols) {
 }
 
 void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
-                      cudaStream_t stream, const ExpertIndex& ix) {
+                      bool quantised, cudaStream_t stream, const ExpertIndex& ix) {
   if (ix.x_stride != 0 && ix.x_stride != w.cols)
     fail(ErrorKind::Unsupported, "int8 GEMV: indexed input rows must be " + std::to_string(w.cols) +
                                      " apart, not " + std::to_string(ix.x_stride));
@@ -891,14 +869,16 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
   // Every input row is quantised: the M rows, or those of an index with its own row per expert
   // or per run of experts_per_x.
   const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n / ix.experts_per_x : M;
-  auto* q = static_cast<int8_t*>(scratch);
-  auto* meta = reinterpret_cast<ActBlock*>(q + act_codes_bytes(w.cols * x_rows));
+  const ActsView acts = acts_view(scratch, w.cols * x_rows);
+  int8_t* q = acts.q;
+  ActBlock* meta = acts.meta;
   const int64_t blocks = w.cols * x_rows / kUnit;
   // Both kernels are programmatic dependent launches (pdl.cuh): the GEMV's weight copies start
-  // while the activations are quantised.
-  launch("int8 activations", quantize_acts_kernel,
-         dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32))), kThreads, 0,
-         stream, x, blocks, q, meta);
+  // while the activations are quantised (or while the kernel that wrote them quantised does).
+  if (!quantised)
+    launch("int8 activations", quantize_acts_kernel,
+           dim3(static_cast<unsigned>((blocks + kThreads / 32 - 1) / (kThreads / 32))), kThreads, 0,
+           stream, x, blocks, acts);
   const auto* data = static_cast<const uint8_t*>(w.data);
   if (w.layout == WeightLayout::Q8Groups)
     return launch_direct<Q8GroupUnits>(stream, data, w, M, q, meta, y, ix);

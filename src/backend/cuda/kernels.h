@@ -30,23 +30,27 @@ struct ExpertIndex {
 // Elementwise and row ops (elementwise.cu).
 void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
                   cudaStream_t stream);
-void launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
-                     bool plus_one, float* out, cudaStream_t stream);
+// The norms and the GLU, given `acts` (the int8 GEMV's scratch for rows * n activations), also
+// write their output there as launch_gemv_int8 would quantise it, where their kernel can (n a
+// multiple of 32, 16-byte aligned rows, norms of up to 16384 elements): true when they did.
+bool launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
+                     bool plus_one, float* out, cudaStream_t stream, void* acts = nullptr);
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
                  cudaStream_t stream);
 // x += res, then out = rms_norm(x) (Backend::add_rms_norm).
-void launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
-                         float eps, bool plus_one, float* out, cudaStream_t stream);
+bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
+                         float eps, bool plus_one, float* out, cudaStream_t stream,
+                         void* acts = nullptr);
 // Backend::qk_norm_rope for one row, in one kernel where qk_norm_rope_fused(head_dim): not for
 // heads long enough for the vectorised norm, whose bits the fused kernel would not reproduce.
 bool qk_norm_rope_fused(int64_t head_dim);
 void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream);
-void launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
-                int64_t stride, float* out, cudaStream_t stream);
+bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
+                int64_t stride, float* out, cudaStream_t stream, void* acts = nullptr);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                              int64_t M, int64_t n, cudaStream_t stream);
 // The same sums as launch_scatter_add_rows, parallel over destination rows: destination dst[j]
@@ -100,6 +104,8 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // gets the bits of its own one-row launch.
 // Under an ExpertIndex with x_stride != 0 (which must equal w.cols), its n / experts_per_x input
 // rows are quantised: the scratch then takes gemv_int8_scratch_bytes(n / experts_per_x * w.cols).
+// `quantised`: the scratch already holds x's rows so (written by launch_rms_norm / launch_glu with
+// that scratch, and nothing has written x since).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
 // requests), not a GEMM over the weights dequantised to f16: gemv_int8_max_rows(w), which is
@@ -111,7 +117,7 @@ constexpr int64_t kGemvRows = 8;
 int64_t gemv_int8_max_rows(const Weight& w);
 size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
-                      cudaStream_t stream, const ExpertIndex& ix = {});
+                      bool quantised, cudaStream_t stream, const ExpertIndex& ix = {});
 
 // Routing and expert sums (moe.cu). route: one warp per row of logits [M][a.n_expert], writing
 // ids / weights [M][a.k] as route_token() does (a.bias in device memory); at most

@@ -1,9 +1,22 @@
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "backend/cuda/pdl.cuh"
 
 namespace ts::cuda {
+
+namespace {
+std::atomic<uint64_t> launched{0};
+}  // namespace
+
+uint64_t launches() {
+  return launched.load(std::memory_order_relaxed);
+}
+
+void note_launch() {
+  launched.fetch_add(1, std::memory_order_relaxed);
+}
 
 bool pdl_enabled() {
   static const bool allowed = [] {

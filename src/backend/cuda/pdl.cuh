@@ -11,6 +11,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -41,6 +42,13 @@ __device__ __forceinline__ void pdl_enter() {
 // TURBOSPARK_CUDA_PDL is not "0" (the switch measures what they save).
 bool pdl_enabled();
 
+// Work the process has put on its streams so far: every kernel of launch(), and every copy, memset
+// or cuBLAS call that the backend makes into device memory (it calls note_launch() for those). The
+// backend compares two readings to know that nothing ran between a kernel and the next op
+// (cuda_backend.cpp, the int8 GEMV's quantised inputs).
+uint64_t launches();
+void note_launch();
+
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent launch where enabled,
 // checked: a failed launch is ts::fail naming `what`.
 template <class... Params, class... Args>
@@ -57,6 +65,7 @@ void launch(const char* what, void (*kernel)(Params...), dim3 grid, dim3 block, 
   cfg.attrs = &attr;
   cfg.numAttrs = pdl_enabled() ? 1 : 0;
   check(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...), what);
+  note_launch();
 }
 
 }  // namespace ts::cuda
