@@ -1441,13 +1441,13 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
   }
 }
 
-// A norm or GLU whose output int8 GEMVs have read writes it quantised too, and the GEMV right after
-// reads that instead of quantising the buffer again: the same bits as quantising in the GEMV (the
-// first use of a buffer, before the backend knows an int8 GEMV reads it). To see that the second
-// GEMV does take the producer's form, the buffer is zeroed behind the backend's back in between.
-// Work done through the backend on the buffer in between (a launch, a memset) makes the GEMV
-// quantise what the buffer then holds.
-TEST_F(CudaOps, NormAndGluQuantiseTheInt8GemvInput) {
+// A norm, GLU or decode attention whose output int8 GEMVs have read writes it quantised too, and
+// the GEMV right after reads that instead of quantising the buffer again: the same bits as
+// quantising in the GEMV (the first use of a buffer, before the backend knows an int8 GEMV reads
+// it). To see that the second GEMV does take the producer's form, the buffer is zeroed behind the
+// backend's back in between. Work done through the backend on the buffer in between (a launch, a
+// memset) makes the GEMV quantise what the buffer then holds.
+TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
   const int64_t n = 1024, rows = 96;
   for (const DType t : {DType::Q8_0, DType::Q4_K}) {
     PackedPair p = upload_packed(t, rows, n);
@@ -1499,6 +1499,23 @@ TEST_F(CudaOps, NormAndGluQuantiseTheInt8GemvInput) {
       float* act = upload(std::vector<float>(xs.size()));
       twice(
           act, [&](float* out) { gpu_->glu(Glu::SiLU, gate, up, M, n, n, out); }, "glu");
+
+      if (M == 1) {  // decode attention: one range, ranges merged by a head's block or a group's
+        const int64_t n_head = 8, n_kv = 2, head_dim = n / n_head;
+        const AttentionArgs args{n_head, n_kv, head_dim, 1.0f / std::sqrt(float(head_dim)),
+                                 0.0f,   0};
+        KvPair kv = make_kv(*gpu_, DType::F16, 800, n_kv * head_dim);
+        fill_kv(kv, 800);
+        const float* q = upload(randn(static_cast<size_t>(n)));
+        for (const int32_t pos : {20, 300, 700}) {
+          float* att = upload(std::vector<float>(xs.size()));
+          twice(
+              att, [&](float* out) { gpu_->attention(q, kv.gpu, 1, &pos, args, out); },
+              "attention");
+        }
+        gpu_->free(kv.gpu.k);
+        gpu_->free(kv.gpu.v);
+      }
 
       // Work on the buffer after the producer: the GEMV reads what the buffer holds then.
       const size_t ny = static_cast<size_t>(M * rows);

@@ -23,6 +23,7 @@
 #include <cfloat>
 #include <string>
 
+#include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/attention_common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
@@ -123,6 +124,19 @@ __device__ __forceinline__ size_t head_offset(int kv_head, int D) {
     return static_cast<size_t>(kv_head) * D * (T == DType::F32 ? 4 : 2);
 }
 
+// Output element e of the launch (head * D + d) is y; with acts.q, also its int8 form for the
+// output projection's GEMV (act_quant.cuh). Whole warps call it, e consecutive over their lanes and
+// a multiple of 32 at lane 0 (the host quantises only heads of a multiple of 32); `live` false for
+// warps past the outputs.
+__device__ __forceinline__ void write_output(float* head_out, ActsView acts, int64_t e, float y,
+                                             bool live) {
+  if (live) head_out[e] = y;
+  if (acts.q != nullptr) {
+    const float v[1] = {y};
+    quantize_block_part<1>(v, live, e, acts);
+  }
+}
+
 // Merges the first `ranges` of the `splits` partials (max, denominator, output) of heads h0 .. h0 +
 // GB - 1 into their output rows, with every thread of the block. Each split's max and denominator
 // are read once, in parallel, into shared memory and turned into the split's weight. A thread's
@@ -131,7 +145,7 @@ __device__ __forceinline__ size_t head_offset(int kv_head, int D) {
 // at the end of the kernel.
 template <int GB, int E>
 __device__ void combine_splits(const float* partials, int64_t h0, int splits, int ranges, int D,
-                               float* head_out) {
+                               float* head_out, ActsView acts) {
   __shared__ float weight[GB][kMaxDecodeSplits];
   __shared__ float inv_den[GB];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -167,8 +181,8 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
   }
 #pragma unroll
   for (int u = 0; u < kOutputs; ++u)
-    if (threadIdx.x + u * kWarps * 32 < GB * D)
-      head_out[(h0 + h[u]) * D + d[u]] = o[u] * inv_den[h[u]];
+    write_output(head_out, acts, (h0 + h[u]) * D + d[u], o[u] * inv_den[h[u]],
+                 threadIdx.x + u * kWarps * 32 < GB * D);
 }
 
 // A block's shared memory for GB query heads.
@@ -186,7 +200,7 @@ struct DecodeShared {
 template <DType T, int E, int GB>
 __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64_t row_heads,
                              int h0, int s, int splits, int ranges, int64_t j0, int64_t j1,
-                             int* done, float* partials, float* head_out) {
+                             int* done, float* partials, float* head_out, ActsView acts) {
   constexpr int kChunks = 4 * E;  // 8-element chunks of a K slice
   constexpr int kChunkBatch = min_of(kChunks, kLoadWords / CacheRun<T, 8>::kWords);
   constexpr int kValueBatch = min_of(kTile, kLoadWords / CacheRun<T, E>::kWords);
@@ -291,7 +305,7 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
       }
     const int64_t head = row_heads + h0 + h;
     if (ranges == 1) {
-      head_out[head * D + d] = o / den;
+      write_output(head_out, acts, head * D + d, o / den, true);
     } else {
       float* part = partials + (head * splits + s) * (D + 2);
       part[2 + d] = o;
@@ -313,7 +327,7 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, head_out);
+  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, head_out, acts);
 }
 
 // The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads
@@ -326,7 +340,7 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
 template <DType T, int E, int GB>
 __global__ void __launch_bounds__(kWarps * 32)
     attn_decode_kernel(AttnParams p, const KvView* each, int splits, int64_t narrow_keys, int* done,
-                       float* partials, float* head_out) {
+                       float* partials, float* head_out, ActsView acts) {
   __shared__ union {
     DecodeShared<GB, E> wide;
     DecodeShared<1, E> narrow;
@@ -355,10 +369,10 @@ __global__ void __launch_bounds__(kWarps * 32)
   pdl_enter();
   if (narrow)
     attend_range<T, E, 1>(p, sh.narrow, row_heads, head, s, splits, ranges, j0, j1, done, partials,
-                          head_out);
+                          head_out, acts);
   else
     attend_range<T, E, GB>(p, sh.wide, row_heads, head, s, splits, ranges, j0, j1, done, partials,
-                           head_out);
+                           head_out, acts);
 }
 
 // Calls f.template operator()<T, E, GB>() for the cache type, the head dimensions per lane and the
@@ -397,9 +411,10 @@ size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_d
   return kDoneBytes + sizeof(float) * static_cast<size_t>(n_head * splits * (head_dim + 2));
 }
 
-void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+bool launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
                              const int32_t* pos, const AttentionArgs& a, int splits,
-                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream) {
+                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream,
+                             void* acts) {
   const AttnParams p = make_attn_params(q, kv, 1, pos, a);
   const int gb = decode_heads_per_block(a.n_head, a.n_head_kv);
   if (splits > kMaxDecodeSplits || a.n_head * M > kMaxDecodeHeads)
@@ -411,10 +426,15 @@ void launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
                   static_cast<unsigned>(M));
   auto* done = static_cast<int*>(scratch);
   auto* partials = reinterpret_cast<float*>(static_cast<char*>(scratch) + kDoneBytes);
+  // Quantised output needs a head's outputs in whole 32-element blocks (write_output).
+  const ActsView q8 = acts != nullptr && a.head_dim % 32 == 0
+                          ? acts_view(acts, M * a.n_head * a.head_dim)
+                          : ActsView{};
   dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int GB>() {
     launch("attention (decode)", attn_decode_kernel<T, E, GB>, grid, kWarps * 32, 0, stream, p,
-           each, splits, narrow_keys, done, partials, out);
+           each, splits, narrow_keys, done, partials, out, q8);
   });
+  return q8.q != nullptr;
 }
 
 }  // namespace ts::cuda

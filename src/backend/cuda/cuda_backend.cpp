@@ -850,8 +850,11 @@ class CudaBackend final : public Backend {
     void* scratch =
         partials_->get(cuda::attention_decode_scratch_bytes(a.n_head * M, splits, a.head_dim),
                        "attention partials");
-    cuda::launch_attention_decode(q, kv, each, M, d_pos, a, splits, cuda::kDecodeNarrowKeys,
-                                  scratch, out, stream_);
+    const int64_t width = a.n_head * a.head_dim;
+    void* acts = acts_for(out, M, width);
+    produced(cuda::launch_attention_decode(q, kv, each, M, d_pos, a, splits,
+                                           cuda::kDecodeNarrowKeys, scratch, out, stream_, acts),
+             out, M, width);
   }
 
   static void check_positions(const KvView& kv, const int32_t* pos, int64_t M, const char* op) {

@@ -162,9 +162,12 @@ constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
 constexpr int64_t kDecodeNarrowKeys = 512;
 int decode_heads_per_block(int64_t n_head, int64_t n_head_kv);
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
-void launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
+// With `acts` (as for launch_rms_norm, M * n_head * head_dim activations), the output is also
+// written quantised for the int8 GEMV where head_dim is a multiple of 32: true when it was.
+bool launch_attention_decode(const float* q, const KvView& kv, const KvView* each, int64_t M,
                              const int32_t* pos, const AttentionArgs& a, int splits,
-                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream);
+                             int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream,
+                             void* acts = nullptr);
 // Prefill (M > 1, attention.cu): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream);
