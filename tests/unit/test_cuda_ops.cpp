@@ -1502,8 +1502,8 @@ TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
 
       if (M == 1) {  // decode attention: one range, ranges merged by a head's block or a group's
         const int64_t n_head = 8, n_kv = 2, head_dim = n / n_head;
-        const AttentionArgs args{n_head, n_kv, head_dim, 1.0f / std::sqrt(float(head_dim)),
-                                 0.0f,   0};
+        const AttentionArgs args{
+            n_head, n_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0.0f, 0};
         KvPair kv = make_kv(*gpu_, DType::F16, 800, n_kv * head_dim);
         fill_kv(kv, 800);
         const float* q = upload(randn(static_cast<size_t>(n)));

@@ -825,8 +825,9 @@ class CudaBackend final : public Backend {
     return nullptr;
   }
 
-  void produced(bool quantised, const float* out, int64_t rows, int64_t n) {
-    quantised_ = quantised ? QuantisedActs{out, rows, n, cuda::launches()} : QuantisedActs{};
+  // After a producer's launch: whether it wrote `out` quantised too.
+  void produced(bool wrote_int8, const float* out, int64_t rows, int64_t n) {
+    quantised_ = wrote_int8 ? QuantisedActs{out, rows, n, cuda::launches()} : QuantisedActs{};
   }
 
   // True when the int8 scratch holds x's rows x cols quantised and nothing has run since.
