@@ -61,7 +61,7 @@ class CudaOps : public ::testing::Test {
     return p;
   }
 
-  void route_case(int64_t E);
+  void route_case(int64_t E, bool ties);
   void fill_kv(KvPair& kv, int64_t fill);
   // A random weight uploaded twice: in the file's layout, and packed by the backend.
   struct PackedPair {
@@ -1032,16 +1032,22 @@ TEST_F(CudaOps, GatherAndScatterRows) {
   expect_close(download(y, want.size()), want, 1e-6f, 1e-6f, "scatter_add_rows");
 }
 
-// Routing on the device picks the experts route_token() picks (distinct random logits: no ties)
-// with the same weights up to expf's rounding, for every scoring rule.
+// Routing on the device picks the experts route_token() picks, in its order (random logits, and
+// logits rounded to halves, where scores tie and the lower index comes first), with the same
+// weights up to expf's rounding, for every scoring rule.
 // Expert counts on both sides of the kernel's register layouts (4, 8 and 32 per lane).
 TEST_F(CudaOps, RouteMatchesHostRouting) {
-  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}}) route_case(E);
+  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}})
+    for (const bool ties : {false, true}) route_case(E, ties);
 }
 
-void CudaOps::route_case(int64_t E) {
+// With ties, the logits are rounded to halves: many experts share a score, and the lower index
+// must come first.
+void CudaOps::route_case(int64_t E, bool ties) {
   const int64_t M = 3, k = 6;
-  const std::vector<float> logits = randn(static_cast<size_t>(M * E), 2.0f);
+  std::vector<float> logits = randn(static_cast<size_t>(M * E), 2.0f);
+  if (ties)
+    for (float& x : logits) x = std::round(2.0f * x) / 2.0f;
   const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
   struct Case {
     RouterScoring scoring;
@@ -1053,7 +1059,7 @@ void CudaOps::route_case(int64_t E) {
                         Case{RouterScoring::SoftmaxTopk, true, false},
                         Case{RouterScoring::SigmoidBiasTopk, true, true}}) {
     const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "") +
-                             " of " + std::to_string(E);
+                             " of " + std::to_string(E) + (ties ? " with ties" : "");
     std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
     std::vector<float> want_w(want_ids.size());
     const RouterArgs host{c.scoring, E, k, c.norm, c.biased ? bias.data() : nullptr};

@@ -37,6 +37,16 @@ __device__ __forceinline__ int key_expert(uint64_t key) {
   return static_cast<int>(0xFFFFFFFFu - static_cast<uint32_t>(key));
 }
 
+// The largest key of the warp: the largest high word, then the largest low word of the lanes that
+// hold it. Two warp reductions in hardware (redux.sync, sm_80 and later) where a five-step
+// shuffled maximum of 64-bit keys took ten shuffles, one after the other.
+__device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
+  const auto hi = static_cast<uint32_t>(key >> 32), lo = static_cast<uint32_t>(key);
+  const uint32_t best_hi = __reduce_max_sync(0xffffffffu, hi);
+  const uint32_t best_lo = __reduce_max_sync(0xffffffffu, hi == best_hi ? lo : 0u);
+  return static_cast<uint64_t>(best_hi) << 32 | best_lo;
+}
+
 // One warp per row, every score in registers: lane l holds experts l, l + 32, ... (kPerLane of
 // them: 4 up to 128 experts, 8 up to 256, 32 up to 1024). The row is loaded once, with all of a
 // lane's loads in flight together; each of the k selection rounds is a compare over the lane's own
@@ -84,8 +94,8 @@ __global__ void __launch_bounds__(32)
   }
   // k rounds of: the best not-yet-taken expert, highest score, the lower index on ties (as
   // route_token's sort). Score and index travel as one 64-bit key, so a round's reduction is one
-  // shuffled maximum per step; the winner's lane records it with its weight term (p, or the raw
-  // logit for TopkSoftmax) and retires its key.
+  // maximum of keys (warp_max_key); the winner's lane records it with its weight term (p, or the
+  // raw logit for TopkSoftmax) and retires its key.
   __shared__ int chosen[kMaxTopK];
   __shared__ float term[kMaxTopK];
   uint64_t key[kPerLane];
@@ -98,8 +108,7 @@ __global__ void __launch_bounds__(32)
     uint64_t best = 0;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) best = max(best, key[j]);
-    for (int off = 16; off > 0; off >>= 1)
-      best = max(best, __shfl_xor_sync(0xffffffffu, best, off));
+    best = warp_max_key(best);
     const int e = key_expert(best);
     if (e % 32 == lane) {
 #pragma unroll
