@@ -1,7 +1,7 @@
 // The int8 GEMV's activations (gemv_int8.cu): each 32-element block x ~= d * q, q int8, with the
 // sums of its two halves' codes. Quantised by quantize_acts_kernel ahead of a GEMV, or by the
-// kernel that writes the activations (the norms and the GLU, elementwise.cu), with the same
-// arithmetic, so the GEMV sees the same bytes either way.
+// kernel that writes the activations (the norms and the GLU, elementwise.cu; the decode attention,
+// attention_decode.cu), with the same arithmetic, so the GEMV sees the same bytes either way.
 #pragma once
 
 #include <cstddef>

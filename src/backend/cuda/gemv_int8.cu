@@ -1,7 +1,7 @@
 // Decode GEMV (one activation row) of the block-quantised weights through int8 activations. The
 // f32 kernels of gemv.cu spend ~3 instructions per weight element decoding bytes to floats, which
 // keeps them well under the HBM rate; here the activation row is quantised once per matmul to int8
-// per 32 elements (as the CPU backend does; or by the norm or GLU kernel that wrote it,
+// per 32 elements (as the CPU backend does; or by the norm, GLU or attention kernel that wrote it,
 // act_quant.cuh), and each weight block becomes 32-bit words of int8 codes that __dp4a multiplies
 // four at a time, the scales applied once per 32 (or 16) elements.
 //

@@ -104,8 +104,8 @@ void launch_pack_q6_rows(Weight& w, cudaStream_t stream);
 // gets the bits of its own one-row launch.
 // Under an ExpertIndex with x_stride != 0 (which must equal w.cols), its n / experts_per_x input
 // rows are quantised: the scratch then takes gemv_int8_scratch_bytes(n / experts_per_x * w.cols).
-// `quantised`: the scratch already holds x's rows so (written by launch_rms_norm / launch_glu with
-// that scratch, and nothing has written x since).
+// `quantised`: the scratch already holds x's rows so (written by launch_rms_norm, launch_glu or
+// launch_attention_decode with that scratch, and nothing has written x since).
 bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
 // requests), not a GEMM over the weights dequantised to f16: gemv_int8_max_rows(w), which is
