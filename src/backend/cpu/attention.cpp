@@ -294,11 +294,11 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
     pool.parallel_for(G * splits, [&](int64_t t0, int64_t t1) {
       TaskBuffers buf = at.buffers();
       for (int64_t t = t0; t < t1; ++t) {
-        const int64_t g = t % G, s = first + t / G;
+        const int64_t g = t % G, i = t / G, s = first + i;  // split i of kv head g
         int64_t lo = 0, hi = 0;
         const QueryBlock b = at.block(g, 0, M, buf, lo, hi);
         at.attend(b, g, std::max(lo, s * kKeysPerSplit), std::min(hi, (s + 1) * kKeysPerSplit),
-                  lane_state(parts.data() + (g * splits + s - first) * per_split, b.Rp), buf.ws);
+                  lane_state(parts.data() + (g * splits + i) * per_split, b.Rp), buf.ws);
       }
     });
     pool.parallel_for(G, [&](int64_t g0, int64_t g1) {

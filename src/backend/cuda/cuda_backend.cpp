@@ -345,15 +345,16 @@ class CudaBackend final : public Backend {
 
   void rms_norm(const float* x, const float* w, int64_t M, int64_t n, float eps, bool plus_one,
                 float* out) override {
-    void* acts = acts_for(out, M, n);
-    produced(cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_, acts), out, M, n);
+    produce(out, M, n, [&](void* acts) {
+      return cuda::launch_rms_norm(x, w, M, n, eps, plus_one, out, stream_, acts);
+    });
   }
 
   void add_rms_norm(float* x, const float* y, const float* w, int64_t M, int64_t n, float eps,
                     bool plus_one, float* out) override {
-    void* acts = acts_for(out, M, n);
-    produced(cuda::launch_add_rms_norm(x, y, w, M, n, eps, plus_one, out, stream_, acts), out, M,
-             n);
+    produce(out, M, n, [&](void* acts) {
+      return cuda::launch_add_rms_norm(x, y, w, M, n, eps, plus_one, out, stream_, acts);
+    });
   }
 
   void rms_norm_heads(float* x, const float* w, int64_t M, int64_t n_heads, int64_t head_dim,
@@ -369,9 +370,7 @@ class CudaBackend final : public Backend {
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
     if (int8 && M <= cuda::gemv_int8_max_rows(w)) {
-      void* acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(M * w.cols), "int8 activations");
-      cuda::launch_gemv_int8(w, x, M, y, acts, quantised(x, M, w.cols), stream_);
-      read_quantised(x, M, w.cols);
+      int8_gemv(w, x, M, y, {});
     } else if (M > 1) {
       gemm_->run(w, x, M, y);
     } else {
@@ -557,8 +556,9 @@ class CudaBackend final : public Backend {
 
   void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
            float* out) override {
-    void* acts = acts_for(out, rows, n);
-    produced(cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_, acts), out, rows, n);
+    produce(out, rows, n, [&](void* acts) {
+      return cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_, acts);
+    });
   }
 
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
@@ -639,11 +639,7 @@ class CudaBackend final : public Backend {
                       float* y) override {
     const cuda::ExpertIndex ix = index(experts, ids, n, x_stride, experts_per_x, nullptr);
     if (cuda::gemv_int8_supported(shape, sm_major_)) {
-      const int64_t x_rows = x_stride != 0 ? n / experts_per_x : 1;
-      void* acts =
-          int8_acts_->get(cuda::gemv_int8_scratch_bytes(shape.cols * x_rows), "int8 activations");
-      cuda::launch_gemv_int8(shape, x, 1, y, acts, quantised(x, x_rows, shape.cols), stream_, ix);
-      read_quantised(x, x_rows, shape.cols);
+      int8_gemv(shape, x, 1, y, ix);
     } else {
       cuda::launch_gemv(shape, x, y, stream_, ix);
     }
@@ -812,36 +808,35 @@ class CudaBackend final : public Backend {
     return true;
   }
 
-  // The int8 GEMVs' inputs quantised once: a norm or GLU whose output buffer int8 GEMVs have read
-  // writes it quantised too (into the int8 scratch), and a GEMV that finds the scratch holding its
-  // rows, with no work launched since the kernel that put them there, skips its quantisation
-  // kernel (a launch and a dependent step on the token's critical path; PERFORMANCE.md, eighteenth
-  // session). The scratch for a producer's output, or null where nothing would read it so.
-  void* acts_for(const float* out, int64_t rows, int64_t n) {
-    if (rows > cuda::kGemvRows) return nullptr;
-    for (const auto& [p, cols] : int8_inputs_)
-      if (p == out && cols == n)
-        return int8_acts_->get(cuda::gemv_int8_scratch_bytes(rows * n), "int8 activations");
-    return nullptr;
+  // The int8 GEMVs' inputs quantised once: a norm, GLU or decode attention whose output buffer
+  // int8 GEMVs have read writes it quantised too (into the int8 scratch), and a GEMV that finds the
+  // scratch holding its rows, with no work launched since the kernel that put them there, skips
+  // its quantisation kernel (a launch and a dependent step on the token's critical path;
+  // PERFORMANCE.md, eighteenth session). `launch(acts)` runs the producer's kernel, given the
+  // scratch (null where nothing would read its output so), and says whether it wrote it.
+  template <class Launch>
+  void produce(const float* out, int64_t rows, int64_t n, Launch&& launch) {
+    void* acts = nullptr;
+    if (rows <= cuda::kGemvRows && std::find(int8_inputs_.begin(), int8_inputs_.end(),
+                                             std::make_pair(out, n)) != int8_inputs_.end())
+      acts = int8_acts_->get(cuda::gemv_int8_scratch_bytes(rows * n), "int8 activations");
+    quantised_ = launch(acts) ? QuantisedActs{out, rows, n, cuda::launches()} : QuantisedActs{};
   }
 
-  // After a producer's launch: whether it wrote `out` quantised too.
-  void produced(bool wrote_int8, const float* out, int64_t rows, int64_t n) {
-    quantised_ = wrote_int8 ? QuantisedActs{out, rows, n, cuda::launches()} : QuantisedActs{};
-  }
-
-  // True when the int8 scratch holds x's rows x cols quantised and nothing has run since.
-  bool quantised(const float* x, int64_t rows, int64_t cols) {
-    if (std::find(int8_inputs_.begin(), int8_inputs_.end(), std::make_pair(x, cols)) ==
+  // The int8 GEMV of M activation rows (one under an index): it skips the quantisation where the
+  // scratch holds its input rows and nothing has run since, and leaves them there.
+  void int8_gemv(const Weight& w, const float* x, int64_t M, float* y,
+                 const cuda::ExpertIndex& ix) {
+    if (std::find(int8_inputs_.begin(), int8_inputs_.end(), std::make_pair(x, w.cols)) ==
         int8_inputs_.end())
-      int8_inputs_.emplace_back(x, cols);
-    return quantised_.of == x && quantised_.rows == rows && quantised_.cols == cols &&
-           quantised_.at == cuda::launches();
-  }
-
-  // After an int8 GEMV over x: the scratch holds x quantised, and that GEMV only read x.
-  void read_quantised(const float* x, int64_t rows, int64_t cols) {
-    quantised_ = {x, rows, cols, cuda::launches()};
+      int8_inputs_.emplace_back(x, w.cols);
+    const int64_t x_rows = cuda::gemv_int8_input_rows(M, ix);
+    void* acts =
+        int8_acts_->get(cuda::gemv_int8_scratch_bytes(x_rows * w.cols), "int8 activations");
+    const bool ready = quantised_.of == x && quantised_.rows == x_rows &&
+                       quantised_.cols == w.cols && quantised_.at == cuda::launches();
+    cuda::launch_gemv_int8(w, x, M, y, acts, ready, stream_, ix);
+    quantised_ = {x, x_rows, w.cols, cuda::launches()};  // the GEMV only read x
   }
 
   // Decode attention of M rows, one each over kv (each = null, M = 1) or over each[m].
@@ -851,11 +846,10 @@ class CudaBackend final : public Backend {
     void* scratch =
         partials_->get(cuda::attention_decode_scratch_bytes(a.n_head * M, splits, a.head_dim),
                        "attention partials");
-    const int64_t width = a.n_head * a.head_dim;
-    void* acts = acts_for(out, M, width);
-    produced(cuda::launch_attention_decode(q, kv, each, M, d_pos, a, splits,
-                                           cuda::kDecodeNarrowKeys, scratch, out, stream_, acts),
-             out, M, width);
+    produce(out, M, a.n_head * a.head_dim, [&](void* acts) {
+      return cuda::launch_attention_decode(q, kv, each, M, d_pos, a, splits,
+                                           cuda::kDecodeNarrowKeys, scratch, out, stream_, acts);
+    });
   }
 
   static void check_positions(const KvView& kv, const int32_t* pos, int64_t M, const char* op) {

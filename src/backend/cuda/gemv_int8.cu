@@ -853,6 +853,12 @@ int64_t gemv_int8_max_rows(const Weight& w) {
   return direct_layout(w) ? kGemvRows : kLaunchRows;
 }
 
+// Every input row is quantised: the M rows, or those of an index with its own row per expert or
+// per run of experts_per_x.
+int64_t gemv_int8_input_rows(int64_t M, const ExpertIndex& ix) {
+  return ix.table != nullptr && ix.x_stride != 0 ? ix.n / ix.experts_per_x : M;
+}
+
 size_t gemv_int8_scratch_bytes(int64_t cols) {
   return act_codes_bytes(cols) + static_cast<size_t>(cols / kUnit) * sizeof(ActBlock);
 }
@@ -866,9 +872,7 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
     fail(ErrorKind::Unsupported, "int8 GEMV: " + std::to_string(M) + " activation rows (1 to " +
                                      std::to_string(gemv_int8_max_rows(w)) +
                                      ", 1 under an expert index)");
-  // Every input row is quantised: the M rows, or those of an index with its own row per expert
-  // or per run of experts_per_x.
-  const int64_t x_rows = ix.table != nullptr && ix.x_stride != 0 ? ix.n / ix.experts_per_x : M;
+  const int64_t x_rows = gemv_int8_input_rows(M, ix);
   const ActsView acts = acts_view(scratch, w.cols * x_rows);
   int8_t* q = acts.q;
   ActBlock* meta = acts.meta;

@@ -115,6 +115,9 @@ bool gemv_int8_supported(const Weight& w, int sm_major);
 // rows on.
 constexpr int64_t kGemvRows = 8;
 int64_t gemv_int8_max_rows(const Weight& w);
+// The input rows a launch quantises (M, or an index's rows): its scratch is
+// gemv_int8_scratch_bytes(gemv_int8_input_rows(M, ix) * w.cols).
+int64_t gemv_int8_input_rows(int64_t M, const ExpertIndex& ix);
 size_t gemv_int8_scratch_bytes(int64_t cols);
 void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void* scratch,
                       bool quantised, cudaStream_t stream, const ExpertIndex& ix = {});
