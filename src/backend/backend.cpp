@@ -89,11 +89,16 @@ void Backend::add_rms_norm(float* x, const float* y, const float* w, int64_t M, 
   rms_norm(x, w, M, n, eps, plus_one, out);
 }
 
-void Backend::qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
-                           float eps, bool plus_one, const int32_t* pos, const RopeArgs& r) {
-  rms_norm_heads(qk, q_w, 1, n_q, r.head_dim, eps, plus_one);
-  rms_norm_heads(qk + n_q * r.head_dim, k_w, 1, n_k, r.head_dim, eps, plus_one);
-  rope(qk, 1, n_q + n_k, pos, r);
+void Backend::rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q,
+                            int64_t n_k, float eps, bool plus_one, const int32_t* pos,
+                            const RopeArgs& r, const KvView& kv) {
+  float* k = qkv + n_q * r.head_dim;
+  if (q_w != nullptr) {
+    rms_norm_heads(qkv, q_w, 1, n_q, r.head_dim, eps, plus_one);
+    rms_norm_heads(k, k_w, 1, n_k, r.head_dim, eps, plus_one);
+  }
+  rope(qkv, 1, n_q + n_k, pos, r);
+  kv_store(kv, k, k + n_k * r.head_dim, 1, pos);
 }
 
 void Backend::zero(float* x, int64_t n) {
@@ -254,6 +259,13 @@ void Backend::combine_experts(const float* y, const int32_t* ids, const float* w
     for (size_t i : order)
       scatter_add_rows(out + m * n, y + static_cast<int64_t>(i) * n, &row0, &host_w[i], 1, n);
   }
+}
+
+void Backend::combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
+                                   int64_t k, float* x, const float* w, int64_t M, int64_t n,
+                                   float eps, bool plus_one, float* sum, float* out) {
+  combine_experts(y, ids, weights, M, k, n, sum);
+  add_rms_norm(x, sum, w, M, n, eps, plus_one, out);
 }
 
 }  // namespace ts

@@ -225,11 +225,14 @@ class Backend {
   // Rotates the first rotary_dim elements of each head; positions are host memory.
   virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos,
                     const RopeArgs& r) = 0;
-  // One row's n_q query heads and the n_k key heads right after them: per-head RMS norm (q_w for
-  // the query heads, k_w for the key heads), then rope() over all of them; the same bits as
-  // rms_norm_heads() twice and rope(), in one pass where the backend can. Default: those ops.
-  virtual void qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
-                            float eps, bool plus_one, const int32_t* pos, const RopeArgs& r);
+  // Decode of one token whose n_q query, n_k key and n_k value heads lie side by side in qkv (one
+  // matmul over stacked weights): with q_w / k_w, the per-head RMS norm of the query heads (q_w)
+  // and key heads (k_w); rope() over both; then the key and value heads into the cache row pos[0].
+  // The same bits as rms_norm_heads() twice, rope() and kv_store() (the default), in one pass where
+  // the backend can. kv.width is n_k * r.head_dim.
+  virtual void rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q,
+                             int64_t n_k, float eps, bool plus_one, const int32_t* pos,
+                             const RopeArgs& r, const KvView& kv);
   // Writes k/v rows [M][width] into the cache at rows pos[m].
   virtual void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
                         const int32_t* pos) = 0;
@@ -305,6 +308,13 @@ class Backend {
   // them, so both give the same bits. Default: zero() and scatter_add_rows() per expert.
   virtual void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
                                int64_t k, int64_t n, float* out);
+  // x += combine_experts(y, ids, weights), then out = rms_norm(x): a routed FFN's output joins the
+  // residual stream in the norm after it. `sum` ([M][n]) is where the default puts the combined
+  // rows (combine_experts() then add_rms_norm(), the same bits); a backend that does both in one
+  // pass may leave it unwritten.
+  virtual void combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
+                                    int64_t k, float* x, const float* w, int64_t M, int64_t n,
+                                    float eps, bool plus_one, float* sum, float* out);
 };
 
 // The CPU backend with `threads` workers (0 = physical cores).

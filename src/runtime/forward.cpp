@@ -175,7 +175,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       if (l == 0) {
         b_.rms_norm(x_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
       } else {
-        b_.add_rms_norm(x_, o_, L.attn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+        add_ffn_out_norm(L.attn_norm, M);
       }
       attention_block(l, chunks, M);
       if (c_.sandwich_norms)
@@ -195,6 +195,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
         return;
       }
     }
+    ffn_out_routed_ = false;
     if (L.moe) {
       ffn_moe(l, M);
     } else {
@@ -248,13 +249,34 @@ void Forward::head(int64_t M) {
   const int64_t d = c_.n_embd, R = static_cast<int64_t>(wanted_rows_.size());
   // x_ still lacks the last layer's FFN output (see layers()).
   if (R < M) {
+    sum_routed_rows(M);
     b_.add(x_, o_, M * d);
     b_.gather_rows(x_, wanted_rows_.data(), R, d, rows_);
     b_.rms_norm(rows_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
   } else {
-    b_.add_rms_norm(x_, o_, engine_.output_norm(), R, d, c_.rms_eps, c_.norm_plus_one, h_);
+    add_ffn_out_norm(engine_.output_norm(), M);
   }
   head_logits(0);
+}
+
+void Forward::add_ffn_out_norm(const float* w, int64_t M) {
+  const int64_t d = c_.n_embd, k = c_.n_expert_used;
+  if (ffn_out_routed_) {
+    const auto* ids = reinterpret_cast<const int32_t*>(routing_);
+    b_.combine_add_rms_norm(ff_out_, ids, routing_ + M * k, k, x_, w, M, d, c_.rms_eps,
+                            c_.norm_plus_one, o_, h_);
+    ffn_out_routed_ = false;
+  } else {
+    b_.add_rms_norm(x_, o_, w, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+  }
+}
+
+void Forward::sum_routed_rows(int64_t M) {
+  if (!ffn_out_routed_) return;
+  const int64_t k = c_.n_expert_used;
+  const auto* ids = reinterpret_cast<const int32_t*>(routing_);
+  b_.combine_experts(ff_out_, ids, routing_ + M * k, M, k, c_.n_embd, o_);
+  ffn_out_routed_ = false;
 }
 
 void Forward::head_logits(int64_t r0) {
@@ -302,27 +324,36 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
     b_.add_bias(k, L.bk, M, kvw);
     b_.add_bias(v, L.bv, M, kvw);
   }
-  // One token through the stacked weights has its k heads right after its q heads: both are
-  // rotated by one op, and with per-head norms normed by that same op.
-  const bool qk_adjacent = M == 1 && k == q + qw;
-  if (qk_adjacent && c_.qk_norm == QkNorm::PerHead) {
-    b_.qk_norm_rope(q, L.q_norm, L.k_norm, c_.n_head, c_.n_head_kv, c_.rms_eps, c_.norm_plus_one,
-                    pos_.data(), L.rope);
-  } else {
-    if (c_.qk_norm == QkNorm::WholeProjection) {
-      b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
-      b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
-    } else if (c_.qk_norm == QkNorm::PerHead) {
-      b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
-      b_.rms_norm_heads(k, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
-    }
-    if (qk_adjacent) {
-      b_.rope(q, 1, c_.n_head + c_.n_head_kv, pos_.data(), L.rope);
-    } else {
-      b_.rope(q, M, c_.n_head, pos_.data(), L.rope);
-      b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
-    }
+  const bool qkv_adjacent = M == 1 && k == q + qw;
+  if (c_.qk_norm == QkNorm::WholeProjection) {
+    b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
+    b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
+  } else if (c_.qk_norm == QkNorm::PerHead && !qkv_adjacent) {
+    b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
+    b_.rms_norm_heads(k, L.k_norm, M, c_.n_head_kv, c_.head_dim, c_.rms_eps, c_.norm_plus_one);
   }
+  if (qkv_adjacent) {
+    // One token through the stacked weights has its k and v heads right after its q heads: one op
+    // norms them per head (where not normed above), rotates q and k, and stores k and v.
+    const bool per_head = c_.qk_norm == QkNorm::PerHead;
+    const auto one =
+        std::find_if(chunks.begin(), chunks.end(), [](const SeqChunk& ch) { return ch.n == 1; });
+    const KvView& kv = one->kv->layer(l);
+    b_.rope_kv_store(q, per_head ? L.q_norm : nullptr, per_head ? L.k_norm : nullptr, c_.n_head,
+                     c_.n_head_kv, c_.rms_eps, c_.norm_plus_one, pos_.data(), L.rope, kv);
+    b_.attention(q, kv, 1, pos_.data(), L.attn, att_);
+  } else {
+    b_.rope(q, M, c_.n_head, pos_.data(), L.rope);
+    b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
+    store_and_attend(l, chunks, M, q, k, v);
+  }
+  b_.matmul(L.wo, att_, M, o_);
+}
+
+void Forward::store_and_attend(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M,
+                               const float* q, const float* k, const float* v) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t qw = c_.n_head * c_.head_dim, kvw = c_.n_head_kv * c_.head_dim;
   // Each sequence attends over its own cache: in a decode step of several, all in one op.
   if (decode_step_ && M > 1) {
     const KvView* kv = step_kv_.data() + l * kDecodeStepRows;
@@ -338,7 +369,6 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
       row += ch.n;
     }
   }
-  b_.matmul(L.wo, att_, M, o_);
 }
 
 Glu Forward::glu_kind() const {
@@ -378,7 +408,6 @@ void Forward::route(int64_t l, int64_t M, float* out) {
 void Forward::ffn_moe(int64_t l, int64_t M) {
   const int64_t d = c_.n_embd, k = c_.n_expert_used, ff = c_.n_ff_expert;
   const auto* ids = reinterpret_cast<const int32_t*>(routing_);
-  const float* weights = routing_ + M * k;
   if (experts_indexed(M)) {
     // The k experts' matmuls of every token pick their weights on the device, from the layer's
     // table (streamed experts, one token: made present and published by fetch_streamed_experts()),
@@ -408,7 +437,9 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
     }
     matmul(t.down_shape, t.down, 2, ff_act_, ff, 1, ff_out_);
     if (pages != nullptr) b_.commit_experts(*pages, ids, k);
-    b_.combine_experts(ff_out_, ids, weights, M, k, d, o_);
+    // Summed by the next norm (add_ffn_out_norm), unless a norm of the FFN output comes first.
+    ffn_out_routed_ = true;
+    if (c_.sandwich_norms) sum_routed_rows(M);
     return;
   }
   routing_host_.resize(static_cast<size_t>(2 * M * k));

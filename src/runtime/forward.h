@@ -56,6 +56,9 @@ class Forward {
   // (prefetching on a device backend: route() of that layer into predicted_, one token).
   bool predicts_next(int64_t l) const;
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
+  // Layer l's k and v rows (rotated) into the caches and the attention of the q rows into att_.
+  void store_and_attend(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M, const float* q,
+                        const float* k, const float* v);
   void ffn_dense(int64_t l, int64_t M);
   Glu glu_kind() const;
   void ffn_moe(int64_t l, int64_t M);
@@ -68,6 +71,10 @@ class Forward {
   // with a table), without grouping on the host.
   bool experts_indexed(int64_t M) const;
   void prefetch_next_layer(int64_t l, int64_t M);
+  // x_ += the last FFN's output (o_, or its routed rows), then h_ = rms_norm(x_) with weight w.
+  void add_ffn_out_norm(const float* w, int64_t M);
+  // Sums routed rows the last FFN left into o_ (for ops that read o_ itself).
+  void sum_routed_rows(int64_t M);
   // The output norm over the rows listed in wanted_rows_ (into h_), then head_logits(0).
   void head(int64_t M);
   // The logits of wanted rows [r0, r0 + head_rows_) (fewer at the end) into logits_.
@@ -96,7 +103,10 @@ class Forward {
   // [n_layer][kDecodeStepRows]: each layer's caches of a decode step's sequences, in their order
   // (run() fills them every step of several sequences: a recorded step re-reads them).
   std::vector<KvView> step_kv_;
-  float* routing_ = nullptr;    // ids [M][k] (int32), then weights [M][k]; backend memory
+  float* routing_ = nullptr;  // ids [M][k] (int32), then weights [M][k]; backend memory
+  // The last FFN's output is still its routed experts' rows (ff_out_, by routing_), not yet
+  // summed into o_: the norm after it sums and adds them in one op (add_ffn_out_norm()).
+  bool ffn_out_routed_ = false;
   float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
   // One token's k ids read back (alloc_host_pinned), then the k predicted for the next layer.
   int32_t* routed_ids_ = nullptr;

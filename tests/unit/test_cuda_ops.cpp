@@ -1146,6 +1146,41 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
 }
 
+// combine_add_rms_norm sums the routed rows in the norm's kernel (a row of 2048) or falls back to
+// combine_experts then add_rms_norm (a row of 999): the same bits either way, and the CPU
+// backend's default agrees.
+TEST_F(CudaOps, CombineAddRmsNormBitIdenticalToCombineThenAddNorm) {
+  const int64_t M = 2, k = 3;
+  const std::vector<int32_t> ids = {3, 0, 4, 1, 3, 2};
+  const std::vector<float> scale = {0.5f, 0.3f, 0.2f, 0.6f, 0.25f, 0.15f};
+  auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
+  gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
+  const float* d_scale = upload(scale);
+  for (const int64_t n : {int64_t{2048}, int64_t{999}}) {
+    const size_t N = static_cast<size_t>(M * n);
+    const std::vector<float> x = randn(N, 3.0f), y = randn(N * k),
+                             w = randn(static_cast<size_t>(n));
+    const float *d_y = upload(y), *d_w = upload(w);
+    float *x1 = upload(x), *sum1 = upload(std::vector<float>(N)),
+          *out1 = upload(std::vector<float>(N));
+    gpu_->combine_add_rms_norm(d_y, d_ids, d_scale, k, x1, d_w, M, n, 1e-6f, true, sum1, out1);
+    float *x2 = upload(x), *sum2 = upload(std::vector<float>(N)),
+          *out2 = upload(std::vector<float>(N));
+    gpu_->combine_experts(d_y, d_ids, d_scale, M, k, n, sum2);
+    gpu_->add_rms_norm(x2, sum2, d_w, M, n, 1e-6f, true, out2);
+    const std::vector<float> a = download(x1, N), b = download(x2, N);
+    const std::vector<float> na = download(out1, N), nb = download(out2, N);
+    for (size_t i = 0; i < N; ++i) {
+      ASSERT_EQ(a[i], b[i]) << "residual " << i << " (n " << n << ")";
+      ASSERT_EQ(na[i], nb[i]) << "norm " << i << " (n " << n << ")";
+    }
+    std::vector<float> cpu_x = x, cpu_sum(N), cpu_out(N);
+    cpu_->combine_add_rms_norm(y.data(), ids.data(), scale.data(), k, cpu_x.data(), w.data(), M, n,
+                               1e-6f, true, cpu_sum.data(), cpu_out.data());
+    expect_close(nb, cpu_out, 1e-6f, 1e-5f, "combine_add_rms_norm");
+  }
+}
+
 // Expert paging: the page/commit kernels make the decisions of the host default (the one rule of
 // expert_paging.h) step after step, and the filling GEMV stores exactly the weight bytes it reads
 // from pinned host memory into the slot, with the bits of matmul_indexed.
@@ -1306,38 +1341,6 @@ TEST_F(CudaOps, PrefillRowKernelsBitIdenticalToOneRowAtATime) {
   }
 }
 
-// qk_norm_rope is rms_norm_heads on the q and k heads and rope on both, in one kernel: the same
-// bits (head sizes 64, 128, 256; partial rotation; both pairings).
-TEST_F(CudaOps, QkNormRopeBitIdenticalToSeparateOps) {
-  const int64_t n_q = 6, n_k = 2;
-  const int32_t pos = 4099;
-  for (const int64_t hd : {int64_t{64}, int64_t{128}, int64_t{256}})
-    for (const bool neox : {true, false})
-      for (const bool plus_one : {true, false}) {
-        const int64_t rot = neox ? hd : hd / 2;
-        std::vector<float> inv(static_cast<size_t>(rot / 2));
-        for (int64_t i = 0; i < rot / 2; ++i)
-          inv[i] = std::pow(10000.0f, -2.0f * i / static_cast<float>(rot));
-        const RopeArgs r{hd, rot, neox, upload(inv)};
-        const std::vector<float> qk = randn(static_cast<size_t>((n_q + n_k) * hd), 2.0f);
-        const std::vector<float> qw = randn(static_cast<size_t>(hd)), kw = randn(qw.size());
-        const float *dqw = upload(qw), *dkw = upload(kw);
-        float* fused = upload(qk);
-        gpu_->qk_norm_rope(fused, dqw, dkw, n_q, n_k, 1e-6f, plus_one, &pos, r);
-        float* apart = upload(qk);
-        gpu_->rms_norm_heads(apart, dqw, 1, n_q, hd, 1e-6f, plus_one);
-        gpu_->rms_norm_heads(apart + n_q * hd, dkw, 1, n_k, hd, 1e-6f, plus_one);
-        gpu_->rope(apart, 1, n_q + n_k, &pos, r);
-        const std::vector<float> a = download(fused, qk.size()), b = download(apart, qk.size());
-        for (size_t i = 0; i < a.size(); ++i)
-          ASSERT_EQ(a[i], b[i]) << "element " << i << " (head_dim " << hd << ")";
-        std::vector<float> cpu = qk;
-        cpu_->qk_norm_rope(cpu.data(), qw.data(), kw.data(), n_q, n_k, 1e-6f, plus_one, &pos,
-                           RopeArgs{hd, rot, neox, inv.data()});
-        expect_close(a, cpu, 2e-6f, 1e-5f, "qk_norm_rope");
-      }
-}
-
 struct KvPair {
   KvView cpu, gpu;
   std::vector<uint8_t> cpu_k, cpu_v;
@@ -1388,6 +1391,62 @@ TEST_F(CudaOps, KvStoreBytesMatchCpu) {
     gpu_->free(kv.gpu.k);
     gpu_->free(kv.gpu.v);
   }
+}
+
+// rope_kv_store is rms_norm_heads on the q and k heads (given their weights), rope on both and
+// kv_store of k and v, in one kernel or two: the same bits (head sizes 64, 128, 256, the last
+// partly rotated; both pairings; every cache type), and the CPU backend's ops agree.
+TEST_F(CudaOps, RopeKvStoreBitIdenticalToSeparateOps) {
+  const int64_t n_q = 6, n_k = 2, capacity = 4100;
+  const int32_t pos = 4099;
+  for (const int64_t hd : {int64_t{64}, int64_t{128}, int64_t{256}})
+    for (const bool neox : {true, false}) {
+      const int64_t rot = hd == 256 ? hd / 2 : hd;
+      std::vector<float> inv(static_cast<size_t>(rot / 2));
+      for (int64_t i = 0; i < rot / 2; ++i)
+        inv[i] = std::pow(10000.0f, -2.0f * i / static_cast<float>(rot));
+      const RopeArgs r{hd, rot, neox, upload(inv)};
+      const std::vector<float> qkv = randn(static_cast<size_t>((n_q + 2 * n_k) * hd), 2.0f);
+      const std::vector<float> qw = randn(static_cast<size_t>(hd)), kw = randn(qw.size());
+      const float *dqw = upload(qw), *dkw = upload(kw);
+      for (const int norm : {0, 1, 2})  // none, w, 1 + w
+        for (const DType t : kKvTypes) {
+          const std::string what = "head_dim " + std::to_string(hd) + (neox ? " neox" : "") +
+                                   " norm " + std::to_string(norm) + " " + dtype_name(t);
+          const float* w_q = norm > 0 ? dqw : nullptr;
+          const float* w_k = norm > 0 ? dkw : nullptr;
+          KvPair one = make_kv(*gpu_, t, capacity, n_k * hd),
+                 apart = make_kv(*gpu_, t, capacity, n_k * hd);
+          float* fused = upload(qkv);
+          gpu_->rope_kv_store(fused, w_q, w_k, n_q, n_k, 1e-6f, norm == 2, &pos, r, one.gpu);
+          float* ops = upload(qkv);
+          if (norm > 0) {
+            gpu_->rms_norm_heads(ops, dqw, 1, n_q, hd, 1e-6f, norm == 2);
+            gpu_->rms_norm_heads(ops + n_q * hd, dkw, 1, n_k, hd, 1e-6f, norm == 2);
+          }
+          gpu_->rope(ops, 1, n_q + n_k, &pos, r);
+          gpu_->kv_store(apart.gpu, ops + n_q * hd, ops + (n_q + n_k) * hd, 1, &pos);
+          const std::vector<float> a = download(fused, qkv.size()), b = download(ops, qkv.size());
+          for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], b[i]) << what << ", element " << i;
+          const size_t rb = one.gpu.row_bytes, at = static_cast<size_t>(pos) * rb;
+          for (const auto& [x, y] :
+               {std::pair{one.gpu.k, apart.gpu.k}, std::pair{one.gpu.v, apart.gpu.v}}) {
+            std::vector<uint8_t> gx(rb), gy(rb);
+            gpu_->to_host(gx.data(), static_cast<uint8_t*>(x) + at, rb);
+            gpu_->to_host(gy.data(), static_cast<uint8_t*>(y) + at, rb);
+            EXPECT_EQ(gx, gy) << what << (x == one.gpu.k ? ", k row" : ", v row");
+          }
+          std::vector<float> cpu = qkv;
+          cpu_->rope_kv_store(cpu.data(), norm > 0 ? qw.data() : nullptr,
+                              norm > 0 ? kw.data() : nullptr, n_q, n_k, 1e-6f, norm == 2, &pos,
+                              RopeArgs{hd, rot, neox, inv.data()}, one.cpu);
+          expect_close(a, cpu, 2e-6f, 1e-5f, what);
+          for (KvPair* kv : {&one, &apart}) {
+            gpu_->free(kv->gpu.k);
+            gpu_->free(kv->gpu.v);
+          }
+        }
+    }
 }
 
 struct AttnCase {
@@ -1505,6 +1564,23 @@ TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
       float* act = upload(std::vector<float>(xs.size()));
       twice(
           act, [&](float* out) { gpu_->glu(Glu::SiLU, gate, up, M, n, n, out); }, "glu");
+      const int64_t k = 2;
+      const float* routed = upload(randn(static_cast<size_t>(k) * xs.size()));
+      const std::vector<int32_t> ids_h = {5, 1, 0, 7, 2, 3};
+      auto* ids = static_cast<int32_t*>(device_bytes(ids_h.size() * sizeof(int32_t)));
+      gpu_->to_device(ids, ids_h.data(), ids_h.size() * sizeof(int32_t));
+      const float* routed_w = upload(randn(ids_h.size()));
+      float* xc = upload(xs);
+      float* sum = upload(std::vector<float>(xs.size()));
+      float* combined = upload(std::vector<float>(xs.size()));
+      twice(
+          combined,
+          [&](float* out) {
+            gpu_->to_device(xc, xs.data(), xs.size() * sizeof(float));
+            gpu_->combine_add_rms_norm(routed, ids, routed_w, k, xc, nw, M, n, 1e-6f, false, sum,
+                                       out);
+          },
+          "combine_add_rms_norm");
 
       if (M == 1) {  // decode attention: one range, ranges merged by a head's block or a group's
         const int64_t n_head = 8, n_kv = 2, head_dim = n / n_head;

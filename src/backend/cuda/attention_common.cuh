@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/quant_device.cuh"
 
 namespace ts::cuda {
@@ -61,7 +62,7 @@ __device__ __forceinline__ void key_range(int32_t p, int64_t window, int64_t& lo
 // Calls f.template operator()<T, E>() for the cache type and the per-lane head-dimension count.
 template <class F>
 void dispatch_kv(DType t, int head_dim, F&& f) {
-  auto by_e = [&]<DType T>() {
+  dispatch_kv_type(t, [&]<DType T>() {
     if (head_dim <= 32)
       f.template operator()<T, 1>();
     else if (head_dim <= 64)
@@ -70,21 +71,7 @@ void dispatch_kv(DType t, int head_dim, F&& f) {
       f.template operator()<T, 4>();
     else
       f.template operator()<T, 8>();
-  };
-  switch (t) {
-    case DType::F32:
-      by_e.template operator()<DType::F32>();
-      break;
-    case DType::F16:
-      by_e.template operator()<DType::F16>();
-      break;
-    case DType::BF16:
-      by_e.template operator()<DType::BF16>();
-      break;
-    default:
-      by_e.template operator()<DType::Q8_0>();
-      break;
-  }
+  });
 }
 
 inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, const int32_t* pos,

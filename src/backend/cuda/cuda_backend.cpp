@@ -38,10 +38,8 @@ constexpr int64_t kMaxGridY = 65535;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
-// Routing kernel limit: its top-k list lives in shared memory.
-constexpr int64_t kMaxTopK = 64;
-// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope or the q/k norm
-// and rotation: two; the KV store; attention) and for the embedding and the head together.
+// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope and the KV store,
+// or both in one: two at most; attention) and for the embedding and the head together.
 constexpr int64_t kStepPutsPerLayer = 4;
 // The same for a decode step of several sequences: the KV store and the attention upload the
 // sequences' cache views as well as the positions.
@@ -501,13 +499,25 @@ class CudaBackend final : public Backend {
     cuda::launch_rope(x, M, n_heads, d_pos, r, stream_);
   }
 
-  void qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
-                    float eps, bool plus_one, const int32_t* pos, const RopeArgs& r) override {
-    if (!cuda::qk_norm_rope_fused(r.head_dim))
-      return Backend::qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, pos, r);
+  void rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                     float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
+                     const KvView& kv) override {
+    const bool norm = q_w != nullptr, fused = cuda::rope_kv_store_fused(r, norm);
+    if (!fused && !(norm && cuda::qk_norm_rope_fused(r.head_dim)))
+      return Backend::rope_kv_store(qkv, q_w, k_w, n_q, n_k, eps, plus_one, pos, r, kv);
     check_rope(r);
+    check_kv(kv, "rope_kv_store");
+    if (kv.width != n_k * r.head_dim)
+      fail(ErrorKind::Runtime, "rope_kv_store: KV row of " + str(kv.width) + " elements for " +
+                                   str(n_k) + " key heads of " + str(r.head_dim));
+    check_positions(kv, pos, 1, "rope_kv_store");
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t)));
-    cuda::launch_qk_norm_rope(qk, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, stream_);
+    if (fused)
+      return cuda::launch_rope_kv_store(qkv, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, kv,
+                                        stream_);
+    const float* k = qkv + n_q * r.head_dim;
+    cuda::launch_qk_norm_rope(qkv, q_w, k_w, n_q, n_k, eps, plus_one, d_pos, r, stream_);
+    cuda::launch_kv_store(kv, nullptr, k, k + n_k * r.head_dim, 1, d_pos, stream_);
   }
 
   void kv_store(const KvView& kv, const float* k, const float* v, int64_t M,
@@ -624,10 +634,12 @@ class CudaBackend final : public Backend {
 
   void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
              float* weights) override {
-    if (a.k < 1 || a.k > kMaxTopK || a.k > a.n_expert || a.n_expert > cuda::kMaxDeviceRoutedExperts)
-      fail(ErrorKind::Unsupported, "route: top-" + str(a.k) + " of " + str(a.n_expert) +
-                                       " experts (the CUDA kernel takes top-k <= " + str(kMaxTopK) +
-                                       " of <= " + str(cuda::kMaxDeviceRoutedExperts) + ")");
+    if (a.k < 1 || a.k > cuda::kMaxTopK || a.k > a.n_expert ||
+        a.n_expert > cuda::kMaxDeviceRoutedExperts)
+      fail(ErrorKind::Unsupported,
+           "route: top-" + str(a.k) + " of " + str(a.n_expert) +
+               " experts (the CUDA kernel takes top-k <= " + str(cuda::kMaxTopK) +
+               " of <= " + str(cuda::kMaxDeviceRoutedExperts) + ")");
     check_rows(M, "route");
     cuda::launch_route(logits, M, a, ids, weights, stream_);
   }
@@ -674,10 +686,22 @@ class CudaBackend final : public Backend {
 
   void combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
                        int64_t k, int64_t n, float* out) override {
-    if (k < 1 || k > kMaxTopK)
-      fail(ErrorKind::Unsupported, "combine_experts: " + str(k) + " experts per row");
+    check_experts_per_row(k, "combine_experts");
     check_rows(M, "combine_experts");
-    cuda::launch_combine_experts(y, ids, weights, M, k, n, out, stream_);
+    cuda::launch_combine_experts({y, ids, weights, static_cast<int>(k)}, M, n, out, stream_);
+  }
+
+  void combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights, int64_t k,
+                            float* x, const float* w, int64_t M, int64_t n, float eps,
+                            bool plus_one, float* sum, float* out) override {
+    check_experts_per_row(k, "combine_add_rms_norm");
+    const cuda::RoutedRows routed{y, ids, weights, static_cast<int>(k)};
+    if (!cuda::combine_add_rms_norm_fused(routed, x, w, n, out))
+      return Backend::combine_add_rms_norm(y, ids, weights, k, x, w, M, n, eps, plus_one, sum, out);
+    produce(out, M, n, [&](void* acts) {
+      return cuda::launch_combine_add_rms_norm(routed, x, w, M, n, eps, plus_one, out, stream_,
+                                               acts);
+    });
   }
 
  private:
@@ -757,6 +781,11 @@ class CudaBackend final : public Backend {
     if (r.rotary_dim % 2 != 0 || r.rotary_dim > r.head_dim || r.rotary_dim <= 0)
       fail(ErrorKind::Unsupported, "rope: rotary dimension " + str(r.rotary_dim) +
                                        " must be even and within head_dim " + str(r.head_dim));
+  }
+
+  static void check_experts_per_row(int64_t k, const char* op) {
+    if (k < 1 || k > cuda::kMaxTopK)
+      fail(ErrorKind::Unsupported, std::string(op) + ": " + str(k) + " experts per row");
   }
 
   static void check_rows(int64_t M, const char* op) {

@@ -8,10 +8,12 @@
 
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q6_rows.cuh"
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/routed_sum.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -98,27 +100,39 @@ __global__ void rms_norm_kernel(float* x, const float* res, const float* w, int6
 
 // Rows of up to 4 * 1024 * kVec elements, 16-byte aligned: each thread keeps its kVec float4s in
 // registers between the sum and the scaling, so a row is read from memory once, in one round of
-// 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs). With
-// acts.q, the output is also written quantised for the int8 GEMV (act_quant.cuh): eight threads
-// hold a 32-element block (n % 32 == 0).
+// 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs). The
+// residual added first is res's row, or with routed.y the sum of the row's routed experts
+// (routed_sum.cuh: the experts' combine as a kernel of its own cost ~4 us a layer). With acts.q,
+// the output is also written quantised for the int8 GEMV (act_quant.cuh): eight threads hold a
+// 32-element block (n % 32 == 0).
 template <int kVec>
 __global__ void __launch_bounds__(1024)
-    rms_norm_vec_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
-                        bool plus_one, float* out, ActsView acts) {
+    rms_norm_vec_kernel(float* x, const float* res, RoutedRows routed, const float* w, int64_t n,
+                        float eps, bool plus_one, float* out, ActsView acts) {
   pdl_enter();
   auto* xr = reinterpret_cast<float4*>(x + blockIdx.x * n);
   const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + blockIdx.x * n : nullptr);
   auto* o = reinterpret_cast<float4*>(out + blockIdx.x * n);
   const auto* w4 = reinterpret_cast<const float4*>(w);
   const int64_t n4 = n / 4;
+  __shared__ int order[kMaxTopK];
+  __shared__ float wt[kMaxTopK];
+  if (routed.y != nullptr) routed_order(routed, blockIdx.x, order, wt);
   float4 v[kVec];
   float ss = 0;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     v[i] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (rr != nullptr && j < n4) {
-      const float4 r = rr[j];
+    if ((rr != nullptr || routed.y != nullptr) && j < n4) {
+      float4 r;
+      if (rr != nullptr) {
+        r = rr[j];
+      } else {
+        float sum[4];
+        routed_sum<4>(routed, blockIdx.x, n, order, wt, 4 * j, sum);
+        r = make_float4(sum[0], sum[1], sum[2], sum[3]);
+      }
       v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
       xr[j] = v[i];
     }
@@ -249,42 +263,85 @@ __device__ __forceinline__ float glu_unit(float g, float u) {
   }
 }
 
-// qk_norm_rope_kernel for heads of 32 * kPer elements, neox pairs, fully rotated, by one warp per
-// head with the head in registers: lane l holds elements l, l + 32, ..., so pair i (i, i + half)
-// is in one lane, and the norm's partial sums are those of rms_norm_kernel with its 32 threads
-// (same bits). The weights and frequencies are loaded before the wait for the kernel ahead, the
-// head in one round trip: the block-wide version spent ~6 us a layer on dependent memory trips.
-template <int kPer>
+// The decode's one token of q, k and v heads side by side (n_q query heads, n_k key heads, n_k
+// value heads), one warp per head with the head in registers. With q_w / k_w (neox pairs only) the
+// query and key heads are normed per head with rms_norm_kernel's sums for 32 threads (same bits);
+// both are rotated as rope_kernel does (the same angles and rotation: same bits) and written back;
+// the key and value heads then go into the cache row pos[0] as kv_store_kernel writes it. Heads of
+// 32 * kPer elements, fully rotated. With neox pairs (i, i + half) lane l holds elements l, l + 32,
+// ..., so that a pair is in one lane and a q8_0 block is one register of every lane; with adjacent
+// pairs (2i, 2i + 1), elements kPer l .. kPer l + kPer - 1. The weights and frequencies are loaded
+// before the wait for the kernel ahead, the head in one round trip: the block-wide norm spent ~6 us
+// a layer on dependent memory trips, and the store as a kernel of its own ~2 us.
+template <int kPer, bool kNeox, DType T>
 __global__ void __launch_bounds__(32)
-    qk_norm_rope_warp_kernel(float* x, const float* q_w, const float* k_w, int64_t n_q, float eps,
-                             bool plus_one, const int32_t* pos, const float* inv_freq) {
+    rope_kv_store_kernel(float* x, const float* q_w, const float* k_w, int n_q, int n_k, float eps,
+                         bool plus_one, const int32_t* pos, const float* inv_freq, uint8_t* kc,
+                         uint8_t* vc, size_t row_bytes) {
   constexpr int kHalf = kPer / 2;
-  const int lane = static_cast<int>(threadIdx.x);
-  const float* w = blockIdx.x < n_q ? q_w : k_w;
+  const int lane = static_cast<int>(threadIdx.x), head = static_cast<int>(blockIdx.x);
+  const bool value = head >= n_q + n_k, norm = kNeox && q_w != nullptr && !value;
+  const auto at = [lane](int j) { return kNeox ? lane + 32 * j : lane * kPer + j; };
   float wv[kPer], freq[kHalf], e[kPer];
+  if (norm) {
+    const float* w = head < n_q ? q_w : k_w;
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) wv[j] = w[lane + 32 * j];
+    for (int j = 0; j < kPer; ++j) wv[j] = w[at(j)];
+  }
+  if (!value) {
 #pragma unroll
-  for (int j = 0; j < kHalf; ++j) freq[j] = inv_freq[lane + 32 * j];
+    for (int j = 0; j < kHalf; ++j) freq[j] = inv_freq[kNeox ? lane + 32 * j : lane * kHalf + j];
+  }
   pdl_enter();
-  float* v = x + static_cast<int64_t>(blockIdx.x) * 32 * kPer;
+  float* v = x + static_cast<int64_t>(head) * 32 * kPer;
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) e[j] = v[lane + 32 * j];
-  float ss = 0;
+  for (int j = 0; j < kPer; ++j) e[j] = v[at(j)];
+  if (norm) {
+    float ss = 0;
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) ss += e[j] * e[j];
-  const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(32 * kPer) + eps);
+    for (int j = 0; j < kPer; ++j) ss += e[j] * e[j];
+    const float inv = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(32 * kPer) + eps);
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) e[j] = e[j] * inv * (plus_one ? 1.0f + wv[j] : wv[j]);
-  const float p = static_cast<float>(pos[0]);
+    for (int j = 0; j < kPer; ++j) e[j] = e[j] * inv * (plus_one ? 1.0f + wv[j] : wv[j]);
+  }
+  const int32_t p = pos[0];
+  if (!value) {
 #pragma unroll
-  for (int j = 0; j < kHalf; ++j) {
-    float s, c;
-    sincosf(p * freq[j], &s, &c);
-    rotate_values(e[j], e[j + kHalf], s, c);
+    for (int j = 0; j < kHalf; ++j) {
+      float s, c;
+      sincosf(static_cast<float>(p) * freq[j], &s, &c);
+      if constexpr (kNeox)
+        rotate_values(e[j], e[j + kHalf], s, c);
+      else
+        rotate_values(e[2 * j], e[2 * j + 1], s, c);
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) v[at(j)] = e[j];
+  }
+  if (head < n_q) return;
+  uint8_t* row = (value ? vc : kc) + static_cast<size_t>(p) * row_bytes;
+  const int64_t first = static_cast<int64_t>(head - n_q - (value ? n_k : 0)) * 32 * kPer;
+  float amax[kPer] = {};
+  if constexpr (T == DType::Q8_0) {
+    if constexpr (kNeox) {  // block j is element j of every lane
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) {
+        amax[j] = fabsf(e[j]);
+        for (int off = 16; off > 0; off >>= 1)
+          amax[j] = fmaxf(amax[j], __shfl_xor_sync(0xffffffffu, amax[j], off));
+      }
+    } else {  // a block is 32 / kPer adjacent lanes
+      float m = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) m = fmaxf(m, fabsf(e[j]));
+      for (int off = 16 / kPer; off > 0; off >>= 1)
+        m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) amax[j] = m;
+    }
   }
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) v[lane + 32 * j] = e[j];
+  for (int j = 0; j < kPer; ++j) put_kv<T>(row, first + at(j), e[j], amax[j]);
 }
 
 // Element i of row r: gate[r * stride + i], up likewise; out is [rows][n].
@@ -454,25 +511,33 @@ bool norm_vectorised(int64_t n) {
   return n % 4 == 0 && n / 4 >= 256 && n / 4 <= 4 * 1024;
 }
 
-// Quantising for the int8 GEMV takes the vectorised kernel and whole 32-element blocks.
-bool rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int64_t n, float eps,
-                   bool plus_one, float* out, void* acts, cudaStream_t stream) {
+// Whether rms_norm_rows takes rms_norm_vec_kernel for these rows.
+bool norm_vec_rows(const float* x, const float* w, const float* out, const float* res, int64_t n) {
+  return norm_vectorised(n) && aligned(x) && aligned(w) && aligned(out) &&
+         (res == nullptr || aligned(res));
+}
+
+// Quantising for the int8 GEMV takes the vectorised kernel and whole 32-element blocks; so does
+// the routed experts' sum (routed.y, with res null), which only that kernel adds.
+bool rms_norm_rows(float* x, const float* res, const RoutedRows& routed, const float* w,
+                   int64_t rows, int64_t n, float eps, bool plus_one, float* out, void* acts,
+                   cudaStream_t stream) {
   const int64_t n4 = n / 4;
-  if (norm_vectorised(n) && aligned(x) && aligned(w) && aligned(out) &&
-      (res == nullptr || aligned(res))) {
+  if (norm_vec_rows(x, w, out, res != nullptr ? res : routed.y, n)) {
     const int threads = static_cast<int>(std::min<int64_t>((n4 + 31) / 32 * 32, 1024));
     const int64_t per_thread = (n4 + threads - 1) / threads;
     const auto grid = static_cast<unsigned>(rows);
     const ActsView a = acts != nullptr && n % 32 == 0 ? acts_view(acts, rows * n) : ActsView{};
+    const auto run = [&](auto kernel) {
+      launch("rms norm vec", kernel, grid, threads, 0, stream, x, res, routed, w, n, eps, plus_one,
+             out, a);
+    };
     if (per_thread == 1)
-      launch("rms norm vec", rms_norm_vec_kernel<1>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out, a);
+      run(rms_norm_vec_kernel<1>);
     else if (per_thread == 2)
-      launch("rms norm vec", rms_norm_vec_kernel<2>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out, a);
+      run(rms_norm_vec_kernel<2>);
     else
-      launch("rms norm vec", rms_norm_vec_kernel<4>, grid, threads, 0, stream, x, res, w, n, eps,
-             plus_one, out, a);
+      run(rms_norm_vec_kernel<4>);
     return a.q != nullptr;
   }
   const int threads = norm_threads(n);
@@ -486,13 +551,24 @@ bool rms_norm_rows(float* x, const float* res, const float* w, int64_t rows, int
 // Without a residual the kernels only read x.
 bool launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, float eps,
                      bool plus_one, float* out, cudaStream_t stream, void* acts) {
-  return rms_norm_rows(const_cast<float*>(x), nullptr, w, rows, n, eps, plus_one, out, acts,
-                       stream);
+  return rms_norm_rows(const_cast<float*>(x), nullptr, RoutedRows{}, w, rows, n, eps, plus_one, out,
+                       acts, stream);
 }
 
 bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream, void* acts) {
-  return rms_norm_rows(x, res, w, rows, n, eps, plus_one, out, acts, stream);
+  return rms_norm_rows(x, res, RoutedRows{}, w, rows, n, eps, plus_one, out, acts, stream);
+}
+
+bool combine_add_rms_norm_fused(const RoutedRows& r, const float* x, const float* w, int64_t n,
+                                const float* out) {
+  return norm_vec_rows(x, w, out, r.y, n);
+}
+
+bool launch_combine_add_rms_norm(const RoutedRows& r, float* x, const float* w, int64_t rows,
+                                 int64_t n, float eps, bool plus_one, float* out,
+                                 cudaStream_t stream, void* acts) {
+  return rms_norm_rows(x, nullptr, r, w, rows, n, eps, plus_one, out, acts, stream);
 }
 
 // The fused kernel reproduces the general norm kernel only; rope's thread count does not matter
@@ -504,16 +580,32 @@ bool qk_norm_rope_fused(int64_t head_dim) {
 void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream) {
-  const unsigned heads = static_cast<unsigned>(n_q + n_k);
-  if (r.neox && r.rotary_dim == r.head_dim && (r.head_dim == 64 || r.head_dim == 128)) {
-    const auto kernel =
-        r.head_dim == 64 ? qk_norm_rope_warp_kernel<2> : qk_norm_rope_warp_kernel<4>;
-    launch("qk norm rope (warp)", kernel, heads, 32, 0, stream, qk, q_w, k_w, n_q, eps, plus_one,
-           pos, r.inv_freq);
-    return;
-  }
-  launch("qk norm rope", qk_norm_rope_kernel, heads, norm_threads(r.head_dim), 0, stream, qk, q_w,
-         k_w, n_q, r.head_dim, eps, plus_one, pos, r.rotary_dim / 2, r.neox, r.inv_freq);
+  launch("qk norm rope", qk_norm_rope_kernel, static_cast<unsigned>(n_q + n_k),
+         norm_threads(r.head_dim), 0, stream, qk, q_w, k_w, n_q, r.head_dim, eps, plus_one, pos,
+         r.rotary_dim / 2, r.neox, r.inv_freq);
+}
+
+bool rope_kv_store_fused(const RopeArgs& r, bool norm) {
+  return r.rotary_dim == r.head_dim && (r.head_dim == 64 || r.head_dim == 128) && (r.neox || !norm);
+}
+
+void launch_rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
+                          const KvView& kv, cudaStream_t stream) {
+  const auto heads = static_cast<unsigned>(n_q + 2 * n_k);
+  auto* kc = static_cast<uint8_t*>(kv.k);
+  auto* vc = static_cast<uint8_t*>(kv.v);
+  const auto run = [&]<int kPer, bool kNeox, DType T>() {
+    launch("rope kv store", rope_kv_store_kernel<kPer, kNeox, T>, heads, 32, 0, stream, qkv, q_w,
+           k_w, static_cast<int>(n_q), static_cast<int>(n_k), eps, plus_one, pos, r.inv_freq, kc,
+           vc, kv.row_bytes);
+  };
+  dispatch_kv_type(kv.dtype, [&]<DType T>() {
+    if (r.head_dim == 64)
+      r.neox ? run.template operator()<2, true, T>() : run.template operator()<2, false, T>();
+    else
+      r.neox ? run.template operator()<4, true, T>() : run.template operator()<4, false, T>();
+  });
 }
 
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream) {

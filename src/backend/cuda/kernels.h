@@ -43,12 +43,19 @@ void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const
 bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream,
                          void* acts = nullptr);
-// Backend::qk_norm_rope for one row, in one kernel where qk_norm_rope_fused(head_dim): not for
-// heads long enough for the vectorised norm, whose bits the fused kernel would not reproduce.
+// Per-head norms of one row's n_q query and n_k key heads, then rope over both (rms_norm_heads
+// twice and rope, the same bits), in one kernel where qk_norm_rope_fused(head_dim): not for heads
+// long enough for the vectorised norm, whose bits the fused kernel would not reproduce.
 bool qk_norm_rope_fused(int64_t head_dim);
 void launch_qk_norm_rope(float* qk, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
                          cudaStream_t stream);
+// Backend::rope_kv_store in one kernel, where rope_kv_store_fused(r, norm): heads of 64 or 128
+// elements, fully rotated, per-head norms (q_w, k_w) only with neox pairs. kv.width is n_k heads.
+bool rope_kv_store_fused(const RopeArgs& r, bool norm);
+void launch_rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
+                          float eps, bool plus_one, const int32_t* pos, const RopeArgs& r,
+                          const KvView& kv, cudaStream_t stream);
 bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                 int64_t stride, float* out, cudaStream_t stream, void* acts = nullptr);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
@@ -124,14 +131,30 @@ void launch_gemv_int8(const Weight& w, const float* x, int64_t M, float* y, void
 
 // Routing and expert sums (moe.cu). route: one warp per row of logits [M][a.n_expert], writing
 // ids / weights [M][a.k] as route_token() does (a.bias in device memory); at most
-// kMaxDeviceRoutedExperts experts, top-k <= 64.
+// kMaxDeviceRoutedExperts experts, top-k <= kMaxTopK.
 constexpr int kMaxDeviceRoutedExperts = 1024;
+constexpr int kMaxTopK = 64;
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream);
+// A routed FFN's output of M tokens before its sum: token m's k experts' rows y[m * k + i] (of the
+// FFN width), their ids and weights [M][k] (route's outputs).
+struct RoutedRows {
+  const float* y = nullptr;
+  const int32_t* ids = nullptr;
+  const float* weights = nullptr;
+  int k = 0;
+};
 // Per token m < M: out[m] = sum over i < k of weights[m][i] * y[m][i] (rows of n), in ascending
 // id order.
-void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
-                            int64_t k, int64_t n, float* out, cudaStream_t stream);
+void launch_combine_experts(const RoutedRows& r, int64_t M, int64_t n, float* out,
+                            cudaStream_t stream);
+// x += that sum, then out = rms_norm(x) (Backend::combine_add_rms_norm), in one kernel where
+// combine_add_rms_norm_fused(); `acts` as for launch_rms_norm.
+bool combine_add_rms_norm_fused(const RoutedRows& r, const float* x, const float* w, int64_t n,
+                                const float* out);
+bool launch_combine_add_rms_norm(const RoutedRows& r, float* x, const float* w, int64_t rows,
+                                 int64_t n, float eps, bool plus_one, float* out,
+                                 cudaStream_t stream, void* acts = nullptr);
 
 // Device-side expert paging (moe.cu): Backend::page_experts / commit_experts as one thread each
 // (expert_paging.h's rule), and the fill of matmul_indexed_filling for weights the GEMV does not

@@ -7,13 +7,12 @@
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/routed_sum.cuh"
 #include "backend/expert_paging.h"
 #include "core/error.h"
 
 namespace ts::cuda {
 namespace {
-
-constexpr int kMaxTopK = 64;
 
 __device__ __forceinline__ float warp_reduce(float v, bool take_max) {
   for (int off = 16; off > 0; off >>= 1) {
@@ -140,38 +139,18 @@ __global__ void __launch_bounds__(32)
   }
 }
 
-// Each thread sums its columns over the k experts in ascending id order, with the same fused
-// multiply-add the host path's scatter_add_rows applies to a zeroed output. Token blockIdx.y.
-__global__ void combine_experts_kernel(const float* y, const int32_t* ids, const float* weights,
-                                       int k, int64_t n, float* out) {
+// Each thread sums its columns over the k experts (routed_sum.cuh). Token blockIdx.y.
+__global__ void combine_experts_kernel(RoutedRows r, int64_t n, float* out) {
   pdl_enter();
-  y += static_cast<int64_t>(blockIdx.y) * k * n;
-  ids += static_cast<int64_t>(blockIdx.y) * k;
-  weights += static_cast<int64_t>(blockIdx.y) * k;
-  out += static_cast<int64_t>(blockIdx.y) * n;
-  // The ids and weights in shared memory first: the sort below would otherwise wait on a global
-  // load at every comparison.
-  __shared__ int order[kMaxTopK], id[kMaxTopK];
+  const int64_t m = blockIdx.y;
+  __shared__ int order[kMaxTopK];
   __shared__ float wt[kMaxTopK];
-  for (int i = threadIdx.x; i < k; i += blockDim.x) id[i] = ids[i], wt[i] = weights[i];
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int i = 0; i < k; ++i) {
-      int j = i;
-      while (j > 0 && id[order[j - 1]] > id[i]) {
-        order[j] = order[j - 1];
-        --j;
-      }
-      order[j] = i;
-    }
-  }
-  __syncthreads();
+  routed_order(r, m, order, wt);
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < n;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float acc = 0.0f;
-#pragma unroll 8  // the k loads in flight together, not one round trip per expert
-    for (int i = 0; i < k; ++i) acc = fmaf(wt[order[i]], y[order[i] * n + c], acc);
-    out[c] = acc;
+    float acc[1];
+    routed_sum<1>(r, m, n, order, wt, c, acc);
+    out[m * n + c] = acc[0];
   }
 }
 
@@ -234,12 +213,11 @@ void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* 
          weights);
 }
 
-void launch_combine_experts(const float* y, const int32_t* ids, const float* weights, int64_t M,
-                            int64_t k, int64_t n, float* out, cudaStream_t stream) {
+void launch_combine_experts(const RoutedRows& r, int64_t M, int64_t n, float* out,
+                            cudaStream_t stream) {
   constexpr int kThreads = 256;
   const dim3 grid(static_cast<unsigned>((n + kThreads - 1) / kThreads), static_cast<unsigned>(M));
-  launch("combine experts", combine_experts_kernel, grid, kThreads, 0, stream, y, ids, weights,
-         static_cast<int>(k), n, out);
+  launch("combine experts", combine_experts_kernel, grid, kThreads, 0, stream, r, n, out);
 }
 
 }  // namespace ts::cuda
