@@ -261,14 +261,6 @@ void Backend::combine_experts(const float* y, const int32_t* ids, const float* w
   }
 }
 
-void Backend::add_rms_norm_route(float* x, const float* y, const float* w, int64_t M, int64_t n,
-                                 float eps, bool plus_one, float* out, const Weight& router,
-                                 float* logits, const RouterArgs& a, int32_t* ids, float* weights) {
-  add_rms_norm(x, y, w, M, n, eps, plus_one, out);
-  matmul(router, out, M, logits);
-  route(logits, M, a, ids, weights);
-}
-
 void Backend::combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
                                    int64_t k, float* x, const float* w, int64_t M, int64_t n,
                                    float eps, bool plus_one, float* sum, float* out) {

@@ -271,13 +271,6 @@ class Backend {
   // on the host.
   virtual void route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
                      float* weights);
-  // A MoE layer's FFN entry: x += y, out = rms_norm(x) (add_rms_norm()), then the router's logits
-  // over out into `logits` ([M][a.n_expert], backend memory) and their top-k (route()). The same
-  // as those three ops (the default), except that a backend doing them in one pass may sum the
-  // logits in another order.
-  virtual void add_rms_norm_route(float* x, const float* y, const float* w, int64_t M, int64_t n,
-                                  float eps, bool plus_one, float* out, const Weight& router,
-                                  float* logits, const RouterArgs& a, int32_t* ids, float* weights);
   // True when the two ops below run without reading the routing back to the host, so that a
   // decode step over resident experts can stay on the device (and be recorded).
   virtual bool indexes_experts_on_device() const { return false; }

@@ -180,15 +180,10 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       attention_block(l, chunks, M);
       if (c_.sandwich_norms)
         b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
-      if (L.moe) {
-        auto* ids = reinterpret_cast<int32_t*>(routing_);
-        b_.add_rms_norm_route(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_, L.router,
-                              router_, router_args(l), ids, routing_ + M * c_.n_expert_used);
-      } else {
-        b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
-      }
+      b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
+      if (L.moe) route(l, M, routing_);
       if (l == stop) {
-        // Ids and weights stay where the routing put them; the host needs the ids alone.
+        // Ids and weights stay where route() put them; the host needs the ids alone.
         const size_t ids_bytes = static_cast<size_t>(c_.n_expert_used) * sizeof(int32_t);
         b_.to_host_async(routed_ids_, routing_, ids_bytes);
         if (predicts_next(l)) {
@@ -401,16 +396,13 @@ bool Forward::experts_indexed(int64_t M) const {
   return experts_on_device_ && (M == 1 || (decode_step_ && resident));
 }
 
-RouterArgs Forward::router_args(int64_t l) const {
-  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-  return RouterArgs{c_.router, c_.n_expert, c_.n_expert_used, c_.norm_topk_prob, L.router_bias};
-}
-
 void Forward::route(int64_t l, int64_t M, float* out) {
-  b_.matmul(engine_.layers()[static_cast<size_t>(l)].router, h_, M, router_);
-  // The weights right after the ids: one copy brings both back to the host.
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
   const int64_t k = c_.n_expert_used;
-  b_.route(router_, M, router_args(l), reinterpret_cast<int32_t*>(out), out + M * k);
+  b_.matmul(L.router, h_, M, router_);
+  const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
+  // The weights right after the ids: one copy brings both back to the host.
+  b_.route(router_, M, ra, reinterpret_cast<int32_t*>(out), out + M * k);
 }
 
 void Forward::ffn_moe(int64_t l, int64_t M) {

@@ -50,9 +50,7 @@ class Forward {
   int64_t next_streamed_layer(int64_t from) const;
   // Makes the experts in routed_ids_ present for layer l and points its table at them.
   void fetch_streamed_experts(int64_t l);
-  RouterArgs router_args(int64_t l) const;
-  // Layer l's router over h_ and its top-k: ids [M][k] (int32), then weights [M][k], at out (the
-  // layout of routing_: the weights right after the ids).
+  // Layer l's router over h_ and its top-k: ids [M][k] (int32), then weights [M][k], at out.
   void route(int64_t l, int64_t M, float* out);
   // Whether, when layer l's routing is read back, the next streamed layer's is guessed with it
   // (prefetching on a device backend: route() of that layer into predicted_, one token).

@@ -1076,66 +1076,6 @@ void CudaOps::route_case(int64_t E, bool ties) {
   }
 }
 
-// add_rms_norm_route in one kernel: x and the norm bit for bit as add_rms_norm, the logits as the
-// router's matmul up to rounding, and the experts and weights route() picks from those logits, bit
-// for bit; twice in a row (its counters go back to zero). Plain router types, up to 256 experts
-// (a partial block of router rows at 60), every scoring rule.
-TEST_F(CudaOps, AddRmsNormRouteAsAddNormMatmulRoute) {
-  const int64_t n = 2048, k = 6;
-  for (const DType t : {DType::F32, DType::BF16, DType::F16})
-    for (const int64_t E : {int64_t{60}, int64_t{128}, int64_t{256}})
-      for (const int64_t M : {int64_t{1}, int64_t{3}}) {
-        const size_t stride = row_bytes(t, n, "router");
-        Weight router =
-            gpu_->upload_weight(t, E, n, stride, random_weight(t, E, n, stride, rng_).data());
-        const std::vector<float> x = randn(static_cast<size_t>(M * n), 3.0f), y = randn(x.size()),
-                                 w = randn(static_cast<size_t>(n));
-        const float *d_y = upload(y), *d_w = upload(w), *d_bias = upload(randn(E, 0.3f));
-        for (const RouterScoring scoring : {RouterScoring::SoftmaxTopk, RouterScoring::TopkSoftmax,
-                                            RouterScoring::SigmoidBiasTopk}) {
-          const bool biased = scoring == RouterScoring::SigmoidBiasTopk;
-          const RouterArgs a{scoring, E, k, biased, biased ? d_bias : nullptr};
-          const std::string what = std::string(dtype_name(t)) + " router of " + std::to_string(E) +
-                                   ", " + router_scoring_name(scoring) + ", M=" + std::to_string(M);
-          const auto floats = [&](int64_t count) {
-            return upload(std::vector<float>(static_cast<size_t>(count)));
-          };
-          float *x2 = upload(x), *out2 = floats(M * n), *logits2 = floats(M * E);
-          gpu_->add_rms_norm(x2, d_y, d_w, M, n, 1e-6f, true, out2);
-          gpu_->matmul(router, out2, M, logits2);
-          const std::vector<float> want_x = download(x2, x.size()),
-                                   want_out = download(out2, x.size()),
-                                   want_logits = download(logits2, static_cast<size_t>(M * E));
-          for (int round = 0; round < 2; ++round) {
-            float *x1 = upload(x), *out1 = floats(M * n), *logits1 = floats(M * E);
-            auto* ids1 = static_cast<int32_t*>(device_bytes(M * k * sizeof(int32_t)));
-            float* w1 = floats(M * k);
-            gpu_->add_rms_norm_route(x1, d_y, d_w, M, n, 1e-6f, true, out1, router, logits1, a,
-                                     ids1, w1);
-            const std::vector<float> got_x = download(x1, x.size()),
-                                     got_out = download(out1, x.size()),
-                                     got_logits = download(logits1, static_cast<size_t>(M * E));
-            for (size_t i = 0; i < x.size(); ++i) {
-              ASSERT_EQ(got_x[i], want_x[i]) << what << ", x " << i;
-              ASSERT_EQ(got_out[i], want_out[i]) << what << ", norm " << i;
-            }
-            expect_close(got_logits, want_logits, 1e-5f, 1e-4f, what + ", logits");
-            auto* ids3 = static_cast<int32_t*>(device_bytes(M * k * sizeof(int32_t)));
-            float* w3 = floats(M * k);
-            gpu_->route(logits1, M, a, ids3, w3);
-            std::vector<int32_t> got_ids(static_cast<size_t>(M * k)), want_ids(got_ids.size());
-            gpu_->to_host(got_ids.data(), ids1, got_ids.size() * sizeof(int32_t));
-            gpu_->to_host(want_ids.data(), ids3, want_ids.size() * sizeof(int32_t));
-            EXPECT_EQ(got_ids, want_ids) << what << ", round " << round;
-            const std::vector<float> gw = download(w1, got_ids.size()),
-                                     ww = download(w3, got_ids.size());
-            EXPECT_EQ(0, std::memcmp(gw.data(), ww.data(), gw.size() * sizeof(float))) << what;
-          }
-        }
-        gpu_->release_weight(router);
-      }
-}
-
 // matmul_indexed runs the same GEMV kernels as a matmul per expert, and combine_experts the same
 // multiply-adds as scatter_add_rows over a zeroed output in ascending id order: bit for bit. Two
 // tokens of k = 3 experts, their inputs one shared row, a row per expert or a row per token.
@@ -1624,24 +1564,6 @@ TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
       float* act = upload(std::vector<float>(xs.size()));
       twice(
           act, [&](float* out) { gpu_->glu(Glu::SiLU, gate, up, M, n, n, out); }, "glu");
-      const int64_t E = 8;
-      Weight router = gpu_->upload_weight(DType::F32, E, n, n * sizeof(float),
-                                          random_weight(DType::F32, E, n, n * 4, rng_).data());
-      const RouterArgs route_args{RouterScoring::SoftmaxTopk, E, 2, false, nullptr};
-      float* xr = upload(xs);
-      float* logits = upload(std::vector<float>(static_cast<size_t>(M * E)));
-      auto* picked = static_cast<int32_t*>(device_bytes(static_cast<size_t>(M) * 2 * 4));
-      float* picked_w = upload(std::vector<float>(static_cast<size_t>(M) * 2));
-      float* entry = upload(std::vector<float>(xs.size()));
-      twice(
-          entry,
-          [&](float* out) {
-            gpu_->to_device(xr, xs.data(), xs.size() * sizeof(float));
-            gpu_->add_rms_norm_route(xr, res, nw, M, n, 1e-6f, true, out, router, logits,
-                                     route_args, picked, picked_w);
-          },
-          "add_rms_norm_route");
-      gpu_->release_weight(router);
       const int64_t k = 2;
       const float* routed = upload(randn(static_cast<size_t>(k) * xs.size()));
       const std::vector<int32_t> ids_h = {5, 1, 0, 7, 2, 3};

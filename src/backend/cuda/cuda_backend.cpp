@@ -86,7 +86,6 @@ class CudaBackend final : public Backend {
     int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     grouped_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     nll_ = std::make_unique<cuda::DeviceBuffer>(stream_);
-    entry_done_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     // TURBOSPARK_CUDA_GRAPHS=0 runs every step eagerly (to measure what the graphs save).
     const char* graphs = std::getenv("TURBOSPARK_CUDA_GRAPHS");
     graphs_enabled_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
@@ -98,7 +97,6 @@ class CudaBackend final : public Backend {
     warmups_.clear();
     grouped_acts_.reset();
     nll_.reset();
-    entry_done_.reset();
     int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
@@ -195,8 +193,7 @@ class CudaBackend final : public Backend {
     }
     const AttentionArgs one_token{p.n_head, p.n_head_kv, p.head_dim};
     const auto nll = static_cast<uint64_t>(B) * sizeof(double);  // nll_rows of a micro-batch
-    const uint64_t entry = p.experts_per_token > 0 ? cuda::moe_entry_scratch_bytes() : 0;
-    return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts + nll + entry +
+    return cuda::Gemm::kWorkspaceBytes + gemm_acts + dequant + grouped_acts + nll +
            cuda::gemv_int8_scratch_bytes(int8_cols) +
            cuda::attention_decode_scratch_bytes(p.n_head * p.decode_step_rows,
                                                 decode_splits(one_token), p.head_dim) +
@@ -647,19 +644,6 @@ class CudaBackend final : public Backend {
     cuda::launch_route(logits, M, a, ids, weights, stream_);
   }
 
-  void add_rms_norm_route(float* x, const float* y, const float* w, int64_t M, int64_t n, float eps,
-                          bool plus_one, float* out, const Weight& router, float* logits,
-                          const RouterArgs& a, int32_t* ids, float* weights) override {
-    if (!cuda::add_rms_norm_route_fused(x, y, w, M, n, out, router, a))
-      return Backend::add_rms_norm_route(x, y, w, M, n, eps, plus_one, out, router, logits, a, ids,
-                                         weights);
-    void* done = entry_done_->get(cuda::moe_entry_scratch_bytes(), "routing counters");
-    produce(out, M, n, [&](void* acts) {
-      return cuda::launch_add_rms_norm_route(x, y, w, M, n, eps, plus_one, out, router, logits, a,
-                                             ids, weights, done, stream_, acts);
-    });
-  }
-
   bool indexes_experts_on_device() const override { return true; }
 
   void matmul_indexed(const Weight& shape, const void* const* experts, const int32_t* ids,
@@ -751,9 +735,7 @@ class CudaBackend final : public Backend {
     recordings_.erase(oldest);
   }
 
-  uint64_t scratch_generation() const {
-    return partials_->generation() + int8_acts_->generation() + entry_done_->generation();
-  }
+  uint64_t scratch_generation() const { return partials_->generation() + int8_acts_->generation(); }
 
   // Runs the eager first pass of a new key (and returns null), or captures the second pass.
   Recording* record(const StepKey& key, const std::function<void()>& ops) {
@@ -943,7 +925,6 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<const float*, int64_t>> int8_inputs_;
   std::unique_ptr<cuda::DeviceBuffer> grouped_acts_;  // 16-bit activations of matmul_grouped
   std::unique_ptr<cuda::DeviceBuffer> nll_;           // nll_rows' values
-  std::unique_ptr<cuda::DeviceBuffer> entry_done_;    // add_rms_norm_route's counters
   std::vector<cuda::GroupTile> tiles_;                // matmul_grouped's row tiles
   std::vector<int32_t> scatter_dst_, scatter_off_, scatter_src_;  // scatter_add_rows by destination
   bool graphs_enabled_ = true;

@@ -9,13 +9,11 @@
 #include "backend/cuda/act_quant.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_store.cuh"
-#include "backend/cuda/norm_row.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/q6_rows.cuh"
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/routed_sum.cuh"
-#include "backend/cuda/warp.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -61,6 +59,25 @@ __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t co
     if (e0 + k < cols) o[e0 + k] = scale != 1.0f ? v[k] * scale : v[k];
 }
 
+// Sum of `v` over the warp, returned to every lane.
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Sum of `v` over the block, returned to every thread.
+__device__ float block_sum(float v) {
+  __shared__ float partial[32];
+  v = warp_sum(v);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) partial[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / 32;
+  v = warp_sum(lane < warps ? partial[lane] : 0.0f);
+  __syncthreads();  // partial[] may be reused by the caller's next block_sum
+  return v;
+}
+
 // One block per row; w has n elements (the same weight for every row). With `res`, each row of x
 // first takes res's row (x += res, written back): add() then rms_norm() in one pass, the same bits.
 __global__ void rms_norm_kernel(float* x, const float* res, const float* w, int64_t n, float eps,
@@ -93,16 +110,19 @@ __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(float* x, const float* res, RoutedRows routed, const float* w, int64_t n,
                         float eps, bool plus_one, float* out, ActsView acts) {
   pdl_enter();
-  const int64_t m = blockIdx.x, n4 = n / 4;
-  auto* xr = reinterpret_cast<float4*>(x + m * n);
-  const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + m * n : nullptr);
+  auto* xr = reinterpret_cast<float4*>(x + blockIdx.x * n);
+  const auto* rr = reinterpret_cast<const float4*>(res != nullptr ? res + blockIdx.x * n : nullptr);
+  auto* o = reinterpret_cast<float4*>(out + blockIdx.x * n);
+  const auto* w4 = reinterpret_cast<const float4*>(w);
+  const int64_t n4 = n / 4;
   __shared__ int order[kMaxTopK];
   __shared__ float wt[kMaxTopK];
-  if (routed.y != nullptr) routed_order(routed, m, order, wt);
+  if (routed.y != nullptr) routed_order(routed, blockIdx.x, order, wt);
   float4 v[kVec];
+  float ss = 0;
 #pragma unroll
   for (int i = 0; i < kVec; ++i) {
-    const int64_t j = vec_index(i);
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
     v[i] = j < n4 ? xr[j] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     if ((rr != nullptr || routed.y != nullptr) && j < n4) {
       float4 r;
@@ -110,15 +130,33 @@ __global__ void __launch_bounds__(1024)
         r = rr[j];
       } else {
         float sum[4];
-        routed_sum<4>(routed, m, n, order, wt, 4 * j, sum);
+        routed_sum<4>(routed, blockIdx.x, n, order, wt, 4 * j, sum);
         r = make_float4(sum[0], sum[1], sum[2], sum[3]);
       }
-      xr[j] = v[i] = add4(v[i], r);
+      v[i] = make_float4(v[i].x + r.x, v[i].y + r.y, v[i].z + r.z, v[i].w + r.w);
+      xr[j] = v[i];
+    }
+    ss += v[i].x * v[i].x + v[i].y * v[i].y + v[i].z * v[i].z + v[i].w * v[i].w;
+  }
+  ss = block_sum(ss);
+  const float inv = 1.0f / sqrtf(ss / static_cast<float>(n) + eps);
+#pragma unroll
+  for (int i = 0; i < kVec; ++i) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    const bool live = j < n4;
+    float4 y = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (live) {
+      float4 g = w4[j];
+      if (plus_one) g = make_float4(1.0f + g.x, 1.0f + g.y, 1.0f + g.z, 1.0f + g.w);
+      y = make_float4(v[i].x * inv * g.x, v[i].y * inv * g.y, v[i].z * inv * g.z,
+                      v[i].w * inv * g.w);
+      o[j] = y;
+    }
+    if (acts.q != nullptr) {
+      const float e[4] = {y.x, y.y, y.z, y.w};
+      quantize_block_part<4>(e, live, static_cast<int64_t>(blockIdx.x) * n + 4 * j, acts);
     }
   }
-  const float inv = row_inv_rms(v, n, eps);
-  store_norm(v, inv, reinterpret_cast<const float4*>(w), plus_one, m, n4,
-             reinterpret_cast<float4*>(out + m * n), acts);
 }
 
 __global__ void add_bias_kernel(float* y, const float* b, int64_t M, int64_t n) {

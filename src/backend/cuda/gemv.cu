@@ -22,7 +22,6 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
-#include "backend/cuda/warp.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -31,6 +30,11 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 4;  // rows per block
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
 
 // Sums each row's per-thread partials over the block and writes rows r0 .. r0 + nr - 1 of y.
 __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, int64_t r0,
@@ -69,6 +73,26 @@ constexpr int kPlainUnroll = 2;  // chunks per row per step: 2 x 4 rows = 8 16-b
 // Rows of at most this many 16-byte chunks take a warp per kRows rows (see gemv_plain_kernel).
 constexpr int64_t kWarpRowChunks = 128;
 constexpr int64_t kWarpRowsPerBlock = kRows * kWarps;
+
+template <DType T>
+__device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
+  if constexpr (T == DType::F32) {
+    w[0] = __uint_as_float(v.x), w[1] = __uint_as_float(v.y), w[2] = __uint_as_float(v.z);
+    w[3] = __uint_as_float(v.w);
+  } else {
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const auto lo = static_cast<uint16_t>(words[k] & 0xFFFF),
+                 hi = static_cast<uint16_t>(words[k] >> 16);
+      if constexpr (T == DType::F16) {
+        w[2 * k] = half_bits_to_float(lo), w[2 * k + 1] = half_bits_to_float(hi);
+      } else {
+        w[2 * k] = bf16_bits_to_float(lo), w[2 * k + 1] = bf16_bits_to_float(hi);
+      }
+    }
+  }
+}
 
 // Rows or activations that are not 16-byte aligned (padded rows, an offset into a buffer): one
 // element per thread per step. Slower, but decode keeps f32 activations whatever the layout.

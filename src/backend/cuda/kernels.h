@@ -156,21 +156,6 @@ bool launch_combine_add_rms_norm(const RoutedRows& r, float* x, const float* w, 
                                  int64_t n, float eps, bool plus_one, float* out,
                                  cudaStream_t stream, void* acts = nullptr);
 
-// A MoE layer's FFN entry (Backend::add_rms_norm_route, moe_entry.cu) in one kernel, where
-// add_rms_norm_route_fused(): x += res, out = rms_norm(x) (add_rms_norm's bits), the router's
-// logits over out into `logits` (summed in another order than the GEMV's) and their top-k (route's
-// bits for those logits). `done`: moe_entry_scratch_bytes() of device memory, zeroed when
-// allocated and left as found; `acts` as for launch_rms_norm.
-constexpr int64_t kMaxEntryRows = 8;
-bool add_rms_norm_route_fused(const float* x, const float* res, const float* w, int64_t rows,
-                              int64_t n, const float* out, const Weight& router,
-                              const RouterArgs& a);
-size_t moe_entry_scratch_bytes();
-bool launch_add_rms_norm_route(float* x, const float* res, const float* w, int64_t rows, int64_t n,
-                               float eps, bool plus_one, float* out, const Weight& router,
-                               float* logits, const RouterArgs& a, int32_t* ids, float* weights,
-                               void* done, cudaStream_t stream, void* acts = nullptr);
-
 // Device-side expert paging (moe.cu): Backend::page_experts / commit_experts as one thread each
 // (expert_paging.h's rule), and the fill of matmul_indexed_filling for weights the GEMV does not
 // fill itself: each expert with a fill entry has its rows * stride bytes copied there.

@@ -23,27 +23,6 @@ __device__ __forceinline__ float bf16_bits_to_float(uint16_t h) {
   return __uint_as_float(static_cast<uint32_t>(h) << 16);
 }
 
-// A 16-byte chunk of a plain-typed row as floats: 4 of f32, 8 of f16 or bf16.
-template <DType T>
-__device__ __forceinline__ void unpack_chunk(uint4 v, float* w) {
-  if constexpr (T == DType::F32) {
-    w[0] = __uint_as_float(v.x), w[1] = __uint_as_float(v.y), w[2] = __uint_as_float(v.z);
-    w[3] = __uint_as_float(v.w);
-  } else {
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const auto lo = static_cast<uint16_t>(words[k] & 0xFFFF),
-                 hi = static_cast<uint16_t>(words[k] >> 16);
-      if constexpr (T == DType::F16) {
-        w[2 * k] = half_bits_to_float(lo), w[2 * k + 1] = half_bits_to_float(hi);
-      } else {
-        w[2 * k] = bf16_bits_to_float(lo), w[2 * k + 1] = bf16_bits_to_float(hi);
-      }
-    }
-  }
-}
-
 __device__ __forceinline__ uint16_t load_u16(const uint8_t* p) {
   return *reinterpret_cast<const uint16_t*>(p);
 }
