@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/warp.cuh"
 
 namespace ts::cuda {
 
@@ -26,16 +27,6 @@ struct AttnParams {
   float softcap;
   int64_t window;
 };
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  return v;
-}
 
 // Element e of one cache row.
 template <DType T>

@@ -14,6 +14,7 @@
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/routed_sum.cuh"
+#include "backend/cuda/warp.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -57,25 +58,6 @@ __global__ void embed_kernel(const uint8_t* table, size_t row_stride, int64_t co
 #pragma unroll
   for (int k = 0; k < 8; ++k)
     if (e0 + k < cols) o[e0 + k] = scale != 1.0f ? v[k] * scale : v[k];
-}
-
-// Sum of `v` over the warp, returned to every lane.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
-
-// Sum of `v` over the block, returned to every thread.
-__device__ float block_sum(float v) {
-  __shared__ float partial[32];
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) partial[warp] = v;
-  __syncthreads();
-  const int warps = blockDim.x / 32;
-  v = warp_sum(lane < warps ? partial[lane] : 0.0f);
-  __syncthreads();  // partial[] may be reused by the caller's next block_sum
-  return v;
 }
 
 // One block per row; w has n elements (the same weight for every row). With `res`, each row of x

@@ -22,6 +22,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
+#include "backend/cuda/warp.cuh"
 #include "core/error.h"
 
 namespace ts::cuda {
@@ -30,11 +31,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kRows = 4;  // rows per block
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;
-}
 
 // Sums each row's per-thread partials over the block and writes rows r0 .. r0 + nr - 1 of y.
 __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, int64_t r0,

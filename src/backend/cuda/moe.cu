@@ -8,19 +8,12 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/routed_sum.cuh"
+#include "backend/cuda/warp.cuh"
 #include "backend/expert_paging.h"
 #include "core/error.h"
 
 namespace ts::cuda {
 namespace {
-
-__device__ __forceinline__ float warp_reduce(float v, bool take_max) {
-  for (int off = 16; off > 0; off >>= 1) {
-    const float o = __shfl_xor_sync(0xffffffffu, v, off);
-    v = take_max ? fmaxf(v, o) : v + o;
-  }
-  return v;
-}
 
 // A score and its expert as one key whose unsigned order is the routing order: higher scores first,
 // the lower index on ties (-0 counts as +0, as the host's float compare has it). Never 0, the key
@@ -69,14 +62,14 @@ __global__ void __launch_bounds__(32)
     float mx = -FLT_MAX;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) mx = fmaxf(mx, raw[j]);
-    mx = warp_reduce(mx, true);
+    mx = warp_max(mx);
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       p[j] = lane + 32 * j < E ? expf(raw[j] - mx) : 0.0f;
       sum += p[j];
     }
-    sum = warp_reduce(sum, false);
+    sum = warp_sum(sum);
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = p[j] / sum;
   } else if (scoring == RouterScoring::SigmoidBiasTopk) {
