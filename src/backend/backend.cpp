@@ -261,14 +261,6 @@ void Backend::combine_experts(const float* y, const int32_t* ids, const float* w
   }
 }
 
-void Backend::glu_matmul_indexed(Glu act, const Weight& shape, const void* const* experts,
-                                 const int32_t* ids, int64_t n, const float* gate_up,
-                                 float* act_out, float* y) {
-  const int64_t ff = shape.cols;
-  glu(act, gate_up, gate_up + ff, n, ff, 2 * ff, act_out);
-  matmul_indexed(shape, experts, ids, n, act_out, ff, 1, y);
-}
-
 void Backend::combine_add_rms_norm(const float* y, const int32_t* ids, const float* weights,
                                    int64_t k, float* x, const float* w, int64_t M, int64_t n,
                                    float eps, bool plus_one, float* sum, float* out) {

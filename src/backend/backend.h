@@ -290,13 +290,6 @@ class Backend {
                                       void* const* fill, const int32_t* ids, int64_t n,
                                       const float* x, int64_t x_stride, int64_t experts_per_x,
                                       float* y);
-  // The routed experts' down projection over their gated activation: y[i] = W_{ids[i]}
-  // (act(gate_i) * up_i) for i < n, row i of gate_up ([n][2 * shape.cols]) being [gate_i | up_i].
-  // The same bits as glu() into `act_out` ([n][shape.cols]) then matmul_indexed() over it (the
-  // default); a backend that computes the activation as it loads it may leave act_out unwritten.
-  virtual void glu_matmul_indexed(Glu act, const Weight& shape, const void* const* experts,
-                                  const int32_t* ids, int64_t n, const float* gate_up,
-                                  float* act_out, float* y);
   // True when the backend pages experts of this weight type on the device: page_experts() and
   // commit_experts() in its recorded steps, matmul_indexed_filling() as one pass.
   virtual bool pages_experts(DType /*type*/) const { return false; }

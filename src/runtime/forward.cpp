@@ -427,21 +427,15 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
                                 x_stride, experts_per_x, y);
     };
     if (pages != nullptr) b_.page_experts(*pages, ids, k);  // one token
-    const bool stacked = t.gate_up_shape.rows > 0;          // each row's gate, then its up
-    if (stacked) {
+    if (t.gate_up_shape.rows > 0) {
       matmul(t.gate_up_shape, t.gate, 0, h_, token_stride, k, ff_gate_);
+      b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, n, ff, 2 * ff, ff_act_);
     } else {
       matmul(t.gate_shape, t.gate, 0, h_, token_stride, k, ff_gate_);
       matmul(t.up_shape, t.up, 1, h_, token_stride, k, ff_up_);
+      b_.glu(glu_kind(), ff_gate_, ff_up_, n, ff, ff, ff_act_);
     }
-    if (stacked && pages == nullptr) {
-      // The down projection takes the gated activation of the stacked rows as it loads them.
-      b_.glu_matmul_indexed(glu_kind(), t.down_shape, t.down, ids, n, ff_gate_, ff_act_, ff_out_);
-    } else {
-      b_.glu(glu_kind(), ff_gate_, stacked ? ff_gate_ + ff : ff_up_, n, ff, stacked ? 2 * ff : ff,
-             ff_act_);
-      matmul(t.down_shape, t.down, 2, ff_act_, ff, 1, ff_out_);
-    }
+    matmul(t.down_shape, t.down, 2, ff_act_, ff, 1, ff_out_);
     if (pages != nullptr) b_.commit_experts(*pages, ids, k);
     // Summed by the next norm (add_ffn_out_norm), unless a norm of the FFN output comes first.
     ffn_out_routed_ = true;

@@ -103,11 +103,11 @@ class Forward {
   // [n_layer][kDecodeStepRows]: each layer's caches of a decode step's sequences, in their order
   // (run() fills them every step of several sequences: a recorded step re-reads them).
   std::vector<KvView> step_kv_;
-  float* routing_ = nullptr;    // ids [M][k] (int32), then weights [M][k]; backend memory
-  float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
+  float* routing_ = nullptr;  // ids [M][k] (int32), then weights [M][k]; backend memory
   // The last FFN's output is still its routed experts' rows (ff_out_, by routing_), not yet
   // summed into o_: the norm after it sums and adds them in one op (add_ffn_out_norm()).
   bool ffn_out_routed_ = false;
+  float* predicted_ = nullptr;  // the next streamed layer's guessed routing, like routing_
   // One token's k ids read back (alloc_host_pinned), then the k predicted for the next layer.
   int32_t* routed_ids_ = nullptr;
   std::vector<float> router_host_;

@@ -1146,46 +1146,6 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
 }
 
-// glu_matmul_indexed computes the gated activation as the down projection loads it: the same bits
-// as glu() then matmul_indexed() (rows of 768, a warp's, and of 2048, a block's; both
-// activations; q8_0 takes the two ops).
-TEST_F(CudaOps, GluMatmulIndexedBitIdenticalToGluThenMatmul) {
-  const int64_t E = 5, rows = 96;
-  const std::vector<int32_t> ids = {3, 0, 4, 1, 3, 2};
-  const auto n = static_cast<int64_t>(ids.size());
-  auto* d_ids = static_cast<int32_t*>(device_bytes(ids.size() * sizeof(int32_t)));
-  gpu_->to_device(d_ids, ids.data(), ids.size() * sizeof(int32_t));
-  for (const DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0})
-    for (const int64_t cols : {int64_t{768}, int64_t{2048}}) {
-      const size_t stride = row_bytes(t, cols, "test");
-      std::vector<Weight> experts;
-      std::vector<const void*> table;
-      for (int64_t e = 0; e < E; ++e) {
-        experts.push_back(gpu_->upload_weight(t, rows, cols, stride,
-                                              random_weight(t, rows, cols, stride, rng_).data()));
-        table.push_back(experts.back().data);
-      }
-      auto* d_table = static_cast<const void**>(device_bytes(table.size() * sizeof(void*)));
-      gpu_->to_device(d_table, table.data(), table.size() * sizeof(void*));
-      const float* gate_up = upload(randn(static_cast<size_t>(n * 2 * cols)));
-      for (const Glu act : {Glu::SiLU, Glu::GeluTanh}) {
-        const std::string what = std::string(dtype_name(t)) + ", " + std::to_string(cols) +
-                                 " columns, " + (act == Glu::SiLU ? "silu" : "gelu");
-        float* got = upload(std::vector<float>(static_cast<size_t>(n * rows)));
-        float* scratch = upload(std::vector<float>(static_cast<size_t>(n * cols)));
-        gpu_->glu_matmul_indexed(act, experts[0], d_table, d_ids, n, gate_up, scratch, got);
-        float* act_rows = upload(std::vector<float>(static_cast<size_t>(n * cols)));
-        float* want = upload(std::vector<float>(static_cast<size_t>(n * rows)));
-        gpu_->glu(act, gate_up, gate_up + cols, n, cols, 2 * cols, act_rows);
-        gpu_->matmul_indexed(experts[0], d_table, d_ids, n, act_rows, cols, 1, want);
-        const std::vector<float> g = download(got, static_cast<size_t>(n * rows));
-        const std::vector<float> w = download(want, static_cast<size_t>(n * rows));
-        EXPECT_EQ(0, std::memcmp(g.data(), w.data(), g.size() * sizeof(float))) << what;
-      }
-      for (Weight& w : experts) gpu_->release_weight(w);
-    }
-}
-
 // combine_add_rms_norm sums the routed rows in the norm's kernel (a row of 2048) or falls back to
 // combine_experts then add_rms_norm (a row of 999): the same bits either way, and the CPU
 // backend's default agrees.

@@ -657,15 +657,6 @@ class CudaBackend final : public Backend {
     }
   }
 
-  void glu_matmul_indexed(Glu act, const Weight& shape, const void* const* experts,
-                          const int32_t* ids, int64_t n, const float* gate_up, float* act_out,
-                          float* y) override {
-    if (cuda::gemv_int8_supported(shape, sm_major_) || !cuda::glu_gemv_fused(shape, gate_up))
-      return Backend::glu_matmul_indexed(act, shape, experts, ids, n, gate_up, act_out, y);
-    const cuda::ExpertIndex ix = index(experts, ids, n, 2 * shape.cols, 1, nullptr);
-    cuda::launch_glu_gemv(act, shape, gate_up, y, stream_, ix);
-  }
-
   void matmul_indexed_filling(const Weight& shape, const void* const* experts, void* const* fill,
                               const int32_t* ids, int64_t n, const float* x, int64_t x_stride,
                               int64_t experts_per_x, float* y) override {

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "backend/cuda/act_quant.cuh"
-#include "backend/cuda/glu.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/pdl.cuh"
@@ -233,6 +232,17 @@ __global__ void qk_norm_rope_kernel(float* x, const float* q_w, const float* k_w
   __syncthreads();
   const float p = static_cast<float>(pos[0]);
   rotate_head(v, p, half, neox, inv_freq);
+}
+
+// act(g) * u, the one expression every GLU kernel uses (so that they give the same bits).
+template <Glu A>
+__device__ __forceinline__ float glu_unit(float g, float u) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  if constexpr (A == Glu::SiLU) {
+    return g / (1.0f + expf(-g)) * u;
+  } else {  // GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh')
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
+  }
 }
 
 // The decode's one token of q, k and v heads side by side (n_q query heads, n_k key heads, n_k

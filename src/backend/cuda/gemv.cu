@@ -19,7 +19,6 @@
 #include <string>
 
 #include "backend/cuda/expert_index.cuh"
-#include "backend/cuda/glu.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_device.cuh"
@@ -121,10 +120,7 @@ __global__ void __launch_bounds__(kThreads)
 // loop cost resident decode a fifth of its speed (measured: 870 against 1090 tok/s on Qwen3).
 // kEarly (no index): the rows are known before the wait for the kernel ahead and no kernel writes
 // weights, so the first loads are issued before it, under that kernel's tail.
-// kGlu (routed experts' down projection, launch_glu_gemv): x's rows are [gate | up], cols each,
-// and the input is their gated activation (glu.cuh), computed as it is loaded: the GLU kernel
-// before it was a launch and a dependent step more on the token's path.
-template <DType T, int kGroup, bool kFill, bool kEarly, bool kGlu = false, Glu kAct = Glu::SiLU>
+template <DType T, int kGroup, bool kFill, bool kEarly>
 __global__ void __launch_bounds__(kThreads)
     gemv_plain_kernel(const uint8_t* w, size_t row_stride, int64_t rows, int64_t cols,
                       const float* x, float* y, ExpertIndex ix) {
@@ -169,12 +165,7 @@ __global__ void __launch_bounds__(kThreads)
       const auto* x4 = reinterpret_cast<const float4*>(x + c * kPerChunk);
 #pragma unroll
       for (int k = 0; k < kPerChunk / 4; ++k) {
-        float4 a = __ldg(x4 + k);
-        if constexpr (kGlu) {
-          const float4 u = __ldg(reinterpret_cast<const float4*>(x + cols + c * kPerChunk) + k);
-          a = make_float4(glu_unit<kAct>(a.x, u.x), glu_unit<kAct>(a.y, u.y),
-                          glu_unit<kAct>(a.z, u.z), glu_unit<kAct>(a.w, u.w));
-        }
+        const float4 a = __ldg(x4 + k);
         xv[4 * k] = a.x, xv[4 * k + 1] = a.y, xv[4 * k + 2] = a.z, xv[4 * k + 3] = a.w;
       }
 #pragma unroll
@@ -342,41 +333,6 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
   if (!known)
     fail(ErrorKind::Unsupported,
          std::string("matmul: weight type ") + dtype_name(w.dtype) + " has no CUDA kernel");
-}
-
-bool glu_gemv_fused(const Weight& w, const float* gate_up) {
-  return gemv_loads_chunks(w, gate_up, 2 * w.cols);
-}
-
-void launch_glu_gemv(Glu act, const Weight& w, const float* gate_up, float* y, cudaStream_t stream,
-                     const ExpertIndex& ix) {
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  const auto run = [&]<DType T, Glu A>() {
-    constexpr int kPerChunk = T == DType::F32 ? 4 : 8;
-    if (w.cols / kPerChunk <= kWarpRowChunks) {
-      const dim3 grid(static_cast<unsigned>((w.rows + kWarpRowsPerBlock - 1) / kWarpRowsPerBlock),
-                      static_cast<unsigned>(ix.n));
-      launch("glu gemv (warp rows)", gemv_plain_kernel<T, 32, false, false, true, A>, grid,
-             kThreads, 0, stream, data, w.row_stride, w.rows, w.cols, gate_up, y, ix);
-    } else {
-      const dim3 grid(static_cast<unsigned>((w.rows + kRows - 1) / kRows),
-                      static_cast<unsigned>(ix.n));
-      launch("glu gemv", gemv_plain_kernel<T, kThreads, false, false, true, A>, grid, kThreads, 0,
-             stream, data, w.row_stride, w.rows, w.cols, gate_up, y, ix);
-    }
-  };
-  const auto by_act = [&]<DType T>() {
-    if (act == Glu::SiLU)
-      run.template operator()<T, Glu::SiLU>();
-    else
-      run.template operator()<T, Glu::GeluTanh>();
-  };
-  if (w.dtype == DType::F32)
-    by_act.template operator()<DType::F32>();
-  else if (w.dtype == DType::F16)
-    by_act.template operator()<DType::F16>();
-  else
-    by_act.template operator()<DType::BF16>();
 }
 
 }  // namespace ts::cuda

@@ -164,13 +164,6 @@ void launch_commit_experts(const ExpertPages& p, const int32_t* ids, int64_t k,
                            cudaStream_t stream);
 void launch_fill_experts(const Weight& shape, const void* const* experts, void* const* fill,
                          const int32_t* ids, int64_t n, cudaStream_t stream);
-// Routed experts' down projection over their gated activation (Backend::glu_matmul_indexed): y[i]
-// = W_{ids[i]} (act(gate_i) * up_i), row i of gate_up being [gate_i | up_i] (w.cols each), the
-// activation computed as the GEMV loads it (the GLU kernel's bits). Where glu_gemv_fused(): plain
-// weight types loaded in 16-byte chunks; ix.x_stride is 2 * w.cols.
-bool glu_gemv_fused(const Weight& w, const float* gate_up);
-void launch_glu_gemv(Glu act, const Weight& w, const float* gate_up, float* y, cudaStream_t stream,
-                     const ExpertIndex& ix);
 // True when launch_gemv loads w in whole 16-byte chunks (plain types, 16-byte aligned rows and
 // x): then it fills under an index itself.
 bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride);
