@@ -8,10 +8,8 @@ namespace ts {
 enum class WeightLayout : uint8_t {
   // The file's rows: row r at data + r * row_stride. Every backend reads this layout.
   Rows,
-  // q8_0, q4_k, q5_k or q6_k rows grouped in panels of 32 for the CPU's AVX512-VNNI kernels, packed
-  // in
-  // place by
-  // Backend::pack_weight(); backend/cpu/panel_layout.h gives the byte order.
+  // q8_0, q4_k, q5_k or q6_k rows grouped in panels of 32 for the CPU's AVX512-VNNI kernels,
+  // packed in place by Backend::pack_weight(); backend/cpu/panel_layout.h gives the byte order.
   Panels,
   // q8_0 rows in groups of kQ8GroupRows for the CUDA decode GEMV, rearranged on the device by
   // Backend::pack_weight(): each group's codes first (row after row, `cols` bytes each), then its
