@@ -15,15 +15,18 @@ fi
 dir=build-fuzz
 cmake -S . -B $dir -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTURBOSPARK_FUZZ=ON -DTURBOSPARK_CUDA=OFF -DTURBOSPARK_BENCH=OFF >/dev/null
-cmake --build $dir -j2 --target fuzz_gguf fuzz_safetensors fuzz_hf_index
+targets="gguf safetensors hf_index spm_tokenizer hf_tokenizer"
+cmake --build $dir -j2 --target $(printf "fuzz_%s " $targets)
 work=$dir/fuzz/work
 status=0
-for target in gguf safetensors hf_index; do
+for target in $targets; do
   mkdir -p $work/$target
   echo "== fuzz_$target for ${seconds}s"
   log=$work/$target.log
+  dict=""  # a target without a dictionary of its own runs without one
+  [ -f fuzz/$target.dict ] && dict=-dict=fuzz/$target.dict
   if $dir/fuzz/fuzz_$target -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 \
-      -print_final_stats=1 -dict=fuzz/$target.dict -artifact_prefix=$work/$target- \
+      -print_final_stats=1 $dict -artifact_prefix=$work/$target- \
       $work/$target fuzz/corpus/$target >"$log" 2>&1; then
     grep -E "^(#[0-9]+ +DONE|Done|stat::number_of_executed_units|stat::peak_rss_mb)" "$log"
   else

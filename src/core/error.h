@@ -4,8 +4,12 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ts {
+
+// `s` with every control byte written as \xNN, so that it prints as one inert line.
+std::string one_line(std::string_view s);
 
 enum class ErrorKind {
   Usage,        // bad flag or argument: exit 1
@@ -16,9 +20,12 @@ enum class ErrorKind {
   Runtime,      // failure while running (expert read failed mid-generation): exit 3
 };
 
+// The message is kept to one inert line: errors quote names, keys and token texts straight from
+// model files, and a hostile file could put line breaks or terminal escapes in them.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message)
+      : std::runtime_error(one_line(message)), kind_(kind) {}
   ErrorKind kind() const { return kind_; }
 
  private:

@@ -5,7 +5,6 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "formats/one_line.h"
 
 namespace ts {
 namespace {
@@ -29,7 +28,7 @@ uint64_t reserve_hint(uint64_t n) {
 }  // namespace
 
 const char* gguf_type_name(GgufType t) {
-  static const char* names[] = {"u8",  "i8",     "u16",   "i16", "u32", "i32", "f32",
+  static const char* names[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
                                 "bool", "string", "array", "u64", "i64", "f64"};
   const auto i = static_cast<uint32_t>(t);
   return i < 13 ? names[i] : "unknown";
@@ -55,7 +54,8 @@ class GgufParser {
         header_end_(std::min(size_, kMaxHeaderBytes)) {}
 
   void parse() {
-    if (size_ < 24) error("file is " + std::to_string(size_) + " bytes, too short for a GGUF header");
+    if (size_ < 24)
+      error("file is " + std::to_string(size_) + " bytes, too short for a GGUF header");
     const uint32_t magic = u32("magic");
     if (magic != kMagic) error("not a GGUF file (bad magic)");
     f_.version_ = u32("version");
@@ -69,7 +69,8 @@ class GgufParser {
     // Each key/value needs at least 8 (key length) + 4 (type) + 1 byte, each tensor info at
     // least 8 + 4 + 4 (dims) + 4 + 8: a count the remaining bytes cannot hold is refused before
     // any allocation sized by it.
-    if (n_kv > remaining() / 13) error("metadata count " + std::to_string(n_kv) + " exceeds the file");
+    if (n_kv > remaining() / 13)
+      error("metadata count " + std::to_string(n_kv) + " exceeds the file");
     if (n_tensors > remaining() / 28)
       error("tensor count " + std::to_string(n_tensors) + " exceeds the file");
 
@@ -78,13 +79,15 @@ class GgufParser {
       std::string key = str("metadata key #" + std::to_string(k));
       const auto type = static_cast<GgufType>(u32("type of " + key));
       GgufValue value = read_value(type, key, 0);
-      if (!f_.kv_index_.emplace(key, f_.kv_.size()).second) error("duplicate metadata key '" + key + "'");
+      if (!f_.kv_index_.emplace(key, f_.kv_.size()).second)
+        error("duplicate metadata key '" + key + "'");
       f_.kv_.emplace_back(std::move(key), std::move(value));
     }
 
     if (const GgufValue* a = f_.find("general.alignment")) {
       if (a->type != GgufType::U32 && a->type != GgufType::U64 && a->type != GgufType::I32)
-        error("general.alignment has type " + std::string(gguf_type_name(a->type)) + ", expected u32");
+        error("general.alignment has type " + std::string(gguf_type_name(a->type)) +
+              ", expected u32");
       if (a->i <= 0 || a->i > (1 << 24) || (a->i & (a->i - 1)) != 0)
         error("general.alignment = " + std::to_string(a->i) + " is not a power of two in 1.." +
               std::to_string(1 << 24));
@@ -95,7 +98,8 @@ class GgufParser {
     for (uint64_t t = 0; t < n_tensors; ++t) read_tensor_info(t);
 
     f_.data_offset_ = align_up(pos_, f_.alignment_, "data offset");
-    if (f_.data_offset_ > size_ && n_tensors > 0) error("tensor data section starts past the end of the file");
+    if (f_.data_offset_ > size_ && n_tensors > 0)
+      error("tensor data section starts past the end of the file");
     check_tensor_ranges();
   }
 
@@ -132,27 +136,48 @@ class GgufParser {
 
   static uint64_t min_size(GgufType t) {
     switch (t) {
-      case GgufType::U8: case GgufType::I8: case GgufType::Bool: return 1;
-      case GgufType::U16: case GgufType::I16: return 2;
-      case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
-      case GgufType::U64: case GgufType::I64: case GgufType::F64: case GgufType::String: return 8;
-      case GgufType::Array: return 12;
+      case GgufType::U8:
+      case GgufType::I8:
+      case GgufType::Bool:
+        return 1;
+      case GgufType::U16:
+      case GgufType::I16:
+        return 2;
+      case GgufType::U32:
+      case GgufType::I32:
+      case GgufType::F32:
+        return 4;
+      case GgufType::U64:
+      case GgufType::I64:
+      case GgufType::F64:
+      case GgufType::String:
+        return 8;
+      case GgufType::Array:
+        return 12;
     }
     return 1;
   }
 
   int64_t read_int(GgufType t, const std::string& key) {
     switch (t) {
-      case GgufType::U8: return scalar<uint8_t>(key);
-      case GgufType::I8: return scalar<int8_t>(key);
-      case GgufType::U16: return scalar<uint16_t>(key);
-      case GgufType::I16: return scalar<int16_t>(key);
-      case GgufType::U32: return scalar<uint32_t>(key);
-      case GgufType::I32: return scalar<int32_t>(key);
-      case GgufType::I64: return scalar<int64_t>(key);
+      case GgufType::U8:
+        return scalar<uint8_t>(key);
+      case GgufType::I8:
+        return scalar<int8_t>(key);
+      case GgufType::U16:
+        return scalar<uint16_t>(key);
+      case GgufType::I16:
+        return scalar<int16_t>(key);
+      case GgufType::U32:
+        return scalar<uint32_t>(key);
+      case GgufType::I32:
+        return scalar<int32_t>(key);
+      case GgufType::I64:
+        return scalar<int64_t>(key);
       case GgufType::U64: {
         const uint64_t v = scalar<uint64_t>(key);
-        if (v > static_cast<uint64_t>(INT64_MAX)) error(key + ": u64 value " + std::to_string(v) + " is out of range");
+        if (v > static_cast<uint64_t>(INT64_MAX))
+          error(key + ": u64 value " + std::to_string(v) + " is out of range");
         return static_cast<int64_t>(v);
       }
       case GgufType::Bool: {
@@ -160,7 +185,8 @@ class GgufParser {
         if (b > 1) error(key + ": bool value " + std::to_string(b) + " is neither 0 nor 1");
         return b;
       }
-      default: error(key + ": not an integer type");
+      default:
+        error(key + ": not an integer type");
     }
   }
 
@@ -190,7 +216,8 @@ class GgufParser {
   }
 
   std::shared_ptr<GgufArray> read_array(const std::string& key, int depth) {
-    if (depth >= kMaxArrayDepth) error(key + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth));
+    if (depth >= kMaxArrayDepth)
+      error(key + ": arrays nested deeper than " + std::to_string(kMaxArrayDepth));
     auto a = std::make_shared<GgufArray>();
     const uint32_t raw_elem = u32(key + " array type");
     if (raw_elem > static_cast<uint32_t>(GgufType::F64))
@@ -211,7 +238,8 @@ class GgufParser {
       for (uint64_t k = 0; k < n; ++k) a->strings.push_back(str(key));
     } else {
       a->nested.reserve(reserve_hint(n));
-      for (uint64_t k = 0; k < n; ++k) a->nested.push_back(read_value(GgufType::Array, key, depth + 1));
+      for (uint64_t k = 0; k < n; ++k)
+        a->nested.push_back(read_value(GgufType::Array, key, depth + 1));
     }
     return a;
   }
@@ -222,11 +250,13 @@ class GgufParser {
     const std::string& n = t.name;
     const uint32_t n_dims = u32(n + " dimension count");
     if (n_dims == 0 || n_dims > kMaxDims)
-      error("tensor '" + n + "': " + std::to_string(n_dims) + " dimensions (1.." + std::to_string(kMaxDims) + " allowed)");
+      error("tensor '" + n + "': " + std::to_string(n_dims) + " dimensions (1.." +
+            std::to_string(kMaxDims) + " allowed)");
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim = u64(n + " dimension");
       if (dim == 0 || dim > (uint64_t{1} << 40))
-        error("tensor '" + n + "': dimension " + std::to_string(d) + " = " + std::to_string(dim) + " is out of range");
+        error("tensor '" + n + "': dimension " + std::to_string(d) + " = " + std::to_string(dim) +
+              " is out of range");
       t.dims.push_back(dim);
     }
     const uint32_t raw_type = u32(n + " type");
@@ -239,7 +269,8 @@ class GgufParser {
       rows = checked_mul(rows, t.dims[d], f_.path() + ": tensor '" + n + "'");
     t.nbytes = checked_mul(row_bytes(t.dtype, t.dims[0], f_.path() + ": tensor '" + n + "'"), rows,
                            f_.path() + ": tensor '" + n + "'");
-    if (!f_.tensor_index_.emplace(t.name, f_.tensors_.size()).second) error("duplicate tensor name '" + n + "'");
+    if (!f_.tensor_index_.emplace(t.name, f_.tensors_.size()).second)
+      error("duplicate tensor name '" + n + "'");
     f_.tensors_.push_back(std::move(t));
   }
 
@@ -248,11 +279,12 @@ class GgufParser {
     std::vector<const GgufTensor*> by_offset;
     for (GgufTensor& t : f_.tensors_) {
       if (t.offset % f_.alignment_ != 0)
-        error("tensor '" + t.name + "': offset " + std::to_string(t.offset) + " is not aligned to " +
-              std::to_string(f_.alignment_));
+        error("tensor '" + t.name + "': offset " + std::to_string(t.offset) +
+              " is not aligned to " + std::to_string(f_.alignment_));
       if (t.offset > data_size || t.nbytes > data_size - t.offset)
-        error("tensor '" + t.name + "': bytes [" + std::to_string(t.offset) + ", +" + std::to_string(t.nbytes) +
-              ") run past the end of the file (data section is " + std::to_string(data_size) + " bytes)");
+        error("tensor '" + t.name + "': bytes [" + std::to_string(t.offset) + ", +" +
+              std::to_string(t.nbytes) + ") run past the end of the file (data section is " +
+              std::to_string(data_size) + " bytes)");
       t.offset += f_.data_offset_;
       by_offset.push_back(&t);
     }
@@ -276,11 +308,7 @@ class GgufParser {
 std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
   f->file_ = std::make_unique<MappedFile>(path);
-  try {
-    GgufParser(*f).parse();
-  } catch (const Error& e) {
-    fail(e.kind(), one_line(e.what()));
-  }
+  GgufParser(*f).parse();
   return f;
 }
 
@@ -294,8 +322,8 @@ std::optional<int64_t> GgufFile::get_int(std::string_view key) const {
   if (v == nullptr) return std::nullopt;
   if (v->type == GgufType::F32 || v->type == GgufType::F64 || v->type == GgufType::String ||
       v->type == GgufType::Array)
-    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v->type) +
-                               ", expected an integer");
+    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " +
+                               gguf_type_name(v->type) + ", expected an integer");
   return v->i;
 }
 
@@ -304,8 +332,8 @@ std::optional<double> GgufFile::get_float(std::string_view key) const {
   if (v == nullptr) return std::nullopt;
   if (v->type == GgufType::F32 || v->type == GgufType::F64) return v->f;
   if (v->type == GgufType::String || v->type == GgufType::Array || v->type == GgufType::Bool)
-    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v->type) +
-                               ", expected a number");
+    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " +
+                               gguf_type_name(v->type) + ", expected a number");
   return static_cast<double>(v->i);
 }
 
@@ -313,8 +341,8 @@ std::optional<bool> GgufFile::get_bool(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
   if (v->type != GgufType::Bool)
-    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v->type) +
-                               ", expected bool");
+    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " +
+                               gguf_type_name(v->type) + ", expected bool");
   return v->i != 0;
 }
 
@@ -322,8 +350,8 @@ std::optional<std::string> GgufFile::get_string(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return std::nullopt;
   if (v->type != GgufType::String)
-    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v->type) +
-                               ", expected string");
+    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " +
+                               gguf_type_name(v->type) + ", expected string");
   return v->s;
 }
 
@@ -331,8 +359,8 @@ const GgufArray* GgufFile::get_array(std::string_view key) const {
   const GgufValue* v = find(key);
   if (v == nullptr) return nullptr;
   if (v->type != GgufType::Array)
-    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " + gguf_type_name(v->type) +
-                               ", expected array");
+    fail(ErrorKind::Model, path() + ": metadata '" + std::string(key) + "' has type " +
+                               gguf_type_name(v->type) + ", expected array");
   return v->arr.get();
 }
 

@@ -10,7 +10,6 @@
 
 #include "core/checked.h"
 #include "core/error.h"
-#include "formats/one_line.h"
 
 namespace ts {
 namespace {
@@ -220,11 +219,7 @@ class SafetensorsParser {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
   f->file_ = std::make_unique<MappedFile>(path);
-  try {
-    SafetensorsParser(*f).parse();
-  } catch (const Error& e) {
-    fail(e.kind(), one_line(e.what()));
-  }
+  SafetensorsParser(*f).parse();
   return f;
 }
 
@@ -236,14 +231,6 @@ const SafetensorsTensor* SafetensorsFile::tensor(std::string_view name) const {
 HfDirectory::~HfDirectory() = default;
 
 std::unique_ptr<HfDirectory> HfDirectory::open(const std::string& dir) {
-  try {
-    return open_impl(dir);
-  } catch (const Error& e) {
-    fail(e.kind(), one_line(e.what()));
-  }
-}
-
-std::unique_ptr<HfDirectory> HfDirectory::open_impl(const std::string& dir) {
   std::unique_ptr<HfDirectory> d(new HfDirectory());
   d->dir_ = dir;
   while (d->dir_.size() > 1 && d->dir_.back() == '/') d->dir_.pop_back();

@@ -63,7 +63,6 @@ class HfDirectory {
 
  private:
   HfDirectory() = default;
-  static std::unique_ptr<HfDirectory> open_impl(const std::string& dir);
   void add_shard(const std::string& path);
   void open_sharded(const std::string& index_path);
 

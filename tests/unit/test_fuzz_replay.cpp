@@ -1,8 +1,9 @@
 // The fuzzers' harness without libFuzzer: every seed in fuzz/corpus/ (and, when the shared data is
 // present, every real fixture file) plus a few thousand deterministic mutations of them go through
-// the GGUF, safetensors and HF-index parsers. Each input must be refused with a one-line ts::Error
-// or accepted with every byte range inside the file; a crash here (or under the ASan build) is a
-// parser bug. The libFuzzer targets themselves are built by scripts/fuzz.sh.
+// the GGUF, safetensors and HF-index parsers and the tokenizer loaders. Each input must be refused
+// with a one-line ts::Error or accepted with every byte range inside the file; a crash here (or
+// under the ASan build) is a parser bug. The libFuzzer targets themselves are built by
+// scripts/fuzz.sh.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../../fuzz/parser_harness.h"
+#include "../../fuzz/tokenizer_harness.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -185,6 +187,37 @@ TEST(FuzzReplay, HfIndex) {
   const Tally t = replay(seeds, 1000, check);
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 300);
+}
+
+// Tokenizer loaders: the seeds (and the shared tokenizer.model / tokenizer.json) open, and their
+// mutations are refused with a one-line error or give a tokenizer that encodes and decodes.
+void replay_tokenizer(const std::string& target, const std::string& file,
+                      const std::vector<fs::path>& real_files, int mutations) {
+  const auto seeds = corpus(target);
+  ASSERT_GE(seeds.size(), 2u) << "fuzz/corpus/" << target << " is missing";
+  fuzz::TokenizerScratchDir dir(file);
+  auto check = [&](const Bytes& b) {
+    dir.set(b.data(), b.size());
+    return fuzz::check_tokenizer(dir.dir());
+  };
+  const Tally t = replay(seeds, mutations, check);
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size())) << target;
+  EXPECT_GT(t.refused, mutations / 10) << target;
+  const Tally real = replay(real_files, 50, check);
+  EXPECT_GE(real.accepted, static_cast<int>(real_files.size())) << target;
+}
+
+std::vector<fs::path> shared_tokenizer(const std::string& name) {
+  const std::string path = test::shared_path("fixtures/tokenizer/" + name);
+  return path.empty() ? std::vector<fs::path>{} : std::vector<fs::path>{path};
+}
+
+TEST(FuzzReplay, SpmTokenizer) {
+  replay_tokenizer("spm_tokenizer", "tokenizer.model", shared_tokenizer("tokenizer.model"), 600);
+}
+
+TEST(FuzzReplay, HfTokenizer) {
+  replay_tokenizer("hf_tokenizer", "tokenizer.json", {}, 1000);
 }
 
 }  // namespace

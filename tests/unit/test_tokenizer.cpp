@@ -224,6 +224,20 @@ ts::TokenizerSpec spm_spec(const std::vector<std::pair<std::string, float>>& pie
 
 const std::string kSp = "\xE2\x96\x81";  // U+2581
 
+// A file's token text quoted in an error keeps the error one inert line (found by fuzzing
+// tokenizer.model: a byte piece spelled with a line break).
+TEST(SentencePiece, ErrorsQuoteFileTextOnOneLine) {
+  ts::TokenizerSpec s = spm_spec({});
+  s.tokens[3 + 0x41] = "<0\nA>\x1b[2J";
+  try {
+    const ts::Tokenizer t(std::move(s));
+    FAIL() << "a byte piece that is not <0xNN> was accepted";
+  } catch (const ts::Error& e) {
+    EXPECT_EQ(e.kind(), ts::ErrorKind::Model);
+    EXPECT_EQ(std::string(e.what()), "test-spm: byte token 68 is '<0\\x0aA>\\x1b[2J', not <0xNN>");
+  }
+}
+
 TEST(SentencePiece, MergesByScoreNotByPosition) {
   // In "▁ab", a+b (score -1) beats ▁+a (score -2); ▁ and ab then join into ▁ab.
   auto pieces = std::vector<std::pair<std::string, float>>{
