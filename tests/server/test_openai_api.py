@@ -368,16 +368,22 @@ class ServerFlags(unittest.TestCase):
                 {"prompt": "Once", "max_tokens": 8000, "ignore_eos": True, "stream": True}
             ).encode()
             held = []
-            for _ in range(2):  # one generating, one waiting
+            # One generating, then one waiting: the second is sent only once the first holds the
+            # slot (sent together, on a loaded machine the second could find the first still
+            # queued and be refused itself, and the queue then never fills).
+            for wait_for in ("slot", "queue"):
                 c = socket.create_connection(("127.0.0.1", s.port))
                 c.sendall(
                     b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
                     b"\r\nContent-Length: %d\r\n\r\n" % len(long) + long
                 )
                 held.append(c)
-            deadline = time.time() + 10
-            while s.health()["queued"] < 1 and time.time() < deadline:
-                time.sleep(0.02)
+                deadline = time.time() + 10
+                while time.time() < deadline:
+                    h = s.health()
+                    if (h["slots_free"] == 0) if wait_for == "slot" else (h["queued"] >= 1):
+                        break
+                    time.sleep(0.02)
             status, j, raw = s.request("POST", "/v1/completions", {"prompt": "Hi", "max_tokens": 2})
             self.assertEqual(status, 503, raw)
             self.assertEqual(j["error"]["code"], "queue_full")
