@@ -1,9 +1,9 @@
 // The fuzzers' harness without libFuzzer: every seed in fuzz/corpus/ (and, when the shared data is
 // present, every real fixture file) plus a few thousand deterministic mutations of them go through
-// the GGUF, safetensors and HF-index parsers and the tokenizer loaders. Each input must be refused
-// with a one-line ts::Error or accepted with every byte range inside the file; a crash here (or
-// under the ASan build) is a parser bug. The libFuzzer targets themselves are built by
-// scripts/fuzz.sh.
+// the GGUF, safetensors and HF-index parsers, the tokenizer loaders and the server's request
+// reader. Each input must be refused with a one-line ts::Error or accepted with every byte range
+// inside the file; a crash here (or under the ASan build) is a parser bug. The libFuzzer targets
+// themselves are built by scripts/fuzz.sh.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../../fuzz/api_request_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
 #include "test_paths.h"
@@ -218,6 +219,15 @@ TEST(FuzzReplay, SpmTokenizer) {
 
 TEST(FuzzReplay, HfTokenizer) {
   replay_tokenizer("hf_tokenizer", "tokenizer.json", {}, 1000);
+}
+
+TEST(FuzzReplay, ApiRequest) {
+  const auto seeds = corpus("api_request");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/api_request is missing";
+  const auto check = [](const Bytes& b) { return fuzz::check_api_request(b.data(), b.size()); };
+  const Tally t = replay(seeds, 2000, check);
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 200);
 }
 
 }  // namespace

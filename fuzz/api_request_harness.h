@@ -1,0 +1,44 @@
+// What one API-request fuzz input does: its first byte picks the endpoint (completions or chat
+// completions), the rest is the request body. A body that is not a JSON object is the HTTP
+// layer's 400 before any of this; an object is refused by parse_api_request with a one-line Input
+// error (also a 400) or accepted (true), and an accepted request's sampling parameters must then be
+// ones the Sampler takes: a request past the parser must not fail later, where it would be the
+// server's error rather than the client's. Shared by the libFuzzer target and the replay test.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "parser_harness.h"
+#include "server/api_request.h"
+#include "text/sampler.h"
+
+namespace ts::fuzz {
+
+inline bool check_api_request(const uint8_t* data, size_t size) {
+  if (size == 0) return false;
+  const auto kind = data[0] % 2 == 0 ? server::ApiKind::Completion : server::ApiKind::Chat;
+  const nlohmann::json body = nlohmann::json::parse(data + 1, data + size, nullptr, false);
+  if (body.is_discarded() || !body.is_object()) return false;
+  server::ApiRequest r;
+  try {
+    r = server::parse_api_request(kind, body);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Input ||
+        std::string_view(e.what()).find('\n') != std::string_view::npos)
+      violated(std::string("request refused with: ") + e.what());
+    return false;
+  }
+  if (r.kind != kind) violated("the request changed its endpoint");
+  if (kind == server::ApiKind::Chat && r.messages.empty()) violated("a chat without messages");
+  try {
+    const Sampler sampler(r.sampling);
+  } catch (const Error& e) {
+    violated(std::string("accepted sampling parameters the sampler refuses: ") + e.what());
+  }
+  return true;
+}
+
+}  // namespace ts::fuzz
