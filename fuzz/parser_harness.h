@@ -113,43 +113,58 @@ inline bool check_safetensors(const std::string& path) {
   return true;
 }
 
+// A temporary directory whose files the inputs replace; removed with its owner.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ts_fuzz_XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) violated("mkdtemp failed");
+    dir_ = tmpl;
+  }
+  ~ScratchDir() { std::filesystem::remove_all(dir_); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  void write(const std::string& name, const uint8_t* data, size_t size) {
+    std::ofstream f(dir_ + "/" + name, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    if (!f) violated("cannot write " + name);
+  }
+  void write(const std::string& name, const std::string& bytes) {
+    write(name, reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
 // A model directory with a fixed config.json and two small shards, whose
 // model.safetensors.index.json is each input.
 class HfScratchDir {
  public:
   HfScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ts_fuzz_hf_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) violated("mkdtemp failed");
-    dir_ = tmpl;
-    write("config.json", "{\"architectures\": [\"LlamaForCausalLM\"]}");
-    write("s1.safetensors",
-          shard("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]}}"));
-    write("s2.safetensors",
-          shard("{\"c\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
-                "\"d\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[8,16]}}"));
+    dir_.write("config.json", "{\"architectures\": [\"LlamaForCausalLM\"]}");
+    dir_.write("s1.safetensors",
+               shard("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                     "\"b\":{\"dtype\":\"U8\",\"shape\":[8],\"data_offsets\":[8,16]}}"));
+    dir_.write("s2.safetensors",
+               shard("{\"c\":{\"dtype\":\"BF16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                     "\"d\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[8,16]}}"));
   }
-  ~HfScratchDir() { std::filesystem::remove_all(dir_); }
-  HfScratchDir(const HfScratchDir&) = delete;
-  HfScratchDir& operator=(const HfScratchDir&) = delete;
 
   void set_index(const uint8_t* data, size_t size) {
-    write("model.safetensors.index.json", std::string(reinterpret_cast<const char*>(data), size));
+    dir_.write("model.safetensors.index.json", data, size);
   }
-  const std::string& dir() const { return dir_; }
+  const std::string& dir() const { return dir_.dir(); }
 
  private:
   static std::string shard(const std::string& header) {
     const uint64_t n = header.size();
     return std::string(reinterpret_cast<const char*>(&n), 8) + header + std::string(16, '\x01');
   }
-  void write(const std::string& name, const std::string& bytes) {
-    std::ofstream f(dir_ + "/" + name, std::ios::binary | std::ios::trunc);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!f) violated("cannot write " + name);
-  }
 
-  std::string dir_;
+  ScratchDir dir_;
 };
 
 inline bool check_hf_dir(const std::string& dir) {

@@ -5,8 +5,8 @@
 #include "tokenizer_harness.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static ts::fuzz::TokenizerScratchDir dir("tokenizer.model");
-  dir.set(data, size);
+  static ts::fuzz::ScratchDir dir;
+  dir.write("tokenizer.model", data, size);
   ts::fuzz::check_tokenizer(dir.dir());
   return 0;
 }

@@ -1,16 +1,14 @@
-// What one tokenizer fuzz input does: it becomes a model directory's tokenizer.model (a
-// SentencePiece ModelProto, parsed by hand) or tokenizer.json, which Tokenizer::from_hf_dir either
-// refuses with a one-line ts::Error (the check returns false) or accepts (true); an accepted
-// tokenizer must then encode a fixed text into ids of its vocabulary (or refuse the text with a
-// one-line Input error, when the vocabulary lacks one of its characters and has no unknown
-// token) and decode them, and render each of its first tokens, without any other exception. Shared
-// by the libFuzzer targets and the replay test (tests/unit/test_fuzz_replay.cpp).
+// What one tokenizer fuzz input does: it becomes a model directory's (a ScratchDir's)
+// tokenizer.model (a SentencePiece ModelProto, parsed by hand) or tokenizer.json, which
+// Tokenizer::from_hf_dir either refuses with a one-line ts::Error (the check returns false) or
+// accepts (true); an accepted tokenizer must then encode a fixed text into ids of its vocabulary
+// (or refuse the text with a one-line Input error, when the vocabulary lacks one of its characters
+// and has no unknown token) and decode them, and render each of its first tokens, without any other
+// exception. Shared by the libFuzzer targets and the replay test (tests/unit/test_fuzz_replay.cpp).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -20,30 +18,6 @@
 #include "text/tokenizer.h"
 
 namespace ts::fuzz {
-
-// A scratch model directory whose tokenizer file (`name`) each input replaces.
-class TokenizerScratchDir {
- public:
-  explicit TokenizerScratchDir(std::string name) : name_(std::move(name)) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "ts_fuzz_tok_XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) violated("mkdtemp failed");
-    dir_ = tmpl;
-  }
-  ~TokenizerScratchDir() { std::filesystem::remove_all(dir_); }
-  TokenizerScratchDir(const TokenizerScratchDir&) = delete;
-  TokenizerScratchDir& operator=(const TokenizerScratchDir&) = delete;
-
-  void set(const uint8_t* data, size_t size) {
-    std::ofstream f(dir_ + "/" + name_, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
-    if (!f) violated("cannot write " + name_);
-  }
-  const std::string& dir() const { return dir_; }
-
- private:
-  std::string name_;
-  std::string dir_;
-};
 
 inline bool check_tokenizer(const std::string& dir) {
   std::unique_ptr<Tokenizer> t;

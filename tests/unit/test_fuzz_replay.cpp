@@ -196,9 +196,9 @@ void replay_tokenizer(const std::string& target, const std::string& file,
                       const std::vector<fs::path>& real_files, int mutations) {
   const auto seeds = corpus(target);
   ASSERT_GE(seeds.size(), 2u) << "fuzz/corpus/" << target << " is missing";
-  fuzz::TokenizerScratchDir dir(file);
+  fuzz::ScratchDir dir;
   auto check = [&](const Bytes& b) {
-    dir.set(b.data(), b.size());
+    dir.write(file, b.data(), b.size());
     return fuzz::check_tokenizer(dir.dir());
   };
   const Tally t = replay(seeds, mutations, check);

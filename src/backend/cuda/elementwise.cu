@@ -307,11 +307,7 @@ __global__ void __launch_bounds__(32)
   if constexpr (T == DType::Q8_0) {
     if constexpr (kNeox) {  // block j is element j of every lane
 #pragma unroll
-      for (int j = 0; j < kPer; ++j) {
-        amax[j] = fabsf(e[j]);
-        for (int off = 16; off > 0; off >>= 1)
-          amax[j] = fmaxf(amax[j], __shfl_xor_sync(0xffffffffu, amax[j], off));
-      }
+      for (int j = 0; j < kPer; ++j) amax[j] = warp_max(fabsf(e[j]));
     } else {  // a block is 32 / kPer adjacent lanes
       float m = 0.0f;
 #pragma unroll

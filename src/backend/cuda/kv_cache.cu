@@ -4,6 +4,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_store.cuh"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/warp.cuh"
 
 namespace ts::cuda {
 namespace {
@@ -25,13 +26,8 @@ __global__ void kv_store_kernel(uint8_t* kc, uint8_t* vc, const KvView* each, si
   uint8_t* row = (blockIdx.z == 0 ? kc : vc) + static_cast<size_t>(pos[m]) * row_bytes;
   if (e >= width) return;  // width is a multiple of 32 and so is kThreads: whole warps leave
   const float x = src[e];
-  float amax = 0.0f;
-  if constexpr (T == DType::Q8_0) {
-    // Each warp holds exactly one block.
-    amax = fabsf(x);
-    for (int off = 16; off > 0; off >>= 1)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, off));
-  }
+  // q8_0: each warp holds exactly one block.
+  const float amax = T == DType::Q8_0 ? warp_max(fabsf(x)) : 0.0f;
   put_kv<T>(row, e, x, amax);
 }
 
