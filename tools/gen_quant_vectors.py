@@ -23,7 +23,11 @@ from gguf.quants import dequantize, quantize
 SCALE_OFFSETS = {
     T.Q4_0: [0], T.Q4_1: [0, 2], T.Q5_0: [0], T.Q5_1: [0, 2], T.Q8_0: [0],
     T.Q2_K: [80, 82], T.Q3_K: [108], T.Q4_K: [0, 2], T.Q5_K: [0, 2], T.Q6_K: [208],
+    T.IQ4_NL: [0], T.IQ4_XS: [0],
 }
+# The types added later draw from a generator of their own, so that the earlier files stay as
+# they were frozen.
+LATER_TYPES = {T.IQ4_NL: 20261204, T.IQ4_XS: 20261205}
 
 # f16 bit patterns: max, -max, min normal, largest and smallest subnormal, +0, -0, inf, NaN, 1.0.
 SPECIAL_F16 = [0x7BFF, 0xFBFF, 0x0400, 0x03FF, 0x0001, 0x0000, 0x8000, 0x7C00, 0x7E00, 0x3C00]
@@ -76,6 +80,18 @@ def write(out_dir, name, raw, expected):
     (out_dir / f"{name}.f32").write_bytes(np.ascontiguousarray(expected, dtype="<f4").tobytes())
 
 
+def freeze_blocks(out_dir, rng, qtype):
+    block_elems, _ = GGML_QUANT_SIZES[qtype]
+    count = 24 if block_elems == 32 else 8
+    parts = [random_blocks(rng, qtype, count), extreme_blocks(rng, qtype)]
+    q = quantised_blocks(rng, qtype, 4)
+    if q is not None:
+        parts.append(q)
+    raw = np.concatenate(parts)
+    expected = dequantize(raw.reshape(-1), qtype).reshape(-1)
+    write(out_dir, qtype.name.lower(), raw, expected)
+
+
 def main():
     np.seterr(all="ignore")  # inf and NaN scales are part of the test
     out_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/quant")
@@ -83,15 +99,8 @@ def main():
     rng = np.random.default_rng(20261202)
 
     for qtype in SCALE_OFFSETS:
-        block_elems, _ = GGML_QUANT_SIZES[qtype]
-        count = 24 if block_elems == 32 else 8
-        parts = [random_blocks(rng, qtype, count), extreme_blocks(rng, qtype)]
-        q = quantised_blocks(rng, qtype, 4)
-        if q is not None:
-            parts.append(q)
-        raw = np.concatenate(parts)
-        expected = dequantize(raw.reshape(-1), qtype).reshape(-1)
-        write(out_dir, qtype.name.lower(), raw, expected)
+        if qtype not in LATER_TYPES:
+            freeze_blocks(out_dir, rng, qtype)
 
     # Plain float types: random values plus specials, as their raw encodings.
     f32 = np.concatenate([rng.standard_normal(240).astype(np.float32),
@@ -116,6 +125,9 @@ def main():
     (out_dir / "f32_to_half.f32").write_bytes(src.astype("<f4").tobytes())
     (out_dir / "f32_to_half.f16").write_bytes(src.astype("<f2").tobytes())
     (out_dir / "f32_to_half.bf16").write_bytes(quantize(src, T.BF16).tobytes())
+
+    for qtype, seed in LATER_TYPES.items():
+        freeze_blocks(out_dir, np.random.default_rng(seed), qtype)
 
 
 if __name__ == "__main__":

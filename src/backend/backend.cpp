@@ -38,6 +38,10 @@ uint64_t Backend::copy_to_device_async(void* dst, const void* src, size_t bytes)
   return 0;
 }
 
+bool Backend::has_weight_kernels(DType t) const {
+  return is_weight_dtype_supported(t);
+}
+
 void Backend::to_host_async(void* dst, const void* src, size_t bytes) {
   to_host(dst, src, bytes);
 }

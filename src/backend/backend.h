@@ -176,6 +176,11 @@ class Backend {
   // Measures DeviceCeilings (about a second; allocates and frees a few GiB).
   virtual DeviceCeilings measure_ceilings() { return {}; }
 
+  // Whether the matmul / embedding kernels take weights of type t (the engine refuses a model with
+  // a matrix of another type at open, before allocating). Default: every weight type of the CPU
+  // kernels (is_weight_dtype_supported).
+  virtual bool has_weight_kernels(DType t) const;
+
   // Weights. `host` points at `rows * row_stride` bytes in the file's row layout. A device backend
   // copies them; a host backend (is_host()) uses them where they are, so they must outlive the
   // weight.

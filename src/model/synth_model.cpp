@@ -76,6 +76,10 @@ int64_t file_type(DType t) {
       return 16;  // Q5_K_S
     case DType::Q6_K:
       return 18;
+    case DType::IQ4_NL:
+      return 25;
+    case DType::IQ4_XS:
+      return 30;
     case DType::BF16:
       return 32;
     default:

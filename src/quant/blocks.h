@@ -105,6 +105,28 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210);
 
+// The 16 levels of the non-linear 4-bit types (GGML's iq4 grid): denser near zero, where most
+// weights are. Every level fits int8, so a decoded block dots with int8 activations exactly.
+inline constexpr int8_t kIq4Levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
+// x[i] = d * kIq4Levels[q[i]]; nibbles as in q4_0.
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockIQ4_NL) == 18);
+
+// 8 sub-blocks of 32, sub-block j an iq4_nl block's nibbles in qs[16 j..16 j + 15] with a signed
+// 6-bit scale (see iq4xs_scale): x = d * scale_j * kIq4Levels[q].
+struct BlockIQ4_XS {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(BlockIQ4_XS) == 136);
+
 // Activations for the 32-element weight types: x[i] ~= d * qs[i], with sum = sum of qs (the
 // weight offsets and mins multiply it). Not a file format: an f32 scale keeps it accurate.
 struct BlockQ8A32 {
@@ -141,6 +163,14 @@ inline void k4_scale_min(const uint8_t* s, int j, uint8_t& scale, uint8_t& min) 
 inline int q3k_scale(const uint8_t* s, int j) {
   const int lo = (s[j % 8] >> (4 * (j / 8))) & 0x0F;
   const int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 0x03;
+  return (lo | (hi << 4)) - 32;
+}
+
+// Signed scale (-32..31) of sub-block j (< 8) of iq4_xs: low 4 bits from nibble j % 2 of
+// scales_l[j / 2], top 2 bits from bits 2 j of scales_h.
+inline int iq4xs_scale(const BlockIQ4_XS& b, int j) {
+  const int lo = (b.scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int hi = (b.scales_h >> (2 * j)) & 0x03;
   return (lo | (hi << 4)) - 32;
 }
 

@@ -122,6 +122,20 @@ void dequant_q6_k(const BlockQ6_K& b, float* y) {
   }
 }
 
+void dequant_iq4_nl(const BlockIQ4_NL& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int i = 0; i < kQK32; ++i) y[i] = d * static_cast<float>(kIq4Levels[nibble32(b.qs, i)]);
+}
+
+void dequant_iq4_xs(const BlockIQ4_XS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int e = 0; e < kQKK; ++e) {
+    const int j = e / 32;
+    const float dl = d * static_cast<float>(iq4xs_scale(b, j));
+    y[e] = dl * static_cast<float>(kIq4Levels[nibble32(b.qs + 16 * j, e % 32)]);
+  }
+}
+
 template <class Block>
 void dequant_blocks(void (*one)(const Block&, float*), const void* src, float* dst, int64_t n,
                     int block_elems) {
@@ -167,6 +181,10 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequant_blocks<BlockQ5_K>(dequant_q5_k, src, dst, n, kQKK);
     case DType::Q6_K:
       return dequant_blocks<BlockQ6_K>(dequant_q6_k, src, dst, n, kQKK);
+    case DType::IQ4_NL:
+      return dequant_blocks<BlockIQ4_NL>(dequant_iq4_nl, src, dst, n, kQK32);
+    case DType::IQ4_XS:
+      return dequant_blocks<BlockIQ4_XS>(dequant_iq4_xs, src, dst, n, kQKK);
     default:
       fail(ErrorKind::Unsupported,
            std::string("dequantize_row: no dequantisation for dtype ") + info.name);

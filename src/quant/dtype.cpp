@@ -15,8 +15,10 @@ struct Entry {
 };
 
 // Block sizes from the GGML block structs: e.g. q4_k is 2 f16 (d, dmin) + 12 scale bytes + 128
-// nibble bytes = 144 bytes per 256 elements.
-constexpr std::array<Entry, 22> kTable = {{
+// nibble bytes = 144 bytes per 256 elements. Every GGML weight type is listed, also those without
+// kernels here (most i-quants, the ternary and fp4 types), so that a file holding one opens to an
+// error naming its type rather than an unknown id.
+constexpr std::array<Entry, 34> kTable = {{
     {DType::F32, {"f32", 1, 4}},
     {DType::F16, {"f16", 1, 2}},
     {DType::Q4_0, {"q4_0", 32, 18}},
@@ -31,12 +33,24 @@ constexpr std::array<Entry, 22> kTable = {{
     {DType::Q5_K, {"q5_k", 256, 176}},
     {DType::Q6_K, {"q6_k", 256, 210}},
     {DType::Q8_K, {"q8_k", 256, 292}},
+    {DType::IQ2_XXS, {"iq2_xxs", 256, 66}},
+    {DType::IQ2_XS, {"iq2_xs", 256, 74}},
+    {DType::IQ3_XXS, {"iq3_xxs", 256, 98}},
+    {DType::IQ1_S, {"iq1_s", 256, 50}},
+    {DType::IQ4_NL, {"iq4_nl", 32, 18}},
+    {DType::IQ3_S, {"iq3_s", 256, 110}},
+    {DType::IQ2_S, {"iq2_s", 256, 82}},
+    {DType::IQ4_XS, {"iq4_xs", 256, 136}},
     {DType::I8, {"i8", 1, 1}},
     {DType::I16, {"i16", 1, 2}},
     {DType::I32, {"i32", 1, 4}},
     {DType::I64, {"i64", 1, 8}},
     {DType::F64, {"f64", 1, 8}},
+    {DType::IQ1_M, {"iq1_m", 256, 56}},
     {DType::BF16, {"bf16", 1, 2}},
+    {DType::TQ1_0, {"tq1_0", 256, 54}},
+    {DType::TQ2_0, {"tq2_0", 256, 66}},
+    {DType::MXFP4, {"mxfp4", 32, 17}},
     {DType::U8, {"u8", 1, 1}},
     {DType::Bool, {"bool", 1, 1}},
 }};
@@ -58,11 +72,14 @@ const DTypeInfo& dtype_info(DType t) {
   fail(ErrorKind::Unsupported, "unknown dtype id " + std::to_string(static_cast<uint32_t>(t)));
 }
 
-const char* dtype_name(DType t) { return dtype_info(t).name; }
+const char* dtype_name(DType t) {
+  return dtype_info(t).name;
+}
 
 std::optional<DType> dtype_from_name(const std::string& name) {
   std::string lower;
-  for (char c : name) lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
+  for (char c : name)
+    lower.push_back(static_cast<char>(std::tolower(static_cast<unsigned char>(c))));
   for (const auto& e : kTable)
     if (lower == e.info.name) return e.type;
   return std::nullopt;
@@ -71,8 +88,9 @@ std::optional<DType> dtype_from_name(const std::string& name) {
 uint64_t row_bytes(DType t, uint64_t n, const std::string& what) {
   const DTypeInfo& info = dtype_info(t);
   if (n % info.block_elems != 0)
-    fail(ErrorKind::Model, what + ": row of " + std::to_string(n) + " elements is not a whole number of " +
-                               info.name + " blocks of " + std::to_string(info.block_elems));
+    fail(ErrorKind::Model, what + ": row of " + std::to_string(n) +
+                               " elements is not a whole number of " + info.name + " blocks of " +
+                               std::to_string(info.block_elems));
   return checked_mul(n / info.block_elems, info.block_bytes, what);
 }
 
@@ -91,6 +109,8 @@ bool is_weight_dtype_supported(DType t) {
     case DType::Q4_K:
     case DType::Q5_K:
     case DType::Q6_K:
+    case DType::IQ4_NL:
+    case DType::IQ4_XS:
       return true;
     default:
       return false;

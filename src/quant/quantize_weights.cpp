@@ -1,7 +1,8 @@
-// Quantisation of weight rows into the GGML block formats of blocks.h: round to nearest, with each
-// block's scales taken from its own range (no importance weighting, no search). Every scale is
-// rounded to its stored precision (f16, or the 4/6/8-bit sub-block code) *before* the quants are
-// chosen, so the quants fit the scale the reader will see.
+// Quantisation of weight rows into the GGML block formats of blocks.h: round to nearest (the iq4
+// types: the nearest level of their grid), with each block's scales taken from its own range (no
+// importance weighting, no search). Every scale is rounded to its stored precision (f16, or the
+// 4/6/8-bit sub-block code) *before* the quants are chosen, so the quants fit the scale the reader
+// will see.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -137,22 +138,42 @@ ScaleMinCodes scale_min_subblocks(const float* x, int n_sub, int sub_len, int qm
   return c;
 }
 
-// The k-quants with one signed scale per sub-block: x = d * sc[j] * (q - zero), sc in
-// [-code_half, code_half - 1], q - zero in [-zero, zero - 1]. Each sub-block maps its
-// largest-magnitude element to -zero; d maps the largest-magnitude sub-block scale to -code_half.
-void signed_subblocks(const float* x, int n_sub, int sub_len, int zero, int code_half,
-                      uint16_t& d_bits, int* sc, uint8_t* q) {
+// One signed scale per sub-block, x = d * sc[j] * level: each sub-block maps its largest-magnitude
+// element to the level -`reach`; d maps the largest-magnitude sub-block scale to -code_half, and
+// sc[j] in [-code_half, code_half - 1] is each scale's nearest code. Returns d as stored.
+float signed_subblock_scales(const float* x, int n_sub, int sub_len, int reach, int code_half,
+                             uint16_t& d_bits, int* sc) {
   float scale[16];
   float ext = 0;
   for (int j = 0; j < n_sub; ++j) {
-    scale[j] = signed_extreme(x + j * sub_len, sub_len) / static_cast<float>(-zero);
+    scale[j] = signed_extreme(x + j * sub_len, sub_len) / static_cast<float>(-reach);
     if (std::fabs(scale[j]) > std::fabs(ext)) ext = scale[j];
   }
   const float d = store_f16(ext / static_cast<float>(-code_half), d_bits);
-  for (int j = 0; j < n_sub; ++j) {
+  for (int j = 0; j < n_sub; ++j)
     sc[j] = d != 0 ? clamp_int(nearest(scale[j] / d), -code_half, code_half - 1) : 0;
+  return d;
+}
+
+// The k-quants with signed scales and linear codes: q - zero in [-zero, zero - 1].
+void signed_subblocks(const float* x, int n_sub, int sub_len, int zero, int code_half,
+                      uint16_t& d_bits, int* sc, uint8_t* q) {
+  const float d = signed_subblock_scales(x, n_sub, sub_len, zero, code_half, d_bits, sc);
+  for (int j = 0; j < n_sub; ++j)
     codes(x + j * sub_len, sub_len, d * static_cast<float>(sc[j]), 0, zero, 2 * zero - 1,
           q + j * sub_len);
+}
+
+// Index of the iq4 level nearest to each x / step (index of level 1, the one nearest 0, for a
+// zero step).
+void iq4_codes(const float* x, int n, float step, uint8_t* q) {
+  const float inv = step != 0 ? 1.0f / step : 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const float v = x[i] * inv;
+    int best = 0;
+    for (int l = 1; l < 16; ++l)
+      if (std::fabs(v - kIq4Levels[l]) < std::fabs(v - kIq4Levels[best])) best = l;
+    q[i] = static_cast<uint8_t>(best);
   }
 }
 
@@ -239,6 +260,28 @@ void quantize_q6_k(const float* x, BlockQ6_K& b) {
   }
 }
 
+// The largest-magnitude element maps to the level -127, the grid's widest.
+void quantize_iq4_nl(const float* x, BlockIQ4_NL& b) {
+  uint8_t q[kQK32];
+  iq4_codes(x, kQK32, store_f16(signed_extreme(x, kQK32) / -127.0f, b.d), q);
+  pack_nibbles32(q, b.qs);
+}
+
+void quantize_iq4_xs(const float* x, BlockIQ4_XS& b) {
+  int sc[8];
+  const float d = signed_subblock_scales(x, 8, 32, 127, 32, b.d, sc);
+  b.scales_h = 0;
+  std::memset(b.scales_l, 0, sizeof(b.scales_l));
+  for (int j = 0; j < 8; ++j) {
+    const int code = sc[j] + 32;
+    b.scales_l[j / 2] |= static_cast<uint8_t>((code & 0x0F) << (4 * (j % 2)));
+    b.scales_h |= static_cast<uint16_t>((code >> 4) << (2 * j));
+    uint8_t q[kQK32];
+    iq4_codes(x + 32 * j, kQK32, d * static_cast<float>(sc[j]), q);
+    pack_nibbles32(q, b.qs + 16 * j);
+  }
+}
+
 template <class Block>
 void quantize_blocks(void (*one)(const float*, Block&), const float* x, void* dst, int64_t n,
                      int block_elems) {
@@ -291,6 +334,10 @@ void quantize_row_weights(DType t, const float* x, void* dst, int64_t n) {
       return quantize_blocks<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK);
     case DType::Q6_K:
       return quantize_blocks<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK);
+    case DType::IQ4_NL:
+      return quantize_blocks<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32);
+    case DType::IQ4_XS:
+      return quantize_blocks<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK);
     default:
       fail(ErrorKind::Unsupported,
            std::string("quantize_row_weights: no quantiser for dtype ") + info.name);

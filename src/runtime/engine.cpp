@@ -14,6 +14,32 @@
 
 namespace ts {
 
+namespace {
+
+// A matrix of a type the backend has no kernels for refuses the model before anything sizeable
+// is allocated (else the load would fail part way, or a streamed expert at its first use).
+void check_weight_types(const ModelSpec& spec, const Backend& backend) {
+  const auto refuse = [&](const std::string& name, DType t) {
+    fail(ErrorKind::Unsupported,
+         "tensor '" + name + "' has type " + dtype_name(t) + ", which the " + backend.name() +
+             " backend has no kernels for" + (backend.is_host() ? "" : " (--backend cpu runs it)"));
+  };
+  for (const TensorRef* t : {&spec.token_embd, &spec.output})
+    if (!backend.has_weight_kernels(t->dtype)) refuse(t->name, t->dtype);
+  for (const LayerIndex& layer : spec.layers) {
+    for (const auto& t : layer.tensors)
+      if (t && t->dims.size() == 2 && !backend.has_weight_kernels(t->dtype))
+        refuse(t->name, t->dtype);
+    for (const auto& expert : layer.experts)
+      for (const ExpertSlice& slice : expert)
+        if (!backend.has_weight_kernels(slice.dtype))
+          refuse("expert weights of layer " + std::to_string(&layer - spec.layers.data()),
+                 slice.dtype);
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "cuda") return make_cuda_backend(device);
@@ -45,6 +71,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
                                std::to_string(c.head_dim) + ")");
   e->backend_ = std::move(backend);
+  check_weight_types(*e->spec_, *e->backend_);
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

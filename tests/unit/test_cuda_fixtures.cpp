@@ -6,10 +6,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <vector>
 
+#include "core/error.h"
 #include "fixture_models.h"
+#include "model/synth_model.h"
 #include "rope_scaling_cases.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
@@ -77,6 +80,25 @@ TEST(CudaRopeScaling, MatchesTransformers) {
       EXPECT_LE(c.rel, 1e-4) << rc.name << (decode ? ", decode: " : ", prefill: ") << c.summary();
       EXPECT_EQ(c.argmax_mismatches, 0) << rc.name << ": " << c.summary();
     }
+}
+
+// A model with a matrix type the CPU runs but the CUDA kernels do not (iq4_xs) is refused at open,
+// naming the tensor's type and the way to run it, before anything sizeable is allocated.
+TEST(CudaWeightTypes, ATypeWithoutKernelsIsRefusedAtOpen) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = test::scratch_path("tiny-iq4_xs.gguf");
+  write_synth_model({.shape = "tiny", .dtype = DType::IQ4_XS, .threads = 2}, path);
+  EngineOptions o;
+  o.backend = "cuda";
+  try {
+    Engine::open(path, o);
+    ADD_FAILURE() << "opened an iq4_xs model on the CUDA backend";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("type iq4_xs"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--backend cpu"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {

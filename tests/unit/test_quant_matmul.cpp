@@ -29,9 +29,10 @@
 namespace ts::cpu {
 namespace {
 
-const std::vector<DType> kTypes = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                                   DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                                   DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const std::vector<DType> kTypes = {DType::F32,  DType::F16,    DType::BF16,  DType::Q4_0,
+                                   DType::Q4_1, DType::Q5_0,   DType::Q5_1,  DType::Q8_0,
+                                   DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
+                                   DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 bool is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
@@ -262,7 +263,7 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTyp
 TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   std::mt19937 rng(77);
   const int64_t rows = 45, cols = 512;
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     const Matrix w = random_weights(t, rows, cols, rng);
     for (const int64_t M : {7, 37}) {
       const std::vector<float> x = random_acts(M, cols, rng);

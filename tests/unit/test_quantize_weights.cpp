@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
 #include "quant/quantize.h"
@@ -17,9 +18,9 @@ namespace {
 
 constexpr int64_t kN = 8192;
 
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
+                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
+                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 // Gaussian values whose scale changes every 256 elements (tiny to large), with an all-zero block,
 // an all-positive block and an all-negative block, so that every scale path is taken.
@@ -133,11 +134,11 @@ TEST(QuantizeWeights, RelativeErrorShrinksWithBits) {
     DType t;
     double bound;
   };
-  const Case cases[] = {{DType::F32, 0.0},    {DType::F16, 3e-4},   {DType::BF16, 3e-3},
-                        {DType::Q8_0, 0.012}, {DType::Q6_K, 0.035}, {DType::Q5_0, 0.07},
-                        {DType::Q5_1, 0.06},  {DType::Q5_K, 0.06},  {DType::Q4_0, 0.14},
-                        {DType::Q4_1, 0.12},  {DType::Q4_K, 0.12},  {DType::Q3_K, 0.30},
-                        {DType::Q2_K, 0.55}};
+  const Case cases[] = {{DType::F32, 0.0},    {DType::F16, 3e-4},    {DType::BF16, 3e-3},
+                        {DType::Q8_0, 0.012}, {DType::Q6_K, 0.035},  {DType::Q5_0, 0.07},
+                        {DType::Q5_1, 0.06},  {DType::Q5_K, 0.06},   {DType::Q4_0, 0.14},
+                        {DType::Q4_1, 0.12},  {DType::Q4_K, 0.12},   {DType::Q3_K, 0.30},
+                        {DType::Q2_K, 0.55},  {DType::IQ4_NL, 0.13}, {DType::IQ4_XS, 0.13}};
   for (const Case& c : cases) {
     const double e = worst_relative_rms(x, round_trip(c.t, x));
     EXPECT_LE(e, c.bound) << dtype_name(c.t);
@@ -148,6 +149,35 @@ TEST(QuantizeWeights, RelativeErrorShrinksWithBits) {
     EXPECT_LT(worst_relative_rms(x, round_trip(ladder[i], x)),
               worst_relative_rms(x, round_trip(ladder[i - 1], x)))
         << dtype_name(ladder[i]) << " vs " << dtype_name(ladder[i - 1]);
+  // The non-linear grid spends its levels where Gaussian weights are: at the same 4.5 bits per
+  // weight, iq4_nl beats q4_0's even steps.
+  EXPECT_LT(worst_relative_rms(x, round_trip(DType::IQ4_NL, x)),
+            worst_relative_rms(x, round_trip(DType::Q4_0, x)));
+}
+
+// The iq4 quantisers store each element as the level nearest to it under the step the reader
+// will decode (d, or d x the sub-block's scale), up to the rounding of comparing x / step.
+TEST(QuantizeWeights, Iq4TypesPickTheNearestLevel) {
+  const std::vector<float> x = test_row(5);
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
+    std::vector<uint8_t> q(row_bytes(t, kN, "test row"));
+    quantize_row_weights(t, x.data(), q.data(), kN);
+    std::vector<float> y(kN);
+    dequantize_row(t, q.data(), y.data(), kN);
+    for (int64_t i = 0; i < kN; ++i) {
+      float step;
+      if (t == DType::IQ4_NL) {
+        step = f16_to_f32(reinterpret_cast<const BlockIQ4_NL*>(q.data())[i / 32].d);
+      } else {
+        const BlockIQ4_XS& b = reinterpret_cast<const BlockIQ4_XS*>(q.data())[i / 256];
+        step = f16_to_f32(b.d) * static_cast<float>(iq4xs_scale(b, (i % 256) / 32));
+      }
+      const float slack = std::fabs(step) * 128 * 1e-6f;
+      for (int8_t level : kIq4Levels)
+        ASSERT_LE(std::fabs(y[i] - x[i]), std::fabs(step * level - x[i]) + slack)
+            << dtype_name(t) << " element " << i << " level " << int(level);
+    }
+  }
 }
 
 TEST(QuantizeWeights, FloatTypesRoundToNearest) {

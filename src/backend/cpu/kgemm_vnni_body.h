@@ -58,7 +58,8 @@ struct KPacked {
 constexpr int64_t kChunkSupers = 2;
 
 // Where each sub-block's int32 sum starts, for the types whose codes carry an offset (q3_k: 4,
-// q6_k: 32): -offset x the activations' sum over the sub-block, as a table [M][super-blocks][16].
+// q6_k: 32, iq4_xs: 128, its signed values packed as value + 128): -offset x the activations' sum
+// over the sub-block, as a table [M][super-blocks][16].
 template <class Dec>
 void kblock_starts(const PackedActs& x, std::vector<int32_t>& starts) {
   if constexpr (Dec::kOffsetShift >= 0) {

@@ -59,6 +59,8 @@ RowsKernel avx512vnni_gemm_kernel(DType t) {
       return gemm_rows<DecQ5_1>;
     case DType::Q8_0:
       return gemm_rows<DecQ8_0>;
+    case DType::IQ4_NL:
+      return gemm_rows<DecIQ4_NL>;
     default:
       return nullptr;
   }

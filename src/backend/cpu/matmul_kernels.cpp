@@ -22,7 +22,7 @@ namespace {
 
 bool is_q8k_type(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K;
+         t == DType::Q6_K || t == DType::IQ4_XS;
 }
 
 bool is_float_type(DType t) {

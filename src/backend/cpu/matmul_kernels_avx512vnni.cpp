@@ -26,22 +26,37 @@ struct KDot512 {
   struct Chunks {
     __m512i u[4];
     __m512i scale[4];
+    __mmask64 negative[4];  // signed values (kSigned): the lanes whose activation is negated
   };
   static __m512i pair(__m256i lo, __m256i hi) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
   }
+  // Signed values are dotted as |value| times the activation with the value's sign.
+  template <bool kSigned>
   static void prepare(const KDecoded& k, Chunks& ch) {
     __m256i scales[8];
     chunk_scales(k.scale16, scales);
     for (int p = 0; p < 4; ++p) {
       ch.u[p] = pair(k.u[2 * p], k.u[2 * p + 1]);
       ch.scale[p] = pair(scales[2 * p], scales[2 * p + 1]);
+      if constexpr (kSigned) {
+        ch.negative[p] = _mm512_movepi8_mask(ch.u[p]);
+        ch.u[p] = _mm512_abs_epi8(ch.u[p]);
+      }
     }
   }
+  template <bool kSigned>
+  static __m512i activations(const Chunks& ch, const int8_t* xq, int p) {
+    const __m512i x = _mm512_loadu_si512(xq + 64 * p);
+    if constexpr (kSigned)
+      return _mm512_mask_sub_epi8(x, ch.negative[p], _mm512_setzero_si512(), x);
+    return x;
+  }
+  template <bool kSigned>
   static __m256i dot(const KDecoded&, const Chunks& ch, const int8_t* xq) {
     __m512i even = _mm512_setzero_si512(), odd = _mm512_setzero_si512();
     for (int p = 0; p < 4; p += 2) {
-      const __m512i x0 = _mm512_loadu_si512(xq + 64 * p), x1 = _mm512_loadu_si512(xq + 64 * p + 64);
+      const __m512i x0 = activations<kSigned>(ch, xq, p), x1 = activations<kSigned>(ch, xq, p + 1);
       even = _mm512_dpwssd_epi32(even, _mm512_maddubs_epi16(ch.u[p], x0), ch.scale[p]);
       odd = _mm512_dpwssd_epi32(odd, _mm512_maddubs_epi16(ch.u[p + 1], x1), ch.scale[p + 1]);
     }

@@ -104,6 +104,11 @@ void decode(const BlockQ8_0& b, Decoded32& o) {
   o.d = f16_to_f32(b.d), o.m = 0, o.offset = 0;
 }
 
+void decode(const BlockIQ4_NL& b, Decoded32& o) {
+  for (int i = 0; i < kQK32; ++i) o.q[i] = kIq4Levels[nibble(b.qs, i)];
+  o.d = f16_to_f32(b.d), o.m = 0, o.offset = 0;
+}
+
 // sum_i (d (q_i - offset) + m) * dx * xq_i = d dx (sum q_i xq_i - offset sum xq) + m dx sum xq.
 float block_dot(const Decoded32& w, const BlockQ8A32& x) {
   int32_t isum = 0;
@@ -176,6 +181,12 @@ void decode(const BlockQ6_K& b, DecodedK& o) {
   o.d = f16_to_f32(b.d), o.dmin = 0, o.offset = 32;
 }
 
+void decode(const BlockIQ4_XS& b, DecodedK& o) {
+  for (int e = 0; e < kQKK; ++e) o.q[e] = kIq4Levels[nibble(b.qs + 16 * (e / 32), e % 32)];
+  for (int j = 0; j < 16; ++j) o.scale[j] = iq4xs_scale(b, j / 2), o.min[j] = 0;
+  o.d = f16_to_f32(b.d), o.dmin = 0, o.offset = 0;
+}
+
 // d dx sum_j scale_j (sum_{i in j} q_i xq_i - offset bsum_j) - dmin dx sum_j min_j bsum_j.
 float block_dot(const DecodedK& w, const BlockQ8K& x) {
   int32_t isum = 0, msum = 0;
@@ -240,6 +251,10 @@ RowsKernel scalar_kernel(DType t) {
       return rows_quant<BlockQ5_K, DecodedK, BlockQ8K>;
     case DType::Q6_K:
       return rows_quant<BlockQ6_K, DecodedK, BlockQ8K>;
+    case DType::IQ4_NL:
+      return rows_quant<BlockIQ4_NL, Decoded32, BlockQ8A32>;
+    case DType::IQ4_XS:
+      return rows_quant<BlockIQ4_XS, DecodedK, BlockQ8K>;
     default:
       return nullptr;
   }

@@ -1,4 +1,4 @@
-// Prefill (M >= kGemmMinRows) kernel for the k-quants (q2_k ... q6_k) in the row layout on
+// Prefill (M >= kGemmMinRows) kernel for the k-quants (q2_k ... q6_k, iq4_xs) in the row layout on
 // AVX512-VNNI: the GEMM of kgemm_vnni_body.h, each panel of kPanelRows weight rows decoded from
 // the rows per chunk of super-blocks (a decode per weight per matmul, shared by all activation
 // rows: 12-18 % of a 64- to 128-row prompt's matmul time, measured).
@@ -64,8 +64,10 @@ void kpack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int6
       for (int c = 0; c < 8; ++c) {
         __m512i words[8];
         chunk_groups(k, c, words);
-        for (int g = 0; g < 8; ++g)
+        for (int g = 0; g < 8; ++g) {
+          if constexpr (Dec::kSigned) words[g] = _mm512_xor_si512(words[g], _mm512_set1_epi8(-128));
           _mm512_storeu_si512(out + P::kCodes + ((8 * c + g) * kPanelVecs + v) * 64, words[g]);
+        }
       }
     }
   }
@@ -102,6 +104,8 @@ RowsKernel avx512vnni_kgemm_kernel(DType t) {
       return kgemm_rows<DecQ5_K>;
     case DType::Q6_K:
       return kgemm_rows<DecQ6_K>;
+    case DType::IQ4_XS:
+      return kgemm_rows<DecIQ4_XS>;
     default:
       return nullptr;
   }

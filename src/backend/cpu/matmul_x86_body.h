@@ -218,6 +218,23 @@ struct DecQ8_0 {
   }
 };
 
+// The iq4 grid (kIq4Levels) in both 128-bit lanes: a byte shuffle by the nibble codes gives the
+// signed levels.
+inline __m256i iq4_levels256() {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+}
+
+// Signed values, as q8_0's.
+struct DecIQ4_NL {
+  using Block = BlockIQ4_NL;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false, kSigned = true;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return _mm256_shuffle_epi8(iq4_levels256(), nibbles32(b.qs));
+  }
+};
+
 template <class Ops, class Dec>
 struct Q32Kernel {
   // The u8 x s8 dot of weight block q (as decoded) with activation block xb, exactly.
@@ -272,7 +289,9 @@ struct Q32Kernel {
 // ---- k-quants ----------------------------------------------------------------------------------
 // A decoder fills the eight 32-code chunks of a super-block, the int16 scale of each 16-element
 // sub-block (and min, where the type has mins), and d / dmin. value = d * scale * (code - kOffset)
-// - dmin * min.
+// - dmin * min. A kSigned decoder (iq4_xs) fills signed values instead, as q8_0's: the row kernels
+// dot them with the sign trick (their vpmaddubsw would saturate on value + 128), the GEMM as
+// unsigned codes value + 128 with the offset 1 << kOffsetShift.
 
 struct KDecoded {
   __m256i u[8];
@@ -322,7 +341,7 @@ inline __m256i q3k_scales(const BlockQ3_K& block) {
 struct DecQ2_K {
   using Block = BlockQ2_K;
   static constexpr int kOffsetShift = -1;  // no offset
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kSigned = false;
   static void decode(const Block& b, KDecoded& k) {
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load256(b.qs + 32 * h);
@@ -340,7 +359,7 @@ struct DecQ2_K {
 struct DecQ3_K {
   using Block = BlockQ3_K;
   static constexpr int kOffsetShift = 2;  // codes 0..7 carry an offset of 4
-  static constexpr bool kMin = false;
+  static constexpr bool kMin = false, kSigned = false;
   static void decode(const Block& b, KDecoded& k) {
     const __m256i hm = load256(b.hmask);
     for (int c = 0; c < 8; ++c) {
@@ -356,7 +375,7 @@ struct DecQ3_K {
 struct DecQ4_K {
   using Block = BlockQ4_K;
   static constexpr int kOffsetShift = -1;
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kSigned = false;
   static void decode(const Block& b, KDecoded& k) {
     for (int c = 0; c < 4; ++c) {
       const __m256i q = load256(b.qs + 32 * c);
@@ -371,7 +390,7 @@ struct DecQ4_K {
 struct DecQ5_K {
   using Block = BlockQ5_K;
   static constexpr int kOffsetShift = -1;
-  static constexpr bool kMin = true;
+  static constexpr bool kMin = true, kSigned = false;
   static void decode(const Block& b, KDecoded& k) {
     const __m256i qh = load256(b.qh);
     for (int c = 0; c < 4; ++c) {
@@ -389,7 +408,7 @@ struct DecQ5_K {
 struct DecQ6_K {
   using Block = BlockQ6_K;
   static constexpr int kOffsetShift = 5;  // codes 0..63 carry an offset of 32
-  static constexpr bool kMin = false;
+  static constexpr bool kMin = false, kSigned = false;
   static void decode(const Block& b, KDecoded& k) {
     for (int h = 0; h < 2; ++h) {
       const __m256i lo_a = load256(b.ql + 64 * h);       // elements 128 h + 0..31 and + 64..95
@@ -405,6 +424,36 @@ struct DecQ6_K {
       }
     }
     k.scale16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+// The sixteen int16 scales of iq4_xs (see iq4xs_scale), each 32-element sub-block's twice: in
+// 32-bit lane j, nibble j of scales_l (as a little-endian u32) and bits 2j of scales_h, less 32,
+// copied into both 16-bit halves.
+inline __m256i iq4xs_scales(const BlockIQ4_XS& b) {
+  const __m256i j = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i low =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(load_u32(b.scales_l))),
+                                         _mm256_slli_epi32(j, 2)),
+                       _mm256_set1_epi32(0x0F));
+  const __m256i high =
+      _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(b.scales_h), _mm256_slli_epi32(j, 1)),
+                       _mm256_set1_epi32(0x03));
+  const __m256i scale =
+      _mm256_sub_epi32(_mm256_or_si256(low, _mm256_slli_epi32(high, 4)), _mm256_set1_epi32(32));
+  return _mm256_or_si256(_mm256_and_si256(scale, _mm256_set1_epi32(0xFFFF)),
+                         _mm256_slli_epi32(scale, 16));
+}
+
+struct DecIQ4_XS {
+  using Block = BlockIQ4_XS;
+  static constexpr int kOffsetShift = 7;  // the GEMM's codes value + 128
+  static constexpr bool kMin = false, kSigned = true;
+  static void decode(const Block& b, KDecoded& k) {
+    const __m256i levels = iq4_levels256();
+    for (int c = 0; c < 8; ++c) k.u[c] = _mm256_shuffle_epi8(levels, nibbles32(b.qs + 16 * c));
+    k.scale16 = iq4xs_scales(b);
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
 };
@@ -433,12 +482,27 @@ struct KDot256 {
   struct Chunks {
     __m256i scale[8];
   };
-  static void prepare(const KDecoded& k, Chunks& ch) { chunk_scales(k.scale16, ch.scale); }
+  template <bool kSigned>
+  static void prepare(const KDecoded& k, Chunks& ch) {
+    chunk_scales(k.scale16, ch.scale);
+  }
+  // Chunk c's codes times the activations (for signed values: |value| times the activations
+  // with the value's sign).
+  template <bool kSigned>
+  static __m256i chunk_dot(__m256i acc, const KDecoded& k, const Chunks& ch, const int8_t* xq,
+                           int c) {
+    const __m256i x = load256(xq + 32 * c);
+    if constexpr (kSigned)
+      return Ops::dot_scaled(acc, _mm256_sign_epi8(k.u[c], k.u[c]), _mm256_sign_epi8(x, k.u[c]),
+                             ch.scale[c]);
+    return Ops::dot_scaled(acc, k.u[c], x, ch.scale[c]);
+  }
+  template <bool kSigned>
   static __m256i dot(const KDecoded& k, const Chunks& ch, const int8_t* xq) {
     __m256i even = _mm256_setzero_si256(), odd = _mm256_setzero_si256();
     for (int c = 0; c < 8; c += 2) {
-      even = Ops::dot_scaled(even, k.u[c], load256(xq + 32 * c), ch.scale[c]);
-      odd = Ops::dot_scaled(odd, k.u[c + 1], load256(xq + 32 * c + 32), ch.scale[c + 1]);
+      even = chunk_dot<kSigned>(even, k, ch, xq, c);
+      odd = chunk_dot<kSigned>(odd, k, ch, xq, c + 1);
     }
     return _mm256_add_epi32(even, odd);
   }
@@ -456,10 +520,10 @@ struct KKernel {
                                                        const typename KDot::Chunks (&chunks)[RT],
                                                        const BlockQ8K& xb, __m256 (&acc)[RT]) {
     __m256i isum[RT];
-    for (int r = 0; r < RT; ++r) isum[r] = KDot::dot(k[r], chunks[r], xb.qs);
+    for (int r = 0; r < RT; ++r) isum[r] = KDot::template dot<Dec::kSigned>(k[r], chunks[r], xb.qs);
     const __m256i bsums = load256(xb.bsums);
     for (int r = 0; r < RT; ++r) {
-      if constexpr (Dec::kOffsetShift >= 0) {  // - offset * sum_j scale_j bsum_j
+      if constexpr (Dec::kOffsetShift >= 0 && !Dec::kSigned) {  // - offset * sum_j scale_j bsum_j
         const __m256i offsets = _mm256_madd_epi16(bsums, k[r].scale16);
         isum[r] = _mm256_sub_epi32(isum[r], _mm256_slli_epi32(offsets, Dec::kOffsetShift));
       }
@@ -491,7 +555,7 @@ struct KKernel {
       for (int r = 0; r < RT; ++r) {
         prefetch_ahead<MT>(&w[r][b], sizeof(Block));
         Dec::decode(w[r][b], k[r]);
-        KDot::prepare(k[r], chunks[r]);
+        KDot::template prepare<Dec::kSigned>(k[r], chunks[r]);
       }
       for (int t = 0; t < MT; ++t) add_block<RT>(k, chunks, xs[t][b], acc[t]);
     }
@@ -518,7 +582,7 @@ struct KKernel {
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < RT; ++r) {
         Dec::decode(w[r][b], k[r]);
-        KDot::prepare(k[r], chunks[r]);
+        KDot::template prepare<Dec::kSigned>(k[r], chunks[r]);
       }
       for (int t = 0; t < mt; ++t)
         add_block<RT>(k, chunks, reinterpret_cast<const BlockQ8K*>(xs + t * x.row_bytes)[b],
@@ -634,6 +698,8 @@ RowsKernel x86_int_kernel(DType t) {
       return rows_driver<Q32Kernel<Ops, DecQ5_1>>;
     case DType::Q8_0:
       return rows_driver<Q32Kernel<Ops, DecQ8_0>>;
+    case DType::IQ4_NL:
+      return rows_driver<Q32Kernel<Ops, DecIQ4_NL>>;
     case DType::Q2_K:
       return krows_driver<KKernel<Ops, DecQ2_K>>;
     case DType::Q3_K:
@@ -644,6 +710,8 @@ RowsKernel x86_int_kernel(DType t) {
       return krows_driver<KKernel<Ops, DecQ5_K>>;
     case DType::Q6_K:
       return krows_driver<KKernel<Ops, DecQ6_K>>;
+    case DType::IQ4_XS:
+      return krows_driver<KKernel<Ops, DecIQ4_XS>>;
     default:
       return nullptr;
   }

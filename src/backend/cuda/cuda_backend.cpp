@@ -289,9 +289,11 @@ class CudaBackend final : public Backend {
     cuda::note_launch();
   }
 
+  bool has_weight_kernels(DType t) const override { return cuda::has_weight_kernels(t); }
+
   Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
                        const void* host) override {
-    if (!is_weight_dtype_supported(dtype))
+    if (!cuda::has_weight_kernels(dtype))
       fail(ErrorKind::Unsupported,
            std::string("weight type ") + dtype_name(dtype) + " has no CUDA kernels");
     const uint64_t row = row_bytes(dtype, static_cast<uint64_t>(cols), "weight upload");

@@ -286,6 +286,10 @@ bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride) {
          w.cols % per_chunk == 0;
 }
 
+bool has_weight_kernels(DType t) {
+  return dispatch_weight_type(t, []<DType>() {});
+}
+
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
                  const ExpertIndex& ix) {
   if (ix.fill != nullptr && !gemv_loads_chunks(w, x, ix.x_stride))

@@ -27,6 +27,9 @@ struct ExpertIndex {
   unsigned experts_per_x = 1;  // consecutive GEMVs sharing an input row (a token's k experts)
 };
 
+// Whether launch_gemv and the embedding take weights of type t (gemv.cu).
+bool has_weight_kernels(DType t);
+
 // Elementwise and row ops (elementwise.cu).
 void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
                   cudaStream_t stream);
