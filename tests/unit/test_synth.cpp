@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -246,6 +247,41 @@ TEST_F(SynthTest, CommandWritesAFileTheEngineOpens) {
       test::run_command(test::binary_path() + " synth --shape tiny --dtype q8_k -o " + out, &log),
       0);
   EXPECT_NE(log.find("--dtype"), std::string::npos) << log;
+}
+
+// A GGML type this build knows by name but has no kernels for (iq2_xxs here: its file's type field
+// rewritten in place; its rows are shorter than q8_0's, so the tensor still fits) refuses the
+// model by tensor and type name, through the CLI with exit code 2.
+TEST_F(SynthTest, AKnownTypeWithoutKernelsIsRefusedByName) {
+  const std::string path = write("tiny", DType::Q8_0, 1);
+  std::vector<uint8_t> bytes = file_bytes(path);
+  const std::string name = "blk.0.attn_q.weight";
+  const auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end());
+  // After the name: n_dims (u32), the dims (u64 each), then the type (u32).
+  const size_t dims_at = static_cast<size_t>(at - bytes.begin()) + name.size();
+  uint32_t n_dims = 0;
+  std::memcpy(&n_dims, &bytes[dims_at], 4);
+  ASSERT_EQ(n_dims, 2u);
+  uint32_t type = 0;
+  std::memcpy(&type, &bytes[dims_at + 4 + 8 * n_dims], 4);
+  ASSERT_EQ(type, static_cast<uint32_t>(DType::Q8_0));
+  type = static_cast<uint32_t>(DType::IQ2_XXS);
+  std::memcpy(&bytes[dims_at + 4 + 8 * n_dims], &type, 4);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()),
+             static_cast<std::streamsize>(bytes.size()));
+  try {
+    open_model_spec(path);
+    ADD_FAILURE() << "opened a model with an iq2_xxs matrix";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("'" + name + "' has type iq2_xxs"), std::string::npos)
+        << e.what();
+  }
+  std::string log;
+  EXPECT_EQ(test::run_command(test::binary_path() + " run -m " + path + " -p hi -n 1", &log), 2);
+  EXPECT_NE(log.find("iq2_xxs"), std::string::npos) << log;
 }
 
 // The Q4_K_M and Q5_K_M mixes: with 2 layers llama.cpp's use_more_bits() picks layer 1 (the last
