@@ -37,7 +37,7 @@ constexpr uint64_t kDecodeBytes = 512ull << 20;
 
 const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
                         DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K};
+                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 uint64_t next_random(uint64_t& s) {
   s ^= s << 13;
