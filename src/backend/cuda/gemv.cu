@@ -286,8 +286,15 @@ bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride) {
          w.cols % per_chunk == 0;
 }
 
+namespace {
+struct NoLaunch {
+  template <DType>
+  void operator()() const {}
+};
+}  // namespace
+
 bool has_weight_kernels(DType t) {
-  return dispatch_weight_type(t, []<DType>() {});
+  return dispatch_weight_type(t, NoLaunch{});
 }
 
 void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
