@@ -2,8 +2,38 @@
 
 #include <CLI/CLI.hpp>
 #include <chrono>
+#include <exception>
+#include <limits>
+#include <string>
+#include <utility>
 
 namespace ts::cli {
+namespace {
+
+// llama.cpp's spelling: TOKEN_ID+BIAS or TOKEN_ID-BIAS (15043+1.5; 2-inf or 2-100 bans token 2).
+std::pair<int32_t, float> parse_logit_bias(const std::string& s) {
+  // A parse error, which the command line reports as its usage errors.
+  const auto bad = [&s]() -> std::pair<int32_t, float> {
+    throw CLI::ValidationError("--logit-bias", "'" + s +
+                                                   "' is not TOKEN_ID+BIAS or TOKEN_ID-BIAS "
+                                                   "(e.g. 15043+1, 2-inf)");
+  };
+  const size_t sign = s.find_first_of("+-");
+  if (sign == 0 || sign > 10 || s.find_first_not_of("0123456789") != sign) return bad();
+  const long long id = std::stoll(s.substr(0, sign));
+  if (id > std::numeric_limits<int32_t>::max()) return bad();
+  size_t used = 0;
+  float bias = 0;
+  try {
+    bias = std::stof(s.substr(sign), &used);
+  } catch (const std::exception&) {
+    return bad();
+  }
+  if (used != s.size() - sign) return bad();
+  return {static_cast<int32_t>(id), bias};
+}
+
+}  // namespace
 
 void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
   app->add_option("-n,--n-predict", f.n_predict,
@@ -18,6 +48,13 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
   app->add_option("--frequency-penalty", f.params.frequency_penalty, "Frequency penalty");
   app->add_option("--repeat-last-n", f.params.penalty_last_n,
                   "Tokens the penalties look back over (-1: all)");
+  app->add_option_function<std::vector<std::string>>(
+      "--logit-bias",
+      [&f](const std::vector<std::string>& specs) {
+        for (const std::string& spec : specs) f.params.logit_bias.push_back(parse_logit_bias(spec));
+      },
+      "Add BIAS to a token's logit, as TOKEN_ID+BIAS or TOKEN_ID-BIAS (repeatable; -inf or -100 "
+      "bans the token)");
   app->add_option("-s,--seed", f.seed, "Random seed (-1: from the clock)");
   app->add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
   app->add_option("--stop", f.stop, "Stop when this string is generated (repeatable)");

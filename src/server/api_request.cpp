@@ -2,6 +2,9 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 #include "server/logprobs.h"
@@ -83,8 +86,26 @@ void refuse_unsupported(const json& body, ApiKind kind) {
         bad("response_format", "must be {\"type\": \"text\"}: structured output is not supported");
     }
   }
-  if (const json* lb = get(body, "logit_bias"); lb != nullptr && !(lb->is_object() && lb->empty()))
-    bad("logit_bias", "is not supported");
+}
+
+// OpenAI's {"token id": bias, ...}: ids as decimal strings, biases in [-100, 100] (-100 bans).
+std::vector<std::pair<int32_t, float>> logit_bias(const json& body) {
+  const json* v = get(body, "logit_bias");
+  if (v == nullptr) return {};
+  if (!v->is_object()) bad("logit_bias", "must be an object of token ids and biases");
+  std::vector<std::pair<int32_t, float>> out;
+  for (const auto& [key, bias] : v->items()) {
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        key.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoll(key) > std::numeric_limits<int32_t>::max())
+      bad("logit_bias", "keys must be token ids (non-negative integers), got \"" + key + "\"");
+    if (!bias.is_number()) bad("logit_bias", "values must be numbers");
+    const double x = bias.get<double>();
+    if (!(x >= -kBanBias && x <= kBanBias))
+      bad("logit_bias", "values must be between -100 and 100, got " + bias.dump());
+    out.emplace_back(static_cast<int32_t>(std::stoll(key)), static_cast<float>(x));
+  }
+  return out;
 }
 
 std::vector<std::string> stops(const json& body) {
@@ -216,6 +237,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   if (p.repeat_penalty <= 0.0f) bad("repeat_penalty", "must be greater than 0");
   p.penalty_last_n =
       static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
+  p.logit_bias = logit_bias(body);
   r.ignore_eos = boolean(body, "ignore_eos", false);
   if (kind == ApiKind::Completion) {
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxCompletionLogprobs, -1));

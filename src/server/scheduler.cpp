@@ -41,10 +41,13 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
                                " tokens, more than the context of " + std::to_string(o_.ctx) +
                                " per slot");
   const int32_t vocab = static_cast<int32_t>(engine_.cfg().n_vocab);
-  for (int32_t t : request.prompt)
+  const auto check_id = [vocab](int32_t t, const char* what) {
     if (t < 0 || t >= vocab)
-      fail(ErrorKind::Input, "token id " + std::to_string(t) + " is outside the vocabulary of " +
-                                 std::to_string(vocab));
+      fail(ErrorKind::Input, std::string(what) + "token id " + std::to_string(t) +
+                                 " is outside the vocabulary of " + std::to_string(vocab));
+  };
+  for (int32_t t : request.prompt) check_id(t, "");
+  for (const auto& [t, bias] : request.sampling.logit_bias) check_id(t, "logit_bias: ");
   if (request.max_tokens == 0) fail(ErrorKind::Input, "max_tokens must be at least 1");
   if (request.top_logprobs > kMaxTopLogprobs)
     fail(ErrorKind::Input,

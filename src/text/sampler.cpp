@@ -30,6 +30,13 @@ Sampler::Sampler(const SamplerParams& params) : p_(params), rng_(params.seed) {
     bad("penalties must be finite");
   if (p_.penalty_last_n < -1)
     bad("penalty window must be >= -1, got " + std::to_string(p_.penalty_last_n));
+  for (const auto& [id, bias] : p_.logit_bias) {
+    if (id < 0) bad("logit bias token id must be >= 0, got " + std::to_string(id));
+    if (std::isnan(bias) || bias > kBanBias)
+      bad("logit bias must be at most " + std::to_string(static_cast<int>(kBanBias)) +
+          " (-inf or <= -" + std::to_string(static_cast<int>(kBanBias)) + " bans), got " +
+          std::to_string(bias));
+  }
 }
 
 void Sampler::accept(int32_t token) {
@@ -46,6 +53,16 @@ void Sampler::accept(int32_t token) {
 void Sampler::clear_history() {
   recent_.clear();
   counts_.clear();
+}
+
+void Sampler::apply_logit_bias(std::vector<Candidate>& c) const {
+  for (const auto& [id, bias] : p_.logit_bias) {
+    if (id >= static_cast<int32_t>(c.size()))
+      fail(ErrorKind::Input, "logit bias: token id " + std::to_string(id) +
+                                 " is outside the vocabulary of " + std::to_string(c.size()));
+    float& l = c[static_cast<size_t>(id)].logit;
+    l = bias <= -kBanBias ? -INFINITY : l + bias;
+  }
 }
 
 void Sampler::apply_penalties(std::vector<Candidate>& c) const {
@@ -68,12 +85,18 @@ int32_t Sampler::sample(std::span<const float> logits) {
       fail(ErrorKind::Runtime, "sampler: logit " + std::to_string(i) + " is NaN");
     c[i] = {static_cast<int32_t>(i), logits[i]};
   }
+  apply_logit_bias(c);
   apply_penalties(c);
   const auto order = [](const Candidate& a, const Candidate& b) {
     return before(a.logit, a.id, b.logit, b.id);
   };
 
-  if (p_.temperature <= 0.0f) return std::min_element(c.begin(), c.end(), order)->id;
+  if (p_.temperature <= 0.0f) {
+    const Candidate& best = *std::min_element(c.begin(), c.end(), order);
+    if (std::isinf(best.logit) && best.logit < 0)
+      fail(ErrorKind::Input, "sampler: every token is banned (-inf)");
+    return best.id;
+  }
 
   // Top-k: keep the k best, sorted. Otherwise candidates stay in id order unless top-p needs
   // the best ones first (a full sort of a 262k vocabulary per token would cost ~100 ms).
@@ -86,7 +109,7 @@ int32_t Sampler::sample(std::span<const float> logits) {
         return a.logit < b.logit;
       })->logit;
   if (std::isinf(max_logit) && max_logit < 0)
-    fail(ErrorKind::Runtime, "sampler: every logit is -inf");
+    fail(ErrorKind::Input, "sampler: every token is banned (-inf)");
   // Untempered probabilities relative to the best token (exp(0) = 1 for it), for top-p / min-p.
   const auto rel = [&](const Candidate& x) {
     return std::exp(static_cast<double>(x.logit - max_logit));

@@ -84,6 +84,31 @@ TEST(Sampler, PresenceAndFrequencyPenalties) {
   EXPECT_EQ(frequency.sample(std::vector<float>{1.0f, 0.65f}), 0);
 }
 
+// Biases add to the raw logits before the penalties; -100 (or -inf) bans a token outright, also
+// from a draw at any temperature.
+TEST(Sampler, LogitBiasShiftsAndBans) {
+  auto p = plain(0.0f);
+  p.logit_bias = {{1, 0.6f}};
+  EXPECT_EQ(ts::Sampler(p).sample(std::vector<float>{2.0f, 1.5f}), 1);  // 1.5 + 0.6 > 2.0
+  p.logit_bias = {{1, 0.4f}};
+  EXPECT_EQ(ts::Sampler(p).sample(std::vector<float>{2.0f, 1.5f}), 0);
+  p.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(ts::Sampler(p).sample(std::vector<float>{50.0f, -60.0f}), 1);  // -100 bans, not shifts
+  p.logit_bias = {{1, 0.6f}};
+  p.presence_penalty = 0.3f;
+  ts::Sampler penalised(p);
+  penalised.accept(1);
+  EXPECT_EQ(penalised.sample(std::vector<float>{2.0f, 1.5f}), 0);  // 1.5 + 0.6 - 0.3 < 2.0
+  auto q = plain(1.0f);
+  q.seed = 3;
+  q.logit_bias = {{0, -INFINITY}, {2, -100.0f}};
+  ts::Sampler drawn(q);
+  const std::vector<int> h = histogram(drawn, std::vector<float>{5.0f, 0.0f, 5.0f, 0.0f}, 2000);
+  EXPECT_EQ(h[0], 0);
+  EXPECT_EQ(h[2], 0);
+  EXPECT_EQ(h[1] + h[3], 2000);
+}
+
 TEST(Sampler, PenaltyWindowForgetsOldTokens) {
   auto p = plain(0.0f);
   p.presence_penalty = 1.0f;
@@ -221,6 +246,15 @@ TEST(Sampler, RejectsBadParametersAndRows) {
   bad([](ts::SamplerParams& p) { p.repeat_penalty = 0.0f; });
   bad([](ts::SamplerParams& p) { p.temperature = NAN; });
   bad([](ts::SamplerParams& p) { p.penalty_last_n = -2; });
+  bad([](ts::SamplerParams& p) { p.logit_bias = {{-1, 1.0f}}; });
+  bad([](ts::SamplerParams& p) { p.logit_bias = {{3, 100.5f}}; });
+  bad([](ts::SamplerParams& p) { p.logit_bias = {{3, NAN}}; });
+  auto biased = plain(0.0f);
+  biased.logit_bias = {{2, 1.0f}};
+  EXPECT_THROW(ts::Sampler(biased).sample(std::vector<float>{0.0f, 1.0f}), ts::Error);  // id 2 of 2
+  biased.logit_bias = {{0, -100.0f}, {1, -100.0f}};
+  EXPECT_THROW(ts::Sampler(biased).sample(std::vector<float>{0.0f, 1.0f}),
+               ts::Error);  // all banned
   ts::Sampler s(plain(1.0f));
   EXPECT_THROW(s.sample(std::vector<float>{}), ts::Error);
   EXPECT_THROW(s.sample(std::vector<float>{0.0f, NAN}), ts::Error);

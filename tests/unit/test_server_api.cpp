@@ -53,7 +53,8 @@ TEST(ServerApi, ReadsEveryField) {
       completion(R"({"model": "m", "prompt": ["Hello"], "max_tokens": 7, "temperature": 0.5,
     "top_p": 0.9, "stop": ["a", "bc"], "seed": 42, "presence_penalty": -1.5, "frequency_penalty": 2,
     "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "top_k": 20, "min_p": 0.1,
-    "repeat_penalty": 1.1, "ignore_eos": true, "user": "ignored"})");
+    "repeat_penalty": 1.1, "ignore_eos": true, "logit_bias": {"50256": -100, "7": 2.5},
+    "user": "ignored"})");
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt_text, "Hello");
   EXPECT_EQ(r.max_tokens, 7);
@@ -70,6 +71,9 @@ TEST(ServerApi, ReadsEveryField) {
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
   EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
   EXPECT_TRUE(r.ignore_eos);
+  EXPECT_EQ(r.sampling.logit_bias,
+            (std::vector<std::pair<int32_t, float>>{{50256, -100.0f}, {7, 2.5f}}));
+  EXPECT_TRUE(completion(R"({"prompt": "x", "logit_bias": {}})").sampling.logit_bias.empty());
   EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").stop, std::vector<std::string>{"end"});
   EXPECT_EQ(completion(R"({"prompt": [5, 6, 7]})").prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(completion(R"({"prompt": [[8, 9]]})").prompt_tokens, (std::vector<int32_t>{8, 9}));
@@ -114,7 +118,12 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
       {R"({"prompt": "x", "echo": true})", "'echo'"},
       {R"({"prompt": "x", "suffix": "end"})", "'suffix'"},
       {R"({"prompt": "x", "logprobs": 6})", "'logprobs'"},
-      {R"({"prompt": "x", "logit_bias": {"5": 10}})", "'logit_bias'"},
+      {R"({"prompt": "x", "logit_bias": [5, 10]})", "'logit_bias' must be an object"},
+      {R"({"prompt": "x", "logit_bias": {"a5": 10}})", "'logit_bias' keys must be token ids"},
+      {R"({"prompt": "x", "logit_bias": {"-5": 10}})", "'logit_bias' keys must be token ids"},
+      {R"({"prompt": "x", "logit_bias": {"99999999999": 1}})", "'logit_bias' keys"},
+      {R"({"prompt": "x", "logit_bias": {"5": "up"}})", "'logit_bias' values must be numbers"},
+      {R"({"prompt": "x", "logit_bias": {"5": 101}})", "'logit_bias' values must be between"},
       {R"({"prompt": "x", "model": 5})", "'model'"},
   };
   for (const auto& [body, message] : bad_completions)

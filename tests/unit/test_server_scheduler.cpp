@@ -306,6 +306,29 @@ TEST_F(SchedulerTest, CancelFreesTheSlot) {
   expect_same(wait(*again), want, "after cancel");
 }
 
+// A logit bias steers a request as it steers generate: banning each greedy token the answer
+// would take makes the request answer with other tokens, and a large bias on one token makes it
+// the answer.
+TEST_F(SchedulerTest, LogitBiasBansAndForcesTokens) {
+  GenRequest r = request("Once upon a time", 6);
+  const GenerateResult free_run = alone(r);
+  ASSERT_FALSE(free_run.tokens.empty());
+  for (int32_t t : free_run.tokens) r.sampling.logit_bias.emplace_back(t, -100.0f);
+  const GenerateResult banned = alone(r);
+  for (int32_t t : banned.tokens)
+    EXPECT_EQ(std::count(free_run.tokens.begin(), free_run.tokens.end(), t), 0) << t;
+  GenRequest forced = request("Once upon a time", 3);
+  forced.sampling.logit_bias = {{300, 100.0f}};
+  const GenerateResult want = alone(forced);
+  EXPECT_EQ(want.tokens, (std::vector<int32_t>{300, 300, 300}));
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  for (const auto& [q, lone] : {std::pair{r, banned}, std::pair{forced, want}}) {
+    auto job = s.submit(q);
+    ASSERT_NE(job, nullptr);
+    expect_same(wait(*job), lone, "biased");
+  }
+}
+
 TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {
   Scheduler s(*engine_, *tok_, {1, 8, 64, 4});
   EXPECT_THROW(s.submit(GenRequest{}), Error);  // empty prompt
@@ -318,6 +341,9 @@ TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {
   GenRequest bad_top_p = request("Hi", 4);
   bad_top_p.sampling.top_p = 0.0f;
   EXPECT_THROW(s.submit(bad_top_p), Error);
+  GenRequest bad_bias = request("Hi", 4);
+  bad_bias.sampling.logit_bias = {{static_cast<int32_t>(engine_->cfg().n_vocab), 1.0f}};
+  EXPECT_THROW(s.submit(bad_bias), Error);
   EXPECT_EQ(s.stats().queued, 0u);
 }
 
