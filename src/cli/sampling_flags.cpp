@@ -58,12 +58,16 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
   app->add_option("-s,--seed", f.seed, "Random seed (-1: from the clock)");
   app->add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
   app->add_option("--stop", f.stop, "Stop when this string is generated (repeatable)");
+  app->add_flag("--json", f.json_object,
+                "JSON mode: generate one JSON object (tokens are masked to those that continue "
+                "it; its closing brace ends the answer)");
 }
 
 GenerateOptions generate_options(const SamplingFlags& f) {
   GenerateOptions o;
   o.max_tokens = f.n_predict;
   o.ignore_eos = f.ignore_eos;
+  o.json_object = f.json_object;
   o.stop = f.stop;
   o.sampling = f.params;
   o.sampling.seed =

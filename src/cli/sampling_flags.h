@@ -17,6 +17,7 @@ struct SamplingFlags {
   int64_t seed = -1;  // -1: from the clock
   int64_t n_predict = -1;
   bool ignore_eos = false;
+  bool json_object = false;
   std::vector<std::string> stop;
 };
 

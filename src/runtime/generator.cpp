@@ -1,10 +1,13 @@
 #include "runtime/generator.h"
 
 #include <chrono>
+#include <memory>
+#include <optional>
 
 #include "core/error.h"
 #include "runtime/session.h"
 #include "text/detokenizer.h"
+#include "text/json_constraint.h"
 #include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
@@ -47,8 +50,12 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   };
   t0 = Clock::now();
   const int64_t limit = o.max_tokens < 0 ? session.ctx() - session.n_past() : o.max_tokens;
+  std::optional<JsonConstraint> json;
+  if (o.json_object) json.emplace(std::make_shared<const JsonVocabulary>(tok));
   for (int64_t i = 0; i < limit; ++i) {
+    if (json) json->mask(logits);
     const int32_t next = sampler.sample(logits);
+    if (json) json->advance(next);
     if (!o.ignore_eos && tok.is_eog(next)) {
       r.finish = FinishReason::Stop;
       break;
@@ -56,7 +63,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     r.tokens.push_back(next);
     sampler.accept(next);
     emit(stops.push(stream.push(next)));
-    if (stops.stopped()) {
+    if (stops.stopped() || (json && json->complete())) {
       r.finish = FinishReason::Stop;
       break;
     }

@@ -21,6 +21,7 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;
+  bool json_object = false;  // JSON mode: the text is one JSON object, its closing brace the end
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
 };
 

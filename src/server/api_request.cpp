@@ -81,11 +81,19 @@ void refuse_unsupported(const json& body, ApiKind kind) {
       const json* v = get(body, f);
       if (v != nullptr && !(v->is_array() && v->empty())) bad(f, "(tool calling) is not supported");
     }
-    if (const json* rf = get(body, "response_format"); rf != nullptr) {
-      if (!rf->is_object() || !rf->contains("type") || (*rf)["type"] != "text")
-        bad("response_format", "must be {\"type\": \"text\"}: structured output is not supported");
-    }
   }
+}
+
+// {"type": "text"} or {"type": "json_object"} (JSON mode); JSON schemas are refused.
+bool json_object(const json& body) {
+  const json* rf = get(body, "response_format");
+  if (rf == nullptr) return false;
+  const json* type = rf->is_object() ? get(*rf, "type") : nullptr;
+  if (type != nullptr && *type == "json_schema")
+    bad("response_format", "json_schema is not supported (json_object, JSON mode, is)");
+  if (type == nullptr || (*type != "text" && *type != "json_object"))
+    bad("response_format", "must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
+  return *type == "json_object";
 }
 
 // OpenAI's {"token id": bias, ...}: ids as decimal strings, biases in [-100, 100] (-100 bans).
@@ -238,6 +246,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   p.penalty_last_n =
       static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
   p.logit_bias = logit_bias(body);
+  r.json_object = json_object(body);
   r.ignore_eos = boolean(body, "ignore_eos", false);
   if (kind == ApiKind::Completion) {
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxCompletionLogprobs, -1));

@@ -30,6 +30,7 @@ struct ApiRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;        // OpenAI's defaults: temperature 1, nucleus and top-k off
+  bool json_object = false;      // response_format {"type": "json_object"}
   std::optional<uint64_t> seed;  // absent: the server draws one
   int top_logprobs = -1;         // < 0: no log-probabilities
 };

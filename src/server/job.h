@@ -23,7 +23,8 @@ struct GenRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;
-  int top_logprobs = -1;  // < 0: no log-probabilities; else that many alternatives per token
+  bool json_object = false;  // JSON mode (JsonConstraint)
+  int top_logprobs = -1;     // < 0: no log-probabilities; else that many alternatives per token
 };
 
 struct Usage {

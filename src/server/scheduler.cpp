@@ -133,6 +133,10 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
     return;
   }
   for (int32_t t : r.prompt) s.sampler->accept(t);
+  if (r.json_object) {
+    if (json_vocab_ == nullptr) json_vocab_ = std::make_shared<const JsonVocabulary>(tok_);
+    s.json.emplace(json_vocab_);
+  }
   s.text.emplace(tok_);
   s.stops.emplace(r.stop);
   s.kv->n_past = 0;
@@ -207,13 +211,15 @@ void Scheduler::step() {
 
 void Scheduler::accept_token(Slot& s) {
   const GenRequest& r = s.job->request();
+  if (s.json) s.json->mask(s.logits);
   const int32_t t = s.sampler->sample(s.logits);
+  if (s.json) s.json->advance(t);
   if (!r.ignore_eos && tok_.is_eog(t)) return finish(s, FinishReason::Stop);
   ++s.generated;
   s.sampler->accept(t);
   if (r.top_logprobs >= 0) s.job->record(token_logprobs(s.logits, t, r.top_logprobs));
   s.job->emit(s.stops->push(s.text->push(t)));
-  if (s.stops->stopped()) return finish(s, FinishReason::Stop);
+  if (s.stops->stopped() || (s.json && s.json->complete())) return finish(s, FinishReason::Stop);
   if (r.max_tokens >= 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
   // Prompt and answer together never exceed the context (OpenAI's rule; `generate` stops there
   // too): the cache holds all but the last token, which is never fed.
@@ -233,6 +239,7 @@ void Scheduler::release(Slot& s) {
   s.sampler.reset();
   s.text.reset();
   s.stops.reset();
+  s.json.reset();
   s.kv->n_past = 0;
   s.fed = 0;
   s.generated = 0;

@@ -21,6 +21,7 @@
 #include "runtime/kv_cache.h"
 #include "server/job.h"
 #include "text/detokenizer.h"
+#include "text/json_constraint.h"
 #include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
@@ -67,10 +68,11 @@ class Scheduler {
     std::optional<Sampler> sampler;
     std::optional<TextStream> text;
     std::optional<StopStrings> stops;
-    int64_t fed = 0;        // prompt tokens in the cache
-    int64_t generated = 0;  // tokens sampled and shown
-    int32_t next = -1;      // the last sampled token, fed in the next step
-    uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first
+    std::optional<JsonConstraint> json;  // JSON mode
+    int64_t fed = 0;                     // prompt tokens in the cache
+    int64_t generated = 0;               // tokens sampled and shown
+    int32_t next = -1;                   // the last sampled token, fed in the next step
+    uint64_t admitted = 0;               // admission order: the oldest prompt is prefilled first
   };
 
   void loop();
@@ -85,6 +87,8 @@ class Scheduler {
   Engine& engine_;
   const Tokenizer& tok_;
   SchedulerOptions o_;
+  // The vocabulary's pieces for JSON mode, made at the first such request (scheduler thread).
+  std::shared_ptr<const JsonVocabulary> json_vocab_;
   Forward forward_;
   std::vector<Slot> slots_;
   std::vector<SeqChunk> chunks_;

@@ -211,6 +211,44 @@ class OpenAIApi(unittest.TestCase):
         top_p = self.complete(PROMPTS[0], max_tokens=8, temperature=0.7, top_p=0.5, seed=3)
         self.assertEqual(top_p.usage.completion_tokens, 8)
 
+    def test_logit_bias_bans_and_forces(self):
+        plain = self.complete(PROMPTS[0], max_tokens=6, temperature=0).choices[0]
+        forced = self.complete(
+            PROMPTS[0], max_tokens=3, temperature=0, logit_bias={"300": 100}, logprobs=0
+        ).choices[0]
+        self.assertEqual(len(forced.logprobs.tokens), 3)
+        self.assertEqual(len(set(forced.logprobs.tokens)), 1)  # one token three times
+        self.assertNotEqual(forced.text, plain.text)
+        banned = self.complete(
+            PROMPTS[0], max_tokens=6, temperature=0, logit_bias={"300": -100}, logprobs=0
+        ).choices[0]
+        self.assertNotIn(forced.logprobs.tokens[0], banned.logprobs.tokens)
+
+    def test_json_mode(self):
+        # A base model that never saw JSON: the mask makes every answer one object (or its
+        # beginning, when max_tokens cuts it), greedy, sampled and streamed.
+        for kw in ({"temperature": 0}, {"temperature": 1.0, "seed": 5}):
+            r = self.chat(PROMPTS[1], max_tokens=300, response_format={"type": "json_object"}, **kw)
+            choice = r.choices[0]
+            if choice.finish_reason == "stop":
+                self.assertIsInstance(json.loads(choice.message.content), dict, kw)
+            else:
+                self.assertEqual(choice.finish_reason, "length")
+                self.assertTrue(choice.message.content.lstrip().startswith("{"), kw)
+            text, finish, _ = self.stream_text(
+                self.chat(
+                    PROMPTS[1],
+                    max_tokens=300,
+                    response_format={"type": "json_object"},
+                    stream=True,
+                    **kw,
+                ),
+                chat=True,
+            )
+            self.assertEqual((text, finish), (choice.message.content, choice.finish_reason), kw)
+        with self.assertRaises(openai.BadRequestError):
+            self.chat(PROMPTS[1], response_format={"type": "json_schema", "json_schema": {}})
+
     def test_logprobs(self):
         r = self.chat(PROMPTS[0], max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)
         content = r.choices[0].logprobs.content

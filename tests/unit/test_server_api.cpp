@@ -74,6 +74,15 @@ TEST(ServerApi, ReadsEveryField) {
   EXPECT_EQ(r.sampling.logit_bias,
             (std::vector<std::pair<int32_t, float>>{{50256, -100.0f}, {7, 2.5f}}));
   EXPECT_TRUE(completion(R"({"prompt": "x", "logit_bias": {}})").sampling.logit_bias.empty());
+  EXPECT_FALSE(r.json_object);
+  EXPECT_TRUE(
+      completion(R"({"prompt": "x", "response_format": {"type": "json_object"}})").json_object);
+  EXPECT_TRUE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "response_format": {"type": "json_object"}})")
+                  .json_object);
+  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "response_format": {"type": "text"}})")
+                   .json_object);
   EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").stop, std::vector<std::string>{"end"});
   EXPECT_EQ(completion(R"({"prompt": [5, 6, 7]})").prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(completion(R"({"prompt": [[8, 9]]})").prompt_tokens, (std::vector<int32_t>{8, 9}));
@@ -139,8 +148,12 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
        "'messages[0].content'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
        "'tools'"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
-       "'response_format'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {}}})",
+       "'response_format' json_schema is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})",
+       "'response_format' must be"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",
+       "'response_format' must be"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "'top_logprobs'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
        "'top_logprobs'"},

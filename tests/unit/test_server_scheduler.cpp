@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
 
@@ -110,6 +111,7 @@ class SchedulerTest : public ::testing::Test {
     o.ignore_eos = r.ignore_eos;
     o.stop = r.stop;
     o.sampling = r.sampling;
+    o.json_object = r.json_object;
     return generate(session, *tok_, r.prompt, o, [](const std::string&) {});
   }
 
@@ -326,6 +328,29 @@ TEST_F(SchedulerTest, LogitBiasBansAndForcesTokens) {
     auto job = s.submit(q);
     ASSERT_NE(job, nullptr);
     expect_same(wait(*job), lone, "biased");
+  }
+}
+
+// JSON mode through the scheduler, beside a plain request: each answer equals generate's alone,
+// and the greedy JSON one is a whole object (the bundled model closes it at once after this
+// prompt; the sampled one writes a long string).
+TEST_F(SchedulerTest, JsonModeEqualsGenerate) {
+  GenRequest json = request("Once upon a time", 120);
+  json.json_object = true;
+  GenRequest sampled = json;
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.seed = 11;
+  const std::vector<GenRequest> reqs = {json, sampled, request("Once upon a time", 20)};
+  std::vector<GenerateResult> want;
+  for (const GenRequest& q : reqs) want.push_back(alone(q));
+  EXPECT_EQ(want[0].finish, FinishReason::Stop);
+  EXPECT_TRUE(nlohmann::json::parse(want[0].text, nullptr, false).is_object()) << want[0].text;
+  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 4});
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenRequest& q : reqs) jobs.push_back(s.submit(q));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(jobs[i], nullptr);
+    expect_same(wait(*jobs[i]), want[i], "request " + std::to_string(i));
   }
 }
 

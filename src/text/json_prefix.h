@@ -1,0 +1,81 @@
+// An incremental recognizer of one JSON object (RFC 8259, strict: UTF-8 checked, surrogate
+// escapes paired), fed a byte at a time, for constrained generation. Its invariant is what makes
+// the constraint safe: every prefix it accepts can still be completed to a valid object, so a
+// generation it steers never reaches a dead end. It refuses a byte as early as that byte makes
+// completion impossible (a lone low surrogate at its second hex digit, a leading zero, ...).
+// Two limits keep a steered model from running away: nesting deeper than kMaxDepth and more than
+// kMaxWhitespace whitespace bytes in a row are refused. The state is a few bytes, copied freely.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace ts {
+
+class JsonPrefix {
+ public:
+  static constexpr int kMaxDepth = 64;
+  static constexpr int kMaxWhitespace = 128;
+
+  // Whether `c` can follow the bytes fed so far; the state changes only when it can.
+  bool feed(uint8_t c);
+  // Whether every byte of `bytes` can follow, in order (the state does not change).
+  bool accepts(std::string_view bytes) const;
+  // Feeds every byte of `bytes` if all can follow; the state is unchanged if not.
+  bool feed_all(std::string_view bytes);
+  // A whole object has been read: no byte can follow.
+  bool complete() const { return state_ == State::Done; }
+  // Inside a string, between characters: any byte that is not '"', '\\' or a control character,
+  // in complete UTF-8 characters, continues it.
+  bool in_plain_string() const { return state_ == State::String; }
+
+ private:
+  enum class State : uint8_t {
+    Start,       // before the object's '{'
+    ObjectOpen,  // after '{': a key or '}'
+    Key,         // after ',' in an object: a key
+    Colon,       // after a key
+    Value,       // after ':' or ',' in an array
+    ArrayOpen,   // after '[': a value or ']'
+    After,       // after a value in a container: ',' or its closing bracket
+    Done,
+    String,
+    Escape,    // after '\'
+    Hex,       // the 4 digits of \u (aux_: digits left)
+    LowSlash,  // after a high surrogate's \uXXXX: its pair's '\'
+    LowU,      // ... then 'u'
+    Utf8,      // continuation bytes of a character (aux_: bytes left)
+    Minus,     // number states
+    Zero,
+    Int,
+    Point,
+    Frac,
+    Exp,
+    ExpSign,
+    ExpInt,
+    Literal,  // true / false / null (literal_, aux_: bytes read)
+  };
+
+  bool value_start(uint8_t c);
+  bool structural(uint8_t c);
+  bool string_byte(uint8_t c);
+  bool hex_digit(uint8_t c);
+  bool number_byte(uint8_t c);
+  bool push(bool object);
+  void end_value();
+  bool top_is_object() const { return (stack_ >> (depth_ - 1)) & 1; }
+
+  State state_ = State::Start;
+  bool key_ = false;        // the string being read is a key
+  bool low_half_ = false;   // the \u digits being read must be a low surrogate
+  uint8_t depth_ = 0;       // open containers
+  uint8_t aux_ = 0;         // digits / bytes left, or literal bytes read
+  uint8_t utf8_lo_ = 0x80;  // range of the next continuation byte
+  uint8_t utf8_hi_ = 0xBF;
+  uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
+  uint16_t code_ = 0;        // the \u digits read so far, for the surrogate checks
+  uint16_t whitespace_ = 0;  // whitespace bytes in a row
+  uint64_t stack_ = 0;       // bit i: container i is an object (else an array)
+};
+
+}  // namespace ts
