@@ -1,6 +1,8 @@
 #include "text/json_constraint.h"
 
+#include <algorithm>
 #include <cmath>
+#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -19,16 +21,39 @@ bool continues_any_string(const std::string& piece) {
   return true;
 }
 
+// `ids` in byte order of their pieces, with the shared prefix lengths.
+JsonVocabulary::Sorted sorted_by_piece(const std::vector<std::string>& pieces,
+                                       std::vector<int32_t> ids) {
+  std::sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+    return pieces[static_cast<size_t>(a)] < pieces[static_cast<size_t>(b)];
+  });
+  std::vector<uint32_t> shared(ids.size(), 0);
+  for (size_t i = 1; i < ids.size(); ++i) {
+    const std::string& a = pieces[static_cast<size_t>(ids[i - 1])];
+    const std::string& b = pieces[static_cast<size_t>(ids[i])];
+    shared[i] = static_cast<uint32_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first -
+                                      a.begin());
+  }
+  return {std::move(ids), std::move(shared)};
+}
+
 }  // namespace
 
 JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   const auto n = static_cast<size_t>(tok.vocab_size());
   pieces.reserve(n);
   plain.reserve(n);
+  std::vector<int32_t> nonempty, not_plain_ids;
   for (size_t id = 0; id < n; ++id) {
     pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), false));
-    plain.push_back(continues_any_string(pieces.back()));
+    plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
+    longest = std::max(longest, pieces.back().size());
+    if (pieces.back().empty()) continue;
+    nonempty.push_back(static_cast<int32_t>(id));
+    if (plain.back() == 0) not_plain_ids.push_back(static_cast<int32_t>(id));
   }
+  all = sorted_by_piece(pieces, std::move(nonempty));
+  not_plain = sorted_by_piece(pieces, std::move(not_plain_ids));
 }
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab)
@@ -37,20 +62,59 @@ JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab)
 bool JsonConstraint::allowed(size_t id) const {
   if (id >= vocab_->pieces.size()) return false;
   const std::string& piece = vocab_->pieces[id];
-  if (piece.empty()) return false;
-  if (json_.in_plain_string() && vocab_->plain[id]) return true;
-  return json_.accepts(piece);
+  return !piece.empty() && json_.accepts(piece);
 }
 
-void JsonConstraint::mask(std::span<float> logits) const {
-  bool any = false;
-  for (size_t id = 0; id < logits.size(); ++id) {
-    if (allowed(id)) {
-      any = true;
-    } else {
-      logits[id] = -INFINITY;
+// The pieces in byte order, each fed from the state its shared prefix with the one before left
+// (states_[k]: after k bytes). A byte refused at offset k refuses every piece that shares those
+// k + 1 bytes: a block of the order, skipped with a binary search. So a step feeds about one byte
+// per distinct prefix that can continue, plus one per refused one.
+void JsonConstraint::walk(const JsonVocabulary::Sorted& sorted) {
+  const std::vector<std::string>& pieces = vocab_->pieces;
+  const size_t n = sorted.ids.size();
+  size_t valid = 0;  // states_[0..valid] hold the previous piece's prefix
+  for (size_t i = 0; i < n;) {
+    const std::string& piece = pieces[static_cast<size_t>(sorted.ids[i])];
+    size_t k = std::min<size_t>(sorted.shared[i], valid);
+    JsonPrefix p = states_[k];
+    for (; k < piece.size() && p.feed(static_cast<uint8_t>(piece[k])); ++k) states_[k + 1] = p;
+    valid = k;
+    if (k == piece.size()) {
+      allowed_[static_cast<size_t>(sorted.ids[i++])] = 1;
+      continue;
     }
+    const std::string_view refused(piece.data(), k + 1);
+    i = static_cast<size_t>(
+        std::partition_point(
+            sorted.ids.begin() + static_cast<std::ptrdiff_t>(i), sorted.ids.end(),
+            [&](int32_t id) {
+              return std::string_view(pieces[static_cast<size_t>(id)]).substr(0, k + 1) == refused;
+            }) -
+        sorted.ids.begin());
   }
+}
+
+// Inside a string the plain tokens are allowed as they are and only the others are walked.
+void JsonConstraint::mask(std::span<float> logits) {
+  const JsonVocabulary& v = *vocab_;
+  states_.resize(v.longest + 1);
+  states_[0] = json_;
+  if (json_.in_plain_string()) {
+    allowed_ = v.plain;
+    walk(v.not_plain);
+  } else {
+    allowed_.assign(v.pieces.size(), 0);
+    walk(v.all);
+  }
+  const size_t known = std::min(logits.size(), allowed_.size());
+  bool any = false;
+  for (size_t id = 0; id < known; ++id) {
+    if (allowed_[id] != 0)
+      any = true;
+    else
+      logits[id] = -INFINITY;
+  }
+  for (size_t id = known; id < logits.size(); ++id) logits[id] = -INFINITY;
   if (!any)
     fail(ErrorKind::Input, "JSON mode: no token of this vocabulary can continue the object");
 }

@@ -19,10 +19,21 @@ class Tokenizer;
 
 struct JsonVocabulary {
   explicit JsonVocabulary(const Tokenizer& tok);
+
+  // Tokens in byte order of their pieces, and how many leading bytes each shares with the one
+  // before it: a trie walked as an array (JsonConstraint::mask).
+  struct Sorted {
+    std::vector<int32_t> ids;
+    std::vector<uint32_t> shared;
+  };
+
   std::vector<std::string> pieces;  // each token's bytes in generated text
-  // The token continues any string between characters: non-empty, whole UTF-8 characters, no
-  // '"', '\' or control byte (most of a vocabulary; the mask skips simulating these there).
-  std::vector<bool> plain;
+  // 1: the token continues any string between characters (non-empty, whole UTF-8 characters, no
+  // '"', '\' or control byte): most of a vocabulary, allowed there without a walk.
+  std::vector<uint8_t> plain;
+  Sorted all;          // every token with a non-empty piece
+  Sorted not_plain;    // those of them that are not plain
+  size_t longest = 0;  // bytes of the longest piece
 };
 
 class JsonConstraint {
@@ -31,16 +42,20 @@ class JsonConstraint {
 
   // Sets every logit whose token cannot continue the object to -inf (logits past the tokenizer's
   // vocabulary too). An Input error when no token can (a vocabulary without the characters).
-  void mask(std::span<float> logits) const;
+  void mask(std::span<float> logits);
   // Follows a generated token; a Runtime error when it cannot continue the object.
   void advance(int32_t token);
   bool complete() const { return json_.complete(); }
 
  private:
   bool allowed(size_t id) const;
+  void walk(const JsonVocabulary::Sorted& sorted);
 
   std::shared_ptr<const JsonVocabulary> vocab_;
   JsonPrefix json_;
+  // mask()'s scratch: the tokens it allows, and the states after each byte of the current piece.
+  std::vector<uint8_t> allowed_;
+  std::vector<JsonPrefix> states_;
 };
 
 }  // namespace ts

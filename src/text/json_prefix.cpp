@@ -153,7 +153,7 @@ bool JsonPrefix::value_start(uint8_t c) {
       return true;
     default:
       if (c < '1' || c > '9') return false;
-      state_ = State::Int;
+      state_ = State::Int, aux_ = 1;
       return true;
   }
 }
@@ -238,11 +238,11 @@ bool JsonPrefix::number_byte(uint8_t c) {
   switch (state_) {
     case State::Minus:
       if (!digit) return false;
-      state_ = c == '0' ? State::Zero : State::Int;
+      state_ = c == '0' ? State::Zero : State::Int, aux_ = 1;
       return true;
     case State::Zero:
     case State::Int:
-      if (digit && state_ == State::Int) return true;
+      if (digit && state_ == State::Int) return aux_ < kMaxDigits && ++aux_;
       if (c == '.') {
         state_ = State::Point;
         return true;
@@ -254,10 +254,10 @@ bool JsonPrefix::number_byte(uint8_t c) {
       break;
     case State::Point:
       if (!digit) return false;
-      state_ = State::Frac;
+      state_ = State::Frac, aux_ = 1;
       return true;
     case State::Frac:
-      if (digit) return true;
+      if (digit) return aux_ < kMaxDigits && ++aux_;
       if (c == 'e' || c == 'E') {
         state_ = State::Exp;
         return true;
@@ -271,10 +271,10 @@ bool JsonPrefix::number_byte(uint8_t c) {
       [[fallthrough]];
     case State::ExpSign:
       if (!digit) return false;
-      state_ = State::ExpInt;
+      state_ = State::ExpInt, aux_ = 1;
       return true;
     case State::ExpInt:
-      if (digit) return true;
+      if (digit) return aux_ < kMaxExponentDigits && ++aux_;
       break;
     default:
       return false;

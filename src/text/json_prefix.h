@@ -3,8 +3,11 @@
 // the constraint safe: every prefix it accepts can still be completed to a valid object, so a
 // generation it steers never reaches a dead end. It refuses a byte as early as that byte makes
 // completion impossible (a lone low surrogate at its second hex digit, a leading zero, ...).
-// Two limits keep a steered model from running away: nesting deeper than kMaxDepth and more than
-// kMaxWhitespace whitespace bytes in a row are refused. The state is a few bytes, copied freely.
+// Limits keep a steered model from running away, and its numbers within a double's range (a
+// strict parser refuses 1e400): nesting deeper than kMaxDepth, more than kMaxWhitespace
+// whitespace bytes in a row, more than kMaxDigits digits before or after a number's point and
+// more than kMaxExponentDigits in its exponent (so below 1e200) are refused. The state is a few
+// bytes, copied freely.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,8 @@ class JsonPrefix {
  public:
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespace = 128;
+  static constexpr int kMaxDigits = 100;
+  static constexpr int kMaxExponentDigits = 2;
 
   // Whether `c` can follow the bytes fed so far; the state changes only when it can.
   bool feed(uint8_t c);

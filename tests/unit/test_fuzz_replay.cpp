@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../../fuzz/api_request_harness.h"
+#include "../../fuzz/json_prefix_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
 #include "test_paths.h"
@@ -228,6 +229,17 @@ TEST(FuzzReplay, ApiRequest) {
   const Tally t = replay(seeds, 2000, check);
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 200);
+}
+
+// JSON mode's recognizer: objects, cut objects and their mutations agree with nlohmann's parser,
+// and whatever prefix is accepted completes to an object.
+TEST(FuzzReplay, JsonPrefix) {
+  const auto seeds = corpus("json_prefix");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/json_prefix is missing";
+  const auto check = [](const Bytes& b) { return fuzz::check_json_prefix(b.data(), b.size()); };
+  const Tally t = replay(seeds, 3000, check);
+  EXPECT_GT(t.accepted, 2);
+  EXPECT_GT(t.refused, 300);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/model_tokenizer.h"
@@ -94,7 +95,7 @@ TEST(JsonPrefix, RefusesAtTheFirstImpossibleByte) {
   }
 }
 
-TEST(JsonPrefix, LimitsDepthAndWhitespace) {
+TEST(JsonPrefix, LimitsDepthWhitespaceAndNumbers) {
   std::string deep = "{\"a\":";
   for (int i = 1; i < JsonPrefix::kMaxDepth; ++i) deep += "[";
   EXPECT_EQ(accepted(deep + "["), deep.size());  // the 65th container
@@ -102,6 +103,13 @@ TEST(JsonPrefix, LimitsDepthAndWhitespace) {
   const std::string spaces(JsonPrefix::kMaxWhitespace, ' ');
   EXPECT_EQ(accepted("{" + spaces + " }"), 1 + spaces.size());
   EXPECT_TRUE(complete("{" + spaces + "}"));
+  // Numbers stay within a double's range (1e400 is refused by strict parsers).
+  const std::string digits(JsonPrefix::kMaxDigits, '7');
+  const std::string number = "{\"n\": -" + digits + "." + digits + "e+99}";
+  EXPECT_TRUE(complete(number)) << number;
+  EXPECT_EQ(accepted("{\"n\": " + digits + "7"), 6 + digits.size());
+  EXPECT_EQ(accepted("{\"n\": 0." + digits + "7"), 8 + digits.size());
+  EXPECT_EQ(accepted("{\"n\": 1e-999}"), 11u);
 }
 
 // The state does not change when a byte or a sequence is refused.
@@ -124,10 +132,8 @@ std::unique_ptr<Engine> bundled_engine() {
 }
 
 // The mask allows exactly the tokens whose bytes the recognizer accepts, at states of every kind
-// (its shortcut for plain string tokens included).
-TEST(JsonConstraint, MaskAllowsExactlyTheTokensThatContinue) {
-  auto engine = bundled_engine();
-  const Tokenizer tok = load_tokenizer(engine->spec());
+// (inside strings, where plain tokens skip the walk, too).
+void expect_mask_matches(const Tokenizer& tok) {
   const auto vocab = std::make_shared<const JsonVocabulary>(tok);
   const std::vector<std::string> prefixes = {"",
                                              "{",
@@ -135,10 +141,14 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensThatContinue) {
                                              R"({"key")",
                                              R"({"key": )",
                                              R"({"key": 12)",
+                                             R"({"key": 1.)",
+                                             R"({"key": -0.5e)",
                                              R"({"key": "caf)",
                                              R"({"k": [tr)",
                                              R"({"k": "\u00)",
-                                             R"({"k": [1, {"x": "y"})"};
+                                             R"({"k": "\uD83D)",
+                                             R"({"k": [1, {"x": "y"})",
+                                             "{\n  \"a\": [\n    "};
   for (const std::string& prefix : prefixes) {
     // The prefix as the model would write it: its tokens' bytes (maybe a leading space).
     JsonConstraint c(vocab);
@@ -153,11 +163,23 @@ TEST(JsonConstraint, MaskAllowsExactlyTheTokensThatContinue) {
     for (size_t id = 0; id < logits.size(); ++id) {
       const bool want =
           id < vocab->pieces.size() && !vocab->pieces[id].empty() && p.accepts(vocab->pieces[id]);
-      EXPECT_EQ(!std::isinf(logits[id]), want) << "prefix '" << prefix << "' token " << id;
+      ASSERT_EQ(!std::isinf(logits[id]), want) << "prefix '" << prefix << "' token " << id;
       allowed += want;
     }
     EXPECT_GT(allowed, 0) << prefix;
   }
+}
+
+TEST(JsonConstraint, MaskAllowsExactlyTheTokensThatContinue) {
+  auto engine = bundled_engine();
+  expect_mask_matches(load_tokenizer(engine->spec()));
+}
+
+// A byte-level BPE vocabulary (GPT-2's 50257 tokens, many of them JSON punctuation runs).
+TEST(JsonConstraint, MaskMatchesOnAByteLevelVocabulary) {
+  const std::string path = test::shared_path("fixtures/vocab/ggml-vocab-gpt-2.gguf");
+  TS_REQUIRE_SHARED(path);
+  expect_mask_matches(Tokenizer::from_gguf(*GgufFile::open(path)));
 }
 
 // JSON mode on the bundled model (a base model that never saw JSON): whatever it would say, the

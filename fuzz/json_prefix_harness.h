@@ -1,0 +1,102 @@
+// What one JSON-mode fuzz input checks: JsonPrefix against nlohmann's parser on the input's bytes,
+// and its invariant that an accepted prefix can always be completed. Shared by the libFuzzer target
+// and the replay test.
+//  * A text nlohmann reads as one object (no whitespace after it, no NUL byte, within
+//    JsonPrefix's limits) is accepted byte by byte and complete at its end.
+//  * A text JsonPrefix accepts and completes is one nlohmann reads.
+//  * From the longest prefix it accepts, a greedy completion (bytes tried in a fixed order, the
+//    first it takes each time) reaches a complete object that nlohmann reads: steering a model by
+//    the recognizer can never leave it without a continuation.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "parser_harness.h"
+#include "text/json_prefix.h"
+
+namespace ts::fuzz {
+
+// What JsonPrefix limits, outside strings: nesting depth, the longest whitespace run, the longest
+// run of digits before or after a number's point, and the longest exponent.
+struct JsonExtents {
+  int depth = 0, whitespace = 0, digits = 0, exponent = 0;
+  bool within_limits() const {
+    return depth <= JsonPrefix::kMaxDepth && whitespace <= JsonPrefix::kMaxWhitespace &&
+           digits <= JsonPrefix::kMaxDigits && exponent <= JsonPrefix::kMaxExponentDigits;
+  }
+};
+
+inline JsonExtents json_extents(std::string_view text) {
+  JsonExtents e;
+  int d = 0, ws = 0, run = 0;
+  bool in_string = false, escape = false, exponent = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      if (escape)
+        escape = false;
+      else if (ch == '\\')
+        escape = true;
+      else if (ch == '"')
+        in_string = false;
+      continue;
+    }
+    const bool space = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
+    ws = space ? ws + 1 : 0;
+    e.whitespace = std::max(e.whitespace, ws);
+    if (ch >= '0' && ch <= '9') {
+      if (run++ == 0) {  // a run starts: after e / E (and a sign) it is an exponent
+        const char p = i > 0 ? text[i - 1] : ' ', pp = i > 1 ? text[i - 2] : ' ';
+        exponent = p == 'e' || p == 'E' || ((p == '+' || p == '-') && (pp == 'e' || pp == 'E'));
+      }
+      int& longest = exponent ? e.exponent : e.digits;
+      longest = std::max(longest, run);
+    } else {
+      run = 0;
+    }
+    if (ch == '"') in_string = true;
+    if (ch == '{' || ch == '[') e.depth = std::max(e.depth, ++d);
+    if (ch == '}' || ch == ']') --d;
+  }
+  return e;
+}
+
+inline bool check_json_prefix(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  JsonPrefix p;
+  size_t taken = 0;
+  while (taken < size && p.feed(data[taken])) ++taken;
+  const bool all = taken == size;
+  const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+  const bool object = !parsed.is_discarded() && parsed.is_object();
+  if (all && p.complete() && !object) violated("JsonPrefix completed a text nlohmann refuses");
+  // nlohmann ends its input at a NUL byte, and reads whitespace after the object; JsonPrefix
+  // refuses both.
+  if (object && text.back() == '}' && text.find('\0') == std::string_view::npos) {
+    if (json_extents(text).within_limits() && !(all && p.complete()))
+      violated("JsonPrefix refused an object nlohmann reads, at byte " + std::to_string(taken));
+  }
+  // Complete what was accepted: the first byte of this list the recognizer takes, each time.
+  static constexpr std::string_view kTries =
+      "\"}]0:DC\\u\x80\x90\xA0"
+      "abcdefghijklmnopqrstuvwxyz{";
+  std::string completed(text.substr(0, taken));
+  for (int steps = 0; !p.complete(); ++steps) {
+    bool fed = false;
+    for (char c : kTries)
+      if (p.feed(static_cast<uint8_t>(c))) {
+        completed += c;
+        fed = true;
+        break;
+      }
+    if (!fed || steps > 100000) violated("an accepted prefix could not be completed");
+  }
+  if (!nlohmann::json::accept(completed)) violated("the completion is not JSON: " + completed);
+  return all;
+}
+
+}  // namespace ts::fuzz
