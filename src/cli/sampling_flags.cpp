@@ -58,7 +58,7 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
   app->add_option("-s,--seed", f.seed, "Random seed (-1: from the clock)");
   app->add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-sequence tokens");
   app->add_option("--stop", f.stop, "Stop when this string is generated (repeatable)");
-  app->add_flag("--json", f.json_object,
+  app->add_flag("--json-mode", f.json_object,
                 "JSON mode: generate one JSON object (tokens are masked to those that continue "
                 "it; its closing brace ends the answer)");
 }
