@@ -28,8 +28,8 @@ bool has_min(DType t) {
   return t == DType::Q4_K || t == DType::Q5_K;
 }
 
-// Random q8_0 / q4_k / q5_k / q6_k rows: random codes and sub-block scales, f16 scales (q4_k,
-// q5_k: d and dmin) of both signs.
+// Random q8_0 / q4_k / q5_k / q6_k / iq4_xs rows: random codes and sub-block scales, f16 scales
+// (q4_k, q5_k: d and dmin) of both signs.
 std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t stride = row_bytes(t, cols, "test weight");
   std::vector<uint8_t> bytes(stride * rows);
@@ -110,7 +110,7 @@ TEST_P(PanelLayout, PackedRowsReadBackBitForBit) {
   }
 }
 
-TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_KToQ6_K) {
+TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0Q4_KToQ6_KAndIq4_Xs) {
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 32));
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 128256));
   EXPECT_TRUE(panel_layout_fits(DType::Q4_K, 2048));
@@ -122,6 +122,9 @@ TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0AndQ4_KToQ6_K) {
   EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
   EXPECT_TRUE(panel_layout_fits(DType::Q5_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q3_K, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::IQ4_XS, 64));
+  EXPECT_FALSE(panel_layout_fits(DType::IQ4_XS, 80));
+  EXPECT_FALSE(panel_layout_fits(DType::IQ4_NL, 64));
   EXPECT_FALSE(panel_layout_fits(DType::F16, 64));
 }
 
@@ -184,7 +187,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
-                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                                           DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -325,7 +325,8 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                      {160, 1280, 16},
                                                                      {128, 768, 64}}},
                                                                    {DType::Q5_K, k_quant_shapes},
-                                                                   {DType::Q6_K, k_quant_shapes}};
+                                                                   {DType::Q6_K, k_quant_shapes},
+                                                                   {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
     for (const Shape& s : shapes) {
       SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +

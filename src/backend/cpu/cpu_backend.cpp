@@ -50,8 +50,8 @@ class CpuBackend final : public Backend {
   }
   void release_weight(Weight& w) override { w = Weight{}; }
 
-  // q8_0, q4_k, q5_k and q6_k weights whose rows fill whole panels go to the panel layout where its
-  // kernels run: in place, so the weight's memory stays what the footprint counts.
+  // q8_0, q4_k, q5_k, q6_k and iq4_xs weights whose rows fill whole panels go to the panel layout
+  // where its kernels run: in place, so the weight's memory stays what the footprint counts.
   void pack_weight(Weight& w) override {
     if (!packs(w)) return;
     pool_.parallel_for(w.rows / cpu::kPanelRows, [&](int64_t p0, int64_t p1) {

@@ -93,7 +93,7 @@ void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1
     fail(ErrorKind::Runtime, "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
                                  std::to_string(w.rows) + " rows in the panel layout, rows [" +
                                  std::to_string(r0) + ", " + std::to_string(r1) +
-                                 "): needs q8_0, q4_k, q5_k or q6_k and whole panels of " +
+                                 "): needs q8_0, q4_k, q5_k, q6_k or iq4_xs and whole panels of " +
                                  std::to_string(kPanelRows) + " rows");
 }
 
@@ -110,6 +110,8 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
       return avx512vnni_q5k_panel_kernel(M);
     case DType::Q6_K:
       return avx512vnni_q6k_panel_kernel(M);
+    case DType::IQ4_XS:
+      return avx512vnni_iq4xs_panel_kernel(M);
     default:
       return avx512vnni_panel_kernel(M);
   }
@@ -259,6 +261,8 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
       return avx512vnni_pack_q5k_panels(data, cols, row_stride, p0, p1);
     case DType::Q6_K:
       return avx512vnni_pack_q6k_panels(data, cols, row_stride, p0, p1);
+    case DType::IQ4_XS:
+      return avx512vnni_pack_iq4xs_panels(data, cols, row_stride, p0, p1);
     default:
       return avx512vnni_pack_panels(data, cols, row_stride, p0, p1);
   }

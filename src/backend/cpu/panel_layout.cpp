@@ -16,10 +16,12 @@ static_assert(kQ5KPanelBytes == kPanelRows * sizeof(BlockQ5_K),
               "a packed q5_k panel must fill exactly its rows' bytes");
 static_assert(kQ6KPanelBytes == kPanelRows * sizeof(BlockQ6_K),
               "a packed q6_k panel must fill exactly its rows' bytes");
+static_assert(kIq4XsPanelBytes == kPanelRows * sizeof(BlockIQ4_XS),
+              "a packed iq4_xs panel must fill exactly its rows' bytes");
 
 namespace {
 
-// The low four bits of row r's codes in a q4_k / q6_k panel's super-block.
+// The low four bits of row r's codes in a q4_k / q6_k / iq4_xs panel's super-block.
 void panel_nibbles(const uint8_t* panel, int64_t r, uint8_t* code) {
   const int64_t v = r / 16, j = r % 16;
   for (int q = 0; q < kQKK / 8; ++q)
@@ -86,6 +88,21 @@ BlockQ6_K q6k_block(const uint8_t* panel, int64_t row) {
   return b;
 }
 
+BlockIQ4_XS iq4xs_block(const uint8_t* panel, int64_t row) {
+  const int64_t r = row % kPanelRows;
+  BlockIQ4_XS b;
+  std::memcpy(&b.d, panel + kIq4XsPanelD + r * sizeof(uint16_t), sizeof(b.d));
+  std::memcpy(&b.scales_h, panel + kIq4XsPanelScalesH + r * sizeof(uint16_t), sizeof(b.scales_h));
+  std::memcpy(b.scales_l, panel + kIq4XsPanelScalesL + r * sizeof(uint32_t), sizeof(b.scales_l));
+  uint8_t code[kQKK];
+  panel_nibbles(panel, r, code);
+  // The file's order: qs[16j + l] holds code 32j + l low and code 32j + 16 + l high.
+  for (int j = 0; j < kQKK / 32; ++j)
+    for (int l = 0; l < 16; ++l)
+      b.qs[16 * j + l] = static_cast<uint8_t>(code[32 * j + l] | code[32 * j + 16 + l] << 4);
+  return b;
+}
+
 void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
                      float* out) {
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
@@ -106,7 +123,8 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 }  // namespace
 
 bool panel_layout_fits(DType t, int64_t rows) {
-  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K) &&
+  return (t == DType::Q8_0 || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+          t == DType::IQ4_XS) &&
          rows > 0 && rows % kPanelRows == 0;
 }
 
@@ -123,8 +141,11 @@ void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t r
       const auto block = k4_block<BlockQ5_K>(panel + b * kQ5KPanelBytes, row, kQ5KPanelWords,
                                              kQ5KPanelD, kQ5KPanelDmin);
       dequantize_row(t, &block, out + b * kQKK, kQKK);
-    } else {
+    } else if (t == DType::Q6_K) {
       const BlockQ6_K block = q6k_block(panel + b * kQ6KPanelBytes, row);
+      dequantize_row(t, &block, out + b * kQKK, kQKK);
+    } else {
+      const BlockIQ4_XS block = iq4xs_block(panel + b * kIq4XsPanelBytes, row);
       dequantize_row(t, &block, out + b * kQKK, kQKK);
     }
   }

@@ -1,8 +1,8 @@
-// The panel layouts of q8_0, q4_k, q5_k and q6_k weights (WeightLayout::Panels), which the
-// AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp and
-// matmul_q6k_panels_avx512vnni.cpp read as they are, so that a prefill matmul no longer regroups
-// the weight rows for every micro-batch and a decode matmul reads one stream per panel instead of
-// 32 row streams.
+// The panel layouts of q8_0, q4_k, q5_k, q6_k and iq4_xs weights (WeightLayout::Panels), which
+// the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
+// matmul_q6k_panels_avx512vnni.cpp and matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that
+// a prefill matmul no longer regroups the weight rows for every micro-batch and a decode matmul
+// reads one stream per panel instead of 32 row streams.
 //
 // The rows are taken kPanelRows at a time. A panel occupies exactly its rows' bytes in the row
 // layout (kPanelRows x row_stride from data + panel x kPanelRows x row_stride) but orders them by
@@ -28,6 +28,10 @@
 //   high[o][v][j][i] (o < 16; 2048 bytes): the top two bits of code 16o + 4k + i (k < 4) at
 //     bits 2k and 2k + 1: the four code groups of 16-element sub-block o;
 //   scales[s][32] (int8): sub-block s's scale of each row; d[32]: the rows' f16 scales.
+// iq4_xs: the panel's super-block b, kIq4XsPanelBytes at panel + b x kIq4XsPanelBytes, is
+//   nibbles[q][v][j][i] as q4_k's, of the grid indices;
+//   scales_l[32] (u32) and scales_h[32] (u16): each row's scale fields as in its block;
+//   d[32]: the rows' f16 scales.
 // Only weights whose row count is a multiple of kPanelRows are packed; a view of whole panels
 // (rows [a, b) with a and b multiples of kPanelRows) is itself a weight in this layout.
 #pragma once
@@ -56,6 +60,10 @@ inline constexpr size_t kQ6KPanelHigh = kQ4KPanelNibbles;
 inline constexpr size_t kQ6KPanelScales = kQ6KPanelHigh + 2048;
 inline constexpr size_t kQ6KPanelD = kQ6KPanelScales + 16 * kPanelRows;
 inline constexpr size_t kQ6KPanelBytes = kQ6KPanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kIq4XsPanelScalesL = kQ4KPanelNibbles;
+inline constexpr size_t kIq4XsPanelScalesH = kIq4XsPanelScalesL + kPanelRows * sizeof(uint32_t);
+inline constexpr size_t kIq4XsPanelD = kIq4XsPanelScalesH + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kIq4XsPanelBytes = kIq4XsPanelD + kPanelRows * sizeof(uint16_t);
 
 // Whether a weight of this type and row count can be packed (whatever this CPU has).
 bool panel_layout_fits(DType t, int64_t rows);
