@@ -63,8 +63,9 @@ Isa active_isa();             // the one matmul_rows uses: resolve_isa(getenv("T
 // or one this CPU lacks.
 Isa resolve_isa(const char* requested);
 
-// Whether q8_0, q4_k, q5_k and q6_k weights are packed into the panel layout on this machine: the
-// active path is avx512 and the CPU has AVX512-VNNI, whose kernels are the only ones that read it.
+// Whether q8_0, q4_k, q5_k, q6_k and iq4_xs weights are packed into the panel layout on this
+// machine: the active path is avx512 and the CPU has AVX512-VNNI, whose kernels are the only ones
+// that read it.
 bool panel_kernels_active();
 // Packs panels [p0, p1) of a weight in the row layout (`rows` rows of `cols` elements,
 // panel_layout_fits(t, rows)) into the panel layout, in place; fails where
