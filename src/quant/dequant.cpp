@@ -132,7 +132,8 @@ void dequant_iq4_xs(const BlockIQ4_XS& b, float* y) {
   for (int e = 0; e < kQKK; ++e) {
     const int j = e / 32;
     const float dl = d * static_cast<float>(iq4xs_scale(b, j));
-    y[e] = dl * static_cast<float>(kIq4Levels[nibble32(b.qs + 16 * j, e % 32)]);
+    y[e] =
+        dl * static_cast<float>(kIq4Levels[nibble32(b.qs + static_cast<size_t>(16 * j), e % 32)]);
   }
 }
 

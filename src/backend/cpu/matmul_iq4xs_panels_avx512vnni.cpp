@@ -39,7 +39,7 @@ inline __m512i unsigned_levels() {
 inline void group_pair(const uint8_t* blk, int q, int v, __m512i levels, __m512i& even,
                        __m512i& odd) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i nib = _mm512_loadu_si512(blk + (q * kPanelVecs + v) * 64);
+  const __m512i nib = _mm512_loadu_si512(blk + static_cast<size_t>((q * kPanelVecs + v) * 64));
   even = _mm512_shuffle_epi8(levels, _mm512_and_si512(nib, low4));
   odd = _mm512_shuffle_epi8(levels, _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4));
 }
@@ -48,9 +48,10 @@ inline void group_pair(const uint8_t* blk, int q, int v, __m512i levels, __m512i
 struct Iq4XsScales {
   __m512i low, high;
   Iq4XsScales(const uint8_t* blk, int v)
-      : low(_mm512_loadu_si512(blk + kIq4XsPanelScalesL + v * kVecRows * sizeof(uint32_t))),
-        high(_mm512_cvtepu16_epi32(
-            load256(blk + kIq4XsPanelScalesH + v * kVecRows * sizeof(uint16_t)))) {}
+      : low(_mm512_loadu_si512(blk + kIq4XsPanelScalesL +
+                               static_cast<size_t>(v * kVecRows) * sizeof(uint32_t))),
+        high(_mm512_cvtepu16_epi32(load256(
+            blk + kIq4XsPanelScalesH + static_cast<size_t>(v * kVecRows) * sizeof(uint16_t)))) {}
   // Sub-block j's signed scale of the sixteen rows, as int32.
   __m512i scale(int j) const {
     const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(low, 4 * j), _mm512_set1_epi32(15));
@@ -68,7 +69,7 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t nb, uint8_t
       for (int j = 0; j < kVecRows; ++j) {
         const int r = v * kVecRows + j;
         const auto& blk = reinterpret_cast<const BlockIQ4_XS*>(rows + r * row_stride)[b];
-        for (int c = 0; c < 8; ++c) k[j].u[c] = nibbles32(blk.qs + 16 * c);
+        for (int c = 0; c < 8; ++c) k[j].u[c] = nibbles32(blk.qs + static_cast<size_t>(16 * c));
         std::memcpy(out + kIq4XsPanelScalesL + r * sizeof(uint32_t), blk.scales_l,
                     sizeof(blk.scales_l));
         std::memcpy(out + kIq4XsPanelScalesH + r * sizeof(uint16_t), &blk.scales_h,
@@ -101,19 +102,23 @@ struct PanelSource {
         for (int v = 0; v < kPanelVecs; ++v) {
           __m512i even, odd;
           group_pair(blk, q, v, levels, even, odd);
-          _mm512_storeu_si512(out + P::kCodes + (2 * q * kPanelVecs + v) * 64, even);
-          _mm512_storeu_si512(out + P::kCodes + ((2 * q + 1) * kPanelVecs + v) * 64, odd);
+          _mm512_storeu_si512(out + P::kCodes + static_cast<size_t>((2 * q * kPanelVecs + v) * 64),
+                              even);
+          _mm512_storeu_si512(
+              out + P::kCodes + static_cast<size_t>(((2 * q + 1) * kPanelVecs + v) * 64), odd);
         }
       for (int v = 0; v < kPanelVecs; ++v) {
         const Iq4XsScales scales(blk, v);
-        const size_t lanes = v * kVecRows * sizeof(int32_t);
+        const size_t lanes = static_cast<size_t>(v * kVecRows) * sizeof(int32_t);
         for (int j = 0; j < 8; ++j)
           for (int half = 0; half < 2; ++half)
             _mm512_storeu_si512(
-                out + P::kScales + (2 * j + half) * kPanelRows * sizeof(int32_t) + lanes,
+                out + P::kScales +
+                    static_cast<size_t>((2 * j + half) * kPanelRows) * sizeof(int32_t) + lanes,
                 scales.scale(j));
-        _mm512_storeu_ps(out + P::kD + lanes,
-                         load_f16x16(blk + kIq4XsPanelD + v * kVecRows * sizeof(uint16_t)));
+        _mm512_storeu_ps(
+            out + P::kD + lanes,
+            load_f16x16(blk + kIq4XsPanelD + static_cast<size_t>(v * kVecRows) * sizeof(uint16_t)));
         _mm512_storeu_ps(out + P::kDmin + lanes, _mm512_setzero_ps());
       }
     }
@@ -148,8 +153,10 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
           __m512i sum[kPanelVecs] = {start, start};
 #pragma GCC unroll 4
           for (int q = 4 * j; q < 4 * j + 4; ++q) {
-            const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q)));
-            const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * q + 4)));
+            const __m512i x0 =
+                _mm512_set1_epi32(static_cast<int>(load_u32(xq + static_cast<size_t>(8 * q))));
+            const __m512i x1 =
+                _mm512_set1_epi32(static_cast<int>(load_u32(xq + static_cast<size_t>(8 * q + 4))));
             for (int v = 0; v < kPanelVecs; ++v) {
               __m512i even, odd;
               group_pair(blk, q, v, levels, even, odd);

@@ -182,7 +182,8 @@ void decode(const BlockQ6_K& b, DecodedK& o) {
 }
 
 void decode(const BlockIQ4_XS& b, DecodedK& o) {
-  for (int e = 0; e < kQKK; ++e) o.q[e] = kIq4Levels[nibble(b.qs + 16 * (e / 32), e % 32)];
+  for (int e = 0; e < kQKK; ++e)
+    o.q[e] = kIq4Levels[nibble(b.qs + static_cast<size_t>(16 * (e / 32)), e % 32)];
   for (int j = 0; j < 16; ++j) o.scale[j] = iq4xs_scale(b, j / 2), o.min[j] = 0;
   o.d = f16_to_f32(b.d), o.dmin = 0, o.offset = 0;
 }
