@@ -35,8 +35,8 @@ constexpr int64_t kRows = 4096;
 constexpr int64_t kCols = 4096;
 constexpr uint64_t kDecodeBytes = 512ull << 20;
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
+const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
+                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
                         DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 uint64_t next_random(uint64_t& s) {
@@ -242,7 +242,8 @@ void register_all() {
         benchmark::RegisterBenchmark(("memory_read/threads:" + std::to_string(threads)).c_str(),
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
-  for (DType t : {DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K,
+                  DType::IQ4_XS}) {
     const std::string type = dtype_name(t);
     for (int threads : {1, 2})
       timed(benchmark::RegisterBenchmark(

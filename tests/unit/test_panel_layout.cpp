@@ -28,7 +28,7 @@ bool has_min(DType t) {
   return t == DType::Q4_K || t == DType::Q5_K;
 }
 
-// Random q8_0 / q4_k / q5_k / q6_k / iq4_xs rows: random codes and sub-block scales, f16 scales
+// Random rows of a panel type: random codes and sub-block scales, f16 scales
 // (q4_k, q5_k: d and dmin) of both signs.
 std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   const size_t stride = row_bytes(t, cols, "test weight");
@@ -51,7 +51,7 @@ std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt199
 
 // Columns of a test weight: several blocks (q8_0) or super-blocks (k-quants).
 int64_t test_cols(DType t) {
-  return t == DType::Q8_0 ? 1056 : 1280;
+  return dtype_info(t).block_elems == 32 ? 1056 : 1280;
 }
 
 std::vector<float> dequantized_row(DType t, const uint8_t* row, int64_t cols) {
@@ -110,21 +110,22 @@ TEST_P(PanelLayout, PackedRowsReadBackBitForBit) {
   }
 }
 
-TEST(PanelLayoutFits, OnlyWholePanelsOfQ8_0Q4_KToQ6_KAndIq4_Xs) {
+TEST(PanelLayoutFits, OnlyWholePanelsOfThePanelTypes) {
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 32));
   EXPECT_TRUE(panel_layout_fits(DType::Q8_0, 128256));
   EXPECT_TRUE(panel_layout_fits(DType::Q4_K, 2048));
   EXPECT_FALSE(panel_layout_fits(DType::Q8_0, 0));
   EXPECT_FALSE(panel_layout_fits(DType::Q8_0, 48));
   EXPECT_FALSE(panel_layout_fits(DType::Q4_K, 48));
-  EXPECT_FALSE(panel_layout_fits(DType::Q4_0, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q4_0, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::IQ4_NL, 32));
+  EXPECT_FALSE(panel_layout_fits(DType::Q4_1, 64));
   EXPECT_TRUE(panel_layout_fits(DType::Q6_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
   EXPECT_TRUE(panel_layout_fits(DType::Q5_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q3_K, 64));
   EXPECT_TRUE(panel_layout_fits(DType::IQ4_XS, 64));
   EXPECT_FALSE(panel_layout_fits(DType::IQ4_XS, 80));
-  EXPECT_FALSE(panel_layout_fits(DType::IQ4_NL, 64));
   EXPECT_FALSE(panel_layout_fits(DType::F16, 64));
 }
 
@@ -134,11 +135,11 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
   const DType t = GetParam();
   std::unique_ptr<Backend> be = make_cpu_backend(2);
   EXPECT_EQ(be->weight_row_group(t), panel_kernels_active() ? kPanelRows : 1);
-  EXPECT_EQ(be->weight_row_group(DType::Q4_0), 1);
+  EXPECT_EQ(be->weight_row_group(DType::Q4_1), 1);
   std::mt19937 rng(3);
   const int64_t cols = test_cols(t);
-  // Activations are quantised per block of 32 (q8_0) or 256 (k-quants).
-  const int64_t act_block = t == DType::Q8_0 ? 32 : 256;
+  // Activations are quantised per block of 32 (the 32-element types) or 256 (the others).
+  const int64_t act_block = dtype_info(t).block_elems == 32 ? 32 : 256;
   const size_t stride = row_bytes(t, cols, "test weight");
   for (const int64_t rows : {int64_t{96}, int64_t{40}}) {
     SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(rows));
@@ -187,8 +188,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
-                         ::testing::Values(DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K,
-                                           DType::IQ4_XS),
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K,
+                                           DType::Q5_K, DType::Q6_K, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -304,6 +304,8 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   // Chunks of 16, 16 and 1 blocks (q8_0, 1056 columns) or 2, 2 and 1 super-blocks (k-quants, 1280);
   // activation tiles of 6 and fewer rows; row ranges (all panels but the first and the last) of
   // one to three panels.
+  const std::vector<Shape> block32_shapes = {
+      {96, 96, 1}, {160, 1056, 1}, {160, 96, 2}, {128, 1056, 6}, {128, 288, 64}};
   const std::vector<Shape> k_quant_shapes = {
       {96, 256, 1}, {160, 1280, 1}, {160, 256, 2}, {128, 1280, 6}, {160, 1280, 16}};
   const std::vector<std::pair<DType, std::vector<Shape>>> cases = {{DType::Q8_0,
@@ -325,6 +327,8 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                      {160, 1280, 16},
                                                                      {128, 768, 64}}},
                                                                    {DType::Q5_K, k_quant_shapes},
+                                                                   {DType::Q4_0, block32_shapes},
+                                                                   {DType::IQ4_NL, block32_shapes},
                                                                    {DType::Q6_K, k_quant_shapes},
                                                                    {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
@@ -382,7 +386,7 @@ TEST(PanelKernels, RefusePartialPanelsAndOtherPaths) {
   EXPECT_THROW(matmul_rows_isa(Isa::Scalar, pw, packed, 0, 64, y.data(), 64), Error);
   // Whole panels of a weight whose rows do not fill them, and other types, are never packed.
   EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 48, 64, w.stride, 0, 1), Error);
-  EXPECT_THROW(pack_panels(DType::Q4_0, panels.data(), 64, 64, w.stride, 0, 1), Error);
+  EXPECT_THROW(pack_panels(DType::Q4_1, panels.data(), 64, 64, w.stride, 0, 1), Error);
   EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 64, 64, w.stride, 1, 3), Error);
 }
 

@@ -1,5 +1,6 @@
-// The panel layouts of q8_0, q4_k, q5_k, q6_k and iq4_xs weights (WeightLayout::Panels), which
-// the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
+// The panel layouts of q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k and iq4_xs weights
+// (WeightLayout::Panels), which the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp,
+// matmul_nibble_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
 // matmul_q6k_panels_avx512vnni.cpp and matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that
 // a prefill matmul no longer regroups the weight rows for every micro-batch and a decode matmul
 // reads one stream per panel instead of 32 row streams.
@@ -28,6 +29,10 @@
 //   high[o][v][j][i] (o < 16; 2048 bytes): the top two bits of code 16o + 4k + i (k < 4) at
 //     bits 2k and 2k + 1: the four code groups of 16-element sub-block o;
 //   scales[s][32] (int8): sub-block s's scale of each row; d[32]: the rows' f16 scales.
+// q4_0 and iq4_nl: the panel's block b, kNibblePanelBytes at panel + b x kNibblePanelBytes, is
+//   nibbles[h][v][j][i] (h < 4, v < 2, j < 16, i < 4; 512 bytes): code 8h + i (q4_0's nibble,
+//     iq4_nl's grid index) of row 16v + j in the low nibble, code 8h + 4 + i in the high one;
+//   d[32]: the rows' f16 scales.
 // iq4_xs: the panel's super-block b, kIq4XsPanelBytes at panel + b x kIq4XsPanelBytes, is
 //   nibbles[q][v][j][i] as q4_k's, of the grid indices;
 //   scales_l[32] (u32) and scales_h[32] (u16): each row's scale fields as in its block;
@@ -46,6 +51,8 @@ namespace ts::cpu {
 inline constexpr int64_t kPanelRows = 32;
 inline constexpr size_t kPanelCodeBytes = 1024;
 inline constexpr size_t kPanelBlockBytes = kPanelCodeBytes + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kNibblePanelD = 512;
+inline constexpr size_t kNibblePanelBytes = kNibblePanelD + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kQ4KPanelNibbles = 4096;
 inline constexpr size_t kQ4KPanelWords = kQ4KPanelNibbles;  // w0, w1, w2: 128 bytes each
 inline constexpr size_t kQ4KPanelD = kQ4KPanelWords + 3 * kPanelRows * sizeof(int32_t);

@@ -1,0 +1,173 @@
+// Kernels over q4_0 and iq4_nl weights in the panel layout (panel_layout.h) on AVX512-VNNI: the
+// in-place packer run at load, the decode GEMV, and the prefill GEMM of gemm_vnni_body.h fed from
+// the packed panels. The two types share the block shape (an f16 d and 32 four-bit codes) and so
+// the layout; q4_0's code is its value + 8, iq4_nl's an index into the grid, which a byte shuffle
+// turns into level + 128. In the row layout the one-row kernel decodes each row's block alone and
+// was compute-bound at about 70 % of the read bandwidth on 2 cores; packed, one load of a nibble
+// vector gives two code groups of sixteen rows.
+//
+// The GEMV sums each block from -offset x its activations' sum, as the GEMM's micro-kernel does,
+// then applies the same float rescale: over a packed weight prefill and decode give the same
+// bits.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/isa_target.h"
+#include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/panel_layout.h"
+#include "quant/blocks.h"
+
+TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+
+#include "backend/cpu/gemm_vnni_body.h"
+
+namespace ts::cpu {
+namespace {
+
+static_assert(sizeof(BlockQ4_0) == sizeof(BlockIQ4_NL) &&
+                  offsetof(BlockQ4_0, qs) == offsetof(BlockIQ4_NL, qs),
+              "q4_0 and iq4_nl blocks share one shape: the packer reads both as q4_0");
+
+// How the two types' codes become vpdpbusd's unsigned operands: the nibble itself (q4_0), or the
+// grid's level + 128 picked by a byte shuffle (iq4_nl).
+struct Q4_0Codes {
+  using Dec = DecQ4_0;
+  __m512i operator()(__m512i nibbles) const { return nibbles; }
+};
+struct Iq4NlCodes {
+  using Dec = DecIQ4_NL;
+  __m512i levels;
+  Iq4NlCodes()
+      : levels(_mm512_xor_si512(
+            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
+            _mm512_set1_epi8(-128))) {}
+  __m512i operator()(__m512i nibbles) const { return _mm512_shuffle_epi8(levels, nibbles); }
+};
+
+// Code groups 2h and 2h + 1 of rows 16v .. 16v + 15 of the packed block at pb, as operands.
+template <class Codes>
+inline void group_pair(const Codes& codes, const uint8_t* pb, int h, int v, __m512i& even,
+                       __m512i& odd) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i nib = _mm512_loadu_si512(pb + static_cast<size_t>((h * kPanelVecs + v) * 64));
+  even = codes(_mm512_and_si512(nib, low4));
+  odd = codes(_mm512_and_si512(_mm512_srli_epi16(nib, 4), low4));
+}
+
+// The GEMM reads blocks [b0, b1) of a panel unpacked into the 32-element GEMM's layout.
+template <class Codes>
+void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                 int64_t ldy) {
+  using Dec = typename Codes::Dec;
+  constexpr size_t stride = packed_block_bytes<Dec>();
+  thread_local std::vector<uint8_t> chunk;
+  chunk.resize(kChunkBlocks * stride);
+  thread_local std::vector<int32_t> starts;
+  block_starts<Dec>(x, starts);
+  const Codes codes;
+  panel_gemm(
+      r0, r1, x.K / kQK32, x.M, kChunkBlocks,
+      [&](int64_t r, int64_t, int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const uint8_t* pb = w.data + r * w.row_stride + b * kNibblePanelBytes;
+          uint8_t* out = chunk.data() + (b - b0) * stride;
+          for (int h = 0; h < 4; ++h)
+            for (int v = 0; v < kPanelVecs; ++v) {
+              __m512i even, odd;
+              group_pair(codes, pb, h, v, even, odd);
+              _mm512_storeu_si512(out + static_cast<size_t>((2 * h * kPanelVecs + v) * 64), even);
+              _mm512_storeu_si512(out + static_cast<size_t>(((2 * h + 1) * kPanelVecs + v) * 64),
+                                  odd);
+            }
+          std::memcpy(out + kPanelCodeBytes, pb + kNibblePanelD, kPanelRows * sizeof(uint16_t));
+        }
+        return static_cast<const uint8_t*>(chunk.data());
+      },
+      [&](const NextChunk& next, int64_t i, int64_t tiles) {
+        prefetch_packed_chunk(w, next, i, tiles, kNibblePanelBytes);
+      },
+      [&]<int T>(const uint8_t* data, int64_t m0, int64_t b0, int64_t b1, int64_t r,
+                 const __mmask16* mask, bool first) {
+        micro<Dec, T>(data, x, starts.data(), m0, b0, b1, y, ldy, r, mask, first);
+      });
+}
+
+// One activation row: per panel and block, the codes dotted with the activations (two vpdpbusd
+// per loaded vector, even and odd groups in two chains) from -offset x their sum; then the GEMM's
+// float rescale.
+template <class Codes>
+void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                 int64_t) {
+  const Codes codes;
+  panel_gemv<BlockQ8A32, false>(
+      w, x, r0, r1, y, kQK32, kNibblePanelBytes, kNibblePanelD, 0,
+      [&](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
+          __m512i(&)[kPanelVecs]) {
+        const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+        const __m512i start = _mm512_set1_epi32(-Codes::Dec::kOffset * xb.sum);
+        __m512i even_sum[kPanelVecs] = {start, start};
+        __m512i odd_sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+        for (int h = 0; h < 4; ++h) {
+          const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h)));
+          const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h + 4)));
+          for (int v = 0; v < kPanelVecs; ++v) {
+            __m512i even, odd;
+            group_pair(codes, pb, h, v, even, odd);
+            even_sum[v] = _mm512_dpbusd_epi32(even_sum[v], even, x0);
+            odd_sum[v] = _mm512_dpbusd_epi32(odd_sum[v], odd, x1);
+          }
+        }
+        for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_add_epi32(even_sum[v], odd_sum[v]);
+      });
+}
+
+// Packs one panel: the 32 rows' blocks regrouped into the GEMM's byte layout (as q4_0 codes:
+// iq4_nl's indices are its nibbles too), then each pair of code groups folded into nibbles.
+void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* panel) {
+  constexpr size_t stride = packed_block_bytes<DecQ4_0>();
+  const int64_t nb = cols / kQK32;
+  std::vector<uint8_t> bytes(static_cast<size_t>(nb) * stride);
+  const WeightView view{DType::Q4_0, rows, kPanelRows, cols, row_stride};
+  pack_panel<DecQ4_0>(view, 0, kPanelRows, 0, nb, bytes.data());
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* in = bytes.data() + b * stride;
+    uint8_t* out = panel + b * kNibblePanelBytes;
+    for (int h = 0; h < 4; ++h)
+      for (int v = 0; v < kPanelVecs; ++v) {
+        const __m512i even =
+            _mm512_loadu_si512(in + static_cast<size_t>((2 * h * kPanelVecs + v) * 64));
+        const __m512i odd =
+            _mm512_loadu_si512(in + static_cast<size_t>(((2 * h + 1) * kPanelVecs + v) * 64));
+        _mm512_storeu_si512(out + static_cast<size_t>((h * kPanelVecs + v) * 64),
+                            _mm512_or_si512(_mm512_and_si512(even, low4),
+                                            _mm512_slli_epi16(_mm512_and_si512(odd, low4), 4)));
+      }
+    std::memcpy(out + kNibblePanelD, in + kPanelCodeBytes, kPanelRows * sizeof(uint16_t));
+  }
+}
+
+}  // namespace
+
+RowsKernel avx512vnni_q4_0_panel_kernel(int64_t M) {
+  return M == 1 ? gemv_panels<Q4_0Codes> : gemm_panels<Q4_0Codes>;
+}
+
+RowsKernel avx512vnni_iq4nl_panel_kernel(int64_t M) {
+  return M == 1 ? gemv_panels<Iq4NlCodes> : gemm_panels<Iq4NlCodes>;
+}
+
+void avx512vnni_pack_nibble_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
+                                   int64_t p1) {
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows(rows, row_stride, cols, panel);
+  });
+}
+
+}  // namespace ts::cpu
+
+TS_ISA_END()
