@@ -137,6 +137,9 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // One activation row: per panel and super-block, each sub-block's codes dotted with the
 // activations (two vpdpbusd per loaded vector) from -128 x their sum, times its scale, summed in
 // int32; then the GEMM's float rescale.
+// The GEMV prefetches the super-block two ahead, an eighth per sub-block, as q5_k's does: without
+// it decode reached 76 % of the read bound, with it 80-82 %.
+constexpr int64_t kAhead = 2;
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
   const __m512i levels = unsigned_levels();
@@ -149,6 +152,8 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
         for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
+          prefetch_span(blk + kAhead * kIq4XsPanelBytes + j * kIq4XsPanelBytes / 8,
+                        kIq4XsPanelBytes / 8);
           const __m512i start = _mm512_set1_epi32(-128 * (xb.bsums[2 * j] + xb.bsums[2 * j + 1]));
           __m512i sum[kPanelVecs] = {start, start};
 #pragma GCC unroll 4

@@ -99,6 +99,10 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // One activation row: per panel and block, the codes dotted with the activations (two vpdpbusd
 // per loaded vector, even and odd groups in two chains) from -offset x their sum; then the GEMM's
 // float rescale.
+// The GEMV prefetches the block this many ahead (2.3 KB): one panel's stream of small blocks, read
+// with few operations per byte, was left waiting on DRAM by the hardware prefetchers (q4_0 decode
+// 66 % -> 82 % of the read bound; 2, 8 and 16 ahead measured 76-81 %).
+constexpr int64_t kAhead = 4;
 template <class Codes>
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
@@ -108,6 +112,7 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
       [&](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
           __m512i(&)[kPanelVecs]) {
         const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+        prefetch_span(pb + kAhead * kNibblePanelBytes, kNibblePanelBytes);
         const __m512i start = _mm512_set1_epi32(-Codes::Dec::kOffset * xb.sum);
         __m512i even_sum[kPanelVecs] = {start, start};
         __m512i odd_sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
