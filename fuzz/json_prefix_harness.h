@@ -20,19 +20,21 @@
 
 namespace ts::fuzz {
 
-// What JsonPrefix limits, outside strings: nesting depth, the longest whitespace run, the longest
-// run of digits before or after a number's point, and the longest exponent.
+// What JsonPrefix limits, outside strings: nesting depth, the longest whitespace run and the most
+// line breaks in one (a '\r' counts as two: it is refused), the longest run of digits before or
+// after a number's point, and the longest exponent.
 struct JsonExtents {
-  int depth = 0, whitespace = 0, digits = 0, exponent = 0;
+  int depth = 0, whitespace = 0, line_breaks = 0, digits = 0, exponent = 0;
   bool within_limits() const {
     return depth <= JsonPrefix::kMaxDepth && whitespace <= JsonPrefix::kMaxWhitespace &&
-           digits <= JsonPrefix::kMaxDigits && exponent <= JsonPrefix::kMaxExponentDigits;
+           line_breaks <= 1 && digits <= JsonPrefix::kMaxDigits &&
+           exponent <= JsonPrefix::kMaxExponentDigits;
   }
 };
 
 inline JsonExtents json_extents(std::string_view text) {
   JsonExtents e;
-  int d = 0, ws = 0, run = 0;
+  int d = 0, ws = 0, breaks = 0, run = 0;
   bool in_string = false, escape = false, exponent = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char ch = text[i];
@@ -47,7 +49,9 @@ inline JsonExtents json_extents(std::string_view text) {
     }
     const bool space = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
     ws = space ? ws + 1 : 0;
+    breaks = space ? breaks + (ch == '\n' ? 1 : ch == '\r' ? 2 : 0) : 0;
     e.whitespace = std::max(e.whitespace, ws);
+    e.line_breaks = std::max(e.line_breaks, breaks);
     if (ch >= '0' && ch <= '9') {
       if (run++ == 0) {  // a run starts: after e / E (and a sign) it is an exponent
         const char p = i > 0 ? text[i - 1] : ' ', pp = i > 1 ? text[i - 2] : ' ';

@@ -45,12 +45,14 @@ bool JsonPrefix::feed(uint8_t c) {
     case State::ArrayOpen:
     case State::After:
       if (is_whitespace(c)) {
-        if (whitespace_ >= kMaxWhitespace) return false;
+        if (whitespace_ >= kMaxWhitespace || c == '\r' || (c == '\n' && line_break_)) return false;
         ++whitespace_;
+        line_break_ = line_break_ || c == '\n';
         return true;
       }
       if (!structural(c)) return false;
       whitespace_ = 0;
+      line_break_ = false;
       return true;
     case State::Done:
       return false;

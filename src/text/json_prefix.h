@@ -4,9 +4,10 @@
 // generation it steers never reaches a dead end. It refuses a byte as early as that byte makes
 // completion impossible (a lone low surrogate at its second hex digit, a leading zero, ...).
 // Limits keep a steered model from running away, and its numbers within a double's range (a
-// strict parser refuses 1e400): nesting deeper than kMaxDepth, more than kMaxWhitespace
-// whitespace bytes in a row, more than kMaxDigits digits before or after a number's point and
-// more than kMaxExponentDigits in its exponent (so below 1e200) are refused. The state is a few
+// strict parser refuses 1e400): nesting deeper than kMaxDepth, whitespace between tokens of more
+// than one line break ('\n'; '\r' is refused) or more than kMaxWhitespace bytes, more than
+// kMaxDigits digits before or after a number's point and more than kMaxExponentDigits in its
+// exponent (so below 1e200) are refused. The state is a few
 // bytes, copied freely.
 #pragma once
 
@@ -80,6 +81,7 @@ class JsonPrefix {
   uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
   uint16_t code_ = 0;        // the \u digits read so far, for the surrogate checks
   uint16_t whitespace_ = 0;  // whitespace bytes in a row
+  bool line_break_ = false;  // ... one of them a '\n'
   uint64_t stack_ = 0;       // bit i: container i is an object (else an array)
 };
 

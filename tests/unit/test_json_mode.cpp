@@ -103,6 +103,11 @@ TEST(JsonPrefix, LimitsDepthWhitespaceAndNumbers) {
   const std::string spaces(JsonPrefix::kMaxWhitespace, ' ');
   EXPECT_EQ(accepted("{" + spaces + " }"), 1 + spaces.size());
   EXPECT_TRUE(complete("{" + spaces + "}"));
+  // One line break between two tokens, as pretty-printing writes; '\r' not at all.
+  EXPECT_TRUE(complete("{\n  \"a\": [\n    1\n  ]\n}"));
+  EXPECT_EQ(accepted("{\n\n}"), 2u);
+  EXPECT_EQ(accepted("{ \n \t\n}"), 5u);
+  EXPECT_EQ(accepted("{\r\n}"), 1u);
   // Numbers stay within a double's range (1e400 is refused by strict parsers).
   const std::string digits(JsonPrefix::kMaxDigits, '7');
   const std::string number = "{\"n\": -" + digits + "." + digits + "e+99}";
