@@ -7,8 +7,7 @@
 // strict parser refuses 1e400): nesting deeper than kMaxDepth, whitespace between tokens of more
 // than one line break ('\n'; '\r' is refused) or more than kMaxWhitespace bytes, more than
 // kMaxDigits digits before or after a number's point and more than kMaxExponentDigits in its
-// exponent (so below 1e200) are refused. The state is a few
-// bytes, copied freely.
+// exponent (so below 1e200) are refused. The state is a few bytes, copied freely.
 #pragma once
 
 #include <cstdint>
@@ -72,10 +71,10 @@ class JsonPrefix {
   bool top_is_object() const { return (stack_ >> (depth_ - 1)) & 1; }
 
   State state_ = State::Start;
-  bool key_ = false;        // the string being read is a key
-  bool low_half_ = false;   // the \u digits being read must be a low surrogate
-  uint8_t depth_ = 0;       // open containers
-  uint8_t aux_ = 0;         // digits / bytes left, or literal bytes read
+  bool key_ = false;       // the string being read is a key
+  bool low_half_ = false;  // the \u digits being read must be a low surrogate
+  uint8_t depth_ = 0;      // open containers
+  uint8_t aux_ = 0;  // \u digits or UTF-8 bytes left, literal bytes read, a number part's digits
   uint8_t utf8_lo_ = 0x80;  // range of the next continuation byte
   uint8_t utf8_hi_ = 0xBF;
   uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
