@@ -120,6 +120,8 @@ TEST(PanelLayoutFits, OnlyWholePanelsOfThePanelTypes) {
   EXPECT_TRUE(panel_layout_fits(DType::Q4_0, 64));
   EXPECT_TRUE(panel_layout_fits(DType::IQ4_NL, 32));
   EXPECT_FALSE(panel_layout_fits(DType::Q4_1, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q5_0, 96));
+  EXPECT_FALSE(panel_layout_fits(DType::Q5_1, 64));
   EXPECT_TRUE(panel_layout_fits(DType::Q6_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
   EXPECT_TRUE(panel_layout_fits(DType::Q5_K, 64));
@@ -188,8 +190,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
-                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K, DType::IQ4_XS),
+                         ::testing::Values(DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q5_0,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -329,6 +329,7 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::Q5_K, k_quant_shapes},
                                                                    {DType::Q4_0, block32_shapes},
                                                                    {DType::IQ4_NL, block32_shapes},
+                                                                   {DType::Q5_0, block32_shapes},
                                                                    {DType::Q6_K, k_quant_shapes},
                                                                    {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)

@@ -90,12 +90,11 @@ void check_args(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1
                                  " weight rows");
   if (w.layout == WeightLayout::Panels &&
       (!panel_layout_fits(w.dtype, w.rows) || r0 % kPanelRows != 0 || r1 % kPanelRows != 0))
-    fail(ErrorKind::Runtime,
-         "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
-             std::to_string(w.rows) + " rows in the panel layout, rows [" + std::to_string(r0) +
-             ", " + std::to_string(r1) +
-             "): needs q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k or iq4_xs and whole panels of " +
-             std::to_string(kPanelRows) + " rows");
+    fail(ErrorKind::Runtime, "matmul_rows: a " + std::string(dtype_name(w.dtype)) + " weight of " +
+                                 std::to_string(w.rows) + " rows in the panel layout, rows [" +
+                                 std::to_string(r0) + ", " + std::to_string(r1) +
+                                 "): needs a panel type (panel_layout.h) and whole panels of " +
+                                 std::to_string(kPanelRows) + " rows");
 }
 
 // The kernel for a weight in the panel layout: only the AVX512-VNNI ones read it.
@@ -109,6 +108,8 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
       return avx512vnni_q4_0_panel_kernel(M);
     case DType::IQ4_NL:
       return avx512vnni_iq4nl_panel_kernel(M);
+    case DType::Q5_0:
+      return avx512vnni_q5_0_panel_kernel(M);
     case DType::Q4_K:
       return avx512vnni_q4k_panel_kernel(M);
     case DType::Q5_K:
@@ -263,6 +264,8 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
     case DType::Q4_0:
     case DType::IQ4_NL:
       return avx512vnni_pack_nibble_panels(data, cols, row_stride, p0, p1);
+    case DType::Q5_0:
+      return avx512vnni_pack_q5_0_panels(data, cols, row_stride, p0, p1);
     case DType::Q4_K:
       return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_K:

@@ -1,10 +1,10 @@
-// Kernels over q4_0 and iq4_nl weights in the panel layout (panel_layout.h) on AVX512-VNNI: the
-// in-place packer run at load, the decode GEMV, and the prefill GEMM of gemm_vnni_body.h fed from
-// the packed panels. The two types share the block shape (an f16 d and 32 four-bit codes) and so
-// the layout; q4_0's code is its value + 8, iq4_nl's an index into the grid, which a byte shuffle
-// turns into level + 128. In the row layout the one-row kernel decodes each row's block alone and
-// was compute-bound at about 70 % of the read bandwidth on 2 cores; packed, one load of a nibble
-// vector gives two code groups of sixteen rows.
+// Kernels over q4_0, iq4_nl and q5_0 weights in the panel layout (panel_layout.h) on AVX512-VNNI:
+// the in-place packer run at load, the decode GEMV, and the prefill GEMM of gemm_vnni_body.h fed
+// from the packed panels. q4_0 and iq4_nl share the block shape (an f16 d and 32 four-bit codes)
+// and so the layout; q4_0's code is its value + 8, iq4_nl's an index into the grid, which a byte
+// shuffle turns into level + 128; q5_0 adds a plane of fifth bits. In the row layout the one-row
+// kernel decodes each row's block alone and was compute-bound at about 70 % of the read bandwidth
+// on 2 cores; packed, one load of a nibble vector gives two code groups of sixteen rows.
 //
 // The GEMV sums each block from -offset x its activations' sum, as the GEMM's micro-kernel does,
 // then applies the same float rescale: over a packed weight prefill and decode give the same
@@ -32,63 +32,96 @@ static_assert(sizeof(BlockQ4_0) == sizeof(BlockIQ4_NL) &&
                   offsetof(BlockQ4_0, qs) == offsetof(BlockIQ4_NL, qs),
               "q4_0 and iq4_nl blocks share one shape: the packer reads both as q4_0");
 
-// How the two types' codes become vpdpbusd's unsigned operands: the nibble itself (q4_0), or the
-// grid's level + 128 picked by a byte shuffle (iq4_nl).
-struct Q4_0Codes {
+// Code groups 2h and 2h + 1 of rows 16v .. 16v + 15 of the packed block at pb: its nibbles.
+inline void nibble_pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const __m512i nib = _mm512_loadu_si512(pb + static_cast<size_t>((h * kPanelVecs + v) * 64));
+  even = _mm512_and_si512(nib, low4);
+  odd = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
+}
+
+// Each type's packed block (panel_layout.h) and how its code groups become vpdpbusd's unsigned
+// operands: q4_0's nibbles as they are, iq4_nl's through the grid (level + 128, a byte shuffle),
+// q5_0's with the fifth bit from its plane (bit g of a byte for code group g) at bit 4.
+// PackDec reads the row layout's codes for the packer (iq4_nl's indices as q4_0's nibbles).
+struct Q4_0Panel {
   using Dec = DecQ4_0;
-  __m512i operator()(__m512i nibbles) const { return nibbles; }
+  using PackDec = DecQ4_0;
+  static constexpr DType kPackType = DType::Q4_0;
+  static constexpr bool kFifth = false;
+  static constexpr size_t kBytes = kNibblePanelBytes, kD = kNibblePanelD;
+  void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
+    nibble_pair(pb, h, v, even, odd);
+  }
 };
-struct Iq4NlCodes {
+struct Iq4NlPanel {
   using Dec = DecIQ4_NL;
+  using PackDec = DecQ4_0;
+  static constexpr DType kPackType = DType::Q4_0;
+  static constexpr bool kFifth = false;
+  static constexpr size_t kBytes = kNibblePanelBytes, kD = kNibblePanelD;
   __m512i levels;
-  Iq4NlCodes()
+  Iq4NlPanel()
       : levels(_mm512_xor_si512(
             _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
             _mm512_set1_epi8(-128))) {}
-  __m512i operator()(__m512i nibbles) const { return _mm512_shuffle_epi8(levels, nibbles); }
+  void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
+    nibble_pair(pb, h, v, even, odd);
+    even = _mm512_shuffle_epi8(levels, even);
+    odd = _mm512_shuffle_epi8(levels, odd);
+  }
+};
+struct Q5_0Panel {
+  using Dec = DecQ5_0;
+  using PackDec = DecQ5_0;
+  static constexpr DType kPackType = DType::Q5_0;
+  static constexpr bool kFifth = true;
+  static constexpr size_t kBytes = kQ5_0PanelBytes, kD = kQ5_0PanelD;
+  void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
+    nibble_pair(pb, h, v, even, odd);
+    const __m512i fifth = _mm512_loadu_si512(pb + kQ5_0PanelFifth + static_cast<size_t>(v * 64));
+    const __m512i bit4 = _mm512_set1_epi8(0x10);
+    // (bits moved with 16-bit shifts, then masked to bit 4 of each byte)
+    const __m512i e =
+        2 * h <= 4 ? _mm512_slli_epi16(fifth, 4 - 2 * h) : _mm512_srli_epi16(fifth, 2 * h - 4);
+    const __m512i o =
+        2 * h + 1 <= 4 ? _mm512_slli_epi16(fifth, 3 - 2 * h) : _mm512_srli_epi16(fifth, 2 * h - 3);
+    even = _mm512_or_si512(even, _mm512_and_si512(e, bit4));
+    odd = _mm512_or_si512(odd, _mm512_and_si512(o, bit4));
+  }
 };
 
-// Code groups 2h and 2h + 1 of rows 16v .. 16v + 15 of the packed block at pb, as operands.
-template <class Codes>
-inline void group_pair(const Codes& codes, const uint8_t* pb, int h, int v, __m512i& even,
-                       __m512i& odd) {
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i nib = _mm512_loadu_si512(pb + static_cast<size_t>((h * kPanelVecs + v) * 64));
-  even = codes(_mm512_and_si512(nib, low4));
-  odd = codes(_mm512_and_si512(_mm512_srli_epi16(nib, 4), low4));
-}
-
 // The GEMM reads blocks [b0, b1) of a panel unpacked into the 32-element GEMM's layout.
-template <class Codes>
+template <class L>
 void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy) {
-  using Dec = typename Codes::Dec;
+  using Dec = typename L::Dec;
   constexpr size_t stride = packed_block_bytes<Dec>();
   thread_local std::vector<uint8_t> chunk;
   chunk.resize(kChunkBlocks * stride);
   thread_local std::vector<int32_t> starts;
   block_starts<Dec>(x, starts);
-  const Codes codes;
+  const L layout;
   panel_gemm(
       r0, r1, x.K / kQK32, x.M, kChunkBlocks,
       [&](int64_t r, int64_t, int64_t b0, int64_t b1) {
         for (int64_t b = b0; b < b1; ++b) {
-          const uint8_t* pb = w.data + r * w.row_stride + b * kNibblePanelBytes;
+          const uint8_t* pb = w.data + r * w.row_stride + b * L::kBytes;
           uint8_t* out = chunk.data() + (b - b0) * stride;
           for (int h = 0; h < 4; ++h)
             for (int v = 0; v < kPanelVecs; ++v) {
               __m512i even, odd;
-              group_pair(codes, pb, h, v, even, odd);
+              layout.pair(pb, h, v, even, odd);
               _mm512_storeu_si512(out + static_cast<size_t>((2 * h * kPanelVecs + v) * 64), even);
               _mm512_storeu_si512(out + static_cast<size_t>(((2 * h + 1) * kPanelVecs + v) * 64),
                                   odd);
             }
-          std::memcpy(out + kPanelCodeBytes, pb + kNibblePanelD, kPanelRows * sizeof(uint16_t));
+          std::memcpy(out + kPanelCodeBytes, pb + L::kD, kPanelRows * sizeof(uint16_t));
         }
         return static_cast<const uint8_t*>(chunk.data());
       },
       [&](const NextChunk& next, int64_t i, int64_t tiles) {
-        prefetch_packed_chunk(w, next, i, tiles, kNibblePanelBytes);
+        prefetch_packed_chunk(w, next, i, tiles, L::kBytes);
       },
       [&]<int T>(const uint8_t* data, int64_t m0, int64_t b0, int64_t b1, int64_t r,
                  const __mmask16* mask, bool first) {
@@ -103,17 +136,17 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // with few operations per byte, was left waiting on DRAM by the hardware prefetchers (q4_0 decode
 // 66 % -> 82 % of the read bound; 2, 8 and 16 ahead measured 76-81 %).
 constexpr int64_t kAhead = 4;
-template <class Codes>
+template <class L>
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
-  const Codes codes;
+  const L layout;
   panel_gemv<BlockQ8A32, false>(
-      w, x, r0, r1, y, kQK32, kNibblePanelBytes, kNibblePanelD, 0,
+      w, x, r0, r1, y, kQK32, L::kBytes, L::kD, 0,
       [&](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
           __m512i(&)[kPanelVecs]) {
         const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
-        prefetch_span(pb + kAhead * kNibblePanelBytes, kNibblePanelBytes);
-        const __m512i start = _mm512_set1_epi32(-Codes::Dec::kOffset * xb.sum);
+        prefetch_span(pb + kAhead * L::kBytes, L::kBytes);
+        const __m512i start = _mm512_set1_epi32(-L::Dec::kOffset * xb.sum);
         __m512i even_sum[kPanelVecs] = {start, start};
         __m512i odd_sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
         for (int h = 0; h < 4; ++h) {
@@ -121,7 +154,7 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
           const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h + 4)));
           for (int v = 0; v < kPanelVecs; ++v) {
             __m512i even, odd;
-            group_pair(codes, pb, h, v, even, odd);
+            layout.pair(pb, h, v, even, odd);
             even_sum[v] = _mm512_dpbusd_epi32(even_sum[v], even, x0);
             odd_sum[v] = _mm512_dpbusd_epi32(odd_sum[v], odd, x1);
           }
@@ -130,20 +163,24 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
       });
 }
 
-// Packs one panel: the 32 rows' blocks regrouped into the GEMM's byte layout (as q4_0 codes:
-// iq4_nl's indices are its nibbles too), then each pair of code groups folded into nibbles.
+// Packs one panel: the 32 rows' blocks regrouped into the GEMM's byte layout (codes 0..15, or
+// 0..31 for q5_0), then each pair of code groups folded into nibbles and, for q5_0, the groups'
+// fifth bits gathered into a plane.
+template <class L>
 void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8_t* panel) {
-  constexpr size_t stride = packed_block_bytes<DecQ4_0>();
+  using PackDec = typename L::PackDec;
+  constexpr size_t stride = packed_block_bytes<PackDec>();
   const int64_t nb = cols / kQK32;
   std::vector<uint8_t> bytes(static_cast<size_t>(nb) * stride);
-  const WeightView view{DType::Q4_0, rows, kPanelRows, cols, row_stride};
-  pack_panel<DecQ4_0>(view, 0, kPanelRows, 0, nb, bytes.data());
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  const WeightView view{L::kPackType, rows, kPanelRows, cols, row_stride};
+  pack_panel<PackDec>(view, 0, kPanelRows, 0, nb, bytes.data());
+  const __m512i low4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* in = bytes.data() + b * stride;
-    uint8_t* out = panel + b * kNibblePanelBytes;
-    for (int h = 0; h < 4; ++h)
-      for (int v = 0; v < kPanelVecs; ++v) {
+    uint8_t* out = panel + b * L::kBytes;
+    for (int v = 0; v < kPanelVecs; ++v) {
+      __m512i fifth = _mm512_setzero_si512();
+      for (int h = 0; h < 4; ++h) {
         const __m512i even =
             _mm512_loadu_si512(in + static_cast<size_t>((2 * h * kPanelVecs + v) * 64));
         const __m512i odd =
@@ -151,25 +188,48 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8
         _mm512_storeu_si512(out + static_cast<size_t>((h * kPanelVecs + v) * 64),
                             _mm512_or_si512(_mm512_and_si512(even, low4),
                                             _mm512_slli_epi16(_mm512_and_si512(odd, low4), 4)));
+        if constexpr (L::kFifth) {
+          // Bit 4 of group g's codes to bit g (16-bit shifts of a masked bit stay in its byte).
+          const __m512i e = _mm512_and_si512(even, bit4), o = _mm512_and_si512(odd, bit4);
+          const int g = 2 * h;
+          fifth = _mm512_or_si512(
+              fifth, g <= 4 ? _mm512_srli_epi16(e, 4 - g) : _mm512_slli_epi16(e, g - 4));
+          fifth = _mm512_or_si512(
+              fifth, g + 1 <= 4 ? _mm512_srli_epi16(o, 3 - g) : _mm512_slli_epi16(o, g - 3));
+        }
       }
-    std::memcpy(out + kNibblePanelD, in + kPanelCodeBytes, kPanelRows * sizeof(uint16_t));
+      if constexpr (L::kFifth)
+        _mm512_storeu_si512(out + kQ5_0PanelFifth + static_cast<size_t>(v * 64), fifth);
+    }
+    std::memcpy(out + L::kD, in + kPanelCodeBytes, kPanelRows * sizeof(uint16_t));
   }
 }
 
 }  // namespace
 
 RowsKernel avx512vnni_q4_0_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_panels<Q4_0Codes> : gemm_panels<Q4_0Codes>;
+  return M == 1 ? gemv_panels<Q4_0Panel> : gemm_panels<Q4_0Panel>;
 }
 
 RowsKernel avx512vnni_iq4nl_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_panels<Iq4NlCodes> : gemm_panels<Iq4NlCodes>;
+  return M == 1 ? gemv_panels<Iq4NlPanel> : gemm_panels<Iq4NlPanel>;
+}
+
+RowsKernel avx512vnni_q5_0_panel_kernel(int64_t M) {
+  return M == 1 ? gemv_panels<Q5_0Panel> : gemm_panels<Q5_0Panel>;
 }
 
 void avx512vnni_pack_nibble_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                    int64_t p1) {
   pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
-    pack_panel_rows(rows, row_stride, cols, panel);
+    pack_panel_rows<Q4_0Panel>(rows, row_stride, cols, panel);
+  });
+}
+
+void avx512vnni_pack_q5_0_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
+                                 int64_t p1) {
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<Q5_0Panel>(rows, row_stride, cols, panel);
   });
 }
 

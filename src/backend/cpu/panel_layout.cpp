@@ -13,6 +13,8 @@ static_assert(kPanelBlockBytes == kPanelRows * sizeof(BlockQ8_0),
 static_assert(kNibblePanelBytes == kPanelRows * sizeof(BlockQ4_0) &&
                   kNibblePanelBytes == kPanelRows * sizeof(BlockIQ4_NL),
               "a packed q4_0 / iq4_nl panel must fill exactly its rows' bytes");
+static_assert(kQ5_0PanelBytes == kPanelRows * sizeof(BlockQ5_0),
+              "a packed q5_0 panel must fill exactly its rows' bytes");
 static_assert(kQ4KPanelBytes == kPanelRows * sizeof(BlockQ4_K),
               "a packed q4_k panel must fill exactly its rows' bytes");
 static_assert(kQ5KPanelBytes == kPanelRows * sizeof(BlockQ5_K),
@@ -106,15 +108,19 @@ BlockIQ4_XS iq4xs_block(const uint8_t* panel, int64_t row) {
   return b;
 }
 
-// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl panel (the same block shape:
-// d, then 16 bytes of nibbles, element i < 16 low and i + 16 high in qs[i]), dequantised.
+// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl / q5_0 panel (d, then 16
+// bytes of nibbles, element i < 16 low and i + 16 high in qs[i]; q5_0: bit i of qh the fifth bit
+// of element i), dequantised.
 template <class Block>
 void nibble_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
                        float* out) {
+  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_0>;
+  constexpr size_t kBlockBytes = kFifth ? kQ5_0PanelBytes : kNibblePanelBytes;
+  constexpr size_t kD = kFifth ? kQ5_0PanelD : kNibblePanelD;
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   const int64_t r = row % kPanelRows, v = r / 16, j = r % 16;
   for (int64_t b = 0; b < cols / kQK32; ++b) {
-    const uint8_t* block = panel + b * kNibblePanelBytes;
+    const uint8_t* block = panel + b * kBlockBytes;
     uint8_t code[kQK32];
     for (int h = 0; h < 4; ++h)
       for (int i = 0; i < 4; ++i) {
@@ -123,9 +129,18 @@ void nibble_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t 
         code[8 * h + 4 + i] = byte >> 4;
       }
     Block blk;
-    std::memcpy(&blk.d, block + kNibblePanelD + r * sizeof(uint16_t), sizeof(blk.d));
+    std::memcpy(&blk.d, block + kD + r * sizeof(uint16_t), sizeof(blk.d));
     for (int i = 0; i < kQK32 / 2; ++i)
       blk.qs[i] = static_cast<uint8_t>(code[i] | code[i + 16] << 4);
+    if constexpr (kFifth) {
+      uint32_t qh = 0;
+      for (int g = 0; g < 8; ++g)
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t fifth = block[kQ5_0PanelFifth + (v * 16 + j) * 4 + i];
+          qh |= static_cast<uint32_t>((fifth >> g) & 1) << (4 * g + i);
+        }
+      std::memcpy(blk.qh, &qh, sizeof(qh));
+    }
     dequantize_row(t, &blk, out + b * kQK32, kQK32);
   }
 }
@@ -150,8 +165,8 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 }  // namespace
 
 bool panel_layout_fits(DType t, int64_t rows) {
-  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K ||
-          t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS) &&
+  return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q5_0 ||
+          t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS) &&
          rows > 0 && rows % kPanelRows == 0;
 }
 
@@ -161,6 +176,7 @@ void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t r
   if (t == DType::Q4_0) return nibble_row_to_f32<BlockQ4_0>(t, data, row_stride, row, cols, out);
   if (t == DType::IQ4_NL)
     return nibble_row_to_f32<BlockIQ4_NL>(t, data, row_stride, row, cols, out);
+  if (t == DType::Q5_0) return nibble_row_to_f32<BlockQ5_0>(t, data, row_stride, row, cols, out);
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     if (t == DType::Q4_K) {

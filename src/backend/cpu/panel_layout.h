@@ -1,4 +1,4 @@
-// The panel layouts of q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k and iq4_xs weights
+// The panel layouts of q8_0, q4_0, iq4_nl, q5_0, q4_k, q5_k, q6_k and iq4_xs weights
 // (WeightLayout::Panels), which the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp,
 // matmul_nibble_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
 // matmul_q6k_panels_avx512vnni.cpp and matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that
@@ -33,6 +33,8 @@
 //   nibbles[h][v][j][i] (h < 4, v < 2, j < 16, i < 4; 512 bytes): code 8h + i (q4_0's nibble,
 //     iq4_nl's grid index) of row 16v + j in the low nibble, code 8h + 4 + i in the high one;
 //   d[32]: the rows' f16 scales.
+// q5_0: as q4_0 with kQ5_0PanelBytes per block and, between the nibbles and d,
+//   fifth[v][j][i] (128 bytes): bit g of the byte is the fifth bit of code 4g + i of row 16v + j.
 // iq4_xs: the panel's super-block b, kIq4XsPanelBytes at panel + b x kIq4XsPanelBytes, is
 //   nibbles[q][v][j][i] as q4_k's, of the grid indices;
 //   scales_l[32] (u32) and scales_h[32] (u16): each row's scale fields as in its block;
@@ -53,6 +55,9 @@ inline constexpr size_t kPanelCodeBytes = 1024;
 inline constexpr size_t kPanelBlockBytes = kPanelCodeBytes + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kNibblePanelD = 512;
 inline constexpr size_t kNibblePanelBytes = kNibblePanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ5_0PanelFifth = 512;
+inline constexpr size_t kQ5_0PanelD = kQ5_0PanelFifth + 128;
+inline constexpr size_t kQ5_0PanelBytes = kQ5_0PanelD + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kQ4KPanelNibbles = 4096;
 inline constexpr size_t kQ4KPanelWords = kQ4KPanelNibbles;  // w0, w1, w2: 128 bytes each
 inline constexpr size_t kQ4KPanelD = kQ4KPanelWords + 3 * kPanelRows * sizeof(int32_t);
