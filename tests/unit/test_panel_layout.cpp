@@ -23,9 +23,9 @@
 namespace ts::cpu {
 namespace {
 
-// q4_k and q5_k: d and dmin at the start of each block.
+// q4_1, q5_1, q4_k and q5_k: d and the min's scale at the start of each block.
 bool has_min(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K;
+  return t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K;
 }
 
 // Random rows of a panel type: random codes and sub-block scales, f16 scales
@@ -119,9 +119,11 @@ TEST(PanelLayoutFits, OnlyWholePanelsOfThePanelTypes) {
   EXPECT_FALSE(panel_layout_fits(DType::Q4_K, 48));
   EXPECT_TRUE(panel_layout_fits(DType::Q4_0, 64));
   EXPECT_TRUE(panel_layout_fits(DType::IQ4_NL, 32));
-  EXPECT_FALSE(panel_layout_fits(DType::Q4_1, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q4_1, 64));
   EXPECT_TRUE(panel_layout_fits(DType::Q5_0, 96));
-  EXPECT_FALSE(panel_layout_fits(DType::Q5_1, 64));
+  EXPECT_TRUE(panel_layout_fits(DType::Q5_1, 64));
+  EXPECT_FALSE(panel_layout_fits(DType::Q5_1, 40));
+  EXPECT_FALSE(panel_layout_fits(DType::Q8_1, 64));
   EXPECT_TRUE(panel_layout_fits(DType::Q6_K, 64));
   EXPECT_FALSE(panel_layout_fits(DType::Q6_K, 80));
   EXPECT_TRUE(panel_layout_fits(DType::Q5_K, 64));
@@ -137,7 +139,7 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
   const DType t = GetParam();
   std::unique_ptr<Backend> be = make_cpu_backend(2);
   EXPECT_EQ(be->weight_row_group(t), panel_kernels_active() ? kPanelRows : 1);
-  EXPECT_EQ(be->weight_row_group(DType::Q4_1), 1);
+  EXPECT_EQ(be->weight_row_group(DType::Q3_K), 1);
   std::mt19937 rng(3);
   const int64_t cols = test_cols(t);
   // Activations are quantised per block of 32 (the 32-element types) or 256 (the others).
@@ -191,7 +193,8 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q5_0,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS),
+                                           DType::Q4_1, DType::Q5_1, DType::Q4_K, DType::Q5_K,
+                                           DType::Q6_K, DType::IQ4_XS),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -330,6 +330,8 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::Q4_0, block32_shapes},
                                                                    {DType::IQ4_NL, block32_shapes},
                                                                    {DType::Q5_0, block32_shapes},
+                                                                   {DType::Q4_1, block32_shapes},
+                                                                   {DType::Q5_1, block32_shapes},
                                                                    {DType::Q6_K, k_quant_shapes},
                                                                    {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
@@ -387,7 +389,7 @@ TEST(PanelKernels, RefusePartialPanelsAndOtherPaths) {
   EXPECT_THROW(matmul_rows_isa(Isa::Scalar, pw, packed, 0, 64, y.data(), 64), Error);
   // Whole panels of a weight whose rows do not fill them, and other types, are never packed.
   EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 48, 64, w.stride, 0, 1), Error);
-  EXPECT_THROW(pack_panels(DType::Q4_1, panels.data(), 64, 64, w.stride, 0, 1), Error);
+  EXPECT_THROW(pack_panels(DType::Q3_K, panels.data(), 64, 256, w.stride, 0, 1), Error);
   EXPECT_THROW(pack_panels(DType::Q8_0, panels.data(), 64, 64, w.stride, 1, 3), Error);
 }
 

@@ -110,6 +110,10 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
       return avx512vnni_iq4nl_panel_kernel(M);
     case DType::Q5_0:
       return avx512vnni_q5_0_panel_kernel(M);
+    case DType::Q4_1:
+      return avx512vnni_q4_1_panel_kernel(M);
+    case DType::Q5_1:
+      return avx512vnni_q5_1_panel_kernel(M);
     case DType::Q4_K:
       return avx512vnni_q4k_panel_kernel(M);
     case DType::Q5_K:
@@ -266,6 +270,10 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
       return avx512vnni_pack_nibble_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_0:
       return avx512vnni_pack_q5_0_panels(data, cols, row_stride, p0, p1);
+    case DType::Q4_1:
+      return avx512vnni_pack_q4_1_panels(data, cols, row_stride, p0, p1);
+    case DType::Q5_1:
+      return avx512vnni_pack_q5_1_panels(data, cols, row_stride, p0, p1);
     case DType::Q4_K:
       return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_K:

@@ -40,26 +40,43 @@ inline void nibble_pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i&
   odd = _mm512_and_si512(_mm512_srli_epi16(nib, 4), low4);
 }
 
-// Each type's packed block (panel_layout.h) and how its code groups become vpdpbusd's unsigned
-// operands: q4_0's nibbles as they are, iq4_nl's through the grid (level + 128, a byte shuffle),
-// q5_0's with the fifth bit from its plane (bit g of a byte for code group g) at bit 4.
-// PackDec reads the row layout's codes for the packer (iq4_nl's indices as q4_0's nibbles).
-struct Q4_0Panel {
-  using Dec = DecQ4_0;
-  using PackDec = DecQ4_0;
-  static constexpr DType kPackType = DType::Q4_0;
-  static constexpr bool kFifth = false;
-  static constexpr size_t kBytes = kNibblePanelBytes, kD = kNibblePanelD;
+// Adds to code groups 2h and 2h + 1 their fifth bits from the plane at `fifth` (bit g of a byte
+// for code group g) at bit 4 (moved with 16-bit shifts, then masked to bit 4 of each byte).
+inline void fifth_pair(const uint8_t* fifth, int h, int v, __m512i& even, __m512i& odd) {
+  const __m512i bits = _mm512_loadu_si512(fifth + static_cast<size_t>(v * 64));
+  const __m512i bit4 = _mm512_set1_epi8(0x10);
+  const __m512i e =
+      2 * h <= 4 ? _mm512_slli_epi16(bits, 4 - 2 * h) : _mm512_srli_epi16(bits, 2 * h - 4);
+  const __m512i o =
+      2 * h + 1 <= 4 ? _mm512_slli_epi16(bits, 3 - 2 * h) : _mm512_srli_epi16(bits, 2 * h - 3);
+  even = _mm512_or_si512(even, _mm512_and_si512(e, bit4));
+  odd = _mm512_or_si512(odd, _mm512_and_si512(o, bit4));
+}
+
+// Each type's packed block (panel_layout.h: its bytes, fifth-bit plane, d and m) and how its code
+// groups become vpdpbusd's unsigned operands: the nibbles as they are (q4_0, q4_1), through the
+// grid (iq4_nl: level + 128, a byte shuffle), or with their fifth bits (q5_0, q5_1). PackDec reads
+// the row layout's codes for the packer (iq4_nl's indices as q4_0's nibbles).
+template <class D, DType kType, size_t kBlockBytes, size_t kFifthAt, size_t kDAt, size_t kMAt>
+struct NibblePanel {
+  using Dec = D;
+  using PackDec = D;
+  static constexpr DType kPackType = kType;
+  static constexpr bool kFifth = kFifthAt != 0;
+  static constexpr size_t kBytes = kBlockBytes, kFifthPlane = kFifthAt, kD = kDAt, kM = kMAt;
   void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
     nibble_pair(pb, h, v, even, odd);
+    if constexpr (kFifth) fifth_pair(pb + kFifthPlane, h, v, even, odd);
   }
 };
-struct Iq4NlPanel {
+using Q4_0Panel = NibblePanel<DecQ4_0, DType::Q4_0, kNibblePanelBytes, 0, kNibblePanelD, 0>;
+using Q5_0Panel =
+    NibblePanel<DecQ5_0, DType::Q5_0, kQ5_0PanelBytes, kQ5_0PanelFifth, kQ5_0PanelD, 0>;
+using Q4_1Panel = NibblePanel<DecQ4_1, DType::Q4_1, kQ4_1PanelBytes, 0, kQ4_1PanelD, kQ4_1PanelM>;
+using Q5_1Panel =
+    NibblePanel<DecQ5_1, DType::Q5_1, kQ5_1PanelBytes, kQ5_1PanelFifth, kQ5_1PanelD, kQ5_1PanelM>;
+struct Iq4NlPanel : Q4_0Panel {
   using Dec = DecIQ4_NL;
-  using PackDec = DecQ4_0;
-  static constexpr DType kPackType = DType::Q4_0;
-  static constexpr bool kFifth = false;
-  static constexpr size_t kBytes = kNibblePanelBytes, kD = kNibblePanelD;
   __m512i levels;
   Iq4NlPanel()
       : levels(_mm512_xor_si512(
@@ -69,25 +86,6 @@ struct Iq4NlPanel {
     nibble_pair(pb, h, v, even, odd);
     even = _mm512_shuffle_epi8(levels, even);
     odd = _mm512_shuffle_epi8(levels, odd);
-  }
-};
-struct Q5_0Panel {
-  using Dec = DecQ5_0;
-  using PackDec = DecQ5_0;
-  static constexpr DType kPackType = DType::Q5_0;
-  static constexpr bool kFifth = true;
-  static constexpr size_t kBytes = kQ5_0PanelBytes, kD = kQ5_0PanelD;
-  void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
-    nibble_pair(pb, h, v, even, odd);
-    const __m512i fifth = _mm512_loadu_si512(pb + kQ5_0PanelFifth + static_cast<size_t>(v * 64));
-    const __m512i bit4 = _mm512_set1_epi8(0x10);
-    // (bits moved with 16-bit shifts, then masked to bit 4 of each byte)
-    const __m512i e =
-        2 * h <= 4 ? _mm512_slli_epi16(fifth, 4 - 2 * h) : _mm512_srli_epi16(fifth, 2 * h - 4);
-    const __m512i o =
-        2 * h + 1 <= 4 ? _mm512_slli_epi16(fifth, 3 - 2 * h) : _mm512_srli_epi16(fifth, 2 * h - 3);
-    even = _mm512_or_si512(even, _mm512_and_si512(e, bit4));
-    odd = _mm512_or_si512(odd, _mm512_and_si512(o, bit4));
   }
 };
 
@@ -117,6 +115,9 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
                                   odd);
             }
           std::memcpy(out + kPanelCodeBytes, pb + L::kD, kPanelRows * sizeof(uint16_t));
+          if constexpr (Dec::kMin)
+            std::memcpy(out + kPanelCodeBytes + kPanelRows * sizeof(uint16_t), pb + L::kM,
+                        kPanelRows * sizeof(uint16_t));
         }
         return static_cast<const uint8_t*>(chunk.data());
       },
@@ -129,13 +130,36 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
       });
 }
 
-// One activation row: per panel and block, the codes dotted with the activations (two vpdpbusd
-// per loaded vector, even and odd groups in two chains) from -offset x their sum; then the GEMM's
-// float rescale.
-// The GEMV prefetches the block this many ahead (2.3 KB): one panel's stream of small blocks, read
-// with few operations per byte, was left waiting on DRAM by the hardware prefetchers (q4_0 decode
-// 66 % -> 82 % of the read bound; 2, 8 and 16 ahead measured 76-81 %).
+// The GEMVs prefetch the block this many ahead (2.3 KB for q4_0): one panel's stream of small
+// blocks, read with few operations per byte, was left waiting on DRAM by the hardware prefetchers
+// (q4_0 decode 66 % -> 82 % of the read bound; 2, 8 and 16 ahead measured 76-81 %).
 constexpr int64_t kAhead = 4;
+
+// A block's exact int32 sums for the panel's two vectors of sixteen rows: the codes dotted with the
+// activations (two vpdpbusd per loaded vector, even and odd groups in two chains) from -offset x
+// their sum.
+template <class L>
+inline void block_sums(const L& layout, const uint8_t* pb, const BlockQ8A32& xb,
+                       __m512i (&itot)[kPanelVecs]) {
+  const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
+  prefetch_span(pb + kAhead * L::kBytes, L::kBytes);
+  const __m512i start = _mm512_set1_epi32(-L::Dec::kOffset * xb.sum);
+  __m512i even_sum[kPanelVecs] = {start, start};
+  __m512i odd_sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int h = 0; h < 4; ++h) {
+    const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h)));
+    const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h + 4)));
+    for (int v = 0; v < kPanelVecs; ++v) {
+      __m512i even, odd;
+      layout.pair(pb, h, v, even, odd);
+      even_sum[v] = _mm512_dpbusd_epi32(even_sum[v], even, x0);
+      odd_sum[v] = _mm512_dpbusd_epi32(odd_sum[v], odd, x1);
+    }
+  }
+  for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_add_epi32(even_sum[v], odd_sum[v]);
+}
+
+// One activation row: per panel and block, the block's sums; then the GEMM's float rescale.
 template <class L>
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
@@ -143,24 +167,36 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
   panel_gemv<BlockQ8A32, false>(
       w, x, r0, r1, y, kQK32, L::kBytes, L::kD, 0,
       [&](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
-          __m512i(&)[kPanelVecs]) {
-        const auto* xq = reinterpret_cast<const uint8_t*>(xb.qs);
-        prefetch_span(pb + kAhead * L::kBytes, L::kBytes);
-        const __m512i start = _mm512_set1_epi32(-L::Dec::kOffset * xb.sum);
-        __m512i even_sum[kPanelVecs] = {start, start};
-        __m512i odd_sum[kPanelVecs] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
-        for (int h = 0; h < 4; ++h) {
-          const __m512i x0 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h)));
-          const __m512i x1 = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h + 4)));
-          for (int v = 0; v < kPanelVecs; ++v) {
-            __m512i even, odd;
-            layout.pair(pb, h, v, even, odd);
-            even_sum[v] = _mm512_dpbusd_epi32(even_sum[v], even, x0);
-            odd_sum[v] = _mm512_dpbusd_epi32(odd_sum[v], odd, x1);
-          }
-        }
-        for (int v = 0; v < kPanelVecs; ++v) itot[v] = _mm512_add_epi32(even_sum[v], odd_sum[v]);
-      });
+          __m512i(&)[kPanelVecs]) { block_sums(layout, pb, xb, itot); });
+}
+
+// One activation row of a type with a min (q4_1, q5_1): the block's sums, then micro()'s
+// epilogue in its order, d x the activations' scale times the sums, plus m times the activation
+// block's scale x sum.
+template <class L>
+void gemv_min_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                     int64_t) {
+  const L layout;
+  const int64_t nb = x.K / kQK32;
+  const auto* xb = reinterpret_cast<const BlockQ8A32*>(x.data.data());
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const uint8_t* panel = w.data + r * w.row_stride;
+    __m512 acc[kPanelVecs] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = panel + b * L::kBytes;
+      __m512i itot[kPanelVecs];
+      block_sums(layout, pb, xb[b], itot);
+      for (int v = 0; v < kPanelVecs; ++v) {
+        const size_t halves = static_cast<size_t>(v * kVecRows) * sizeof(uint16_t);
+        const __m512 scale =
+            _mm512_mul_ps(load_f16x16(pb + L::kD + halves), _mm512_set1_ps(xb[b].d));
+        acc[v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[v]), scale, acc[v]);
+        acc[v] = _mm512_fmadd_ps(load_f16x16(pb + L::kM + halves),
+                                 _mm512_set1_ps(xb[b].d * static_cast<float>(xb[b].sum)), acc[v]);
+      }
+    }
+    for (int v = 0; v < kPanelVecs; ++v) _mm512_storeu_ps(y + r + v * kVecRows, acc[v]);
+  }
 }
 
 // Packs one panel: the 32 rows' blocks regrouped into the GEMM's byte layout (codes 0..15, or
@@ -199,9 +235,12 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8
         }
       }
       if constexpr (L::kFifth)
-        _mm512_storeu_si512(out + kQ5_0PanelFifth + static_cast<size_t>(v * 64), fifth);
+        _mm512_storeu_si512(out + L::kFifthPlane + static_cast<size_t>(v * 64), fifth);
     }
     std::memcpy(out + L::kD, in + kPanelCodeBytes, kPanelRows * sizeof(uint16_t));
+    if constexpr (PackDec::kMin)
+      std::memcpy(out + L::kM, in + kPanelCodeBytes + kPanelRows * sizeof(uint16_t),
+                  kPanelRows * sizeof(uint16_t));
   }
 }
 
@@ -219,6 +258,14 @@ RowsKernel avx512vnni_q5_0_panel_kernel(int64_t M) {
   return M == 1 ? gemv_panels<Q5_0Panel> : gemm_panels<Q5_0Panel>;
 }
 
+RowsKernel avx512vnni_q4_1_panel_kernel(int64_t M) {
+  return M == 1 ? gemv_min_panels<Q4_1Panel> : gemm_panels<Q4_1Panel>;
+}
+
+RowsKernel avx512vnni_q5_1_panel_kernel(int64_t M) {
+  return M == 1 ? gemv_min_panels<Q5_1Panel> : gemm_panels<Q5_1Panel>;
+}
+
 void avx512vnni_pack_nibble_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                    int64_t p1) {
   pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
@@ -230,6 +277,20 @@ void avx512vnni_pack_q5_0_panels(uint8_t* data, int64_t cols, size_t row_stride,
                                  int64_t p1) {
   pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
     pack_panel_rows<Q5_0Panel>(rows, row_stride, cols, panel);
+  });
+}
+
+void avx512vnni_pack_q4_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
+                                 int64_t p1) {
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<Q4_1Panel>(rows, row_stride, cols, panel);
+  });
+}
+
+void avx512vnni_pack_q5_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
+                                 int64_t p1) {
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<Q5_1Panel>(rows, row_stride, cols, panel);
   });
 }
 

@@ -15,6 +15,9 @@ static_assert(kNibblePanelBytes == kPanelRows * sizeof(BlockQ4_0) &&
               "a packed q4_0 / iq4_nl panel must fill exactly its rows' bytes");
 static_assert(kQ5_0PanelBytes == kPanelRows * sizeof(BlockQ5_0),
               "a packed q5_0 panel must fill exactly its rows' bytes");
+static_assert(kQ4_1PanelBytes == kPanelRows * sizeof(BlockQ4_1) &&
+                  kQ5_1PanelBytes == kPanelRows * sizeof(BlockQ5_1),
+              "packed q4_1 / q5_1 panels must fill exactly their rows' bytes");
 static_assert(kQ4KPanelBytes == kPanelRows * sizeof(BlockQ4_K),
               "a packed q4_k panel must fill exactly its rows' bytes");
 static_assert(kQ5KPanelBytes == kPanelRows * sizeof(BlockQ5_K),
@@ -108,19 +111,21 @@ BlockIQ4_XS iq4xs_block(const uint8_t* panel, int64_t row) {
   return b;
 }
 
-// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl / q5_0 panel (d, then 16
-// bytes of nibbles, element i < 16 low and i + 16 high in qs[i]; q5_0: bit i of qh the fifth bit
-// of element i), dequantised.
+// Where a 32-element 4- or 5-bit type's packed block keeps its fifth bits and mins (0: none).
+struct NibbleLayout {
+  size_t bytes, fifth, d, m;
+};
+
+// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl / q5_0 / q4_1 / q5_1 panel (d,
+// m where the type has one, qh where it has fifth bits, then 16 bytes of nibbles, element i < 16
+// low and i + 16 high in qs[i]; bit i of qh the fifth bit of element i), dequantised.
 template <class Block>
-void nibble_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
-                       float* out) {
-  constexpr bool kFifth = std::is_same_v<Block, BlockQ5_0>;
-  constexpr size_t kBlockBytes = kFifth ? kQ5_0PanelBytes : kNibblePanelBytes;
-  constexpr size_t kD = kFifth ? kQ5_0PanelD : kNibblePanelD;
+void nibble_row_to_f32(DType t, NibbleLayout at, const uint8_t* data, size_t row_stride,
+                       int64_t row, int64_t cols, float* out) {
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   const int64_t r = row % kPanelRows, v = r / 16, j = r % 16;
   for (int64_t b = 0; b < cols / kQK32; ++b) {
-    const uint8_t* block = panel + b * kBlockBytes;
+    const uint8_t* block = panel + b * at.bytes;
     uint8_t code[kQK32];
     for (int h = 0; h < 4; ++h)
       for (int i = 0; i < 4; ++i) {
@@ -129,14 +134,16 @@ void nibble_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t 
         code[8 * h + 4 + i] = byte >> 4;
       }
     Block blk;
-    std::memcpy(&blk.d, block + kD + r * sizeof(uint16_t), sizeof(blk.d));
+    std::memcpy(&blk.d, block + at.d + r * sizeof(uint16_t), sizeof(blk.d));
     for (int i = 0; i < kQK32 / 2; ++i)
       blk.qs[i] = static_cast<uint8_t>(code[i] | code[i + 16] << 4);
-    if constexpr (kFifth) {
+    if constexpr (requires { blk.m; })
+      std::memcpy(&blk.m, block + at.m + r * sizeof(uint16_t), sizeof(blk.m));
+    if constexpr (requires { blk.qh; }) {
       uint32_t qh = 0;
       for (int g = 0; g < 8; ++g)
         for (int i = 0; i < 4; ++i) {
-          const uint8_t fifth = block[kQ5_0PanelFifth + (v * 16 + j) * 4 + i];
+          const uint8_t fifth = block[at.fifth + (v * 16 + j) * 4 + i];
           qh |= static_cast<uint32_t>((fifth >> g) & 1) << (4 * g + i);
         }
       std::memcpy(blk.qh, &qh, sizeof(qh));
@@ -166,17 +173,29 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 
 bool panel_layout_fits(DType t, int64_t rows) {
   return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q5_0 ||
-          t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS) &&
+          t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K ||
+          t == DType::Q6_K || t == DType::IQ4_XS) &&
          rows > 0 && rows % kPanelRows == 0;
 }
 
 void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t row, int64_t cols,
                       float* out) {
   if (t == DType::Q8_0) return q8_0_row_to_f32(data, row_stride, row, cols, out);
-  if (t == DType::Q4_0) return nibble_row_to_f32<BlockQ4_0>(t, data, row_stride, row, cols, out);
+  const NibbleLayout nibbles{kNibblePanelBytes, 0, kNibblePanelD, 0};
+  if (t == DType::Q4_0)
+    return nibble_row_to_f32<BlockQ4_0>(t, nibbles, data, row_stride, row, cols, out);
   if (t == DType::IQ4_NL)
-    return nibble_row_to_f32<BlockIQ4_NL>(t, data, row_stride, row, cols, out);
-  if (t == DType::Q5_0) return nibble_row_to_f32<BlockQ5_0>(t, data, row_stride, row, cols, out);
+    return nibble_row_to_f32<BlockIQ4_NL>(t, nibbles, data, row_stride, row, cols, out);
+  if (t == DType::Q5_0)
+    return nibble_row_to_f32<BlockQ5_0>(t, {kQ5_0PanelBytes, kQ5_0PanelFifth, kQ5_0PanelD, 0}, data,
+                                        row_stride, row, cols, out);
+  if (t == DType::Q4_1)
+    return nibble_row_to_f32<BlockQ4_1>(t, {kQ4_1PanelBytes, 0, kQ4_1PanelD, kQ4_1PanelM}, data,
+                                        row_stride, row, cols, out);
+  if (t == DType::Q5_1)
+    return nibble_row_to_f32<BlockQ5_1>(
+        t, {kQ5_1PanelBytes, kQ5_1PanelFifth, kQ5_1PanelD, kQ5_1PanelM}, data, row_stride, row,
+        cols, out);
   const uint8_t* panel = data + (row / kPanelRows) * kPanelRows * row_stride;
   for (int64_t b = 0; b < cols / kQKK; ++b) {
     if (t == DType::Q4_K) {

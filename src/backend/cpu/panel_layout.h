@@ -1,4 +1,4 @@
-// The panel layouts of q8_0, q4_0, iq4_nl, q5_0, q4_k, q5_k, q6_k and iq4_xs weights
+// The panel layouts of q8_0, the 32-element 4- and 5-bit types, q4_k, q5_k, q6_k and iq4_xs weights
 // (WeightLayout::Panels), which the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp,
 // matmul_nibble_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
 // matmul_q6k_panels_avx512vnni.cpp and matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that
@@ -35,6 +35,8 @@
 //   d[32]: the rows' f16 scales.
 // q5_0: as q4_0 with kQ5_0PanelBytes per block and, between the nibbles and d,
 //   fifth[v][j][i] (128 bytes): bit g of the byte is the fifth bit of code 4g + i of row 16v + j.
+// q4_1 and q5_1: as q4_0 and q5_0 (kQ4_1PanelBytes, kQ5_1PanelBytes per block), the rows' f16
+//   mins m[32] after d.
 // iq4_xs: the panel's super-block b, kIq4XsPanelBytes at panel + b x kIq4XsPanelBytes, is
 //   nibbles[q][v][j][i] as q4_k's, of the grid indices;
 //   scales_l[32] (u32) and scales_h[32] (u16): each row's scale fields as in its block;
@@ -58,6 +60,13 @@ inline constexpr size_t kNibblePanelBytes = kNibblePanelD + kPanelRows * sizeof(
 inline constexpr size_t kQ5_0PanelFifth = 512;
 inline constexpr size_t kQ5_0PanelD = kQ5_0PanelFifth + 128;
 inline constexpr size_t kQ5_0PanelBytes = kQ5_0PanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ4_1PanelD = 512;
+inline constexpr size_t kQ4_1PanelM = kQ4_1PanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ4_1PanelBytes = kQ4_1PanelM + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ5_1PanelFifth = 512;
+inline constexpr size_t kQ5_1PanelD = kQ5_1PanelFifth + 128;
+inline constexpr size_t kQ5_1PanelM = kQ5_1PanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kQ5_1PanelBytes = kQ5_1PanelM + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kQ4KPanelNibbles = 4096;
 inline constexpr size_t kQ4KPanelWords = kQ4KPanelNibbles;  // w0, w1, w2: 128 bytes each
 inline constexpr size_t kQ4KPanelD = kQ4KPanelWords + 3 * kPanelRows * sizeof(int32_t);
