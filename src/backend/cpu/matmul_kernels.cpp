@@ -105,15 +105,11 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
                                      isa_name(isa) + " path");
   switch (t) {
     case DType::Q4_0:
-      return avx512vnni_q4_0_panel_kernel(M);
     case DType::IQ4_NL:
-      return avx512vnni_iq4nl_panel_kernel(M);
     case DType::Q5_0:
-      return avx512vnni_q5_0_panel_kernel(M);
     case DType::Q4_1:
-      return avx512vnni_q4_1_panel_kernel(M);
     case DType::Q5_1:
-      return avx512vnni_q5_1_panel_kernel(M);
+      return avx512vnni_nibble_panel_kernel(t, M);
     case DType::Q4_K:
       return avx512vnni_q4k_panel_kernel(M);
     case DType::Q5_K:
@@ -267,13 +263,10 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
   switch (t) {
     case DType::Q4_0:
     case DType::IQ4_NL:
-      return avx512vnni_pack_nibble_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_0:
-      return avx512vnni_pack_q5_0_panels(data, cols, row_stride, p0, p1);
     case DType::Q4_1:
-      return avx512vnni_pack_q4_1_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_1:
-      return avx512vnni_pack_q5_1_panels(data, cols, row_stride, p0, p1);
+      return avx512vnni_pack_nibble_panels(t, data, cols, row_stride, p0, p1);
     case DType::Q4_K:
       return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
     case DType::Q5_K:

@@ -25,27 +25,19 @@ RowsKernel avx512vnni_gemm_kernel(DType t);
 RowsKernel avx512vnni_kgemm_kernel(DType t);
 // Weights in the panel layout (panel_layout.h: q8_0, the 32-element 4- and 5-bit types, q4_k, q5_k,
 // q6_k, iq4_xs), rows [r0, r1) whole panels: the GEMV for one activation row, the GEMM for more.
-RowsKernel avx512vnni_panel_kernel(int64_t M);
-RowsKernel avx512vnni_q4_0_panel_kernel(int64_t M);
-RowsKernel avx512vnni_iq4nl_panel_kernel(int64_t M);
-RowsKernel avx512vnni_q5_0_panel_kernel(int64_t M);
-RowsKernel avx512vnni_q4_1_panel_kernel(int64_t M);
-RowsKernel avx512vnni_q5_1_panel_kernel(int64_t M);
+RowsKernel avx512vnni_panel_kernel(int64_t M);  // q8_0
+// q4_0, iq4_nl, q5_0, q4_1, q5_1 (nullptr for others).
+RowsKernel avx512vnni_nibble_panel_kernel(DType t, int64_t M);
 RowsKernel avx512vnni_q4k_panel_kernel(int64_t M);
 RowsKernel avx512vnni_q5k_panel_kernel(int64_t M);
 RowsKernel avx512vnni_q6k_panel_kernel(int64_t M);
 RowsKernel avx512vnni_iq4xs_panel_kernel(int64_t M);
 // Packs panels [p0, p1) of a weight of one of those types in the row layout into the
 // panel layout, in place.
-void avx512vnni_pack_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0, int64_t p1);
-void avx512vnni_pack_nibble_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                   int64_t p1);
-void avx512vnni_pack_q5_0_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1);
-void avx512vnni_pack_q4_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1);
-void avx512vnni_pack_q5_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1);
+void avx512vnni_pack_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
+                            int64_t p1);  // q8_0
+void avx512vnni_pack_nibble_panels(DType t, uint8_t* data, int64_t cols, size_t row_stride,
+                                   int64_t p0, int64_t p1);
 void avx512vnni_pack_q4k_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
                                 int64_t p1);
 void avx512vnni_pack_q5k_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,

@@ -14,11 +14,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "backend/cpu/panel_layout.h"
+#include "core/error.h"
 #include "quant/blocks.h"
 
 TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
@@ -244,54 +246,48 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8
   }
 }
 
+template <class L>
+void pack_panels_of(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0, int64_t p1) {
+  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
+    pack_panel_rows<L>(rows, row_stride, cols, panel);
+  });
+}
+
 }  // namespace
 
-RowsKernel avx512vnni_q4_0_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_panels<Q4_0Panel> : gemm_panels<Q4_0Panel>;
+RowsKernel avx512vnni_nibble_panel_kernel(DType t, int64_t M) {
+  switch (t) {
+    case DType::Q4_0:
+      return M == 1 ? gemv_panels<Q4_0Panel> : gemm_panels<Q4_0Panel>;
+    case DType::IQ4_NL:
+      return M == 1 ? gemv_panels<Iq4NlPanel> : gemm_panels<Iq4NlPanel>;
+    case DType::Q5_0:
+      return M == 1 ? gemv_panels<Q5_0Panel> : gemm_panels<Q5_0Panel>;
+    case DType::Q4_1:
+      return M == 1 ? gemv_min_panels<Q4_1Panel> : gemm_panels<Q4_1Panel>;
+    case DType::Q5_1:
+      return M == 1 ? gemv_min_panels<Q5_1Panel> : gemm_panels<Q5_1Panel>;
+    default:
+      return nullptr;
+  }
 }
 
-RowsKernel avx512vnni_iq4nl_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_panels<Iq4NlPanel> : gemm_panels<Iq4NlPanel>;
-}
-
-RowsKernel avx512vnni_q5_0_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_panels<Q5_0Panel> : gemm_panels<Q5_0Panel>;
-}
-
-RowsKernel avx512vnni_q4_1_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_min_panels<Q4_1Panel> : gemm_panels<Q4_1Panel>;
-}
-
-RowsKernel avx512vnni_q5_1_panel_kernel(int64_t M) {
-  return M == 1 ? gemv_min_panels<Q5_1Panel> : gemm_panels<Q5_1Panel>;
-}
-
-void avx512vnni_pack_nibble_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                   int64_t p1) {
-  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
-    pack_panel_rows<Q4_0Panel>(rows, row_stride, cols, panel);
-  });
-}
-
-void avx512vnni_pack_q5_0_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1) {
-  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
-    pack_panel_rows<Q5_0Panel>(rows, row_stride, cols, panel);
-  });
-}
-
-void avx512vnni_pack_q4_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1) {
-  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
-    pack_panel_rows<Q4_1Panel>(rows, row_stride, cols, panel);
-  });
-}
-
-void avx512vnni_pack_q5_1_panels(uint8_t* data, int64_t cols, size_t row_stride, int64_t p0,
-                                 int64_t p1) {
-  pack_in_place(data, row_stride, p0, p1, [&](const uint8_t* rows, uint8_t* panel) {
-    pack_panel_rows<Q5_1Panel>(rows, row_stride, cols, panel);
-  });
+void avx512vnni_pack_nibble_panels(DType t, uint8_t* data, int64_t cols, size_t row_stride,
+                                   int64_t p0, int64_t p1) {
+  switch (t) {
+    case DType::Q4_0:
+    case DType::IQ4_NL:  // iq4_nl's indices pack as q4_0's nibbles
+      return pack_panels_of<Q4_0Panel>(data, cols, row_stride, p0, p1);
+    case DType::Q5_0:
+      return pack_panels_of<Q5_0Panel>(data, cols, row_stride, p0, p1);
+    case DType::Q4_1:
+      return pack_panels_of<Q4_1Panel>(data, cols, row_stride, p0, p1);
+    case DType::Q5_1:
+      return pack_panels_of<Q5_1Panel>(data, cols, row_stride, p0, p1);
+    default:
+      fail(ErrorKind::Runtime,
+           std::string("pack_panels: ") + dtype_name(t) + " has no nibble panel layout");
+  }
 }
 
 }  // namespace ts::cpu
