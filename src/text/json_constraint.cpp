@@ -59,12 +59,6 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab)
     : vocab_(std::move(vocab)) {}
 
-bool JsonConstraint::allowed(size_t id) const {
-  if (id >= vocab_->pieces.size()) return false;
-  const std::string& piece = vocab_->pieces[id];
-  return !piece.empty() && json_.accepts(piece);
-}
-
 // The pieces in byte order, each fed from the state its shared prefix with the one before left
 // (states_[k]: after k bytes). A byte refused at offset k refuses every piece that shares those
 // k + 1 bytes: a block of the order, skipped with a binary search. So a step feeds about one byte
@@ -120,8 +114,9 @@ void JsonConstraint::mask(std::span<float> logits) {
 }
 
 void JsonConstraint::advance(int32_t token) {
-  if (token < 0 || !allowed(static_cast<size_t>(token)) ||
-      !json_.feed_all(vocab_->pieces[static_cast<size_t>(token)]))
+  const auto id = static_cast<size_t>(token);
+  if (token < 0 || id >= vocab_->pieces.size() || vocab_->pieces[id].empty() ||
+      !json_.feed_all(vocab_->pieces[id]))
     fail(ErrorKind::Runtime,
          "JSON mode: token " + std::to_string(token) + " cannot continue the object");
 }

@@ -48,7 +48,6 @@ class JsonConstraint {
   bool complete() const { return json_.complete(); }
 
  private:
-  bool allowed(size_t id) const;
   void walk(const JsonVocabulary::Sorted& sorted);
 
   std::shared_ptr<const JsonVocabulary> vocab_;

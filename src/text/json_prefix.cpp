@@ -24,14 +24,14 @@ constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
 
 bool JsonPrefix::accepts(std::string_view bytes) const {
   JsonPrefix next = *this;
-  for (char c : bytes)
-    if (!next.feed(static_cast<uint8_t>(c))) return false;
-  return true;
+  return next.feed_all(bytes);
 }
 
 bool JsonPrefix::feed_all(std::string_view bytes) {
-  if (!accepts(bytes)) return false;
-  for (char c : bytes) feed(static_cast<uint8_t>(c));
+  JsonPrefix next = *this;
+  for (char c : bytes)
+    if (!next.feed(static_cast<uint8_t>(c))) return false;
+  *this = next;
   return true;
 }
 

@@ -28,13 +28,6 @@ TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace ts::cpu {
 namespace {
 
-// The grid's levels + 128 (kIq4Levels as unsigned bytes) in every 128-bit lane.
-inline __m512i unsigned_levels() {
-  return _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
-      _mm512_set1_epi8(-128));
-}
-
 // Code groups 2q and 2q + 1 of rows 16v .. 16v + 15 of the super-block at blk, as levels + 128.
 inline void group_pair(const uint8_t* blk, int q, int v, __m512i levels, __m512i& even,
                        __m512i& odd) {
@@ -94,7 +87,7 @@ struct PanelSource {
 
   void pack(int64_t r, int64_t, int64_t b0, int64_t b1, uint8_t* dst) const {
     const uint8_t* panel = w.data + r * w.row_stride;
-    const __m512i levels = unsigned_levels();
+    const __m512i levels = iq4_unsigned_levels512();
     for (int64_t b = b0; b < b1; ++b) {
       const uint8_t* blk = panel + b * kIq4XsPanelBytes;
       uint8_t* out = dst + (b - b0) * P::kBytes;
@@ -142,7 +135,7 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 constexpr int64_t kAhead = 2;
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {
-  const __m512i levels = unsigned_levels();
+  const __m512i levels = iq4_unsigned_levels512();
   panel_gemv<BlockQ8K, false>(
       w, x, r0, r1, y, kQKK, kIq4XsPanelBytes, kIq4XsPanelD, 0,
       [&](const uint8_t* blk, const BlockQ8K& xb, __m512i(&itot)[kPanelVecs],

@@ -43,16 +43,12 @@ inline void nibble_pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i&
 }
 
 // Adds to code groups 2h and 2h + 1 their fifth bits from the plane at `fifth` (bit g of a byte
-// for code group g) at bit 4 (moved with 16-bit shifts, then masked to bit 4 of each byte).
+// for code group g) at bit 4.
 inline void fifth_pair(const uint8_t* fifth, int h, int v, __m512i& even, __m512i& odd) {
   const __m512i bits = _mm512_loadu_si512(fifth + static_cast<size_t>(v * 64));
   const __m512i bit4 = _mm512_set1_epi8(0x10);
-  const __m512i e =
-      2 * h <= 4 ? _mm512_slli_epi16(bits, 4 - 2 * h) : _mm512_srli_epi16(bits, 2 * h - 4);
-  const __m512i o =
-      2 * h + 1 <= 4 ? _mm512_slli_epi16(bits, 3 - 2 * h) : _mm512_srli_epi16(bits, 2 * h - 3);
-  even = _mm512_or_si512(even, _mm512_and_si512(e, bit4));
-  odd = _mm512_or_si512(odd, _mm512_and_si512(o, bit4));
+  even = _mm512_or_si512(even, _mm512_and_si512(move_bit512(bits, 2 * h, 4), bit4));
+  odd = _mm512_or_si512(odd, _mm512_and_si512(move_bit512(bits, 2 * h + 1, 4), bit4));
 }
 
 // Each type's packed block (panel_layout.h: its bytes, fifth-bit plane, d and m) and how its code
@@ -80,10 +76,7 @@ using Q5_1Panel =
 struct Iq4NlPanel : Q4_0Panel {
   using Dec = DecIQ4_NL;
   __m512i levels;
-  Iq4NlPanel()
-      : levels(_mm512_xor_si512(
-            _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
-            _mm512_set1_epi8(-128))) {}
+  Iq4NlPanel() : levels(iq4_unsigned_levels512()) {}
   void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
     nibble_pair(pb, h, v, even, odd);
     even = _mm512_shuffle_epi8(levels, even);
@@ -227,13 +220,10 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8
                             _mm512_or_si512(_mm512_and_si512(even, low4),
                                             _mm512_slli_epi16(_mm512_and_si512(odd, low4), 4)));
         if constexpr (L::kFifth) {
-          // Bit 4 of group g's codes to bit g (16-bit shifts of a masked bit stay in its byte).
-          const __m512i e = _mm512_and_si512(even, bit4), o = _mm512_and_si512(odd, bit4);
+          // Bit 4 of group g's codes to bit g (masked bits: shifts stay within their bytes).
           const int g = 2 * h;
-          fifth = _mm512_or_si512(
-              fifth, g <= 4 ? _mm512_srli_epi16(e, 4 - g) : _mm512_slli_epi16(e, g - 4));
-          fifth = _mm512_or_si512(
-              fifth, g + 1 <= 4 ? _mm512_srli_epi16(o, 3 - g) : _mm512_slli_epi16(o, g - 3));
+          fifth = _mm512_or_si512(fifth, move_bit512(_mm512_and_si512(even, bit4), 4, g));
+          fifth = _mm512_or_si512(fifth, move_bit512(_mm512_and_si512(odd, bit4), 4, g + 1));
         }
       }
       if constexpr (L::kFifth)

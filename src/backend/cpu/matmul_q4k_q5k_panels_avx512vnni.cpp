@@ -73,11 +73,6 @@ struct K4Words {
   __m512i min(int j) const { return k4_field(w1, w2, j, 4); }
 };
 
-// Moves bit `from` of every byte to bit `to` (other bits garbage; the caller masks).
-inline __m512i move_bit512(__m512i v, int from, int to) {
-  return from <= to ? _mm512_slli_epi16(v, to - from) : _mm512_srli_epi16(v, from - to);
-}
-
 // The codes of groups 2q and 2q + 1 for rows 16v .. 16v + 15 of the super-block at blk: the
 // nibbles of one vector, with q5_k's fifth bits (bit g % 8 of sub-block q / 4's fifth-bit vector
 // for group g) moved to bit 4.

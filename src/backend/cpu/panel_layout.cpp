@@ -29,10 +29,10 @@ static_assert(kIq4XsPanelBytes == kPanelRows * sizeof(BlockIQ4_XS),
 
 namespace {
 
-// The low four bits of row r's codes in a q4_k / q6_k / iq4_xs panel's super-block.
-void panel_nibbles(const uint8_t* panel, int64_t r, uint8_t* code) {
+// The low four bits of row r's first n codes (32 or 256) in a block of a panel with a nibble plane.
+void panel_nibbles(const uint8_t* panel, int64_t r, int n, uint8_t* code) {
   const int64_t v = r / 16, j = r % 16;
-  for (int q = 0; q < kQKK / 8; ++q)
+  for (int q = 0; q < n / 8; ++q)
     for (int i = 0; i < 4; ++i) {
       const uint8_t byte = panel[((q * 2 + v) * 16 + j) * 4 + i];
       code[8 * q + i] = byte & 0x0F;
@@ -51,7 +51,7 @@ Block k4_block(const uint8_t* panel, int64_t row, size_t words, size_t d, size_t
   for (int w = 0; w < 3; ++w)
     std::memcpy(b.scales + 4 * w, panel + words + (w * kPanelRows + r) * 4, 4);
   uint8_t code[kQKK];
-  panel_nibbles(panel, r, code);
+  panel_nibbles(panel, r, kQKK, code);
   // The file's order: qs[32c + l] holds code 64c + l low and code 64c + 32 + l high.
   for (int c = 0; c < 4; ++c)
     for (int l = 0; l < 32; ++l)
@@ -76,7 +76,7 @@ BlockQ6_K q6k_block(const uint8_t* panel, int64_t row) {
   for (int s = 0; s < kQKK / 16; ++s)
     b.scales[s] = static_cast<int8_t>(panel[kQ6KPanelScales + s * kPanelRows + r]);
   uint8_t code[kQKK];
-  panel_nibbles(panel, r, code);
+  panel_nibbles(panel, r, kQKK, code);
   for (int o = 0; o < kQKK / 16; ++o)
     for (int k = 0; k < 4; ++k)
       for (int i = 0; i < 4; ++i) {
@@ -103,7 +103,7 @@ BlockIQ4_XS iq4xs_block(const uint8_t* panel, int64_t row) {
   std::memcpy(&b.scales_h, panel + kIq4XsPanelScalesH + r * sizeof(uint16_t), sizeof(b.scales_h));
   std::memcpy(b.scales_l, panel + kIq4XsPanelScalesL + r * sizeof(uint32_t), sizeof(b.scales_l));
   uint8_t code[kQKK];
-  panel_nibbles(panel, r, code);
+  panel_nibbles(panel, r, kQKK, code);
   // The file's order: qs[16j + l] holds code 32j + l low and code 32j + 16 + l high.
   for (int j = 0; j < kQKK / 32; ++j)
     for (int l = 0; l < 16; ++l)
@@ -127,12 +127,7 @@ void nibble_row_to_f32(DType t, NibbleLayout at, const uint8_t* data, size_t row
   for (int64_t b = 0; b < cols / kQK32; ++b) {
     const uint8_t* block = panel + b * at.bytes;
     uint8_t code[kQK32];
-    for (int h = 0; h < 4; ++h)
-      for (int i = 0; i < 4; ++i) {
-        const uint8_t byte = block[((h * 2 + v) * 16 + j) * 4 + i];
-        code[8 * h + i] = byte & 0x0F;
-        code[8 * h + 4 + i] = byte >> 4;
-      }
+    panel_nibbles(block, r, kQK32, code);
     Block blk;
     std::memcpy(&blk.d, block + at.d + r * sizeof(uint16_t), sizeof(blk.d));
     for (int i = 0; i < kQK32 / 2; ++i)
