@@ -248,6 +248,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   p.logit_bias = logit_bias(body);
   r.json_object = json_object(body);
   r.ignore_eos = boolean(body, "ignore_eos", false);
+  r.cache_prompt = boolean(body, "cache_prompt", true);
   if (kind == ApiKind::Completion) {
     r.top_logprobs = static_cast<int>(integer(body, "logprobs", 0, kMaxCompletionLogprobs, -1));
   } else if (boolean(body, "logprobs", false)) {

@@ -28,6 +28,7 @@ struct ApiRequest {
   std::vector<ChatMessage> messages;  // chat
   int64_t max_tokens = -1;            // < 0: until end of generation or the context is full
   bool ignore_eos = false;
+  bool cache_prompt = true;  // llama.cpp's switch: may start from a slot's cached prefix
   std::vector<std::string> stop;
   SamplerParams sampling;        // OpenAI's defaults: temperature 1, nucleus and top-k off
   bool json_object = false;      // response_format {"type": "json_object"}

@@ -182,6 +182,7 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
     g.prompt = prompt(a);
     g.max_tokens = a.max_tokens;
     g.ignore_eos = a.ignore_eos;
+    g.cache_prompt = a.cache_prompt;
     g.stop = a.stop;
     g.sampling = a.sampling;
     g.json_object = a.json_object;
@@ -284,7 +285,8 @@ void HttpServer::Impl::routes() {
                     {"queued", s.queued},
                     {"steps", s.steps},
                     {"decode_rows", s.decode_rows},
-                    {"prefill_rows", s.prefill_rows}};
+                    {"prefill_rows", s.prefill_rows},
+                    {"cached_rows", s.cached_rows}};
     res.set_content(dump(j), "application/json");
   });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {

@@ -25,11 +25,16 @@ struct GenRequest {
   SamplerParams sampling;
   bool json_object = false;  // JSON mode (JsonConstraint)
   int top_logprobs = -1;     // < 0: no log-probabilities; else that many alternatives per token
+  // Start from a free slot's cached rows when they hold a long enough prefix of the prompt
+  // (Scheduler::reusable). Off: the prompt is prefilled whole, so the answer is bit-for-bit the
+  // one the request gets alone.
+  bool cache_prompt = true;
 };
 
 struct Usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens whose rows came from the slot's cache
 };
 
 // What a waiter takes out of the channel at once.

@@ -19,6 +19,7 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, const Scheduler
   for (Slot& s : slots_) {
     s.kv = std::make_unique<KvCache>(engine_, o_.ctx);
     s.logits.resize(vocab);
+    s.prompt_logits.resize(vocab);
   }
   thread_ = std::thread([this] { loop(); });
 }
@@ -79,6 +80,7 @@ SchedulerStats Scheduler::stats() {
   st.steps = steps_.load();
   st.decode_rows = decode_rows_.load();
   st.prefill_rows = prefill_rows_.load();
+  st.cached_rows = cached_rows_.load();
   return st;
 }
 
@@ -113,15 +115,50 @@ void Scheduler::loop() {
 }
 
 void Scheduler::admit_locked() {
+  while (!queue_.empty()) {
+    if (queue_.front()->cancelled()) {
+      queue_.pop_front();
+      continue;
+    }
+    Slot* s = pick_slot(queue_.front()->request());
+    if (s == nullptr) return;
+    std::shared_ptr<Job> job = std::move(queue_.front());
+    queue_.pop_front();
+    start(*s, std::move(job));
+  }
+}
+
+// A cached prefix is used only when it is at least this share of the prompt. Below it, the
+// saving is small, and taking that slot would throw away a cache that a later request (the rest
+// of that conversation) could use whole; a short shared start such as BOS is not worth it.
+constexpr int64_t kMinSharedPercent = 50;
+
+int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
+  if (!r.cache_prompt) return 0;
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  const auto held = static_cast<int64_t>(s.tokens.size());
+  int64_t common = 0;
+  while (common < n && common < held &&
+         s.tokens[static_cast<size_t>(common)] == r.prompt[static_cast<size_t>(common)])
+    ++common;
+  // The next token is sampled from the last prompt row's logits: either kept from when this very
+  // prompt was prefilled, or that row is fed again.
+  if (common == n && s.prompt_logits_rows != n) common = n - 1;
+  return common * 100 >= n * kMinSharedPercent ? common : 0;
+}
+
+Scheduler::Slot* Scheduler::pick_slot(const GenRequest& r) {
+  Slot* best = nullptr;
+  int64_t best_rows = -1;
   for (Slot& s : slots_) {
     if (s.job != nullptr) continue;
-    while (!queue_.empty() && s.job == nullptr) {
-      std::shared_ptr<Job> job = std::move(queue_.front());
-      queue_.pop_front();
-      if (!job->cancelled()) start(s, std::move(job));
+    const int64_t rows = reusable(s, r);
+    if (rows > best_rows || (rows == best_rows && s.admitted < best->admitted)) {
+      best = &s;
+      best_rows = rows;
     }
-    if (queue_.empty()) return;
   }
+  return best;
 }
 
 void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
@@ -139,10 +176,17 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   }
   s.text.emplace(tok_);
   s.stops.emplace(r.stop);
-  s.kv->n_past = 0;
-  s.fed = 0;
+  const int64_t kept = reusable(s, r);
+  s.tokens.resize(static_cast<size_t>(kept));
+  s.kv->n_past = kept;
+  if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten
+  s.sample_first = kept == static_cast<int64_t>(r.prompt.size());
+  if (s.sample_first) std::copy(s.prompt_logits.begin(), s.prompt_logits.end(), s.logits.begin());
+  cached_rows_.fetch_add(static_cast<uint64_t>(kept));
+  s.fed = kept;
+  s.cached = kept;
   s.generated = 0;
-  s.admitted = admissions_++;
+  s.admitted = ++admissions_;
   s.job = std::move(job);
   busy_.fetch_add(1);
 }
@@ -154,6 +198,11 @@ bool Scheduler::prefilling(const Slot& s) const {
 void Scheduler::step() {
   for (Slot& s : slots_)
     if (s.job != nullptr && s.job->cancelled()) release(s);
+  for (Slot& s : slots_) {
+    if (s.job == nullptr || !s.sample_first) continue;
+    s.sample_first = false;
+    sample(s);
+  }
   chunks_.clear();
   chunk_slots_.clear();
   for (Slot& s : slots_) {
@@ -188,6 +237,7 @@ void Scheduler::step() {
     for (Slot* s : chunk_slots_) {
       s->job->fail(std::string("generation failed: ") + e.what());
       release(*s);
+      forget_cache(*s);  // its rows may be half written
     }
     return;
   }
@@ -196,16 +246,24 @@ void Scheduler::step() {
   prefill_rows_.fetch_add(static_cast<uint64_t>(rows) - n_decode);
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Slot& s = *chunk_slots_[i];
+    s.tokens.insert(s.tokens.end(), chunks_[i].tokens, chunks_[i].tokens + chunks_[i].n);
     if (i >= n_decode) {
       s.fed += chunks_[i].n;
       if (chunks_[i].logits == nullptr) continue;
+      // Sampling masks and biases s.logits in place: keep the model's own for a repeat.
+      std::copy(s.logits.begin(), s.logits.end(), s.prompt_logits.begin());
+      s.prompt_logits_rows = s.fed;
     }
-    try {
-      accept_token(s);
-    } catch (const std::exception& e) {
-      s.job->fail(std::string("generation failed: ") + e.what());
-      release(s);
-    }
+    sample(s);
+  }
+}
+
+void Scheduler::sample(Slot& s) {
+  try {
+    accept_token(s);
+  } catch (const std::exception& e) {
+    s.job->fail(std::string("generation failed: ") + e.what());
+    release(s);
   }
 }
 
@@ -230,7 +288,8 @@ void Scheduler::accept_token(Slot& s) {
 
 void Scheduler::finish(Slot& s, FinishReason reason) {
   if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
-  s.job->finish(reason, Usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated});
+  const auto prompt = static_cast<int64_t>(s.job->request().prompt.size());
+  s.job->finish(reason, Usage{prompt, s.generated, s.cached});
   release(s);
 }
 
@@ -240,10 +299,16 @@ void Scheduler::release(Slot& s) {
   s.text.reset();
   s.stops.reset();
   s.json.reset();
-  s.kv->n_past = 0;
+  s.sample_first = false;
   s.fed = 0;
   s.generated = 0;
   busy_.fetch_sub(1);
+}
+
+void Scheduler::forget_cache(Slot& s) {
+  s.tokens.clear();
+  s.kv->n_past = 0;
+  s.prompt_logits_rows = 0;
 }
 
 }  // namespace ts::server

@@ -3,6 +3,11 @@
 // sampler. Every step is ONE forward pass over one decode row of each generating slot plus a
 // chunk of a waiting prompt, so a long prompt is prefilled a piece at a time between decode steps
 // and the running streams keep flowing. Requests beyond the slots wait in a bounded FIFO.
+//
+// A finished request leaves its rows in its slot: the next request whose prompt starts with them
+// (a chat client resending the conversation, the same prompt again) goes to that slot and
+// prefills only what is new. The logits after each prompt are kept too, so a repeated prompt
+// needs no forward pass and gets exactly the first answer's bits.
 #pragma once
 
 #include <atomic>
@@ -41,6 +46,7 @@ struct SchedulerStats {
   uint64_t steps = 0;         // forward passes
   uint64_t decode_rows = 0;   // rows that were one generated token of a running sequence
   uint64_t prefill_rows = 0;  // rows that were prompt tokens
+  uint64_t cached_rows = 0;   // prompt tokens taken from a slot's cache instead of prefilled
 };
 
 class Scheduler {
@@ -70,18 +76,31 @@ class Scheduler {
     std::optional<StopStrings> stops;
     std::optional<JsonConstraint> json;  // JSON mode
     int64_t fed = 0;                     // prompt tokens in the cache
+    int64_t cached = 0;                  // of which were there before the job came
     int64_t generated = 0;               // tokens sampled and shown
     int32_t next = -1;                   // the last sampled token, fed in the next step
-    uint64_t admitted = 0;               // admission order: the oldest prompt is prefilled first
+    bool sample_first = false;           // the prompt's logits came from the cache: sample now
+    uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first, and the
+                            // least recently admitted free slot is given away first
+    // What the cache holds, kept after the job ends: the token of every row (kv->n_past of them),
+    // and the logits after the first `prompt_logits_rows` of them when those were a whole prompt.
+    std::vector<int32_t> tokens;
+    std::vector<float> prompt_logits;
+    int64_t prompt_logits_rows = 0;
   };
 
   void loop();
   void admit_locked();
+  // Rows of `s`'s cache that request `r` would keep; 0 when too few to be worth the slot.
+  int64_t reusable(const Slot& s, const GenRequest& r) const;
+  Slot* pick_slot(const GenRequest& r);
   void start(Slot& s, std::shared_ptr<Job> job);
+  void sample(Slot& s);
   void step();
   void accept_token(Slot& s);
   void finish(Slot& s, FinishReason reason);
   void release(Slot& s);
+  void forget_cache(Slot& s);
   bool prefilling(const Slot& s) const;
 
   Engine& engine_;
@@ -100,7 +119,7 @@ class Scheduler {
   std::deque<std::shared_ptr<Job>> queue_;
   bool stopping_ = false;
   std::atomic<int> busy_{0};
-  std::atomic<uint64_t> steps_{0}, decode_rows_{0}, prefill_rows_{0};
+  std::atomic<uint64_t> steps_{0}, decode_rows_{0}, prefill_rows_{0}, cached_rows_{0};
   std::thread thread_;
 };
 

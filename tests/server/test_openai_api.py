@@ -163,6 +163,32 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(r.choices[0].finish_reason, "length")
         self.assertEqual(r.usage.completion_tokens, 3)
 
+    def test_prompt_cache(self):
+        # The same prompt again is answered from its slot's cached rows and kept logits: the same
+        # text, every prompt token counted as cached. The next turn of a conversation starts from
+        # the rows of the one before.
+        first = self.complete(LONG_PROMPTS[2], max_tokens=12, temperature=0)
+        before = self.server.health()["cached_rows"]
+        again = self.complete(LONG_PROMPTS[2], max_tokens=12, temperature=0)
+        self.assertEqual(again.choices[0].text, first.choices[0].text)
+        self.assertEqual(again.usage.prompt_tokens_details.cached_tokens, again.usage.prompt_tokens)
+        self.assertEqual(self.server.health()["cached_rows"] - before, again.usage.prompt_tokens)
+        fresh = self.complete(
+            LONG_PROMPTS[2], max_tokens=12, temperature=0, extra_body={"cache_prompt": False}
+        )
+        self.assertEqual(fresh.choices[0].text, first.choices[0].text)
+        self.assertEqual(fresh.usage.prompt_tokens_details.cached_tokens, 0)
+        # A client resending the conversation as one prompt (the raw chat format of the bundled
+        # model would join the turns with spaces, which the answer's tokens do not start with).
+        one = self.complete(LONG_PROMPTS[3], max_tokens=24, temperature=0)
+        self.assertEqual(one.usage.prompt_tokens_details.cached_tokens, 0)
+        two = self.complete(
+            LONG_PROMPTS[3] + one.choices[0].text + " And then", max_tokens=8, temperature=0
+        )
+        cached = two.usage.prompt_tokens_details.cached_tokens
+        self.assertGreater(cached, one.usage.prompt_tokens + 12)
+        self.assertLess(cached, two.usage.prompt_tokens)
+
     def test_stop_strings(self):
         full = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
         cut = full.index(" ", len(full) // 2)

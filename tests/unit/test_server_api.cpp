@@ -45,6 +45,7 @@ TEST(ServerApi, CompletionDefaultsAreOpenAIs) {
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.0f);
   EXPECT_FALSE(r.seed.has_value());
   EXPECT_EQ(r.top_logprobs, -1);
+  EXPECT_TRUE(r.cache_prompt);
   EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "Hi"}]})").max_tokens, -1);
 }
 
@@ -54,7 +55,7 @@ TEST(ServerApi, ReadsEveryField) {
     "top_p": 0.9, "stop": ["a", "bc"], "seed": 42, "presence_penalty": -1.5, "frequency_penalty": 2,
     "stream": true, "stream_options": {"include_usage": true}, "logprobs": 3, "top_k": 20, "min_p": 0.1,
     "repeat_penalty": 1.1, "ignore_eos": true, "logit_bias": {"50256": -100, "7": 2.5},
-    "user": "ignored"})");
+    "cache_prompt": false, "user": "ignored"})");
   EXPECT_EQ(r.model, "m");
   EXPECT_EQ(r.prompt_text, "Hello");
   EXPECT_EQ(r.max_tokens, 7);
@@ -71,6 +72,7 @@ TEST(ServerApi, ReadsEveryField) {
   EXPECT_FLOAT_EQ(r.sampling.min_p, 0.1f);
   EXPECT_FLOAT_EQ(r.sampling.repeat_penalty, 1.1f);
   EXPECT_TRUE(r.ignore_eos);
+  EXPECT_FALSE(r.cache_prompt);
   EXPECT_EQ(r.sampling.logit_bias,
             (std::vector<std::pair<int32_t, float>>{{50256, -100.0f}, {7, 2.5f}}));
   EXPECT_TRUE(completion(R"({"prompt": "x", "logit_bias": {}})").sampling.logit_bias.empty());
@@ -168,12 +170,14 @@ TEST(ServerApi, ResponsesHaveOpenAIShapes) {
   EXPECT_EQ(m.id.rfind("chatcmpl-", 0), 0u);
   EXPECT_EQ(m.id.size(), 9u + 24u);
   EXPECT_NE(m.id, new_response_id(ApiKind::Chat));
-  const json whole = full_response(m, "Hi!", FinishReason::Stop, {5, 2}, nullptr);
+  const json whole = full_response(m, "Hi!", FinishReason::Stop, {5, 2, 3}, nullptr);
   EXPECT_EQ(whole["object"], "chat.completion");
   EXPECT_EQ(whole["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "Hi!"}}));
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "stop");
-  EXPECT_EQ(whole["usage"],
-            (json{{"prompt_tokens", 5}, {"completion_tokens", 2}, {"total_tokens", 7}}));
+  EXPECT_EQ(whole["usage"], (json{{"prompt_tokens", 5},
+                                  {"completion_tokens", 2},
+                                  {"total_tokens", 7},
+                                  {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
   EXPECT_EQ(role_chunk(m)["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
   const json text = text_chunk(m, "Hi", nullptr);
   EXPECT_EQ(text["object"], "chat.completion.chunk");

@@ -2,7 +2,8 @@
 // `generate` gives the same prompt alone in a Session, whether it ran alone or batched with
 // others (decode rows of several slots plus chunked prefills in one forward pass); stop strings,
 // token and context limits end it as `generate` does; a full queue refuses; a cancelled request
-// frees its slot; bad requests are refused at submission.
+// frees its slot; bad requests are refused at submission; a slot's cached rows serve a repeated
+// prompt exactly and the next turn of a conversation without prefilling it again.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -352,6 +353,100 @@ TEST_F(SchedulerTest, JsonModeEqualsGenerate) {
     ASSERT_NE(jobs[i], nullptr);
     expect_same(wait(*jobs[i]), want[i], "request " + std::to_string(i));
   }
+}
+
+// Prompt rows and prefill rows one request added to the scheduler's counts.
+struct RowsSpent {
+  uint64_t prefilled = 0, cached = 0;
+};
+
+RowsSpent rows_spent(Scheduler& s, const SchedulerStats& before) {
+  EXPECT_TRUE(wait_idle(s));
+  const SchedulerStats after = s.stats();
+  return {after.prefill_rows - before.prefill_rows, after.cached_rows - before.cached_rows};
+}
+
+// A finished request leaves its rows and its prompt's logits in its slot: the same prompt again
+// (sampled, same seed) is answered without a forward pass over it, bit for bit as the first time.
+TEST_F(SchedulerTest, RepeatedPromptComesFromTheCache) {
+  const GenRequest r = request("The cat sat on", 20, 0.8f, 7);
+  const GenerateResult want = alone(r);
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  for (int turn = 0; turn < 3; ++turn) {
+    const SchedulerStats before = s.stats();
+    auto job = s.submit(r);
+    ASSERT_NE(job, nullptr);
+    const Answer a = wait(*job);
+    const std::string what = "turn " + std::to_string(turn);
+    expect_same(a, want, what);
+    EXPECT_EQ(a.usage.cached_tokens, turn == 0 ? 0 : n) << what;
+    const RowsSpent spent = rows_spent(s, before);
+    EXPECT_EQ(spent.prefilled, turn == 0 ? static_cast<uint64_t>(n) : 0u) << what;
+    EXPECT_EQ(spent.cached, turn == 0 ? 0u : static_cast<uint64_t>(n)) << what;
+  }
+}
+
+// The next turn of a conversation (the first prompt, the answer's tokens, new text) prefills only
+// the new tokens; its answer is the lone one up to the batch-shape ties of kTieGap, since the
+// answer's rows were computed one at a time rather than in the new prompt's chunk.
+TEST_F(SchedulerTest, ContinuedConversationPrefillsOnlyWhatIsNew) {
+  GenRequest first = request("Once upon a time", 12);
+  first.ignore_eos = true;
+  const GenerateResult answer = alone(first);
+  ASSERT_EQ(answer.tokens.size(), 12u);
+  GenRequest next = request("", 16);
+  next.prompt = first.prompt;
+  next.prompt.insert(next.prompt.end(), answer.tokens.begin(), answer.tokens.end());
+  const std::vector<int32_t> more = tok_->encode(" Then the dog said", false, false);
+  next.prompt.insert(next.prompt.end(), more.begin(), more.end());
+  const GreedyReference want = greedy_alone(next);
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  auto job = s.submit(first);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(wait(*job).text, answer.text);
+  const SchedulerStats before = s.stats();
+  job = s.submit(next);
+  ASSERT_NE(job, nullptr);
+  const Answer a = wait(*job);
+  // Every row but the last sampled token's, which was never fed.
+  const auto kept = static_cast<int64_t>(first.prompt.size() + answer.tokens.size() - 1);
+  EXPECT_EQ(a.usage.cached_tokens, kept);
+  EXPECT_EQ(a.usage.prompt_tokens, static_cast<int64_t>(next.prompt.size()));
+  const RowsSpent spent = rows_spent(s, before);
+  EXPECT_EQ(spent.prefilled, next.prompt.size() - static_cast<uint64_t>(kept));
+  EXPECT_EQ(spent.cached, static_cast<uint64_t>(kept));
+  expect_same_or_tie(a, want, "next turn");
+}
+
+// Two conversations on two slots keep their caches: a prompt that shares only its first token
+// with a slot goes to the other, free, slot and starts fresh, so coming back to either
+// conversation finds its rows. With cache_prompt off a request prefills its whole prompt and
+// gets the lone answer bit for bit.
+TEST_F(SchedulerTest, EachPromptReturnsToItsSlot) {
+  const GenRequest a = request("Once upon a time", 8);
+  const GenRequest b = request("Tom and his mom went", 8);
+  ASSERT_EQ(a.prompt[0], b.prompt[0]);
+  const GenerateResult want_a = alone(a), want_b = alone(b);
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  const std::vector<std::pair<const GenRequest*, const GenerateResult*>> order = {
+      {&a, &want_a}, {&b, &want_b}, {&a, &want_a}, {&b, &want_b}};
+  for (size_t i = 0; i < order.size(); ++i) {
+    auto job = s.submit(*order[i].first);
+    ASSERT_NE(job, nullptr);
+    const Answer got = wait(*job);
+    expect_same(got, *order[i].second, "request " + std::to_string(i));
+    EXPECT_EQ(got.usage.cached_tokens, i < 2 ? 0 : got.usage.prompt_tokens) << i;
+  }
+  GenRequest fresh = a;
+  fresh.cache_prompt = false;
+  const SchedulerStats before = s.stats();
+  auto job = s.submit(fresh);
+  ASSERT_NE(job, nullptr);
+  const Answer got = wait(*job);
+  expect_same(got, want_a, "cache_prompt off");
+  EXPECT_EQ(got.usage.cached_tokens, 0);
+  EXPECT_EQ(rows_spent(s, before).prefilled, a.prompt.size());
 }
 
 TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {
