@@ -3,9 +3,15 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <exception>
+#include <fstream>
 #include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
+
+#include "core/error.h"
+#include "text/json_schema.h"
 
 namespace ts::cli {
 namespace {
@@ -61,13 +67,42 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
   app->add_flag("--json-mode", f.json_object,
                 "JSON mode: generate one JSON object (tokens are masked to those that continue "
                 "it; its closing brace ends the answer)");
+  app->add_option("--json-schema", f.json_schema,
+                  "Generate one JSON object that satisfies this JSON Schema (inline JSON; see "
+                  "docs/DESIGN-NOTES.md for the keywords implemented)");
+  app->add_option("--json-schema-file", f.json_schema_file, "--json-schema, read from a file")
+      ->check(CLI::ExistingFile);
 }
+
+namespace {
+
+// The schema of --json-mode / --json-schema / --json-schema-file; null for free text.
+std::shared_ptr<const JsonSchema> answer_schema(const SamplingFlags& f) {
+  const int given =
+      int{f.json_object} + int{!f.json_schema.empty()} + int{!f.json_schema_file.empty()};
+  if (given > 1)
+    fail(ErrorKind::Usage, "--json-mode, --json-schema and --json-schema-file exclude each other");
+  if (f.json_object) return JsonSchema::any_object();
+  if (given == 0) return nullptr;
+  std::string text = f.json_schema;
+  if (text.empty()) {
+    std::ifstream in(f.json_schema_file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
+  if (schema.is_discarded()) fail(ErrorKind::Usage, "--json-schema: not valid JSON");
+  return std::make_shared<const JsonSchema>(JsonSchema::compile(schema));
+}
+
+}  // namespace
 
 GenerateOptions generate_options(const SamplingFlags& f) {
   GenerateOptions o;
   o.max_tokens = f.n_predict;
   o.ignore_eos = f.ignore_eos;
-  o.json_object = f.json_object;
+  o.json = answer_schema(f);
   o.stop = f.stop;
   o.sampling = f.params;
   o.sampling.seed =

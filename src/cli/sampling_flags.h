@@ -18,6 +18,8 @@ struct SamplingFlags {
   int64_t n_predict = -1;
   bool ignore_eos = false;
   bool json_object = false;
+  std::string json_schema;       // inline JSON
+  std::string json_schema_file;  // or a file holding it
   std::vector<std::string> stop;
 };
 

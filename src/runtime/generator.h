@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 
 namespace ts {
 
+class JsonSchema;
 class Session;
 class Tokenizer;
 
@@ -21,7 +23,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;
-  bool json_object = false;  // JSON mode: the text is one JSON object, its closing brace the end
+  // JSON mode: the text is one JSON object of this schema (JsonSchema::any_object(): any object),
+  // its closing brace the end. Null: free text.
+  std::shared_ptr<const JsonSchema> json;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
 };
 

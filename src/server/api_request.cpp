@@ -84,16 +84,27 @@ void refuse_unsupported(const json& body, ApiKind kind) {
   }
 }
 
-// {"type": "text"} or {"type": "json_object"} (JSON mode); JSON schemas are refused.
-bool json_object(const json& body) {
+// {"type": "text"}, {"type": "json_object"} (JSON mode) or {"type": "json_schema", "json_schema":
+// {"name": ..., "schema": {...}, "strict": ...}} (structured outputs; without a schema, JSON
+// mode). The schema is compiled here, so what it asks that is not implemented is a 400.
+std::shared_ptr<const JsonSchema> response_format(const json& body) {
   const json* rf = get(body, "response_format");
-  if (rf == nullptr) return false;
+  if (rf == nullptr) return nullptr;
   const json* type = rf->is_object() ? get(*rf, "type") : nullptr;
-  if (type != nullptr && *type == "json_schema")
-    bad("response_format", "json_schema is not supported (json_object, JSON mode, is)");
-  if (type == nullptr || (*type != "text" && *type != "json_object"))
-    bad("response_format", "must be {\"type\": \"text\"} or {\"type\": \"json_object\"}");
-  return *type == "json_object";
+  if (type != nullptr && *type == "text") return nullptr;
+  if (type != nullptr && *type == "json_object") return JsonSchema::any_object();
+  if (type == nullptr || *type != "json_schema")
+    bad("response_format", "must be of type \"text\", \"json_object\" or \"json_schema\"");
+  const json* spec = get(*rf, "json_schema");
+  if (spec == nullptr || !spec->is_object())
+    bad("response_format", "json_schema needs a \"json_schema\" object");
+  const json* schema = get(*spec, "schema");
+  if (schema == nullptr) return JsonSchema::any_object();
+  try {
+    return std::make_shared<const JsonSchema>(JsonSchema::compile(*schema));
+  } catch (const Error& e) {
+    bad("response_format", e.what());
+  }
 }
 
 // OpenAI's {"token id": bias, ...}: ids as decimal strings, biases in [-100, 100] (-100 bans).
@@ -246,7 +257,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   p.penalty_last_n =
       static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
   p.logit_bias = logit_bias(body);
-  r.json_object = json_object(body);
+  r.json = response_format(body);
   r.ignore_eos = boolean(body, "ignore_eos", false);
   r.cache_prompt = boolean(body, "cache_prompt", true);
   if (kind == ApiKind::Completion) {

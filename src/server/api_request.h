@@ -5,12 +5,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "text/chat_template.h"
+#include "text/json_schema.h"
 #include "text/sampler.h"
 
 namespace ts::server {
@@ -30,8 +32,9 @@ struct ApiRequest {
   bool ignore_eos = false;
   bool cache_prompt = true;  // llama.cpp's switch: may start from a slot's cached prefix
   std::vector<std::string> stop;
-  SamplerParams sampling;        // OpenAI's defaults: temperature 1, nucleus and top-k off
-  bool json_object = false;      // response_format {"type": "json_object"}
+  SamplerParams sampling;  // OpenAI's defaults: temperature 1, nucleus and top-k off
+  // response_format json_object (JsonSchema::any_object()) or json_schema; null: text.
+  std::shared_ptr<const JsonSchema> json;
   std::optional<uint64_t> seed;  // absent: the server draws one
   int top_logprobs = -1;         // < 0: no log-probabilities
 };

@@ -185,7 +185,7 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
     g.cache_prompt = a.cache_prompt;
     g.stop = a.stop;
     g.sampling = a.sampling;
-    g.json_object = a.json_object;
+    g.json = a.json;
     g.sampling.seed = a.seed ? *a.seed : random_seed();
     g.top_logprobs = a.top_logprobs;
     logprobs = a.top_logprobs >= 0;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,8 +24,8 @@ struct GenRequest {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   SamplerParams sampling;
-  bool json_object = false;  // JSON mode (JsonConstraint)
-  int top_logprobs = -1;     // < 0: no log-probabilities; else that many alternatives per token
+  std::shared_ptr<const JsonSchema> json;  // JSON mode: the answer's schema (JsonConstraint)
+  int top_logprobs = -1;  // < 0: no log-probabilities; else that many alternatives per token
   // Start from a free slot's cached rows when they hold a long enough prefix of the prompt
   // (Scheduler::reusable). Off: the prompt is prefilled whole, so the answer is bit-for-bit the
   // one the request gets alone.

@@ -170,9 +170,9 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
     return;
   }
   for (int32_t t : r.prompt) s.sampler->accept(t);
-  if (r.json_object) {
+  if (r.json) {
     if (json_vocab_ == nullptr) json_vocab_ = std::make_shared<const JsonVocabulary>(tok_);
-    s.json.emplace(json_vocab_);
+    s.json.emplace(json_vocab_, r.json);
   }
   s.text.emplace(tok_);
   s.stops.emplace(r.stop);

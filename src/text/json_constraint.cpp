@@ -56,8 +56,9 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   not_plain = sorted_by_piece(pieces, std::move(not_plain_ids));
 }
 
-JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab)
-    : vocab_(std::move(vocab)) {}
+JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab,
+                               std::shared_ptr<const JsonSchema> schema)
+    : vocab_(std::move(vocab)), schema_(std::move(schema)), json_(schema_.get()) {}
 
 // The pieces in byte order, each fed from the state its shared prefix with the one before left
 // (states_[k]: after k bytes). A byte refused at offset k refuses every piece that shares those
@@ -70,7 +71,7 @@ void JsonConstraint::walk(const JsonVocabulary::Sorted& sorted) {
   for (size_t i = 0; i < n;) {
     const std::string& piece = pieces[static_cast<size_t>(sorted.ids[i])];
     size_t k = std::min<size_t>(sorted.shared[i], valid);
-    JsonPrefix p = states_[k];
+    SchemaPrefix p = states_[k];
     for (; k < piece.size() && p.feed(static_cast<uint8_t>(piece[k])); ++k) states_[k + 1] = p;
     valid = k;
     if (k == piece.size()) {

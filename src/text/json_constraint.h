@@ -1,5 +1,6 @@
 // JSON mode: a row of logits masked to the tokens whose bytes can continue one JSON object
-// (JsonPrefix), then the chosen token followed. The vocabulary's pieces are prepared once per
+// satisfying a schema (SchemaPrefix; JsonSchema::any_object() for plain JSON mode), then the
+// chosen token followed. The vocabulary's pieces are prepared once per
 // tokenizer (JsonVocabulary) and shared by every constrained generation over it. Tokens that add
 // no text (control tokens, end of generation among them) are never allowed: the object's closing
 // brace ends the generation instead.
@@ -11,7 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "text/json_prefix.h"
+#include "text/json_schema.h"
+#include "text/schema_prefix.h"
 
 namespace ts {
 
@@ -38,7 +40,8 @@ struct JsonVocabulary {
 
 class JsonConstraint {
  public:
-  explicit JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab);
+  JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab,
+                 std::shared_ptr<const JsonSchema> schema);
 
   // Sets every logit whose token cannot continue the object to -inf (logits past the tokenizer's
   // vocabulary too). An Input error when no token can (a vocabulary without the characters).
@@ -51,10 +54,11 @@ class JsonConstraint {
   void walk(const JsonVocabulary::Sorted& sorted);
 
   std::shared_ptr<const JsonVocabulary> vocab_;
-  JsonPrefix json_;
+  std::shared_ptr<const JsonSchema> schema_;
+  SchemaPrefix json_;
   // mask()'s scratch: the tokens it allows, and the states after each byte of the current piece.
   std::vector<uint8_t> allowed_;
-  std::vector<JsonPrefix> states_;
+  std::vector<SchemaPrefix> states_;
 };
 
 }  // namespace ts

@@ -35,6 +35,14 @@ bool JsonPrefix::feed_all(std::string_view bytes) {
   return true;
 }
 
+bool JsonPrefix::end_number() {
+  if (state_ != State::Zero && state_ != State::Int && state_ != State::Frac &&
+      state_ != State::ExpInt)
+    return false;
+  end_value();
+  return true;
+}
+
 bool JsonPrefix::feed(uint8_t c) {
   switch (state_) {
     case State::Start:

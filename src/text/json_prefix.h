@@ -34,7 +34,7 @@ class JsonPrefix {
   // in complete UTF-8 characters, continues it.
   bool in_plain_string() const { return state_ == State::String; }
 
- private:
+  // Where the reader is, for a layer that adds its own rules (SchemaPrefix).
   enum class State : uint8_t {
     Start,       // before the object's '{'
     ObjectOpen,  // after '{': a key or '}'
@@ -60,7 +60,15 @@ class JsonPrefix {
     ExpInt,
     Literal,  // true / false / null (literal_, aux_: bytes read)
   };
+  State state() const { return state_; }
+  int depth() const { return depth_; }
+  bool in_number() const { return state_ >= State::Minus && state_ <= State::ExpInt; }
+  // A value has just ended (in a container, or the whole object).
+  bool after_value() const { return state_ == State::After || state_ == State::Done; }
+  // Ends a number that is complete here, as the byte after it would; false if it is not complete.
+  bool end_number();
 
+ private:
   bool value_start(uint8_t c);
   bool structural(uint8_t c);
   bool string_byte(uint8_t c);

@@ -156,7 +156,7 @@ void expect_mask_matches(const Tokenizer& tok) {
                                              "{\n  \"a\": [\n    "};
   for (const std::string& prefix : prefixes) {
     // The prefix as the model would write it: its tokens' bytes (maybe a leading space).
-    JsonConstraint c(vocab);
+    JsonConstraint c(vocab, JsonSchema::any_object());
     JsonPrefix p;
     for (int32_t id : tok.encode(prefix, false, false)) {
       ASSERT_TRUE(p.feed_all(vocab->pieces[static_cast<size_t>(id)])) << prefix;
@@ -198,7 +198,7 @@ TEST(JsonConstraint, GenerationGivesOneObject) {
       Session session(*engine);
       GenerateOptions o;
       o.max_tokens = 200;
-      o.json_object = true;
+      o.json = JsonSchema::any_object();
       o.sampling.temperature = temperature;
       o.sampling.seed = seed;
       const GenerateResult r = generate(session, tok, prompt, o, [](const std::string&) {});

@@ -76,15 +76,23 @@ TEST(ServerApi, ReadsEveryField) {
   EXPECT_EQ(r.sampling.logit_bias,
             (std::vector<std::pair<int32_t, float>>{{50256, -100.0f}, {7, 2.5f}}));
   EXPECT_TRUE(completion(R"({"prompt": "x", "logit_bias": {}})").sampling.logit_bias.empty());
-  EXPECT_FALSE(r.json_object);
-  EXPECT_TRUE(
-      completion(R"({"prompt": "x", "response_format": {"type": "json_object"}})").json_object);
-  EXPECT_TRUE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+  EXPECT_EQ(r.json, nullptr);
+  EXPECT_EQ(completion(R"({"prompt": "x", "response_format": {"type": "json_object"}})").json,
+            JsonSchema::any_object());
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}],
     "response_format": {"type": "json_object"}})")
-                  .json_object);
-  EXPECT_FALSE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+                .json,
+            JsonSchema::any_object());
+  EXPECT_EQ(chat(R"({"messages": [{"role": "user", "content": "x"}],
     "response_format": {"type": "text"}})")
-                   .json_object);
+                .json,
+            nullptr);
+  const auto schema = chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+      "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}}})")
+                          .json;
+  ASSERT_NE(schema, nullptr);
+  EXPECT_NE(schema, JsonSchema::any_object());
   EXPECT_EQ(completion(R"({"prompt": "x", "stop": "end"})").stop, std::vector<std::string>{"end"});
   EXPECT_EQ(completion(R"({"prompt": [5, 6, 7]})").prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(completion(R"({"prompt": [[8, 9]]})").prompt_tokens, (std::vector<int32_t>{8, 9}));
@@ -150,8 +158,10 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
        "'messages[0].content'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
        "'tools'"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {}}})",
-       "'response_format' json_schema is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}}}}})",
+       "'response_format' json_schema at #/properties/a: the keyword pattern is not supported"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
+       "'response_format' json_schema needs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}})",
        "'response_format' must be"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",

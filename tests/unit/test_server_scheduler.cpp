@@ -112,7 +112,7 @@ class SchedulerTest : public ::testing::Test {
     o.ignore_eos = r.ignore_eos;
     o.stop = r.stop;
     o.sampling = r.sampling;
-    o.json_object = r.json_object;
+    o.json = r.json;
     return generate(session, *tok_, r.prompt, o, [](const std::string&) {});
   }
 
@@ -337,7 +337,7 @@ TEST_F(SchedulerTest, LogitBiasBansAndForcesTokens) {
 // prompt; the sampled one writes a long string).
 TEST_F(SchedulerTest, JsonModeEqualsGenerate) {
   GenRequest json = request("Once upon a time", 120);
-  json.json_object = true;
+  json.json = JsonSchema::any_object();
   GenRequest sampled = json;
   sampled.sampling.temperature = 0.9f;
   sampled.sampling.seed = 11;
