@@ -47,6 +47,9 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   for (size_t id = 0; id < n; ++id) {
     pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), false));
     plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
+    chars.push_back(static_cast<uint32_t>(std::count_if(
+        pieces.back().begin(), pieces.back().end(),
+        [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; })));
     longest = std::max(longest, pieces.back().size());
     if (pieces.back().empty()) continue;
     nonempty.push_back(static_cast<int32_t>(id));
@@ -89,13 +92,20 @@ void JsonConstraint::walk(const JsonVocabulary::Sorted& sorted) {
   }
 }
 
-// Inside a string the plain tokens are allowed as they are and only the others are walked.
+// Inside a string the plain tokens that fit its room are allowed as they are, and only the
+// others are walked.
 void JsonConstraint::mask(std::span<float> logits) {
   const JsonVocabulary& v = *vocab_;
   states_.resize(v.longest + 1);
   states_[0] = json_;
-  if (json_.in_plain_string()) {
-    allowed_ = v.plain;
+  if (const uint32_t room = json_.plain_string_room(); room > 0) {
+    if (room >= v.longest) {  // every piece fits (no piece has more characters than bytes)
+      allowed_ = v.plain;
+    } else {
+      allowed_.resize(v.plain.size());
+      for (size_t id = 0; id < v.plain.size(); ++id)
+        allowed_[id] = v.plain[id] != 0 && v.chars[id] <= room;
+    }
     walk(v.not_plain);
   } else {
     allowed_.assign(v.pieces.size(), 0);

@@ -27,17 +27,17 @@ bool SchemaPrefix::feed_all(std::string_view bytes) {
   return true;
 }
 
-bool SchemaPrefix::in_plain_string() const {
-  if (!syntax_.in_plain_string()) return false;
+uint32_t SchemaPrefix::plain_string_room() const {
+  if (!syntax_.in_plain_string()) return 0;
   switch (mode_) {
     case Mode::Any:
-      return true;
+      return SchemaNode::kUnbounded;
     case Mode::String:
-      return node(value_node_).max_count == SchemaNode::kUnbounded;
+      return node(value_node_).max_count - count_;  // kUnbounded stays out of reach
     case Mode::Key:
-      return node(frames_[depth_ - 1].node).keys.empty();
+      return node(frames_[depth_ - 1].node).keys.empty() ? SchemaNode::kUnbounded : 0;
     default:
-      return false;
+      return 0;
   }
 }
 

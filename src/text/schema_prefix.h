@@ -27,7 +27,9 @@ class SchemaPrefix {
   bool accepts(std::string_view bytes) const;
   bool feed_all(std::string_view bytes);
   bool complete() const { return syntax_.complete(); }
-  bool in_plain_string() const;
+  // Inside a string, between characters, where any plain piece (no '"', '\\', control byte or
+  // partial UTF-8) of at most this many characters continues it; 0 elsewhere.
+  uint32_t plain_string_room() const;
 
  private:
   // One open container of the schema's own (values under an Any node have none).
