@@ -199,7 +199,20 @@ class SchemaCompiler {
     alias(id, compiled);
   }
 
+  // Schemas nested (and $refs followed) deeper than this are refused: the compiler recurses, and a
+  // request body of nested "items" must not exhaust its stack.
+  static constexpr int kMaxNesting = 128;
+
   uint16_t compile(const json& s, const std::string& where) {
+    if (nesting_ >= kMaxNesting)
+      bad(where, "the schema nests deeper than " + std::to_string(kMaxNesting) + " levels");
+    ++nesting_;
+    const uint16_t id = compile_schema(s, where);
+    --nesting_;
+    return id;
+  }
+
+  uint16_t compile_schema(const json& s, const std::string& where) {
     if (s.is_boolean()) return add(s.get<bool>() ? SchemaNode{} : unsatisfiable());
     if (!s.is_object()) bad(where, "a schema must be an object or a boolean");
     for (std::string_view k : kRefused)
@@ -397,7 +410,8 @@ class SchemaCompiler {
         return;
       }
       for (int c = 0; c < SchemaNode::kClasses; ++c) {
-        if (!starts_with(m, c)) continue;
+        std::vector<uint16_t> visiting;
+        if (!starts_with(m, c, visiting)) continue;
         uint16_t& slot = u.branch[static_cast<size_t>(c)];
         if (slot == SchemaNode::kNoNode || slot == m) {
           slot = m;
@@ -410,8 +424,9 @@ class SchemaCompiler {
     }
   }
 
-  // Whether a value of node `id` can start with first-byte class `c`.
-  bool starts_with(uint16_t id, int c) const {
+  // Whether a value of node `id` can start with first-byte class `c`. A union reached again
+  // through $refs (`visiting`) adds nothing new.
+  bool starts_with(uint16_t id, int c, std::vector<uint16_t>& visiting) const {
     const SchemaNode& n = out_.nodes_[id];
     switch (n.kind) {
       case Kind::Object:
@@ -432,8 +447,10 @@ class SchemaCompiler {
           return first_byte_class(static_cast<uint8_t>(t[0])) == c;
         });
       case Kind::Union:
+        if (std::find(visiting.begin(), visiting.end(), id) != visiting.end()) return false;
+        visiting.push_back(id);
         return std::any_of(members_.at(id).begin(), members_.at(id).end(),
-                           [&](uint16_t m) { return starts_with(m, c); });
+                           [&](uint16_t m) { return starts_with(m, c, visiting); });
       default:
         return true;
     }
@@ -445,6 +462,7 @@ class SchemaCompiler {
   std::map<std::string, uint16_t> refs_;
   std::map<uint16_t, std::vector<uint16_t>> members_;  // unions' branches, resolved last
   std::vector<uint16_t> filling_;                      // $refs being compiled
+  int nesting_ = 0;
 };
 
 JsonSchema JsonSchema::compile(const json& schema) {

@@ -17,6 +17,7 @@
 
 #include "../../fuzz/api_request_harness.h"
 #include "../../fuzz/json_prefix_harness.h"
+#include "../../fuzz/json_schema_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
 #include "test_paths.h"
@@ -239,6 +240,18 @@ TEST(FuzzReplay, JsonPrefix) {
   const auto check = [](const Bytes& b) { return fuzz::check_json_prefix(b.data(), b.size()); };
   const Tally t = replay(seeds, 3000, check);
   EXPECT_GT(t.accepted, 2);
+  EXPECT_GT(t.refused, 300);
+}
+
+// JSON schemas: seeds (a schema, NUL, a document) and their mutations compile or are refused
+// with a ts::Error; what SchemaPrefix accepts, and any greedy completion of it, satisfies the
+// schema by an independent validator.
+TEST(FuzzReplay, JsonSchema) {
+  const auto seeds = corpus("json_schema");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/json_schema is missing";
+  const auto check = [](const Bytes& b) { return fuzz::check_json_schema(b.data(), b.size()); };
+  const Tally t = replay(seeds, 3000, check);
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 300);
 }
 

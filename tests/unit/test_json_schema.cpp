@@ -2,7 +2,7 @@
 // accepts an instance byte by byte and refuses each kind of violation at its first byte; random
 // walks through the recognizer (random accepted bytes, then a greedy completion from every prefix
 // on the way) always end in text that parses and that an independent validator of the same
-// keywords (below, on parsed values) accepts; the mask over the bundled vocabulary equals the
+// keywords (fuzz/json_schema_harness.h, on parsed values) accepts; the mask over the bundled vocabulary equals the
 // recognizer token by token; generation on the bundled model gives valid instances.
 #include <gtest/gtest.h>
 
@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "../../fuzz/json_schema_harness.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -29,72 +30,8 @@ namespace {
 
 using nlohmann::json;
 
-// ---- An independent validator of the implemented keywords, on parsed values ----
-
-bool valid(const json& v, const json& s, const json& root);
-
-bool valid_typed(const json& v, const std::string& type, const json& s, const json& root) {
-  if (type == "object") {
-    if (!v.is_object()) return false;
-    const json props = s.value("properties", json::object());
-    for (const json& r : s.value("required", json::array()))
-      if (!v.contains(r.get<std::string>())) return false;
-    const json additional = s.value("additionalProperties", json(true));
-    for (const auto& [k, x] : v.items()) {
-      if (props.contains(k)) {
-        if (!valid(x, props[k], root)) return false;
-      } else if (!valid(x, additional, root)) {
-        return false;
-      }
-    }
-    return true;
-  }
-  if (type == "array") {
-    if (!v.is_array()) return false;
-    if (v.size() < s.value("minItems", 0u) || v.size() > s.value("maxItems", ~0u)) return false;
-    for (const json& x : v)
-      if (!valid(x, s.value("items", json(true)), root)) return false;
-    return true;
-  }
-  if (type == "string") {
-    if (!v.is_string()) return false;
-    size_t chars = 0;  // code points
-    for (unsigned char c : v.get<std::string>()) chars += (c & 0xC0) != 0x80;
-    return chars >= s.value("minLength", 0u) && chars <= s.value("maxLength", ~0u);
-  }
-  if (type == "integer") return v.is_number_integer();
-  if (type == "number") return v.is_number();
-  if (type == "boolean") return v.is_boolean();
-  return type == "null" && v.is_null();
-}
-
 bool valid(const json& v, const json& s, const json& root) {
-  if (s.is_boolean()) return s.get<bool>();
-  if (s.contains("$ref")) return valid(v, root.at(json::json_pointer(s["$ref"].get<std::string>().substr(1))), root);
-  if (s.contains("allOf")) return valid(v, s["allOf"][0], root);
-  for (const char* key : {"anyOf", "oneOf"})
-    if (s.contains(key)) {
-      int matches = 0;
-      for (const json& b : s[key]) matches += valid(v, b, root);
-      return key[0] == 'a' ? matches > 0 : matches == 1;
-    }
-  if (s.contains("const") && v != s["const"]) return false;
-  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
-    return false;
-  std::vector<std::string> types;
-  if (s.contains("type")) {
-    if (s["type"].is_string())
-      types.push_back(s["type"]);
-    else
-      for (const json& t : s["type"]) types.push_back(t);
-    if (s.value("nullable", false)) types.push_back("null");
-  } else if (s.contains("properties") || s.contains("required")) {
-    types.push_back("object");
-  }
-  if (types.empty()) return true;
-  for (const std::string& t : types)
-    if (valid_typed(v, t, s, root)) return true;
-  return false;
+  return fuzz::schema_valid(v, s, root);
 }
 
 // ---- Schemas ----
@@ -262,33 +199,10 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
             61u);  // maxItems 2: the second ',' 
 }
 
-// Bytes tried in this order by the greedy completion: closers first, the openers last, so it
-// ends every container as soon as the schema lets it.
-std::string completion_order() {
-  std::string order = "\"}],0:\\uabcdefghijklmnopqrstuvwxyz";
-  for (int c = 0; c < 256; ++c)
-    if (c != '{' && c != '[' && order.find(static_cast<char>(c)) == std::string::npos)
-      order += static_cast<char>(c);
-  return order + "{[";
-}
-
-// Completes `p` greedily; fails the test when it cannot (a dead end) or runs away.
+// Completes `p` greedily (fuzz/json_schema_harness.h); fails the test when it cannot.
 std::string complete_greedily(SchemaPrefix p) {
-  static const std::string order = completion_order();
   std::string out;
-  while (!p.complete()) {
-    bool fed = false;
-    for (char c : order)
-      if (p.feed(static_cast<uint8_t>(c))) {
-        out += c;
-        fed = true;
-        break;
-      }
-    if (!fed || out.size() > 5000) {
-      ADD_FAILURE() << "no completion after " << out;
-      break;
-    }
-  }
+  EXPECT_TRUE(fuzz::complete_schema_greedily(p, out, 5000)) << "no completion after " << out;
   return out;
 }
 

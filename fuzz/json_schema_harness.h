@@ -1,0 +1,191 @@
+// What one JSON-schema fuzz input checks. The input is a schema's JSON text, a NUL byte, then
+// bytes fed to SchemaPrefix. Shared by the libFuzzer target and the replay test.
+//  * The schema compiles or is refused with a ts::Error; nothing else escapes.
+//  * A text SchemaPrefix accepts and completes parses, and `valid` below (an independent reading
+//    of the same keywords, on parsed values, as the JSON Schema specification states them)
+//    accepts it.
+//  * From the longest prefix it accepts, a greedy completion (bytes tried in a fixed order,
+//    closers first) reaches such a text: steering a model by the schema never leaves it without a
+//    continuation.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/error.h"
+#include "parser_harness.h"
+#include "text/json_schema.h"
+#include "text/schema_prefix.h"
+
+namespace ts::fuzz {
+
+// $refs followed without descending into the value: a cycle of them validates nothing, so a
+// branch that only loops is false (the least fixed point), whatever the other branches say.
+constexpr int kMaxRefHops = 64;
+
+inline bool schema_valid(const nlohmann::json& v, const nlohmann::json& s,
+                         const nlohmann::json& root, int hops = 0);
+
+inline bool type_valid(const nlohmann::json& v, const std::string& type) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "integer")
+    return v.is_number_integer() ||
+           (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>());
+  if (type == "number") return v.is_number();
+  if (type == "boolean") return v.is_boolean();
+  return type == "null" && v.is_null();
+}
+
+inline size_t code_points(const std::string& s) {
+  return static_cast<size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+}
+
+inline bool schema_valid(const nlohmann::json& v, const nlohmann::json& s,
+                         const nlohmann::json& root, int hops) {
+  using nlohmann::json;
+  if (s.is_boolean()) return s.get<bool>();
+  if (!s.is_object()) return false;
+  if (s.contains("$ref")) {
+    if (hops >= kMaxRefHops) return false;
+    const std::string ref = s["$ref"].get<std::string>();
+    return schema_valid(v, root.at(json::json_pointer(ref.substr(1))), root, hops + 1);
+  }
+  if (s.contains("allOf"))
+    for (const json& b : s["allOf"])
+      if (!schema_valid(v, b, root, hops + 1)) return false;
+  if (s.contains("anyOf")) {
+    bool any = false;
+    for (const json& b : s["anyOf"]) any = any || schema_valid(v, b, root, hops + 1);
+    if (!any) return false;
+  }
+  if (s.contains("oneOf")) {
+    int matches = 0;
+    for (const json& b : s["oneOf"]) matches += schema_valid(v, b, root, hops + 1);
+    if (matches != 1) return false;
+  }
+  if (s.contains("const") && v != s["const"]) return false;
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), v) == s["enum"].end())
+    return false;
+  if (s.contains("type")) {
+    std::vector<std::string> types;
+    if (s["type"].is_string()) types.push_back(s["type"]);
+    if (s["type"].is_array())
+      for (const json& t : s["type"]) types.push_back(t);
+    const bool nullable = s.value("nullable", false) && v.is_null();
+    if (!nullable && std::none_of(types.begin(), types.end(),
+                                  [&](const std::string& t) { return type_valid(v, t); }))
+      return false;
+  }
+  if (v.is_object()) {
+    const json props = s.value("properties", json::object());
+    for (const json& r : s.value("required", json::array()))
+      if (!v.contains(r.get<std::string>())) return false;
+    const json additional = s.value("additionalProperties", json(true));
+    for (const auto& [k, x] : v.items())
+      if (!schema_valid(x, props.contains(k) ? props[k] : additional, root)) return false;
+  }
+  if (v.is_array()) {
+    if (v.size() < s.value("minItems", uint64_t{0}) || v.size() > s.value("maxItems", ~uint64_t{0}))
+      return false;
+    for (const json& x : v)
+      if (!schema_valid(x, s.value("items", json(true)), root)) return false;
+  }
+  if (v.is_string()) {
+    const size_t n = code_points(v.get<std::string>());
+    if (n < s.value("minLength", uint64_t{0}) || n > s.value("maxLength", ~uint64_t{0}))
+      return false;
+  }
+  return true;
+}
+
+// Bytes the greedy completion tries, in order: closers first, openers last, so that it ends each
+// container as soon as the schema lets it.
+inline const std::string& schema_completion_order() {
+  static const std::string order = [] {
+    std::string o = "\"}],0:\\uabcdefghijklmnopqrstuvwxyz";
+    for (int c = 0; c < 256; ++c)
+      if (c != '{' && c != '[' && o.find(static_cast<char>(c)) == std::string::npos)
+        o += static_cast<char>(c);
+    return o + "{[";
+  }();
+  return order;
+}
+
+// Whether some minItems / minLength could make a shortest instance too long to write out here.
+inline bool has_large_minimum(const nlohmann::json& s) {
+  if (s.is_object()) {
+    for (const char* k : {"minItems", "minLength"})
+      if (const auto m = s.find(k); m != s.end() && m->is_number() && m->get<double>() > 1) {
+        return true;
+      }
+  }
+  if (s.is_structured())
+    for (const auto& x : s)
+      if (has_large_minimum(x)) return true;
+  return false;
+}
+
+// Completes `p` greedily into `out`; false when it gives up (budget spent).
+inline bool complete_schema_greedily(SchemaPrefix& p, std::string& out, size_t budget) {
+  const std::string& order = schema_completion_order();
+  while (!p.complete()) {
+    bool fed = false;
+    for (char c : order)
+      if (p.feed(static_cast<uint8_t>(c))) {
+        out += c;
+        fed = true;
+        break;
+      }
+    if (!fed) violated("an accepted prefix has no continuation: " + out);
+    if (out.size() > budget) return false;
+  }
+  return true;
+}
+
+inline void expect_valid_instance(const std::string& text, const nlohmann::json& schema,
+                                  const char* what) {
+  const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
+  if (parsed.is_discarded()) violated(std::string(what) + " is not JSON: " + text);
+  if (!schema_valid(parsed, schema, schema))
+    violated(std::string(what) + " does not satisfy the schema: " + text);
+}
+
+inline bool check_json_schema(const uint8_t* data, size_t size) {
+  const std::string_view input(reinterpret_cast<const char*>(data), size);
+  const size_t nul = input.find('\0');
+  const std::string_view schema_text = input.substr(0, nul);
+  const std::string_view doc = nul == std::string_view::npos ? "" : input.substr(nul + 1);
+  const nlohmann::json schema = nlohmann::json::parse(schema_text, nullptr, false);
+  if (schema.is_discarded()) return false;
+  JsonSchema compiled;
+  try {
+    compiled = JsonSchema::compile(schema);
+  } catch (const Error&) {
+    return false;
+  }
+  SchemaPrefix p(&compiled);
+  size_t taken = 0;
+  while (taken < doc.size() && p.feed(static_cast<uint8_t>(doc[taken]))) ++taken;
+  std::string text(doc.substr(0, taken));
+  if (p.complete()) {
+    expect_valid_instance(text, schema, "an accepted text");
+    return true;
+  }
+  const size_t budget = has_large_minimum(schema) ? 20000 : 200000;
+  if (!complete_schema_greedily(p, text, budget)) {
+    if (budget == 200000) violated("the greedy completion ran away: " + text.substr(0, 300));
+    return true;  // minimums nested deep enough to need more than the budget
+  }
+  expect_valid_instance(text, schema, "a completion");
+  return true;
+}
+
+}  // namespace ts::fuzz
