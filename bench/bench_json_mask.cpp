@@ -71,8 +71,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   static const ts::Tokenizer tok = ts::Tokenizer::from_gguf(*ts::GgufFile::open(argv[1]));
-  const auto schema =
-      std::make_shared<const ts::JsonSchema>(ts::JsonSchema::compile(nlohmann::json::parse(ts::kSchema)));
+  const auto schema = std::make_shared<const ts::JsonSchema>(
+      ts::JsonSchema::compile(nlohmann::json::parse(ts::kSchema)));
   benchmark::RegisterBenchmark("mask/json_object", ts::mask_document, &tok,
                                ts::JsonSchema::any_object())
       ->Unit(benchmark::kMillisecond);

@@ -20,15 +20,15 @@
 
 namespace ts::fuzz {
 
-// What JsonPrefix limits, outside strings: nesting depth, the longest whitespace run and the most
-// line breaks in one (a '\r' counts as two: it is refused), the longest run of digits before or
-// after a number's point, and the longest exponent.
+// What JsonPrefix limits, outside strings: nesting depth, how far a whitespace run's bytes other
+// than '\n' go past the limit at its depth, the most line breaks in one run (a '\r' counts as two:
+// it is refused), the longest run of digits before or after a number's point, and the longest
+// exponent.
 struct JsonExtents {
-  int depth = 0, whitespace = 0, line_breaks = 0, digits = 0, exponent = 0;
+  int depth = 0, whitespace_excess = 0, line_breaks = 0, digits = 0, exponent = 0;
   bool within_limits() const {
-    return depth <= JsonPrefix::kMaxDepth && whitespace <= JsonPrefix::kMaxWhitespace &&
-           line_breaks <= 1 && digits <= JsonPrefix::kMaxDigits &&
-           exponent <= JsonPrefix::kMaxExponentDigits;
+    return depth <= JsonPrefix::kMaxDepth && whitespace_excess <= 0 && line_breaks <= 1 &&
+           digits <= JsonPrefix::kMaxDigits && exponent <= JsonPrefix::kMaxExponentDigits;
   }
 };
 
@@ -48,9 +48,9 @@ inline JsonExtents json_extents(std::string_view text) {
       continue;
     }
     const bool space = ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r';
-    ws = space ? ws + 1 : 0;
+    ws = space ? ws + (ch != '\n') : 0;
     breaks = space ? breaks + (ch == '\n' ? 1 : ch == '\r' ? 2 : 0) : 0;
-    e.whitespace = std::max(e.whitespace, ws);
+    e.whitespace_excess = std::max(e.whitespace_excess, ws - JsonPrefix::whitespace_limit(d));
     e.line_breaks = std::max(e.line_breaks, breaks);
     if (ch >= '0' && ch <= '9') {
       if (run++ == 0) {  // a run starts: after e / E (and a sign) it is an exponent

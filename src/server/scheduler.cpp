@@ -94,8 +94,7 @@ void Scheduler::stop() {
   // The thread is gone: its slots and the queue are this thread's now.
   for (Slot& s : slots_) {
     if (s.job == nullptr) continue;
-    s.job->fail("the server is shutting down");
-    release(s);
+    release(s)->fail("the server is shutting down");
   }
   std::lock_guard lock(mu_);
   for (const auto& j : queue_) j->fail("the server is shutting down");
@@ -235,9 +234,8 @@ void Scheduler::step() {
     forward_.run(chunks_);
   } catch (const std::exception& e) {
     for (Slot* s : chunk_slots_) {
-      s->job->fail(std::string("generation failed: ") + e.what());
-      release(*s);
       forget_cache(*s);  // its rows may be half written
+      release(*s)->fail(std::string("generation failed: ") + e.what());
     }
     return;
   }
@@ -262,8 +260,7 @@ void Scheduler::sample(Slot& s) {
   try {
     accept_token(s);
   } catch (const std::exception& e) {
-    s.job->fail(std::string("generation failed: ") + e.what());
-    release(s);
+    release(s)->fail(std::string("generation failed: ") + e.what());
   }
 }
 
@@ -288,13 +285,14 @@ void Scheduler::accept_token(Slot& s) {
 
 void Scheduler::finish(Slot& s, FinishReason reason) {
   if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
-  const auto prompt = static_cast<int64_t>(s.job->request().prompt.size());
-  s.job->finish(reason, Usage{prompt, s.generated, s.cached});
-  release(s);
+  const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
+  release(s)->finish(reason, usage);
 }
 
-void Scheduler::release(Slot& s) {
-  s.job.reset();
+// The slot is free (and counted so) before its job is told it ended: a client that reads /health
+// right after its answer finds the slot free.
+std::shared_ptr<Job> Scheduler::release(Slot& s) {
+  std::shared_ptr<Job> job = std::move(s.job);
   s.sampler.reset();
   s.text.reset();
   s.stops.reset();
@@ -303,6 +301,7 @@ void Scheduler::release(Slot& s) {
   s.fed = 0;
   s.generated = 0;
   busy_.fetch_sub(1);
+  return job;
 }
 
 void Scheduler::forget_cache(Slot& s) {

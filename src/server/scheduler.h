@@ -99,7 +99,7 @@ class Scheduler {
   void step();
   void accept_token(Slot& s);
   void finish(Slot& s, FinishReason reason);
-  void release(Slot& s);
+  std::shared_ptr<Job> release(Slot& s);  // frees the slot; returns its job
   void forget_cache(Slot& s);
   bool prefilling(const Slot& s) const;
 

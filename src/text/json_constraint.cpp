@@ -47,9 +47,10 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   for (size_t id = 0; id < n; ++id) {
     pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), false));
     plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
-    chars.push_back(static_cast<uint32_t>(std::count_if(
-        pieces.back().begin(), pieces.back().end(),
-        [](char c) { return (static_cast<uint8_t>(c) & 0xC0) != 0x80; })));
+    chars.push_back(
+        static_cast<uint32_t>(std::count_if(pieces.back().begin(), pieces.back().end(), [](char c) {
+          return (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+        })));
     longest = std::max(longest, pieces.back().size());
     if (pieces.back().empty()) continue;
     nonempty.push_back(static_cast<int32_t>(id));

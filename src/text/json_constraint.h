@@ -34,9 +34,9 @@ struct JsonVocabulary {
   // '"', '\' or control byte): most of a vocabulary, allowed there without a walk.
   std::vector<uint8_t> plain;
   std::vector<uint32_t> chars;  // code points of each piece (for a string's maxLength)
-  Sorted all;          // every token with a non-empty piece
-  Sorted not_plain;    // those of them that are not plain
-  size_t longest = 0;  // bytes of the longest piece
+  Sorted all;                   // every token with a non-empty piece
+  Sorted not_plain;             // those of them that are not plain
+  size_t longest = 0;           // bytes of the longest piece
 };
 
 class JsonConstraint {

@@ -53,9 +53,13 @@ bool JsonPrefix::feed(uint8_t c) {
     case State::ArrayOpen:
     case State::After:
       if (is_whitespace(c)) {
-        if (whitespace_ >= kMaxWhitespace || c == '\r' || (c == '\n' && line_break_)) return false;
+        if (c == '\n') {
+          if (line_break_) return false;
+          line_break_ = true;
+          return true;
+        }
+        if (c == '\r' || whitespace_ >= whitespace_limit(depth_)) return false;
         ++whitespace_;
-        line_break_ = line_break_ || c == '\n';
         return true;
       }
       if (!structural(c)) return false;

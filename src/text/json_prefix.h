@@ -5,7 +5,9 @@
 // completion impossible (a lone low surrogate at its second hex digit, a leading zero, ...).
 // Limits keep a steered model from running away, and its numbers within a double's range (a
 // strict parser refuses 1e400): nesting deeper than kMaxDepth, whitespace between tokens of more
-// than one line break ('\n'; '\r' is refused) or more than kMaxWhitespace bytes, more than
+// than one line break ('\n'; '\r' is refused) or more other bytes than whitespace_limit (a
+// pretty-printer's indentation at that depth, one more; a model steered into JSON otherwise pads
+// with long runs of spaces until its token budget is gone), more than
 // kMaxDigits digits before or after a number's point and more than kMaxExponentDigits in its
 // exponent (so below 1e200) are refused. The state is a few bytes, copied freely.
 #pragma once
@@ -19,6 +21,12 @@ class JsonPrefix {
  public:
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespace = 128;
+  static constexpr int kIndentPerLevel = 4;
+  // Whitespace bytes other than '\n' one run between tokens may hold, `depth` containers deep.
+  static constexpr int whitespace_limit(int depth) {
+    return kIndentPerLevel * depth + 1 < kMaxWhitespace ? kIndentPerLevel * depth + 1
+                                                        : kMaxWhitespace;
+  }
   static constexpr int kMaxDigits = 100;
   static constexpr int kMaxExponentDigits = 2;
 
@@ -87,7 +95,7 @@ class JsonPrefix {
   uint8_t utf8_hi_ = 0xBF;
   uint8_t literal_ = 0;      // 0 true, 1 false, 2 null
   uint16_t code_ = 0;        // the \u digits read so far, for the surrogate checks
-  uint16_t whitespace_ = 0;  // whitespace bytes in a row
+  uint16_t whitespace_ = 0;  // whitespace bytes other than '\n' in a row
   bool line_break_ = false;  // ... one of them a '\n'
   uint64_t stack_ = 0;       // bit i: container i is an object (else an array)
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 
 #include "core/error.h"
@@ -95,9 +96,10 @@ std::vector<std::string> type_list(const json& s, const std::string& where) {
           type != "null" && type != "object" && type != "array")
         bad(where, "unknown type \"" + type + "\"");
   }
-  if (const auto n = s.find("nullable");
-      !types.empty() && n != s.end() && n->is_boolean() && n->get<bool>())
-    types.push_back("null");
+  if (const auto n = s.find("nullable"); n != s.end()) {
+    if (!n->is_boolean()) bad(where, "\"nullable\" must be true or false");
+    if (!types.empty() && n->get<bool>()) types.push_back("null");
+  }
   return types;
 }
 
@@ -239,7 +241,13 @@ class SchemaCompiler {
         return union_of(std::move(members));
       }
     const std::vector<std::string> types = type_list(s, where);
-    if (s.contains("enum") || s.contains("const")) return choices(s, types, where);
+    if (s.contains("enum") || s.contains("const")) {
+      // The values are written as they are: a keyword that would rule some out is not applied.
+      for (std::string_view k : kTyped)
+        if (k != "type" && k != "nullable" && s.contains(k))
+          bad(where, "keywords beside enum / const (other than type) are not supported");
+      return choices(s, types, where);
+    }
     if (types.empty()) return typed(s, inferred_type(s), where);
     if (types.size() == 1) return typed(s, types[0], where);
     std::vector<uint16_t> members;
@@ -272,11 +280,14 @@ class SchemaCompiler {
   }
 
   uint16_t choices(const json& s, const std::vector<std::string>& types, const std::string& where) {
-    std::vector<json> values;
-    if (const auto c = s.find("const"); c != s.end()) values.push_back(*c);
+    std::vector<json> values;  // both keywords hold: the enum's values equal to the const
+    const auto c = s.find("const");
     if (const auto e = s.find("enum"); e != s.end()) {
       if (!e->is_array()) bad(where, "\"enum\" must be a list");
-      values.insert(values.end(), e->begin(), e->end());
+      for (const json& v : *e)
+        if (c == s.end() || v == *c) values.push_back(v);
+    } else {
+      values.push_back(*c);
     }
     SchemaNode n;
     n.kind = Kind::Choices;
@@ -345,11 +356,10 @@ class SchemaCompiler {
     }
     if (declared.size() > JsonSchema::kMaxKeys)
       bad(where, "more than " + std::to_string(JsonSchema::kMaxKeys) + " properties");
+    std::set<std::string> required_keys;
+    for (const std::string& name : required) required_keys.insert(json(name).dump());
     for (const auto& [key, node] : declared) {
-      if (std::find_if(required.begin(), required.end(), [&](const std::string& r) {
-            return json(r).dump() == key;
-          }) != required.end())
-        n.required |= uint64_t{1} << n.keys.size();
+      if (required_keys.contains(key)) n.required |= uint64_t{1} << n.keys.size();
       n.keys.push_back(key);
       n.key_nodes.push_back(node);
     }

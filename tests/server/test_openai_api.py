@@ -272,8 +272,54 @@ class OpenAIApi(unittest.TestCase):
                 chat=True,
             )
             self.assertEqual((text, finish), (choice.message.content, choice.finish_reason), kw)
-        with self.assertRaises(openai.BadRequestError):
-            self.chat(PROMPTS[1], response_format={"type": "json_schema", "json_schema": {}})
+
+    def test_structured_outputs(self):
+        # response_format json_schema: every answer is an instance, sampled and streamed. Greedy,
+        # the bundled base model pads with whitespace runs until max_tokens cuts it (a prefix).
+        schema = {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "maxLength": 16},
+                "age": {"type": "integer"},
+                "kind": {"enum": ["cat", "dog"]},
+                "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+                "owner": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["name", "age", "kind", "tags", "owner"],
+            "additionalProperties": False,
+        }
+        fmt = {"type": "json_schema", "json_schema": {"name": "pet", "schema": schema, "strict": True}}
+        stopped = 0
+        for kw in ({"temperature": 0}, {"temperature": 1.0, "seed": 5}, {"temperature": 0.8, "seed": 9}):
+            r = self.chat(PROMPTS[1], max_tokens=400, response_format=fmt, **kw)
+            text, finish, _ = self.stream_text(
+                self.chat(PROMPTS[1], max_tokens=400, response_format=fmt, stream=True, **kw),
+                chat=True,
+            )
+            self.assertEqual((text, finish), (r.choices[0].message.content, r.choices[0].finish_reason), kw)
+            if r.choices[0].finish_reason == "length":
+                self.assertTrue(text.lstrip().startswith("{"), kw)
+                continue
+            stopped += 1
+            pet = json.loads(r.choices[0].message.content)
+            self.assertEqual(sorted(pet), sorted(schema["properties"]))
+            self.assertLessEqual(len(pet["name"]), 16)
+            self.assertIsInstance(pet["age"], int)
+            self.assertIn(pet["kind"], ("cat", "dog"))
+            self.assertLessEqual(len(pet["tags"]), 2)
+            self.assertTrue(all(isinstance(t, str) for t in pet["tags"]))
+            self.assertTrue(pet["owner"] is None or isinstance(pet["owner"], str))
+        self.assertGreaterEqual(stopped, 2)
+        for bad in (
+            {"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}},
+            {"type": "array"},
+        ):
+            with self.assertRaises(openai.BadRequestError) as e:
+                self.chat(
+                    PROMPTS[1],
+                    response_format={"type": "json_schema", "json_schema": {"name": "x", "schema": bad}},
+                )
+            self.assertIn("json_schema at #", str(e.exception))
 
     def test_logprobs(self):
         r = self.chat(PROMPTS[0], max_tokens=6, temperature=0, logprobs=True, top_logprobs=3)

@@ -39,7 +39,7 @@ bool complete(const std::string& text) {
 TEST(JsonPrefix, AcceptsObjectsAndCompletesAtTheirEnd) {
   const std::vector<std::string> objects = {
       "{}",
-      " \n\t{ }",
+      "\n\t{ }",
       R"({"a": 1})",
       R"({"a":[1,-2,3.5,-0.25e+3,0,0.0,1E9,4e-2],"b":{"c":null,"d":[true,false,[],{}]}})",
       R"({"s": "quote \" backslash \\ slash \/ \b\f\n\r\t \u00e9 \uD83D\uDE00 caf\u00C9"})",
@@ -100,13 +100,21 @@ TEST(JsonPrefix, LimitsDepthWhitespaceAndNumbers) {
   for (int i = 1; i < JsonPrefix::kMaxDepth; ++i) deep += "[";
   EXPECT_EQ(accepted(deep + "["), deep.size());  // the 65th container
   EXPECT_EQ(accepted(deep + "1"), deep.size() + 1);
-  const std::string spaces(JsonPrefix::kMaxWhitespace, ' ');
+  // Whitespace runs: one line break and a pretty-printer's indentation for the depth (4 a level),
+  // plus one byte; '\r' not at all.
+  const std::string spaces(JsonPrefix::whitespace_limit(1), ' ');
+  EXPECT_EQ(spaces.size(), 5u);
   EXPECT_EQ(accepted("{" + spaces + " }"), 1 + spaces.size());
-  EXPECT_TRUE(complete("{" + spaces + "}"));
-  // One line break between two tokens, as pretty-printing writes; '\r' not at all.
+  EXPECT_TRUE(complete("{" + spaces + "\n}"));
   EXPECT_TRUE(complete("{\n  \"a\": [\n    1\n  ]\n}"));
+  EXPECT_TRUE(complete("{\n    \"a\": [\n        1\n    ]\n}"));
+  EXPECT_TRUE(complete("{\"a\":" + std::string(5, ' ') + "1}"));
+  EXPECT_EQ(accepted("{\"a\":" + std::string(6, ' ')), 10u);
+  EXPECT_TRUE(complete("{\"a\":[[\n" + std::string(13, ' ') + "1]]}"));  // 3 deep: 13
+  EXPECT_EQ(accepted("{\"a\":[[\n" + std::string(14, ' ')), 21u);
   EXPECT_EQ(accepted("{\n\n}"), 2u);
   EXPECT_EQ(accepted("{ \n \t\n}"), 5u);
+  EXPECT_EQ(JsonPrefix::whitespace_limit(JsonPrefix::kMaxDepth), JsonPrefix::kMaxWhitespace);
   EXPECT_EQ(accepted("{\r\n}"), 1u);
   // Numbers stay within a double's range (1e400 is refused by strict parsers).
   const std::string digits(JsonPrefix::kMaxDigits, '7');

@@ -2,8 +2,9 @@
 // accepts an instance byte by byte and refuses each kind of violation at its first byte; random
 // walks through the recognizer (random accepted bytes, then a greedy completion from every prefix
 // on the way) always end in text that parses and that an independent validator of the same
-// keywords (fuzz/json_schema_harness.h, on parsed values) accepts; the mask over the bundled vocabulary equals the
-// recognizer token by token; generation on the bundled model gives valid instances.
+// keywords (fuzz/json_schema_harness.h, on parsed values) accepts; the mask over the bundled
+// vocabulary equals the recognizer token by token; generation on the bundled model gives valid
+// instances.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -132,8 +133,7 @@ TEST(JsonSchema, RefusesWhatIsNotImplementedByName) {
        "required \"b\" is not allowed by additionalProperties"},
       {R"({"type": "object", "properties": {"a": {"type": "strin"}}})", "unknown type \"strin\""},
       {R"({"type": "object", "properties": {"a": {"enum": [1e300]}}})", "cannot be written"},
-      {R"({"type": "object", "properties": {"a": {"items": [{"type": "string"}]}}})",
-       "tuples"},
+      {R"({"type": "object", "properties": {"a": {"items": [{"type": "string"}]}}})", "tuples"},
   };
   for (const auto& [schema, want] : cases) {
     try {
@@ -161,18 +161,18 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
   EXPECT_TRUE(valid(json::parse(good), kPerson, kPerson));
   // Each text is refused at the byte after the given prefix.
   const std::vector<std::pair<std::string, std::string>> refused = {
-      {R"({"nam)", "x"},                                           // not a declared key
-      {R"({"name": "A", ")", "n"},                                // a key written twice
-      {R"({"name": "A", "age": 1, "role": "user")", "}"},          // tags is required
-      {R"({"age": 1)", "."},                                       // integer
-      {R"({"name": )", "1"},                                       // wrong type
-      {R"({"name": ")", "\""},                                     // minLength 1
-      {R"({"name": "abcdefghijkl)", "m"},                          // maxLength 12
-      {R"({"role": "ad)", "x"},                                    // not an enum value
-      {R"({"tags": [)", "]"},                                      // minItems 1
-      {R"({"tags": ["a", "b", "c")", ","},                         // maxItems 3
-      {R"({"email": )", "1"},                                      // string or null
-      {R"({"address": {)", "}"},                                   // city is required
+      {R"({"nam)", "x"},                                   // not a declared key
+      {R"({"name": "A", ")", "n"},                         // a key written twice
+      {R"({"name": "A", "age": 1, "role": "user")", "}"},  // tags is required
+      {R"({"age": 1)", "."},                               // integer
+      {R"({"name": )", "1"},                               // wrong type
+      {R"({"name": ")", "\""},                             // minLength 1
+      {R"({"name": "abcdefghijkl)", "m"},                  // maxLength 12
+      {R"({"role": "ad)", "x"},                            // not an enum value
+      {R"({"tags": [)", "]"},                              // minItems 1
+      {R"({"tags": ["a", "b", "c")", ","},                 // maxItems 3
+      {R"({"email": )", "1"},                              // string or null
+      {R"({"address": {)", "}"},                           // city is required
       {R"({"name": "a", "age": 1, "role": "user", "tags": ["a"], "email": null, "height": 1,)"
        R"( "active": true, "address": {"city": "c"})",
        ","},  // every key written
@@ -183,20 +183,21 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
   }
   const JsonSchema tree = JsonSchema::compile(kTree);
   for (const std::string& t :
-       {std::string(R"({"root": {"value": 1, "children": [{"value": 2}, {"value": 3, "children": []}]},)"
-        R"( "level": 12, "scores": {"a": 1, "b": -2}, "extra": [1, {"x": "y"}]})"),
+       {std::string(
+            R"({"root": {"value": 1, "children": [{"value": 2}, {"value": 3, "children": []}]},)"
+            R"( "level": 12, "scores": {"a": 1, "b": -2}, "extra": [1, {"x": "y"}]})"),
         std::string(R"({"level": 2.5, "root": {"value": 0}})"),
         std::string(R"({"level": {"a":[true]}, "root": {"value": 0}})"),
         std::string(R"({"level": -3, "root": {"value": 0}})")}) {
     EXPECT_TRUE(complete(tree, t)) << t << " (accepted " << accepted(tree, t) << ")";
     EXPECT_TRUE(valid(json::parse(t), kTree, kTree)) << t;
   }
-  EXPECT_EQ(accepted(tree, R"({"level": 13)"), 11u);      // 1 and 12 are choices, 13 is not
+  EXPECT_EQ(accepted(tree, R"({"level": 13)"), 11u);  // 1 and 12 are choices, 13 is not
   EXPECT_EQ(accepted(tree, R"({"level": 1.)"), 11u);
   EXPECT_EQ(accepted(tree, R"({"level": 2,)"), 11u);      // 2 alone is not a choice
   EXPECT_EQ(accepted(tree, R"({"level": {"a": )"), 15u);  // choices are written compactly
   EXPECT_EQ(accepted(tree, R"({"root": {"value": 1, "children": [{"value": 1}, {"value": 2}, )"),
-            61u);  // maxItems 2: the second ',' 
+            61u);  // maxItems 2: the second ','
 }
 
 // Completes `p` greedily (fuzz/json_schema_harness.h); fails the test when it cannot.
@@ -247,10 +248,10 @@ TEST(SchemaConstraint, MaskAllowsExactlyTheTokensThatContinue) {
   const Tokenizer tok = load_tokenizer(engine->spec());
   const auto vocab = std::make_shared<const JsonVocabulary>(tok);
   const auto schema = compiled(kPerson);
-  for (const std::string& prefix : {std::string(""), std::string("{"), std::string(R"({"na)"),
-                                    std::string(R"({"name": "Ad)"), std::string(R"({"role": )"),
-                                    std::string(R"({"tags": ["a", )"),
-                                    std::string(R"({"age": 3)")}) {
+  for (const std::string& prefix :
+       {std::string(""), std::string("{"), std::string(R"({"na)"), std::string(R"({"name": "Ad)"),
+        std::string(R"({"role": )"), std::string(R"({"tags": ["a", )"),
+        std::string(R"({"age": 3)")}) {
     JsonConstraint c(vocab, schema);
     SchemaPrefix p(schema.get());
     for (int32_t id : tok.encode(prefix, false, false)) {
