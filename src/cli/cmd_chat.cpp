@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
+#include "text/json_constraint.h"
 
 namespace ts::cli {
 namespace {
@@ -54,6 +55,7 @@ bool read_line(std::string& out) {
 }
 
 int run_chat(const ChatArgs& a) {
+  const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   const Tokenizer tok = load_tokenizer(engine->spec());
   // The bundled model is a base model with no chat format: it talks in plain text.
@@ -72,6 +74,10 @@ int run_chat(const ChatArgs& a) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
 
+  // Made once: the vocabulary the schema masks with.
+  const auto json_vocab =
+      options.json != nullptr ? std::make_shared<const JsonVocabulary>(tok) : nullptr;
+  uint64_t turn = 0;
   std::string line;
   while (read_line(line)) {
     if (line == "/exit" || line == "/quit") break;
@@ -92,7 +98,9 @@ int run_chat(const ChatArgs& a) {
       break;
     }
     g_interrupted.store(false);
-    GenerateOptions o = generate_options(a.sampling);
+    GenerateOptions o = options;
+    o.sampling.seed += turn++;  // each answer its own draws, reproducible under -s
+    o.json_vocab = json_vocab;
     o.cancel = &g_interrupted;
     const GenerateResult r = generate(session, tok, fresh, o, [](const std::string& s) {
       std::fwrite(s.data(), 1, s.size(), stdout);

@@ -44,6 +44,7 @@ void write_stats_json(Engine& engine, const GenerateResult& r, const std::string
 
 int run_run(const RunArgs& a) {
   if (a.prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty (-p TEXT)");
+  const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   print_footprint(engine->footprint(), stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
@@ -51,11 +52,10 @@ int run_run(const RunArgs& a) {
   Session session(*engine);
   if (a.show_prompt) std::printf("%s", a.prompt.c_str());
   std::fflush(stdout);
-  const GenerateResult r =
-      generate(session, tok, prompt, generate_options(a.sampling), [](const std::string& s) {
-        std::fwrite(s.data(), 1, s.size(), stdout);
-        std::fflush(stdout);
-      });
+  const GenerateResult r = generate(session, tok, prompt, options, [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  });
   std::printf("\n");
   print_run_stats(*engine, r, stderr);
   if (!a.stats_json.empty()) write_stats_json(*engine, r, a.stats_json);

@@ -51,7 +51,10 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   t0 = Clock::now();
   const int64_t limit = o.max_tokens < 0 ? session.ctx() - session.n_past() : o.max_tokens;
   std::optional<JsonConstraint> json;
-  if (o.json) json.emplace(std::make_shared<const JsonVocabulary>(tok), o.json);
+  if (o.json)
+    json.emplace(
+        o.json_vocab != nullptr ? o.json_vocab : std::make_shared<const JsonVocabulary>(tok),
+        o.json);
   for (int64_t i = 0; i < limit; ++i) {
     if (json) json->mask(logits);
     const int32_t next = sampler.sample(logits);

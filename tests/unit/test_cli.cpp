@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "test_paths.h"
 
@@ -68,6 +69,37 @@ TEST(Cli, EmptyPromptAndContextOverflowAreClearErrors) {
   EXPECT_EQ(
       run("run -c 8 -p 'a prompt that is certainly longer than eight tokens of context'", &out), 1);
   EXPECT_NE(out.find("exceed the context"), std::string::npos) << out;
+}
+
+// --json-schema: the answer is an instance; a schema that asks what is not implemented, or two
+// of the JSON flags at once, is a one-line usage error.
+TEST(Cli, JsonSchemaShapesTheAnswer) {
+  const std::string schema =
+      R"('{"type": "object", "properties": {"n": {"type": "integer"}, "k": {"enum": ["a", "b"]}},)"
+      R"( "required": ["n", "k"], "additionalProperties": false}')";
+  std::string out;
+  ASSERT_EQ(
+      run("run -p 'The dog' --temp 0.8 -s 4 -n 300 --json-schema " + schema + " 2>/dev/null", &out),
+      0)
+      << out;
+  const size_t open = out.find('{');
+  ASSERT_NE(open, std::string::npos) << out;
+  const nlohmann::json answer = nlohmann::json::parse(out.substr(open), nullptr, false);
+  ASSERT_TRUE(answer.is_object()) << out;
+  EXPECT_EQ(answer.size(), 2u) << out;
+  EXPECT_TRUE(answer["n"].is_number_integer()) << out;
+  EXPECT_TRUE(answer["k"] == "a" || answer["k"] == "b") << out;
+  for (const auto& [args, want] :
+       {std::pair<std::string, std::string>{
+            R"(--json-schema '{"type": "object", "properties": {"a": {"pattern": "x"}}}')",
+            "json_schema at #/properties/a: the keyword pattern is not supported"},
+        {"--json-schema '{'", "--json-schema: not valid JSON"},
+        {R"(--json-mode --json-schema '{"type": "object"}')", "exclude each other"}}) {
+    out.clear();
+    EXPECT_EQ(run("run -p hi " + args, &out), 1) << args;
+    EXPECT_NE(out.find(want), std::string::npos) << out;
+    EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << "one line: " << out;
+  }
 }
 
 TEST(Cli, GreedyRunOnTheBundledModelFollowsLlamaCpp) {
