@@ -172,6 +172,7 @@ class SchemaCompiler {
   void alias(uint16_t to, uint16_t from) {
     out_.nodes_[to] = out_.nodes_[from];
     if (const auto m = members_.find(from); m != members_.end()) members_[to] = m->second;
+    if (exclusive_.contains(from)) exclusive_.insert(to);
   }
 
   uint16_t ref(const json& target, const std::string& where) {
@@ -238,7 +239,7 @@ class SchemaCompiler {
         std::vector<uint16_t> members;
         for (size_t i = 0; i < a->size(); ++i)
           members.push_back(compile((*a)[i], where + "/" + key + "/" + std::to_string(i)));
-        return union_of(std::move(members));
+        return union_of(std::move(members), key[0] == 'o');
       }
     const std::vector<std::string> types = type_list(s, where);
     if (s.contains("enum") || s.contains("const")) {
@@ -252,7 +253,7 @@ class SchemaCompiler {
     if (types.size() == 1) return typed(s, types[0], where);
     std::vector<uint16_t> members;
     for (const std::string& t : types) members.push_back(typed(s, t, where));
-    return union_of(std::move(members));
+    return union_of(std::move(members), false);
   }
 
   static SchemaNode unsatisfiable() {
@@ -271,10 +272,14 @@ class SchemaCompiler {
     return "";
   }
 
-  uint16_t union_of(std::vector<uint16_t> members) {
+  // oneOf is `exclusive`: a value may match one branch only. Branches told apart by their first
+  // byte never share a value; an integer does match both "integer" and "number", and anything
+  // matches an unconstrained branch, so those are refused there.
+  uint16_t union_of(std::vector<uint16_t> members, bool exclusive) {
     SchemaNode n;
     n.kind = Kind::Union;
     const uint16_t id = add(n);
+    if (exclusive) exclusive_.insert(id);
     members_[id] = std::move(members);
     return id;
   }
@@ -412,26 +417,48 @@ class SchemaCompiler {
   void assign_branches(uint16_t id, const std::vector<uint16_t>& members) {
     SchemaNode& u = out_.nodes_[id];
     u.branch.fill(SchemaNode::kNoNode);
+    const bool exclusive = exclusive_.contains(id);
+    const auto satisfiable = [&](uint16_t m) {
+      return out_.nodes_[m].min_depth != SchemaNode::kUnsatisfiable;
+    };
+    for (uint16_t m : members) {
+      std::vector<uint16_t> visiting;
+      if (!satisfiable(m) || !allows_anything(m, visiting)) continue;
+      if (exclusive && std::count_if(members.begin(), members.end(), satisfiable) > 1)
+        bad("#", "a oneOf branch that allows any value beside others is not supported");
+      u.kind = Kind::Any;  // anything at all, whatever the other branches say
+      return;
+    }
     for (uint16_t m : members) {
       const SchemaNode& n = out_.nodes_[m];
-      if (n.min_depth == SchemaNode::kUnsatisfiable) continue;
-      if (n.kind == Kind::Any) {
-        u.kind = Kind::Any;  // anything at all, whatever the other branches say
-        return;
-      }
+      if (!satisfiable(m)) continue;
       for (int c = 0; c < SchemaNode::kClasses; ++c) {
         std::vector<uint16_t> visiting;
         if (!starts_with(m, c, visiting)) continue;
         uint16_t& slot = u.branch[static_cast<size_t>(c)];
         if (slot == SchemaNode::kNoNode || slot == m) {
           slot = m;
-        } else if (out_.nodes_[slot].kind == Kind::Integer && n.kind == Kind::Number) {
+        } else if (!exclusive && out_.nodes_[slot].kind == Kind::Integer &&
+                   n.kind == Kind::Number) {
           slot = m;  // a number is the wider of the two
-        } else if (out_.nodes_[slot].kind != Kind::Number || n.kind != Kind::Integer) {
+        } else if (exclusive || out_.nodes_[slot].kind != Kind::Number ||
+                   n.kind != Kind::Integer) {
           bad("#", "anyOf / oneOf branches that start alike (two of one type) are not supported");
         }
       }
     }
+  }
+
+  // Whether node `id` is an Any, or a union with one among its branches.
+  bool allows_anything(uint16_t id, std::vector<uint16_t>& visiting) const {
+    const SchemaNode& n = out_.nodes_[id];
+    if (n.kind == Kind::Any) return true;
+    if (n.kind != Kind::Union || n.min_depth == SchemaNode::kUnsatisfiable ||
+        std::find(visiting.begin(), visiting.end(), id) != visiting.end())
+      return false;
+    visiting.push_back(id);
+    return std::any_of(members_.at(id).begin(), members_.at(id).end(),
+                       [&](uint16_t m) { return allows_anything(m, visiting); });
   }
 
   // Whether a value of node `id` can start with first-byte class `c`. A union reached again
@@ -471,6 +498,7 @@ class SchemaCompiler {
   JsonSchema out_;
   std::map<std::string, uint16_t> refs_;
   std::map<uint16_t, std::vector<uint16_t>> members_;  // unions' branches, resolved last
+  std::set<uint16_t> exclusive_;                       // the unions that are oneOf
   std::vector<uint16_t> filling_;                      // $refs being compiled
   int nesting_ = 0;
 };
