@@ -119,6 +119,13 @@ TEST(JsonSchema, RefusesWhatIsNotImplementedByName) {
       {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"},
           {"type": "object", "required": ["x"]}]}}})",
        "branches that start alike"},
+      {R"({"type": "object", "properties": {"a": {"oneOf": [{"type": "integer"},
+          {"type": "number"}]}}})",
+       "branches that start alike"},  // 1 matches both: oneOf would refuse it
+      {R"({"type": "object", "properties": {"a": {"oneOf": [{"type": "string"}, {}]}}})",
+       "a oneOf branch that allows any value"},
+      {R"({"type": "object", "properties": {"a": {"enum": ["a", "abc"], "minLength": 2}}})",
+       "keywords beside enum"},
       {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/Missing"}}})",
        "$ref \"#/$defs/Missing\" does not resolve"},
       {R"({"type": "object", "properties": {"a": {"$ref": "#/$defs/A"}},
