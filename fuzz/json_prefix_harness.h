@@ -69,6 +69,18 @@ inline JsonExtents json_extents(std::string_view text) {
   return e;
 }
 
+// Feeds `p` (JsonPrefix or SchemaPrefix) the first byte of `order` it takes, appending it to
+// `out`; false when it takes none.
+template <class Recognizer>
+bool feed_first_taken(Recognizer& p, std::string_view order, std::string& out) {
+  for (char c : order)
+    if (p.feed(static_cast<uint8_t>(c))) {
+      out += c;
+      return true;
+    }
+  return false;
+}
+
 inline bool check_json_prefix(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   JsonPrefix p;
@@ -90,14 +102,8 @@ inline bool check_json_prefix(const uint8_t* data, size_t size) {
       "abcdefghijklmnopqrstuvwxyz{";
   std::string completed(text.substr(0, taken));
   for (int steps = 0; !p.complete(); ++steps) {
-    bool fed = false;
-    for (char c : kTries)
-      if (p.feed(static_cast<uint8_t>(c))) {
-        completed += c;
-        fed = true;
-        break;
-      }
-    if (!fed || steps > 100000) violated("an accepted prefix could not be completed");
+    if (!feed_first_taken(p, kTries, completed) || steps > 100000)
+      violated("an accepted prefix could not be completed");
   }
   if (!nlohmann::json::accept(completed)) violated("the completion is not JSON: " + completed);
   return all;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "json_prefix_harness.h"
 #include "parser_harness.h"
 #include "text/json_schema.h"
 #include "text/schema_prefix.h"
@@ -135,16 +136,9 @@ inline bool has_large_minimum(const nlohmann::json& s) {
 
 // Completes `p` greedily into `out`; false when it gives up (budget spent).
 inline bool complete_schema_greedily(SchemaPrefix& p, std::string& out, size_t budget) {
-  const std::string& order = schema_completion_order();
   while (!p.complete()) {
-    bool fed = false;
-    for (char c : order)
-      if (p.feed(static_cast<uint8_t>(c))) {
-        out += c;
-        fed = true;
-        break;
-      }
-    if (!fed) violated("an accepted prefix has no continuation: " + out);
+    if (!feed_first_taken(p, schema_completion_order(), out))
+      violated("an accepted prefix has no continuation: " + out);
     if (out.size() > budget) return false;
   }
   return true;
