@@ -252,6 +252,7 @@ class SchemaCompiler {
     if (types.empty()) return typed(s, inferred_type(s), where);
     if (types.size() == 1) return typed(s, types[0], where);
     std::vector<uint16_t> members;
+    members.reserve(types.size());
     for (const std::string& t : types) members.push_back(typed(s, t, where));
     return union_of(std::move(members), false);
   }
@@ -436,15 +437,14 @@ class SchemaCompiler {
         std::vector<uint16_t> visiting;
         if (!starts_with(m, c, visiting)) continue;
         uint16_t& slot = u.branch[static_cast<size_t>(c)];
-        if (slot == SchemaNode::kNoNode || slot == m) {
+        const Kind held = slot == SchemaNode::kNoNode ? Kind::Any : out_.nodes_[slot].kind;
+        // Of "integer" and "number" in an anyOf, the number is the wider; oneOf refuses the pair.
+        const bool wider = !exclusive && held == Kind::Integer && n.kind == Kind::Number;
+        const bool narrower = !exclusive && held == Kind::Number && n.kind == Kind::Integer;
+        if (slot == SchemaNode::kNoNode || slot == m || wider)
           slot = m;
-        } else if (!exclusive && out_.nodes_[slot].kind == Kind::Integer &&
-                   n.kind == Kind::Number) {
-          slot = m;  // a number is the wider of the two
-        } else if (exclusive || out_.nodes_[slot].kind != Kind::Number ||
-                   n.kind != Kind::Integer) {
+        else if (!narrower)
           bad("#", "anyOf / oneOf branches that start alike (two of one type) are not supported");
-        }
       }
     }
   }
