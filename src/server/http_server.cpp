@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/tokenize_api.h"
 
 namespace ts::server {
 namespace {
@@ -299,6 +300,17 @@ void HttpServer::Impl::routes() {
                         "invalid_request_error", "model_not_found");
     res.set_content(dump(model_json()), "application/json");
   });
+  for (const auto& [path, answer] :
+       {std::pair{"/tokenize", &tokenize_response}, {"/detokenize", &detokenize_response}})
+    svr.Post(path, [this, answer](const httplib::Request& req, httplib::Response& res) {
+      const json body = json::parse(req.body, nullptr, false);
+      if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
+      try {
+        res.set_content(dump(answer(tok, body)), "application/json");
+      } catch (const Error& e) {
+        bad_request(res, e.what());
+      }
+    });
   svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     generate(ApiKind::Completion, req, res);
   });

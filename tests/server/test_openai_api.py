@@ -163,6 +163,19 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(r.choices[0].finish_reason, "length")
         self.assertEqual(r.usage.completion_tokens, 3)
 
+    def test_tokenize_and_detokenize(self):
+        # llama.cpp's endpoints: the prompt's token count equals what a completion reports.
+        status, j, _ = self.server.request("POST", "/tokenize", {"content": PROMPTS[2], "add_special": True})
+        self.assertEqual(status, 200)
+        r = self.complete(PROMPTS[2], max_tokens=1, temperature=0)
+        self.assertEqual(len(j["tokens"]), r.usage.prompt_tokens)
+        status, d, _ = self.server.request("POST", "/detokenize", {"tokens": j["tokens"][1:]})
+        self.assertEqual(status, 200)
+        self.assertEqual(d["content"].strip(), PROMPTS[2])
+        status, e, _ = self.server.request("POST", "/detokenize", {"tokens": [10**9]})
+        self.assertEqual(status, 400)
+        self.assertIn("vocabulary size", e["error"]["message"])
+
     def test_prompt_cache(self):
         # The same prompt again is answered from its slot's cached rows and kept logits: the same
         # text, every prompt token counted as cached. The next turn of a conversation starts from

@@ -1,15 +1,20 @@
 // OpenAI request parsing and response shapes of the server, without a model or a socket: every
 // field's default, range and type check, the refusal of features we do not implement, and the
-// JSON the official clients expect (whole answers, stream chunks, usage, logprobs, errors).
+// JSON the official clients expect (whole answers, stream chunks, usage, logprobs, errors); and
+// llama.cpp's /tokenize and /detokenize bodies over the bundled model's tokenizer.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/gguf.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
 #include "server/logprobs.h"
+#include "server/tokenize_api.h"
+#include "test_paths.h"
+#include "text/tokenizer.h"
 
 namespace ts::server {
 namespace {
@@ -231,6 +236,54 @@ TEST(ServerApi, LogprobsAreNormalisedAndOrdered) {
   EXPECT_FLOAT_EQ(lp.top[2].logprob, lp.chosen.logprob);
   EXPECT_TRUE(token_logprobs(logits, 0, 0).top.empty());
   EXPECT_EQ(token_logprobs(logits, 0, 10).top.size(), 4u);
+}
+
+TEST(ServerApi, TokenizeAndDetokenizeAsLlamaCpp) {
+  const Tokenizer tok =
+      Tokenizer::from_gguf(*GgufFile::open(test::repo_dir() + "/models/tiny-moe-q8_0.gguf"));
+  const std::string text = "Once upon a time, \xE2\x82\xAC 42";
+  const std::vector<int32_t> ids = tok.encode(text, false, true);
+  EXPECT_EQ(tokenize_response(tok, json{{"content", text}}), (json{{"tokens", ids}}));
+  const json with_bos = tokenize_response(tok, json{{"content", text}, {"add_special", true}});
+  EXPECT_EQ(with_bos["tokens"].size(), ids.size() + (tok.add_bos() ? 1 : 0));
+  // Pieces: text, or the byte values of one that is not whole UTF-8; together, the tokens' bytes.
+  const json pieces = tokenize_response(tok, json{{"content", text}, {"with_pieces", true}});
+  ASSERT_EQ(pieces["tokens"].size(), ids.size());
+  std::string joined;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const json& t = pieces["tokens"][i];
+    EXPECT_EQ(t["id"], ids[i]);
+    if (t["piece"].is_string()) {
+      joined += t["piece"].get<std::string>();
+    } else {
+      for (const json& b : t["piece"]) joined += static_cast<char>(b.get<int>());
+    }
+  }
+  std::string want;
+  for (int32_t id : ids) want += tok.token_to_piece(id, true);
+  EXPECT_EQ(joined, want);
+  EXPECT_EQ(detokenize_response(tok, json{{"tokens", ids}}),
+            (json{{"content", tok.decode(ids, true)}}));
+  EXPECT_EQ(detokenize_response(tok, json{{"tokens", json::array()}})["content"], "");
+  const auto error_of = [&](auto fn, const json& body) -> std::string {
+    try {
+      fn(tok, body);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Input);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of(tokenize_response, json::object()), "'content' must be a string");
+  EXPECT_EQ(error_of(tokenize_response, json{{"content", "x"}, {"add_special", 1}}),
+            "'add_special' must be true or false");
+  EXPECT_EQ(error_of(detokenize_response, json{{"tokens", "1 2"}}),
+            "'tokens' must be a list of token ids");
+  EXPECT_NE(error_of(detokenize_response, json{{"tokens", {1, tok.vocab_size()}}})
+                .find("below the vocabulary size"),
+            std::string::npos);
+  EXPECT_NE(error_of(detokenize_response, json{{"tokens", {-1}}}).find("got -1"),
+            std::string::npos);
 }
 
 }  // namespace
