@@ -29,6 +29,26 @@ void send_error(httplib::Response& res, int status, const std::string& message,
   res.set_content(dump(error_json(message, type, code)), "application/json");
 }
 
+// GET /metrics: the scheduler's counters in Prometheus' text format, for a server's dashboards.
+std::string metrics_text(const SchedulerStats& s) {
+  std::string out;
+  const auto metric = [&](const char* name, const char* type, const char* help, uint64_t value) {
+    out += std::string("# HELP turbospark_") + name + " " + help + "\n# TYPE turbospark_" + name +
+           " " + type + "\nturbospark_" + name + " " + std::to_string(value) + "\n";
+  };
+  metric("forward_passes_total", "counter", "Forward passes run.", s.steps);
+  metric("decode_rows_total", "counter", "Rows that were a running sequence's generated token.",
+         s.decode_rows);
+  metric("prefill_rows_total", "counter", "Rows that were prompt tokens.", s.prefill_rows);
+  metric("cached_prompt_tokens_total", "counter",
+         "Prompt tokens taken from a slot's cache instead of prefilled.", s.cached_rows);
+  metric("slots", "gauge", "Sequences that can generate at once.",
+         static_cast<uint64_t>(s.slots_total));
+  metric("slots_busy", "gauge", "Slots serving a request.", static_cast<uint64_t>(s.slots_busy));
+  metric("requests_queued", "gauge", "Requests waiting for a slot.", s.queued);
+  return out;
+}
+
 void bad_request(httplib::Response& res, const std::string& message) {
   send_error(res, 400, message, "invalid_request_error", "");
 }
@@ -289,6 +309,9 @@ void HttpServer::Impl::routes() {
                     {"prefill_rows", s.prefill_rows},
                     {"cached_rows", s.cached_rows}};
     res.set_content(dump(j), "application/json");
+  });
+  svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(sched.stats()), "text/plain; version=0.0.4");
   });
   svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(dump(json{{"object", "list"}, {"data", json::array({model_json()})}}),

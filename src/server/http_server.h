@@ -1,6 +1,7 @@
 // The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
 // POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
-// and llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h).
+// llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
+// scheduler's counters for Prometheus).
 // Handler threads parse, tokenize and queue requests, then relay what the scheduler produces;
 // they never touch the engine. Every failure is an OpenAI-style JSON error with its status.
 #pragma once

@@ -163,6 +163,23 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(r.choices[0].finish_reason, "length")
         self.assertEqual(r.usage.completion_tokens, 3)
 
+    def test_metrics(self):
+        before = self.server.health()
+        self.complete(PROMPTS[3], max_tokens=4, temperature=0, extra_body={"cache_prompt": False})
+        status, _, raw = self.server.request("GET", "/metrics")
+        self.assertEqual(status, 200)
+        values = {}
+        for line in raw.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.split()
+                values[name] = int(value)
+        self.assertEqual(values["turbospark_slots"], 4)
+        self.assertGreater(values["turbospark_prefill_rows_total"], before["prefill_rows"])
+        self.assertGreaterEqual(values["turbospark_decode_rows_total"], before["decode_rows"] + 3)
+        for name in ("forward_passes_total", "cached_prompt_tokens_total", "slots_busy",
+                     "requests_queued"):
+            self.assertIn("turbospark_" + name, values)
+
     def test_tokenize_and_detokenize(self):
         # llama.cpp's endpoints: the prompt's token count equals what a completion reports.
         status, j, _ = self.server.request("POST", "/tokenize", {"content": PROMPTS[2], "add_special": True})
