@@ -99,6 +99,14 @@ inline bool schema_valid(const nlohmann::json& v, const nlohmann::json& s,
     for (const json& x : v)
       if (!schema_valid(x, s.value("items", json(true)), root)) return false;
   }
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if ((s.contains("minimum") && x < s["minimum"].get<double>()) ||
+        (s.contains("maximum") && x > s["maximum"].get<double>()) ||
+        (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) ||
+        (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()))
+      return false;
+  }
   if (v.is_string()) {
     const size_t n = code_points(v.get<std::string>());
     if (n < s.value("minLength", uint64_t{0}) || n > s.value("maxLength", ~uint64_t{0}))

@@ -1,6 +1,8 @@
 #include "text/json_schema.h"
 
 #include <algorithm>
+#include <climits>
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -22,10 +24,6 @@ constexpr std::string_view kRefused[] = {"pattern",
                                          "propertyNames",
                                          "minProperties",
                                          "maxProperties",
-                                         "minimum",
-                                         "maximum",
-                                         "exclusiveMinimum",
-                                         "exclusiveMaximum",
                                          "multipleOf",
                                          "contains",
                                          "minContains",
@@ -45,12 +43,40 @@ constexpr std::string_view kRefused[] = {"pattern",
                                          "$recursiveRef"};
 
 // Keywords that constrain a value of one type, and so cannot stand beside $ref, anyOf, enum...
-constexpr std::string_view kTyped[] = {
-    "type",      "properties", "required", "additionalProperties", "items", "minItems", "maxItems",
-    "minLength", "maxLength",  "nullable"};
+constexpr std::string_view kTyped[] = {"type",
+                                       "properties",
+                                       "required",
+                                       "additionalProperties",
+                                       "items",
+                                       "minItems",
+                                       "maxItems",
+                                       "minLength",
+                                       "maxLength",
+                                       "nullable",
+                                       "minimum",
+                                       "maximum",
+                                       "exclusiveMinimum",
+                                       "exclusiveMaximum"};
 
 [[noreturn]] void bad(const std::string& where, const std::string& what) {
   fail(ErrorKind::Input, "json_schema at " + where + ": " + what);
+}
+
+constexpr std::string_view kBounds[] = {"minimum", "maximum", "exclusiveMinimum",
+                                        "exclusiveMaximum"};
+
+// An integer bound as the nearest int64 inside it: ceil of a minimum, floor of a maximum, one
+// step in for the exclusive ones; clamped to int64's range.
+int64_t integer_bound(const json& v, std::string_view key, const std::string& where) {
+  if (!v.is_number()) bad(where, std::string(key) + " must be a number");
+  const double x = v.get<double>();
+  const bool lower = key == "minimum" || key == "exclusiveMinimum";
+  const bool exclusive = key.starts_with("exclusive");
+  double b = lower ? std::ceil(x) : std::floor(x);
+  if (exclusive && b == x) b += lower ? 1 : -1;
+  if (b <= -9.2e18) return INT64_MIN;
+  if (b >= 9.2e18) return INT64_MAX;
+  return static_cast<int64_t>(b);
 }
 
 bool has_typed_keyword(const json& s) {
@@ -249,6 +275,11 @@ class SchemaCompiler {
           bad(where, "keywords beside enum / const (other than type) are not supported");
       return choices(s, types, where);
     }
+    const bool bounded = std::any_of(std::begin(kBounds), std::end(kBounds),
+                                     [&](std::string_view k) { return s.contains(k); });
+    if (bounded && (std::find(types.begin(), types.end(), "integer") == types.end() ||
+                    std::find(types.begin(), types.end(), "number") != types.end()))
+      bad(where, "minimum / maximum are supported on integers only (\"type\": \"integer\")");
     if (types.empty()) return typed(s, inferred_type(s), where);
     if (types.size() == 1) return typed(s, types[0], where);
     std::vector<uint16_t> members;
@@ -325,6 +356,15 @@ class SchemaCompiler {
       n.max_count = count(s, "maxLength", SchemaNode::kUnbounded, where);
     } else if (type == "integer") {
       n.kind = Kind::Integer;
+      for (std::string_view k : kBounds) {
+        const auto v = s.find(k);
+        if (v == s.end()) continue;
+        const int64_t b = integer_bound(*v, k, where);
+        if (k == "minimum" || k == "exclusiveMinimum")
+          n.min_value = std::max(n.min_value, b);
+        else
+          n.max_value = std::min(n.max_value, b);
+      }
     } else if (type == "number") {
       n.kind = Kind::Number;
     } else if (type == "boolean") {
@@ -403,6 +443,8 @@ class SchemaCompiler {
         return n.min_count == 0 ? 1 : add_depth(1, out_.nodes_[n.items].min_depth);
       case Kind::String:
         return n.min_count > n.max_count ? kNone : 0;
+      case Kind::Integer:
+        return n.min_value > n.max_value ? kNone : 0;
       case Kind::Choices:
         return n.choices.empty() ? kNone : 0;
       case Kind::Union: {

@@ -2,11 +2,13 @@
 // What is implemented is what a steered model can be held to byte by byte, refusing a byte as soon
 // as no valid completion is left:
 //   type (one or a list), properties, required, additionalProperties, items, minItems, maxItems,
-//   minLength, maxLength, enum, const, anyOf / oneOf whose branches start with different bytes
+//   minLength, maxLength, minimum / maximum / exclusiveMinimum / exclusiveMaximum on integers
+//   (which are always held to int64), enum, const, anyOf / oneOf whose branches start with
+//   different bytes
 //   (a string or null, an object or an array, ...), allOf of one schema, $ref into $defs /
 //   definitions (recursion included), nullable.
 // Annotations (title, description, default, examples, format, $schema, ...) are ignored, as the
-// specification reads them. A validation keyword outside that list (pattern, minimum, ...) is an
+// specification reads them. A validation keyword outside that list (pattern, multipleOf, ...) is an
 // Input error naming it and where it is, never ignored: the answer would not be what was asked.
 // An object with declared properties is written with only those properties (an instance that
 // additionalProperties allows, whatever it says); keys and enum values are written exactly as
@@ -14,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -48,6 +51,8 @@ struct SchemaNode {
   uint16_t items = 0;             // Array
   uint32_t min_count = 0;         // Array: items; String: characters
   uint32_t max_count = kUnbounded;
+  int64_t min_value = INT64_MIN;  // Integer: the values allowed (always within int64)
+  int64_t max_value = INT64_MAX;
   std::vector<std::string> choices;         // Choices: compact JSON texts, sorted
   std::array<uint16_t, kClasses> branch{};  // Union: the node for each first byte, or kNoNode
   // Open containers a shortest valid value needs (kUnsatisfiable when none exists).

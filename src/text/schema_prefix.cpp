@@ -1,6 +1,8 @@
 #include "text/schema_prefix.h"
 
 #include <algorithm>
+#include <climits>
+#include <optional>
 
 namespace ts {
 namespace {
@@ -10,6 +12,48 @@ using State = JsonPrefix::State;
 
 bool is_whitespace(uint8_t c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+struct IntegerSoFar {
+  bool negative = false;
+  uint64_t magnitude = 0;
+  uint32_t digits = 0;
+};
+
+// Whether an integer written so far (a sign, `digits` digits of value `magnitude`) can still end
+// inside [lo, hi]. With k more digits its magnitude is magnitude * 10^k + [0, 10^k), unless it is
+// a lone 0 (no digit may follow a leading zero); after a lone '-' it is -0 or any negative.
+bool integer_reachable(const IntegerSoFar& s, int64_t lo, int64_t hi) {
+  const auto [negative, magnitude, digits] = s;
+  using Wide = __int128;
+  if (digits == 0) return lo <= 0;
+  const bool grows = !(digits == 1 && magnitude == 0);
+  Wide low = magnitude, span = 1;
+  for (int k = 0; k <= 19; ++k) {
+    const Wide high = low + span - 1;
+    const Wide from = negative ? -high : low, to = negative ? -low : high;
+    if (to >= lo && from <= hi) return true;
+    if (!grows) break;
+    low *= 10, span *= 10;
+  }
+  return false;
+}
+
+// The integer after byte c (a leading '-' or a digit; no fraction or exponent), if a value inside
+// [lo, hi] is still reachable from it.
+std::optional<IntegerSoFar> next_integer(IntegerSoFar s, uint8_t c, const SchemaNode& n) {
+  if (c == '-' && s.digits == 0 && !s.negative) {
+    s.negative = true;
+  } else if (c >= '0' && c <= '9') {
+    const unsigned __int128 m = static_cast<unsigned __int128>(s.magnitude) * 10 + (c - '0');
+    if (m > UINT64_MAX) return std::nullopt;
+    s.magnitude = static_cast<uint64_t>(m);
+    ++s.digits;
+  } else {
+    return std::nullopt;
+  }
+  if (!integer_reachable(s, n.min_value, n.max_value)) return std::nullopt;
+  return s;
 }
 
 }  // namespace
@@ -81,6 +125,11 @@ bool SchemaPrefix::number_open() const {
 // the byte is then read as what follows the value.
 bool SchemaPrefix::end_number_then(uint8_t c) {
   if (mode_ == Mode::Match && node(value_node_).choices[lo_].size() != offset_) return false;
+  if (mode_ == Mode::Number && node(value_node_).kind == Kind::Integer) {
+    const SchemaNode& n = node(value_node_);
+    const __int128 value = negative_ ? -static_cast<__int128>(magnitude_) : magnitude_;
+    if (value < n.min_value || value > n.max_value) return false;
+  }
   const SchemaPrefix before = *this;
   if (!syntax_.end_number()) return false;
   mode_ = Mode::Structure;
@@ -130,6 +179,7 @@ bool SchemaPrefix::open_value(uint16_t id, uint8_t c, const JsonPrefix& next) {
   const SchemaNode& n = node(id);
   const SchemaNode::FirstByte cls = first_byte_class(c);
   uint32_t lo = 0, hi = static_cast<uint32_t>(n.choices.size());
+  std::optional<IntegerSoFar> integer;
   switch (n.kind) {
     case Kind::Object:
     case Kind::Array:
@@ -139,6 +189,9 @@ bool SchemaPrefix::open_value(uint16_t id, uint8_t c, const JsonPrefix& next) {
       if (cls != SchemaNode::kString) return false;
       break;
     case Kind::Integer:
+      integer = next_integer({}, c, n);
+      if (!integer) return false;
+      break;
     case Kind::Number:
       if (cls != SchemaNode::kNumber) return false;
       break;
@@ -169,6 +222,9 @@ bool SchemaPrefix::open_value(uint16_t id, uint8_t c, const JsonPrefix& next) {
       mode_ = Mode::String, value_node_ = id, count_ = 0;
       break;
     case Kind::Integer:
+      negative_ = integer->negative, magnitude_ = integer->magnitude, count_ = integer->digits;
+      mode_ = Mode::Number, value_node_ = id;
+      break;
     case Kind::Number:
       mode_ = Mode::Number, value_node_ = id;
       break;
@@ -289,9 +345,13 @@ bool SchemaPrefix::string_byte(uint8_t c) {
 bool SchemaPrefix::number_byte(uint8_t c) {
   JsonPrefix next = syntax_;
   if (!next.feed(c)) return false;
-  if (mode_ == Mode::Number && node(value_node_).kind == Kind::Integer &&
-      (c == '.' || c == 'e' || c == 'E'))
-    return false;
+  if (mode_ == Mode::Number && node(value_node_).kind == Kind::Integer) {
+    const auto integer = next_integer({negative_, magnitude_, count_}, c, node(value_node_));
+    if (!integer) return false;
+    syntax_ = next;
+    magnitude_ = integer->magnitude, count_ = integer->digits;
+    return true;
+  }
   if (mode_ == Mode::Match) {
     uint32_t lo = lo_, hi = hi_;
     if (!narrow(node(value_node_).choices, offset_, c, lo, hi)) return false;

@@ -76,7 +76,9 @@ class SchemaPrefix {
   uint8_t value_depth_ = 0;  // the syntax depth around the value being read
   uint16_t value_node_ = 0;  // String / Number / Match: the value's node
   uint32_t lo_ = 0, hi_ = 0, offset_ = 0;
-  uint32_t count_ = 0;
+  uint32_t count_ = 0;      // String: characters; Integer: digits
+  uint64_t magnitude_ = 0;  // Integer: the digits' value
+  bool negative_ = false;   // Integer: a '-' came first
   std::array<Frame, JsonSchema::kMaxDepth> frames_{};
 };
 

@@ -41,7 +41,7 @@ const json kPerson = json::parse(R"({
   "type": "object",
   "properties": {
     "name": {"type": "string", "minLength": 1, "maxLength": 12},
-    "age": {"type": "integer"},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
     "height": {"type": "number"},
     "email": {"anyOf": [{"type": "string"}, {"type": "null"}]},
     "role": {"enum": ["admin", "user", "guest"]},
@@ -113,8 +113,13 @@ TEST(JsonSchema, RefusesWhatIsNotImplementedByName) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})",
        "at #/properties/a: the keyword pattern is not supported"},
-      {R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": 0}}})",
-       "the keyword minimum is not supported"},
+      {R"({"type": "object", "properties": {"a": {"type": "number", "minimum": 0}}})",
+       "minimum / maximum are supported on integers only"},
+      {R"({"type": "object", "properties": {"a": {"type": "integer", "multipleOf": 2}}})",
+       "the keyword multipleOf is not supported"},
+      {R"({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer",
+          "exclusiveMinimum": 3, "maximum": 3.5}}})",
+       "no JSON value satisfies it"},
       {R"({"type": "array"})", "the root must be an object"},
       {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"},
           {"type": "object", "required": ["x"]}]}}})",
@@ -172,6 +177,9 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
       {R"({"name": "A", ")", "n"},                         // a key written twice
       {R"({"name": "A", "age": 1, "role": "user")", "}"},  // tags is required
       {R"({"age": 1)", "."},                               // integer
+      {R"({"age": -)", "1"},                               // minimum 0 (-0 is 0)
+      {R"({"age": 15)", "1"},                              // maximum 150
+      {R"({"age": 0)", "0"},                               // a leading zero
       {R"({"name": )", "1"},                               // wrong type
       {R"({"name": ")", "\""},                             // minLength 1
       {R"({"name": "abcdefghijkl)", "m"},                  // maxLength 12
@@ -199,6 +207,21 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
     EXPECT_TRUE(complete(tree, t)) << t << " (accepted " << accepted(tree, t) << ")";
     EXPECT_TRUE(valid(json::parse(t), kTree, kTree)) << t;
   }
+  // exclusiveMinimum 9.5, exclusiveMaximum 21: 10 to 20. "2" can still become 20; "3" cannot.
+  const JsonSchema range = JsonSchema::compile(json::parse(R"({"type": "object", "properties":
+      {"n": {"type": "integer", "exclusiveMinimum": 9.5, "exclusiveMaximum": 21},
+       "m": {"type": ["integer", "null"], "minimum": -5, "maximum": -3}}})"));
+  EXPECT_TRUE(complete(range, R"({"n": 20, "m": -3})"));
+  EXPECT_TRUE(complete(range, R"({"n": 10, "m": null})"));
+  EXPECT_EQ(accepted(range, R"({"n": 3)"), 6u);
+  EXPECT_EQ(accepted(range, R"({"n": 21)"), 7u);
+  EXPECT_EQ(accepted(range, R"({"n": 2})"), 7u);  // 2 itself is out: the number cannot end
+  EXPECT_EQ(accepted(range, R"({"m": -2)"), 7u);
+  EXPECT_EQ(accepted(range, R"({"m": -0)"), 7u);
+  EXPECT_EQ(accepted(range, R"({"m": 4)"), 6u);
+  // Integers are held to int64 whatever the schema says.
+  EXPECT_TRUE(complete(tree, R"({"level": 1, "root": {"value": -9223372036854775808}})"));
+  EXPECT_EQ(accepted(tree, R"({"level": 1, "root": {"value": 9223372036854775808)"), 49u);
   EXPECT_EQ(accepted(tree, R"({"level": 13)"), 11u);  // 1 and 12 are choices, 13 is not
   EXPECT_EQ(accepted(tree, R"({"level": 1.)"), 11u);
   EXPECT_EQ(accepted(tree, R"({"level": 2,)"), 11u);      // 2 alone is not a choice
