@@ -60,22 +60,24 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
   not_plain = sorted_by_piece(pieces, std::move(not_plain_ids));
 }
 
-JsonConstraint::JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab,
-                               std::shared_ptr<const JsonSchema> schema)
-    : vocab_(std::move(vocab)), schema_(std::move(schema)), json_(schema_.get()) {}
+template <class Recognizer, class Rules>
+PrefixConstraint<Recognizer, Rules>::PrefixConstraint(std::shared_ptr<const JsonVocabulary> vocab,
+                                                      std::shared_ptr<const Rules> rules)
+    : vocab_(std::move(vocab)), rules_(std::move(rules)), state_(rules_.get()) {}
 
 // The pieces in byte order, each fed from the state its shared prefix with the one before left
 // (states_[k]: after k bytes). A byte refused at offset k refuses every piece that shares those
 // k + 1 bytes: a block of the order, skipped with a binary search. So a step feeds about one byte
 // per distinct prefix that can continue, plus one per refused one.
-void JsonConstraint::walk(const JsonVocabulary::Sorted& sorted) {
+template <class Recognizer, class Rules>
+void PrefixConstraint<Recognizer, Rules>::walk(const JsonVocabulary::Sorted& sorted) {
   const std::vector<std::string>& pieces = vocab_->pieces;
   const size_t n = sorted.ids.size();
   size_t valid = 0;  // states_[0..valid] hold the previous piece's prefix
   for (size_t i = 0; i < n;) {
     const std::string& piece = pieces[static_cast<size_t>(sorted.ids[i])];
     size_t k = std::min<size_t>(sorted.shared[i], valid);
-    SchemaPrefix p = states_[k];
+    Recognizer p = states_[k];
     for (; k < piece.size() && p.feed(static_cast<uint8_t>(piece[k])); ++k) states_[k + 1] = p;
     valid = k;
     if (k == piece.size()) {
@@ -95,11 +97,12 @@ void JsonConstraint::walk(const JsonVocabulary::Sorted& sorted) {
 
 // Inside a string the plain tokens that fit its room are allowed as they are, and only the
 // others are walked.
-void JsonConstraint::mask(std::span<float> logits) {
+template <class Recognizer, class Rules>
+void PrefixConstraint<Recognizer, Rules>::mask(std::span<float> logits) {
   const JsonVocabulary& v = *vocab_;
   states_.resize(v.longest + 1);
-  states_[0] = json_;
-  if (const uint32_t room = json_.plain_string_room(); room > 0) {
+  states_[0] = state_;
+  if (const uint32_t room = state_.plain_string_room(); room > 0) {
     if (room >= v.longest) {  // every piece fits (no piece has more characters than bytes)
       allowed_ = v.plain;
     } else {
@@ -122,15 +125,19 @@ void JsonConstraint::mask(std::span<float> logits) {
   }
   for (size_t id = known; id < logits.size(); ++id) logits[id] = -INFINITY;
   if (!any)
-    fail(ErrorKind::Input, "JSON mode: no token of this vocabulary can continue the object");
+    fail(ErrorKind::Input, "constrained JSON: no token of this vocabulary can continue the text");
 }
 
-void JsonConstraint::advance(int32_t token) {
+template <class Recognizer, class Rules>
+void PrefixConstraint<Recognizer, Rules>::advance(int32_t token) {
   const auto id = static_cast<size_t>(token);
   if (token < 0 || id >= vocab_->pieces.size() || vocab_->pieces[id].empty() ||
-      !json_.feed_all(vocab_->pieces[id]))
+      !state_.feed_all(vocab_->pieces[id]))
     fail(ErrorKind::Runtime,
-         "JSON mode: token " + std::to_string(token) + " cannot continue the object");
+         "constrained JSON: token " + std::to_string(token) + " cannot continue the text");
 }
+
+template class PrefixConstraint<SchemaPrefix, JsonSchema>;
+template class PrefixConstraint<ToolCallPrefix, ToolSet>;
 
 }  // namespace ts

@@ -1,19 +1,21 @@
-// JSON mode: a row of logits masked to the tokens whose bytes can continue one JSON object
-// satisfying a schema (SchemaPrefix; JsonSchema::any_object() for plain JSON mode), then the
-// chosen token followed. The vocabulary's pieces are prepared once per
-// tokenizer (JsonVocabulary) and shared by every constrained generation over it. Tokens that add
-// no text (control tokens, end of generation among them) are never allowed: the object's closing
-// brace ends the generation instead.
+// Constrained JSON: a row of logits masked to the tokens whose bytes can continue one JSON object
+// satisfying a schema (SchemaPrefix; JsonSchema::any_object() for plain JSON mode) or one tool
+// call (ToolCallPrefix), then the chosen token followed. The vocabulary's pieces are prepared once
+// per tokenizer (JsonVocabulary) and shared by every constrained generation over it. Tokens that
+// add no text (control tokens, end of generation among them) are never allowed: the object's
+// closing brace ends the generation instead.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "text/json_schema.h"
 #include "text/schema_prefix.h"
+#include "text/tool_calls.h"
 
 namespace ts {
 
@@ -39,27 +41,37 @@ struct JsonVocabulary {
   size_t longest = 0;           // bytes of the longest piece
 };
 
-class JsonConstraint {
+// Masks to what `Recognizer` (built over `Rules`) accepts next: SchemaPrefix over a JsonSchema
+// (JSON mode, structured outputs), ToolCallPrefix over a ToolSet (a tool call).
+template <class Recognizer, class Rules>
+class PrefixConstraint {
  public:
-  JsonConstraint(std::shared_ptr<const JsonVocabulary> vocab,
-                 std::shared_ptr<const JsonSchema> schema);
+  PrefixConstraint(std::shared_ptr<const JsonVocabulary> vocab, std::shared_ptr<const Rules> rules);
 
-  // Sets every logit whose token cannot continue the object to -inf (logits past the tokenizer's
+  // Sets every logit whose token cannot continue the text to -inf (logits past the tokenizer's
   // vocabulary too). An Input error when no token can (a vocabulary without the characters).
   void mask(std::span<float> logits);
-  // Follows a generated token; a Runtime error when it cannot continue the object.
+  // Follows a generated token; a Runtime error when it cannot continue the text.
   void advance(int32_t token);
-  bool complete() const { return json_.complete(); }
+  // Follows text that is not a token (what followed a tool call's marker in the marker's token);
+  // false, and nothing changes, when it cannot continue.
+  bool advance_text(std::string_view bytes) { return state_.feed_all(bytes); }
+  bool complete() const { return state_.complete(); }
 
  private:
   void walk(const JsonVocabulary::Sorted& sorted);
 
   std::shared_ptr<const JsonVocabulary> vocab_;
-  std::shared_ptr<const JsonSchema> schema_;
-  SchemaPrefix json_;
+  std::shared_ptr<const Rules> rules_;
+  Recognizer state_;
   // mask()'s scratch: the tokens it allows, and the states after each byte of the current piece.
   std::vector<uint8_t> allowed_;
-  std::vector<SchemaPrefix> states_;
+  std::vector<Recognizer> states_;
 };
+
+using JsonConstraint = PrefixConstraint<SchemaPrefix, JsonSchema>;
+using ToolCallConstraint = PrefixConstraint<ToolCallPrefix, ToolSet>;
+extern template class PrefixConstraint<SchemaPrefix, JsonSchema>;
+extern template class PrefixConstraint<ToolCallPrefix, ToolSet>;
 
 }  // namespace ts

@@ -202,7 +202,7 @@ bool SchemaPrefix::open_value(uint16_t id, uint8_t c, const JsonPrefix& next) {
       if (cls != SchemaNode::kNull) return false;
       break;
     case Kind::Choices:
-      if (!narrow(n.choices, 0, c, lo, hi)) return false;
+      if (!narrow_sorted(n.choices, 0, c, lo, hi)) return false;
       break;
     default:
       break;
@@ -285,8 +285,7 @@ bool SchemaPrefix::close(const JsonPrefix& next) {
   return true;
 }
 
-// `texts` are sorted, so those that share a prefix are a run, the one that ends there first.
-bool SchemaPrefix::narrow(const std::vector<std::string>& texts, uint32_t offset, uint8_t c,
+bool narrow_sorted(const std::vector<std::string>& texts, uint32_t offset, uint8_t c,
                           uint32_t& lo, uint32_t& hi) {
   const auto at = [&](uint32_t i) {
     const std::string& t = texts[i];
@@ -312,7 +311,7 @@ bool SchemaPrefix::key_byte(uint8_t c) {
     return true;
   }
   uint32_t lo = lo_, hi = hi_;
-  if (!narrow(n.keys, offset_, c, lo, hi) || !key_left(f, lo, hi)) return false;
+  if (!narrow_sorted(n.keys, offset_, c, lo, hi) || !key_left(f, lo, hi)) return false;
   syntax_ = next;
   lo_ = lo, hi_ = hi, ++offset_;
   if (next.state() == State::Colon) {  // the closing quote: keys[lo_] is the key, whole
@@ -354,7 +353,7 @@ bool SchemaPrefix::number_byte(uint8_t c) {
   }
   if (mode_ == Mode::Match) {
     uint32_t lo = lo_, hi = hi_;
-    if (!narrow(node(value_node_).choices, offset_, c, lo, hi)) return false;
+    if (!narrow_sorted(node(value_node_).choices, offset_, c, lo, hi)) return false;
     lo_ = lo, hi_ = hi, ++offset_;
   }
   syntax_ = next;
@@ -367,7 +366,7 @@ bool SchemaPrefix::match_byte(uint8_t c) {
   JsonPrefix next = syntax_;
   if (!next.feed(c)) return false;
   uint32_t lo = lo_, hi = hi_;
-  if (!narrow(node(value_node_).choices, offset_, c, lo, hi)) return false;
+  if (!narrow_sorted(node(value_node_).choices, offset_, c, lo, hi)) return false;
   syntax_ = next;
   lo_ = lo, hi_ = hi, ++offset_;
   if (value_ended(next)) mode_ = Mode::Structure;

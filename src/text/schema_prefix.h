@@ -10,12 +10,19 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "text/json_prefix.h"
 #include "text/json_schema.h"
 
 namespace ts {
+
+// Narrows [lo, hi) of the sorted `texts` to those with byte c at `offset` (a run, the one that
+// ends there first); false when none has.
+bool narrow_sorted(const std::vector<std::string>& texts, uint32_t offset, uint8_t c, uint32_t& lo,
+                   uint32_t& hi);
 
 class SchemaPrefix {
  public:
@@ -62,9 +69,6 @@ class SchemaPrefix {
   bool match_byte(uint8_t c);
   bool any_byte(uint8_t c);
   bool key_left(const Frame& f, uint32_t lo, uint32_t hi) const;
-  // Narrows [lo, hi) of `texts` to those with byte c at `offset`; false when none.
-  static bool narrow(const std::vector<std::string>& texts, uint32_t offset, uint8_t c,
-                     uint32_t& lo, uint32_t& hi);
   bool value_ended(const JsonPrefix& next) const {
     return next.after_value() && next.depth() == value_depth_;
   }

@@ -1,0 +1,148 @@
+#include "text/tool_calls.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace ts {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kHead = R"({"name": ")";
+constexpr std::string_view kMiddle = R"(, "arguments": )";
+constexpr uint8_t kMaxLeadSpaces = 4;
+
+// JSON as Python's json.dumps writes it (", " and ": " between items), which is how the Jinja
+// templates these models were trained with print the tool definitions.
+std::string python_style(const json& j) {
+  std::string out;
+  if (j.is_object()) {
+    out += '{';
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it != j.begin()) out += ", ";
+      out += json(it.key()).dump() + ": " + python_style(it.value());
+    }
+    return out + '}';
+  }
+  if (j.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < j.size(); ++i) out += (i > 0 ? ", " : "") + python_style(j[i]);
+    return out + ']';
+  }
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+ToolSet::ToolSet(std::vector<Tool> tools) : tools_(std::move(tools)) {
+  std::sort(tools_.begin(), tools_.end(),
+            [](const Tool& a, const Tool& b) { return a.name < b.name; });
+  for (size_t i = 0; i < tools_.size(); ++i) {
+    if (i > 0 && tools_[i].name == tools_[i - 1].name)
+      fail(ErrorKind::Input, "two tools are named '" + tools_[i].name + "'");
+    quoted_.push_back(tools_[i].name + "\"");
+  }
+}
+
+std::string ToolSet::system_block() const {
+  std::string out =
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  for (const Tool& t : tools_) {
+    json function = {{"name", t.name}, {"parameters", t.parameters}};
+    if (!t.description.empty()) function["description"] = t.description;
+    out += '\n';
+    out += python_style(json{{"type", "function"}, {"function", function}});
+  }
+  return out +
+         "\n</tools>\n\nFor each function call, return a json object with function name and "
+         "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+         "<function-name>, \"arguments\": <args-json-object>}\n</tool_call>";
+}
+
+std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
+  for (const Tool& t : tools_)
+    if (t.name == name) return std::make_shared<const ToolSet>(std::vector<Tool>{t});
+  fail(ErrorKind::Input, "no tool is named '" + name + "'");
+}
+
+ToolCall parse_tool_call(std::string_view text) {
+  const size_t open = text.find('{');
+  const json call = open == std::string_view::npos
+                        ? json(json::value_t::discarded)
+                        : json::parse(text.substr(open), nullptr, false);
+  if (!call.is_object() || !call.contains("name") || !call["name"].is_string() ||
+      !call.contains("arguments") || !call["arguments"].is_object())
+    fail(ErrorKind::Runtime, "a tool call that does not parse: " + std::string(text));
+  return {call["name"].get<std::string>(), call["arguments"].dump()};
+}
+
+std::string tool_call_text(const std::string& name, const std::string& arguments_json) {
+  return std::string(kToolCallOpen) + "\n" + std::string(kHead) + name + "\"" +
+         std::string(kMiddle) + arguments_json + "}\n</tool_call>";
+}
+
+bool ToolCallPrefix::accepts(std::string_view bytes) const {
+  ToolCallPrefix next = *this;
+  return next.feed_all(bytes);
+}
+
+bool ToolCallPrefix::feed_all(std::string_view bytes) {
+  ToolCallPrefix next = *this;
+  for (char c : bytes)
+    if (!next.feed(static_cast<uint8_t>(c))) return false;
+  *this = next;
+  return true;
+}
+
+bool ToolCallPrefix::feed(uint8_t c) {
+  if (tools_ == nullptr) return false;
+  switch (phase_) {
+    case Phase::Lead:
+      if (c == '\n' && !lead_break_) {
+        lead_break_ = true;
+        return true;
+      }
+      if ((c == ' ' || c == '\t') && lead_spaces_ < kMaxLeadSpaces) {
+        ++lead_spaces_;
+        return true;
+      }
+      if (c != static_cast<uint8_t>(kHead[0])) return false;
+      phase_ = Phase::Head, offset_ = 1;
+      return true;
+    case Phase::Head:
+      if (c != static_cast<uint8_t>(kHead[offset_])) return false;
+      if (++offset_ == kHead.size())
+        phase_ = Phase::Name, offset_ = 0, lo_ = 0,
+        hi_ = static_cast<uint32_t>(tools_->quoted_names().size());
+      return true;
+    case Phase::Name: {
+      uint32_t lo = lo_, hi = hi_;
+      if (!narrow_sorted(tools_->quoted_names(), offset_, c, lo, hi)) return false;
+      lo_ = lo, hi_ = hi, ++offset_;
+      if (c == '"') {  // names hold no quote: this one is whole, and the only one left
+        phase_ = Phase::Middle, offset_ = 0;
+        arguments_ = SchemaPrefix(tools_->tools()[lo_].schema.get());
+      }
+      return true;
+    }
+    case Phase::Middle:
+      if (c != static_cast<uint8_t>(kMiddle[offset_])) return false;
+      if (++offset_ == kMiddle.size()) phase_ = Phase::Arguments;
+      return true;
+    case Phase::Arguments:
+      if (!arguments_.feed(c)) return false;
+      if (arguments_.complete()) phase_ = Phase::Tail;
+      return true;
+    case Phase::Tail:
+      if (c != '}') return false;
+      phase_ = Phase::Done;
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace ts

@@ -1,0 +1,96 @@
+// Tool calling in the Hermes format that Qwen 2.5 / 3 and many fine-tunes are trained on: the
+// tools are listed in the system prompt inside <tools></tools>, and the model calls one by
+// writing
+//   <tool_call>
+//   {"name": "get_weather", "arguments": {"city": "Paris"}}
+//   </tool_call>
+// A call is generated under ToolCallPrefix, which holds it to that envelope, a declared name and
+// that tool's parameter schema, byte by byte (the same promise as SchemaPrefix: an accepted
+// prefix can always be completed), so every call the server returns parses and fits its schema.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text/json_schema.h"
+#include "text/schema_prefix.h"
+
+namespace ts {
+
+struct Tool {
+  std::string name;
+  std::string description;
+  nlohmann::json parameters;  // the JSON Schema as given
+  std::shared_ptr<const JsonSchema> schema;
+};
+
+// What marks a call in the generated text; what the prompt lists the tools in.
+inline constexpr std::string_view kToolCallOpen = "<tool_call>";
+
+class ToolSet {
+ public:
+  // Sorts by name; an Input error for a duplicate name.
+  explicit ToolSet(std::vector<Tool> tools);
+
+  // The system prompt's section that lists the tools and says how to call them.
+  std::string system_block() const;
+  const std::vector<Tool>& tools() const { return tools_; }
+  // Each name as the call writes it, closing quote included ("get_weather\""), in `tools()` order.
+  const std::vector<std::string>& quoted_names() const { return quoted_; }
+  // The same set reduced to one tool (tool_choice naming it); an Input error if it is not here.
+  std::shared_ptr<const ToolSet> only(const std::string& name) const;
+
+ private:
+  std::vector<Tool> tools_;
+  std::vector<std::string> quoted_;
+};
+
+// One call read back from the text generated under ToolCallPrefix.
+struct ToolCall {
+  std::string name;
+  std::string arguments;  // compact JSON text of the arguments object
+};
+ToolCall parse_tool_call(std::string_view text);
+
+// The text of a call as the model writes it (for an assistant message that made calls).
+std::string tool_call_text(const std::string& name, const std::string& arguments_json);
+
+class ToolCallPrefix {
+ public:
+  ToolCallPrefix() = default;  // refuses everything; assign a constructed one
+  explicit ToolCallPrefix(const ToolSet* tools) : tools_(tools) {}
+
+  // The same contract as JsonPrefix's.
+  bool feed(uint8_t c);
+  bool accepts(std::string_view bytes) const;
+  bool feed_all(std::string_view bytes);
+  bool complete() const { return phase_ == Phase::Done; }
+  uint32_t plain_string_room() const {
+    return phase_ == Phase::Arguments ? arguments_.plain_string_room() : 0;
+  }
+
+ private:
+  enum class Phase : uint8_t {
+    Lead,       // whitespace before the object (a line break, some indentation), or its head
+    Head,       // {"name": "
+    Name,       // one of the quoted names
+    Middle,     // , "arguments":
+    Arguments,  // the tool's parameters object
+    Tail,       // }
+    Done,
+  };
+
+  const ToolSet* tools_ = nullptr;
+  Phase phase_ = Phase::Lead;
+  uint8_t lead_spaces_ = 0;
+  bool lead_break_ = false;
+  uint32_t offset_ = 0;  // bytes matched of the current literal or name
+  uint32_t lo_ = 0, hi_ = 0;
+  SchemaPrefix arguments_;
+};
+
+}  // namespace ts
