@@ -21,6 +21,8 @@ const char* finish_reason_name(FinishReason r) {
       return "length";
     case FinishReason::Cancelled:
       return "cancelled";
+    case FinishReason::ToolCalls:
+      return "tool_calls";
   }
   return "?";
 }

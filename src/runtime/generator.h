@@ -33,7 +33,7 @@ struct GenerateOptions {
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
 };
 
-enum class FinishReason { Stop, Length, Cancelled };
+enum class FinishReason { Stop, Length, Cancelled, ToolCalls };
 const char* finish_reason_name(FinishReason r);
 
 struct GenerateResult {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "server/logprobs.h"
+#include "server/tool_request.h"
 
 namespace ts::server {
 namespace {
@@ -77,10 +78,9 @@ void refuse_unsupported(const json& body, ApiKind kind) {
     if (boolean(body, "echo", false)) bad("echo", "is not supported");
     if (!string(body, "suffix").empty()) bad("suffix", "is not supported");
   } else {
-    for (const char* f : {"tools", "functions"}) {
-      const json* v = get(body, f);
-      if (v != nullptr && !(v->is_array() && v->empty())) bad(f, "(tool calling) is not supported");
-    }
+    const json* v = get(body, "functions");
+    if (v != nullptr && !(v->is_array() && v->empty()))
+      bad("functions", "(the deprecated form of tools) is not supported: send \"tools\"");
   }
 }
 
@@ -215,6 +215,19 @@ void read_messages(const json& body, ApiRequest& r) {
     if (msg.role == "developer") msg.role = "system";
     const auto content = m.find("content");
     msg.content = content == m.end() ? std::string() : content_text(*content, i);
+    if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
+      if (msg.role != "assistant") bad(field + ".tool_calls", "belong to assistant messages");
+      const std::string text = tool_calls_text(*calls, field + ".tool_calls");
+      msg.content += (msg.content.empty() || text.empty() ? "" : "\n") + text;
+    }
+    // Tool results, as the Hermes format reads them: in a user turn, one after another.
+    if (msg.role == "tool") {
+      msg.content = tool_response_text(msg.content);
+      if (!r.messages.empty() && r.messages.back().role == "tool") {
+        r.messages.back().content += "\n" + msg.content;
+        continue;
+      }
+    }
     r.messages.push_back(std::move(msg));
   }
 }
@@ -235,6 +248,12 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
     read_prompt(body, r);
   } else {
     read_messages(body, r);
+    for (ChatMessage& m : r.messages)
+      if (m.role == "tool") m.role = "user";
+    const ToolRequest tools = read_tools(body);
+    r.tools = tools.tools;
+    r.tool_required = tools.required;
+    if (r.tools != nullptr) add_tools_to_system(*r.tools, r.messages);
   }
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   const int64_t def = kind == ApiKind::Completion ? kCompletionDefaultMaxTokens : -1;
@@ -258,6 +277,8 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
       static_cast<int32_t>(integer(body, "repeat_last_n", -1, kIntMax, p.penalty_last_n));
   p.logit_bias = logit_bias(body);
   r.json = response_format(body);
+  if (r.json != nullptr && r.tools != nullptr)
+    bad("response_format", "cannot be combined with tools (a tool call has its own schema)");
   r.ignore_eos = boolean(body, "ignore_eos", false);
   r.cache_prompt = boolean(body, "cache_prompt", true);
   if (kind == ApiKind::Completion) {

@@ -14,6 +14,7 @@
 #include "text/chat_template.h"
 #include "text/json_schema.h"
 #include "text/sampler.h"
+#include "text/tool_calls.h"
 
 namespace ts::server {
 
@@ -35,6 +36,10 @@ struct ApiRequest {
   SamplerParams sampling;  // OpenAI's defaults: temperature 1, nucleus and top-k off
   // response_format json_object (JsonSchema::any_object()) or json_schema; null: text.
   std::shared_ptr<const JsonSchema> json;
+  // Chat: the tools the model may call (null: none), already listed in the system message; and
+  // whether the answer must be a call (tool_choice "required" or a named function).
+  std::shared_ptr<const ToolSet> tools;
+  bool tool_required = false;
   std::optional<uint64_t> seed;  // absent: the server draws one
   int top_logprobs = -1;         // < 0: no log-probabilities
 };

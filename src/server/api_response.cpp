@@ -48,12 +48,33 @@ json chat_token(const Tokenizer& tok, const TokenProb& p) {
 
 }  // namespace
 
-std::string new_response_id(ApiKind kind) {
+namespace {
+
+std::string random_hex24() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   char hex[25];
   std::snprintf(hex, sizeof(hex), "%016llx%08llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng() & 0xffffffffu));
-  return std::string(kind == ApiKind::Chat ? "chatcmpl-" : "cmpl-") + hex;
+  return hex;
+}
+
+// OpenAI's tool_calls list; in a stream each call carries its index.
+json tool_calls_json(const std::vector<ToolCall>& calls, bool streamed) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json c = {{"id", "call_" + random_hex24()},
+              {"type", "function"},
+              {"function", {{"name", calls[i].name}, {"arguments", calls[i].arguments}}}};
+    if (streamed) c["index"] = i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string new_response_id(ApiKind kind) {
+  return std::string(kind == ApiKind::Chat ? "chatcmpl-" : "cmpl-") + random_hex24();
 }
 
 json usage_json(const Usage& u) {
@@ -95,10 +116,14 @@ json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
 }
 
 json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                   const Usage& u, const json& logprobs) {
+                   const Usage& u, const json& logprobs, const std::vector<ToolCall>& calls) {
   json c = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_name(finish)}};
   if (chat(m)) {
     c["message"] = {{"role", "assistant"}, {"content", text}};
+    if (!calls.empty()) {
+      if (text.empty()) c["message"]["content"] = nullptr;
+      c["message"]["tool_calls"] = tool_calls_json(calls, false);
+    }
   } else {
     c["text"] = text;
   }
@@ -117,6 +142,11 @@ json role_chunk(const ResponseMeta& m) {
 
 json text_chunk(const ResponseMeta& m, const std::string& text, const json& logprobs) {
   return chunk(m, json::array({choice(m, {{"content", text}}, text, nullptr, logprobs)}));
+}
+
+json tool_calls_chunk(const ResponseMeta& m, const std::vector<ToolCall>& calls) {
+  return chunk(m, json::array({choice(m, {{"tool_calls", tool_calls_json(calls, true)}}, "",
+                                      nullptr, nullptr)}));
 }
 
 json finish_chunk(const ResponseMeta& m, FinishReason finish, const json& logprobs) {

@@ -126,6 +126,8 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
   if (!u.error.empty()) {
     if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
   } else {
+    if (!u.tool_calls.empty() && !write(sink, sse_event(tool_calls_chunk(r.meta, u.tool_calls))))
+      return false;
     if (!write(sink, sse_event(finish_chunk(r.meta, u.finish, take_logprobs(r))))) return false;
     if (r.meta.include_usage && !write(sink, sse_event(usage_chunk(r.meta, u.usage)))) return false;
   }
@@ -144,8 +146,9 @@ bool relay_whole(Relay& r, httplib::DataSink& sink) {
   if (!u.done) return true;
   // The status line has gone out as 200; a failure mid-generation can only be told in the body.
   const std::string body =
-      u.error.empty() ? dump(full_response(r.meta, r.text, u.finish, u.usage, take_logprobs(r)))
-                      : dump(error_json(u.error, "server_error", ""));
+      u.error.empty()
+          ? dump(full_response(r.meta, r.text, u.finish, u.usage, take_logprobs(r), u.tool_calls))
+          : dump(error_json(u.error, "server_error", ""));
   if (!write(sink, body)) return false;
   sink.done();
   return true;
@@ -178,7 +181,9 @@ struct HttpServer::Impl {
 std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
   if (a.kind == ApiKind::Chat) {
     if (!chat) fail(ErrorKind::Input, no_chat);
-    return tok.encode(chat->apply(a.messages, true), tok.add_bos(), true);
+    // A required call: the answer opens with the marker, so the model writes only the call.
+    const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
+    return tok.encode(chat->apply(a.messages, true) + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
   // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.
@@ -207,6 +212,8 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
     g.stop = a.stop;
     g.sampling = a.sampling;
     g.json = a.json;
+    g.tools = a.tools;
+    g.tool_required = a.tool_required;
     g.sampling.seed = a.seed ? *a.seed : random_seed();
     g.top_logprobs = a.top_logprobs;
     logprobs = a.top_logprobs >= 0;

@@ -12,6 +12,7 @@ JobUpdate Job::take(std::chrono::milliseconds timeout) {
   u.finish = finish_;
   u.error = error_;
   u.usage = usage_;
+  if (done_) u.tool_calls = tool_calls_;
   return u;
 }
 
@@ -32,21 +33,22 @@ void Job::record(TokenLogprobs lp) {
   cv_.notify_all();
 }
 
-void Job::finish(FinishReason reason, Usage usage) {
-  close(reason, usage, {});
+void Job::finish(FinishReason reason, Usage usage, std::vector<ToolCall> calls) {
+  close(reason, usage, {}, std::move(calls));
 }
 
 void Job::fail(std::string message) {
-  close(FinishReason::Stop, {}, std::move(message));
+  close(FinishReason::Stop, {}, std::move(message), {});
 }
 
-void Job::close(FinishReason reason, Usage usage, std::string error) {
+void Job::close(FinishReason reason, Usage usage, std::string error, std::vector<ToolCall> calls) {
   {
     std::lock_guard lock(mu_);
     done_ = true;
     finish_ = reason;
     usage_ = usage;
     error_ = std::move(error);
+    tool_calls_ = std::move(calls);
   }
   cv_.notify_all();
 }

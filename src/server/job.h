@@ -15,6 +15,7 @@
 #include "runtime/generator.h"
 #include "server/logprobs.h"
 #include "text/sampler.h"
+#include "text/tool_calls.h"
 
 namespace ts::server {
 
@@ -30,6 +31,10 @@ struct GenRequest {
   // (Scheduler::reusable). Off: the prompt is prefilled whole, so the answer is bit-for-bit the
   // one the request gets alone.
   bool cache_prompt = true;
+  // Chat tools (null: none). Not required: the model may write a call after any text, which
+  // kToolCallOpen starts; required: the prompt ends with it, and the answer is the call.
+  std::shared_ptr<const ToolSet> tools;
+  bool tool_required = false;
 };
 
 struct Usage {
@@ -46,6 +51,7 @@ struct JobUpdate {
   FinishReason finish = FinishReason::Length;
   std::string error;  // non-empty: generation failed (done is then true)
   Usage usage;
+  std::vector<ToolCall> tool_calls;  // with done and FinishReason::ToolCalls
 };
 
 class Job {
@@ -64,11 +70,11 @@ class Job {
   // Scheduler side.
   void emit(std::string text);
   void record(TokenLogprobs lp);
-  void finish(FinishReason reason, Usage usage);
+  void finish(FinishReason reason, Usage usage, std::vector<ToolCall> calls = {});
   void fail(std::string message);
 
  private:
-  void close(FinishReason reason, Usage usage, std::string error);
+  void close(FinishReason reason, Usage usage, std::string error, std::vector<ToolCall> calls);
 
   const GenRequest request_;
   std::atomic<bool> cancelled_{false};
@@ -80,6 +86,7 @@ class Job {
   FinishReason finish_ = FinishReason::Length;
   std::string error_;
   Usage usage_;
+  std::vector<ToolCall> tool_calls_;
 };
 
 }  // namespace ts::server

@@ -169,12 +169,15 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
     return;
   }
   for (int32_t t : r.prompt) s.sampler->accept(t);
-  if (r.json) {
-    if (json_vocab_ == nullptr) json_vocab_ = std::make_shared<const JsonVocabulary>(tok_);
-    s.json.emplace(json_vocab_, r.json);
-  }
+  if ((r.json || r.tools) && json_vocab_ == nullptr)
+    json_vocab_ = std::make_shared<const JsonVocabulary>(tok_);
+  if (r.json) s.json.emplace(json_vocab_, r.json);
+  if (r.tool_required) s.tool.emplace(json_vocab_, r.tools);
+  s.call_text.clear();
   s.text.emplace(tok_);
-  s.stops.emplace(r.stop);
+  std::vector<std::string> stops = r.stop;
+  if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
+  s.stops.emplace(std::move(stops));
   const int64_t kept = reusable(s, r);
   s.tokens.resize(static_cast<size_t>(kept));
   s.kv->n_past = kept;
@@ -267,14 +270,24 @@ void Scheduler::sample(Slot& s) {
 void Scheduler::accept_token(Slot& s) {
   const GenRequest& r = s.job->request();
   if (s.json) s.json->mask(s.logits);
+  if (s.tool) s.tool->mask(s.logits);
   const int32_t t = s.sampler->sample(s.logits);
   if (s.json) s.json->advance(t);
+  if (s.tool) s.tool->advance(t);
   if (!r.ignore_eos && tok_.is_eog(t)) return finish(s, FinishReason::Stop);
   ++s.generated;
   s.sampler->accept(t);
   if (r.top_logprobs >= 0) s.job->record(token_logprobs(s.logits, t, r.top_logprobs));
-  s.job->emit(s.stops->push(s.text->push(t)));
-  if (s.stops->stopped() || (s.json && s.json->complete())) return finish(s, FinishReason::Stop);
+  if (s.tool) {
+    s.call_text += json_vocab_->pieces[static_cast<size_t>(t)];
+    if (s.tool->complete()) return finish(s, FinishReason::ToolCalls);
+  } else {
+    s.job->emit(s.stops->push(s.text->push(t)));
+    const bool call = s.stops->stopped() && r.tools && s.stops->matched() == kToolCallOpen;
+    if (call && !start_tool_call(s, s.stops->after())) return finish(s, FinishReason::Stop);
+    if (!call && (s.stops->stopped() || (s.json && s.json->complete())))
+      return finish(s, FinishReason::Stop);
+  }
   if (r.max_tokens >= 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
   // Prompt and answer together never exceed the context (OpenAI's rule; `generate` stops there
   // too): the cache holds all but the last token, which is never fed.
@@ -283,10 +296,18 @@ void Scheduler::accept_token(Slot& s) {
   s.next = t;
 }
 
+bool Scheduler::start_tool_call(Slot& s, const std::string& after) {
+  s.tool.emplace(json_vocab_, s.job->request().tools);
+  s.call_text = after;
+  return s.tool->advance_text(after);
+}
+
 void Scheduler::finish(Slot& s, FinishReason reason) {
   if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
+  std::vector<ToolCall> calls;
+  if (reason == FinishReason::ToolCalls) calls.push_back(parse_tool_call(s.call_text));
   const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
-  release(s)->finish(reason, usage);
+  release(s)->finish(reason, usage, std::move(calls));
 }
 
 // The slot is free (and counted so) before its job is told it ended: a client that reads /health
@@ -297,6 +318,7 @@ std::shared_ptr<Job> Scheduler::release(Slot& s) {
   s.text.reset();
   s.stops.reset();
   s.json.reset();
+  s.tool.reset();
   s.sample_first = false;
   s.fed = 0;
   s.generated = 0;

@@ -74,12 +74,14 @@ class Scheduler {
     std::optional<Sampler> sampler;
     std::optional<TextStream> text;
     std::optional<StopStrings> stops;
-    std::optional<JsonConstraint> json;  // JSON mode
-    int64_t fed = 0;                     // prompt tokens in the cache
-    int64_t cached = 0;                  // of which were there before the job came
-    int64_t generated = 0;               // tokens sampled and shown
-    int32_t next = -1;                   // the last sampled token, fed in the next step
-    bool sample_first = false;           // the prompt's logits came from the cache: sample now
+    std::optional<JsonConstraint> json;      // JSON mode
+    std::optional<ToolCallConstraint> tool;  // while a tool call is being written
+    std::string call_text;                   // ... its bytes so far
+    int64_t fed = 0;                         // prompt tokens in the cache
+    int64_t cached = 0;                      // of which were there before the job came
+    int64_t generated = 0;                   // tokens sampled and shown
+    int32_t next = -1;                       // the last sampled token, fed in the next step
+    bool sample_first = false;               // the prompt's logits came from the cache: sample now
     uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first, and the
                             // least recently admitted free slot is given away first
     // What the cache holds, kept after the job ends: the token of every row (kv->n_past of them),
@@ -96,6 +98,9 @@ class Scheduler {
   Slot* pick_slot(const GenRequest& r);
   void start(Slot& s, std::shared_ptr<Job> job);
   void sample(Slot& s);
+  // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
+  // with bytes no call can start with.
+  bool start_tool_call(Slot& s, const std::string& after);
   void step();
   void accept_token(Slot& s);
   void finish(Slot& s, FinishReason reason);
@@ -106,7 +111,8 @@ class Scheduler {
   Engine& engine_;
   const Tokenizer& tok_;
   SchedulerOptions o_;
-  // The vocabulary's pieces for JSON mode, made at the first such request (scheduler thread).
+  // The vocabulary's pieces for JSON mode and tool calls, made at the first such request
+  // (scheduler thread).
   std::shared_ptr<const JsonVocabulary> json_vocab_;
   Forward forward_;
   std::vector<Slot> slots_;

@@ -285,8 +285,8 @@ bool SchemaPrefix::close(const JsonPrefix& next) {
   return true;
 }
 
-bool narrow_sorted(const std::vector<std::string>& texts, uint32_t offset, uint8_t c,
-                          uint32_t& lo, uint32_t& hi) {
+bool narrow_sorted(const std::vector<std::string>& texts, uint32_t offset, uint8_t c, uint32_t& lo,
+                   uint32_t& hi) {
   const auto at = [&](uint32_t i) {
     const std::string& t = texts[i];
     return t.size() > offset ? static_cast<int>(static_cast<uint8_t>(t[offset])) : -1;

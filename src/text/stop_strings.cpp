@@ -15,10 +15,15 @@ std::string StopStrings::push(std::string_view text) {
   if (stopped_) return "";
   held_ += text;
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, held_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = held_.find(s);
+    if (at < first || (at == first && at != std::string::npos && s.size() > matched_.size()))
+      first = at, matched_ = s;
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string out = held_.substr(0, first);
+    after_ = held_.substr(first + matched_.size());
     held_.clear();
     return out;
   }

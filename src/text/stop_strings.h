@@ -19,11 +19,15 @@ class StopStrings {
   // At the end of generation: the text still held back.
   std::string flush();
   bool stopped() const { return stopped_; }
+  // Once stopped: the stop string that appeared, and the text that came after it.
+  const std::string& matched() const { return matched_; }
+  const std::string& after() const { return after_; }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;
   bool stopped_ = false;
+  std::string matched_, after_;
 };
 
 }  // namespace ts

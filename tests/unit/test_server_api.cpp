@@ -162,7 +162,7 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
        "'messages[0].content'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
-       "'tools'"},
+       "'tools[0]' must be"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "object", "properties": {"a": {"type": "string", "pattern": "^a"}}}}}})",
        "'response_format' json_schema at #/properties/a: the keyword pattern is not supported"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})",
@@ -284,6 +284,70 @@ TEST(ServerApi, TokenizeAndDetokenizeAsLlamaCpp) {
             std::string::npos);
   EXPECT_NE(error_of(detokenize_response, json{{"tokens", {-1}}}).find("got -1"),
             std::string::npos);
+}
+
+// Tools: definitions compiled and listed in the system message, tool_choice read, the tool turns
+// of the history written in the Hermes format, and every malformed piece refused by name.
+TEST(ServerApi, ReadsToolsAndToolTurns) {
+  const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
+      "description": "Weather now", "parameters": {"type": "object", "properties": {"city":
+      {"type": "string"}}, "required": ["city"]}}}, {"type": "function", "function": {"name": "noop"}}])";
+  const ApiRequest a = chat(R"({"messages": [{"role": "system", "content": "Be brief."},
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+      {"role": "tool", "tool_call_id": "c2", "content": "cloudy"}], )" +
+                            tools + "}");
+  ASSERT_NE(a.tools, nullptr);
+  EXPECT_EQ(a.tools->tools().size(), 2u);
+  EXPECT_FALSE(a.tool_required);
+  ASSERT_EQ(a.messages.size(), 4u);
+  EXPECT_EQ(a.messages[0].content.rfind("Be brief.\n\n# Tools\n\n", 0), 0u)
+      << a.messages[0].content;
+  EXPECT_NE(a.messages[0].content.find("\"name\": \"get_weather\""), std::string::npos);
+  EXPECT_EQ(a.messages[2].content,
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"
+            "</tool_call>");
+  EXPECT_EQ(a.messages[3].role, "user");
+  EXPECT_EQ(a.messages[3].content,
+            "<tool_response>\n18 C\n</tool_response>\n<tool_response>\ncloudy\n</tool_response>");
+  const std::string user = R"({"messages": [{"role": "user", "content": "x"}], )";
+  const ApiRequest required = chat(user + tools + R"(, "tool_choice": "required"})");
+  EXPECT_TRUE(required.tool_required);
+  EXPECT_EQ(required.messages.front().role, "system");  // added to hold the tools
+  const ApiRequest named = chat(
+      user + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "noop"}}})");
+  EXPECT_TRUE(named.tool_required);
+  ASSERT_EQ(named.tools->tools().size(), 1u);
+  EXPECT_EQ(named.tools->tools()[0].name, "noop");
+  EXPECT_EQ(chat(user + tools + R"(, "tool_choice": "none"})").tools, nullptr);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {user + R"("tools": [{"type": "function", "function": {"name": "a b"}}]})",
+       "'tools[0].function.name' must be 1 to 64"},
+      {user + R"("tools": [{"type": "function", "function": {"name": "f", "parameters":
+          {"type": "object", "properties": {"a": {"pattern": "x"}}}}}]})",
+       "'tools[0].function.parameters' json_schema at #/properties/a"},
+      {user + R"("tools": [{"type": "function", "function": {"name": "f"}},
+          {"type": "function", "function": {"name": "f"}}]})",
+       "two tools are named 'f'"},
+      {user + R"("tool_choice": "required"})", "'tool_choice' needs \"tools\""},
+      {user + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "zz"}}})",
+       "no tool is named 'zz'"},
+      {user + tools + R"(, "tool_choice": "sometimes"})", "'tool_choice' must be"},
+      {user + tools + R"(, "response_format": {"type": "json_object"}})",
+       "cannot be combined with tools"},
+      {user + R"("functions": [{"name": "f"}]})", "'functions' (the deprecated form of tools)"},
+      {R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+       "tool_calls' belong to assistant messages"},
+      {R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f",
+          "arguments": "not json"}}]}]})",
+       "arguments' must be a JSON object"},
+  };
+  for (const auto& [body, want] : refused) {
+    const std::string got = error_of(ApiKind::Chat, body);
+    EXPECT_NE(got.find(want), std::string::npos) << body << "\ngot: " << got;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,124 @@
+#include "server/tool_request.h"
+
+#include <cctype>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace ts::server {
+
+using nlohmann::json;
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  fail(ErrorKind::Input, "'" + field + "' " + what);
+}
+
+// OpenAI's rule for function names: letters, digits, '_' and '-', at most 64.
+bool valid_name(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') return false;
+  return true;
+}
+
+Tool read_tool(const json& t, const std::string& field) {
+  if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+      !t["function"].is_object())
+    bad(field, "must be {\"type\": \"function\", \"function\": {...}}");
+  const json& f = t["function"];
+  Tool tool;
+  if (!f.contains("name") || !f["name"].is_string() || !valid_name(f["name"].get<std::string>()))
+    bad(field + ".function.name", "must be 1 to 64 letters, digits, '_' or '-'");
+  tool.name = f["name"].get<std::string>();
+  if (f.contains("description") && !f["description"].is_null()) {
+    if (!f["description"].is_string()) bad(field + ".function.description", "must be a string");
+    tool.description = f["description"].get<std::string>();
+  }
+  tool.parameters = f.contains("parameters") && !f["parameters"].is_null()
+                        ? f["parameters"]
+                        : json{{"type", "object"}, {"properties", json::object()}};
+  try {
+    tool.schema = std::make_shared<const JsonSchema>(JsonSchema::compile(tool.parameters));
+  } catch (const Error& e) {
+    bad(field + ".function.parameters", e.what());
+  }
+  return tool;
+}
+
+}  // namespace
+
+ToolRequest read_tools(const json& body) {
+  std::vector<Tool> tools;
+  if (const auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    if (!t->is_array()) bad("tools", "must be a list");
+    for (size_t i = 0; i < t->size(); ++i)
+      tools.push_back(read_tool((*t)[i], "tools[" + std::to_string(i) + "]"));
+  }
+  if (const auto p = body.find("parallel_tool_calls");
+      p != body.end() && !p->is_null() && !p->is_boolean())
+    bad("parallel_tool_calls", "must be true or false");
+  ToolRequest r;
+  const auto choice = body.find("tool_choice");
+  if (choice == body.end() || choice->is_null() || *choice == "auto") {
+    if (!tools.empty()) r.tools = std::make_shared<const ToolSet>(std::move(tools));
+    return r;
+  }
+  if (*choice == "none") return r;
+  if (tools.empty()) bad("tool_choice", "needs \"tools\"");
+  auto set = std::make_shared<const ToolSet>(std::move(tools));
+  r.required = true;
+  if (*choice == "required") {
+    r.tools = set;
+    return r;
+  }
+  if (!choice->is_object() || choice->value("type", "") != "function" ||
+      !choice->contains("function") || !(*choice)["function"].is_object() ||
+      !(*choice)["function"].contains("name") || !(*choice)["function"]["name"].is_string())
+    bad("tool_choice",
+        "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+        "{\"name\": ...}}");
+  try {
+    r.tools = set->only((*choice)["function"]["name"].get<std::string>());
+  } catch (const Error& e) {
+    bad("tool_choice", e.what());
+  }
+  return r;
+}
+
+std::string tool_calls_text(const json& calls, const std::string& field) {
+  if (!calls.is_array()) bad(field, "must be a list");
+  std::string out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const json& c = calls[i];
+    const std::string at = field + "[" + std::to_string(i) + "]";
+    if (!c.is_object() || !c.contains("function") || !c["function"].is_object() ||
+        !c["function"].contains("name") || !c["function"]["name"].is_string())
+      bad(at,
+          "must be {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}");
+    const json& f = c["function"];
+    // Arguments come back as the JSON text the server sent; an object is taken as well.
+    json args = f.value("arguments", json("{}"));
+    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (!args.is_object()) bad(at + ".function.arguments", "must be a JSON object (or its text)");
+    if (!out.empty()) out += '\n';
+    out += tool_call_text(f["name"].get<std::string>(), args.dump());
+  }
+  return out;
+}
+
+std::string tool_response_text(const std::string& content) {
+  return "<tool_response>\n" + content + "\n</tool_response>";
+}
+
+void add_tools_to_system(const ToolSet& tools, std::vector<ChatMessage>& messages) {
+  if (!messages.empty() && messages.front().role == "system") {
+    std::string& system = messages.front().content;
+    system += (system.empty() ? "" : "\n\n") + tools.system_block();
+  } else {
+    messages.insert(messages.begin(), ChatMessage{"system", tools.system_block()});
+  }
+}
+
+}  // namespace ts::server
