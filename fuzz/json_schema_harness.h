@@ -157,7 +157,8 @@ inline void expect_valid_instance(const std::string& text, const nlohmann::json&
   const nlohmann::json parsed = nlohmann::json::parse(text, nullptr, false);
   if (parsed.is_discarded()) violated(std::string(what) + " is not JSON: " + text);
   if (!schema_valid(parsed, schema, schema))
-    violated(std::string(what) + " does not satisfy the schema: " + text);
+    violated(std::string(what) + " does not satisfy the schema: " + text +
+             "\nschema: " + schema.dump());
 }
 
 inline bool check_json_schema(const uint8_t* data, size_t size) {

@@ -65,18 +65,25 @@ constexpr std::string_view kTyped[] = {"type",
 constexpr std::string_view kBounds[] = {"minimum", "maximum", "exclusiveMinimum",
                                         "exclusiveMaximum"};
 
-// An integer bound as the nearest int64 inside it: ceil of a minimum, floor of a maximum, one
-// step in for the exclusive ones; clamped to int64's range.
-int64_t integer_bound(const json& v, std::string_view key, const std::string& where) {
+// Narrows [lo, hi] by an integer bound: ceil of a minimum, floor of a maximum, one step in for the
+// exclusive ones. A bound past int64's range leaves it whole or empties it.
+void apply_integer_bound(const json& v, std::string_view key, const std::string& where, int64_t& lo,
+                         int64_t& hi) {
   if (!v.is_number()) bad(where, std::string(key) + " must be a number");
   const double x = v.get<double>();
   const bool lower = key == "minimum" || key == "exclusiveMinimum";
-  const bool exclusive = key.starts_with("exclusive");
   double b = lower ? std::ceil(x) : std::floor(x);
-  if (exclusive && b == x) b += lower ? 1 : -1;
-  if (b <= -9.2e18) return INT64_MIN;
-  if (b >= 9.2e18) return INT64_MAX;
-  return static_cast<int64_t>(b);
+  if (key.starts_with("exclusive") && b == x) b += lower ? 1 : -1;
+  constexpr double kTwo63 = 9223372036854775808.0;  // exact in a double
+  if (b >= kTwo63 || b < -kTwo63) {
+    if (lower == (b >= kTwo63)) lo = INT64_MAX, hi = INT64_MIN;  // nothing is left
+    return;
+  }
+  const auto n = static_cast<int64_t>(b);
+  if (lower)
+    lo = std::max(lo, n);
+  else
+    hi = std::min(hi, n);
 }
 
 bool has_typed_keyword(const json& s) {
@@ -356,15 +363,9 @@ class SchemaCompiler {
       n.max_count = count(s, "maxLength", SchemaNode::kUnbounded, where);
     } else if (type == "integer") {
       n.kind = Kind::Integer;
-      for (std::string_view k : kBounds) {
-        const auto v = s.find(k);
-        if (v == s.end()) continue;
-        const int64_t b = integer_bound(*v, k, where);
-        if (k == "minimum" || k == "exclusiveMinimum")
-          n.min_value = std::max(n.min_value, b);
-        else
-          n.max_value = std::min(n.max_value, b);
-      }
+      for (std::string_view k : kBounds)
+        if (const auto v = s.find(k); v != s.end())
+          apply_integer_bound(*v, k, where, n.min_value, n.max_value);
     } else if (type == "number") {
       n.kind = Kind::Number;
     } else if (type == "boolean") {

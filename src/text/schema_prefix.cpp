@@ -28,13 +28,13 @@ bool integer_reachable(const IntegerSoFar& s, int64_t lo, int64_t hi) {
   using Wide = __int128;
   if (digits == 0) return lo <= 0;
   const bool grows = !(digits == 1 && magnitude == 0);
-  Wide low = magnitude, span = 1;
-  for (int k = 0; k <= 19; ++k) {
+  // Past 2^63 no int64 is left to reach; the loop stops there, long before __int128 overflows.
+  constexpr Wide kBeyond = Wide{1} << 63;
+  for (Wide low = magnitude, span = 1; low <= kBeyond; low *= 10, span *= 10) {
     const Wide high = low + span - 1;
     const Wide from = negative ? -high : low, to = negative ? -low : high;
     if (to >= lo && from <= hi) return true;
     if (!grows) break;
-    low *= 10, span *= 10;
   }
   return false;
 }
