@@ -120,6 +120,9 @@ TEST(JsonSchema, RefusesWhatIsNotImplementedByName) {
       {R"({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer",
           "exclusiveMinimum": 3, "maximum": 3.5}}})",
        "no JSON value satisfies it"},
+      {R"({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer",
+          "maximum": -1e19}}})",
+       "no JSON value satisfies it"},  // below every int64
       {R"({"type": "array"})", "the root must be an object"},
       {R"({"type": "object", "properties": {"a": {"anyOf": [{"type": "object"},
           {"type": "object", "required": ["x"]}]}}})",
@@ -212,6 +215,9 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
       {"n": {"type": "integer", "exclusiveMinimum": 9.5, "exclusiveMaximum": 21},
        "m": {"type": ["integer", "null"], "minimum": -5, "maximum": -3}}})"));
   EXPECT_TRUE(complete(range, R"({"n": 20, "m": -3})"));
+  const JsonSchema wide = JsonSchema::compile(json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": -1e30}}})"));
+  EXPECT_TRUE(complete(wide, R"({"a": -9223372036854775808})"));  // a bound past int64: none
   EXPECT_TRUE(complete(range, R"({"n": 10, "m": null})"));
   EXPECT_EQ(accepted(range, R"({"n": 3)"), 6u);
   EXPECT_EQ(accepted(range, R"({"n": 21)"), 7u);
