@@ -44,6 +44,14 @@ inline bool type_valid(const nlohmann::json& v, const std::string& type) {
   return type == "null" && v.is_null();
 }
 
+// A JSON number as a long double, which holds every int64, uint64 and double exactly (x86's
+// 64-bit mantissa): bounds are compared without the rounding a double would add past 2^53.
+inline long double exact_number(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return static_cast<long double>(v.get<uint64_t>());
+  if (v.is_number_integer()) return static_cast<long double>(v.get<int64_t>());
+  return static_cast<long double>(v.get<double>());
+}
+
 inline size_t code_points(const std::string& s) {
   return static_cast<size_t>(
       std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
@@ -100,11 +108,11 @@ inline bool schema_valid(const nlohmann::json& v, const nlohmann::json& s,
       if (!schema_valid(x, s.value("items", json(true)), root)) return false;
   }
   if (v.is_number()) {
-    const double x = v.get<double>();
-    if ((s.contains("minimum") && x < s["minimum"].get<double>()) ||
-        (s.contains("maximum") && x > s["maximum"].get<double>()) ||
-        (s.contains("exclusiveMinimum") && x <= s["exclusiveMinimum"].get<double>()) ||
-        (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()))
+    const long double x = exact_number(v);
+    if ((s.contains("minimum") && x < exact_number(s["minimum"])) ||
+        (s.contains("maximum") && x > exact_number(s["maximum"])) ||
+        (s.contains("exclusiveMinimum") && x <= exact_number(s["exclusiveMinimum"])) ||
+        (s.contains("exclusiveMaximum") && x >= exact_number(s["exclusiveMaximum"])))
       return false;
   }
   if (v.is_string()) {

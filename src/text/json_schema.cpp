@@ -66,24 +66,32 @@ constexpr std::string_view kBounds[] = {"minimum", "maximum", "exclusiveMinimum"
                                         "exclusiveMaximum"};
 
 // Narrows [lo, hi] by an integer bound: ceil of a minimum, floor of a maximum, one step in for the
-// exclusive ones. A bound past int64's range leaves it whole or empties it.
+// exclusive ones. Integer bounds are read exactly (a double rounds past 2^53). A bound past
+// int64's range leaves the range whole or empties it.
 void apply_integer_bound(const json& v, std::string_view key, const std::string& where, int64_t& lo,
                          int64_t& hi) {
   if (!v.is_number()) bad(where, std::string(key) + " must be a number");
-  const double x = v.get<double>();
+  using Wide = __int128;
   const bool lower = key == "minimum" || key == "exclusiveMinimum";
-  double b = lower ? std::ceil(x) : std::floor(x);
-  if (key.starts_with("exclusive") && b == x) b += lower ? 1 : -1;
-  constexpr double kTwo63 = 9223372036854775808.0;  // exact in a double
-  if (b >= kTwo63 || b < -kTwo63) {
-    if (lower == (b >= kTwo63)) lo = INT64_MAX, hi = INT64_MIN;  // nothing is left
-    return;
+  const bool exclusive = key.starts_with("exclusive");
+  Wide n = 0;  // the bound, inclusive
+  if (v.is_number_unsigned()) {
+    n = static_cast<Wide>(v.get<uint64_t>()) + (exclusive ? (lower ? 1 : -1) : 0);
+  } else if (v.is_number_integer()) {
+    n = static_cast<Wide>(v.get<int64_t>()) + (exclusive ? (lower ? 1 : -1) : 0);
+  } else {
+    const double x = v.get<double>();
+    const double b = std::clamp(lower ? std::ceil(x) : std::floor(x), -1e30, 1e30);
+    n = static_cast<Wide>(b);  // exact: b is integral, and within __int128
+    if (exclusive && b == x) n += lower ? 1 : -1;
   }
-  const auto n = static_cast<int64_t>(b);
-  if (lower)
-    lo = std::max(lo, n);
-  else
-    hi = std::min(hi, n);
+  if (lower ? n > INT64_MAX : n < INT64_MIN) {
+    lo = INT64_MAX, hi = INT64_MIN;  // nothing is left
+  } else if (lower) {
+    lo = static_cast<int64_t>(std::max<Wide>(lo, n));
+  } else {
+    hi = static_cast<int64_t>(std::min<Wide>(hi, n));
+  }
 }
 
 bool has_typed_keyword(const json& s) {
