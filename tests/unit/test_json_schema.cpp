@@ -218,6 +218,12 @@ TEST(SchemaPrefix, AcceptsInstancesAndRefusesEachViolationAtItsByte) {
   const JsonSchema wide = JsonSchema::compile(json::parse(
       R"({"type": "object", "properties": {"a": {"type": "integer", "minimum": -1e30}}})"));
   EXPECT_TRUE(complete(wide, R"({"a": -9223372036854775808})"));  // a bound past int64: none
+  // Integer bounds are exact past 2^53, where a double would round 2^53 + 1 to 2^53.
+  const JsonSchema exact = JsonSchema::compile(json::parse(
+      R"({"type": "object", "properties": {"a": {"type": "integer",
+          "exclusiveMaximum": 9007199254740993}}})"));
+  EXPECT_TRUE(complete(exact, R"({"a": 9007199254740992})"));
+  EXPECT_EQ(accepted(exact, R"({"a": 9007199254740993})"), 21u);  // at its last digit
   EXPECT_TRUE(complete(range, R"({"n": 10, "m": null})"));
   EXPECT_EQ(accepted(range, R"({"n": 3)"), 6u);
   EXPECT_EQ(accepted(range, R"({"n": 21)"), 7u);
