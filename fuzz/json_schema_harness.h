@@ -136,6 +136,20 @@ inline const std::string& schema_completion_order() {
   return order;
 }
 
+// The bytes of `alphabet` that `p` takes next; when none, every byte it takes (a key's or an enum
+// value's next letter may lie outside the alphabet). Random walks through a recognizer pick here.
+template <class Recognizer>
+std::string next_bytes(const Recognizer& p, std::string_view alphabet) {
+  std::string out;
+  for (char c : alphabet)
+    if (p.accepts(std::string_view(&c, 1))) out += c;
+  for (int b = 0; b < 256 && out.empty(); ++b) {
+    const char c = static_cast<char>(b);
+    if (p.accepts(std::string_view(&c, 1))) out += c;
+  }
+  return out;
+}
+
 // Whether some minItems / minLength could make a shortest instance too long to write out here.
 inline bool has_large_minimum(const nlohmann::json& s) {
   if (s.is_object()) {

@@ -22,19 +22,6 @@ constexpr std::string_view kLiterals[3] = {"true", "false", "null"};
 
 }  // namespace
 
-bool JsonPrefix::accepts(std::string_view bytes) const {
-  JsonPrefix next = *this;
-  return next.feed_all(bytes);
-}
-
-bool JsonPrefix::feed_all(std::string_view bytes) {
-  JsonPrefix next = *this;
-  for (char c : bytes)
-    if (!next.feed(static_cast<uint8_t>(c))) return false;
-  *this = next;
-  return true;
-}
-
 bool JsonPrefix::end_number() {
   if (state_ != State::Zero && state_ != State::Int && state_ != State::Frac &&
       state_ != State::ExpInt)

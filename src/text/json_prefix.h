@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <string_view>
 
+#include "text/byte_recognizer.h"
+
 namespace ts {
 
-class JsonPrefix {
+class JsonPrefix : public ByteRecognizer<JsonPrefix> {
  public:
   static constexpr int kMaxDepth = 64;
   static constexpr int kMaxWhitespace = 128;
@@ -32,10 +34,6 @@ class JsonPrefix {
 
   // Whether `c` can follow the bytes fed so far; the state changes only when it can.
   bool feed(uint8_t c);
-  // Whether every byte of `bytes` can follow, in order (the state does not change).
-  bool accepts(std::string_view bytes) const;
-  // Feeds every byte of `bytes` if all can follow; the state is unchanged if not.
-  bool feed_all(std::string_view bytes);
   // A whole object has been read: no byte can follow.
   bool complete() const { return state_ == State::Done; }
   // Inside a string, between characters: any byte that is not '"', '\\' or a control character,

@@ -58,19 +58,6 @@ std::optional<IntegerSoFar> next_integer(IntegerSoFar s, uint8_t c, const Schema
 
 }  // namespace
 
-bool SchemaPrefix::accepts(std::string_view bytes) const {
-  SchemaPrefix next = *this;
-  return next.feed_all(bytes);
-}
-
-bool SchemaPrefix::feed_all(std::string_view bytes) {
-  SchemaPrefix next = *this;
-  for (char c : bytes)
-    if (!next.feed(static_cast<uint8_t>(c))) return false;
-  *this = next;
-  return true;
-}
-
 uint32_t SchemaPrefix::plain_string_room() const {
   if (!syntax_.in_plain_string()) return 0;
   switch (mode_) {

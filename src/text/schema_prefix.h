@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "text/byte_recognizer.h"
 #include "text/json_prefix.h"
 #include "text/json_schema.h"
 
@@ -24,15 +25,13 @@ namespace ts {
 bool narrow_sorted(const std::vector<std::string>& texts, uint32_t offset, uint8_t c, uint32_t& lo,
                    uint32_t& hi);
 
-class SchemaPrefix {
+class SchemaPrefix : public ByteRecognizer<SchemaPrefix> {
  public:
   SchemaPrefix() = default;  // refuses everything; assign a constructed one
   explicit SchemaPrefix(const JsonSchema* schema) : schema_(schema) {}
 
   // The same contract as JsonPrefix's.
   bool feed(uint8_t c);
-  bool accepts(std::string_view bytes) const;
-  bool feed_all(std::string_view bytes);
   bool complete() const { return syntax_.complete(); }
   // Inside a string, between characters, where any plain piece (no '"', '\\', control byte or
   // partial UTF-8) of at most this many characters continues it; 0 elsewhere.

@@ -84,19 +84,6 @@ std::string tool_call_text(const std::string& name, const std::string& arguments
          std::string(kMiddle) + arguments_json + "}\n</tool_call>";
 }
 
-bool ToolCallPrefix::accepts(std::string_view bytes) const {
-  ToolCallPrefix next = *this;
-  return next.feed_all(bytes);
-}
-
-bool ToolCallPrefix::feed_all(std::string_view bytes) {
-  ToolCallPrefix next = *this;
-  for (char c : bytes)
-    if (!next.feed(static_cast<uint8_t>(c))) return false;
-  *this = next;
-  return true;
-}
-
 bool ToolCallPrefix::feed(uint8_t c) {
   if (tools_ == nullptr) return false;
   switch (phase_) {

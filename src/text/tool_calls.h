@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "text/byte_recognizer.h"
 #include "text/json_schema.h"
 #include "text/schema_prefix.h"
 
@@ -59,15 +60,13 @@ ToolCall parse_tool_call(std::string_view text);
 // The text of a call as the model writes it (for an assistant message that made calls).
 std::string tool_call_text(const std::string& name, const std::string& arguments_json);
 
-class ToolCallPrefix {
+class ToolCallPrefix : public ByteRecognizer<ToolCallPrefix> {
  public:
   ToolCallPrefix() = default;  // refuses everything; assign a constructed one
   explicit ToolCallPrefix(const ToolSet* tools) : tools_(tools) {}
 
   // The same contract as JsonPrefix's.
   bool feed(uint8_t c);
-  bool accepts(std::string_view bytes) const;
-  bool feed_all(std::string_view bytes);
   bool complete() const { return phase_ == Phase::Done; }
   uint32_t plain_string_room() const {
     return phase_ == Phase::Arguments ? arguments_.plain_string_room() : 0;

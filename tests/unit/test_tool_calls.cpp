@@ -77,11 +77,7 @@ TEST(ToolCallPrefix, RandomWalksEndInValidCalls) {
     ToolCallPrefix p(&tools);
     std::string text;
     for (int step = 0; step < 120 && !p.complete(); ++step) {
-      std::string options;
-      for (char c : alphabet)
-        if (p.accepts(std::string(1, c))) options += c;
-      for (int b = 0; b < 256 && options.empty(); ++b)
-        if (p.accepts(std::string(1, static_cast<char>(b)))) options += static_cast<char>(b);
+      const std::string options = fuzz::next_bytes(p, alphabet);
       ASSERT_FALSE(options.empty()) << "dead end after " << text;
       const char c = options[rng() % options.size()];
       ASSERT_TRUE(p.feed(static_cast<uint8_t>(c)));
