@@ -7,11 +7,14 @@
 //  * From the longest prefix it accepts, a greedy completion (bytes tried in a fixed order,
 //    closers first) reaches such a text: steering a model by the schema never leaves it without a
 //    continuation.
+//  * The same holds for the bytes as a tool call's arguments (ToolCallPrefix, the schema as the
+//    parameters of tool "f"): the completed call parses, names "f", and its arguments satisfy it.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -22,6 +25,7 @@
 #include "parser_harness.h"
 #include "text/json_schema.h"
 #include "text/schema_prefix.h"
+#include "text/tool_calls.h"
 
 namespace ts::fuzz {
 
@@ -164,8 +168,10 @@ inline bool has_large_minimum(const nlohmann::json& s) {
   return false;
 }
 
-// Completes `p` greedily into `out`; false when it gives up (budget spent).
-inline bool complete_schema_greedily(SchemaPrefix& p, std::string& out, size_t budget) {
+// Completes `p` (SchemaPrefix or ToolCallPrefix) greedily into `out`; false when it gives up
+// (budget spent).
+template <class Recognizer>
+bool complete_schema_greedily(Recognizer& p, std::string& out, size_t budget) {
   while (!p.complete()) {
     if (!feed_first_taken(p, schema_completion_order(), out))
       violated("an accepted prefix has no continuation: " + out);
@@ -183,6 +189,20 @@ inline void expect_valid_instance(const std::string& text, const nlohmann::json&
              "\nschema: " + schema.dump());
 }
 
+// Feeds `p` the longest prefix of `doc` it takes after `text`, completes it greedily, and returns
+// the whole text; "" when the greedy completion needs more than the budget allows.
+template <class Recognizer>
+std::string walk(Recognizer p, std::string text, std::string_view doc,
+                 const nlohmann::json& schema) {
+  size_t taken = 0;
+  while (taken < doc.size() && p.feed(static_cast<uint8_t>(doc[taken]))) ++taken;
+  text += doc.substr(0, taken);
+  const size_t budget = has_large_minimum(schema) ? 20000 : 200000;
+  if (complete_schema_greedily(p, text, budget)) return text;
+  if (budget == 200000) violated("the greedy completion ran away: " + text.substr(0, 300));
+  return "";  // minimums nested deep enough to need more than the budget
+}
+
 inline bool check_json_schema(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
@@ -190,26 +210,24 @@ inline bool check_json_schema(const uint8_t* data, size_t size) {
   const std::string_view doc = nul == std::string_view::npos ? "" : input.substr(nul + 1);
   const nlohmann::json schema = nlohmann::json::parse(schema_text, nullptr, false);
   if (schema.is_discarded()) return false;
-  JsonSchema compiled;
+  std::shared_ptr<const JsonSchema> compiled;
   try {
-    compiled = JsonSchema::compile(schema);
+    compiled = std::make_shared<const JsonSchema>(JsonSchema::compile(schema));
   } catch (const Error&) {
     return false;
   }
-  SchemaPrefix p(&compiled);
-  size_t taken = 0;
-  while (taken < doc.size() && p.feed(static_cast<uint8_t>(doc[taken]))) ++taken;
-  std::string text(doc.substr(0, taken));
-  if (p.complete()) {
-    expect_valid_instance(text, schema, "an accepted text");
-    return true;
-  }
-  const size_t budget = has_large_minimum(schema) ? 20000 : 200000;
-  if (!complete_schema_greedily(p, text, budget)) {
-    if (budget == 200000) violated("the greedy completion ran away: " + text.substr(0, 300));
-    return true;  // minimums nested deep enough to need more than the budget
-  }
-  expect_valid_instance(text, schema, "a completion");
+  const std::string text = walk(SchemaPrefix(compiled.get()), "", doc, schema);
+  if (!text.empty()) expect_valid_instance(text, schema, "a completion");
+  // The same bytes as the arguments of a call to a tool with this schema as its parameters.
+  const ToolSet tools({Tool{"f", "", schema, compiled}});
+  ToolCallPrefix call(&tools);
+  const std::string head = R"({"name": "f", "arguments": )";
+  if (!call.feed_all(head)) violated("a tool call's envelope was refused");
+  const std::string call_text = walk(call, head, doc, schema);
+  if (call_text.empty()) return true;
+  const ToolCall parsed = parse_tool_call(call_text);
+  if (parsed.name != "f") violated("a call names another tool: " + call_text);
+  expect_valid_instance(parsed.arguments, schema, "a call's arguments");
   return true;
 }
 
