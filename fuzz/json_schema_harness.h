@@ -225,9 +225,10 @@ inline bool check_json_schema(const uint8_t* data, size_t size) {
   if (!call.feed_all(head)) violated("a tool call's envelope was refused");
   const std::string call_text = walk(call, head, doc, schema);
   if (call_text.empty()) return true;
-  const ToolCall parsed = parse_tool_call(call_text);
-  if (parsed.name != "f") violated("a call names another tool: " + call_text);
-  expect_valid_instance(parsed.arguments, schema, "a call's arguments");
+  const std::vector<ToolCall> parsed = parse_tool_calls(call_text);
+  if (parsed.size() != 1 || parsed[0].name != "f")
+    violated("the completion is not one call of tool f: " + call_text);
+  expect_valid_instance(parsed[0].arguments, schema, "a call's arguments");
   return true;
 }
 

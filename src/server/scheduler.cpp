@@ -272,15 +272,17 @@ void Scheduler::accept_token(Slot& s) {
   if (s.json) s.json->mask(s.logits);
   if (s.tool) s.tool->mask(s.logits);
   const int32_t t = s.sampler->sample(s.logits);
+  // Under a tool constraint an end of generation comes only where the calls are whole.
+  if (tok_.is_eog(t) && (s.tool || !r.ignore_eos))
+    return finish(s, s.tool ? FinishReason::ToolCalls : FinishReason::Stop);
   if (s.json) s.json->advance(t);
   if (s.tool) s.tool->advance(t);
-  if (!r.ignore_eos && tok_.is_eog(t)) return finish(s, FinishReason::Stop);
   ++s.generated;
   s.sampler->accept(t);
   if (r.top_logprobs >= 0) s.job->record(token_logprobs(s.logits, t, r.top_logprobs));
   if (s.tool) {
     s.call_text += json_vocab_->pieces[static_cast<size_t>(t)];
-    if (s.tool->complete()) return finish(s, FinishReason::ToolCalls);
+    if (s.tool->state().closed()) return finish(s, FinishReason::ToolCalls);
   } else {
     s.job->emit(s.stops->push(s.text->push(t)));
     const bool call = s.stops->stopped() && r.tools && s.stops->matched() == kToolCallOpen;
@@ -304,8 +306,11 @@ bool Scheduler::start_tool_call(Slot& s, const std::string& after) {
 
 void Scheduler::finish(Slot& s, FinishReason reason) {
   if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
+  // Cut by a limit between whole calls, the answer is those calls.
+  if (reason == FinishReason::Length && s.tool && s.tool->complete())
+    reason = FinishReason::ToolCalls;
   std::vector<ToolCall> calls;
-  if (reason == FinishReason::ToolCalls) calls.push_back(parse_tool_call(s.call_text));
+  if (reason == FinishReason::ToolCalls) calls = parse_tool_calls(s.call_text);
   const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
   release(s)->finish(reason, usage, std::move(calls));
 }

@@ -56,18 +56,20 @@ ToolRequest read_tools(const json& body) {
     for (size_t i = 0; i < t->size(); ++i)
       tools.push_back(read_tool((*t)[i], "tools[" + std::to_string(i) + "]"));
   }
-  if (const auto p = body.find("parallel_tool_calls");
-      p != body.end() && !p->is_null() && !p->is_boolean())
-    bad("parallel_tool_calls", "must be true or false");
+  bool parallel = true;
+  if (const auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
+    if (!p->is_boolean()) bad("parallel_tool_calls", "must be true or false");
+    parallel = p->get<bool>();
+  }
   ToolRequest r;
   const auto choice = body.find("tool_choice");
   if (choice == body.end() || choice->is_null() || *choice == "auto") {
-    if (!tools.empty()) r.tools = std::make_shared<const ToolSet>(std::move(tools));
+    if (!tools.empty()) r.tools = std::make_shared<const ToolSet>(std::move(tools), parallel);
     return r;
   }
   if (*choice == "none") return r;
   if (tools.empty()) bad("tool_choice", "needs \"tools\"");
-  auto set = std::make_shared<const ToolSet>(std::move(tools));
+  auto set = std::make_shared<const ToolSet>(std::move(tools), parallel);
   r.required = true;
   if (*choice == "required") {
     r.tools = set;

@@ -57,6 +57,7 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
     if (plain.back() == 0) not_plain_ids.push_back(static_cast<int32_t>(id));
   }
   all = sorted_by_piece(pieces, std::move(nonempty));
+  eog = tok.eog_ids();
   not_plain = sorted_by_piece(pieces, std::move(not_plain_ids));
 }
 
@@ -115,6 +116,8 @@ void PrefixConstraint<Recognizer, Rules>::mask(std::span<float> logits) {
     allowed_.assign(v.pieces.size(), 0);
     walk(v.all);
   }
+  if (state_.complete())
+    for (int32_t id : v.eog) allowed_[static_cast<size_t>(id)] = 1;
   const size_t known = std::min(logits.size(), allowed_.size());
   bool any = false;
   for (size_t id = 0; id < known; ++id) {

@@ -39,6 +39,7 @@ struct JsonVocabulary {
   Sorted all;                   // every token with a non-empty piece
   Sorted not_plain;             // those of them that are not plain
   size_t longest = 0;           // bytes of the longest piece
+  std::vector<int32_t> eog;     // end-of-generation tokens: allowed where the text may end
 };
 
 // Masks to what `Recognizer` (built over `Rules`) accepts next: SchemaPrefix over a JsonSchema
@@ -49,7 +50,9 @@ class PrefixConstraint {
   PrefixConstraint(std::shared_ptr<const JsonVocabulary> vocab, std::shared_ptr<const Rules> rules);
 
   // Sets every logit whose token cannot continue the text to -inf (logits past the tokenizer's
-  // vocabulary too). An Input error when no token can (a vocabulary without the characters).
+  // vocabulary too); end-of-generation tokens are allowed only where the text is complete (where
+  // more may also follow: between parallel tool calls). An Input error when no token can (a
+  // vocabulary without the characters).
   void mask(std::span<float> logits);
   // Follows a generated token; a Runtime error when it cannot continue the text.
   void advance(int32_t token);
@@ -57,6 +60,7 @@ class PrefixConstraint {
   // false, and nothing changes, when it cannot continue.
   bool advance_text(std::string_view bytes) { return state_.feed_all(bytes); }
   bool complete() const { return state_.complete(); }
+  const Recognizer& state() const { return state_; }
 
  private:
   void walk(const JsonVocabulary::Sorted& sorted);

@@ -12,6 +12,8 @@ namespace {
 
 constexpr std::string_view kHead = R"({"name": ")";
 constexpr std::string_view kMiddle = R"(, "arguments": )";
+constexpr std::string_view kClose = "\n</tool_call>";
+constexpr std::string_view kNext = "\n<tool_call>";
 constexpr uint8_t kMaxLeadSpaces = 4;
 
 // JSON as Python's json.dumps writes it (", " and ": " between items, keys in the order given),
@@ -36,7 +38,8 @@ std::string python_style(const nlohmann::ordered_json& j) {
 
 }  // namespace
 
-ToolSet::ToolSet(std::vector<Tool> tools) : tools_(std::move(tools)) {
+ToolSet::ToolSet(std::vector<Tool> tools, bool parallel)
+    : tools_(std::move(tools)), parallel_(parallel) {
   std::sort(tools_.begin(), tools_.end(),
             [](const Tool& a, const Tool& b) { return a.name < b.name; });
   for (size_t i = 0; i < tools_.size(); ++i) {
@@ -65,7 +68,7 @@ std::string ToolSet::system_block() const {
 
 std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
   for (const Tool& t : tools_)
-    if (t.name == name) return std::make_shared<const ToolSet>(std::vector<Tool>{t});
+    if (t.name == name) return std::make_shared<const ToolSet>(std::vector<Tool>{t}, parallel_);
   fail(ErrorKind::Input, "no tool is named '" + name + "'");
 }
 
@@ -77,6 +80,17 @@ ToolCall parse_tool_call(std::string_view text) {
       !call.contains("arguments") || !call["arguments"].is_object())
     fail(ErrorKind::Runtime, "a tool call that does not parse: " + std::string(text));
   return {call["name"].get<std::string>(), call["arguments"].dump()};
+}
+
+std::vector<ToolCall> parse_tool_calls(std::string_view text) {
+  std::vector<ToolCall> calls;
+  for (size_t from = 0; from < text.size();) {
+    const size_t end = std::min(text.find("</tool_call>", from), text.size());
+    if (text.substr(from, end - from).find('{') != std::string_view::npos)
+      calls.push_back(parse_tool_call(text.substr(from, end - from)));
+    from = end + (end < text.size() ? std::string_view("</tool_call>").size() : 0);
+  }
+  return calls;
 }
 
 std::string tool_call_text(const std::string& name, const std::string& arguments_json) {
@@ -125,7 +139,16 @@ bool ToolCallPrefix::feed(uint8_t c) {
       return true;
     case Phase::Tail:
       if (c != '}') return false;
-      phase_ = Phase::Done;
+      phase_ = tools_->parallel() ? Phase::Close : Phase::Done, offset_ = 0;
+      return true;
+    case Phase::Close:
+      if (c != static_cast<uint8_t>(kClose[offset_])) return false;
+      if (++offset_ == kClose.size()) phase_ = Phase::Next, offset_ = 0;
+      return true;
+    case Phase::Next:
+      if (c != static_cast<uint8_t>(kNext[offset_])) return false;
+      if (++offset_ == kNext.size())
+        phase_ = Phase::Lead, offset_ = 0, lead_spaces_ = 0, lead_break_ = false;
       return true;
     default:
       return false;

@@ -34,12 +34,14 @@ inline constexpr std::string_view kToolCallOpen = "<tool_call>";
 
 class ToolSet {
  public:
-  // Sorts by name; an Input error for a duplicate name.
-  explicit ToolSet(std::vector<Tool> tools);
+  // Sorts by name; an Input error for a duplicate name. `parallel`: an answer may hold several
+  // calls (OpenAI's parallel_tool_calls), else one.
+  explicit ToolSet(std::vector<Tool> tools, bool parallel = true);
 
   // The system prompt's section that lists the tools and says how to call them.
   std::string system_block() const;
   const std::vector<Tool>& tools() const { return tools_; }
+  bool parallel() const { return parallel_; }
   // Each name as the call writes it, closing quote included ("get_weather\""), in `tools()` order.
   const std::vector<std::string>& quoted_names() const { return quoted_; }
   // The same set reduced to one tool (tool_choice naming it); an Input error if it is not here.
@@ -48,6 +50,7 @@ class ToolSet {
  private:
   std::vector<Tool> tools_;
   std::vector<std::string> quoted_;
+  bool parallel_ = true;
 };
 
 // One call read back from the text generated under ToolCallPrefix.
@@ -56,6 +59,9 @@ struct ToolCall {
   std::string arguments;  // compact JSON text of the arguments object
 };
 ToolCall parse_tool_call(std::string_view text);
+// Every whole call of a text generated under ToolCallPrefix (calls closed by </tool_call>, or one
+// that ends the text).
+std::vector<ToolCall> parse_tool_calls(std::string_view text);
 
 // The text of a call as the model writes it (for an assistant message that made calls).
 std::string tool_call_text(const std::string& name, const std::string& arguments_json);
@@ -65,9 +71,11 @@ class ToolCallPrefix : public ByteRecognizer<ToolCallPrefix> {
   ToolCallPrefix() = default;  // refuses everything; assign a constructed one
   explicit ToolCallPrefix(const ToolSet* tools) : tools_(tools) {}
 
-  // The same contract as JsonPrefix's.
+  // The same contract as JsonPrefix's. complete(): the calls so far are whole, and the answer may
+  // end here; closed(): nothing can follow (one call, not parallel).
   bool feed(uint8_t c);
-  bool complete() const { return phase_ == Phase::Done; }
+  bool complete() const { return phase_ == Phase::Done || (phase_ == Phase::Next && offset_ == 0); }
+  bool closed() const { return phase_ == Phase::Done; }
   uint32_t plain_string_room() const {
     return phase_ == Phase::Arguments ? arguments_.plain_string_room() : 0;
   }
@@ -80,6 +88,8 @@ class ToolCallPrefix : public ByteRecognizer<ToolCallPrefix> {
     Middle,     // , "arguments":
     Arguments,  // the tool's parameters object
     Tail,       // }
+    Close,      // parallel: \n</tool_call>
+    Next,       // parallel: the end, or \n<tool_call> and another call
     Done,
   };
 

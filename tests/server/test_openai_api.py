@@ -177,27 +177,31 @@ class OpenAIApi(unittest.TestCase):
         greedy = None  # the greedy required call, which the streamed one must equal
         for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
             for kw in ({"temperature": 0}, {"temperature": 1.0, "seed": 4}):
-                r = self.client.chat.completions.create(
-                    model=self.model, messages=msgs, tools=tools, tool_choice=choice, max_tokens=200, **kw
-                )
-                c = r.choices[0]
-                self.assertEqual(c.finish_reason, "tool_calls", c.message)
-                self.assertIsNone(c.message.content)
-                self.assertEqual(len(c.message.tool_calls), 1)
-                call = c.message.tool_calls[0]
-                if choice == "required" and kw["temperature"] == 0:
-                    greedy = call
-                self.assertTrue(call.id.startswith("call_"))
-                args = json.loads(call.function.arguments)
-                if isinstance(choice, dict):
-                    self.assertEqual(call.function.name, "get_weather")
-                if call.function.name == "get_weather":
-                    self.assertEqual(sorted(args), ["city", "days"])
-                    self.assertLessEqual(len(args["city"]), 12)
-                    self.assertIn(args["days"], (1, 2, 3))
-                else:
-                    self.assertEqual(call.function.name, "get_time")
-        # Streamed: the call arrives whole in one delta before the finish.
+                for parallel in (True, False):
+                    r = self.client.chat.completions.create(
+                        model=self.model, messages=msgs, tools=tools, tool_choice=choice,
+                        max_tokens=200, parallel_tool_calls=parallel, **kw
+                    )
+                    c = r.choices[0]
+                    self.assertEqual(c.finish_reason, "tool_calls", c.message)
+                    self.assertIsNone(c.message.content)
+                    self.assertGreaterEqual(len(c.message.tool_calls), 1)
+                    if not parallel:
+                        self.assertEqual(len(c.message.tool_calls), 1)
+                    if choice == "required" and kw["temperature"] == 0 and parallel:
+                        greedy = c.message.tool_calls
+                    for call in c.message.tool_calls:
+                        self.assertTrue(call.id.startswith("call_"))
+                        args = json.loads(call.function.arguments)
+                        if isinstance(choice, dict):
+                            self.assertEqual(call.function.name, "get_weather")
+                        if call.function.name == "get_weather":
+                            self.assertEqual(sorted(args), ["city", "days"])
+                            self.assertLessEqual(len(args["city"]), 12)
+                            self.assertIn(args["days"], (1, 2, 3))
+                        else:
+                            self.assertEqual(call.function.name, "get_time")
+        # Streamed: the calls arrive whole, each with its index, in one chunk before the finish.
         deltas, finish = [], None
         for chunk in self.client.chat.completions.create(
             model=self.model, messages=msgs, tools=tools, tool_choice="required", max_tokens=200,
@@ -207,10 +211,10 @@ class OpenAIApi(unittest.TestCase):
                 deltas += ch.delta.tool_calls or []
                 finish = ch.finish_reason or finish
         self.assertEqual(finish, "tool_calls")
-        self.assertEqual(len(deltas), 1)
-        self.assertEqual(deltas[0].index, 0)
-        self.assertEqual(deltas[0].function.name, greedy.function.name)
-        self.assertEqual(deltas[0].function.arguments, greedy.function.arguments)
+        self.assertEqual([d.index for d in deltas], list(range(len(greedy))))
+        self.assertEqual([(d.function.name, d.function.arguments) for d in deltas],
+                         [(g.function.name, g.function.arguments) for g in greedy])
+        call = greedy[0]
         # The call and its result in the history: the next answer is text (tool_choice auto).
         history = msgs + [
             {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},

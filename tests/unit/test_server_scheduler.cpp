@@ -452,44 +452,52 @@ TEST_F(SchedulerTest, EachPromptReturnsToItsSlot) {
 }
 
 // A required tool call (the prompt ends with the call's marker, as the server writes it): the
-// answer is one call of a declared tool whose arguments fit its schema, greedy and sampled, beside
-// a plain request; no text is shown, and the finish reason says so.
+// answer is calls of declared tools whose arguments fit their schemas (exactly one without
+// parallel calls), greedy and sampled, beside a plain request; no text is shown, and the finish
+// reason says so.
 TEST_F(SchedulerTest, RequiredToolCallIsOneValidCall) {
   const nlohmann::json params = nlohmann::json::parse(
       R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
           "days": {"type": "integer", "minimum": 1, "maximum": 7}}, "required": ["city", "days"]})");
-  auto tools = std::make_shared<const ToolSet>(std::vector<Tool>{
+  const std::vector<Tool> defs = {
       {"forecast", "", params, std::make_shared<const JsonSchema>(JsonSchema::compile(params))},
-      {"noop", "", nlohmann::json::object(), JsonSchema::any_object()}});
+      {"noop", "", nlohmann::json::object(), JsonSchema::any_object()}};
   std::vector<GenRequest> reqs;
-  for (const float temperature : {0.0f, 0.9f}) {
-    GenRequest r = request("Once upon a time <tool_call>\n", 200, temperature, 3);
-    r.tools = tools;
-    r.tool_required = true;
-    reqs.push_back(r);
+  for (const bool parallel : {true, false}) {
+    for (const float temperature : {0.0f, 0.9f}) {
+      GenRequest r = request("Once upon a time <tool_call>\n", 200, temperature, 3);
+      r.tools = std::make_shared<const ToolSet>(defs, parallel);
+      r.tool_required = true;
+      reqs.push_back(r);
+    }
   }
   reqs.push_back(request("Once upon a time", 10));
-  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 4});
+  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 8});
   std::vector<std::shared_ptr<Job>> jobs;
   for (const GenRequest& r : reqs) jobs.push_back(s.submit(r));
-  for (size_t i = 0; i < 2; ++i) {
+  for (size_t i = 0; i < 4; ++i) {
     ASSERT_NE(jobs[i], nullptr);
     const Answer a = wait(*jobs[i]);
     EXPECT_EQ(a.error, "");
     EXPECT_EQ(a.text, "");
     ASSERT_EQ(a.finish, FinishReason::ToolCalls) << i;
-    ASSERT_EQ(a.tool_calls.size(), 1u);
-    const auto args = nlohmann::json::parse(a.tool_calls[0].arguments);
-    if (a.tool_calls[0].name == "forecast") {
-      EXPECT_TRUE(args["city"].is_string() && args["days"].is_number_integer()) << args;
-      EXPECT_GE(args["days"].get<int>(), 1);
-      EXPECT_LE(args["days"].get<int>(), 7);
-    } else {
-      EXPECT_EQ(a.tool_calls[0].name, "noop");
-      EXPECT_TRUE(args.is_object());
+    ASSERT_GE(a.tool_calls.size(), 1u);
+    if (!reqs[i].tools->parallel()) {
+      EXPECT_EQ(a.tool_calls.size(), 1u);
+    }
+    for (const ToolCall& call : a.tool_calls) {
+      const auto args = nlohmann::json::parse(call.arguments);
+      if (call.name == "forecast") {
+        EXPECT_TRUE(args["city"].is_string() && args["days"].is_number_integer()) << args;
+        EXPECT_GE(args["days"].get<int>(), 1);
+        EXPECT_LE(args["days"].get<int>(), 7);
+      } else {
+        EXPECT_EQ(call.name, "noop");
+        EXPECT_TRUE(args.is_object());
+      }
     }
   }
-  EXPECT_EQ(wait(*jobs[2]).tool_calls.size(), 0u);
+  EXPECT_EQ(wait(*jobs[4]).tool_calls.size(), 0u);
 }
 
 TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {

@@ -46,12 +46,31 @@ size_t accepted(const ToolSet& tools, const std::string& text) {
 TEST(ToolCallPrefix, AcceptsACallAndRefusesEachViolationAtItsByte) {
   const ToolSet tools = weather_and_time();
   const std::string call = R"({"name": "get_weather", "arguments": {"city": "Paris"}})";
+  const ToolSet one({tool("get_weather", kWeather)}, false);  // parallel_tool_calls false
   for (const std::string& lead : {std::string(), std::string("\n"), std::string("\n  ")}) {
+    ToolCallPrefix single(&one);
+    EXPECT_TRUE(single.feed_all(lead + call)) << lead;
+    EXPECT_TRUE(single.complete() && single.closed());
+    EXPECT_FALSE(single.accepts("\n")) << "nothing follows the one call";
+    // Parallel: a call is whole once closed; the answer may end there or go on with another.
     ToolCallPrefix p(&tools);
     EXPECT_TRUE(p.feed_all(lead + call)) << lead;
+    EXPECT_FALSE(p.complete());
+    EXPECT_FALSE(p.accepts("}"));
+    EXPECT_TRUE(p.feed_all("\n</tool_call>"));
     EXPECT_TRUE(p.complete());
-    EXPECT_FALSE(p.accepts("}")) << "nothing follows a whole call";
+    EXPECT_FALSE(p.closed());
+    EXPECT_TRUE(p.feed_all("\n<tool_call>\n"));
+    EXPECT_FALSE(p.complete());
+    EXPECT_TRUE(p.feed_all(R"({"name": "get_time", "arguments": {"tz": "CET"}})"
+                           "\n</tool_call>"));
+    EXPECT_TRUE(p.complete());
   }
+  const std::vector<ToolCall> calls =
+      parse_tool_calls("\n" + call + "\n</tool_call>\n<tool_call>\n" + call + "\n</tool_call>");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[1].name, "get_weather");
+  EXPECT_EQ(calls[1].arguments, R"({"city":"Paris"})");
   const std::vector<std::pair<std::string, size_t>> refused = {
       {R"({"name": "get_wind)", 15},                                          // no such tool
       {R"({"name": "get_weather_x)", 22},                                     // nor this one
@@ -85,7 +104,9 @@ TEST(ToolCallPrefix, RandomWalksEndInValidCalls) {
     }
     while (!p.complete())
       ASSERT_TRUE(fuzz::feed_first_taken(p, fuzz::schema_completion_order(), text)) << text;
-    const ToolCall call = parse_tool_call(text);
+    const std::vector<ToolCall> calls = parse_tool_calls(text);
+    ASSERT_FALSE(calls.empty()) << text;
+    const ToolCall& call = calls.back();
     const auto it = std::find_if(tools.tools().begin(), tools.tools().end(),
                                  [&](const Tool& t) { return t.name == call.name; });
     ASSERT_NE(it, tools.tools().end()) << text;
@@ -108,13 +129,14 @@ TEST(ToolSet, ListsTheToolsAndReadsCallsBack) {
   const std::string text = tool_call_text("get_time", R"({"tz":"UTC"})");
   EXPECT_EQ(text,
             "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {\"tz\":\"UTC\"}}\n</tool_call>");
+  // What follows the marker is what the recognizer reads, and what parse_tool_calls reads back.
   ToolCallPrefix p(&tools);
-  const std::string body =
-      text.substr(kToolCallOpen.size(), text.find("\n</tool_call>") - kToolCallOpen.size());
+  const std::string body = text.substr(kToolCallOpen.size());
   EXPECT_TRUE(p.feed_all(body) && p.complete()) << body;
-  const ToolCall call = parse_tool_call(body);
-  EXPECT_EQ(call.name, "get_time");
-  EXPECT_EQ(json::parse(call.arguments), json::parse(R"({"tz": "UTC"})"));
+  const std::vector<ToolCall> calls = parse_tool_calls(body);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_time");
+  EXPECT_EQ(json::parse(calls[0].arguments), json::parse(R"({"tz": "UTC"})"));
   EXPECT_THROW(parse_tool_call("not a call"), Error);
   EXPECT_THROW(ToolSet({tool("a", kTime), tool("a", kWeather)}), Error);
   EXPECT_EQ(tools.only("get_time")->tools().size(), 1u);
