@@ -82,13 +82,29 @@ ToolCall parse_tool_call(std::string_view text) {
   return {call["name"].get<std::string>(), call["arguments"].dump()};
 }
 
+// The calls are the top-level objects of the text; the markers between them hold no brace or
+// quote, while a call's strings may hold anything (even "</tool_call>"), so they are skipped.
 std::vector<ToolCall> parse_tool_calls(std::string_view text) {
   std::vector<ToolCall> calls;
-  for (size_t from = 0; from < text.size();) {
-    const size_t end = std::min(text.find("</tool_call>", from), text.size());
-    if (text.substr(from, end - from).find('{') != std::string_view::npos)
-      calls.push_back(parse_tool_call(text.substr(from, end - from)));
-    from = end + (end < text.size() ? std::string_view("</tool_call>").size() : 0);
+  int depth = 0;
+  bool in_string = false, escape = false;
+  size_t start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escape)
+        escape = false;
+      else if (c == '\\')
+        escape = true;
+      else if (c == '"')
+        in_string = false;
+    } else if (depth > 0 && c == '"') {
+      in_string = true;
+    } else if (c == '{' || (depth > 0 && c == '[')) {
+      if (depth++ == 0) start = i;
+    } else if (depth > 0 && (c == '}' || c == ']') && --depth == 0) {
+      calls.push_back(parse_tool_call(text.substr(start, i + 1 - start)));
+    }
   }
   return calls;
 }

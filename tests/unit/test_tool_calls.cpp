@@ -71,6 +71,13 @@ TEST(ToolCallPrefix, AcceptsACallAndRefusesEachViolationAtItsByte) {
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[1].name, "get_weather");
   EXPECT_EQ(calls[1].arguments, R"({"city":"Paris"})");
+  // A string may hold the closing marker; a call cut short is not one.
+  const std::vector<ToolCall> tricky =
+      parse_tool_calls(R"({"name": "get_weather", "arguments": {"city": "a}</tool_call>\"{"}})"
+                       "\n</tool_call>\n<tool_call>\n"
+                       R"({"name": "get_time", "arguments": {"tz)");
+  ASSERT_EQ(tricky.size(), 1u);
+  EXPECT_EQ(json::parse(tricky[0].arguments)["city"], "a}</tool_call>\"{");
   const std::vector<std::pair<std::string, size_t>> refused = {
       {R"({"name": "get_wind)", 15},                                          // no such tool
       {R"({"name": "get_weather_x)", 22},                                     // nor this one
