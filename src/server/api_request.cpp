@@ -203,6 +203,7 @@ void read_messages(const json& body, ApiRequest& r) {
   const json* v = get(body, "messages");
   if (v == nullptr) bad("messages", "is required");
   if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty list");
+  bool after_result = false;  // the message before was a tool result
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     const std::string field = "messages[" + std::to_string(i) + "]";
@@ -221,13 +222,16 @@ void read_messages(const json& body, ApiRequest& r) {
       msg.content += (msg.content.empty() || text.empty() ? "" : "\n") + text;
     }
     // Tool results, as the Hermes format reads them: in a user turn, one after another.
-    if (msg.role == "tool") {
+    const bool result = msg.role == "tool";
+    if (result) {
+      msg.role = "user";
       msg.content = tool_response_text(msg.content);
-      if (!r.messages.empty() && r.messages.back().role == "tool") {
+      if (after_result) {
         r.messages.back().content += "\n" + msg.content;
         continue;
       }
     }
+    after_result = result;
     r.messages.push_back(std::move(msg));
   }
 }
@@ -248,8 +252,6 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
     read_prompt(body, r);
   } else {
     read_messages(body, r);
-    for (ChatMessage& m : r.messages)
-      if (m.role == "tool") m.role = "user";
     const ToolRequest tools = read_tools(body);
     r.tools = tools.tools;
     r.tool_required = tools.required;

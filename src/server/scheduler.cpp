@@ -54,6 +54,9 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
     fail(ErrorKind::Input,
          "at most " + std::to_string(kMaxTopLogprobs) + " top log-probabilities per token");
   const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
+  if (request.json || request.tools)
+    std::call_once(json_vocab_once_,
+                   [&] { json_vocab_ = std::make_shared<const JsonVocabulary>(tok_); });
   auto job = std::make_shared<Job>(std::move(request));
   {
     std::lock_guard lock(mu_);
@@ -119,11 +122,11 @@ void Scheduler::admit_locked() {
       queue_.pop_front();
       continue;
     }
-    Slot* s = pick_slot(queue_.front()->request());
+    const auto [s, kept] = pick_slot(queue_.front()->request());
     if (s == nullptr) return;
     std::shared_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
-    start(*s, std::move(job));
+    start(*s, std::move(job), kept);
   }
 }
 
@@ -146,7 +149,7 @@ int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   return common * 100 >= n * kMinSharedPercent ? common : 0;
 }
 
-Scheduler::Slot* Scheduler::pick_slot(const GenRequest& r) {
+std::pair<Scheduler::Slot*, int64_t> Scheduler::pick_slot(const GenRequest& r) {
   Slot* best = nullptr;
   int64_t best_rows = -1;
   for (Slot& s : slots_) {
@@ -157,10 +160,10 @@ Scheduler::Slot* Scheduler::pick_slot(const GenRequest& r) {
       best_rows = rows;
     }
   }
-  return best;
+  return {best, best_rows};
 }
 
-void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
+void Scheduler::start(Slot& s, std::shared_ptr<Job> job, int64_t kept) {
   const GenRequest& r = job->request();
   try {
     s.sampler.emplace(r.sampling);
@@ -169,8 +172,6 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
     return;
   }
   for (int32_t t : r.prompt) s.sampler->accept(t);
-  if ((r.json || r.tools) && json_vocab_ == nullptr)
-    json_vocab_ = std::make_shared<const JsonVocabulary>(tok_);
   if (r.json) s.json.emplace(json_vocab_, r.json);
   if (r.tool_required) s.tool.emplace(json_vocab_, r.tools);
   s.call_text.clear();
@@ -178,7 +179,6 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job) {
   std::vector<std::string> stops = r.stop;
   if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
   s.stops.emplace(std::move(stops));
-  const int64_t kept = reusable(s, r);
   s.tokens.resize(static_cast<size_t>(kept));
   s.kv->n_past = kept;
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/engine.h"
@@ -95,8 +96,9 @@ class Scheduler {
   void admit_locked();
   // Rows of `s`'s cache that request `r` would keep; 0 when too few to be worth the slot.
   int64_t reusable(const Slot& s, const GenRequest& r) const;
-  Slot* pick_slot(const GenRequest& r);
-  void start(Slot& s, std::shared_ptr<Job> job);
+  // The free slot for `r`, and how many of its cached rows `r` keeps; null when none is free.
+  std::pair<Slot*, int64_t> pick_slot(const GenRequest& r);
+  void start(Slot& s, std::shared_ptr<Job> job, int64_t kept);
   void sample(Slot& s);
   // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
   // with bytes no call can start with.
@@ -111,8 +113,10 @@ class Scheduler {
   Engine& engine_;
   const Tokenizer& tok_;
   SchedulerOptions o_;
-  // The vocabulary's pieces for JSON mode and tool calls, made at the first such request
-  // (scheduler thread).
+  // The vocabulary's pieces for JSON mode and tool calls, made once, by the handler thread that
+  // submits the first such request (~100 ms for a 262k vocabulary: not under mu_, not on the
+  // scheduler thread); the queue's mutex orders it before the scheduler reads it.
+  std::once_flag json_vocab_once_;
   std::shared_ptr<const JsonVocabulary> json_vocab_;
   Forward forward_;
   std::vector<Slot> slots_;
