@@ -132,6 +132,10 @@ std::vector<size_t> scale_offsets(DType t) {
       return {offsetof(BlockQ5_K, d), offsetof(BlockQ5_K, dmin)};
     case DType::Q6_K:
       return {offsetof(BlockQ6_K, d)};
+    case DType::IQ4_NL:
+      return {offsetof(BlockIQ4_NL, d)};
+    case DType::IQ4_XS:
+      return {offsetof(BlockIQ4_XS, d)};
     default:
       return {};
   }
@@ -167,9 +171,9 @@ std::vector<uint8_t> random_weight(DType t, int64_t rows, int64_t cols, size_t r
   return w;
 }
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K, DType::Q3_K,
-                              DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
+                              DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 TEST_F(CudaOps, NameSaysCuda) {
   EXPECT_NE(gpu_->name().find("cuda"), std::string::npos);
@@ -770,7 +774,8 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
   for (const Case c :
        {Case{DType::Q4_K, 96, 256}, Case{DType::Q5_K, 72, 512}, Case{DType::Q6_K, 40, 512},
         Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true}, Case{DType::Q8_0, 96, 96},
-        Case{DType::Q5_0, 33, 64}, Case{DType::Q4_K, 4096, 8192}}) {
+        Case{DType::Q5_0, 33, 64}, Case{DType::IQ4_NL, 33, 64}, Case{DType::IQ4_XS, 40, 512},
+        Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
     const int64_t G = 5;
     std::vector<Weight> wq, wf;

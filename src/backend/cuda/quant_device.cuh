@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "quant/blocks.h"
@@ -80,6 +81,40 @@ __device__ __forceinline__ int q3k_scale_dev(const uint8_t* s, int j) {
   return (lo | (hi << 4)) - 32;
 }
 
+// iq4_xs signed sub-block scale (see iq4xs_scale in quant/blocks.h).
+__device__ __forceinline__ int iq4xs_scale_dev(const BlockIQ4_XS* blk, int j) {
+  const int lo = (blk->scales_l[j / 2] >> (4 * (j % 2))) & 0x0F;
+  const int hi = (blk->scales_h >> (2 * j)) & 0x03;
+  return (lo | (hi << 4)) - 32;
+}
+
+// The iq4 grid (kIq4Levels) as four words of four int8 levels: level i is byte i % 4 of word i / 4.
+constexpr uint32_t iq4_level_word(int w) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w])) |
+         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 1])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 2])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 3])) << 24;
+}
+constexpr uint32_t kIq4Word0 = iq4_level_word(0), kIq4Word1 = iq4_level_word(1);
+constexpr uint32_t kIq4Word2 = iq4_level_word(2), kIq4Word3 = iq4_level_word(3);
+
+// The int8 levels of the four indices (0..15) in the bytes of idx, as bytes: a byte permute
+// picks each from levels 0..7 and from 8..15 (selector nibbles of 3 bits: bit 3 would
+// sign-extend), and each index's bit 3 chooses between the two.
+__device__ __forceinline__ uint32_t iq4_levels4(uint32_t idx) {
+  const uint32_t sel =
+      (idx & 0x7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+  const uint32_t low = __byte_perm(kIq4Word0, kIq4Word1, sel);
+  const uint32_t high = __byte_perm(kIq4Word2, kIq4Word3, sel);
+  const uint32_t upper = ((idx >> 3) & 0x01010101u) * 0xFFu;
+  return (low & ~upper) | (high & upper);
+}
+
+__device__ __forceinline__ uint64_t iq4_levels8(uint64_t idx) {
+  return static_cast<uint64_t>(iq4_levels4(static_cast<uint32_t>(idx))) |
+         static_cast<uint64_t>(iq4_levels4(static_cast<uint32_t>(idx >> 32))) << 32;
+}
+
 // Each block type's struct (quant/blocks.h), its elements and its bytes.
 template <DType T>
 struct BlockTraits;
@@ -131,6 +166,16 @@ struct BlockTraits<DType::Q5_K> {
 template <>
 struct BlockTraits<DType::Q6_K> {
   using Block = BlockQ6_K;
+  static constexpr int kElems = kQKK, kBytes = sizeof(Block);
+};
+template <>
+struct BlockTraits<DType::IQ4_NL> {
+  using Block = BlockIQ4_NL;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
+};
+template <>
+struct BlockTraits<DType::IQ4_XS> {
+  using Block = BlockIQ4_XS;
   static constexpr int kElems = kQKK, kBytes = sizeof(Block);
 };
 
@@ -285,6 +330,33 @@ __device__ __forceinline__ void dequant8<DType::Q6_K>(const uint8_t* b, int i0, 
   q6k_dequant8(b, reinterpret_cast<const BlockQ6_K*>(b)->d, i0, y);
 }
 
+// Nibbles of a 32-element block (low nibbles for i0 < 16, else high), one per byte.
+__device__ __forceinline__ uint64_t nibble_bytes(const uint8_t* qs, int i0) {
+  const uint64_t v = load8_bytes(qs + (i0 & 15));
+  return (i0 < 16 ? v : v >> 4) & 0x0F0F0F0F0F0F0F0Full;
+}
+
+// Elements i0 .. i0 + 7 of 32 iq4 indices at qs, as step * level.
+__device__ __forceinline__ void iq4_dequant8(const uint8_t* qs, int i0, float step, float* y) {
+  const uint64_t levels = iq4_levels8(nibble_bytes(qs, i0));
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    y[k] = step * static_cast<float>(static_cast<int8_t>(byte_of(levels, k)));
+}
+
+template <>
+__device__ __forceinline__ void dequant8<DType::IQ4_NL>(const uint8_t* b, int i0, float* y) {
+  iq4_dequant8(b + offsetof(BlockIQ4_NL, qs), i0, half_bits_to_float(load_u16(b)), y);
+}
+
+template <>
+__device__ __forceinline__ void dequant8<DType::IQ4_XS>(const uint8_t* b, int i0, float* y) {
+  const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(b);
+  const int j = i0 / 32;
+  const float dl = half_bits_to_float(blk->d) * static_cast<float>(iq4xs_scale_dev(blk, j));
+  iq4_dequant8(blk->qs + 16 * j, i0 % 32, dl, y);
+}
+
 // ---- GEMV dot products ----
 // dot8<T>(block, i0, x) = sum over k < 8 of element i0 + k of the block times x[k]. The scales are
 // factored out of the sum (d * sum(q x) - dmin * min * sum(x)), and the small integers become
@@ -311,12 +383,6 @@ __device__ __forceinline__ float dot8_words(uint64_t v, float bias, const float*
 
 __device__ __forceinline__ float sum8(const float* x) {
   return ((x[0] + x[1]) + (x[2] + x[3])) + ((x[4] + x[5]) + (x[6] + x[7]));
-}
-
-// Nibbles of a 32-element block (low nibbles for i0 < 16, else high), one per byte.
-__device__ __forceinline__ uint64_t nibble_bytes(const uint8_t* qs, int i0) {
-  const uint64_t v = load8_bytes(qs + (i0 & 15));
-  return (i0 < 16 ? v : v >> 4) & 0x0F0F0F0F0F0F0F0Full;
 }
 
 // Bits i0 .. i0 + 7 of qh, one per byte, moved to bit 4 of each byte.
@@ -420,6 +486,22 @@ __device__ __forceinline__ float dot8<DType::Q6_K>(const uint8_t* b, int i0, con
   return dl * dot8_words(low | (high << 4), 32.0f, x);
 }
 
+// Signed levels, as q8_0's values: flipping the sign bit gives level + 128.
+template <>
+__device__ __forceinline__ float dot8<DType::IQ4_NL>(const uint8_t* b, int i0, const float* x) {
+  const uint64_t v = iq4_levels8(nibble_bytes(b + offsetof(BlockIQ4_NL, qs), i0));
+  return half_bits_to_float(load_u16(b)) * dot8_words(v ^ 0x8080808080808080ull, 128.0f, x);
+}
+
+template <>
+__device__ __forceinline__ float dot8<DType::IQ4_XS>(const uint8_t* b, int i0, const float* x) {
+  const auto* blk = reinterpret_cast<const BlockIQ4_XS*>(b);
+  const int j = i0 / 32;
+  const float dl = half_bits_to_float(blk->d) * static_cast<float>(iq4xs_scale_dev(blk, j));
+  const uint64_t v = iq4_levels8(nibble_bytes(blk->qs + 16 * j, i0 % 32));
+  return dl * dot8_words(v ^ 0x8080808080808080ull, 128.0f, x);
+}
+
 // Element e of a row of a plain (unquantised) type.
 template <DType T>
 __device__ __forceinline__ float plain_elem(const uint8_t* row, int64_t e) {
@@ -476,6 +558,12 @@ bool dispatch_weight_type(DType t, F&& f) {
       return true;
     case DType::Q6_K:
       f.template operator()<DType::Q6_K>();
+      return true;
+    case DType::IQ4_NL:
+      f.template operator()<DType::IQ4_NL>();
+      return true;
+    case DType::IQ4_XS:
+      f.template operator()<DType::IQ4_XS>();
       return true;
     default:
       return false;
