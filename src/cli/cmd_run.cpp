@@ -36,6 +36,9 @@ void write_stats_json(Engine& engine, const GenerateResult& r, const std::string
                    {"generated_tokens", r.tokens.size()},
                    {"prompt_seconds", r.prompt_seconds},
                    {"generate_seconds", r.generate_seconds},
+                   {"passes", r.passes},
+                   {"lookup_drafted", r.drafted},
+                   {"lookup_matched", r.draft_matched},
                    {"experts", engine.experts().stats_json()}};
   std::ofstream out(path);
   if (!out) fail(ErrorKind::Usage, "--stats-json: cannot create '" + path + "'");

@@ -11,6 +11,10 @@ void print_run_stats(Engine& engine, const GenerateResult& r, std::FILE* out) {
                r.prompt_seconds > 0 ? static_cast<double>(r.prompt_tokens) / r.prompt_seconds : 0.0,
                r.tokens.size(), r.generate_seconds > 0 ? n / r.generate_seconds : 0.0,
                finish_reason_name(r.finish));
+  if (r.drafted > 0)
+    std::fprintf(out, " | lookup %lld of %lld guessed tokens taken, %lld passes",
+                 static_cast<long long>(r.draft_matched), static_cast<long long>(r.drafted),
+                 static_cast<long long>(r.passes));
   if (engine.cfg().is_moe()) {
     const ExpertStats s = engine.experts().total_stats();
     const double lookups = static_cast<double>(s.hits + s.misses);

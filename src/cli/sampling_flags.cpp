@@ -72,6 +72,11 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
                   "docs/DESIGN-NOTES.md for the keywords implemented)");
   app->add_option("--json-schema-file", f.json_schema_file, "--json-schema, read from a file")
       ->check(CLI::ExistingFile);
+  app->add_option("--lookup", f.lookup,
+                  "Prompt lookup decoding: guess up to N tokens a step from the prompt and the "
+                  "answer so far, checked in the same forward pass (same output, fewer passes "
+                  "where the text repeats; 0: off)")
+      ->check(CLI::Range(0, 64));
 }
 
 namespace {
@@ -104,6 +109,7 @@ GenerateOptions generate_options(const SamplingFlags& f) {
   o.ignore_eos = f.ignore_eos;
   o.json = answer_schema(f);
   o.stop = f.stop;
+  o.lookup = f.lookup;
   o.sampling = f.params;
   o.sampling.seed =
       f.seed >= 0

@@ -21,6 +21,7 @@ struct SamplingFlags {
   std::string json_schema;       // inline JSON
   std::string json_schema_file;  // or a file holding it
   std::vector<std::string> stop;
+  int64_t lookup = 0;
 };
 
 void add_sampling_flags(CLI::App* app, SamplingFlags& f);

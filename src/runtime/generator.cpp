@@ -1,10 +1,14 @@
 #include "runtime/generator.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "core/error.h"
+#include "runtime/prompt_lookup.h"
 #include "runtime/session.h"
 #include "text/detokenizer.h"
 #include "text/json_constraint.h"
@@ -35,7 +39,9 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   const int64_t V = session.engine_vocab();
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  std::vector<float> logits(static_cast<size_t>(V));
+  if (o.lookup < 0) fail(ErrorKind::Usage, "lookup must be >= 0, got " + std::to_string(o.lookup));
+  // The logits of each row of the last pass: the sampled token's, then a draft token's each.
+  std::vector<float> logits(static_cast<size_t>(V * (o.lookup + 1)));
   Sampler sampler(o.sampling);
   for (int32_t t : prompt) sampler.accept(t);
 
@@ -57,15 +63,27 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     json.emplace(
         o.json_vocab != nullptr ? o.json_vocab : std::make_shared<const JsonVocabulary>(tok),
         o.json);
+  // The prompt and the answer so far (prompt lookup's text), and the tokens of the last pass: the
+  // one sampled before it, then the draft; `row` is the row whose logits are sampled next.
+  std::vector<int32_t> history = o.lookup > 0 ? prompt : std::vector<int32_t>{};
+  std::vector<int32_t> pass;
+  size_t row = 0;
+  // Rows past `row` hold draft tokens that were not taken: forgotten, as if never fed.
+  const auto drop_untaken_rows = [&] {
+    if (pass.size() > row + 1)
+      session.truncate(session.n_past() - static_cast<int64_t>(pass.size() - row - 1));
+  };
   for (int64_t i = 0; i < limit; ++i) {
-    if (json) json->mask(logits);
-    const int32_t next = sampler.sample(logits);
+    const std::span<float> cur(logits.data() + row * V, static_cast<size_t>(V));
+    if (json) json->mask(cur);
+    const int32_t next = sampler.sample(cur);
     if (json) json->advance(next);
     if (!o.ignore_eos && tok.is_eog(next)) {
       r.finish = FinishReason::Stop;
       break;
     }
     r.tokens.push_back(next);
+    if (o.lookup > 0) history.push_back(next);
     sampler.accept(next);
     emit(stops.push(stream.push(next)));
     if (stops.stopped() || (json && json->complete())) {
@@ -77,9 +95,27 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
       break;
     }
     if (i + 1 == limit) break;
+    if (row + 1 < pass.size() && next == pass[row + 1]) {  // the draft's token: its row is fed
+      ++row;
+      ++r.draft_matched;
+      continue;
+    }
+    drop_untaken_rows();
     if (session.n_past() >= session.ctx()) break;  // context full: finish as "length"
-    session.feed(&next, 1, logits.data(), false);
+    // A draft token becomes an answer token only with a row after it, so at most the answer's
+    // room less one, and the context's room after `next`.
+    pass = {next};
+    const int64_t room = std::min({o.lookup, limit - i - 2, session.ctx() - session.n_past() - 1});
+    if (room > 0) {
+      const std::vector<int32_t> draft = lookup_draft(history, room);
+      pass.insert(pass.end(), draft.begin(), draft.end());
+      r.drafted += static_cast<int64_t>(draft.size());
+    }
+    row = 0;
+    ++r.passes;
+    session.feed(pass.data(), static_cast<int64_t>(pass.size()), logits.data(), pass.size() > 1);
   }
+  drop_untaken_rows();
   if (!stops.stopped()) emit(stops.push(stream.flush()) + stops.flush());
   r.generate_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return r;

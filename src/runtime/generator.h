@@ -31,6 +31,12 @@ struct GenerateOptions {
   // turns: ~100 ms for a 262k vocabulary).
   std::shared_ptr<const JsonVocabulary> json_vocab;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
+  // Prompt lookup decoding: each forward pass also feeds up to this many tokens guessed from the
+  // prompt and the answer so far (prompt_lookup.h), and a sampled token that matches the guess
+  // takes the next row's logits: the same sampler draws on the logits of the same positions as
+  // without it (computed as rows of one pass: equal up to rounding), fewer passes where the text
+  // repeats. 0: off.
+  int64_t lookup = 0;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };
@@ -43,6 +49,9 @@ struct GenerateResult {
   int64_t prompt_tokens = 0;
   double prompt_seconds = 0;
   double generate_seconds = 0;
+  int64_t passes = 0;         // forward passes after the prompt's
+  int64_t drafted = 0;        // tokens guessed by prompt lookup
+  int64_t draft_matched = 0;  // ... that were the tokens sampled
 };
 
 // Feeds `prompt` after what the session already holds and generates. `on_text` receives each
