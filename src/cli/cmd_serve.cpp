@@ -15,6 +15,7 @@
 #include "cli/number_checks.h"
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
+#include "runtime/prompt_lookup.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 
@@ -26,6 +27,7 @@ struct ServeArgs {
   server::ServerOptions http;
   int parallel = 4;
   size_t queue = 64;
+  int64_t lookup = 0;
   std::string chat_template;
   std::string alias;
   std::string max_body = "4M";
@@ -65,8 +67,8 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
   }
 
-  server::Scheduler scheduler(*engine, tok,
-                              {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue});
+  server::Scheduler scheduler(
+      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
@@ -112,6 +114,10 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--queue", a->queue,
                   "Requests that may wait for a slot before the server answers 503")
       ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--lookup", a->lookup,
+                  "Prompt lookup decoding: guess up to N tokens a step for each generating slot "
+                  "from its prompt and answer so far, checked in the same forward pass (0: off)")
+      ->check(CLI::Range(int64_t{0}, kMaxLookup));
   sub->add_option(
       "--chat-template", a->chat_template,
       "Chat format: chatml, llama3, llama2, mistral, gemma, raw (default: the model's)");

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "runtime/prompt_lookup.h"
 #include "text/json_schema.h"
 
 namespace ts::cli {
@@ -76,7 +77,7 @@ void add_sampling_flags(CLI::App* app, SamplingFlags& f) {
                   "Prompt lookup decoding: guess up to N tokens a step from the prompt and the "
                   "answer so far, checked in the same forward pass (same output, fewer passes "
                   "where the text repeats; 0: off)")
-      ->check(CLI::Range(0, 64));
+      ->check(CLI::Range(int64_t{0}, kMaxLookup));
 }
 
 namespace {

@@ -39,7 +39,9 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   const int64_t V = session.engine_vocab();
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
-  if (o.lookup < 0) fail(ErrorKind::Usage, "lookup must be >= 0, got " + std::to_string(o.lookup));
+  if (o.lookup < 0 || o.lookup > kMaxLookup)
+    fail(ErrorKind::Usage, "lookup must be between 0 and " + std::to_string(kMaxLookup) + ", got " +
+                               std::to_string(o.lookup));
   // The logits of each row of the last pass: the sampled token's, then a draft token's each.
   std::vector<float> logits(static_cast<size_t>(V * (o.lookup + 1)));
   Sampler sampler(o.sampling);

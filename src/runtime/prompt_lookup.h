@@ -15,6 +15,8 @@ namespace ts {
 // no such suffix occurred before.
 std::vector<int32_t> lookup_draft(std::span<const int32_t> history, int64_t max_tokens);
 
+// The most guesses one pass takes (each is a row of every logits buffer sized for it).
+constexpr int64_t kMaxLookup = 64;
 constexpr int kMinNgram = 2;  // a single token repeats too often to predict what follows it
 constexpr int kMaxNgram = 4;
 

@@ -37,8 +37,11 @@ std::string metrics_text(const SchedulerStats& s) {
            " " + type + "\nturbospark_" + name + " " + std::to_string(value) + "\n";
   };
   metric("forward_passes_total", "counter", "Forward passes run.", s.steps);
-  metric("decode_rows_total", "counter", "Rows that were a running sequence's generated token.",
-         s.decode_rows);
+  metric("decode_rows_total", "counter",
+         "Rows that were a running sequence's last token or a guess after it.", s.decode_rows);
+  metric("lookup_drafted_total", "counter", "Tokens guessed by prompt lookup.", s.drafted);
+  metric("lookup_matched_total", "counter", "Guessed tokens that were the tokens sampled.",
+         s.draft_matched);
   metric("prefill_rows_total", "counter", "Rows that were prompt tokens.", s.prefill_rows);
   metric("cached_prompt_tokens_total", "counter",
          "Prompt tokens taken from a slot's cache instead of prefilled.", s.cached_rows);

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <exception>
+#include <span>
 
 #include "core/error.h"
+#include "runtime/prompt_lookup.h"
 
 namespace ts::server {
 
@@ -14,11 +16,13 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, const Scheduler
       forward_(engine, std::max<int64_t>(options.batch_rows, options.parallel)) {
   if (o_.parallel < 1) fail(ErrorKind::Usage, "--parallel must be at least 1");
   if (o_.ctx < 1) fail(ErrorKind::Usage, "the context per slot must be at least 1");
+  if (o_.lookup < 0 || o_.lookup > kMaxLookup)
+    fail(ErrorKind::Usage, "--lookup must be between 0 and " + std::to_string(kMaxLookup));
   const size_t vocab = static_cast<size_t>(engine_.cfg().n_vocab);
   slots_.resize(static_cast<size_t>(o_.parallel));
   for (Slot& s : slots_) {
     s.kv = std::make_unique<KvCache>(engine_, o_.ctx);
-    s.logits.resize(vocab);
+    s.logits.resize(vocab * static_cast<size_t>(1 + o_.lookup));
     s.prompt_logits.resize(vocab);
   }
   thread_ = std::thread([this] { loop(); });
@@ -84,6 +88,8 @@ SchedulerStats Scheduler::stats() {
   st.decode_rows = decode_rows_.load();
   st.prefill_rows = prefill_rows_.load();
   st.cached_rows = cached_rows_.load();
+  st.drafted = drafted_.load();
+  st.draft_matched = draft_matched_.load();
   return st;
 }
 
@@ -207,12 +213,19 @@ void Scheduler::step() {
   }
   chunks_.clear();
   chunk_slots_.clear();
+  int64_t rows = 0;
+  for (const Slot& s : slots_) rows += s.job != nullptr && !prefilling(s) ? 1 : 0;
+  // Each generating slot's row comes first; guesses take the rows left after those.
   for (Slot& s : slots_) {
     if (s.job == nullptr || prefilling(s)) continue;
-    chunks_.push_back(SeqChunk{s.kv.get(), &s.next, 1, s.logits.data(), false});
+    decode_pass(s, forward_.max_rows() - rows);
+    const auto n = static_cast<int64_t>(s.pass.size());
+    rows += n - 1;
+    chunks_.push_back(SeqChunk{s.kv.get(), s.pass.data(), n, s.logits.data(), n > 1});
     chunk_slots_.push_back(&s);
   }
   const size_t n_decode = chunks_.size();
+  const int64_t decode_rows = rows;
   // Prompts fill the rows the decode steps leave free, oldest first: a step never grows past
   // max_rows, so a long prompt costs each running stream one bounded step at a time.
   std::vector<Slot*> waiting;
@@ -220,7 +233,6 @@ void Scheduler::step() {
     if (prefilling(s)) waiting.push_back(&s);
   std::sort(waiting.begin(), waiting.end(),
             [](const Slot* a, const Slot* b) { return a->admitted < b->admitted; });
-  int64_t rows = static_cast<int64_t>(n_decode);
   for (Slot* s : waiting) {
     const int64_t budget = forward_.max_rows() - rows;
     if (budget <= 0) break;
@@ -243,35 +255,69 @@ void Scheduler::step() {
     return;
   }
   steps_.fetch_add(1);
-  decode_rows_.fetch_add(n_decode);
-  prefill_rows_.fetch_add(static_cast<uint64_t>(rows) - n_decode);
+  decode_rows_.fetch_add(static_cast<uint64_t>(decode_rows));
+  prefill_rows_.fetch_add(static_cast<uint64_t>(rows - decode_rows));
   for (size_t i = 0; i < chunks_.size(); ++i) {
     Slot& s = *chunk_slots_[i];
     s.tokens.insert(s.tokens.end(), chunks_[i].tokens, chunks_[i].tokens + chunks_[i].n);
-    if (i >= n_decode) {
-      s.fed += chunks_[i].n;
-      if (chunks_[i].logits == nullptr) continue;
-      // Sampling masks and biases s.logits in place: keep the model's own for a repeat.
-      std::copy(s.logits.begin(), s.logits.end(), s.prompt_logits.begin());
-      s.prompt_logits_rows = s.fed;
+    if (i < n_decode) {
+      verify_pass(s);
+      continue;
     }
+    s.fed += chunks_[i].n;
+    if (chunks_[i].logits == nullptr) continue;
+    // Sampling masks and biases s.logits in place: keep the model's own for a repeat.
+    std::copy_n(s.logits.begin(), s.prompt_logits.size(), s.prompt_logits.begin());
+    s.prompt_logits_rows = s.fed;
     sample(s);
   }
 }
 
-void Scheduler::sample(Slot& s) {
+void Scheduler::decode_pass(Slot& s, int64_t budget) {
+  s.pass.assign(1, s.next);
+  const GenRequest& r = s.job->request();
+  // A guess becomes an answer token only with a row after it: at most the answer's room less
+  // one, and the context's (prompt and answer never exceed it).
+  int64_t room = std::min(o_.lookup, budget);
+  if (r.max_tokens >= 0) room = std::min(room, r.max_tokens - s.generated - 1);
+  room = std::min(room, s.kv->ctx() - static_cast<int64_t>(r.prompt.size()) - s.generated - 1);
+  if (room <= 0) return;
+  s.tokens.push_back(s.next);  // the text so far: the rows, then the token about to be fed
+  const std::vector<int32_t> draft = lookup_draft(s.tokens, room);
+  s.tokens.pop_back();
+  s.pass.insert(s.pass.end(), draft.begin(), draft.end());
+  drafted_.fetch_add(draft.size());
+}
+
+void Scheduler::verify_pass(Slot& s) {
+  size_t row = 0;
+  for (;;) {
+    sample(s, row);
+    if (s.job == nullptr || row + 1 >= s.pass.size() || s.next != s.pass[row + 1]) break;
+    ++row;
+    draft_matched_.fetch_add(1);
+  }
+  // The rows after `row` hold guesses that were not taken (or came after the answer's end).
+  const auto untaken = static_cast<int64_t>(s.pass.size() - row - 1);
+  s.kv->n_past -= untaken;
+  s.tokens.resize(s.tokens.size() - static_cast<size_t>(untaken));
+}
+
+void Scheduler::sample(Slot& s, size_t row) {
   try {
-    accept_token(s);
+    accept_token(s, row);
   } catch (const std::exception& e) {
     release(s)->fail(std::string("generation failed: ") + e.what());
   }
 }
 
-void Scheduler::accept_token(Slot& s) {
+void Scheduler::accept_token(Slot& s, size_t row) {
   const GenRequest& r = s.job->request();
-  if (s.json) s.json->mask(s.logits);
-  if (s.tool) s.tool->mask(s.logits);
-  const int32_t t = s.sampler->sample(s.logits);
+  const size_t vocab = s.prompt_logits.size();
+  const std::span<float> logits(s.logits.data() + row * vocab, vocab);
+  if (s.json) s.json->mask(logits);
+  if (s.tool) s.tool->mask(logits);
+  const int32_t t = s.sampler->sample(logits);
   // Under a tool constraint an end of generation comes only where the calls are whole.
   if (tok_.is_eog(t) && (s.tool || !r.ignore_eos))
     return finish(s, s.tool ? FinishReason::ToolCalls : FinishReason::Stop);
@@ -279,7 +325,7 @@ void Scheduler::accept_token(Slot& s) {
   if (s.tool) s.tool->advance(t);
   ++s.generated;
   s.sampler->accept(t);
-  if (r.top_logprobs >= 0) s.job->record(token_logprobs(s.logits, t, r.top_logprobs));
+  if (r.top_logprobs >= 0) s.job->record(token_logprobs(logits, t, r.top_logprobs));
   if (s.tool) {
     s.call_text += json_vocab_->pieces[static_cast<size_t>(t)];
     if (s.tool->state().closed()) return finish(s, FinishReason::ToolCalls);

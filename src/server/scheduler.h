@@ -4,6 +4,11 @@
 // chunk of a waiting prompt, so a long prompt is prefilled a piece at a time between decode steps
 // and the running streams keep flowing. Requests beyond the slots wait in a bounded FIFO.
 //
+// With prompt lookup decoding (`lookup` > 0), a generating slot's row is followed in the same pass
+// by up to `lookup` tokens guessed from its prompt and answer (runtime/prompt_lookup.h); the
+// sampled tokens that match take the next rows' logits, and the rows after the first mismatch are
+// dropped.
+//
 // A finished request leaves its rows in its slot: the next request whose prompt starts with them
 // (a chat client resending the conversation, the same prompt again) goes to that slot and
 // prefills only what is new. The logits after each prompt are kept too, so a repeated prompt
@@ -38,16 +43,19 @@ struct SchedulerOptions {
   int64_t ctx = 4096;          // KV cache rows per slot
   int64_t batch_rows = 64;     // most rows of one forward pass (raised to `parallel` if lower)
   size_t queue_capacity = 64;  // requests waiting for a slot
+  int64_t lookup = 0;          // prompt lookup decoding: guessed tokens per slot and step
 };
 
 struct SchedulerStats {
   int slots_total = 0;
   int slots_busy = 0;
   size_t queued = 0;
-  uint64_t steps = 0;         // forward passes
-  uint64_t decode_rows = 0;   // rows that were one generated token of a running sequence
-  uint64_t prefill_rows = 0;  // rows that were prompt tokens
-  uint64_t cached_rows = 0;   // prompt tokens taken from a slot's cache instead of prefilled
+  uint64_t steps = 0;          // forward passes
+  uint64_t decode_rows = 0;    // rows that were one generated token of a running sequence
+  uint64_t prefill_rows = 0;   // rows that were prompt tokens
+  uint64_t cached_rows = 0;    // prompt tokens taken from a slot's cache instead of prefilled
+  uint64_t drafted = 0;        // tokens guessed by prompt lookup (decode rows beyond one a slot)
+  uint64_t draft_matched = 0;  // ... that were the tokens sampled
 };
 
 class Scheduler {
@@ -70,8 +78,8 @@ class Scheduler {
  private:
   struct Slot {
     std::unique_ptr<KvCache> kv;
-    std::vector<float> logits;
-    std::shared_ptr<Job> job;  // null: free
+    std::vector<float> logits;  // [1 + lookup][vocab]: a row per token of the step's pass
+    std::shared_ptr<Job> job;   // null: free
     std::optional<Sampler> sampler;
     std::optional<TextStream> text;
     std::optional<StopStrings> stops;
@@ -82,6 +90,7 @@ class Scheduler {
     int64_t cached = 0;                      // of which were there before the job came
     int64_t generated = 0;                   // tokens sampled and shown
     int32_t next = -1;                       // the last sampled token, fed in the next step
+    std::vector<int32_t> pass;               // the step's decode rows: next, then the guesses
     bool sample_first = false;               // the prompt's logits came from the cache: sample now
     uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first, and the
                             // least recently admitted free slot is given away first
@@ -99,12 +108,19 @@ class Scheduler {
   // The free slot for `r`, and how many of its cached rows `r` keeps; null when none is free.
   std::pair<Slot*, int64_t> pick_slot(const GenRequest& r);
   void start(Slot& s, std::shared_ptr<Job> job, int64_t kept);
-  void sample(Slot& s);
+  void sample(Slot& s, size_t row = 0);
   // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
   // with bytes no call can start with.
   bool start_tool_call(Slot& s, const std::string& after);
   void step();
-  void accept_token(Slot& s);
+  // The slot's decode rows of the step: next and its guesses (none while the slot prefills, or
+  // when `budget` rows are all the step has left).
+  void decode_pass(Slot& s, int64_t budget);
+  // Samples from each row of the pass until a sampled token is not the next guess (or the answer
+  // ends), then forgets the rows after it.
+  void verify_pass(Slot& s);
+  // Samples the next token from logits row `row` and takes it.
+  void accept_token(Slot& s, size_t row);
   void finish(Slot& s, FinishReason reason);
   std::shared_ptr<Job> release(Slot& s);  // frees the slot; returns its job
   void forget_cache(Slot& s);
@@ -130,6 +146,7 @@ class Scheduler {
   bool stopping_ = false;
   std::atomic<int> busy_{0};
   std::atomic<uint64_t> steps_{0}, decode_rows_{0}, prefill_rows_{0}, cached_rows_{0};
+  std::atomic<uint64_t> drafted_{0}, draft_matched_{0};
   std::thread thread_;
 };
 

@@ -3,7 +3,8 @@
 // others (decode rows of several slots plus chunked prefills in one forward pass); stop strings,
 // token and context limits end it as `generate` does; a full queue refuses; a cancelled request
 // frees its slot; bad requests are refused at submission; a slot's cached rows serve a repeated
-// prompt exactly and the next turn of a conversation without prefilling it again.
+// prompt exactly and the next turn of a conversation without prefilling it again; prompt lookup
+// gives a slot the answer `generate` gives with it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,9 +108,10 @@ class SchedulerTest : public ::testing::Test {
 
   // The same request through the single-sequence path. The engine is not thread-safe: call it
   // only while no scheduler is running on it.
-  static GenerateResult alone(const GenRequest& r) {
+  static GenerateResult alone(const GenRequest& r, int64_t lookup = 0) {
     Session session(*engine_);
     GenerateOptions o;
+    o.lookup = lookup;
     o.max_tokens = r.max_tokens;
     o.ignore_eos = r.ignore_eos;
     o.stop = r.stop;
@@ -354,6 +356,54 @@ TEST_F(SchedulerTest, JsonModeEqualsGenerate) {
   for (size_t i = 0; i < jobs.size(); ++i) {
     ASSERT_NE(jobs[i], nullptr);
     expect_same(wait(*jobs[i]), want[i], "request " + std::to_string(i));
+  }
+}
+
+// With prompt lookup, a slot's passes are those of `generate` with it (the sampled token and the
+// same guesses), so a request alone gets generate's answer bit for bit, JSON mode, stop strings
+// and limits included, and the cache keeps only the rows of the answer; requests that share
+// passes with others differ from their lone answers only at near ties.
+TEST_F(SchedulerTest, LookupAnswersAsGenerateDoes) {
+  constexpr int64_t kLookup = 6;
+  GenRequest json = request(
+      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on", 100);
+  json.json = JsonSchema::any_object();
+  GenRequest sampled = json;
+  sampled.sampling.temperature = 0.9f;
+  sampled.sampling.seed = 11;
+  GenRequest stopped = json;
+  const std::string full = alone(json, kLookup).text;
+  stopped.stop = {full.substr(full.size() / 2, 3)};
+  GenRequest short_json = json;
+  short_json.max_tokens = 9;
+  const std::vector<GenRequest> reqs = {json, sampled, stopped, short_json,
+                                        request("Once upon a time", 30)};
+  std::vector<GenerateResult> want;
+  for (const GenRequest& q : reqs) want.push_back(alone(q, kLookup));
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4, kLookup});
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto job = s.submit(reqs[i]);
+    ASSERT_NE(job, nullptr);
+    expect_same(wait(*job), want[i], "request " + std::to_string(i));
+    // The next request must not find this one's untaken guesses among the slot's rows: its
+    // repeat, served from the cache, gives the same answer again.
+    auto again = s.submit(reqs[i]);
+    ASSERT_NE(again, nullptr);
+    expect_same(wait(*again), want[i], "request " + std::to_string(i) + " again");
+  }
+  const SchedulerStats st = s.stats();
+  EXPECT_GT(st.draft_matched, 0u) << "no guess was taken: the test checks nothing";
+  EXPECT_LE(st.draft_matched, st.drafted);
+  // Together: each slot's guesses are rows of the same passes as the other's.
+  const std::vector<GenRequest> pair = {request("Once upon a time", 40),
+                                        request("Tom and his mom went", 30)};
+  std::vector<GreedyReference> lone;
+  for (const GenRequest& q : pair) lone.push_back(greedy_alone(q));
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenRequest& q : pair) jobs.push_back(s.submit(q));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(jobs[i], nullptr);
+    expect_same_or_tie(wait(*jobs[i]), lone[i], "together " + std::to_string(i));
   }
 }
 
