@@ -102,6 +102,7 @@ int run_chat(const ChatArgs& a) {
     o.sampling.seed += turn++;  // each answer its own draws, reproducible under -s
     o.json_vocab = json_vocab;
     o.cancel = &g_interrupted;
+    o.earlier = in_cache;  // earlier turns: prompt lookup finds what the answer repeats there too
     const GenerateResult r = generate(session, tok, fresh, o, [](const std::string& s) {
       std::fwrite(s.data(), 1, s.size(), stdout);
       std::fflush(stdout);

@@ -65,9 +65,13 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     json.emplace(
         o.json_vocab != nullptr ? o.json_vocab : std::make_shared<const JsonVocabulary>(tok),
         o.json);
-  // The prompt and the answer so far (prompt lookup's text), and the tokens of the last pass: the
-  // one sampled before it, then the draft; `row` is the row whose logits are sampled next.
-  std::vector<int32_t> history = o.lookup > 0 ? prompt : std::vector<int32_t>{};
+  // The text so far (prompt lookup's), and the tokens of the last pass: the one sampled before it,
+  // then the draft; `row` is the row whose logits are sampled next.
+  std::vector<int32_t> history;
+  if (o.lookup > 0) {
+    history.assign(o.earlier.begin(), o.earlier.end());
+    history.insert(history.end(), prompt.begin(), prompt.end());
+  }
   std::vector<int32_t> pass;
   size_t row = 0;
   // Rows past `row` hold draft tokens that were not taken: forgotten, as if never fed.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ struct GenerateOptions {
   // without it (computed as rows of one pass: equal up to rounding), fewer passes where the text
   // repeats. 0: off.
   int64_t lookup = 0;
+  // The tokens the session held before this prompt (a chat's earlier turns), which prompt lookup
+  // searches too; not owned.
+  std::span<const int32_t> earlier;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };

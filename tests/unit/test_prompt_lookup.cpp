@@ -146,5 +146,36 @@ TEST(PromptLookup, EndsWithinADraft) {
   EXPECT_GT(drafted, 0) << "nothing was guessed: the test checks nothing";
 }
 
+// A chat's second turn: guesses come from the earlier turns too (GenerateOptions::earlier), and
+// the answer is still the one without lookup.
+TEST(PromptLookup, SearchesEarlierTurns) {
+  auto engine = bundled_engine();
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  const Tokens first = tok.encode(
+      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
+      tok.add_bos(), false);
+  const Tokens second = tok.encode(" Then", false, false);
+  GenerateOptions o;
+  o.sampling.temperature = 0;
+  o.json = JsonSchema::any_object();
+  o.max_tokens = 60;
+  const auto second_turn = [&](int64_t lookup, bool with_earlier) {
+    Session session(*engine);
+    const GenerateResult r1 = generate(session, tok, first, o, [](const std::string&) {});
+    Tokens held = first;
+    held.insert(held.end(), r1.tokens.begin(), r1.tokens.end() - 1);
+    GenerateOptions o2 = o;
+    o2.lookup = lookup;
+    if (with_earlier) o2.earlier = held;
+    return generate(session, tok, second, o2, [](const std::string&) {});
+  };
+  const GenerateResult plain = second_turn(0, false);
+  const GenerateResult alone = second_turn(8, false);
+  const GenerateResult chat = second_turn(8, true);
+  EXPECT_EQ(chat.tokens, plain.tokens);
+  EXPECT_EQ(alone.tokens, plain.tokens);
+  EXPECT_GT(chat.drafted, alone.drafted) << "the earlier turn gave no more guesses";
+}
+
 }  // namespace
 }  // namespace ts
