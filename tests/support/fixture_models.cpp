@@ -15,6 +15,14 @@
 
 namespace ts::test {
 
+std::unique_ptr<Engine> open_bundled_model(int64_t ctx) {
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = ctx;
+  return Engine::open(repo_dir() + "/models/tiny-moe-q8_0.gguf", o);
+}
+
 std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures) {
   std::vector<FixtureForm> out;
   for (const std::string& name : fixtures) {

@@ -3,13 +3,21 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "moe/cache_policy.h"
 #include "quant/dtype.h"
 
+namespace ts {
+class Engine;
+}
+
 namespace ts::test {
+
+// The bundled model (models/tiny-moe-q8_0.gguf) on the CPU, 2 threads, ctx rows of KV cache.
+std::unique_ptr<Engine> open_bundled_model(int64_t ctx);
 
 struct FixtureForm {
   std::string fixture;  // e.g. "qwen3"

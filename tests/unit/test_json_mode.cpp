@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "fixture_models.h"
 #include "formats/gguf.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -136,14 +137,6 @@ TEST(JsonPrefix, RefusalLeavesTheStateAsItWas) {
   EXPECT_TRUE(p.complete());
 }
 
-std::unique_ptr<Engine> bundled_engine() {
-  EngineOptions o;
-  o.backend = "cpu";
-  o.threads = 2;
-  o.ctx = 256;
-  return Engine::open(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", o);
-}
-
 // The mask allows exactly the tokens whose bytes the recognizer accepts, at states of every kind
 // (inside strings, where plain tokens skip the walk, too).
 void expect_mask_matches(const Tokenizer& tok) {
@@ -184,7 +177,7 @@ void expect_mask_matches(const Tokenizer& tok) {
 }
 
 TEST(JsonConstraint, MaskAllowsExactlyTheTokensThatContinue) {
-  auto engine = bundled_engine();
+  auto engine = test::open_bundled_model(256);
   expect_mask_matches(load_tokenizer(engine->spec()));
 }
 
@@ -198,7 +191,7 @@ TEST(JsonConstraint, MaskMatchesOnAByteLevelVocabulary) {
 // JSON mode on the bundled model (a base model that never saw JSON): whatever it would say, the
 // text is one object, and the closing brace ends the generation.
 TEST(JsonConstraint, GenerationGivesOneObject) {
-  auto engine = bundled_engine();
+  auto engine = test::open_bundled_model(256);
   const Tokenizer tok = load_tokenizer(engine->spec());
   const std::vector<int32_t> prompt = tok.encode("The children walked to", tok.add_bos(), false);
   for (const float temperature : {0.0f, 0.8f, 1.5f})

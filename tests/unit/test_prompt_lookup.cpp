@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "fixture_models.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/model_tokenizer.h"
@@ -47,14 +48,6 @@ TEST(LookupDraft, NothingWithoutARepeatedPairOrRoom) {
   EXPECT_EQ(lookup_draft(Tokens{6, 6, 6}, 4), (Tokens{6}));
 }
 
-std::unique_ptr<Engine> bundled_engine() {
-  EngineOptions o;
-  o.backend = "cpu";
-  o.threads = 2;
-  o.ctx = 512;
-  return Engine::open(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", o);
-}
-
 struct Generated {
   GenerateResult r;
   int64_t n_past = 0;
@@ -76,7 +69,7 @@ Generated generate_twice(Engine& engine, const Tokenizer& tok, const Tokens& pro
 }
 
 TEST(PromptLookup, SameTokensAndSessionAsWithout) {
-  auto engine = bundled_engine();
+  auto engine = test::open_bundled_model(512);
   const Tokenizer tok = load_tokenizer(engine->spec());
   const Tokens prompt = tok.encode(
       "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
@@ -113,7 +106,7 @@ TEST(PromptLookup, SameTokensAndSessionAsWithout) {
 // The answer ends inside a draft (a stop string, the token limit): the same tokens, and the rows
 // of the draft after the end are forgotten.
 TEST(PromptLookup, EndsWithinADraft) {
-  auto engine = bundled_engine();
+  auto engine = test::open_bundled_model(512);
   const Tokenizer tok = load_tokenizer(engine->spec());
   const Tokens prompt = tok.encode("a b c d a b c d a b c d a b", tok.add_bos(), false);
   GenerateOptions o;
@@ -149,7 +142,7 @@ TEST(PromptLookup, EndsWithinADraft) {
 // A chat's second turn: guesses come from the earlier turns too (GenerateOptions::earlier), and
 // the answer is still the one without lookup.
 TEST(PromptLookup, SearchesEarlierTurns) {
-  auto engine = bundled_engine();
+  auto engine = test::open_bundled_model(512);
   const Tokenizer tok = load_tokenizer(engine->spec());
   const Tokens first = tok.encode(
       "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
