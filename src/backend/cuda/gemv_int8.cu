@@ -6,14 +6,15 @@
 // four at a time, the scales applied once per 32 (or 16) elements.
 //
 // On Hopper (sm_90), blocks that only keep 2-byte alignment (q8_0: 34 bytes, q6_k: 210, q4_0 /
-// q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110) are staged: a block of 8 rows stages a segment
-// (2048 elements) of each row in shared memory: one thread issues a bulk copy per row
-// (cp.async.bulk, completing on an mbarrier), 2 to 6 stages deep, so that the copy engine, not the
-// threads, moves the bytes; the GEMV is launched as a programmatic dependent of the quantisation
-// kernel, so that these copies start while the activations are being quantised. Each thread then
-// takes one 32-element unit of two rows: it reads the unit's int8 activations once, as two 16-byte
-// loads, each row's quants as aligned 32-bit words shifted into place, and adds each row's float
-// term to that row's partial sum. A row is two warps; their sums meet through shared memory.
+// q4_1 / q5_0 / q5_1: 18..24, q2_k: 84, q3_k: 110, iq4_nl: 18, iq4_xs: 136) are staged: a block of
+// 8 rows stages a segment (2048 elements) of each row in shared memory: one thread issues a bulk
+// copy per row (cp.async.bulk, completing on an mbarrier), 2 to 6 stages deep, so that the copy
+// engine, not the threads, moves the bytes; the GEMV is launched as a programmatic dependent of the
+// quantisation kernel, so that these copies start while the activations are being quantised. Each
+// thread then takes one 32-element unit of two rows: it reads the unit's int8 activations once, as
+// two 16-byte loads, each row's quants as aligned 32-bit words shifted into place, and adds each
+// row's float term to that row's partial sum. A row is two warps; their sums meet through shared
+// memory.
 //
 // Units that lie on 16-byte boundaries need no staging: q8_0 weights the backend packed into
 // 4-row groups (q8_groups.cuh), q6_k weights it packed into rows of d-less 208-byte bodies
@@ -100,8 +101,8 @@ __device__ __forceinline__ int dp4a8(const uint32_t (&q)[8], const uint4 (&x)[2]
 
 // unit_dot<T>(seg, j, x, a): the dot of 32-element unit j of a row segment staged at `seg` with
 // its int8 activations x (32 codes) and their block term a. Integer sums are exact; the float
-// terms are the weight's scales times a.d. Specialised for q8_0 and the k-quants; the primary
-// definition, further down, is the legacy types'.
+// terms are the weight's scales times a.d. Specialised for q8_0, the k-quants and the iq4 types;
+// the primary definition, further down, is the legacy types'.
 template <DType T>
 __device__ __forceinline__ float unit_dot(const uint8_t* seg, int j, const uint4 (&x)[2],
                                           ActBlock a);
@@ -187,6 +188,36 @@ __device__ __forceinline__ float legacy_unit_dot(const uint8_t* b, const uint4 (
     const int offset = kFifthBit ? 16 : 8;
     return d * a.d * static_cast<float>(dp4a8(q, x, 0, 8) - offset * (a.s0 + a.s1));
   }
+}
+
+// iq4_nl / iq4_xs: the 32 nibbles of a unit index the non-uniform grid of int8 levels
+// (iq4_levels4), so the codes are the levels themselves and the sum needs no offset.
+__device__ __forceinline__ int iq4_unit_sum(const uint8_t* qs, const uint4 (&x)[2]) {
+  uint32_t q[8];
+  nibble_words(qs, q);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) q[i] = iq4_levels4(q[i]);
+  return dp4a8(q, x, 0, 8);
+}
+
+template <>
+__device__ __forceinline__ float unit_dot<DType::IQ4_NL>(const uint8_t* seg, int j,
+                                                         const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + j * static_cast<int>(sizeof(BlockIQ4_NL));
+  const int s = iq4_unit_sum(b + offsetof(BlockIQ4_NL, qs), x);
+  return half_bits_to_float(load_u16(b + offsetof(BlockIQ4_NL, d))) * a.d * static_cast<float>(s);
+}
+
+// Sub-block sub (0..7) of an iq4_xs block: its 16 nibble bytes and a signed 6-bit scale.
+template <>
+__device__ __forceinline__ float unit_dot<DType::IQ4_XS>(const uint8_t* seg, int j,
+                                                         const uint4 (&x)[2], ActBlock a) {
+  const uint8_t* b = seg + (j / 8) * static_cast<int>(sizeof(BlockIQ4_XS));
+  const int sub = j % 8;
+  const int s = iq4_unit_sum(b + offsetof(BlockIQ4_XS, qs) + 16 * sub, x);
+  const int scale = iq4xs_scale_dev(reinterpret_cast<const BlockIQ4_XS*>(b), sub);
+  return half_bits_to_float(load_u16(b + offsetof(BlockIQ4_XS, d))) * a.d *
+         static_cast<float>(scale * s);
 }
 
 // The primary unit_dot: the legacy types, whose unit is one block.
@@ -760,7 +791,7 @@ void launch_int8(cudaStream_t stream, const uint8_t* data, const Weight& w, cons
 template <DType... Ts>
 struct TypeList {};
 using StagedTypes = TypeList<DType::Q8_0, DType::Q6_K, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                             DType::Q5_1, DType::Q2_K, DType::Q3_K>;
+                             DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS>;
 
 template <DType... Ts>
 bool staged(TypeList<Ts...> /*types*/, DType t) {
