@@ -46,10 +46,10 @@ int64_t integer(const json& body, const char* name, int64_t lo, int64_t hi, int6
   const json* v = get(body, name);
   if (v == nullptr) return def;
   if (!v->is_number_integer()) bad(name, "must be an integer");
-  if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi))
-    bad(name, "is too large");
-  const int64_t x = v->get<int64_t>();
-  if (x < lo || x > hi)
+  // Read as unsigned first: a value past int64 must not wrap into the range.
+  const bool above = v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi);
+  const int64_t x = above ? hi : v->get<int64_t>();
+  if (above || x < lo)
     bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi) + ", got " +
                   v->dump());
   return x;
@@ -72,7 +72,6 @@ std::string string(const json& body, const char* name) {
 // Fields of OpenAI's API that this server does not implement: refused, never silently ignored,
 // since a client that sends them expects their effect.
 void refuse_unsupported(const json& body, ApiKind kind) {
-  if (integer(body, "n", 1, 1, 1) != 1) bad("n", "must be 1");
   if (kind == ApiKind::Completion) {
     if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "must be 1");
     if (boolean(body, "echo", false)) bad("echo", "is not supported");
@@ -290,6 +289,7 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   } else if (get(body, "top_logprobs") != nullptr) {
     bad("top_logprobs", "needs \"logprobs\": true");
   }
+  r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices, 1));
   if (const json* s = get(body, "seed"); s != nullptr) {
     if (!s->is_number_integer()) bad("seed", "must be an integer");
     r.seed =

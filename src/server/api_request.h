@@ -42,7 +42,11 @@ struct ApiRequest {
   bool tool_required = false;
   std::optional<uint64_t> seed;  // absent: the server draws one
   int top_logprobs = -1;         // < 0: no log-probabilities
+  int n = 1;                     // choices: answers to the same prompt, each with its own draws
 };
+
+// The most choices one request may ask for (`n`): each is a request of its own to the scheduler.
+constexpr int kMaxChoices = 16;
 
 // `body` must be a JSON object.
 ApiRequest parse_api_request(ApiKind kind, const nlohmann::json& body);

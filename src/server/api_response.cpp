@@ -23,9 +23,9 @@ json chunk(const ResponseMeta& m, json choices) {
 }
 
 // The one choice of a streamed chunk: a chat delta, or a completion's text.
-json choice(const ResponseMeta& m, json delta, const std::string& text, json finish,
+json choice(const ResponseMeta& m, int index, json delta, const std::string& text, json finish,
             const json& logprobs) {
-  json c = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", std::move(finish)}};
+  json c = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", std::move(finish)}};
   if (chat(m)) {
     c["delta"] = std::move(delta);
   } else {
@@ -115,43 +115,48 @@ json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
           {"text_offset", std::move(offsets)}};
 }
 
-json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                   const Usage& u, const json& logprobs, const std::vector<ToolCall>& calls) {
-  json c = {{"index", 0}, {"logprobs", logprobs}, {"finish_reason", finish_reason_name(finish)}};
-  if (chat(m)) {
-    c["message"] = {{"role", "assistant"}, {"content", text}};
-    if (!calls.empty()) {
-      if (text.empty()) c["message"]["content"] = nullptr;
-      c["message"]["tool_calls"] = tool_calls_json(calls, false);
+json full_response(const ResponseMeta& m, const std::vector<Choice>& choices, const Usage& u) {
+  json out = json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice& ch = choices[i];
+    json c = {
+        {"index", i}, {"logprobs", ch.logprobs}, {"finish_reason", finish_reason_name(ch.finish)}};
+    if (chat(m)) {
+      c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      if (!ch.calls.empty()) {
+        if (ch.text.empty()) c["message"]["content"] = nullptr;
+        c["message"]["tool_calls"] = tool_calls_json(ch.calls, false);
+      }
+    } else {
+      c["text"] = ch.text;
     }
-  } else {
-    c["text"] = text;
+    out.push_back(std::move(c));
   }
   return {{"id", m.id},
           {"object", chat(m) ? "chat.completion" : "text_completion"},
           {"created", m.created},
           {"model", m.model},
-          {"choices", json::array({std::move(c)})},
+          {"choices", std::move(out)},
           {"usage", usage_json(u)}};
 }
 
-json role_chunk(const ResponseMeta& m) {
-  return chunk(
-      m, json::array({choice(m, {{"role", "assistant"}, {"content", ""}}, "", nullptr, nullptr)}));
-}
-
-json text_chunk(const ResponseMeta& m, const std::string& text, const json& logprobs) {
-  return chunk(m, json::array({choice(m, {{"content", text}}, text, nullptr, logprobs)}));
-}
-
-json tool_calls_chunk(const ResponseMeta& m, const std::vector<ToolCall>& calls) {
-  return chunk(m, json::array({choice(m, {{"tool_calls", tool_calls_json(calls, true)}}, "",
+json role_chunk(const ResponseMeta& m, int index) {
+  return chunk(m, json::array({choice(m, index, {{"role", "assistant"}, {"content", ""}}, "",
                                       nullptr, nullptr)}));
 }
 
-json finish_chunk(const ResponseMeta& m, FinishReason finish, const json& logprobs) {
-  return chunk(m,
-               json::array({choice(m, json::object(), "", finish_reason_name(finish), logprobs)}));
+json text_chunk(const ResponseMeta& m, int index, const std::string& text, const json& logprobs) {
+  return chunk(m, json::array({choice(m, index, {{"content", text}}, text, nullptr, logprobs)}));
+}
+
+json tool_calls_chunk(const ResponseMeta& m, int index, const std::vector<ToolCall>& calls) {
+  return chunk(m, json::array({choice(m, index, {{"tool_calls", tool_calls_json(calls, true)}}, "",
+                                      nullptr, nullptr)}));
+}
+
+json finish_chunk(const ResponseMeta& m, int index, FinishReason finish, const json& logprobs) {
+  return chunk(
+      m, json::array({choice(m, index, json::object(), "", finish_reason_name(finish), logprobs)}));
 }
 
 json usage_chunk(const ResponseMeta& m, const Usage& u) {

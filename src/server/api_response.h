@@ -25,24 +25,33 @@ struct ResponseMeta {
 std::string new_response_id(ApiKind kind);
 
 nlohmann::json usage_json(const Usage& u);
-// `logprobs`: null, or what logprobs_json made of every token. A chat answer's tool calls go in
-// its message's "tool_calls" (its content null when it has no text).
-nlohmann::json full_response(const ResponseMeta& m, const std::string& text, FinishReason finish,
-                             const Usage& u, const nlohmann::json& logprobs,
-                             const std::vector<ToolCall>& calls = {});
+
+// One answer of a whole response (`n` of them: "choices", index in order). `logprobs`: null, or
+// what logprobs_json made of every token. A chat answer's tool calls go in its message's
+// "tool_calls" (its content null when it has no text).
+struct Choice {
+  std::string text;
+  FinishReason finish = FinishReason::Length;
+  nlohmann::json logprobs;
+  std::vector<ToolCall> calls;
+};
+nlohmann::json full_response(const ResponseMeta& m, const std::vector<Choice>& choices,
+                             const Usage& u);
 // Log-probabilities in the shape `m.kind`'s API gives them. Completions report each token's byte
 // offset in the answer: `text_offset` is that of the first, and is moved past these tokens.
 nlohmann::json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
                              const std::vector<TokenLogprobs>& lps, size_t& text_offset);
 
-// Streaming: the chat answer opens with the assistant role; then one chunk per piece of text; a
-// chunk with the finish reason; with include_usage a last chunk with no choices and the usage.
-nlohmann::json role_chunk(const ResponseMeta& m);
-nlohmann::json text_chunk(const ResponseMeta& m, const std::string& text,
+// Streaming, for the choice `index`: a chat answer opens with the assistant role; then one chunk
+// per piece of text; a chunk with the finish reason; with include_usage a last chunk with no
+// choices and the usage of them all.
+nlohmann::json role_chunk(const ResponseMeta& m, int index);
+nlohmann::json text_chunk(const ResponseMeta& m, int index, const std::string& text,
                           const nlohmann::json& logprobs);
 // A chat stream's tool calls, whole, in one chunk before the finish.
-nlohmann::json tool_calls_chunk(const ResponseMeta& m, const std::vector<ToolCall>& calls);
-nlohmann::json finish_chunk(const ResponseMeta& m, FinishReason finish,
+nlohmann::json tool_calls_chunk(const ResponseMeta& m, int index,
+                                const std::vector<ToolCall>& calls);
+nlohmann::json finish_chunk(const ResponseMeta& m, int index, FinishReason finish,
                             const nlohmann::json& logprobs);
 nlohmann::json usage_chunk(const ResponseMeta& m, const Usage& u);
 

@@ -85,55 +85,104 @@ int64_t unix_now() {
       .count();
 }
 
-// What a response relays from its job, across the calls of its content provider.
-struct Relay {
+// What a response relays from the job of one of its choices, across the provider's calls.
+struct ChoiceRelay {
   std::shared_ptr<Job> job;
+  bool opened = false;
+  bool done = false;
+  Choice answer;                   // the text so far (not streamed), then how it ended
+  std::vector<TokenLogprobs> lps;  // not yet sent
+  size_t text_offset = 0;          // of the next token in the answer (completions' logprobs)
+};
+
+struct Relay {
+  std::vector<ChoiceRelay> choices;  // the request's `n`, in index order
   ResponseMeta meta;
   const Tokenizer* tok = nullptr;
   bool logprobs = false;
-  bool opened = false;
-  std::string text;                // the answer so far (not streamed)
-  std::vector<TokenLogprobs> lps;  // not yet sent
-  size_t text_offset = 0;          // of the next token in the answer (completions' logprobs)
+  Usage usage;  // the prompt once (the first choice's), the completion tokens of them all
 };
 
 bool write(httplib::DataSink& sink, const std::string& s) {
   return sink.write(s.data(), s.size());
 }
 
-// The log-probabilities not yet sent, in the response's shape; null when none were asked for.
-json take_logprobs(Relay& r) {
+// A choice's log-probabilities not yet sent, in the response's shape; null when none were asked
+// for.
+json take_logprobs(Relay& r, ChoiceRelay& c) {
   if (!r.logprobs) return nullptr;
-  json j = logprobs_json(r.meta, *r.tok, r.lps, r.text_offset);
-  r.lps.clear();
+  json j = logprobs_json(r.meta, *r.tok, c.lps, c.text_offset);
+  c.lps.clear();
   return j;
 }
 
-// One call of a streamed response's provider: waits a little for text and sends it as chunks.
-// httplib calls it until it calls sink.done() or returns false (the client is gone); then the
-// releaser cancels the job. is_writable() also sees a peer that has closed its end, so a client
-// that leaves while its request waits or generates is noticed within one poll.
+// Takes what choice `i`'s job has for the response (waiting up to `wait`): false while it runs.
+// The first choice to end with an error ends the response with it (the releaser cancels the
+// others).
+bool take_choice(Relay& r, size_t i, std::chrono::milliseconds wait, JobUpdate& u) {
+  ChoiceRelay& c = r.choices[i];
+  u = c.job->take(wait);
+  c.lps.insert(c.lps.end(), u.logprobs.begin(), u.logprobs.end());
+  if (!u.done) return false;
+  c.done = true;
+  c.answer.finish = u.finish;
+  c.answer.calls = u.tool_calls;
+  if (i == 0) {
+    r.usage.prompt_tokens = u.usage.prompt_tokens;
+    r.usage.cached_tokens = u.usage.cached_tokens;
+  }
+  r.usage.completion_tokens += u.usage.completion_tokens;
+  return true;
+}
+
+bool all_done(const Relay& r) {
+  return std::all_of(r.choices.begin(), r.choices.end(),
+                     [](const ChoiceRelay& c) { return c.done; });
+}
+
+// Each choice's wait in one call of a provider: the call as a whole waits about kPoll.
+std::chrono::milliseconds choice_poll(const Relay& r) {
+  return std::max(std::chrono::milliseconds(1), kPoll / static_cast<int>(r.choices.size()));
+}
+
+// One call of a streamed response's provider: waits a little for text and sends it as chunks,
+// each choice's under its index. httplib calls it until it calls sink.done() or returns false
+// (the client is gone); then the releaser cancels the jobs. is_writable() also sees a peer that
+// has closed its end, so a client that leaves while its request waits or generates is noticed
+// within one poll.
 bool relay_stream(Relay& r, httplib::DataSink& sink) {
   if (!sink.is_writable()) return false;
-  if (!r.opened) {
-    r.opened = true;
-    if (r.meta.kind == ApiKind::Chat && !write(sink, sse_event(role_chunk(r.meta)))) return false;
-  }
-  JobUpdate u = r.job->take(kPoll);
-  r.lps.insert(r.lps.end(), u.logprobs.begin(), u.logprobs.end());
-  // A token's log-probability rides on the next chunk of text: its own text may still be held
-  // back (an unfinished character, the start of a stop string).
-  for (const std::string& piece : u.pieces)
-    if (!write(sink, sse_event(text_chunk(r.meta, piece, take_logprobs(r))))) return false;
-  if (!u.done) return true;
-  if (!u.error.empty()) {
-    if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
-  } else {
-    if (!u.tool_calls.empty() && !write(sink, sse_event(tool_calls_chunk(r.meta, u.tool_calls))))
+  for (size_t i = 0; i < r.choices.size(); ++i) {
+    ChoiceRelay& c = r.choices[i];
+    if (c.done) continue;
+    const int index = static_cast<int>(i);
+    if (!c.opened) {
+      c.opened = true;
+      if (r.meta.kind == ApiKind::Chat && !write(sink, sse_event(role_chunk(r.meta, index))))
+        return false;
+    }
+    JobUpdate u;
+    const bool ended = take_choice(r, i, choice_poll(r), u);
+    // A token's log-probability rides on the next chunk of text: its own text may still be held
+    // back (an unfinished character, the start of a stop string).
+    for (const std::string& piece : u.pieces)
+      if (!write(sink, sse_event(text_chunk(r.meta, index, piece, take_logprobs(r, c)))))
+        return false;
+    if (!ended) continue;
+    if (!u.error.empty()) {
+      if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
+      if (!write(sink, "data: [DONE]\n\n")) return false;
+      sink.done();
+      return true;
+    }
+    if (!u.tool_calls.empty() &&
+        !write(sink, sse_event(tool_calls_chunk(r.meta, index, u.tool_calls))))
       return false;
-    if (!write(sink, sse_event(finish_chunk(r.meta, u.finish, take_logprobs(r))))) return false;
-    if (r.meta.include_usage && !write(sink, sse_event(usage_chunk(r.meta, u.usage)))) return false;
+    if (!write(sink, sse_event(finish_chunk(r.meta, index, u.finish, take_logprobs(r, c)))))
+      return false;
   }
+  if (!all_done(r)) return true;
+  if (r.meta.include_usage && !write(sink, sse_event(usage_chunk(r.meta, r.usage)))) return false;
   if (!write(sink, "data: [DONE]\n\n")) return false;
   sink.done();
   return true;
@@ -143,16 +192,25 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
 // noticed (sink.is_writable() fails) while the answer is still being generated.
 bool relay_whole(Relay& r, httplib::DataSink& sink) {
   if (!sink.is_writable()) return false;
-  JobUpdate u = r.job->take(kPoll);
-  for (const std::string& piece : u.pieces) r.text += piece;
-  r.lps.insert(r.lps.end(), u.logprobs.begin(), u.logprobs.end());
-  if (!u.done) return true;
-  // The status line has gone out as 200; a failure mid-generation can only be told in the body.
-  const std::string body =
-      u.error.empty()
-          ? dump(full_response(r.meta, r.text, u.finish, u.usage, take_logprobs(r), u.tool_calls))
-          : dump(error_json(u.error, "server_error", ""));
-  if (!write(sink, body)) return false;
+  for (size_t i = 0; i < r.choices.size(); ++i) {
+    ChoiceRelay& c = r.choices[i];
+    if (c.done) continue;
+    JobUpdate u;
+    const bool ended = take_choice(r, i, choice_poll(r), u);
+    for (const std::string& piece : u.pieces) c.answer.text += piece;
+    if (!ended) continue;
+    if (!u.error.empty()) {
+      // The status line has gone out as 200; a failure mid-generation can only be told here.
+      if (!write(sink, dump(error_json(u.error, "server_error", "")))) return false;
+      sink.done();
+      return true;
+    }
+    c.answer.logprobs = take_logprobs(r, c);
+  }
+  if (!all_done(r)) return true;
+  std::vector<Choice> answers;
+  for (const ChoiceRelay& c : r.choices) answers.push_back(c.answer);
+  if (!write(sink, dump(full_response(r.meta, answers, r.usage)))) return false;
   sink.done();
   return true;
 }
@@ -201,6 +259,7 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
   ResponseMeta meta;
   bool stream = false;
   bool logprobs = false;
+  int n = 1;
   try {
     const ApiRequest a = parse_api_request(kind, body);
     if (!a.model.empty() && a.model != o.model_id)
@@ -223,27 +282,39 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
     stream = a.stream;
+    n = a.n;
   } catch (const Error& e) {
     return bad_request(res, e.what());
   }
-  std::shared_ptr<Job> job;
-  try {
-    job = sched.submit(std::move(g));
-  } catch (const Error& e) {
-    if (e.kind() == ErrorKind::Runtime) return send_error(res, 503, e.what(), "server_error", "");
-    return bad_request(res, e.what());
-  }
-  if (job == nullptr)
-    return send_error(res, 503,
-                      "the server is busy: " + std::to_string(sched.options().queue_capacity) +
-                          " requests are already waiting for a slot; retry later",
-                      "server_error", "queue_full");
+  // A job per choice, each with its own draws (seed + index): all queued, or none.
   auto relay = std::make_shared<Relay>();
-  relay->job = job;
+  const auto cancel_all = [relay] {
+    for (ChoiceRelay& c : relay->choices) c.job->cancel();
+  };
+  for (int i = 0; i < n; ++i) {
+    GenRequest gi = g;
+    gi.sampling.seed = g.sampling.seed + static_cast<uint64_t>(i);
+    std::shared_ptr<Job> job;
+    try {
+      job = sched.submit(std::move(gi));
+    } catch (const Error& e) {
+      cancel_all();
+      if (e.kind() == ErrorKind::Runtime) return send_error(res, 503, e.what(), "server_error", "");
+      return bad_request(res, e.what());
+    }
+    if (job == nullptr) {
+      cancel_all();
+      return send_error(res, 503,
+                        "the server is busy: " + std::to_string(sched.options().queue_capacity) +
+                            " requests are already waiting for a slot; retry later",
+                        "server_error", "queue_full");
+    }
+    relay->choices.emplace_back().job = std::move(job);
+  }
   relay->meta = std::move(meta);
   relay->tok = &tok;
   relay->logprobs = logprobs;
-  const auto release = [job](bool) { job->cancel(); };
+  const auto release = [cancel_all](bool) { cancel_all(); };
   const auto guarded = [relay, stream](size_t, httplib::DataSink& sink) {
     // httplib calls providers outside its handler try-block: nothing may escape.
     try {

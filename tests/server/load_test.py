@@ -172,7 +172,7 @@ class Load:
             ("/v1/chat/completions", b'{"messages": "Hi"}', 400),
             (
                 "/v1/chat/completions",
-                b'{"messages": [{"role": "user", "content": "Hi"}], "n": 3}',
+                b'{"messages": [{"role": "user", "content": "Hi"}], "n": 17}',
                 400,
             ),
             ("/v1/completions", b'{"model": "gpt-9", "prompt": "Hi"}', 404),

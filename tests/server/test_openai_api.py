@@ -326,6 +326,32 @@ class OpenAIApi(unittest.TestCase):
             first, self.complete(PROMPTS[1], max_tokens=24, temperature=0).choices[0].text
         )
 
+    def test_n_choices(self):
+        # n answers to one prompt: choice i draws as a lone request with seed + i does, whole or
+        # streamed (each chunk under its choice's index), the usage counting the prompt once.
+        kw = dict(max_tokens=24, temperature=0.9)
+        lone = [self.complete(PROMPTS[1], seed=50 + i, **kw) for i in range(3)]
+        r = self.complete(PROMPTS[1], seed=50, n=3, **kw)
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        self.assertEqual([c.text for c in r.choices], [x.choices[0].text for x in lone])
+        self.assertGreater(len({c.text for c in r.choices}), 1)
+        self.assertEqual(r.usage.prompt_tokens, lone[0].usage.prompt_tokens)
+        self.assertEqual(r.usage.completion_tokens, sum(x.usage.completion_tokens for x in lone))
+        texts, finishes, usage = ["", "", ""], [None, None, None], None
+        for chunk in self.complete(
+            PROMPTS[1], seed=50, n=3, stream=True, stream_options={"include_usage": True}, **kw
+        ):
+            usage = chunk.usage or usage
+            for c in chunk.choices:
+                texts[c.index] += c.text
+                finishes[c.index] = c.finish_reason or finishes[c.index]
+        self.assertEqual(texts, [c.text for c in r.choices])
+        self.assertEqual(finishes, [c.finish_reason for c in r.choices])
+        self.assertEqual(usage.completion_tokens, r.usage.completion_tokens)
+        chat = self.chat(PROMPTS[0], max_tokens=16, temperature=0, n=2)
+        self.assertEqual(len(chat.choices), 2)
+        self.assertEqual(chat.choices[0].message.content, chat.choices[1].message.content)
+
     def test_penalties_change_greedy_text(self):
         plain = self.complete(PROMPTS[0], max_tokens=32, temperature=0).choices[0].text
         for kw in ({"frequency_penalty": 2.0}, {"presence_penalty": 2.0}):
@@ -475,7 +501,7 @@ class OpenAIApi(unittest.TestCase):
         with self.assertRaises(openai.BadRequestError):
             self.complete("Hi", temperature=5)
         with self.assertRaises(openai.BadRequestError):
-            self.complete("Hi", n=2)
+            self.complete("Hi", n=17)
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model="other", prompt="Hi")
         self.assertTrue(self.server.alive())

@@ -137,7 +137,8 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
       {R"({"prompt": "x", "stop": [1]})", "'stop'"},
       {R"({"prompt": "x", "stream": "yes"})", "'stream'"},
       {R"({"prompt": "x", "seed": "abc"})", "'seed'"},
-      {R"({"prompt": "x", "n": 2})", "'n'"},
+      {R"({"prompt": "x", "n": 0})", "'n' must be between 1 and 16"},
+      {R"({"prompt": "x", "n": 17})", "'n' must be between 1 and 16"},
       {R"({"prompt": "x", "best_of": 3})", "'best_of'"},
       {R"({"prompt": "x", "echo": true})", "'echo'"},
       {R"({"prompt": "x", "suffix": "end"})", "'suffix'"},
@@ -185,20 +186,28 @@ TEST(ServerApi, ResponsesHaveOpenAIShapes) {
   EXPECT_EQ(m.id.rfind("chatcmpl-", 0), 0u);
   EXPECT_EQ(m.id.size(), 9u + 24u);
   EXPECT_NE(m.id, new_response_id(ApiKind::Chat));
-  const json whole = full_response(m, "Hi!", FinishReason::Stop, {5, 2, 3}, nullptr);
+  const json whole = full_response(m,
+                                   {Choice{"Hi!", FinishReason::Stop, nullptr, {}},
+                                    Choice{"Hey", FinishReason::Length, nullptr, {}}},
+                                   {5, 2, 3});
   EXPECT_EQ(whole["object"], "chat.completion");
   EXPECT_EQ(whole["choices"][0]["message"], (json{{"role", "assistant"}, {"content", "Hi!"}}));
   EXPECT_EQ(whole["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(whole["choices"][1]["index"], 1);
+  EXPECT_EQ(whole["choices"][1]["message"]["content"], "Hey");
+  EXPECT_EQ(whole["choices"][1]["finish_reason"], "length");
   EXPECT_EQ(whole["usage"], (json{{"prompt_tokens", 5},
                                   {"completion_tokens", 2},
                                   {"total_tokens", 7},
                                   {"prompt_tokens_details", {{"cached_tokens", 3}}}}));
-  EXPECT_EQ(role_chunk(m)["choices"][0]["delta"], (json{{"role", "assistant"}, {"content", ""}}));
-  const json text = text_chunk(m, "Hi", nullptr);
+  EXPECT_EQ(role_chunk(m, 0)["choices"][0]["delta"],
+            (json{{"role", "assistant"}, {"content", ""}}));
+  const json text = text_chunk(m, 0, "Hi", nullptr);
   EXPECT_EQ(text["object"], "chat.completion.chunk");
   EXPECT_TRUE(text["usage"].is_null());
   EXPECT_EQ(text["choices"][0]["delta"]["content"], "Hi");
-  EXPECT_EQ(finish_chunk(m, FinishReason::Length, nullptr)["choices"][0]["finish_reason"],
+  EXPECT_EQ(text_chunk(m, 3, "Hi", nullptr)["choices"][0]["index"], 3);
+  EXPECT_EQ(finish_chunk(m, 1, FinishReason::Length, nullptr)["choices"][0]["finish_reason"],
             "length");
   const json usage = usage_chunk(m, {5, 2});
   EXPECT_TRUE(usage["choices"].empty());
@@ -206,9 +215,10 @@ TEST(ServerApi, ResponsesHaveOpenAIShapes) {
 
   ResponseMeta c{ApiKind::Completion, new_response_id(ApiKind::Completion), "tiny", 1, false};
   EXPECT_EQ(c.id.rfind("cmpl-", 0), 0u);
-  EXPECT_EQ(full_response(c, "abc", FinishReason::Length, {1, 3}, nullptr)["choices"][0]["text"],
+  EXPECT_EQ(full_response(c, {Choice{"abc", FinishReason::Length, nullptr, {}}},
+                          {1, 3})["choices"][0]["text"],
             "abc");
-  const json chunk = text_chunk(c, "a", nullptr);
+  const json chunk = text_chunk(c, 0, "a", nullptr);
   EXPECT_EQ(chunk["object"], "text_completion");
   EXPECT_EQ(chunk["choices"][0]["text"], "a");
   EXPECT_FALSE(chunk.contains("usage"));
