@@ -51,7 +51,7 @@ struct SchedulerStats {
   int slots_busy = 0;
   size_t queued = 0;
   uint64_t steps = 0;          // forward passes
-  uint64_t decode_rows = 0;    // rows that were one generated token of a running sequence
+  uint64_t decode_rows = 0;    // rows of running sequences: each one's last token, its guesses
   uint64_t prefill_rows = 0;   // rows that were prompt tokens
   uint64_t cached_rows = 0;    // prompt tokens taken from a slot's cache instead of prefilled
   uint64_t drafted = 0;        // tokens guessed by prompt lookup (decode rows beyond one a slot)
