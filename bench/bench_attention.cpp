@@ -24,7 +24,12 @@ struct HeadShape {
   int64_t n_head, n_head_kv, head_dim;
 };
 
-constexpr HeadShape kShapes[] = {{"llama3.2-1b", 32, 8, 64}, {"llama3-8b", 32, 8, 128}};
+// GQA groups of 4 (Llama 3), 3 (SmolLM2) and 2 (Gemma 2 2B): the decode block of one row takes
+// 4, 3 or 2 query vectors.
+constexpr HeadShape kShapes[] = {{"llama3.2-1b", 32, 8, 64},
+                                 {"llama3-8b", 32, 8, 128},
+                                 {"smollm2-135m", 9, 3, 64},
+                                 {"gemma2-2b", 8, 4, 256}};
 constexpr uint64_t kCycledBytes = 256ull << 20;  // past any last-level cache
 
 uint64_t next_random(uint64_t& s) {
