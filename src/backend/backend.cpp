@@ -46,6 +46,12 @@ void Backend::to_host_async(void* dst, const void* src, size_t bytes) {
   to_host(dst, src, bytes);
 }
 
+void Backend::copy(void* dst, const void* src, size_t bytes) {
+  std::vector<uint8_t> staged(bytes);
+  to_host(staged.data(), src, bytes);
+  to_device(dst, staged.data(), bytes);
+}
+
 void Backend::kv_store_each(const KvView* kv, const float* k, const float* v, int64_t M,
                             const int32_t* pos) {
   for (int64_t m = 0; m < M; ++m)

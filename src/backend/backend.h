@@ -144,6 +144,9 @@ class Backend {
   // Queues a copy into host memory from alloc_host_pinned(); the bytes are there once
   // synchronize() returns. May be part of a recorded step. Default: to_host().
   virtual void to_host_async(void* dst, const void* src, size_t bytes);
+  // Copies between two of this backend's allocations, after the ops queued before it (one KV
+  // cache's rows into another's). Default: through host memory.
+  virtual void copy(void* dst, const void* src, size_t bytes);
   virtual void synchronize() {}
   // True when backend memory is ordinary host memory (files can be read straight into it).
   virtual bool is_host() const { return false; }

@@ -1,6 +1,9 @@
 #include "runtime/kv_cache.h"
 
+#include <string>
+
 #include "core/checked.h"
+#include "core/error.h"
 #include "runtime/engine.h"
 
 namespace ts {
@@ -21,6 +24,20 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
                 backend_.alloc(layer_bytes)};
     bytes_ += 2 * layer_bytes;
   }
+}
+
+void KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
+  if (rows < 0 || rows > from.n_past || rows > ctx_ || from.layers_.size() != layers_.size())
+    fail(ErrorKind::Runtime, "KV cache: cannot copy " + std::to_string(rows) +
+                                 " rows of a cache "
+                                 "holding " +
+                                 std::to_string(from.n_past));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;
+    backend_.copy(layers_[l].k, from.layers_[l].k, bytes);
+    backend_.copy(layers_[l].v, from.layers_[l].v, bytes);
+  }
+  n_past = rows;
 }
 
 KvCache::~KvCache() {

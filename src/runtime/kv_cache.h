@@ -19,6 +19,9 @@ class KvCache {
   KvCache& operator=(const KvCache&) = delete;
 
   const KvView& layer(int64_t l) const { return layers_[static_cast<size_t>(l)]; }
+  // Makes this cache's first `rows` rows those of `from` (of the same engine) and n_past `rows`:
+  // a sequence that starts like another's takes its rows instead of computing them again.
+  void copy_rows_from(const KvCache& from, int64_t rows);
   int64_t ctx() const { return ctx_; }
   uint64_t bytes() const { return bytes_; }
   int64_t n_past = 0;  // filled positions

@@ -128,11 +128,11 @@ void Scheduler::admit_locked() {
       queue_.pop_front();
       continue;
     }
-    const auto [s, kept] = pick_slot(queue_.front()->request());
-    if (s == nullptr) return;
+    const Placement p = pick_slot(queue_.front()->request());
+    if (p.slot == nullptr || shares_a_prefill(queue_.front()->request(), p.kept)) return;
     std::shared_ptr<Job> job = std::move(queue_.front());
     queue_.pop_front();
-    start(*s, std::move(job), kept);
+    start(p, std::move(job));
   }
 }
 
@@ -155,21 +155,45 @@ int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   return common * 100 >= n * kMinSharedPercent ? common : 0;
 }
 
-std::pair<Scheduler::Slot*, int64_t> Scheduler::pick_slot(const GenRequest& r) {
-  Slot* best = nullptr;
-  int64_t best_rows = -1;
+Scheduler::Placement Scheduler::pick_slot(const GenRequest& r) {
+  Placement p;
+  int64_t own = -1;
   for (Slot& s : slots_) {
     if (s.job != nullptr) continue;
     const int64_t rows = reusable(s, r);
-    if (rows > best_rows || (rows == best_rows && s.admitted < best->admitted)) {
-      best = &s;
-      best_rows = rows;
+    if (rows > own || (rows == own && s.admitted < p.slot->admitted)) {
+      p.slot = &s;
+      own = rows;
     }
   }
-  return {best, best_rows};
+  if (p.slot == nullptr) return p;
+  p.kept = own;
+  for (const Slot& s : slots_) {
+    if (&s == p.slot) continue;
+    const int64_t rows = reusable(s, r);
+    if (rows > p.kept) p.kept = rows, p.from = &s;
+  }
+  return p;
 }
 
-void Scheduler::start(Slot& s, std::shared_ptr<Job> job, int64_t kept) {
+bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
+  if (!r.cache_prompt) return false;
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  for (const Slot& s : slots_) {
+    if (!prefilling(s)) continue;
+    const std::vector<int32_t>& other = s.job->request().prompt;
+    int64_t common = 0;
+    while (common < n && common < static_cast<int64_t>(other.size()) &&
+           other[static_cast<size_t>(common)] == r.prompt[static_cast<size_t>(common)])
+      ++common;
+    if (common > kept && common * 100 >= n * kMinSharedPercent) return true;
+  }
+  return false;
+}
+
+void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
+  Slot& s = *p.slot;
+  const int64_t kept = p.kept;
   const GenRequest& r = job->request();
   try {
     s.sampler.emplace(r.sampling);
@@ -185,6 +209,12 @@ void Scheduler::start(Slot& s, std::shared_ptr<Job> job, int64_t kept) {
   std::vector<std::string> stops = r.stop;
   if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
   s.stops.emplace(std::move(stops));
+  if (p.from != nullptr) {  // another slot's rows, and the logits after them if they are a prompt
+    s.kv->copy_rows_from(*p.from->kv, kept);
+    s.tokens.assign(p.from->tokens.begin(), p.from->tokens.begin() + kept);
+    s.prompt_logits = p.from->prompt_logits;
+    s.prompt_logits_rows = p.from->prompt_logits_rows;
+  }
   s.tokens.resize(static_cast<size_t>(kept));
   s.kv->n_past = kept;
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten

@@ -12,7 +12,10 @@
 // A finished request leaves its rows in its slot: the next request whose prompt starts with them
 // (a chat client resending the conversation, the same prompt again) goes to that slot and
 // prefills only what is new. The logits after each prompt are kept too, so a repeated prompt
-// needs no forward pass and gets exactly the first answer's bits.
+// needs no forward pass and gets exactly the first answer's bits. Rows another slot holds (busy
+// or not) are copied into the free slot when they cover more of the prompt than its own, and a
+// request whose prompt another slot is prefilling waits for those rows (the `n` choices of one
+// request: one prefill, then copies).
 #pragma once
 
 #include <atomic>
@@ -105,9 +108,17 @@ class Scheduler {
   void admit_locked();
   // Rows of `s`'s cache that request `r` would keep; 0 when too few to be worth the slot.
   int64_t reusable(const Slot& s, const GenRequest& r) const;
-  // The free slot for `r`, and how many of its cached rows `r` keeps; null when none is free.
-  std::pair<Slot*, int64_t> pick_slot(const GenRequest& r);
-  void start(Slot& s, std::shared_ptr<Job> job, int64_t kept);
+  // Where request `r` goes: a free slot (null when none is free), how many rows of the prompt it
+  // starts with, and the slot they are copied from (null: the slot's own).
+  struct Placement {
+    Slot* slot = nullptr;
+    int64_t kept = 0;
+    const Slot* from = nullptr;
+  };
+  Placement pick_slot(const GenRequest& r);
+  // Whether a slot is prefilling more of `r`'s prompt than the `kept` rows it could start with now.
+  bool shares_a_prefill(const GenRequest& r, int64_t kept) const;
+  void start(const Placement& p, std::shared_ptr<Job> job);
   void sample(Slot& s, size_t row = 0);
   // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
   // with bytes no call can start with.

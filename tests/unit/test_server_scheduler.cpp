@@ -11,6 +11,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
 #include <thread>
 
 #include "core/error.h"
@@ -366,7 +367,8 @@ TEST_F(SchedulerTest, JsonModeEqualsGenerate) {
 TEST_F(SchedulerTest, LookupAnswersAsGenerateDoes) {
   constexpr int64_t kLookup = 6;
   GenRequest json = request(
-      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on", 100);
+      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
+      100);
   json.json = JsonSchema::any_object();
   GenRequest sampled = json;
   sampled.sampling.temperature = 0.9f;
@@ -437,6 +439,34 @@ TEST_F(SchedulerTest, RepeatedPromptComesFromTheCache) {
     EXPECT_EQ(spent.prefilled, turn == 0 ? static_cast<uint64_t>(n) : 0u) << what;
     EXPECT_EQ(spent.cached, turn == 0 ? 0u : static_cast<uint64_t>(n)) << what;
   }
+}
+
+// Requests with one prompt at once (the `n` choices of a request): the first prefills it, the
+// others wait for its rows and copy them (and its logits) into their slots, each answer still
+// its lone one bit for bit; the prompt is prefilled once.
+TEST_F(SchedulerTest, SamePromptTogetherIsPrefilledOnce) {
+  std::vector<GenRequest> reqs;
+  for (uint64_t seed : {7u, 8u, 9u})
+    reqs.push_back(request("The cat sat on the mat and", 20, 0.9f, seed));
+  const auto n = static_cast<int64_t>(reqs[0].prompt.size());
+  std::vector<GenerateResult> want;
+  for (const GenRequest& r : reqs) want.push_back(alone(r));
+  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 4});
+  const SchedulerStats before = s.stats();
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenRequest& r : reqs) jobs.push_back(s.submit(r));
+  std::set<std::string> texts;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(jobs[i], nullptr);
+    const Answer a = wait(*jobs[i]);
+    expect_same(a, want[i], "request " + std::to_string(i));
+    EXPECT_EQ(a.usage.cached_tokens, i == 0 ? 0 : n) << i;
+    texts.insert(a.text);
+  }
+  EXPECT_GT(texts.size(), 1u) << "three seeds gave one text: the draws were not each request's";
+  const RowsSpent spent = rows_spent(s, before);
+  EXPECT_EQ(spent.prefilled, static_cast<uint64_t>(n));
+  EXPECT_EQ(spent.cached, 2 * static_cast<uint64_t>(n));
 }
 
 // The next turn of a conversation (the first prompt, the answer's tokens, new text) prefills only

@@ -43,6 +43,7 @@ class CpuBackend final : public Backend {
     std::memcpy(dst, src, bytes);
   }
   void to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
   Weight upload_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
                        const void* host) override {

@@ -258,6 +258,12 @@ class CudaBackend final : public Backend {
     cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "copy to host");
   }
 
+  void copy(void* dst, const void* src, size_t bytes) override {
+    cuda::check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+                "copy on the device");
+    cuda::note_launch();
+  }
+
   void synchronize() override {
     cuda::check(cudaStreamSynchronize(copy_stream_), "synchronize");
     cuda::check(cudaStreamSynchronize(stream_), "synchronize");
