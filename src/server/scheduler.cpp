@@ -141,14 +141,21 @@ void Scheduler::admit_locked() {
 // of that conversation) could use whole; a short shared start such as BOS is not worth it.
 constexpr int64_t kMinSharedPercent = 50;
 
+namespace {
+
+// Tokens at the start of `a` and `b` that are the same.
+int64_t shared_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  const size_t n = std::min(a.size(), b.size());
+  return static_cast<int64_t>(
+      std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(n), b.begin()).first - a.begin());
+}
+
+}  // namespace
+
 int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   if (!r.cache_prompt) return 0;
   const auto n = static_cast<int64_t>(r.prompt.size());
-  const auto held = static_cast<int64_t>(s.tokens.size());
-  int64_t common = 0;
-  while (common < n && common < held &&
-         s.tokens[static_cast<size_t>(common)] == r.prompt[static_cast<size_t>(common)])
-    ++common;
+  int64_t common = shared_prefix(s.tokens, r.prompt);
   // The next token is sampled from the last prompt row's logits: either kept from when this very
   // prompt was prefilled, or that row is fed again.
   if (common == n && s.prompt_logits_rows != n) common = n - 1;
@@ -181,11 +188,7 @@ bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
   const auto n = static_cast<int64_t>(r.prompt.size());
   for (const Slot& s : slots_) {
     if (!prefilling(s)) continue;
-    const std::vector<int32_t>& other = s.job->request().prompt;
-    int64_t common = 0;
-    while (common < n && common < static_cast<int64_t>(other.size()) &&
-           other[static_cast<size_t>(common)] == r.prompt[static_cast<size_t>(common)])
-      ++common;
+    const int64_t common = shared_prefix(s.job->request().prompt, r.prompt);
     if (common > kept && common * 100 >= n * kMinSharedPercent) return true;
   }
   return false;

@@ -4,34 +4,19 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include "server/json_fields.h"
 #include "text/utf8.h"
 
 namespace ts::server {
 
 using nlohmann::json;
 
-namespace {
-
-[[noreturn]] void bad(const std::string& field, const std::string& what) {
-  fail(ErrorKind::Input, "'" + field + "' " + what);
-}
-
-bool flag(const json& body, const char* name) {
-  const auto v = body.find(name);
-  if (v == body.end() || v->is_null()) return false;
-  if (!v->is_boolean()) bad(name, "must be true or false");
-  return v->get<bool>();
-}
-
-}  // namespace
-
 json tokenize_response(const Tokenizer& tok, const json& body) {
   const auto content = body.find("content");
   if (content == body.end() || !content->is_string()) bad("content", "must be a string");
-  const bool bos = flag(body, "add_special") && tok.add_bos();
+  const bool bos = boolean(body, "add_special", false) && tok.add_bos();
   const std::vector<int32_t> ids = tok.encode(content->get<std::string>(), bos, true);
-  if (!flag(body, "with_pieces")) return {{"tokens", ids}};
+  if (!boolean(body, "with_pieces", false)) return {{"tokens", ids}};
   json tokens = json::array();
   for (int32_t id : ids) {
     const std::string piece = tok.token_to_piece(id, true);

@@ -4,16 +4,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "server/json_fields.h"
 
 namespace ts::server {
 
 using nlohmann::json;
 
 namespace {
-
-[[noreturn]] void bad(const std::string& field, const std::string& what) {
-  fail(ErrorKind::Input, "'" + field + "' " + what);
-}
 
 // OpenAI's rule for function names: letters, digits, '_' and '-', at most 64.
 bool valid_name(const std::string& name) {
@@ -51,19 +48,15 @@ Tool read_tool(const json& t, const std::string& field) {
 
 ToolRequest read_tools(const json& body) {
   std::vector<Tool> tools;
-  if (const auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+  if (const json* t = get(body, "tools"); t != nullptr) {
     if (!t->is_array()) bad("tools", "must be a list");
     for (size_t i = 0; i < t->size(); ++i)
       tools.push_back(read_tool((*t)[i], "tools[" + std::to_string(i) + "]"));
   }
-  bool parallel = true;
-  if (const auto p = body.find("parallel_tool_calls"); p != body.end() && !p->is_null()) {
-    if (!p->is_boolean()) bad("parallel_tool_calls", "must be true or false");
-    parallel = p->get<bool>();
-  }
+  const bool parallel = boolean(body, "parallel_tool_calls", true);
   ToolRequest r;
-  const auto choice = body.find("tool_choice");
-  if (choice == body.end() || choice->is_null() || *choice == "auto") {
+  const json* choice = get(body, "tool_choice");
+  if (choice == nullptr || *choice == "auto") {
     if (!tools.empty()) r.tools = std::make_shared<const ToolSet>(std::move(tools), parallel);
     return r;
   }

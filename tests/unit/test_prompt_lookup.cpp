@@ -28,6 +28,10 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
+// Text the bundled model's greedy JSON answers repeat themselves after: guesses get taken.
+constexpr const char* kRepeatingText =
+    "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on";
+
 TEST(LookupDraft, FollowsTheLatestLongestEarlierMatch) {
   // Suffix 7 8 9: 8 9 occurs at 1-2 (then 5 6), 7 8 9 at 5-7... the longest wins, then the latest.
   EXPECT_EQ(lookup_draft(Tokens{1, 8, 9, 5, 6, 7, 8, 9, 4, 2, 7, 8, 9}, 3), (Tokens{4, 2, 7}));
@@ -71,9 +75,7 @@ Generated generate_twice(Engine& engine, const Tokenizer& tok, const Tokens& pro
 TEST(PromptLookup, SameTokensAndSessionAsWithout) {
   auto engine = test::open_bundled_model(512);
   const Tokenizer tok = load_tokenizer(engine->spec());
-  const Tokens prompt = tok.encode(
-      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
-      tok.add_bos(), false);
+  const Tokens prompt = tok.encode(kRepeatingText, tok.add_bos(), false);
   int64_t matched = 0;
   for (const float temperature : {0.0f, 0.7f, 1.0f})
     for (const bool json : {false, true}) {
@@ -144,9 +146,7 @@ TEST(PromptLookup, EndsWithinADraft) {
 TEST(PromptLookup, SearchesEarlierTurns) {
   auto engine = test::open_bundled_model(512);
   const Tokenizer tok = load_tokenizer(engine->spec());
-  const Tokens first = tok.encode(
-      "One little cat sat on the mat. Two little cats sat on the mat. Three little cats sat on",
-      tok.add_bos(), false);
+  const Tokens first = tok.encode(kRepeatingText, tok.add_bos(), false);
   const Tokens second = tok.encode(" Then", false, false);
   GenerateOptions o;
   o.sampling.temperature = 0;
