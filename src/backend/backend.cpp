@@ -111,6 +111,19 @@ void Backend::rope_kv_store(float* qkv, const float* q_w, const float* k_w, int6
   kv_store(kv, k, k + n_k * r.head_dim, 1, pos);
 }
 
+void Backend::conv_silu(float*, int64_t, int64_t, const float*, int64_t, float*) {
+  fail(ErrorKind::Unsupported, name() + " has no Gated DeltaNet kernels (conv_silu)");
+}
+
+void Backend::delta_rule(const float*, const float*, const float*, int64_t, const DeltaRuleArgs&,
+                         float*, float*) {
+  fail(ErrorKind::Unsupported, name() + " has no Gated DeltaNet kernels (delta_rule)");
+}
+
+void Backend::add_gated_rows(float*, const float*, const float*, int64_t, int64_t) {
+  fail(ErrorKind::Unsupported, name() + " has no gated shared-expert kernel (add_gated_rows)");
+}
+
 void Backend::zero(float* x, int64_t n) {
   const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
   to_device(x, zeros.data(), zeros.size() * sizeof(float));

@@ -55,8 +55,22 @@ struct AttentionArgs {
   int64_t window = 0;  // 0 = full causal; else keys j with pos - window < j <= pos
 };
 
-// The activation of a gated FFN: SiLU (SwiGLU) or GELU with the tanh approximation (GeGLU).
-enum class Glu { SiLU, GeluTanh };
+// The activation of a gated product act(gate) * up: SiLU (SwiGLU), GELU with the tanh
+// approximation (GeGLU), or the logistic sigmoid (an attention output gate).
+enum class Glu { SiLU, GeluTanh, Sigmoid };
+
+// Gated DeltaNet's recurrence (Backend::delta_rule). The state of one sequence and layer is
+// [n_v_heads][k_head_dim][v_head_dim] f32; `a` (-exp(A_log)) and `dt_bias` hold n_v_heads values
+// in backend memory.
+struct DeltaRuleArgs {
+  int64_t n_k_heads = 0;
+  int64_t n_v_heads = 0;
+  int64_t k_head_dim = 0;
+  int64_t v_head_dim = 0;
+  bool v_heads_tiled = false;  // value head h reads key head h % n_k_heads, else h / (n_v / n_k)
+  const float* a = nullptr;
+  const float* dt_bias = nullptr;
+};
 
 // Names one recordable step (see Backend::run_recorded): the object that issues it, the states it
 // works on (one per sequence of a batched step, in its order), and a variant for anything else
@@ -260,6 +274,22 @@ class Backend {
   // stacked gate and up weights writes each row as [gate | up]: up = gate + n, stride = 2n.
   virtual void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                    int64_t stride, float* out) = 0;
+  // Gated DeltaNet, over the M rows of one sequence in order. conv_silu(): x [M][channels] in place
+  // becomes silu of the causal depthwise convolution of its columns with taps [channels][kernel],
+  // the `kernel - 1` inputs before row 0 taken from window ([kernel - 1][channels], oldest first),
+  // which then holds the last kernel - 1 inputs.
+  // Default (all three): refused, naming the backend (one without these kernels refuses hybrid
+  // models at open).
+  virtual void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
+                         float* window);
+  // The gated delta rule: qkv [M][2 * key_dim + value_dim] (the convolution's output: queries,
+  // keys, values), beta and alpha logits [M][n_v_heads]; per row and value head h, with q, k
+  // L2-normalised and q scaled by k_head_dim^-0.5, beta = sigmoid(b), g = a[h] * softplus(alpha +
+  // dt_bias[h]): S *= exp(g); S += k (x) beta (v - S^T k); out = S^T q. out is [M][value_dim].
+  virtual void delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                          const DeltaRuleArgs& a, float* state, float* out);
+  // y[m] += sigmoid(g[m]) * x[m] for M rows of n (g: one value a row): a gated shared expert.
+  virtual void add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n);
   // y[idx[m]] += scale[m] * x[m] for m < M (rows of width n); idx/scale are host memory.
   virtual void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                                 int64_t M, int64_t n) = 0;

@@ -16,8 +16,36 @@ const char* family_name(Family f) {
       return "minimax-m2";
     case Family::Gemma3:
       return "gemma3";
+    case Family::Qwen3Next:
+      return "qwen3next";
+    case Family::Qwen35:
+      return "qwen35";
+    case Family::Qwen35Moe:
+      return "qwen35moe";
   }
   return "?";
+}
+
+const char* mixer_name(MixerKind m) {
+  switch (m) {
+    case MixerKind::Attention:
+      return "attention";
+    case MixerKind::DeltaNet:
+      return "deltanet";
+  }
+  return "?";
+}
+
+bool ArchConfig::has_mixer(MixerKind m) const {
+  for (MixerKind k : layer_mixer)
+    if (k == m) return true;
+  return false;
+}
+
+int64_t ArchConfig::attention_layers() const {
+  int64_t n = 0;
+  for (MixerKind k : layer_mixer) n += k == MixerKind::Attention ? 1 : 0;
+  return n;
 }
 
 const char* qk_norm_name(QkNorm q) {

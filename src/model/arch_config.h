@@ -9,7 +9,7 @@
 
 namespace ts {
 
-enum class Family { Llama, Qwen2, Qwen3, Qwen3Moe, MiniMaxM2, Gemma3 };
+enum class Family { Llama, Qwen2, Qwen3, Qwen3Moe, MiniMaxM2, Gemma3, Qwen3Next, Qwen35, Qwen35Moe };
 const char* family_name(Family f);
 
 enum class SourceKind { Gguf, HfDir };
@@ -35,6 +35,36 @@ enum class RouterScoring {
 const char* router_scoring_name(RouterScoring r);
 
 enum class FfnActivation { SiLU, GeluTanh };
+
+// A layer's token mixer: what mixes information across positions. Each owns its per-sequence state
+// (KV rows for attention; a convolution window and a recurrent matrix for DeltaNet).
+enum class MixerKind : uint8_t {
+  Attention,  // softmax attention over the KV cache (full or sliding, optionally output-gated)
+  DeltaNet    // Gated DeltaNet: linear attention with a decaying recurrent state (Qwen3-Next)
+};
+const char* mixer_name(MixerKind m);
+
+// Gated DeltaNet's sizes (Qwen3-Next / Qwen3.5). Queries and keys have n_k_heads heads of
+// k_head_dim; values, the output and the recurrent state n_v_heads heads of v_head_dim, each value
+// head reading one key head.
+struct DeltaNetConfig {
+  int64_t n_k_heads = 0;
+  int64_t n_v_heads = 0;
+  int64_t k_head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t conv_kernel = 0;  // taps of the causal depthwise convolution over q, k and v
+  // Which key head value head h reads: h % n_k_heads when the value heads are tiled (llama.cpp's
+  // converter reorders them so), h / (n_v_heads / n_k_heads) when grouped (the HF checkpoints).
+  bool v_heads_tiled = false;
+
+  int64_t key_dim() const { return n_k_heads * k_head_dim; }
+  int64_t value_dim() const { return n_v_heads * v_head_dim; }
+  int64_t conv_channels() const { return 2 * key_dim() + value_dim(); }
+  // f32 values one sequence holds for one layer: the convolution's last inputs and the state.
+  int64_t state_floats() const {
+    return (conv_kernel - 1) * conv_channels() + n_v_heads * k_head_dim * v_head_dim;
+  }
+};
 
 struct ArchConfig {
   Family family = Family::Llama;
@@ -87,14 +117,25 @@ struct ArchConfig {
   int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
   std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention
   std::vector<uint8_t> layer_moe;      // per layer: 1 = routed-expert FFN
+  std::vector<MixerKind> layer_mixer;  // per layer: its token mixer
+  // The attention's output is multiplied by sigmoid(gate) before o_proj; the gate comes from the q
+  // projection, whose rows give per head head_dim query values then head_dim gate values.
+  bool attn_output_gate = false;
+  DeltaNetConfig delta;  // DeltaNet layers' sizes (when any layer is one)
 
   RouterScoring router = RouterScoring::None;
   bool norm_topk_prob = false;  // renormalise the k selected weights to sum 1
   bool router_bias = false;  // per-expert selection bias tensor (MiniMax e_score_correction_bias)
+  // A shared expert beside the routed ones in every MoE layer (a dense GLU of this width, 0: none),
+  // its output scaled by sigmoid(x . shared_gate) when shared_expert_gate.
+  int64_t n_ff_shared = 0;
+  bool shared_expert_gate = false;
 
   bool tied_embeddings = false;
 
   bool is_moe() const { return n_expert > 0; }
+  bool has_mixer(MixerKind m) const;
+  int64_t attention_layers() const;  // layers that hold KV rows
 };
 
 }  // namespace ts

@@ -65,6 +65,14 @@ std::optional<bool> ConfigView::opt_bool(const char* gk, const char* hk) const {
   return v->get<bool>();
 }
 
+std::optional<std::vector<int64_t>> ConfigView::opt_gguf_ints(const char* gk) const {
+  if (kind_ != SourceKind::Gguf) return std::nullopt;
+  const GgufArray* a = source_.gguf()->get_array(gguf_key(gk));
+  if (a == nullptr) return std::nullopt;
+  if (a->ints.size() != a->size()) invalid(gguf_key(gk), "expected an array of integers or bools");
+  return a->ints;
+}
+
 std::optional<std::string> ConfigView::opt_string(const char* gk, const char* hk) const {
   if (kind_ == SourceKind::Gguf)
     return gk ? source_.gguf()->get_string(gguf_key(gk)) : std::nullopt;

@@ -7,6 +7,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "model/arch_config.h"
 
@@ -25,6 +26,8 @@ class ConfigView {
   std::optional<double> opt_float(const char* gguf_key, const char* hf_key) const;
   std::optional<bool> opt_bool(const char* gguf_key, const char* hf_key) const;
   std::optional<std::string> opt_string(const char* gguf_key, const char* hf_key) const;
+  // A GGUF array of integers or bools (HF configs hold lists as JSON: hf_value()).
+  std::optional<std::vector<int64_t>> opt_gguf_ints(const char* gguf_key) const;
   // As above, but a missing key is an error naming the file and the key.
   int64_t req_int(const char* gguf_key, const char* hf_key) const;
   double req_float(const char* gguf_key, const char* hf_key) const;

@@ -27,12 +27,13 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen3moe", "Qwen3MoeForCausalLM", Family::Qwen3Moe, configure_qwen3moe},
     {"minimax-m2", "MiniMaxM2ForCausalLM", Family::MiniMaxM2, configure_minimax_m2},
     {"gemma3", "Gemma3ForCausalLM", Family::Gemma3, configure_gemma3},
+    {"qwen3next", "Qwen3NextForCausalLM", Family::Qwen3Next, configure_qwen3next},
+    {"qwen35", "Qwen3_5ForCausalLM", Family::Qwen35, configure_qwen35},
+    {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
 constexpr const char* kRefused[][2] = {
-    {"qwen3next", "recurrent Gated-DeltaNet layers are not implemented yet"},
-    {"Qwen3NextForCausalLM", "recurrent Gated-DeltaNet layers are not implemented yet"},
     {"Gemma3ForConditionalGeneration", "only the Gemma 3 text model is supported"},
 };
 
@@ -75,8 +76,12 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   c.rotary_dim = c.head_dim;
   c.rope_pairing = RopePairing::NeoX;
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  c.layer_sliding.assign(static_cast<size_t>(std::max<int64_t>(c.n_layer, 0)), 0);
+  // Checked before the per-layer vectors are sized by it (validate_arch checks the rest).
+  if (c.n_layer <= 0 || c.n_layer > 4096)
+    v.invalid("block count", std::to_string(c.n_layer) + " is out of range [1, 4096]");
+  c.layer_sliding.assign(static_cast<size_t>(c.n_layer), 0);
   c.layer_moe.assign(c.layer_sliding.size(), 0);
+  c.layer_mixer.assign(c.layer_sliding.size(), MixerKind::Attention);
   if (v.is_gguf()) {
     if (auto n = v.opt_int("vocab_size", nullptr)) c.n_vocab = *n;
   } else {

@@ -61,7 +61,8 @@ class Indexer {
     return c_.source == SourceKind::Gguf ? gguf_name(t) : hf_name(c_.family, t);
   }
   std::string layer_name(LayerTensor t, int64_t l, int64_t e = -1) const {
-    return c_.source == SourceKind::Gguf ? gguf_name(t, l) : hf_name(c_.family, t, l, e);
+    return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l)
+                                         : hf_name(c_.family, t, l, e);
   }
 
   // Finds `name` and checks its GGML-order shape and dtype (a matrix must be a dtype the matmul
@@ -94,27 +95,14 @@ class Indexer {
 
   void index_layer(int64_t l) {
     LayerIndex& L = s_.layers[static_cast<size_t>(l)];
-    const int64_t q_width = c_.n_head * c_.head_dim;
-    const int64_t kv_width = c_.n_head_kv * c_.head_dim;
-    auto put = [&](LayerTensor t, std::vector<int64_t> dims, bool matrix) {
+    const auto put = [&](LayerTensor t, std::vector<int64_t> dims, bool matrix) {
       L.tensors[static_cast<size_t>(t)] = need(layer_name(t, l), std::move(dims), matrix);
     };
     put(LayerTensor::AttnNorm, {c_.n_embd}, false);
-    put(LayerTensor::Wq, {c_.n_embd, q_width}, true);
-    put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
-    put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
-    put(LayerTensor::Wo, {q_width, c_.n_embd}, true);
-    if (c_.qkv_bias) {
-      put(LayerTensor::Bq, {q_width}, false);
-      put(LayerTensor::Bk, {kv_width}, false);
-      put(LayerTensor::Bv, {kv_width}, false);
-    }
-    if (c_.qk_norm == QkNorm::PerHead) {
-      put(LayerTensor::QNorm, {c_.head_dim}, false);
-      put(LayerTensor::KNorm, {c_.head_dim}, false);
-    } else if (c_.qk_norm == QkNorm::WholeProjection) {
-      put(LayerTensor::QNorm, {q_width}, false);
-      put(LayerTensor::KNorm, {kv_width}, false);
+    if (c_.layer_mixer[static_cast<size_t>(l)] == MixerKind::DeltaNet) {
+      index_delta_net(put);
+    } else {
+      index_attention(put);
     }
     if (c_.sandwich_norms) {
       put(LayerTensor::AttnPostNorm, {c_.n_embd}, false);
@@ -131,7 +119,60 @@ class Indexer {
     }
     put(LayerTensor::Router, {c_.n_embd, c_.n_expert}, true);
     if (c_.router_bias) put(LayerTensor::RouterBias, {c_.n_expert}, false);
+    if (c_.n_ff_shared > 0) {
+      put(LayerTensor::ShexpGate, {c_.n_embd, c_.n_ff_shared}, true);
+      put(LayerTensor::ShexpUp, {c_.n_embd, c_.n_ff_shared}, true);
+      put(LayerTensor::ShexpDown, {c_.n_ff_shared, c_.n_embd}, true);
+      if (c_.shared_expert_gate) put(LayerTensor::ShexpGateInp, {c_.n_embd, 1}, true);
+    }
     index_experts(l, L);
+  }
+
+  template <typename Put>
+  void index_attention(const Put& put) {
+    const int64_t q_width = c_.n_head * c_.head_dim;
+    const int64_t kv_width = c_.n_head_kv * c_.head_dim;
+    // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate rows.
+    put(LayerTensor::Wq, {c_.n_embd, c_.attn_output_gate ? 2 * q_width : q_width}, true);
+    put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
+    put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
+    put(LayerTensor::Wo, {q_width, c_.n_embd}, true);
+    if (c_.qkv_bias) {
+      put(LayerTensor::Bq, {q_width}, false);
+      put(LayerTensor::Bk, {kv_width}, false);
+      put(LayerTensor::Bv, {kv_width}, false);
+    }
+    if (c_.qk_norm == QkNorm::PerHead) {
+      put(LayerTensor::QNorm, {c_.head_dim}, false);
+      put(LayerTensor::KNorm, {c_.head_dim}, false);
+    } else if (c_.qk_norm == QkNorm::WholeProjection) {
+      put(LayerTensor::QNorm, {q_width}, false);
+      put(LayerTensor::KNorm, {kv_width}, false);
+    }
+  }
+
+  // Qwen3-Next's checkpoints fuse per key head [q k v z] into one projection and [beta alpha] into
+  // another (its GGUFs the latter only); the engine takes them apart by rows (delta_net_rows.h).
+  template <typename Put>
+  void index_delta_net(const Put& put) {
+    const DeltaNetConfig& d = c_.delta;
+    const int64_t n = c_.n_embd, nv = d.n_v_heads, vd = d.value_dim();
+    const bool qkvz_fused = c_.family == Family::Qwen3Next && c_.source == SourceKind::HfDir;
+    const bool ba_fused = c_.family == Family::Qwen3Next;
+    put(LayerTensor::DnQkv, {n, d.conv_channels() + (qkvz_fused ? vd : 0)}, true);
+    if (!qkvz_fused) put(LayerTensor::DnZ, {n, vd}, true);
+    put(LayerTensor::DnBeta, {n, ba_fused ? 2 * nv : nv}, true);
+    if (!ba_fused) put(LayerTensor::DnAlpha, {n, nv}, true);
+    // The depthwise taps: GGUF squeezes HF's [channels, 1, kernel] to [channels, kernel].
+    if (c_.source == SourceKind::Gguf) {
+      put(LayerTensor::DnConv, {d.conv_kernel, d.conv_channels()}, false);
+    } else {
+      put(LayerTensor::DnConv, {d.conv_kernel, 1, d.conv_channels()}, false);
+    }
+    put(LayerTensor::DnA, {nv}, false);
+    put(LayerTensor::DnDtBias, {nv}, false);
+    put(LayerTensor::DnNorm, {d.v_head_dim}, false);
+    put(LayerTensor::DnOut, {vd, n}, true);
   }
 
   void index_experts(int64_t l, LayerIndex& L) {
@@ -174,6 +215,18 @@ uint64_t tensor_sum(const ModelSpec& s) {
     for (const auto& t : L.tensors)
       if (t) add(*t);
   return total;
+}
+
+void validate_delta_net(const DeltaNetConfig& d, const std::string& w) {
+  check_range(w, "DeltaNet key heads", d.n_k_heads, 1, 4096);
+  check_range(w, "DeltaNet value heads", d.n_v_heads, 1, 4096);
+  if (d.n_v_heads % d.n_k_heads != 0)
+    refuse(w, "DeltaNet value heads " + std::to_string(d.n_v_heads) +
+                  " are not a multiple of its key heads " + std::to_string(d.n_k_heads));
+  check_range(w, "DeltaNet key head dim", d.k_head_dim, 1, 1024);
+  check_range(w, "DeltaNet value head dim", d.v_head_dim, 1, 1024);
+  // The decode kernels keep a channel's window in registers.
+  check_range(w, "DeltaNet conv kernel", d.conv_kernel, 1, 8);
 }
 
 }  // namespace
@@ -221,6 +274,12 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     if (c.layer_sliding[l] && c.sliding_window <= 0)
       refuse(w, "layer " + std::to_string(l) + " uses sliding-window attention but the window is " +
                     std::to_string(c.sliding_window));
+  if (c.layer_mixer.size() != static_cast<size_t>(c.n_layer))
+    refuse(w, "the layer pattern has " + std::to_string(c.layer_mixer.size()) + " entries for " +
+                  std::to_string(c.n_layer) + " layers");
+  if (c.has_mixer(MixerKind::DeltaNet)) validate_delta_net(c.delta, w);
+  if (c.n_ff_shared < 0 || c.n_ff_shared > (1 << 22))
+    refuse(w, "shared expert width " + std::to_string(c.n_ff_shared) + " is out of range");
   if (c.rope_scaling == RopeScaling::Llama3 && !c.rope_freqs_tensor) {
     if (!(c.rope_factor > 0 && c.rope_high_freq_factor > c.rope_low_freq_factor &&
           c.rope_orig_ctx > 0))

@@ -48,6 +48,32 @@ const char* role_name(LayerTensor t) {
       return "ffn_up_exps";
     case LayerTensor::ExpDown:
       return "ffn_down_exps";
+    case LayerTensor::ShexpGate:
+      return "ffn_gate_shexp";
+    case LayerTensor::ShexpUp:
+      return "ffn_up_shexp";
+    case LayerTensor::ShexpDown:
+      return "ffn_down_shexp";
+    case LayerTensor::ShexpGateInp:
+      return "ffn_gate_inp_shexp";
+    case LayerTensor::DnQkv:
+      return "attn_qkv";
+    case LayerTensor::DnZ:
+      return "attn_gate";
+    case LayerTensor::DnBeta:
+      return "ssm_beta";
+    case LayerTensor::DnAlpha:
+      return "ssm_alpha";
+    case LayerTensor::DnConv:
+      return "ssm_conv1d";
+    case LayerTensor::DnA:
+      return "ssm_a";
+    case LayerTensor::DnDtBias:
+      return "ssm_dt.bias";
+    case LayerTensor::DnNorm:
+      return "ssm_norm";
+    case LayerTensor::DnOut:
+      return "ssm_out";
   }
   return "?";
 }
@@ -77,9 +103,20 @@ std::string gguf_name(LayerTensor t, int64_t layer) {
       return prefix + "attn_v.bias";
     case LayerTensor::RouterBias:
       return prefix + "exp_probs_b.bias";
+    case LayerTensor::DnA:
+    case LayerTensor::DnDtBias:
+      return prefix + role_name(t);
     default:
       return prefix + role_name(t) + ".weight";
   }
+}
+
+std::string gguf_name(Family f, LayerTensor t, int64_t layer) {
+  const bool hybrid = f == Family::Qwen3Next || f == Family::Qwen35 || f == Family::Qwen35Moe;
+  const std::string prefix = "blk." + std::to_string(layer) + ".";
+  if (hybrid && t == LayerTensor::FfnNorm) return prefix + "post_attention_norm.weight";
+  if (f == Family::Qwen3Next && t == LayerTensor::DnBeta) return prefix + "ssm_ba.weight";
+  return gguf_name(t, layer);
 }
 
 std::string hf_name(Family, GlobalTensor t) {
@@ -149,6 +186,34 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
       return e + (mixtral_moe ? "w3.weight" : "up_proj.weight");
     case LayerTensor::ExpDown:
       return e + (mixtral_moe ? "w2.weight" : "down_proj.weight");
+    case LayerTensor::ShexpGate:
+      return moe + "shared_expert.gate_proj.weight";
+    case LayerTensor::ShexpUp:
+      return moe + "shared_expert.up_proj.weight";
+    case LayerTensor::ShexpDown:
+      return moe + "shared_expert.down_proj.weight";
+    case LayerTensor::ShexpGateInp:
+      return moe + "shared_expert_gate.weight";
+    case LayerTensor::DnQkv:
+      return p + (f == Family::Qwen3Next ? "linear_attn.in_proj_qkvz.weight"
+                                         : "linear_attn.in_proj_qkv.weight");
+    case LayerTensor::DnZ:
+      return p + "linear_attn.in_proj_z.weight";
+    case LayerTensor::DnBeta:
+      return p + (f == Family::Qwen3Next ? "linear_attn.in_proj_ba.weight"
+                                         : "linear_attn.in_proj_b.weight");
+    case LayerTensor::DnAlpha:
+      return p + "linear_attn.in_proj_a.weight";
+    case LayerTensor::DnConv:
+      return p + "linear_attn.conv1d.weight";
+    case LayerTensor::DnA:
+      return p + "linear_attn.A_log";
+    case LayerTensor::DnDtBias:
+      return p + "linear_attn.dt_bias";
+    case LayerTensor::DnNorm:
+      return p + "linear_attn.norm.weight";
+    case LayerTensor::DnOut:
+      return p + "linear_attn.out_proj.weight";
   }
   return "";
 }

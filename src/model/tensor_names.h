@@ -33,6 +33,21 @@ enum class LayerTensor {
   ExpGate,
   ExpUp,
   ExpDown,
+  // A shared expert beside the routed ones, and its scalar gate
+  ShexpGate,
+  ShexpUp,
+  ShexpDown,
+  ShexpGateInp,
+  // Gated DeltaNet
+  DnQkv,     // q, k and v projection (Qwen3-Next HF: in_proj_qkvz, z included)
+  DnZ,       // the output gate's projection
+  DnBeta,    // beta (Qwen3-Next: in_proj_ba, alpha included)
+  DnAlpha,   // alpha, the decay's input
+  DnConv,    // depthwise causal convolution taps [channels][kernel]
+  DnA,       // -exp(A_log) in GGUF, A_log in HF
+  DnDtBias,  // dt_bias
+  DnNorm,    // gated RMS norm weight [v_head_dim]
+  DnOut,     // output projection
 };
 
 const char* role_name(LayerTensor t);
@@ -40,6 +55,9 @@ const char* role_name(LayerTensor t);
 std::string gguf_name(GlobalTensor t);
 // For ExpGate/ExpUp/ExpDown: the stacked [cols, rows, n_expert] tensor holding every expert.
 std::string gguf_name(LayerTensor t, int64_t layer);
+// gguf_name() as family f's files name it (the hybrid Qwen families call the FFN norm
+// post_attention_norm, Qwen3-Next stores beta and alpha as one ssm_ba).
+std::string gguf_name(Family f, LayerTensor t, int64_t layer);
 
 // "" when the family has no HF name for that role (e.g. RopeFreqs).
 std::string hf_name(Family f, GlobalTensor t);

@@ -133,6 +133,17 @@ class DeviceLike final : public Backend {
            float* out) override {
     cpu_->glu(act, gate, up, rows, n, stride, out);
   }
+  void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
+                 float* window) override {
+    cpu_->conv_silu(x, M, channels, taps, kernel, window);
+  }
+  void delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                  const DeltaRuleArgs& a, float* state, float* out) override {
+    cpu_->delta_rule(qkv, beta, alpha, M, a, state, out);
+  }
+  void add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n) override {
+    cpu_->add_gated_rows(y, x, g, M, n);
+  }
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
                         int64_t n) override {
     cpu_->scatter_add_rows(y, x, idx, scale, M, n);

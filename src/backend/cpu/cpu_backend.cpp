@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/activations.h"
 #include "backend/cpu/attention.h"
+#include "backend/cpu/delta_net.h"
 #include "backend/cpu/matmul_kernels.h"
 #include "backend/cpu/panel_layout.h"
 #include "core/error.h"
@@ -206,6 +207,8 @@ class CpuBackend final : public Backend {
         cpu::swiglu_avx512(g, u, len, o);
       } else if (act == Glu::SiLU) {
         for (int64_t j = 0; j < len; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
+      } else if (act == Glu::Sigmoid) {
+        for (int64_t j = 0; j < len; ++j) o[j] = u[j] / (1.0f + std::exp(-g[j]));
       } else {
         constexpr float kSqrt2OverPi = 0.7978845608028654f;
         for (int64_t j = 0; j < len; ++j)
@@ -220,6 +223,28 @@ class CpuBackend final : public Backend {
         run(r, i, len);
         e += len;
       }
+    });
+  }
+
+  void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
+                 float* window) override {
+    spans(channels, M * kernel, [&](int64_t c0, int64_t c1) {
+      cpu::conv_silu_channels(x, M, channels, taps, kernel, window, c0, c1);
+    });
+  }
+
+  void delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                  const DeltaRuleArgs& a, float* state, float* out) override {
+    // Value heads are independent: each thread takes whole heads through every row.
+    spans(a.n_v_heads, 4 * M * a.k_head_dim * a.v_head_dim, [&](int64_t h0, int64_t h1) {
+      cpu::delta_rule_heads(qkv, beta, alpha, M, a, state, out, h0, h1);
+    });
+  }
+
+  void add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n) override {
+    rows(M, n, [&](int64_t m) {
+      const float s = 1.0f / (1.0f + std::exp(-g[m]));
+      for (int64_t i = 0; i < n; ++i) y[m * n + i] += s * x[m * n + i];
     });
   }
 
