@@ -175,7 +175,7 @@ TestResult run_tg_parallel(Engine& engine, const BenchArgs& a, std::mt19937_64& 
         // The prompts, one sequence at a time in pieces of the forward's N rows.
         for (int64_t s = 0; s < N; ++s) {
           KvCache* cache = kv[static_cast<size_t>(s)].get();
-          cache->n_past = 0;
+          cache->rewind(0);
           const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
           for (int64_t start = 0; start < a.tg_prompt; start += N)
             forward.run({SeqChunk{cache, prompt.data() + start, std::min(N, a.tg_prompt - start)}});

@@ -28,6 +28,7 @@ struct ServeArgs {
   int parallel = 4;
   size_t queue = 64;
   int64_t lookup = 0;
+  int64_t checkpoint_every = 0;
   std::string chat_template;
   std::string alias;
   std::string max_body = "4M";
@@ -68,7 +69,8 @@ int run_serve(ServeArgs& a) {
   }
 
   server::Scheduler scheduler(
-      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup});
+      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup,
+                 a.checkpoint_every});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
@@ -118,6 +120,11 @@ Runner add_serve(CLI::App& app) {
                   "Prompt lookup decoding: guess up to N tokens a step for each generating slot "
                   "from its prompt and answer so far, checked in the same forward pass (0: off)")
       ->check(CLI::Range(int64_t{0}, kMaxLookup));
+  sub->add_option("--checkpoint-every", a->checkpoint_every,
+                  "Hybrid models: checkpoint a slot's recurrent state every N prompt tokens, so "
+                  "that prompts sharing a prefix resume from it (0: only where prompts and "
+                  "answers end)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   sub->add_option(
       "--chat-template", a->chat_template,
       "Chat format: chatml, llama3, llama2, mistral, gemma, raw (default: the model's)");

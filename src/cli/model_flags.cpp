@@ -37,6 +37,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       "--expert-prefetch", f.expert_prefetch,
       "Read the experts the next MoE layer's router predicts ahead of time (streaming; on a "
       "GPU, copies from the --ram-budget tier)");
+  app->add_option("--state-checkpoints", f.state_checkpoints,
+                  "Recurrent-state checkpoints per sequence (hybrid models): positions a sequence "
+                  "can return to without recomputing from the start")
+      ->check(CLI::Range(int64_t{0}, int64_t{64}));
   app->add_option("--backend", f.backend, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--device", f.device, "CUDA device index")->check(at_least(0));
@@ -83,6 +87,7 @@ EngineOptions engine_options(const ModelFlags& f) {
   if (!f.ram_budget.empty()) o.ram_budget = parse_bytes(f.ram_budget, "--ram-budget");
   o.cache_policy = cache_policy_from_name(f.cache_policy);
   o.expert_prefetch = f.expert_prefetch;
+  o.state_checkpoints = f.state_checkpoints;
   return o;
 }
 

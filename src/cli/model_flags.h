@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/engine.h"
+#include "runtime/footprint.h"
 
 namespace CLI {
 class App;
@@ -23,6 +24,7 @@ struct ModelFlags {
   std::string ram_budget;
   std::string cache_policy = "lru";
   bool expert_prefetch = false;
+  int64_t state_checkpoints = kDefaultStateCheckpoints;
   std::string backend = "auto";
   int device = 0;
 };

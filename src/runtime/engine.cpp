@@ -64,6 +64,9 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->spec_ = open_model_spec(path);
   const ArchConfig& c = e->spec_->cfg;
   if (options.ctx <= 0) fail(ErrorKind::Usage, "context length must be positive");
+  if (options.state_checkpoints < 0 || options.state_checkpoints > 64)
+    fail(ErrorKind::Usage, "state checkpoints " + std::to_string(options.state_checkpoints) +
+                               " is out of range [0, 64]");
   if (options.prefill_batch < 0 || options.prefill_batch > 4096)
     fail(ErrorKind::Usage,
          "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
@@ -72,6 +75,12 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
                                std::to_string(c.head_dim) + ")");
   e->backend_ = std::move(backend);
   check_weight_types(*e->spec_, *e->backend_);
+  // The hybrid layers' CUDA kernels are written but have not run on a GPU yet.
+  if (!e->backend_->is_host() && (c.has_mixer(MixerKind::DeltaNet) || c.attn_output_gate ||
+                                  c.shared_expert_gate))
+    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
+                                     " (Gated DeltaNet, gated attention, gated shared expert) is "
+                                     "not yet verified on a GPU (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,
@@ -83,6 +92,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
                        .expert_slots = options.expert_slots,
                        .prefill_batch = e->options_.prefill_batch,
                        .ram_budget = options.ram_budget,
+                       .state_checkpoints = options.state_checkpoints,
                        .backend = e->backend_.get()};
   if (options.memory_budget > 0) {
     if (options.expert_slots > 0)
@@ -114,24 +124,68 @@ Weight Engine::load_matrix(const TensorRef& t) {
   return upload_rows({&t});
 }
 
+namespace {
+
+float neg_exp(float x) { return -std::exp(x); }
+
+// Rows [first, first + count) of a stored matrix, as a tensor of its own.
+TensorRef row_run(const TensorRef& t, int64_t first, int64_t count) {
+  const uint64_t stride = t.nbytes / static_cast<uint64_t>(t.rows());
+  TensorRef r = t;
+  r.dims = {t.dims[0], static_cast<uint64_t>(count)};
+  r.offset = t.offset + stride * static_cast<uint64_t>(first);
+  r.nbytes = stride * static_cast<uint64_t>(count);
+  return r;
+}
+
+// Of a matrix whose rows come in `groups` equal groups, rows [lo, hi) of every group, in order:
+// one list of runs (how the fused projections of Qwen3-Next's checkpoints are taken apart).
+std::vector<TensorRef> rows_of_groups(const TensorRef& t, int64_t groups, int64_t lo, int64_t hi) {
+  std::vector<TensorRef> runs;
+  const int64_t size = t.rows() / groups;
+  for (int64_t g = 0; g < groups; ++g) runs.push_back(row_run(t, g * size + lo, hi - lo));
+  return runs;
+}
+
+}  // namespace
+
 Weight Engine::load_stacked(const std::vector<const TensorRef*>& parts,
                             const std::vector<Weight*>& views) {
-  const TensorRef& first = *parts[0];
+  std::vector<std::vector<TensorRef>> segments;
+  for (const TensorRef* t : parts) {
+    if (t == nullptr) return Weight{};
+    segments.push_back({*t});
+  }
+  return load_segments(segments, views);
+}
+
+Weight Engine::load_segments(const std::vector<std::vector<TensorRef>>& segments,
+                             const std::vector<Weight*>& views) {
+  const TensorRef& first = segments[0][0];
   const uint64_t stride = first.nbytes / static_cast<uint64_t>(first.rows());
   // A backend that packs rows in groups can take views at group boundaries only.
   const int64_t group = backend_->weight_row_group(first.dtype);
-  for (const TensorRef* t : parts)
-    if (t == nullptr || t->dtype != first.dtype || t->cols() != first.cols() ||
-        t->nbytes / static_cast<uint64_t>(t->rows()) != stride ||
-        t->nbytes % static_cast<uint64_t>(t->rows()) != 0 || t->rows() % group != 0)
-      return Weight{};
-  const Weight w = upload_rows(parts);
+  std::vector<const TensorRef*> runs;
+  std::vector<int64_t> seg_rows;
+  for (const auto& segment : segments) {
+    int64_t rows = 0;
+    for (const TensorRef& t : segment) {
+      if (t.dtype != first.dtype || t.cols() != first.cols() ||
+          t.nbytes / static_cast<uint64_t>(t.rows()) != stride ||
+          t.nbytes % static_cast<uint64_t>(t.rows()) != 0)
+        return Weight{};
+      runs.push_back(&t);
+      rows += t.rows();
+    }
+    if (rows % group != 0) return Weight{};
+    seg_rows.push_back(rows);
+  }
+  const Weight w = upload_rows(runs);
   uint64_t off = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    *views[i] = Weight{
-        w.dtype, parts[i]->rows(), w.cols, w.row_stride, static_cast<const uint8_t*>(w.data) + off,
-        w.layout};
-    off += parts[i]->nbytes;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    *views[i] = Weight{w.dtype,      seg_rows[i], w.cols, w.row_stride,
+                       static_cast<const uint8_t*>(w.data) + off, w.layout};
+    off += stride * static_cast<uint64_t>(seg_rows[i]);
   }
   return w;
 }
@@ -169,14 +223,17 @@ Weight Engine::upload_rows(const std::vector<const TensorRef*>& parts) {
   return w;
 }
 
-const float* Engine::load_vector(const TensorRef* t) {
+const float* Engine::load_vector(const TensorRef* t, float (*map)(float)) {
   if (t == nullptr) return nullptr;
   std::vector<uint8_t> raw(t->nbytes);
   read_exact(t->file->fd(), raw.data(), t->nbytes, t->offset,
              t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
-  const int64_t n = static_cast<int64_t>(t->dims[0]);
+  int64_t n = 1;
+  for (uint64_t d : t->dims) n *= static_cast<int64_t>(d);
   std::vector<float> f(static_cast<size_t>(n));
   dequantize_row(t->dtype, raw.data(), f.data(), n);
+  if (map != nullptr)
+    for (float& x : f) x = map(x);
   auto* dev = static_cast<float*>(backend_->alloc(f.size() * sizeof(float)));
   backend_->to_device(dev, f.data(), f.size() * sizeof(float));
   owned_.push_back(dev);
@@ -200,6 +257,92 @@ const float* Engine::upload_inv_freq(bool sliding) {
   return dev;
 }
 
+void Engine::load_attention(const LayerIndex& I, LayerWeights& L) {
+  const ArchConfig& c = cfg();
+  auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
+  const TensorRef& wq = *I.get(LayerTensor::Wq);
+  // With an output gate the q projection holds, per head, head_dim query rows then head_dim gate
+  // rows: taken apart into [q heads] and [gate heads].
+  const int64_t hd = c.head_dim;
+  const std::vector<TensorRef> q = c.attn_output_gate ? rows_of_groups(wq, c.n_head, 0, hd)
+                                                      : std::vector<TensorRef>{wq};
+  std::vector<std::vector<TensorRef>> parts = {q, {*I.get(LayerTensor::Wk)},
+                                               {*I.get(LayerTensor::Wv)}};
+  std::vector<Weight*> views = {&L.wq, &L.wk, &L.wv};
+  if (c.attn_output_gate) {
+    parts.push_back(rows_of_groups(wq, c.n_head, hd, 2 * hd));
+    views.push_back(&L.wgate);
+  }
+  L.wqkv = load_segments(parts, views);
+  if (L.wqkv.data == nullptr) {
+    load_segments({q}, {&L.wq});
+    if (c.attn_output_gate) load_segments({parts[3]}, {&L.wgate});
+    L.wk = mat(LayerTensor::Wk);
+    L.wv = mat(LayerTensor::Wv);
+  }
+  L.wo = mat(LayerTensor::Wo);
+  L.bq = load_vector(I.get(LayerTensor::Bq));
+  L.bk = load_vector(I.get(LayerTensor::Bk));
+  L.bv = load_vector(I.get(LayerTensor::Bv));
+  L.q_norm = load_vector(I.get(LayerTensor::QNorm));
+  L.k_norm = load_vector(I.get(LayerTensor::KNorm));
+}
+
+void Engine::load_delta_net(const LayerIndex& I, LayerWeights& L) {
+  const ArchConfig& c = cfg();
+  const DeltaNetConfig& d = c.delta;
+  DeltaNetWeights& D = L.delta;
+  const TensorRef& qkv = *I.get(LayerTensor::DnQkv);
+  const TensorRef& beta = *I.get(LayerTensor::DnBeta);
+  if (I.get(LayerTensor::DnZ) != nullptr) {
+    D.qkv = load_matrix(qkv);
+    D.z = load_matrix(*I.get(LayerTensor::DnZ));
+  } else {
+    // Qwen3-Next's in_proj_qkvz: per key head, [q (dk) | k (dk) | v (r dv) | z (r dv)] rows, r the
+    // value heads a key head serves; regrouped into [q heads | k heads | v heads] and [z heads].
+    const int64_t nk = d.n_k_heads, dk = d.k_head_dim, rv = d.value_dim() / nk;
+    std::vector<TensorRef> qkv_runs = rows_of_groups(qkv, nk, 0, dk);
+    for (const TensorRef& t : rows_of_groups(qkv, nk, dk, 2 * dk)) qkv_runs.push_back(t);
+    for (const TensorRef& t : rows_of_groups(qkv, nk, 2 * dk, 2 * dk + rv)) qkv_runs.push_back(t);
+    D.qkv = load_segments({qkv_runs}, {&D.qkv});
+    D.z = load_segments({rows_of_groups(qkv, nk, 2 * dk + rv, 2 * dk + 2 * rv)}, {&D.z});
+  }
+  if (I.get(LayerTensor::DnAlpha) != nullptr) {
+    D.beta = load_matrix(beta);
+    D.alpha = load_matrix(*I.get(LayerTensor::DnAlpha));
+  } else {
+    // Qwen3-Next's in_proj_ba: per key head, [beta (r) | alpha (r)] rows.
+    const int64_t nk = d.n_k_heads, r = d.n_v_heads / nk;
+    D.beta = load_segments({rows_of_groups(beta, nk, 0, r)}, {&D.beta});
+    D.alpha = load_segments({rows_of_groups(beta, nk, r, 2 * r)}, {&D.alpha});
+  }
+  if (D.qkv.data == nullptr || D.z.data == nullptr || D.beta.data == nullptr ||
+      D.alpha.data == nullptr)
+    fail(ErrorKind::Unsupported, spec_->source->path() +
+                                     ": a fused DeltaNet projection's heads do not fall on the "
+                                     "backend's row groups");
+  D.out = load_matrix(*I.get(LayerTensor::DnOut));
+  D.conv = load_vector(I.get(LayerTensor::DnConv));
+  // GGUF stores A as -exp(A_log) already; HF checkpoints store A_log.
+  D.a = load_vector(I.get(LayerTensor::DnA), c.source == SourceKind::HfDir ? neg_exp : nullptr);
+  D.dt_bias = load_vector(I.get(LayerTensor::DnDtBias));
+  D.norm = load_vector(I.get(LayerTensor::DnNorm));
+}
+
+void Engine::load_shared_expert(const LayerIndex& I, LayerWeights& L) {
+  SharedExpertWeights& S = L.shared;
+  auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
+  if (I.get(LayerTensor::ShexpGate) == nullptr) return;
+  S.gate_up = load_stacked({I.get(LayerTensor::ShexpGate), I.get(LayerTensor::ShexpUp)},
+                           {&S.gate, &S.up});
+  if (S.gate_up.data == nullptr) {
+    S.gate = mat(LayerTensor::ShexpGate);
+    S.up = mat(LayerTensor::ShexpUp);
+  }
+  S.down = mat(LayerTensor::ShexpDown);
+  S.gate_inp = mat(LayerTensor::ShexpGateInp);
+}
+
 void Engine::load_weights() {
   const ArchConfig& c = cfg();
   token_embd_ = load_matrix(spec_->token_embd);
@@ -213,19 +356,12 @@ void Engine::load_weights() {
     LayerWeights& L = layers_[static_cast<size_t>(l)];
     auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
     L.attn_norm = load_vector(I.get(LayerTensor::AttnNorm));
-    L.wqkv = load_stacked({I.get(LayerTensor::Wq), I.get(LayerTensor::Wk), I.get(LayerTensor::Wv)},
-                          {&L.wq, &L.wk, &L.wv});
-    if (L.wqkv.data == nullptr) {
-      L.wq = mat(LayerTensor::Wq);
-      L.wk = mat(LayerTensor::Wk);
-      L.wv = mat(LayerTensor::Wv);
+    L.mixer = c.layer_mixer[static_cast<size_t>(l)];
+    if (L.mixer == MixerKind::DeltaNet) {
+      load_delta_net(I, L);
+    } else {
+      load_attention(I, L);
     }
-    L.wo = mat(LayerTensor::Wo);
-    L.bq = load_vector(I.get(LayerTensor::Bq));
-    L.bk = load_vector(I.get(LayerTensor::Bk));
-    L.bv = load_vector(I.get(LayerTensor::Bv));
-    L.q_norm = load_vector(I.get(LayerTensor::QNorm));
-    L.k_norm = load_vector(I.get(LayerTensor::KNorm));
     L.attn_post_norm = load_vector(I.get(LayerTensor::AttnPostNorm));
     L.ffn_norm = load_vector(I.get(LayerTensor::FfnNorm));
     L.ffn_post_norm = load_vector(I.get(LayerTensor::FfnPostNorm));
@@ -246,6 +382,7 @@ void Engine::load_weights() {
         backend_->to_host(L.router_bias_host.data(), L.router_bias,
                           L.router_bias_host.size() * sizeof(float));
       }
+      load_shared_expert(I, L);
     }
     const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;
     if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);

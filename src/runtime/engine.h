@@ -28,17 +28,39 @@ struct EngineOptions {
   uint64_t ram_budget = 0;     // bytes of pinned host RAM caching streamed experts (device only)
   CachePolicyKind cache_policy = CachePolicyKind::Lru;
   bool expert_prefetch = false;  // predict the next MoE layer's experts and read them ahead
+  // Recurrent-state checkpoints each sequence holds (models with DeltaNet layers): what lets a
+  // sequence return to an earlier position (a rejected lookup guess, a shared prompt prefix).
+  int64_t state_checkpoints = kDefaultStateCheckpoints;
+};
+
+// A Gated DeltaNet mixer's weights: the input projections (the q/k/v channels of the convolution,
+// the output gate z, the beta and alpha logits), the convolution's taps [channels][kernel], the
+// per-value-head decay constants, the gated norm and the output projection.
+struct DeltaNetWeights {
+  Weight qkv, z, beta, alpha, out;
+  const float* conv = nullptr;
+  const float* a = nullptr;  // -exp(A_log)
+  const float* dt_bias = nullptr;
+  const float* norm = nullptr;
+};
+
+// A shared expert: a dense GLU beside the routed experts, scaled by sigmoid(x . gate) when `gate`.
+struct SharedExpertWeights {
+  Weight gate_up, gate, up, down;  // gate_up: gate and up stacked (see LayerWeights::wqkv)
+  Weight gate_inp;                 // [1][n_embd], or none
 };
 
 // One layer's resident weights in backend memory. Norm vectors are f32.
 struct LayerWeights {
+  MixerKind mixer = MixerKind::Attention;
   const float* attn_norm = nullptr;
   // q, k and v of one type and width are stored stacked, as one matrix `wqkv` of which wq, wk
   // and wv are views: one matmul then computes all three for a token (decode), with one launch and
   // one pass over the activations. wqkv.data is null when they can't be stacked. Likewise
-  // ffn_gate_up for the dense FFN's gate and up.
+  // ffn_gate_up for the dense FFN's gate and up. An output-gated attention stacks its gate rows
+  // last: wqkv is [q | k | v | gate].
   Weight wqkv, ffn_gate_up;
-  Weight wq, wk, wv, wo;
+  Weight wq, wk, wv, wo, wgate;
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
@@ -51,6 +73,8 @@ struct LayerWeights {
   Weight router;                        // MoE layers
   const float* router_bias = nullptr;   // MiniMax selection bias, backend memory
   std::vector<float> router_bias_host;  // the same, for the host's prefetch guesses
+  SharedExpertWeights shared;
+  DeltaNetWeights delta;
   bool moe = false;
   RopeArgs rope;
   AttentionArgs attn;
@@ -84,9 +108,17 @@ class Engine {
   // part of it; Weight{} (nothing read) when they differ.
   Weight load_stacked(const std::vector<const TensorRef*>& parts,
                       const std::vector<Weight*>& views);
+  // load_stacked() of parts that are each a list of row runs (rows taken apart and regrouped).
+  Weight load_segments(const std::vector<std::vector<TensorRef>>& segments,
+                       const std::vector<Weight*>& views);
+  void load_attention(const LayerIndex& I, LayerWeights& L);
+  void load_delta_net(const LayerIndex& I, LayerWeights& L);
+  void load_shared_expert(const LayerIndex& I, LayerWeights& L);
   // Reads the tensors' rows, end to end, into one weight of the first one's type and row bytes.
   Weight upload_rows(const std::vector<const TensorRef*>& parts);
-  const float* load_vector(const TensorRef* t);
+  // A float tensor of any shape, every element, as f32 in backend memory; `map` (if given)
+  // transforms each value on the way.
+  const float* load_vector(const TensorRef* t, float (*map)(float) = nullptr);
   const float* upload_inv_freq(bool sliding);
 
   std::unique_ptr<ModelSpec> spec_;

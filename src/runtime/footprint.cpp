@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "model/model_spec.h"
+#include "runtime/delta_net_mixer.h"
 
 namespace ts {
 namespace {
@@ -47,7 +48,20 @@ uint64_t bytes_per_row(const TensorRef& t) {
 
 int64_t ffn_row_floats(const ArchConfig& c) {
   const bool dense_layers = moe_layers(c) < c.n_layer;
-  return std::max(dense_layers ? c.n_ff : 0, c.is_moe() ? c.n_expert_used * c.n_ff_expert : 0);
+  return std::max({dense_layers ? c.n_ff : 0, c.is_moe() ? c.n_expert_used * c.n_ff_expert : 0,
+                   c.n_ff_shared});
+}
+
+uint64_t recurrent_state_bytes(const ArchConfig& c) {
+  if (!c.has_mixer(MixerKind::DeltaNet)) return 0;
+  const auto layers = static_cast<uint64_t>(c.n_layer - c.attention_layers());
+  return checked_mul(checked_mul(layers, static_cast<uint64_t>(c.delta.state_floats()), "state"),
+                     sizeof(float), "recurrent state");
+}
+
+int64_t mixer_row_floats(const ArchConfig& c) {
+  const int64_t gate = c.attn_output_gate ? c.n_head * c.head_dim : 0;
+  return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0);
 }
 
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
@@ -86,6 +100,11 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
     stack({LayerTensor::FfnGate, LayerTensor::FfnUp});
     stack({LayerTensor::FfnDown});
     stack({LayerTensor::Router});
+    for (LayerTensor t : {LayerTensor::DnQkv, LayerTensor::DnZ, LayerTensor::DnBeta,
+                          LayerTensor::DnAlpha, LayerTensor::DnOut, LayerTensor::ShexpDown,
+                          LayerTensor::ShexpGateInp})
+      stack({t});
+    stack({LayerTensor::ShexpGate, LayerTensor::ShexpUp});
     if (L.experts.empty()) continue;
     const std::array<ExpertSlice, 3>& e = L.experts[0];
     const auto slice_shape = [](const ExpertSlice& s) {
@@ -117,9 +136,13 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
     f.resident = checked_add(f.resident, slots, "resident bytes");
   const uint64_t kv_row =
       row_bytes(req.kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
-  f.kv_cache = checked_mul(
-      checked_mul(2 * static_cast<uint64_t>(c.n_layer), static_cast<uint64_t>(req.ctx), "KV cache"),
-      kv_row, "KV cache");
+  f.kv_cache = checked_mul(checked_mul(2 * static_cast<uint64_t>(c.attention_layers()),
+                                       static_cast<uint64_t>(req.ctx), "KV cache"),
+                           kv_row, "KV cache");
+  // The live state and its checkpoints.
+  f.recurrent_state =
+      checked_mul(recurrent_state_bytes(c), 1 + static_cast<uint64_t>(req.state_checkpoints),
+                  "recurrent state");
   // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, and the
   // logits of the head's rows.
   const uint64_t B = static_cast<uint64_t>(req.prefill_batch);
@@ -135,9 +158,12 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   const auto ff = static_cast<uint64_t>(ffn_row_floats(c));
   const uint64_t per_row = 3 * static_cast<uint64_t>(c.n_embd) + 2 * q + 2 * kv +
                            static_cast<uint64_t>(c.n_expert) + 2 * k + 3 * ff +
-                           2 * std::max<uint64_t>(k, 1) * static_cast<uint64_t>(c.n_embd);
+                           2 * std::max<uint64_t>(k, 1) * static_cast<uint64_t>(c.n_embd) +
+                           static_cast<uint64_t>(mixer_row_floats(c));
   const uint64_t head_rows = std::min<uint64_t>(B, kHeadRows);
-  const uint64_t floats = checked_add(
+  // A gated attention's stacked q/k/v buffer holds one token's gate too.
+  const uint64_t once = c.attn_output_gate ? q : 0;
+  const uint64_t floats = once + checked_add(
       checked_mul(B, per_row, "workspace"),
       checked_mul(head_rows, static_cast<uint64_t>(c.n_vocab), "workspace"), "workspace");
   f.workspace = checked_mul(floats, 4, "workspace");
@@ -167,6 +193,7 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
         req.backend->scratch_bytes(scratch_plan(spec, req.prefill_batch, f.streaming));
   f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
                         checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
+  f.total = checked_add(f.total, f.recurrent_state, "footprint");
   f.total = checked_add(f.total, f.backend_scratch, "footprint");
   return f;
 }
@@ -183,6 +210,7 @@ int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t b
     fail(ErrorKind::Budget,
          "memory budget " + std::to_string(budget) + " bytes cannot hold resident weights (" +
              std::to_string(min.resident) + ") + KV cache (" + std::to_string(min.kv_cache) +
+             ") + recurrent state (" + std::to_string(min.recurrent_state) +
              ") + workspace (" + std::to_string(min.workspace) + ") + backend scratch (" +
              std::to_string(min.backend_scratch) + ") + top-k " + std::to_string(c.n_expert_used) +
              " expert slots per layer (" + std::to_string(min.expert_slots) + "): needs " +
@@ -199,6 +227,7 @@ nlohmann::json footprint_json(const Footprint& f) {
           {"slots_per_layer", f.slots_per_layer},
           {"streaming", f.streaming},
           {"kv_cache_bytes", f.kv_cache},
+          {"recurrent_state_bytes", f.recurrent_state},
           {"workspace_bytes", f.workspace},
           {"backend_scratch_bytes", f.backend_scratch},
           {"ram_tier_bytes", f.ram_tier},
@@ -209,9 +238,11 @@ nlohmann::json footprint_json(const Footprint& f) {
 void print_footprint(const Footprint& f, std::FILE* out) {
   std::fprintf(out,
                "footprint  resident %.2f MiB + expert slots %.2f MiB (%lld/layer%s) + KV %.2f MiB "
-               "+ workspace %.2f MiB + backend scratch %.2f MiB = %.2f MiB\n",
+               "+ recurrent state %.2f MiB + workspace %.2f MiB + backend scratch %.2f MiB = "
+               "%.2f MiB\n",
                mib(f.resident), mib(f.expert_slots), static_cast<long long>(f.slots_per_layer),
-               f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.workspace),
+               f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.recurrent_state),
+               mib(f.workspace),
                mib(f.backend_scratch), mib(f.total));
   if (f.ram_tier > 0)
     std::fprintf(out, "footprint  pinned RAM tier %.2f MiB (%lld experts)\n", mib(f.ram_tier),

@@ -51,6 +51,9 @@ constexpr int64_t kHeadRows = 128;
 // (PERFORMANCE.md, thirteenth session): 6 and 8 sequences of a Qwen3-30B-A3B shape decode 2.4x
 // faster by id than grouped (whose expert lists cross to the host every layer).
 constexpr int64_t kDecodeStepRows = 8;
+// Recurrent-state checkpoints a sequence of a hybrid model holds unless told otherwise: one taken
+// before a pass of lookup guesses, one where the last prompt or answer ended.
+constexpr int64_t kDefaultStateCheckpoints = 2;
 
 struct FootprintRequest {
   int64_t ctx = 4096;
@@ -58,6 +61,7 @@ struct FootprintRequest {
   int64_t expert_slots = 0;  // per MoE layer; 0 or >= n_expert means every expert resident
   int64_t prefill_batch = kCpuPrefillBatch;
   uint64_t ram_budget = 0;  // bytes of pinned host RAM for streamed experts (device backends)
+  int64_t state_checkpoints = kDefaultStateCheckpoints;
   const Backend* backend = nullptr;  // asked for its own scratch (none: counted as 0)
 };
 
@@ -66,7 +70,8 @@ struct Footprint {
   uint64_t expert_slots = 0;  // slots x MoE layers x expert stride (streaming only)
   int64_t slots_per_layer = 0;
   bool streaming = false;
-  uint64_t kv_cache = 0;
+  uint64_t kv_cache = 0;        // attention layers' K and V rows
+  uint64_t recurrent_state = 0;  // DeltaNet layers' state, with its checkpoints
   uint64_t workspace = 0;        // activations of one micro-batch
   uint64_t backend_scratch = 0;  // what the backend holds for itself (device backends)
   // Not part of total, which is what --memory-budget shares out: pinned host memory that holds
@@ -80,6 +85,11 @@ struct Footprint {
 // a dense layer's n_ff and an MoE layer's top-k rows of n_ff_expert, over the layers the model has
 // (all of Qwen3-30B-A3B's are MoE: its stated n_ff of 6144 would take 3 x 8 x 6144 floats a row).
 int64_t ffn_row_floats(const ArchConfig& c);
+// Bytes of one copy of a sequence's recurrent state (every DeltaNet layer's; 0 without any).
+uint64_t recurrent_state_bytes(const ArchConfig& c);
+// Floats a row of a micro-batch takes in the mixers' buffers beyond the attention's q, k, v and
+// output: the output gate, and a DeltaNet layer's projections (forward.cpp, delta_net_mixer.h).
+int64_t mixer_row_floats(const ArchConfig& c);
 // The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
 // tokens than the context `ctx` (rows past it would only be memory).
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx);

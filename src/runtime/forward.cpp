@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "moe/router.h"
+#include "runtime/delta_net_mixer.h"
 
 namespace ts {
 namespace {
@@ -53,11 +54,17 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
   h_ = scratch(B * d);
   o_ = scratch(B * d);
   rows_ = scratch(ffn_rows * d);
-  // q, k and v in one buffer: a stacked matmul writes a token's three side by side.
-  q_ = scratch(B * (qw + 2 * kvw));
+  // q, k and v in one buffer: a stacked matmul writes a token's three side by side (and an output
+  // gate after them: one row more of q width).
+  const size_t gw = c_.attn_output_gate ? qw : 0;
+  q_ = scratch(B * (qw + 2 * kvw) + gw);
   k_ = q_ + B * qw;
   v_ = k_ + B * kvw;
   att_ = scratch(B * qw);
+  if (c_.attn_output_gate) gate_ = scratch(B * qw);
+  if (c_.has_mixer(MixerKind::DeltaNet))
+    delta_net_ = std::make_unique<DeltaNetMixer>(engine_, max_rows_,
+                                                 [this](size_t floats) { return scratch(floats); });
   // Gate and up in one buffer: a stacked matmul writes each row as [gate | up].
   ff_gate_ = scratch(2 * ff);
   ff_up_ = ff_gate_ + ff;
@@ -82,6 +89,7 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
 }
 
 Forward::~Forward() {
+  delta_net_.reset();
   for (void* p : buffers_) b_.free(p);
   b_.free_host_pinned(routed_ids_);
 }
@@ -96,8 +104,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   const int64_t vocab = engine_.token_embd().rows;
   int64_t M = 0;
   for (const SeqChunk& ch : chunks) {
-    if (ch.kv->n_past + ch.n > ch.kv->ctx())
-      fail(ErrorKind::Input, std::to_string(ch.kv->n_past + ch.n) +
+    if (ch.kv->n_past() + ch.n > ch.kv->ctx())
+      fail(ErrorKind::Input, std::to_string(ch.kv->n_past() + ch.n) +
                                  " tokens exceed the context of " + std::to_string(ch.kv->ctx()) +
                                  " (raise -c)");
     if (M + ch.n > max_rows_)
@@ -108,7 +116,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
                                    " is outside the vocabulary of " + std::to_string(vocab));
       ids_[static_cast<size_t>(M)] = ch.tokens[i];
-      pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past + i);
+      pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past() + i);
     }
   }
   if (M == 0) return;
@@ -154,7 +162,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     layers(chunks, M, -1, c_.n_layer);
     head(M);
   }
-  for (const SeqChunk& ch : chunks) ch.kv->n_past += ch.n;
+  for (const SeqChunk& ch : chunks) ch.kv->advance(ch.n);
   // head() queued the logits of the first head_rows_ wanted rows (decode's one row inside its
   // recorded step, as before); the rest follow a chunk at a time through the same buffer, each
   // copied out before the next overwrites it (a device's to_host waits for the chunk).
@@ -177,7 +185,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       } else {
         add_ffn_out_norm(L.attn_norm, M);
       }
-      attention_block(l, chunks, M);
+      mix(l, chunks, M);
       if (c_.sandwich_norms)
         b_.rms_norm(o_, L.attn_post_norm, M, d, c_.rms_eps, c_.norm_plus_one, o_);
       b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, c_.rms_eps, c_.norm_plus_one, h_);
@@ -304,20 +312,32 @@ void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
   }
 }
 
+void Forward::mix(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M) {
+  switch (engine_.layers()[static_cast<size_t>(l)].mixer) {
+    case MixerKind::Attention:
+      return attention_block(l, chunks, M);
+    case MixerKind::DeltaNet:
+      return delta_net_->run(l, chunks, M, h_, o_);
+  }
+}
+
 void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
   const int64_t qw = c_.n_head * c_.head_dim, kvw = c_.n_head_kv * c_.head_dim;
-  float *q = q_, *k = k_, *v = v_;
-  // One token through stacked q/k/v weights: one matmul, its row holding q, k and v side by side.
-  // Rows of a micro-batch would interleave that way, so they take the three views instead.
+  float *q = q_, *k = k_, *v = v_, *gate = gate_;
+  // One token through stacked q/k/v weights: one matmul, its row holding q, k and v side by side
+  // (and the output gate after them). Rows of a micro-batch would interleave that way, so they take
+  // the views instead.
   if (M == 1 && L.wqkv.data != nullptr) {
     b_.matmul(L.wqkv, h_, 1, q_);
     k = q + qw;
     v = k + kvw;
+    gate = v + kvw;
   } else {
     b_.matmul(L.wq, h_, M, q);
     b_.matmul(L.wk, h_, M, k);
     b_.matmul(L.wv, h_, M, v);
+    if (c_.attn_output_gate) b_.matmul(L.wgate, h_, M, gate);
   }
   if (c_.qkv_bias) {
     b_.add_bias(q, L.bq, M, qw);
@@ -347,6 +367,7 @@ void Forward::attention_block(int64_t l, const std::vector<SeqChunk>& chunks, in
     b_.rope(k, M, c_.n_head_kv, pos_.data(), L.rope);
     store_and_attend(l, chunks, M, q, k, v);
   }
+  if (c_.attn_output_gate) b_.glu(Glu::Sigmoid, gate, att_, M, qw, qw, att_);
   b_.matmul(L.wo, att_, M, o_);
 }
 
@@ -437,9 +458,11 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
     }
     matmul(t.down_shape, t.down, 2, ff_act_, ff, 1, ff_out_);
     if (pages != nullptr) b_.commit_experts(*pages, ids, k);
-    // Summed by the next norm (add_ffn_out_norm), unless a norm of the FFN output comes first.
+    // Summed by the next norm (add_ffn_out_norm), unless a norm of the FFN output or a shared
+    // expert comes first.
     ffn_out_routed_ = true;
-    if (c_.sandwich_norms) sum_routed_rows(M);
+    if (c_.sandwich_norms || c_.n_ff_shared > 0) sum_routed_rows(M);
+    shared_expert(l, M);
     return;
   }
   routing_host_.resize(static_cast<size_t>(2 * M * k));
@@ -513,6 +536,30 @@ void Forward::ffn_moe(int64_t l, int64_t M) {
   }
   b_.zero(o_, M * d);
   b_.scatter_add_rows(o_, ff_out_, routed_src_.data(), routed_scale_.data(), P, d);
+  shared_expert(l, M);
+}
+
+void Forward::shared_expert(int64_t l, int64_t M) {
+  const SharedExpertWeights& S = engine_.layers()[static_cast<size_t>(l)].shared;
+  if (S.down.data == nullptr) return;
+  const int64_t d = c_.n_embd, ff = c_.n_ff_shared;
+  // The routed experts are done with the FFN-wide buffers (sized for this width too), the gathered
+  // rows (rows_, M x k rows of d) and the router logits (router_, M x n_expert).
+  if (S.gate_up.data != nullptr) {
+    b_.matmul(S.gate_up, h_, M, ff_gate_);
+    b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, M, ff, 2 * ff, ff_act_);
+  } else {
+    b_.matmul(S.gate, h_, M, ff_gate_);
+    b_.matmul(S.up, h_, M, ff_up_);
+    b_.glu(glu_kind(), ff_gate_, ff_up_, M, ff, ff, ff_act_);
+  }
+  b_.matmul(S.down, ff_act_, M, rows_);
+  if (S.gate_inp.data == nullptr) {
+    b_.add(o_, rows_, M * d);
+    return;
+  }
+  b_.matmul(S.gate_inp, h_, M, router_);
+  b_.add_gated_rows(o_, rows_, router_, M, d);
 }
 
 void Forward::experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,

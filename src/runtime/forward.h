@@ -5,28 +5,17 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/engine.h"
 #include "runtime/footprint.h"
 #include "runtime/kv_cache.h"
+#include "runtime/seq_chunk.h"
 
 namespace ts {
 
-// `n` tokens of one sequence, appended after kv->n_past. `logits` (host) receives the logits of
-// every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted. Or, with
-// `targets` set (and logits null), rows [score_from, score_to) are scored where their logits are
-// (Backend::nll_rows): nll[i] (host) = -log softmax(row score_from + i)[targets[i]].
-struct SeqChunk {
-  KvCache* kv = nullptr;
-  const int32_t* tokens = nullptr;
-  int64_t n = 0;
-  float* logits = nullptr;
-  bool all_rows = false;
-  const int32_t* targets = nullptr;
-  int64_t score_from = 0, score_to = 0;
-  double* nll = nullptr;
-};
+class DeltaNetMixer;
 
 class Forward {
  public:
@@ -55,6 +44,8 @@ class Forward {
   // Whether, when layer l's routing is read back, the next streamed layer's is guessed with it
   // (prefetching on a device backend: route() of that layer into predicted_, one token).
   bool predicts_next(int64_t l) const;
+  // Layer l's token mixer over h_ into o_.
+  void mix(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   void attention_block(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M);
   // Layer l's k and v rows (rotated) into the caches and the attention of the q rows into att_.
   void store_and_attend(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M, const float* q,
@@ -62,6 +53,8 @@ class Forward {
   void ffn_dense(int64_t l, int64_t M);
   Glu glu_kind() const;
   void ffn_moe(int64_t l, int64_t M);
+  // o_ += the layer's shared expert over h_ (scaled by its sigmoid gate when it has one).
+  void shared_expert(int64_t l, int64_t M);
   // Gate / up, the activation and down of G experts over their runs of the routed rows: group g
   // takes rows [row0[g], row0[g] + rows[g]) of rows_, the runs consecutive and ascending.
   void experts_ffn(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
@@ -93,6 +86,8 @@ class Forward {
   // into ff_gate_'s (see the constructor)
   float *x_ = nullptr, *h_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr,
         *o_ = nullptr;
+  float* gate_ = nullptr;  // the attention's output gate, [max_rows][q width] (gated models)
+  std::unique_ptr<DeltaNetMixer> delta_net_;  // models with DeltaNet layers
   float *ff_gate_ = nullptr, *ff_up_ = nullptr, *ff_act_ = nullptr, *ff_out_ = nullptr,
         *rows_ = nullptr;
   float* router_ = nullptr;

@@ -119,6 +119,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     }
     row = 0;
     ++r.passes;
+    if (pass.size() > 1) session.checkpoint();  // guesses a recurrent state cannot take back
     session.feed(pass.data(), static_cast<int64_t>(pass.size()), logits.data(), pass.size() > 1);
   }
   drop_untaken_rows();

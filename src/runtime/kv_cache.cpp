@@ -14,30 +14,37 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
   const int64_t width = c.n_head_kv * c.head_dim;
   const uint64_t row = row_bytes(type, static_cast<uint64_t>(width), "KV cache row");
   const uint64_t layer_bytes = checked_mul(row, static_cast<uint64_t>(ctx), "KV cache");
+  const DeltaNetConfig& d = c.delta;
+  const int64_t window = (d.conv_kernel - 1) * d.conv_channels();
   layers_.resize(static_cast<size_t>(c.n_layer));
-  for (KvView& kv : layers_) {
-    kv = KvView{type,
-                ctx,
-                width,
-                static_cast<size_t>(row),
-                backend_.alloc(layer_bytes),
-                backend_.alloc(layer_bytes)};
+  delta_.resize(static_cast<size_t>(c.n_layer));
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (c.layer_mixer[l] == MixerKind::DeltaNet) {
+      delta_layers_.push_back(l);
+      continue;
+    }
+    layers_[l] = KvView{type,
+                        ctx,
+                        width,
+                        static_cast<size_t>(row),
+                        backend_.alloc(layer_bytes),
+                        backend_.alloc(layer_bytes)};
     bytes_ += 2 * layer_bytes;
   }
-}
-
-void KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
-  if (rows < 0 || rows > from.n_past || rows > ctx_ || from.layers_.size() != layers_.size())
-    fail(ErrorKind::Runtime, "KV cache: cannot copy " + std::to_string(rows) +
-                                 " rows of a cache "
-                                 "holding " +
-                                 std::to_string(from.n_past));
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;
-    backend_.copy(layers_[l].k, from.layers_[l].k, bytes);
-    backend_.copy(layers_[l].v, from.layers_[l].v, bytes);
+  if (delta_layers_.empty()) return;
+  state_floats_ = d.state_floats();
+  const size_t state_bytes = static_cast<size_t>(state_floats_) * sizeof(float);
+  for (size_t l : delta_layers_) {
+    auto* buf = static_cast<float*>(backend_.alloc(state_bytes));  // zeroed: the empty state
+    delta_[l] = DeltaStateView{buf, buf + window};
+    bytes_ += state_bytes;
   }
-  n_past = rows;
+  checkpoints_.resize(static_cast<size_t>(engine.options().state_checkpoints));
+  for (Checkpoint& cp : checkpoints_)
+    for (size_t i = 0; i < delta_layers_.size(); ++i) {
+      cp.layers.push_back(static_cast<float*>(backend_.alloc(state_bytes)));
+      bytes_ += state_bytes;
+    }
 }
 
 KvCache::~KvCache() {
@@ -45,6 +52,104 @@ KvCache::~KvCache() {
     backend_.free(kv.k);
     backend_.free(kv.v);
   }
+  for (size_t l : delta_layers_) backend_.free(live(l));
+  for (Checkpoint& cp : checkpoints_)
+    for (float* p : cp.layers) backend_.free(p);
+}
+
+void KvCache::advance(int64_t n) {
+  if (n < 0 || n_past_ + n > ctx_)
+    fail(ErrorKind::Runtime, "internal: advancing a cache of " + std::to_string(n_past_) +
+                                 " positions by " + std::to_string(n));
+  n_past_ += n;
+}
+
+void KvCache::copy_state(const std::vector<float*>& to, const std::vector<float*>& from) {
+  const size_t bytes = static_cast<size_t>(state_floats_) * sizeof(float);
+  for (size_t i = 0; i < to.size(); ++i) backend_.copy(to[i], from[i], bytes);
+}
+
+void KvCache::zero_state() {
+  for (size_t l : delta_layers_) backend_.zero(live(l), state_floats_);
+}
+
+void KvCache::checkpoint() {
+  if (!recurrent() || checkpoints_.empty()) return;
+  Checkpoint* slot = &checkpoints_[0];
+  for (Checkpoint& cp : checkpoints_) {
+    if (cp.pos == n_past_) return;
+    if (cp.pos < 0 || (slot->pos >= 0 && cp.made < slot->made)) slot = &cp;
+  }
+  std::vector<float*> live_state;
+  for (size_t l : delta_layers_) live_state.push_back(live(l));
+  copy_state(slot->layers, live_state);
+  slot->pos = n_past_;
+  slot->made = ++made_;
+}
+
+const KvCache::Checkpoint* KvCache::latest_at_or_before(int64_t n) const {
+  const Checkpoint* best = nullptr;
+  for (const Checkpoint& cp : checkpoints_)
+    if (cp.pos >= 0 && cp.pos <= n && (best == nullptr || cp.pos > best->pos)) best = &cp;
+  return best;
+}
+
+int64_t KvCache::resumable(int64_t n) const {
+  if (n < 0 || n > n_past_)
+    fail(ErrorKind::Runtime, "internal: position " + std::to_string(n) + " of a cache of " +
+                                 std::to_string(n_past_));
+  if (!recurrent() || n == n_past_) return n;
+  const Checkpoint* cp = latest_at_or_before(n);
+  return cp != nullptr ? cp->pos : 0;
+}
+
+int64_t KvCache::rewind(int64_t n) {
+  const int64_t to = resumable(n);
+  if (to == n_past_) return to;
+  if (recurrent()) {
+    if (const Checkpoint* cp = latest_at_or_before(to); cp != nullptr && cp->pos == to) {
+      std::vector<float*> live_state;
+      for (size_t l : delta_layers_) live_state.push_back(live(l));
+      copy_state(live_state, cp->layers);
+    } else {
+      zero_state();  // position 0
+    }
+    // Checkpoints past the new end hold states of tokens about to be replaced.
+    for (Checkpoint& cp : checkpoints_)
+      if (cp.pos > to) cp.pos = -1;
+  }
+  n_past_ = to;
+  return to;
+}
+
+int64_t KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
+  if (rows < 0 || rows > from.n_past_ || rows > ctx_ || from.layers_.size() != layers_.size())
+    fail(ErrorKind::Runtime, "KV cache: cannot copy " + std::to_string(rows) +
+                                 " rows of a cache holding " + std::to_string(from.n_past_));
+  rows = from.resumable(rows);
+  for (size_t l = 0; l < layers_.size(); ++l) {
+    if (layers_[l].k == nullptr) continue;
+    const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;
+    backend_.copy(layers_[l].k, from.layers_[l].k, bytes);
+    backend_.copy(layers_[l].v, from.layers_[l].v, bytes);
+  }
+  if (recurrent()) {
+    for (Checkpoint& cp : checkpoints_) cp.pos = -1;
+    std::vector<float*> to, src;
+    for (size_t l : delta_layers_) to.push_back(live(l));
+    const Checkpoint* cp = rows == from.n_past_ ? nullptr : from.latest_at_or_before(rows);
+    if (rows == from.n_past_) {
+      for (size_t l : delta_layers_) src.push_back(from.live(l));
+      copy_state(to, src);
+    } else if (cp != nullptr && cp->pos == rows) {
+      copy_state(to, cp->layers);
+    } else {
+      zero_state();
+    }
+  }
+  n_past_ = rows;
+  checkpoint();
+  return rows;
 }
 
 }  // namespace ts

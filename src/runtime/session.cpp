@@ -12,16 +12,21 @@ Session::Session(Engine& engine)
       forward_(engine, engine.options().prefill_batch) {}
 
 void Session::truncate(int64_t n) {
-  if (n < 0 || n > kv_.n_past)
-    fail(ErrorKind::Input, "cannot truncate a session of " + std::to_string(kv_.n_past) +
+  if (n < 0 || n > kv_.n_past())
+    fail(ErrorKind::Input, "cannot truncate a session of " + std::to_string(kv_.n_past()) +
                                " tokens to " + std::to_string(n));
-  kv_.n_past = n;
+  const int64_t at = kv_.rewind(n);
+  tokens_.resize(static_cast<size_t>(n));
+  for (int64_t start = at; start < n; start += forward_.max_rows()) {
+    const int64_t M = std::min(forward_.max_rows(), n - start);
+    forward_.run({SeqChunk{&kv_, tokens_.data() + start, M}});
+  }
 }
 
 void Session::check_feed(const int32_t* tokens, int64_t n) const {
   if (n <= 0) fail(ErrorKind::Input, "nothing to feed: the token list is empty");
-  if (kv_.n_past + n > kv_.ctx())
-    fail(ErrorKind::Input, std::to_string(kv_.n_past + n) + " tokens exceed the context of " +
+  if (kv_.n_past() + n > kv_.ctx())
+    fail(ErrorKind::Input, std::to_string(kv_.n_past() + n) + " tokens exceed the context of " +
                                std::to_string(kv_.ctx()) + " (raise -c)");
   for (int64_t i = 0; i < n; ++i)
     if (tokens[i] < 0 || tokens[i] >= vocab_)
@@ -49,6 +54,7 @@ void Session::score(const int32_t* tokens, int64_t n, int64_t from, int64_t to,
       ch.nll = nll + (start + lo - from);
     }
     forward_.run({ch});
+    tokens_.insert(tokens_.end(), tokens + start, tokens + start + M);
   }
 }
 
@@ -60,6 +66,7 @@ void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_row
     const bool last = start + M == n;
     float* out = all_rows ? logits + start * vocab_ : (last ? logits : nullptr);
     forward_.run({SeqChunk{&kv_, tokens + start, M, out, all_rows}});
+    tokens_.insert(tokens_.end(), tokens + start, tokens + start + M);
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/engine.h"
 #include "runtime/forward.h"
@@ -15,13 +16,18 @@ class Session {
  public:
   explicit Session(Engine& engine);
 
-  int64_t n_past() const { return kv_.n_past; }
+  int64_t n_past() const { return kv_.n_past(); }
   int64_t ctx() const { return kv_.ctx(); }
   uint64_t kv_bytes() const { return kv_.bytes(); }
   int64_t engine_vocab() const { return vocab_; }
-  void reset() { kv_.n_past = 0; }
-  // Forgets every position from n on (e.g. to reuse a shared prompt prefix).
+  void reset() { truncate(0); }
+  // Forgets every position from n on (e.g. a rejected guess, or to reuse a shared prompt prefix).
+  // A model with recurrent layers returns to its latest checkpoint at or before n and feeds the
+  // tokens from there to n again.
   void truncate(int64_t n);
+  // Keeps the recurrent state at this position (see KvCache::checkpoint): before a pass that
+  // truncate() may take back.
+  void checkpoint() { kv_.checkpoint(); }
 
   // Feeds `n` tokens after the current position. `logits` (host) receives the next-token logits:
   // of every fed token ([n][vocab]) when all_rows, else of the last one ([vocab]).
@@ -38,6 +44,7 @@ class Session {
 
   int64_t vocab_;
   KvCache kv_;
+  std::vector<int32_t> tokens_;  // of every position, to feed again after a rewind
   Forward forward_;
 };
 

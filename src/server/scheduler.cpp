@@ -159,6 +159,7 @@ int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   // The next token is sampled from the last prompt row's logits: either kept from when this very
   // prompt was prefilled, or that row is fed again.
   if (common == n && s.prompt_logits_rows != n) common = n - 1;
+  common = s.kv->resumable(common);  // a recurrent state returns to its checkpoints only
   return common * 100 >= n * kMinSharedPercent ? common : 0;
 }
 
@@ -196,7 +197,7 @@ bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
 
 void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   Slot& s = *p.slot;
-  const int64_t kept = p.kept;
+  int64_t kept = p.kept;
   const GenRequest& r = job->request();
   try {
     s.sampler.emplace(r.sampling);
@@ -213,13 +214,15 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
   s.stops.emplace(std::move(stops));
   if (p.from != nullptr) {  // another slot's rows, and the logits after them if they are a prompt
-    s.kv->copy_rows_from(*p.from->kv, kept);
+    kept = s.kv->copy_rows_from(*p.from->kv, kept);
     s.tokens.assign(p.from->tokens.begin(), p.from->tokens.begin() + kept);
     s.prompt_logits = p.from->prompt_logits;
     s.prompt_logits_rows = p.from->prompt_logits_rows;
+  } else {
+    kept = s.kv->rewind(kept);
   }
   s.tokens.resize(static_cast<size_t>(kept));
-  s.kv->n_past = kept;
+  s.replay.clear();
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten
   s.sample_first = kept == static_cast<int64_t>(r.prompt.size());
   if (s.sample_first) std::copy(s.prompt_logits.begin(), s.prompt_logits.end(), s.logits.begin());
@@ -251,8 +254,10 @@ void Scheduler::step() {
   // Each generating slot's row comes first; guesses take the rows left after those.
   for (Slot& s : slots_) {
     if (s.job == nullptr || prefilling(s)) continue;
-    decode_pass(s, forward_.max_rows() - rows);
+    if (!decode_pass(s, forward_.max_rows() - rows)) continue;
     const auto n = static_cast<int64_t>(s.pass.size());
+    // Guesses a recurrent state cannot take back: the state before them is kept.
+    if (s.pass.size() > s.pass_first + 1) s.kv->checkpoint();
     rows += n - 1;
     chunks_.push_back(SeqChunk{s.kv.get(), s.pass.data(), n, s.logits.data(), n > 1});
     chunk_slots_.push_back(&s);
@@ -270,7 +275,10 @@ void Scheduler::step() {
     const int64_t budget = forward_.max_rows() - rows;
     if (budget <= 0) break;
     const std::vector<int32_t>& prompt = s->job->request().prompt;
-    const int64_t n = std::min(budget, static_cast<int64_t>(prompt.size()) - s->fed);
+    int64_t n = std::min(budget, static_cast<int64_t>(prompt.size()) - s->fed);
+    // A chunk ends at each checkpoint position of a recurrent model.
+    if (o_.checkpoint_every > 0 && s->kv->recurrent())
+      n = std::min(n, o_.checkpoint_every - s->fed % o_.checkpoint_every);
     const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
     chunks_.push_back(
         SeqChunk{s->kv.get(), prompt.data() + s->fed, n, last ? s->logits.data() : nullptr, false});
@@ -298,6 +306,8 @@ void Scheduler::step() {
       continue;
     }
     s.fed += chunks_[i].n;
+    const bool at_interval = o_.checkpoint_every > 0 && s.fed % o_.checkpoint_every == 0;
+    if (chunks_[i].logits != nullptr || at_interval) s.kv->checkpoint();
     if (chunks_[i].logits == nullptr) continue;
     // Sampling masks and biases s.logits in place: keep the model's own for a repeat.
     std::copy_n(s.logits.begin(), s.prompt_logits.size(), s.prompt_logits.begin());
@@ -306,24 +316,36 @@ void Scheduler::step() {
   }
 }
 
-void Scheduler::decode_pass(Slot& s, int64_t budget) {
+bool Scheduler::decode_pass(Slot& s, int64_t budget) {
+  if (!s.replay.empty()) {
+    // The rows taken back with a rejected guess, then `next`, without guesses: a pass that nothing
+    // can take back. It waits for a step with the rows for it.
+    if (static_cast<int64_t>(s.replay.size()) > budget) return false;
+    s.pass = s.replay;
+    s.pass_first = s.replay.size();
+    s.pass.push_back(s.next);
+    s.replay.clear();
+    return true;
+  }
   s.pass.assign(1, s.next);
+  s.pass_first = 0;
   const GenRequest& r = s.job->request();
   // A guess becomes an answer token only with a row after it: at most the answer's room less
   // one, and the context's (prompt and answer never exceed it).
   int64_t room = std::min(o_.lookup, budget);
   if (r.max_tokens >= 0) room = std::min(room, r.max_tokens - s.generated - 1);
   room = std::min(room, s.kv->ctx() - static_cast<int64_t>(r.prompt.size()) - s.generated - 1);
-  if (room <= 0) return;
+  if (room <= 0) return true;
   s.tokens.push_back(s.next);  // the text so far: the rows, then the token about to be fed
   const std::vector<int32_t> draft = lookup_draft(s.tokens, room);
   s.tokens.pop_back();
   s.pass.insert(s.pass.end(), draft.begin(), draft.end());
   drafted_.fetch_add(draft.size());
+  return true;
 }
 
 void Scheduler::verify_pass(Slot& s) {
-  size_t row = 0;
+  size_t row = s.pass_first;
   for (;;) {
     sample(s, row);
     if (s.job == nullptr || row + 1 >= s.pass.size() || s.next != s.pass[row + 1]) break;
@@ -332,8 +354,13 @@ void Scheduler::verify_pass(Slot& s) {
   }
   // The rows after `row` hold guesses that were not taken (or came after the answer's end).
   const auto untaken = static_cast<int64_t>(s.pass.size() - row - 1);
-  s.kv->n_past -= untaken;
-  s.tokens.resize(s.tokens.size() - static_cast<size_t>(untaken));
+  if (untaken == 0) return;
+  const int64_t want = s.kv->n_past() - untaken;
+  const int64_t at = s.kv->rewind(want);
+  s.tokens.resize(static_cast<size_t>(want));
+  // A recurrent state went back to the checkpoint before the pass: the taken rows are fed again.
+  if (s.job != nullptr) s.replay.assign(s.tokens.begin() + at, s.tokens.end());
+  s.tokens.resize(static_cast<size_t>(at));
 }
 
 void Scheduler::sample(Slot& s, size_t row) {
@@ -391,6 +418,7 @@ void Scheduler::finish(Slot& s, FinishReason reason) {
   std::vector<ToolCall> calls;
   if (reason == FinishReason::ToolCalls) calls = parse_tool_calls(s.call_text);
   const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
+  s.kv->checkpoint();  // where a continued conversation will resume
   release(s)->finish(reason, usage, std::move(calls));
 }
 
@@ -412,7 +440,8 @@ std::shared_ptr<Job> Scheduler::release(Slot& s) {
 
 void Scheduler::forget_cache(Slot& s) {
   s.tokens.clear();
-  s.kv->n_past = 0;
+  s.replay.clear();
+  s.kv->rewind(0);
   s.prompt_logits_rows = 0;
 }
 

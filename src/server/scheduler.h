@@ -47,6 +47,10 @@ struct SchedulerOptions {
   int64_t batch_rows = 64;     // most rows of one forward pass (raised to `parallel` if lower)
   size_t queue_capacity = 64;  // requests waiting for a slot
   int64_t lookup = 0;          // prompt lookup decoding: guessed tokens per slot and step
+  // Models with recurrent (DeltaNet) layers: besides where each prompt and answer ends, the state
+  // is checkpointed every this many prompt tokens (0: only there), so that a later prompt sharing
+  // a prefix can resume from it.
+  int64_t checkpoint_every = 0;
 };
 
 struct SchedulerStats {
@@ -94,6 +98,10 @@ class Scheduler {
     int64_t generated = 0;                   // tokens sampled and shown
     int32_t next = -1;                       // the last sampled token, fed in the next step
     std::vector<int32_t> pass;               // the step's decode rows: next, then the guesses
+    // Recurrent models: rows a rejected guess took back with the state, fed again before `next`
+    // (in a pass without guesses; pass_first is the row of `next` in the pass).
+    std::vector<int32_t> replay;
+    size_t pass_first = 0;
     bool sample_first = false;               // the prompt's logits came from the cache: sample now
     uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first, and the
                             // least recently admitted free slot is given away first
@@ -125,8 +133,9 @@ class Scheduler {
   bool start_tool_call(Slot& s, const std::string& after);
   void step();
   // The slot's decode rows of the step: next and its guesses (none while the slot prefills, or
-  // when `budget` rows are all the step has left).
-  void decode_pass(Slot& s, int64_t budget);
+  // when `budget` rows are all the step has left), or the rows to feed again and next. False when
+  // the slot has no pass this step (its rows to feed again do not fit the budget).
+  bool decode_pass(Slot& s, int64_t budget);
   // Samples from each row of the pass until a sampled token is not the next guess (or the answer
   // ends), then forgets the rows after it.
   void verify_pass(Slot& s);

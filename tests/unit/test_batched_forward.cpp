@@ -56,7 +56,7 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
     step.push_back({kv[s].get(), &next[s], 1, batched[s].data(), false});
   forward.run(step);
   for (size_t s = 0; s < 3; ++s) {
-    EXPECT_EQ(kv[s]->n_past, static_cast<int64_t>(prompts[s].size()) + 1);
+    EXPECT_EQ(kv[s]->n_past(), static_cast<int64_t>(prompts[s].size()) + 1);
     // Same kernels, same per-row arithmetic whatever tile of the matmul a row falls in: the bits.
     EXPECT_EQ(
         0, std::memcmp(batched[s].data(), alone[s].data(), static_cast<size_t>(V) * sizeof(float)))
