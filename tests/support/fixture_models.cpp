@@ -108,7 +108,7 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
   EngineOptions o;
   o.backend = r.backend;
   o.threads = r.threads;
-  o.ctx = r.ctx;
+  o.ctx = std::max<int64_t>(r.ctx, static_cast<int64_t>(ids.size()));  // 80-token prompts
   o.kv_type = r.kv;
   o.prefill_batch = r.batch;
   o.expert_slots = r.slots;

@@ -32,7 +32,7 @@ TEST_P(BatchedForward, MatchesSeparateSequences) {
   // Three sequences: prompts of different lengths, then one decode step each, batched.
   const std::vector<std::vector<int32_t>> prompts = {{ids.begin(), ids.begin() + 5},
                                                      {ids.begin() + 3, ids.begin() + 14},
-                                                     {ids.begin() + 10, ids.end()}};
+                                                     {ids.begin() + 10, ids.begin() + 24}};
   const std::vector<int32_t> next = {ids[7], ids[2], ids[0]};
   std::vector<std::vector<float>> alone(3, std::vector<float>(static_cast<size_t>(V)));
   for (size_t s = 0; s < 3; ++s) {
@@ -80,7 +80,7 @@ void expect_head_chunks_give_one_chunk(const std::string& path, const std::vecto
   const auto V = static_cast<size_t>(engine->cfg().n_vocab);
   const std::vector<std::vector<int32_t>> prompts = {{ids.begin(), ids.begin() + 5},
                                                      {ids.begin() + 3, ids.begin() + 14},
-                                                     {ids.begin() + 10, ids.end()},
+                                                     {ids.begin() + 10, ids.begin() + 24},
                                                      {ids.begin() + 1, ids.begin() + 12}};
   const std::vector<int> wanted = {5, 1, 0, 11};
   constexpr float kUnwritten = -12345.0f;
@@ -161,8 +161,8 @@ TEST(SessionScore, GivesTheNllOfEveryRowsLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, BatchedForward,
-                         ::testing::ValuesIn(test::fixture_forms({"qwen2", "gemma3", "qwen3_moe",
-                                                                  "minimax_m2"})),
+                         ::testing::ValuesIn(test::fixture_forms(
+                             {"qwen2", "gemma3", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Every family fixture, in every form available (HF directory, GGUF f32/f16), against the
 // Hugging Face float32 reference logits, through chunked prefill at several micro-batch sizes
-// and through one-token decode; and prefill against decode.
+// and through one-token decode; and prefill against decode. The hybrid fixtures' 80-token prompts
+// cross micro-batches of 64, 7 and 5 rows, so their recurrent state is carried between them.
 #include <gtest/gtest.h>
 
 #include "fixture_models.h"
@@ -10,7 +11,8 @@ namespace {
 
 const std::vector<std::string> kFixtures = {
     "llama",  "llama_rope_llama3", "mistral",   "qwen2",     "qwen3",
-    "gemma3", "mixtral",           "qwen3_moe", "minimax_m2"};
+    "gemma3", "mixtral",           "qwen3_moe", "minimax_m2", "qwen3_next",
+    "qwen3_5", "qwen3_5_moe"};
 
 // The README's bounds: f32 weights with an f32 KV cache 1e-4 of the largest logit; f16 5e-3.
 double tolerance(const std::string& form) {
