@@ -579,6 +579,34 @@ class CudaBackend final : public Backend {
     });
   }
 
+  void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
+                 float* window) override {
+    if (kernel < 1 || kernel > cuda::kMaxConvKernel)
+      fail(ErrorKind::Unsupported, "conv_silu: a kernel of " + str(kernel) + " taps (1 to " +
+                                       str(cuda::kMaxConvKernel) + " run on CUDA)");
+    if (M <= 0 || channels <= 0) return;
+    cuda::launch_conv_silu(x, M, channels, taps, kernel, window, stream_);
+  }
+
+  void delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                  const DeltaRuleArgs& a, float* state, float* out) override {
+    if (a.n_k_heads <= 0 || a.n_v_heads <= 0 || a.n_v_heads % a.n_k_heads != 0)
+      fail(ErrorKind::Unsupported, "delta_rule: " + str(a.n_v_heads) + " value heads over " +
+                                       str(a.n_k_heads) + " key heads");
+    if (a.k_head_dim <= 0 || a.k_head_dim > cuda::kMaxDeltaHeadDim || a.v_head_dim <= 0)
+      fail(ErrorKind::Unsupported, "delta_rule: key heads of " + str(a.k_head_dim) +
+                                       " and value heads of " + str(a.v_head_dim) +
+                                       " elements (key heads of 1 to " +
+                                       str(cuda::kMaxDeltaHeadDim) + " run on CUDA)");
+    if (M <= 0) return;
+    cuda::launch_delta_rule(qkv, beta, alpha, M, a, state, out, stream_);
+  }
+
+  void add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n) override {
+    if (M <= 0 || n <= 0) return;
+    cuda::launch_add_gated_rows(y, x, g, M, n, stream_);
+  }
+
   void scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale, int64_t M,
                         int64_t n) override {
     const auto* d_scale = static_cast<const float*>(args_->put(scale, sizeof(float) * M));

@@ -240,6 +240,8 @@ __device__ __forceinline__ float glu_unit(float g, float u) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   if constexpr (A == Glu::SiLU) {
     return g / (1.0f + expf(-g)) * u;
+  } else if constexpr (A == Glu::Sigmoid) {
+    return u / (1.0f + expf(-g));  // an attention output gate, in the CPU's form
   } else {  // GELU with the tanh approximation, as PyTorch's gelu(approximate='tanh')
     return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * (g + 0.044715f * g * g * g))) * u;
   }
@@ -356,6 +358,18 @@ __global__ void glu_rows_kernel(const float4* gate, const float4* up, int64_t n4
   if (acts.q != nullptr) {
     const float e[4] = {y.x, y.y, y.z, y.w};
     quantize_block_part<4>(e, live, 4 * (blockIdx.y * n4 + i), acts);
+  }
+}
+
+// Row blockIdx.y (and every gridDim.y-th after it), its gate computed once for the row.
+__global__ void add_gated_rows_kernel(float* y, const float* x, const float* g, int64_t M,
+                                      int64_t n) {
+  pdl_enter();
+  for (int64_t m = blockIdx.y; m < M; m += gridDim.y) {
+    const float s = 1.0f / (1.0f + expf(-g[m]));
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      y[m * n + i] += s * x[m * n + i];
   }
 }
 
@@ -609,6 +623,24 @@ void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const
 
 namespace {
 
+// f.template operator()<A>() for the activation act, each one named: a new Glu that is not
+// added here fails loudly instead of running as another activation.
+template <class F>
+void with_glu(Glu act, F&& f) {
+  switch (act) {
+    case Glu::SiLU:
+      f.template operator()<Glu::SiLU>();
+      return;
+    case Glu::GeluTanh:
+      f.template operator()<Glu::GeluTanh>();
+      return;
+    case Glu::Sigmoid:
+      f.template operator()<Glu::Sigmoid>();
+      return;
+  }
+  fail(ErrorKind::Unsupported, "glu: unknown activation");
+}
+
 template <Glu A>
 void glu_rows(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
               float* out, ActsView acts, cudaStream_t stream) {
@@ -629,19 +661,20 @@ bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64
   if ((rows > 1 || quantise) && rows <= 65535 && n % 4 == 0 && stride % 4 == 0 && aligned(gate) &&
       aligned(up) && aligned(out)) {
     const ActsView a = quantise ? acts_view(acts, rows * n) : ActsView{};
-    if (act == Glu::SiLU)
-      glu_rows<Glu::SiLU>(gate, up, rows, n, stride, out, a, stream);
-    else
-      glu_rows<Glu::GeluTanh>(gate, up, rows, n, stride, out, a, stream);
+    with_glu(act, [&]<Glu A>() { glu_rows<A>(gate, up, rows, n, stride, out, a, stream); });
     return quantise;
   }
-  if (act == Glu::SiLU)
-    launch("glu", glu_kernel<Glu::SiLU>, grid_for(rows * n), kThreads, 0, stream, gate, up, rows, n,
-           stride, out);
-  else
-    launch("glu", glu_kernel<Glu::GeluTanh>, grid_for(rows * n), kThreads, 0, stream, gate, up,
-           rows, n, stride, out);
+  with_glu(act, [&]<Glu A>() {
+    launch("glu", glu_kernel<A>, grid_for(rows * n), kThreads, 0, stream, gate, up, rows, n, stride,
+           out);
+  });
   return false;
+}
+
+void launch_add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n,
+                           cudaStream_t stream) {
+  const dim3 grid(grid_for(n), static_cast<unsigned>(std::clamp<int64_t>(M, 1, 65535)));
+  launch("add gated rows", add_gated_rows_kernel, grid, kThreads, 0, stream, y, x, g, M, n);
 }
 
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,

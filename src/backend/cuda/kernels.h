@@ -61,6 +61,9 @@ void launch_rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_
                           const KvView& kv, cudaStream_t stream);
 bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                 int64_t stride, float* out, cudaStream_t stream, void* acts = nullptr);
+// y[m] += sigmoid(g[m]) * x[m] for M rows of n (Backend::add_gated_rows).
+void launch_add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n,
+                           cudaStream_t stream);
 void launch_scatter_add_rows(float* y, const float* x, const int32_t* idx, const float* scale,
                              int64_t M, int64_t n, cudaStream_t stream);
 // The same sums as launch_scatter_add_rows, parallel over destination rows: destination dst[j]
@@ -200,6 +203,17 @@ bool launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
 // Prefill (M > 1, attention.cu): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream);
+
+// Gated DeltaNet over the M rows of one sequence (delta_net.cu), as Backend::conv_silu and
+// Backend::delta_rule say. conv_silu: a thread per channel, kernel of 1 to kMaxConvKernel taps.
+// delta_rule: the recurrent form, a block per value head and 32 value columns, the state in
+// registers; k_head_dim up to kMaxDeltaHeadDim, n_v_heads a multiple of n_k_heads.
+constexpr int64_t kMaxConvKernel = 8;
+constexpr int64_t kMaxDeltaHeadDim = 256;
+void launch_conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
+                      float* window, cudaStream_t stream);
+void launch_delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                       const DeltaRuleArgs& a, float* state, float* out, cudaStream_t stream);
 
 // Launch error of the kernel just queued, as ts::fail with `what` and the CUDA error string.
 void check_launch(const char* what);

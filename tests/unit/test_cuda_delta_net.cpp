@@ -1,0 +1,203 @@
+// The CUDA backend's Gated DeltaNet ops (conv_silu, delta_rule), the gated shared-expert sum
+// (add_gated_rows) and the sigmoid GLU on random data against the CPU backend: the same formulas,
+// summed in another order, so within a few f32 roundings a row. Each sequence op runs twice on
+// the same state, as decode continues a prefill. Skips when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#ifdef TURBOSPARK_HAVE_CUDA
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace ts {
+namespace {
+
+class CudaDeltaNet : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
+    gpu_ = make_cuda_backend(0);
+    cpu_ = make_cpu_backend(1);
+  }
+
+  void TearDown() override {
+    for (void* p : allocations_) gpu_->free(p);
+  }
+
+  float* upload(const std::vector<float>& v) {
+    auto* p = static_cast<float*>(gpu_->alloc(v.size() * sizeof(float)));
+    allocations_.push_back(p);
+    gpu_->to_device(p, v.data(), v.size() * sizeof(float));
+    return p;
+  }
+
+  std::vector<float> download(const float* p, size_t n) {
+    std::vector<float> v(n);
+    gpu_->to_host(v.data(), p, n * sizeof(float));
+    return v;
+  }
+
+  std::vector<float> randn(int64_t n, float sigma = 1.0f) {
+    std::normal_distribution<float> dist(0.0f, sigma);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng_);
+    return v;
+  }
+
+  std::vector<float> uniform(int64_t n, float lo, float hi) {
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng_);
+    return v;
+  }
+
+  std::unique_ptr<Backend> gpu_, cpu_;
+  std::vector<void*> allocations_;
+  std::mt19937 rng_{4321};
+};
+
+// |a - b| <= atol + rtol * |b| for every element.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                  float rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tol = atol + rtol * std::fabs(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " cpu " << want[i] << " tol "
+                    << tol;
+  }
+}
+
+// Channel counts that leave a partial block; every kernel size the backend takes, Qwen3-Next's
+// (4) among them; rows fewer than the window, one decode row, and prefill lengths.
+TEST_F(CudaDeltaNet, ConvSiluAsCpuAcrossTwoCalls) {
+  const int64_t channels = 200;
+  for (int64_t kernel = 1; kernel <= 8; ++kernel)
+    for (const int64_t M : {1, 3, 64, 100}) {
+      const std::string what = "kernel " + std::to_string(kernel) + " M " + std::to_string(M);
+      const int64_t past = kernel - 1;
+      const std::vector<float> taps = randn(channels * kernel, 0.5f);
+      // At least one element: an allocation of none is not one to test here.
+      std::vector<float> window = randn(std::max<int64_t>(past * channels, 1));
+      const float* d_taps = upload(taps);
+      float* d_window = upload(window);
+      // A prefill of M rows, then a decode row on the window it leaves.
+      for (const int64_t rows : {M, int64_t{1}}) {
+        std::vector<float> x = randn(rows * channels, 2.0f);
+        float* d_x = upload(x);
+        cpu_->conv_silu(x.data(), rows, channels, taps.data(), kernel, window.data());
+        gpu_->conv_silu(d_x, rows, channels, d_taps, kernel, d_window);
+        expect_close(download(d_x, x.size()), x, 1e-6f, 1e-5f,
+                     what + " rows " + std::to_string(rows));
+        expect_close(download(d_window, window.size()), window, 0.0f, 0.0f, what + " window");
+      }
+    }
+}
+
+struct DeltaCase {
+  int64_t n_k, n_v, dk, dv;
+  bool tiled;
+};
+
+// Qwen3-Next's shape (16 key heads of 128, 32 value heads of 128, grouped) scaled down to a few
+// heads; Qwen3.5's tiled order; a value head width that leaves a partial column block and a key
+// head width that is not a multiple of the warps; the widest key heads taken.
+TEST_F(CudaDeltaNet, DeltaRuleAsCpuAcrossTwoCalls) {
+  for (const DeltaCase c : {DeltaCase{2, 4, 128, 128, false}, DeltaCase{2, 6, 128, 128, true},
+                            DeltaCase{1, 3, 100, 80, false}, DeltaCase{3, 3, 64, 32, true},
+                            DeltaCase{1, 2, 256, 256, true}})
+    for (const int64_t M : {1, 3, 64, 100}) {
+      const std::string what = "n_k " + std::to_string(c.n_k) + " n_v " + std::to_string(c.n_v) +
+                               " dk " + std::to_string(c.dk) + " dv " + std::to_string(c.dv) +
+                               (c.tiled ? " tiled" : " grouped") + " M " + std::to_string(M);
+      const int64_t width = 2 * c.n_k * c.dk + c.n_v * c.dv, out_width = c.n_v * c.dv;
+      // a = -exp(A_log) and dt_bias as a trained layer's spread: decays from ~0.2 to ~1.
+      const std::vector<float> a = uniform(c.n_v, -1.5f, -0.05f), dt_bias = randn(c.n_v);
+      std::vector<float> state = randn(c.n_v * c.dk * c.dv, 0.1f);
+      DeltaRuleArgs host{c.n_k, c.n_v, c.dk, c.dv, c.tiled, a.data(), dt_bias.data()};
+      DeltaRuleArgs dev = host;
+      dev.a = upload(a);
+      dev.dt_bias = upload(dt_bias);
+      float* d_state = upload(state);
+      // A prefill of M rows, then three decode-sized rows on the state it leaves.
+      for (const int64_t rows : {M, int64_t{3}}) {
+        const std::vector<float> qkv = randn(rows * width), beta = randn(rows * c.n_v),
+                                 alpha = randn(rows * c.n_v);
+        std::vector<float> want(static_cast<size_t>(rows * out_width));
+        cpu_->delta_rule(qkv.data(), beta.data(), alpha.data(), rows, host, state.data(),
+                         want.data());
+        float* d_out = upload(std::vector<float>(want.size()));
+        gpu_->delta_rule(upload(qkv), upload(beta), upload(alpha), rows, dev, d_state, d_out);
+        const std::string call = what + " rows " + std::to_string(rows);
+        expect_close(download(d_out, want.size()), want, 2e-5f, 1e-4f, call + " out");
+        expect_close(download(d_state, state.size()), state, 2e-5f, 1e-4f, call + " state");
+      }
+    }
+}
+
+TEST_F(CudaDeltaNet, RefusesShapesWithoutKernels) {
+  float* d = upload(std::vector<float>(1024));
+  EXPECT_THROW(gpu_->conv_silu(d, 1, 8, d, 9, d), Error);
+  const DeltaRuleArgs wide{1, 1, 512, 64, false, d, d};
+  EXPECT_THROW(gpu_->delta_rule(d, d, d, 1, wide, d, d), Error);
+  const DeltaRuleArgs uneven{2, 3, 64, 64, false, d, d};
+  EXPECT_THROW(gpu_->delta_rule(d, d, d, 1, uneven, d, d), Error);
+}
+
+TEST_F(CudaDeltaNet, AddGatedRowsAsCpu) {
+  for (const int64_t M : {1, 5}) {
+    const int64_t n = 1000;
+    const std::vector<float> x = randn(M * n), g = randn(M, 3.0f);
+    std::vector<float> y = randn(M * n);
+    float* d_y = upload(y);
+    cpu_->add_gated_rows(y.data(), x.data(), g.data(), M, n);
+    gpu_->add_gated_rows(d_y, upload(x), upload(g), M, n);
+    expect_close(download(d_y, y.size()), y, 1e-7f, 1e-6f, "add_gated_rows M " + std::to_string(M));
+  }
+}
+
+// Both layouts (separate gate and up rows; each row [gate | up]), one row and several, a width of
+// whole 16-byte vectors and one without: every path of the CUDA glu.
+TEST_F(CudaDeltaNet, SigmoidGluAsCpu) {
+  for (const int64_t M : {1, 3})
+    for (const int64_t n : {1000, 999})
+      for (const bool stacked : {false, true}) {
+        const int64_t stride = stacked ? 2 * n : n;
+        const std::vector<float> gate = randn(M * stride, 3.0f), up = randn(M * stride);
+        const float* d_gate = upload(gate);
+        const float* d_up = upload(up);
+        const int64_t up_at = stacked ? n : 0;
+        const float* g_host = gate.data();
+        const float* u_host = stacked ? gate.data() + up_at : up.data();
+        const float* g_dev = d_gate;
+        const float* u_dev = stacked ? d_gate + up_at : d_up;
+        std::vector<float> want(static_cast<size_t>(M * n));
+        cpu_->glu(Glu::Sigmoid, g_host, u_host, M, n, stride, want.data());
+        float* d_out = upload(std::vector<float>(want.size()));
+        gpu_->glu(Glu::Sigmoid, g_dev, u_dev, M, n, stride, d_out);
+        expect_close(download(d_out, want.size()), want, 1e-7f, 1e-6f,
+                     "sigmoid glu M " + std::to_string(M) + " n " + std::to_string(n) +
+                         (stacked ? " stacked" : " separate"));
+      }
+}
+
+}  // namespace
+}  // namespace ts
+
+#else
+
+TEST(CudaDeltaNet, SkippedWithoutCudaBuild) {
+  GTEST_SKIP() << "built without CUDA";
+}
+
+#endif
