@@ -1,7 +1,7 @@
 // Gated DeltaNet on the CPU (Backend::conv_silu, Backend::delta_rule): the exact recurrent form,
 // one row after another. Its arithmetic is O(heads x k_head_dim x v_head_dim) a row, a few
 // percent of a layer's projections, so the CPU runs prefill through it too and prefill equals
-// decode bit for bit; the chunked form is for tensor cores (cuda/delta_net.cu).
+// decode bit for bit. (A chunked form pays on tensor cores; docs/HYBRID.md says what it needs.)
 #pragma once
 
 #include <cstdint>
