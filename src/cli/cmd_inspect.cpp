@@ -58,6 +58,18 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["sliding_window"] = c.sliding_window;
   j["layer_sliding"] = c.layer_sliding;
   j["layer_moe"] = c.layer_moe;
+  nlohmann::json mixers = nlohmann::json::array();
+  for (MixerKind m : c.layer_mixer) mixers.push_back(mixer_name(m));
+  j["layer_mixer"] = mixers;
+  j["attn_output_gate"] = c.attn_output_gate;
+  if (c.has_mixer(MixerKind::DeltaNet)) {
+    const DeltaNetConfig& d = c.delta;
+    j["deltanet"] = {{"n_k_heads", d.n_k_heads},   {"n_v_heads", d.n_v_heads},
+                     {"k_head_dim", d.k_head_dim}, {"v_head_dim", d.v_head_dim},
+                     {"conv_kernel", d.conv_kernel}, {"v_heads_tiled", d.v_heads_tiled}};
+  }
+  j["n_ff_shared"] = c.n_ff_shared;
+  j["shared_expert_gate"] = c.shared_expert_gate;
   j["router"] = router_scoring_name(c.router);
   j["norm_topk_prob"] = c.norm_topk_prob;
   j["router_bias"] = c.router_bias;
@@ -100,6 +112,11 @@ int run_inspect(const InspectArgs& a) {
   }
   j["layers"] = layers;
   j["footprint"] = footprint_json(fp);
+  // What one sequence holds besides its weights' share: KV rows for the context, and the
+  // recurrent state (one copy; the footprint counts its checkpoints too).
+  j["per_sequence"] = {{"kv_cache_bytes", fp.kv_cache},
+                       {"recurrent_state_bytes", recurrent_state_bytes(c)},
+                       {"state_checkpoints", req.state_checkpoints}};
   if (a.json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -117,6 +134,14 @@ int run_inspect(const InspectArgs& a) {
                 static_cast<long long>(c.n_expert),
                 static_cast<double>(spec->expert_stride) / (1 << 20),
                 static_cast<double>(spec->routed_expert_bytes) / (1 << 20));
+  std::printf("layers     ");
+  for (MixerKind m : c.layer_mixer) std::printf("%c", m == MixerKind::DeltaNet ? 'D' : 'A');
+  std::printf("  (A attention, D Gated DeltaNet)\n");
+  std::printf("sequence   KV %.2f MiB for %lld tokens + recurrent state %.2f MiB (x%lld with its "
+              "checkpoints)\n",
+              static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
+              static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
+              static_cast<long long>(1 + req.state_checkpoints));
   print_footprint(fp, stdout);
   return 0;
 }
