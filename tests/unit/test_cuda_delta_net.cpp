@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/kernels.h"
 #include "core/error.h"
 
 namespace ts {
@@ -189,6 +191,118 @@ TEST_F(CudaDeltaNet, SigmoidGluAsCpu) {
                      "sigmoid glu M " + std::to_string(M) + " n " + std::to_string(n) +
                          (stacked ? " stacked" : " separate"));
       }
+}
+
+// Timing, not a check (run with --gtest_also_run_disabled_tests): one decode row of a
+// Qwen3.6-35B-A3B-like DeltaNet layer (16 key heads, 32 value heads, 128 wide, conv 4) over 64
+// layers' states (128 MiB, past the L2), queued on a stream and replayed from a CUDA graph, against
+// the state's bytes (read + write) at the device-to-device copy rate measured here.
+TEST_F(CudaDeltaNet, DISABLED_DecodeStepTime) {
+  const int64_t nk = 16, nv = 32, dk = 128, dv = 128, kernel = 4, layers = 64;
+  const int64_t width = 2 * nk * dk + nv * dv, S = nv * dk * dv;
+  const auto ok = [](cudaError_t e) { ASSERT_EQ(e, cudaSuccess) << cudaGetErrorString(e); };
+  float *state, *qkv, *beta, *alpha, *out, *window;
+  ok(cudaMalloc(reinterpret_cast<void**>(&state), layers * S * sizeof(float)));
+  ok(cudaMalloc(reinterpret_cast<void**>(&qkv), layers * width * sizeof(float)));
+  ok(cudaMalloc(reinterpret_cast<void**>(&beta), layers * nv * sizeof(float)));
+  ok(cudaMalloc(reinterpret_cast<void**>(&alpha), layers * nv * sizeof(float)));
+  ok(cudaMalloc(reinterpret_cast<void**>(&out), layers * nv * dv * sizeof(float)));
+  ok(cudaMalloc(reinterpret_cast<void**>(&window), layers * (kernel - 1) * width * sizeof(float)));
+  const std::vector<float> s0 = randn(S, 0.1f), q0 = randn(width), g0 = randn(nv);
+  const std::vector<float> w0 = randn((kernel - 1) * width);
+  for (int64_t l = 0; l < layers; ++l) {
+    ok(cudaMemcpy(state + l * S, s0.data(), S * sizeof(float), cudaMemcpyHostToDevice));
+    ok(cudaMemcpy(qkv + l * width, q0.data(), width * sizeof(float), cudaMemcpyHostToDevice));
+    ok(cudaMemcpy(beta + l * nv, g0.data(), nv * sizeof(float), cudaMemcpyHostToDevice));
+    ok(cudaMemcpy(alpha + l * nv, g0.data(), nv * sizeof(float), cudaMemcpyHostToDevice));
+    ok(cudaMemcpy(window + l * (kernel - 1) * width, w0.data(), w0.size() * sizeof(float),
+                  cudaMemcpyHostToDevice));
+  }
+  const float* taps = upload(randn(width * kernel, 0.5f));
+  DeltaRuleArgs args{nk, nv, dk, dv, false, upload(uniform(nv, -1.5f, -0.05f)), upload(randn(nv))};
+  cudaStream_t st;
+  ok(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  cudaEvent_t e0, e1;
+  ok(cudaEventCreate(&e0));
+  ok(cudaEventCreate(&e1));
+  // The copy rate: 1 GiB device to device, best of 5.
+  const size_t copy_bytes = size_t{1} << 30;
+  void *ca, *cb;
+  ok(cudaMalloc(&ca, copy_bytes));
+  ok(cudaMalloc(&cb, copy_bytes));
+  ok(cudaMemsetAsync(ca, 0, copy_bytes, st));
+  float best_copy = 1e30f;
+  for (int i = 0; i < 6; ++i) {
+    ok(cudaEventRecord(e0, st));
+    ok(cudaMemcpyAsync(cb, ca, copy_bytes, cudaMemcpyDeviceToDevice, st));
+    ok(cudaEventRecord(e1, st));
+    ok(cudaEventSynchronize(e1));
+    float ms;
+    ok(cudaEventElapsedTime(&ms, e0, e1));
+    if (i > 0) best_copy = std::min(best_copy, ms);
+  }
+  const double copy_rate = 2.0 * copy_bytes / (best_copy * 1e-3);  // bytes read + written a second
+  ok(cudaFree(ca));
+  ok(cudaFree(cb));
+  const double state_bytes = 2.0 * S * sizeof(float);
+  std::printf("copy rate %.0f GB/s; state r+w %.2f MB a layer -> bound %.3f us a layer\n",
+              copy_rate / 1e9, state_bytes / 1e6, state_bytes / copy_rate * 1e6);
+  for (const bool with_conv : {false, true}) {
+    auto step = [&] {
+      for (int64_t l = 0; l < layers; ++l) {
+        if (with_conv)
+          cuda::launch_conv_silu(qkv + l * width, 1, width, taps, kernel,
+                                 window + l * (kernel - 1) * width, st);
+        cuda::launch_delta_rule(qkv + l * width, beta + l * nv, alpha + l * nv, 1, args,
+                                state + l * S, out + l * nv * dv, st);
+      }
+    };
+    const int reps = 20;
+    step();
+    ok(cudaStreamSynchronize(st));
+    float best_stream = 1e30f;
+    for (int r = 0; r < reps; ++r) {
+      ok(cudaEventRecord(e0, st));
+      step();
+      ok(cudaEventRecord(e1, st));
+      ok(cudaEventSynchronize(e1));
+      float ms;
+      ok(cudaEventElapsedTime(&ms, e0, e1));
+      best_stream = std::min(best_stream, ms);
+    }
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    ok(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    step();
+    ok(cudaStreamEndCapture(st, &graph));
+    ok(cudaGraphInstantiate(&exec, graph, 0));
+    ok(cudaGraphLaunch(exec, st));
+    ok(cudaStreamSynchronize(st));
+    float best_graph = 1e30f, sum_graph = 0.0f;
+    for (int r = 0; r < reps; ++r) {
+      ok(cudaEventRecord(e0, st));
+      ok(cudaGraphLaunch(exec, st));
+      ok(cudaEventRecord(e1, st));
+      ok(cudaEventSynchronize(e1));
+      float ms;
+      ok(cudaEventElapsedTime(&ms, e0, e1));
+      best_graph = std::min(best_graph, ms);
+      sum_graph += ms;
+    }
+    const double us_stream = best_stream * 1e3 / layers, us_graph = best_graph * 1e3 / layers;
+    const double bound_us = state_bytes / copy_rate * 1e6;
+    std::printf(
+        "%s: a layer %.3f us queued (%.1f %% of bound), %.3f us from a graph (best; mean %.3f; "
+        "%.1f %% of bound)\n",
+        with_conv ? "conv_silu + delta_rule" : "delta_rule", us_stream, 100 * bound_us / us_stream,
+        us_graph, sum_graph * 1e3 / reps / layers, 100 * bound_us / us_graph);
+    ok(cudaGraphExecDestroy(exec));
+    ok(cudaGraphDestroy(graph));
+  }
+  ok(cudaEventDestroy(e0));
+  ok(cudaEventDestroy(e1));
+  ok(cudaStreamDestroy(st));
+  for (float* p : {state, qkv, beta, alpha, out, window}) ok(cudaFree(p));
 }
 
 }  // namespace

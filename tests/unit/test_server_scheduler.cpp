@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <set>
@@ -596,6 +597,113 @@ TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {
   bad_bias.sampling.logit_bias = {{static_cast<int32_t>(engine_->cfg().n_vocab), 1.0f}};
   EXPECT_THROW(s.submit(bad_bias), Error);
   EXPECT_EQ(s.stats().queued, 0u);
+}
+
+}  // namespace
+}  // namespace ts::server
+
+namespace ts::server {
+namespace {
+
+// The same scheduler on a hybrid model (Qwen3.5 layout: three Gated DeltaNet layers, one gated
+// attention layer, f32), whose recurrent state returns only to checkpoints: a repeated prompt and
+// the next turn of a conversation resume from them, copies of another slot's prompt carry its
+// state, and rejected lookup guesses are fed again before the next token.
+class HybridSchedulerTest : public SchedulerTest {
+ protected:
+  static void SetUpTestSuite() {
+    EngineOptions o;
+    o.backend = "cpu";
+    o.threads = 2;
+    o.ctx = kCtx;
+    o.kv_type = DType::F32;
+    engine_ = Engine::open(test::fixtures_dir() + "/models/qwen3_5/model-f32.gguf", o).release();
+    tok_ = new Tokenizer(load_tokenizer(engine_->spec()));
+  }
+};
+
+TEST_F(HybridSchedulerTest, RepeatedPromptAndNextTurnResumeFromCheckpoints) {
+  GenRequest r = request("The quick brown fox jumps over the lazy dog, and on", 12, 0.8f, 7);
+  r.ignore_eos = true;
+  const GenerateResult want = alone(r);
+  const auto n = static_cast<int64_t>(r.prompt.size());
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  for (int turn = 0; turn < 3; ++turn) {
+    const SchedulerStats before = s.stats();
+    auto job = s.submit(r);
+    ASSERT_NE(job, nullptr);
+    const Answer a = wait(*job);
+    const std::string what = "turn " + std::to_string(turn);
+    expect_same(a, want, what);
+    EXPECT_EQ(a.usage.cached_tokens, turn == 0 ? 0 : n) << what;
+    EXPECT_EQ(rows_spent(s, before).prefilled, turn == 0 ? static_cast<uint64_t>(n) : 0u) << what;
+  }
+  // The next turn resumes from the state where the answer ended.
+  GenRequest next = request("", 8);
+  next.prompt = r.prompt;
+  next.prompt.insert(next.prompt.end(), want.tokens.begin(), want.tokens.end());
+  const std::vector<int32_t> more = tok_->encode(" Then the dog said", false, false);
+  next.prompt.insert(next.prompt.end(), more.begin(), more.end());
+  const GreedyReference lone = greedy_alone(next);
+  auto job = s.submit(next);
+  ASSERT_NE(job, nullptr);
+  const Answer a = wait(*job);
+  EXPECT_EQ(a.usage.cached_tokens, n + static_cast<int64_t>(want.tokens.size()) - 1);
+  expect_same_or_tie(a, lone, "next turn");
+}
+
+TEST_F(HybridSchedulerTest, SamePromptTogetherIsPrefilledOnce) {
+  std::vector<GenRequest> reqs;
+  for (uint64_t seed : {7u, 8u, 9u}) {
+    reqs.push_back(request("The cat sat on the mat and the dog sat on the", 10, 0.9f, seed));
+    reqs.back().ignore_eos = true;
+  }
+  const auto n = static_cast<int64_t>(reqs[0].prompt.size());
+  std::vector<GenerateResult> want;
+  for (const GenRequest& r : reqs) want.push_back(alone(r));
+  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 4});
+  const SchedulerStats before = s.stats();
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenRequest& r : reqs) jobs.push_back(s.submit(r));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(jobs[i], nullptr);
+    const Answer a = wait(*jobs[i]);
+    expect_same(a, want[i], "request " + std::to_string(i));
+    EXPECT_EQ(a.usage.cached_tokens, i == 0 ? 0 : n) << i;
+  }
+  EXPECT_EQ(rows_spent(s, before).prefilled, static_cast<uint64_t>(n));
+}
+
+TEST_F(HybridSchedulerTest, BatchedLookupAnswersAsAlone) {
+  // Prompts that repeat themselves (the fixture's prompt's pieces, twice), so that this random
+  // model's answers repeat parts of them and guesses are made.
+  std::ifstream in(test::fixtures_dir() + "/models/qwen3_5/prompt.json");
+  const auto ids = nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
+  std::vector<GenRequest> pair;
+  for (const size_t from : {size_t{1}, size_t{30}}) {
+    GenRequest q = request("", 24);
+    q.prompt.assign(ids.begin(), ids.begin() + 20);
+    q.prompt.insert(q.prompt.end(), ids.begin() + static_cast<ptrdiff_t>(from),
+                    ids.begin() + static_cast<ptrdiff_t>(from + 19));
+    q.ignore_eos = true;
+    pair.push_back(q);
+  }
+  std::vector<GreedyReference> lone;
+  for (const GenRequest& q : pair) lone.push_back(greedy_alone(q));
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4, 4});
+  std::vector<std::shared_ptr<Job>> jobs;
+  for (const GenRequest& q : pair) jobs.push_back(s.submit(q));
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    ASSERT_NE(jobs[i], nullptr);
+    expect_same_or_tie(wait(*jobs[i]), lone[i], "together " + std::to_string(i));
+  }
+  // Each alone again: its repeat from the cache must not see another pass's rejected guesses.
+  for (size_t i = 0; i < pair.size(); ++i) {
+    auto job = s.submit(pair[i]);
+    ASSERT_NE(job, nullptr);
+    expect_same_or_tie(wait(*job), lone[i], "again " + std::to_string(i));
+  }
+  EXPECT_GT(s.stats().drafted, 0u) << "no guess was made: the test checks nothing";
 }
 
 }  // namespace
