@@ -1,7 +1,8 @@
-// Backend: buffers and the op set of DESIGN.md §3. The forward driver (runtime/) calls only these
-// ops, on buffers the backend allocated, so one driver runs on the CPU and on CUDA. Activations
-// are f32, row-major [M][width]; M is the number of tokens in a micro-batch (1 for decode).
-// The backend knows nothing about families: every behaviour arrives as an explicit argument.
+// Backend: buffers and the op set (docs/ARCHITECTURE.md). The forward driver (runtime/) calls only
+// these ops, on buffers the backend allocated, so one driver runs on the CPU and on CUDA.
+// Activations are f32, row-major [M][width]; M is the number of tokens in a micro-batch (1 for
+// decode). The backend knows nothing about families: every behaviour arrives as an explicit
+// argument.
 #pragma once
 
 #include <cstddef>
@@ -11,8 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/routing.h"
 #include "backend/weight_layout.h"
-#include "moe/router.h"
 #include "quant/dtype.h"
 
 namespace ts {

@@ -74,18 +74,4 @@ const char* rope_scaling_name(RopeScaling r) {
   return "?";
 }
 
-const char* router_scoring_name(RouterScoring r) {
-  switch (r) {
-    case RouterScoring::None:
-      return "none";
-    case RouterScoring::TopkSoftmax:
-      return "topk-softmax";
-    case RouterScoring::SoftmaxTopk:
-      return "softmax-topk";
-    case RouterScoring::SigmoidBiasTopk:
-      return "sigmoid-bias-topk";
-  }
-  return "?";
-}
-
 }  // namespace ts

@@ -7,9 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "backend/routing.h"
+
 namespace ts {
 
-enum class Family { Llama, Qwen2, Qwen3, Qwen3Moe, MiniMaxM2, Gemma3, Qwen3Next, Qwen35, Qwen35Moe };
+enum class Family {
+  Llama,
+  Qwen2,
+  Qwen3,
+  Qwen3Moe,
+  MiniMaxM2,
+  Gemma3,
+  Qwen3Next,
+  Qwen35,
+  Qwen35Moe
+};
 const char* family_name(Family f);
 
 enum class SourceKind { Gguf, HfDir };
@@ -25,14 +37,6 @@ enum class RopePairing { Adjacent, NeoX };
 
 enum class RopeScaling { None, Linear, Llama3, Yarn };
 const char* rope_scaling_name(RopeScaling r);
-
-enum class RouterScoring {
-  None,            // dense model
-  TopkSoftmax,     // Mixtral: top-k of the logits, softmax over the k selected
-  SoftmaxTopk,     // Qwen3-MoE: softmax over all experts, then top-k (renormalised if asked)
-  SigmoidBiasTopk  // MiniMax-M2: sigmoid; a correction bias picks experts, weights stay unbiased
-};
-const char* router_scoring_name(RouterScoring r);
 
 enum class FfnActivation { SiLU, GeluTanh };
 

@@ -129,7 +129,9 @@ Weight Engine::load_matrix(const TensorRef& t) {
 
 namespace {
 
-float neg_exp(float x) { return -std::exp(x); }
+float neg_exp(float x) {
+  return -std::exp(x);
+}
 
 // Rows [first, first + count) of a stored matrix, as a tensor of its own.
 TensorRef row_run(const TensorRef& t, int64_t first, int64_t count) {
@@ -186,8 +188,9 @@ Weight Engine::load_segments(const std::vector<std::vector<TensorRef>>& segments
   const Weight w = upload_rows(runs);
   uint64_t off = 0;
   for (size_t i = 0; i < segments.size(); ++i) {
-    *views[i] = Weight{w.dtype,      seg_rows[i], w.cols, w.row_stride,
-                       static_cast<const uint8_t*>(w.data) + off, w.layout};
+    *views[i] = Weight{
+        w.dtype, seg_rows[i], w.cols, w.row_stride, static_cast<const uint8_t*>(w.data) + off,
+        w.layout};
     off += stride * static_cast<uint64_t>(seg_rows[i]);
   }
   return w;
@@ -267,10 +270,10 @@ void Engine::load_attention(const LayerIndex& I, LayerWeights& L) {
   // With an output gate the q projection holds, per head, head_dim query rows then head_dim gate
   // rows: taken apart into [q heads] and [gate heads].
   const int64_t hd = c.head_dim;
-  const std::vector<TensorRef> q = c.attn_output_gate ? rows_of_groups(wq, c.n_head, 0, hd)
-                                                      : std::vector<TensorRef>{wq};
-  std::vector<std::vector<TensorRef>> parts = {q, {*I.get(LayerTensor::Wk)},
-                                               {*I.get(LayerTensor::Wv)}};
+  const std::vector<TensorRef> q =
+      c.attn_output_gate ? rows_of_groups(wq, c.n_head, 0, hd) : std::vector<TensorRef>{wq};
+  std::vector<std::vector<TensorRef>> parts = {
+      q, {*I.get(LayerTensor::Wk)}, {*I.get(LayerTensor::Wv)}};
   std::vector<Weight*> views = {&L.wq, &L.wk, &L.wv};
   if (c.attn_output_gate) {
     parts.push_back(rows_of_groups(wq, c.n_head, hd, 2 * hd));
@@ -333,11 +336,11 @@ void Engine::load_delta_net(const LayerIndex& I, LayerWeights& L) {
 }
 
 void Engine::load_shared_expert(const LayerIndex& I, LayerWeights& L) {
-  SharedExpertWeights& S = L.shared;
+  SharedExpertWeights& S = L.routed.shared;
   auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
   if (I.get(LayerTensor::ShexpGate) == nullptr) return;
-  S.gate_up = load_stacked({I.get(LayerTensor::ShexpGate), I.get(LayerTensor::ShexpUp)},
-                           {&S.gate, &S.up});
+  S.gate_up =
+      load_stacked({I.get(LayerTensor::ShexpGate), I.get(LayerTensor::ShexpUp)}, {&S.gate, &S.up});
   if (S.gate_up.data == nullptr) {
     S.gate = mat(LayerTensor::ShexpGate);
     S.up = mat(LayerTensor::ShexpUp);
@@ -378,12 +381,12 @@ void Engine::load_weights() {
     L.ffn_down = mat(LayerTensor::FfnDown);
     L.moe = c.layer_moe[static_cast<size_t>(l)] != 0;
     if (L.moe) {
-      L.router = mat(LayerTensor::Router);
+      L.routed.router = mat(LayerTensor::Router);
       if (const TensorRef* b = I.get(LayerTensor::RouterBias)) {
-        L.router_bias = load_vector(b);
-        L.router_bias_host.resize(static_cast<size_t>(c.n_expert));
-        backend_->to_host(L.router_bias_host.data(), L.router_bias,
-                          L.router_bias_host.size() * sizeof(float));
+        L.routed.router_bias = load_vector(b);
+        L.routed.router_bias_host.resize(static_cast<size_t>(c.n_expert));
+        backend_->to_host(L.routed.router_bias_host.data(), L.routed.router_bias,
+                          L.routed.router_bias_host.size() * sizeof(float));
       }
       load_shared_expert(I, L);
     }

@@ -12,6 +12,7 @@
 #include "model/model_spec.h"
 #include "moe/cache_policy.h"
 #include "moe/expert_store.h"
+#include "moe/moe_ffn.h"
 #include "runtime/footprint.h"
 
 namespace ts {
@@ -44,12 +45,6 @@ struct DeltaNetWeights {
   const float* norm = nullptr;
 };
 
-// A shared expert: a dense GLU beside the routed experts, scaled by sigmoid(x . gate) when `gate`.
-struct SharedExpertWeights {
-  Weight gate_up, gate, up, down;  // gate_up: gate and up stacked (see LayerWeights::wqkv)
-  Weight gate_inp;                 // [1][n_embd], or none
-};
-
 // One layer's resident weights in backend memory. Norm vectors are f32.
 struct LayerWeights {
   MixerKind mixer = MixerKind::Attention;
@@ -69,11 +64,8 @@ struct LayerWeights {
   const float* attn_post_norm = nullptr;
   const float* ffn_norm = nullptr;
   const float* ffn_post_norm = nullptr;
-  Weight ffn_gate, ffn_up, ffn_down;    // dense layers
-  Weight router;                        // MoE layers
-  const float* router_bias = nullptr;   // MiniMax selection bias, backend memory
-  std::vector<float> router_bias_host;  // the same, for the host's prefetch guesses
-  SharedExpertWeights shared;
+  Weight ffn_gate, ffn_up, ffn_down;  // dense layers
+  MoeLayerWeights routed;             // MoE layers: the router and the shared expert
   DeltaNetWeights delta;
   bool moe = false;
   RopeArgs rope;

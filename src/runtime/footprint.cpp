@@ -7,7 +7,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "model/model_spec.h"
-#include "runtime/delta_net_mixer.h"
+#include "runtime/mixers/delta_net_mixer.h"
 
 namespace ts {
 namespace {

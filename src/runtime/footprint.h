@@ -88,7 +88,7 @@ int64_t ffn_row_floats(const ArchConfig& c);
 // Bytes of one copy of a sequence's recurrent state (every DeltaNet layer's; 0 without any).
 uint64_t recurrent_state_bytes(const ArchConfig& c);
 // Floats a row of a micro-batch takes in the mixers' buffers beyond the attention's q, k, v and
-// output: the output gate, and a DeltaNet layer's projections (forward.cpp, delta_net_mixer.h).
+// output: the output gate, and a DeltaNet layer's projections (runtime/mixers/).
 int64_t mixer_row_floats(const ArchConfig& c);
 // The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
 // tokens than the context `ctx` (rows past it would only be memory).

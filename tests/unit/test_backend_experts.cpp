@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/routing.h"
 #include "core/error.h"
-#include "moe/router.h"
 
 namespace ts {
 namespace {

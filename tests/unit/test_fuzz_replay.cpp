@@ -18,6 +18,7 @@
 #include "../../fuzz/api_request_harness.h"
 #include "../../fuzz/json_prefix_harness.h"
 #include "../../fuzz/json_schema_harness.h"
+#include "../../fuzz/model_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
 #include "test_paths.h"
@@ -161,6 +162,23 @@ TEST(FuzzReplay, Gguf) {
   // Both paths are exercised: mutations that keep a file valid and ones that break it.
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 1000);
+}
+
+// The configuration readers behind the GGUF parser, through the hybrid families' new fields
+// (DeltaNet sizes, the layer pattern) and the rest: each fixture model opens, and the mutations of
+// its header are refused with one line or open with every tensor inside the file.
+TEST(FuzzReplay, ModelConfig) {
+  std::vector<fs::path> seeds;
+  for (const char* name : {"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_moe", "gemma3"})
+    seeds.push_back(fs::path(test::fixtures_dir()) / "models" / name / "model-f32.gguf");
+  fuzz::InputFile input;
+  auto check = [&](const Bytes& b) {
+    input.set(b.data(), b.size());
+    return fuzz::check_model(input.path());
+  };
+  const Tally t = replay(seeds, 1500, check);
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 300);
 }
 
 TEST(FuzzReplay, Safetensors) {

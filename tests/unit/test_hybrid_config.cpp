@@ -1,6 +1,6 @@
-// A hybrid model whose DeltaNet sizes, layer pattern or tensors do not add up is refused at open with
-// one error naming the field or tensor (exit code 2 through the CLI): the fixtures' GGUFs rewritten
-// with one bad value or one tensor left out each.
+// A hybrid model whose DeltaNet sizes, layer pattern or tensors do not add up is refused at open
+// with one error naming the field or tensor (exit code 2 through the CLI): the fixtures' GGUFs
+// rewritten with one bad value or one tensor left out each.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -81,12 +81,15 @@ TEST(HybridConfig, BadLayerPattern) {
 
 TEST(HybridConfig, MissingTensorOfOneLayer) {
   for (const char* t : {"blk.1.ssm_a", "blk.2.ssm_dt.bias", "blk.0.ssm_conv1d.weight"})
-    expect_refused(rewritten("qwen3_5", [](auto&&...) { return false; }, t),
+    expect_refused(rewritten(
+                       "qwen3_5", [](auto&&...) { return false; }, t),
                    std::string("missing tensor '") + t + "'");
-  expect_refused(rewritten("qwen3_next", [](auto&&...) { return false; }, "blk.0.ssm_ba.weight"),
+  expect_refused(rewritten(
+                     "qwen3_next", [](auto&&...) { return false; }, "blk.0.ssm_ba.weight"),
                  "missing tensor 'blk.0.ssm_ba.weight'");
   expect_refused(
-      rewritten("qwen3_5_moe", [](auto&&...) { return false; }, "blk.3.ffn_gate_inp_shexp.weight"),
+      rewritten(
+          "qwen3_5_moe", [](auto&&...) { return false; }, "blk.3.ffn_gate_inp_shexp.weight"),
       "missing tensor 'blk.3.ffn_gate_inp_shexp.weight'");
 }
 

@@ -22,13 +22,14 @@ nlohmann::json inspect(const std::string& path) {
 
 TEST(InspectForms, EveryFixtureOpensAndFormsAgree) {
   const std::vector<std::string> names = {
-      "llama",  "llama_rope_llama3", "mistral",   "qwen2",     "qwen3",
-      "gemma3", "mixtral",           "qwen3_moe", "minimax_m2"};
+      "llama",   "llama_rope_llama3", "mistral",    "qwen2",      "qwen3",   "gemma3",
+      "mixtral", "qwen3_moe",         "minimax_m2", "qwen3_next", "qwen3_5", "qwen3_5_moe"};
   std::map<std::string, std::vector<nlohmann::json>> by_fixture;
   for (const auto& f : test::fixture_forms(names)) {
     nlohmann::json j = inspect(f.path)["arch"];
     // How the file stores things, not what the model is:
     for (const char* k : {"source", "rope_pairing", "norm_plus_one"}) j.erase(k);
+    if (j.contains("deltanet")) j["deltanet"].erase("v_heads_tiled");  // the converter reorders
     // GGUF states llama3 scaling as per-frequency divisors; HF as the formula's parameters.
     for (const char* k : {"rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
                           "rope_orig_ctx", "rope_freqs_tensor"})
@@ -42,12 +43,22 @@ TEST(InspectForms, EveryFixtureOpensAndFormsAgree) {
     GTEST_SKIP() << "shared fixtures absent: only the GGUF copies were compared";
 }
 
-TEST(InspectForms, Qwen3NextIsRefusedWithAReason) {
-  const std::string path = test::shared_path("fixtures/qwen3_next/model-f32.gguf");
-  TS_REQUIRE_SHARED(path);
+// A hybrid model: its layer pattern and what a sequence holds, in text and JSON.
+TEST(InspectForms, HybridShowsItsLayersAndState) {
+  const std::string path = test::fixtures_dir() + "/models/qwen3_5_moe/model-f32.gguf";
   std::string out;
-  EXPECT_EQ(test::run_command(test::binary_path() + " inspect " + path, &out), 2);
-  EXPECT_NE(out.find("Gated-DeltaNet"), std::string::npos) << out;
+  ASSERT_EQ(test::run_command(test::binary_path() + " inspect " + path, &out), 0) << out;
+  EXPECT_NE(out.find("layers     DDDA"), std::string::npos) << out;
+  EXPECT_NE(out.find("recurrent state"), std::string::npos) << out;
+  std::string json;
+  ASSERT_EQ(test::run_command(test::binary_path() + " inspect --json " + path, &json), 0) << json;
+  const auto j = nlohmann::json::parse(json);
+  EXPECT_EQ(j["arch"]["layer_mixer"],
+            nlohmann::json({"deltanet", "deltanet", "deltanet", "attention"}));
+  EXPECT_EQ(j["arch"]["deltanet"]["n_v_heads"], 4);
+  // Three DeltaNet layers, each a window of 3 x 128 channels and a state of 4 x 16 x 16, in f32.
+  EXPECT_EQ(j["per_sequence"]["recurrent_state_bytes"], 3 * (3 * 128 + 4 * 16 * 16) * 4);
+  EXPECT_EQ(j["footprint"]["recurrent_state_bytes"], 3 * 3 * (3 * 128 + 4 * 16 * 16) * 4);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "moe/router.h"
+#include "backend/routing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,6 +62,20 @@ void route_token(const float* logits, const RouterArgs& a, int32_t* experts, flo
     for (int64_t i = 0; i < k; ++i) sum += weights[i];
     for (int64_t i = 0; i < k; ++i) weights[i] /= sum;
   }
+}
+
+const char* router_scoring_name(RouterScoring r) {
+  switch (r) {
+    case RouterScoring::None:
+      return "none";
+    case RouterScoring::TopkSoftmax:
+      return "topk-softmax";
+    case RouterScoring::SoftmaxTopk:
+      return "softmax-topk";
+    case RouterScoring::SigmoidBiasTopk:
+      return "sigmoid-bias-topk";
+  }
+  return "?";
 }
 
 }  // namespace ts

@@ -12,19 +12,18 @@
 
 #include "runtime/engine.h"
 #include "runtime/kv_cache.h"
-#include "runtime/seq_chunk.h"
+#include "runtime/mixers/mixer.h"
 
 namespace ts {
 
-class DeltaNetMixer {
+class DeltaNetMixer final : public Mixer {
  public:
   // Buffers for micro-batches of up to max_rows rows, from `scratch` (the forward's allocator).
   template <class Scratch>
   DeltaNetMixer(Engine& engine, int64_t max_rows, Scratch&& scratch);
 
-  // Layer l over the M rows of `chunks` (each chunk's rows in order, its sequence's state read and
-  // updated): h [M][n_embd] in, out [M][n_embd].
-  void run(int64_t l, const std::vector<SeqChunk>& chunks, int64_t M, const float* h, float* out);
+  // Each chunk's rows in order, its sequence's state read and updated.
+  void run(int64_t l, const PassRows& rows, const float* h, float* out) override;
 
   // Floats a row takes in this mixer's buffers.
   static int64_t row_floats(const DeltaNetConfig& d);

@@ -1,0 +1,29 @@
+// Top-k expert selection from router logits, by a scoring rule the family picks: the op
+// vocabulary of Backend::route(), and its host implementation (route_token), which the CPU and
+// the host-side guesses of expert prefetching use.
+#pragma once
+
+#include <cstdint>
+
+namespace ts {
+
+enum class RouterScoring {
+  None,            // dense model
+  TopkSoftmax,     // Mixtral: top-k of the logits, softmax over the k selected
+  SoftmaxTopk,     // Qwen3-MoE: softmax over all experts, then top-k (renormalised if asked)
+  SigmoidBiasTopk  // MiniMax-M2: sigmoid; a correction bias picks experts, weights stay unbiased
+};
+const char* router_scoring_name(RouterScoring r);
+
+struct RouterArgs {
+  RouterScoring scoring = RouterScoring::None;
+  int64_t n_expert = 0;
+  int64_t k = 0;
+  bool norm_topk = false;
+  const float* bias = nullptr;  // SigmoidBiasTopk: per-expert selection bias (host)
+};
+
+// Writes k expert ids (ascending score order is not promised) and their weights.
+void route_token(const float* logits, const RouterArgs& a, int32_t* experts, float* weights);
+
+}  // namespace ts
