@@ -171,6 +171,11 @@ class SchedulerTest : public ::testing::Test {
     EXPECT_EQ(got.usage.completion_tokens, static_cast<int64_t>(want.tokens.size())) << what;
   }
 
+  // The checks of the tests below (RepeatedPromptComesFromTheCache,
+  // SamePromptTogetherIsPrefilledOnce), for either model.
+  static void expect_repeats_from_the_cache(const GenRequest& r);
+  static void expect_prefilled_once(const std::vector<GenRequest>& reqs);
+
   static Engine* engine_;
   static Tokenizer* tok_;
 };
@@ -423,8 +428,7 @@ RowsSpent rows_spent(Scheduler& s, const SchedulerStats& before) {
 
 // A finished request leaves its rows and its prompt's logits in its slot: the same prompt again
 // (sampled, same seed) is answered without a forward pass over it, bit for bit as the first time.
-TEST_F(SchedulerTest, RepeatedPromptComesFromTheCache) {
-  const GenRequest r = request("The cat sat on", 20, 0.8f, 7);
+void SchedulerTest::expect_repeats_from_the_cache(const GenRequest& r) {
   const GenerateResult want = alone(r);
   const auto n = static_cast<int64_t>(r.prompt.size());
   Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
@@ -442,13 +446,14 @@ TEST_F(SchedulerTest, RepeatedPromptComesFromTheCache) {
   }
 }
 
+TEST_F(SchedulerTest, RepeatedPromptComesFromTheCache) {
+  expect_repeats_from_the_cache(request("The cat sat on", 20, 0.8f, 7));
+}
+
 // Requests with one prompt at once (the `n` choices of a request): the first prefills it, the
 // others wait for its rows and copy them (and its logits) into their slots, each answer still
 // its lone one bit for bit; the prompt is prefilled once.
-TEST_F(SchedulerTest, SamePromptTogetherIsPrefilledOnce) {
-  std::vector<GenRequest> reqs;
-  for (uint64_t seed : {7u, 8u, 9u})
-    reqs.push_back(request("The cat sat on the mat and", 20, 0.9f, seed));
+void SchedulerTest::expect_prefilled_once(const std::vector<GenRequest>& reqs) {
   const auto n = static_cast<int64_t>(reqs[0].prompt.size());
   std::vector<GenerateResult> want;
   for (const GenRequest& r : reqs) want.push_back(alone(r));
@@ -468,6 +473,13 @@ TEST_F(SchedulerTest, SamePromptTogetherIsPrefilledOnce) {
   const RowsSpent spent = rows_spent(s, before);
   EXPECT_EQ(spent.prefilled, static_cast<uint64_t>(n));
   EXPECT_EQ(spent.cached, 2 * static_cast<uint64_t>(n));
+}
+
+TEST_F(SchedulerTest, SamePromptTogetherIsPrefilledOnce) {
+  std::vector<GenRequest> reqs;
+  for (uint64_t seed : {7u, 8u, 9u})
+    reqs.push_back(request("The cat sat on the mat and", 20, 0.9f, seed));
+  expect_prefilled_once(reqs);
 }
 
 // The next turn of a conversation (the first prompt, the answer's tokens, new text) prefills only
@@ -622,33 +634,31 @@ class HybridSchedulerTest : public SchedulerTest {
   }
 };
 
-TEST_F(HybridSchedulerTest, RepeatedPromptAndNextTurnResumeFromCheckpoints) {
+TEST_F(HybridSchedulerTest, RepeatedPromptComesFromACheckpoint) {
   GenRequest r = request("The quick brown fox jumps over the lazy dog, and on", 12, 0.8f, 7);
   r.ignore_eos = true;
-  const GenerateResult want = alone(r);
-  const auto n = static_cast<int64_t>(r.prompt.size());
-  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
-  for (int turn = 0; turn < 3; ++turn) {
-    const SchedulerStats before = s.stats();
-    auto job = s.submit(r);
-    ASSERT_NE(job, nullptr);
-    const Answer a = wait(*job);
-    const std::string what = "turn " + std::to_string(turn);
-    expect_same(a, want, what);
-    EXPECT_EQ(a.usage.cached_tokens, turn == 0 ? 0 : n) << what;
-    EXPECT_EQ(rows_spent(s, before).prefilled, turn == 0 ? static_cast<uint64_t>(n) : 0u) << what;
-  }
-  // The next turn resumes from the state where the answer ended.
+  expect_repeats_from_the_cache(r);
+}
+
+// The next turn resumes from the state where the answer ended.
+TEST_F(HybridSchedulerTest, NextTurnResumesWhereTheAnswerEnded) {
+  GenRequest r = request("The quick brown fox jumps over the lazy dog, and on", 12);
+  r.ignore_eos = true;
+  const GenerateResult first = alone(r);
   GenRequest next = request("", 8);
   next.prompt = r.prompt;
-  next.prompt.insert(next.prompt.end(), want.tokens.begin(), want.tokens.end());
+  next.prompt.insert(next.prompt.end(), first.tokens.begin(), first.tokens.end());
   const std::vector<int32_t> more = tok_->encode(" Then the dog said", false, false);
   next.prompt.insert(next.prompt.end(), more.begin(), more.end());
   const GreedyReference lone = greedy_alone(next);
-  auto job = s.submit(next);
+  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4});
+  auto job = s.submit(r);
+  ASSERT_NE(job, nullptr);
+  EXPECT_EQ(wait(*job).text, first.text);
+  job = s.submit(next);
   ASSERT_NE(job, nullptr);
   const Answer a = wait(*job);
-  EXPECT_EQ(a.usage.cached_tokens, n + static_cast<int64_t>(want.tokens.size()) - 1);
+  EXPECT_EQ(a.usage.cached_tokens, static_cast<int64_t>(r.prompt.size() + first.tokens.size()) - 1);
   expect_same_or_tie(a, lone, "next turn");
 }
 
@@ -658,20 +668,7 @@ TEST_F(HybridSchedulerTest, SamePromptTogetherIsPrefilledOnce) {
     reqs.push_back(request("The cat sat on the mat and the dog sat on the", 10, 0.9f, seed));
     reqs.back().ignore_eos = true;
   }
-  const auto n = static_cast<int64_t>(reqs[0].prompt.size());
-  std::vector<GenerateResult> want;
-  for (const GenRequest& r : reqs) want.push_back(alone(r));
-  Scheduler s(*engine_, *tok_, {3, kCtx, 64, 4});
-  const SchedulerStats before = s.stats();
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (const GenRequest& r : reqs) jobs.push_back(s.submit(r));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    ASSERT_NE(jobs[i], nullptr);
-    const Answer a = wait(*jobs[i]);
-    expect_same(a, want[i], "request " + std::to_string(i));
-    EXPECT_EQ(a.usage.cached_tokens, i == 0 ? 0 : n) << i;
-  }
-  EXPECT_EQ(rows_spent(s, before).prefilled, static_cast<uint64_t>(n));
+  expect_prefilled_once(reqs);
 }
 
 TEST_F(HybridSchedulerTest, BatchedLookupAnswersAsAlone) {
