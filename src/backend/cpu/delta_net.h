@@ -15,8 +15,15 @@ namespace ts::cpu {
 void conv_silu_channels(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
                         float* window, int64_t c0, int64_t c1);
 
-// Value heads [h0, h1) of the gated delta rule over M rows (see Backend::delta_rule).
+// Value heads [h0, h1) of the gated delta rule over M rows (see Backend::delta_rule), on the
+// active instruction set (delta_net_body.h); the _avx2 / _avx512 ones need that set.
 void delta_rule_heads(const float* qkv, const float* beta, const float* alpha, int64_t M,
                       const DeltaRuleArgs& a, float* state, float* out, int64_t h0, int64_t h1);
+void delta_rule_heads_avx2(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                           const DeltaRuleArgs& a, float* state, float* out, int64_t h0,
+                           int64_t h1);
+void delta_rule_heads_avx512(const float* qkv, const float* beta, const float* alpha, int64_t M,
+                             const DeltaRuleArgs& a, float* state, float* out, int64_t h0,
+                             int64_t h1);
 
 }  // namespace ts::cpu
