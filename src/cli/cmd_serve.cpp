@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
+#include "cli/serve_memory.h"
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
@@ -51,8 +52,11 @@ int run_serve(ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not end the server
 
   const std::string path = model_path(a.model, true);
-  auto engine = Engine::open(path, engine_options(a.model));
+  const ServeShape shape{a.parallel, a.model.ctx, a.lookup};
+  const EngineOptions options = engine_options(a.model);
+  auto engine = Engine::open(path, serve_engine_options(options, path, shape));
   print_footprint(engine->footprint(), stderr);
+  print_serve_memory(serve_memory(*engine, shape, options.memory_budget), shape, stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
