@@ -1,12 +1,16 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
@@ -305,10 +309,50 @@ void answer_whole(Relay& r, httplib::Response& res) {
 // on a connection it has already judged.
 class RequestServer : public httplib::Server {
  public:
+  ~RequestServer() override { stop_idle_loop(); }
+
   void serve(httplib::Stream& stream) {
     bool closed = false;
     process_request(stream, true, closed, nullptr);
   }
+
+  // httplib sends a streamed body only while it counts itself running, which is while its own
+  // listen loop runs. That loop is given a Unix socket whose name is removed at once: it waits
+  // in accept() for a connection that cannot come, until stop_idle_loop().
+  void start_idle_loop() {
+    char dir[] = "/tmp/turbospark-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) fail(ErrorKind::Runtime, "cannot make a temporary directory");
+    const std::string path = std::string(dir) + "/idle";
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
+    const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                    ::listen(fd, 1) == 0;
+    ::unlink(path.c_str());
+    ::rmdir(dir);
+    if (!ok) {
+      if (fd >= 0) ::close(fd);
+      fail(ErrorKind::Runtime, "cannot start the HTTP layer's idle listen loop");
+    }
+    svr_sock_ = fd;
+    new_task_queue = [] { return new NoTasks; };
+    loop_ = std::thread([this] { listen_after_bind(); });
+    while (!is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  void stop_idle_loop() {
+    if (!loop_.joinable()) return;
+    stop();
+    loop_.join();
+  }
+
+ private:
+  struct NoTasks : httplib::TaskQueue {
+    void enqueue(std::function<void()>) override {}
+    void shutdown() override {}
+  };
+  std::thread loop_;
 };
 
 }  // namespace
@@ -556,6 +600,7 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind() {
   const ServerOptions& o = impl_->o;
   const int port = impl_->gate->bind(o.host, o.port);
+  if (port >= 0) impl_->svr.start_idle_loop();
   if (port < 0)
     fail(ErrorKind::Usage,
          "cannot listen on " + o.host + ":" + std::to_string(o.port) +
@@ -564,7 +609,9 @@ int HttpServer::bind() {
 }
 
 bool HttpServer::serve() {
-  return impl_->gate->run();
+  const bool ok = impl_->gate->run();
+  impl_->svr.stop_idle_loop();
+  return ok;
 }
 
 void HttpServer::stop() {
