@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -284,11 +285,13 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
 
 // A whole answer is gathered in the handler, so that its status tells how generation ended (a
 // failure is a 500, not a 200 with an error inside). The client's connection is watched meanwhile:
-// one that closes cancels the jobs (the caller's guard does).
-void answer_whole(Relay& r, httplib::Response& res) {
+// one that closes cancels the jobs (the caller does), as does the server stopping.
+void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) {
   const SocketStream* conn = current_stream();
   while (!all_done(r)) {
     if (conn != nullptr && !conn->is_writable()) return;
+    if (!svr.is_running())
+      return send_error(res, 503, "the server is shutting down", "server_error", "");
     for (size_t i = 0; i < r.choices.size(); ++i) {
       ChoiceRelay& c = r.choices[i];
       if (c.done) continue;
@@ -341,7 +344,9 @@ class RequestServer : public httplib::Server {
     while (!is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
+  // From the signal thread and from serve(): whichever comes second finds it done.
   void stop_idle_loop() {
+    std::lock_guard<std::mutex> lock(loop_mu_);
     if (!loop_.joinable()) return;
     stop();
     loop_.join();
@@ -352,6 +357,7 @@ class RequestServer : public httplib::Server {
     void enqueue(std::function<void()>) override {}
     void shutdown() override {}
   };
+  std::mutex loop_mu_;
   std::thread loop_;
 };
 
@@ -474,7 +480,7 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
   relay->tok = &tok;
   relay->logprobs = logprobs;
   if (!stream) {
-    answer_whole(*relay, res);
+    answer_whole(*relay, res, svr);
     return cancel_all();  // a no-op unless the client left or a choice failed
   }
   const auto release = [cancel_all](bool) { cancel_all(); };
@@ -616,6 +622,8 @@ bool HttpServer::serve() {
 
 void HttpServer::stop() {
   impl_->gate->stop();
+  // Ends the streams and waits in progress, so that serve() returns without waiting for them.
+  impl_->svr.stop_idle_loop();
 }
 
 }  // namespace ts::server
