@@ -286,8 +286,10 @@ def run_load(binary, clients=64, requests=1000, parallel=4, seed=1, log=print):
         binary,
         "--parallel",
         str(parallel),
+        # A client that left holds its place until the server notices (within a poll), while
+        # the client's next request is already in: twice the clients leaves room for that.
         "--queue",
-        str(clients),
+        str(2 * clients),
         "-c",
         "512",
         "--max-body",
