@@ -547,6 +547,11 @@ void HttpServer::Impl::routes() {
 
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerStats s = sched.stats();
+    if (!s.model_failure.empty()) {
+      res.status = 503;
+      return res.set_content(dump(json{{"status", "failed"}, {"error", s.model_failure}}),
+                             "application/json");
+    }
     const json j = {{"status", "ok"},
                     {"slots_total", s.slots_total},
                     {"slots_free", s.slots_total - s.slots_busy},

@@ -2,14 +2,17 @@
 with its status while the server stays up and /health keeps answering."""
 
 import json
+import os
+import shutil
 import socket
 import subprocess
-import threading
+import tempfile
 import time
 import unittest
 
 from server_util import Server, binary_from_env
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # Deeper than the server's bound of 64 levels by far: each of these overflowed the stack once.
 DEPTH = 60000
 
@@ -175,6 +178,28 @@ class Hardening(unittest.TestCase):
             self.assertEqual(status, 500, raw)
             self.assertEqual(j["error"]["type"], "server_error")
             self.assertIn("every token is banned", j["error"]["message"])
+
+    def test_model_rewritten_in_place_is_detected(self):
+        with tempfile.TemporaryDirectory() as d:
+            model = os.path.join(d, "model.gguf")
+            shutil.copyfile(os.path.join(REPO, "models", "tiny-moe-q8_0.gguf"), model)
+            with Server(self.binary, "-m", model, "--parallel", "1", "-c", "256") as s:
+                body = {"prompt": "Hi", "max_tokens": 2, "temperature": 0}
+                self.assertEqual(s.request("POST", "/v1/completions", body)[0], 200)
+                # The same size, new bytes (the same ones, even: the write is what counts).
+                with open(model, "r+b") as f:
+                    data = f.read()
+                    f.seek(0)
+                    f.write(data)
+                status, j, raw = s.request("POST", "/v1/completions", body)
+                self.assertEqual(status, 500, raw)
+                self.assertIn("changed under the server", j["error"]["message"])
+                status, j, raw = s.request("GET", "/health")
+                self.assertEqual(status, 503, raw)
+                self.assertEqual(j["status"], "failed")
+                status, j, raw = s.request("POST", "/v1/completions", body)
+                self.assertEqual(status, 503, raw)
+                self.assertIn("changed under the server", j["error"]["message"])
 
     def test_memory_budget_counts_every_slot(self):
         out = subprocess.run(
