@@ -129,7 +129,8 @@ Runner add_serve(CLI::App& app) {
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
   sub->add_option("--http-threads", a->http.http_threads,
-                  "HTTP worker threads (0: --parallel + --queue + 8)")
+                  "Requests in progress at once, each on a worker thread; more get 503 "
+                  "(0: --parallel + --queue + 8)")
       ->check(at_least(0));
   return [a] { return run_serve(*a); };
 }
