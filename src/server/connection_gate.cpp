@@ -123,7 +123,7 @@ void ConnectionGate::refuse(int fd, int status, const std::string& message) {
   ::shutdown(fd, SHUT_WR);
 }
 
-void ConnectionGate::admit(int fd, std::string buffered, const HeadVerdict& v) {
+bool ConnectionGate::admit(int fd, std::string& buffered, const HeadVerdict& v) {
   std::atomic<size_t>& busy = v.control ? busy_control_ : busy_requests_;
   const size_t limit = v.control ? o_.control_workers : o_.request_workers;
   // Only this thread raises the counts, so checking then raising cannot overshoot.
@@ -132,8 +132,7 @@ void ConnectionGate::admit(int fd, std::string buffered, const HeadVerdict& v) {
            v.control ? "the server's status lane is busy; retry in a second"
                      : "the server is at its limit of " + std::to_string(limit) +
                            " requests in progress; retry in a second");
-    close_fd(fd);
-    return;
+    return false;
   }
   ++busy;
   try {
@@ -147,8 +146,9 @@ void ConnectionGate::admit(int fd, std::string buffered, const HeadVerdict& v) {
   } catch (const std::system_error&) {
     --busy;
     refuse(fd, 503, "the server cannot start another thread; retry in a second");
-    close_fd(fd);
+    return false;
   }
+  return true;
 }
 
 bool ConnectionGate::run() {
@@ -216,8 +216,12 @@ bool ConnectionGate::run() {
         p.draining = true;
         p.deadline = now + kDrainTime;
       } else if (v.state == HeadState::Complete) {
-        admit(p.fd, std::move(p.buffered), v);
-        gone.push_back(i);
+        if (admit(p.fd, p.buffered, v)) {
+          gone.push_back(i);
+        } else {
+          p.draining = true;
+          p.deadline = now + kDrainTime;
+        }
       }
     }
     for (auto it = gone.rbegin(); it != gone.rend(); ++it) {

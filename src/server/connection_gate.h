@@ -52,11 +52,12 @@ class ConnectionGate {
   // Safe from any thread, before or during run().
   void stop();
 
-  size_t busy_request_workers() const { return busy_requests_; }
-
  private:
   struct Pending;
-  void admit(int fd, std::string buffered, const HeadVerdict& v);
+  // Starts a worker on the connection (taking `buffered`), or answers 503 when its lane is full:
+  // false then, and the caller drains the connection before closing it.
+  bool admit(int fd, std::string& buffered, const HeadVerdict& v);
+  // Writes a refusal and ends the sending side; the caller drains and closes.
   void refuse(int fd, int status, const std::string& message);
 
   GateOptions o_;
