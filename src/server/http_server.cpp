@@ -1,23 +1,20 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <thread>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
 #include "server/connection_gate.h"
+#include "server/http_errors.h"
+#include "server/request_server.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
 
@@ -38,61 +35,12 @@ constexpr auto kWriteTimeout = std::chrono::milliseconds(10000);
 // delivers beyond the body limit; past it the request is refused whatever it decodes to.
 constexpr size_t kFramingAllowance = 64u << 10;
 
-// The OpenAI error type and code of each HTTP status the server answers with.
-std::pair<const char*, const char*> error_kind(int status) {
-  switch (status) {
-    case 408:
-      return {"invalid_request_error", "request_timeout"};
-    case 413:
-      return {"invalid_request_error", "request_too_large"};
-    case 414:
-      return {"invalid_request_error", "request_line_too_long"};
-    case 431:
-      return {"invalid_request_error", "headers_too_large"};
-    case 503:
-      return {"server_error", "server_busy"};
-    default:
-      return {status >= 500 ? "server_error" : "invalid_request_error", ""};
-  }
-}
-
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code) {
   res.status = status;
   // A refusal for load: the client may try again shortly.
   if (status == 503) res.set_header("Retry-After", "1");
   res.set_content(dump(error_json(message, type, code)), "application/json");
-}
-
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 408:
-      return "Request Timeout";
-    case 413:
-      return "Payload Too Large";
-    case 414:
-      return "URI Too Long";
-    case 431:
-      return "Request Header Fields Too Large";
-    case 503:
-      return "Service Unavailable";
-    default:
-      return "Error";
-  }
-}
-
-// The whole response of a refusal the connection gate writes itself, before any worker runs.
-std::string refusal_text(int status, const std::string& message) {
-  const auto [type, code] = error_kind(status);
-  const std::string body = dump(error_json(message, type, code));
-  std::string head =
-      "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\nConnection: close\r\n";
-  if (status == 503) head += "Retry-After: 1\r\n";
-  return head + "\r\n" + body;
 }
 
 // GET /metrics: the scheduler's counters in Prometheus' text format, for a server's dashboards.
@@ -307,59 +255,6 @@ void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) 
   for (const ChoiceRelay& c : r.choices) answers.push_back(c.answer);
   res.set_content(dump(full_response(r.meta, answers, r.usage)), "application/json");
 }
-
-// httplib's request parsing, routing and response writing, run by the connection gate's workers
-// on a connection it has already judged.
-class RequestServer : public httplib::Server {
- public:
-  ~RequestServer() override { stop_idle_loop(); }
-
-  void serve(httplib::Stream& stream) {
-    bool closed = false;
-    process_request(stream, true, closed, nullptr);
-  }
-
-  // httplib sends a streamed body only while it counts itself running, which is while its own
-  // listen loop runs. That loop is given a Unix socket whose name is removed at once: it waits
-  // in accept() for a connection that cannot come, until stop_idle_loop().
-  void start_idle_loop() {
-    char dir[] = "/tmp/turbospark-XXXXXX";
-    if (::mkdtemp(dir) == nullptr) fail(ErrorKind::Runtime, "cannot make a temporary directory");
-    const std::string path = std::string(dir) + "/idle";
-    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    path.copy(addr.sun_path, sizeof(addr.sun_path) - 1);
-    const bool ok = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                    ::listen(fd, 1) == 0;
-    ::unlink(path.c_str());
-    ::rmdir(dir);
-    if (!ok) {
-      if (fd >= 0) ::close(fd);
-      fail(ErrorKind::Runtime, "cannot start the HTTP layer's idle listen loop");
-    }
-    svr_sock_ = fd;
-    new_task_queue = [] { return new NoTasks; };
-    loop_ = std::thread([this] { listen_after_bind(); });
-    while (!is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-
-  // From the signal thread and from serve(): whichever comes second finds it done.
-  void stop_idle_loop() {
-    std::lock_guard<std::mutex> lock(loop_mu_);
-    if (!loop_.joinable()) return;
-    stop();
-    loop_.join();
-  }
-
- private:
-  struct NoTasks : httplib::TaskQueue {
-    void enqueue(std::function<void()>) override {}
-    void shutdown() override {}
-  };
-  std::mutex loop_mu_;
-  std::thread loop_;
-};
 
 }  // namespace
 

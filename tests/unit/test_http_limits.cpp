@@ -1,7 +1,7 @@
 // The limits that keep one request from taking the server down, without a socket: JSON nesting
 // refused before a parser builds anything (so no recursive copy, dump or schema walk can overflow
-// the stack), and request heads judged as they arrive (request line, header count and size,
-// declared body size, the control lane).
+// the stack), request heads judged as they arrive (request line, header count and size, declared
+// body size, the control lane), and the refusals the connection gate writes.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "server/api_request.h"
+#include "server/http_errors.h"
 #include "server/request_head.h"
 #include "server/tool_request.h"
 
@@ -117,6 +118,28 @@ TEST(RequestHead, RefusesWhatBreaksALimitAsSoonAsItShows) {
             400);
   EXPECT_EQ(check_head("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", limits).state,
             HeadState::Complete);
+}
+
+// What the gate writes itself: a whole HTTP response whose length is its body's, with the OpenAI
+// error shape, and Retry-After only where retrying helps.
+TEST(HttpErrors, RefusalIsAWholeResponse) {
+  const std::string busy = refusal_text(503, "the server is busy");
+  const size_t blank = busy.find("\r\n\r\n");
+  ASSERT_NE(blank, std::string::npos);
+  const std::string head = busy.substr(0, blank), body = busy.substr(blank + 4);
+  EXPECT_EQ(head.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0u);
+  EXPECT_NE(head.find("\r\nContent-Length: " + std::to_string(body.size())), std::string::npos);
+  EXPECT_NE(head.find("\r\nConnection: close"), std::string::npos);
+  EXPECT_NE(head.find("\r\nRetry-After: 1"), std::string::npos);
+  const auto j = nlohmann::json::parse(body);
+  EXPECT_EQ(j["error"]["message"], "the server is busy");
+  EXPECT_EQ(j["error"]["type"], "server_error");
+  EXPECT_EQ(j["error"]["code"], "server_busy");
+
+  const std::string big = refusal_text(431, "the request has more than 100 headers");
+  EXPECT_EQ(big.rfind("HTTP/1.1 431 Request Header Fields Too Large\r\n", 0), 0u);
+  EXPECT_EQ(big.find("Retry-After"), std::string::npos);
+  EXPECT_NE(big.find("\"headers_too_large\""), std::string::npos);
 }
 
 }  // namespace
