@@ -23,6 +23,8 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kDrainTime = std::chrono::milliseconds(1000);
 constexpr size_t kDrainBytes = 1u << 20;
 constexpr size_t kReadChunk = 16u << 10;
+// Workers' connections draining at once; beyond, a connection is closed as soon as answered.
+constexpr size_t kMaxDraining = 256;
 
 void close_fd(int fd) {
   while (::close(fd) != 0 && errno == EINTR) {
@@ -138,9 +140,19 @@ bool ConnectionGate::admit(int fd, std::string& buffered, const HeadVerdict& v) 
   try {
     std::thread([this, fd, buffered = std::move(buffered), head = v.head_bytes, &busy]() mutable {
       serve_(fd, std::move(buffered), head);
-      drain_and_close(fd);
+      // The answer is out: the lane is free while the connection drains, and the drains are
+      // bounded on their own.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        --busy;
+        ++draining_;
+      }
+      if (draining_ <= kMaxDraining)
+        drain_and_close(fd);
+      else
+        close_fd(fd);
       std::lock_guard<std::mutex> lock(mu_);
-      --busy;
+      --draining_;
       idle_.notify_all();
     }).detach();
   } catch (const std::system_error&) {
@@ -252,7 +264,7 @@ bool ConnectionGate::run() {
   }
   for (const Pending& p : pending) close_fd(p.fd);
   std::unique_lock<std::mutex> lock(mu_);
-  idle_.wait(lock, [this] { return busy_requests_ == 0 && busy_control_ == 0; });
+  idle_.wait(lock, [this] { return busy_requests_ == 0 && busy_control_ == 0 && draining_ == 0; });
   return ok;
 }
 

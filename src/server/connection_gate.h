@@ -25,7 +25,7 @@ namespace ts::server {
 struct GateOptions {
   HttpLimits limits;
   size_t request_workers = 64;
-  size_t control_workers = 2;
+  size_t control_workers = 4;
   size_t max_pending = 512;  // connections whose head has not all arrived
   std::chrono::milliseconds head_timeout{10000};
 };
@@ -68,6 +68,7 @@ class ConnectionGate {
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> busy_requests_{0};
   std::atomic<size_t> busy_control_{0};
+  std::atomic<size_t> draining_{0};  // answered connections being drained before their close
   std::mutex mu_;
   std::condition_variable idle_;  // a worker ended
 };
