@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/json_nesting.h"
 #include "parser_harness.h"
 #include "server/api_request.h"
 #include "text/sampler.h"
@@ -20,7 +21,9 @@ namespace ts::fuzz {
 inline bool check_api_request(const uint8_t* data, size_t size) {
   if (size == 0) return false;
   const auto kind = data[0] % 2 == 0 ? server::ApiKind::Completion : server::ApiKind::Chat;
-  const nlohmann::json body = nlohmann::json::parse(data + 1, data + size, nullptr, false);
+  // As the server reads a body: nesting past the bound is refused before parsing.
+  const nlohmann::json body =
+      parse_json_or_discarded({reinterpret_cast<const char*>(data + 1), size - 1});
   if (body.is_discarded() || !body.is_object()) return false;
   server::ApiRequest r;
   try {

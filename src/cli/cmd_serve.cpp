@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
+#include "cli/serve_memory.h"
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
@@ -52,8 +53,11 @@ int run_serve(ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not end the server
 
   const std::string path = model_path(a.model, true);
-  auto engine = Engine::open(path, engine_options(a.model));
+  const ServeShape shape{a.parallel, a.model.ctx, a.lookup};
+  const EngineOptions options = engine_options(a.model);
+  auto engine = Engine::open(path, serve_engine_options(options, path, shape));
   print_footprint(engine->footprint(), stderr);
+  print_serve_memory(serve_memory(*engine, shape, options.memory_budget), shape, stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
@@ -132,7 +136,8 @@ Runner add_serve(CLI::App& app) {
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
   sub->add_option("--http-threads", a->http.http_threads,
-                  "HTTP worker threads (0: --parallel + --queue + 8)")
+                  "Requests in progress at once, each on a worker thread; more get 503 "
+                  "(0: --parallel + --queue + 8)")
       ->check(at_least(0));
   return [a] { return run_serve(*a); };
 }

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "runtime/prompt_lookup.h"
 #include "text/json_schema.h"
 
@@ -97,8 +98,7 @@ std::shared_ptr<const JsonSchema> answer_schema(const SamplingFlags& f) {
     ss << in.rdbuf();
     text = ss.str();
   }
-  const nlohmann::json schema = nlohmann::json::parse(text, nullptr, false);
-  if (schema.is_discarded()) fail(ErrorKind::Usage, "--json-schema: not valid JSON");
+  const nlohmann::json schema = parse_json_bounded(text, "--json-schema", ErrorKind::Usage);
   return std::make_shared<const JsonSchema>(JsonSchema::compile(schema));
 }
 

@@ -21,11 +21,18 @@ class MappedFile {
   int fd() const { return fd_; }
   const std::string& path() const { return path_; }
 
+  // "" while the open file is as it was at open (same size and modification time); else one line
+  // naming the file and what changed. A rewrite in place shows through the mapping and the
+  // positional reads alike, so bytes read after it are no longer the model's; a file replaced by
+  // a rename is not a change here (the descriptor keeps the old file's bytes). One fstat.
+  std::string change() const;
+
  private:
   std::string path_;
   int fd_ = -1;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
+  int64_t mtime_ns_ = 0;
 };
 
 }  // namespace ts

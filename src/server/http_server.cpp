@@ -9,8 +9,13 @@
 #include <random>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/connection_gate.h"
+#include "server/http_errors.h"
+#include "server/request_server.h"
+#include "server/socket_stream.h"
 #include "server/tokenize_api.h"
 
 namespace ts::server {
@@ -20,12 +25,21 @@ using nlohmann::json;
 
 // How often a handler waiting for tokens checks that its client is still connected.
 constexpr auto kPoll = std::chrono::milliseconds(50);
-constexpr size_t kSpareHttpThreads = 8;
-constexpr size_t kMaxHttpThreads = 1024;
+constexpr size_t kSpareRequestWorkers = 8;
+constexpr size_t kMaxRequestWorkers = 1024;
+// A request (head and body) must have arrived this long after its connection was accepted.
+constexpr auto kRequestReadTime = std::chrono::seconds(30);
+// A response write that makes no progress for this long ends the connection (and its jobs).
+constexpr auto kWriteTimeout = std::chrono::milliseconds(10000);
+// A chunked body's framing (sizes, extensions, trailers) may add this much to what the socket
+// delivers beyond the body limit; past it the request is refused whatever it decodes to.
+constexpr size_t kFramingAllowance = 64u << 10;
 
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code) {
   res.status = status;
+  // A refusal for load: the client may try again shortly.
+  if (status == 503) res.set_header("Retry-After", "1");
   res.set_content(dump(error_json(message, type, code)), "application/json");
 }
 
@@ -66,12 +80,41 @@ bool same_secret(const std::string& given, const std::string& expected) {
   return diff == 0;
 }
 
-// A request holds its handler thread while it waits and generates, so every slot and queue place
-// needs one; the spare ones keep /health and refusals answering when all of those are taken.
-int handler_threads(int asked, const SchedulerOptions& s) {
-  if (asked > 0) return asked;
-  const size_t want = static_cast<size_t>(s.parallel) + s.queue_capacity + kSpareHttpThreads;
-  return static_cast<int>(std::min<size_t>(want, kMaxHttpThreads));
+// A request holds its worker while it waits and generates, so every slot and queue place needs
+// one; the spare ones answer the requests refused at once (bad JSON, queue full, ...).
+size_t request_workers(int asked, const SchedulerOptions& s) {
+  if (asked > 0) return static_cast<size_t>(asked);
+  const size_t want = static_cast<size_t>(s.parallel) + s.queue_capacity + kSpareRequestWorkers;
+  return std::min(want, kMaxRequestWorkers);
+}
+
+// A body read through httplib's content reader, so that a chunked one is cut off at the limit
+// while it arrives (httplib applies its payload limit to Content-Length bodies only). False with
+// `res` answered when it cannot be read whole.
+bool read_body(const httplib::ContentReader& reader, size_t limit, std::string& body,
+               httplib::Response& res) {
+  bool over = false;
+  const bool read = reader([&](const char* data, size_t n) {
+    if (n > limit - body.size()) {
+      over = true;
+      return false;
+    }
+    body.append(data, n);
+    return true;
+  });
+  const SocketStream* conn = current_stream();
+  if (over || (conn != nullptr && conn->over_limit())) {
+    send_error(res, 413,
+               "the request body is larger than the limit of " + std::to_string(limit) + " bytes",
+               "invalid_request_error", "request_too_large");
+    return false;
+  }
+  if (!read) {
+    send_error(res, 400, "the request body could not be read (cut short, too slow or malformed)",
+               "invalid_request_error", "");
+    return false;
+  }
+  return true;
 }
 
 uint64_t random_seed() {
@@ -188,31 +231,29 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
   return true;
 }
 
-// A whole answer is also sent through a provider: its calls are where a vanished client is
-// noticed (sink.is_writable() fails) while the answer is still being generated.
-bool relay_whole(Relay& r, httplib::DataSink& sink) {
-  if (!sink.is_writable()) return false;
-  for (size_t i = 0; i < r.choices.size(); ++i) {
-    ChoiceRelay& c = r.choices[i];
-    if (c.done) continue;
-    JobUpdate u;
-    const bool ended = take_choice(r, i, choice_poll(r), u);
-    for (const std::string& piece : u.pieces) c.answer.text += piece;
-    if (!ended) continue;
-    if (!u.error.empty()) {
-      // The status line has gone out as 200; a failure mid-generation can only be told here.
-      if (!write(sink, dump(error_json(u.error, "server_error", "")))) return false;
-      sink.done();
-      return true;
+// A whole answer is gathered in the handler, so that its status tells how generation ended (a
+// failure is a 500, not a 200 with an error inside). The client's connection is watched meanwhile:
+// one that closes cancels the jobs (the caller does), as does the server stopping.
+void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) {
+  const SocketStream* conn = current_stream();
+  while (!all_done(r)) {
+    if (conn != nullptr && !conn->is_writable()) return;
+    if (!svr.is_running())
+      return send_error(res, 503, "the server is shutting down", "server_error", "");
+    for (size_t i = 0; i < r.choices.size(); ++i) {
+      ChoiceRelay& c = r.choices[i];
+      if (c.done) continue;
+      JobUpdate u;
+      const bool ended = take_choice(r, i, choice_poll(r), u);
+      for (const std::string& piece : u.pieces) c.answer.text += piece;
+      if (!ended) continue;
+      if (!u.error.empty()) return send_error(res, 500, u.error, "server_error", "");
+      c.answer.logprobs = take_logprobs(r, c);
     }
-    c.answer.logprobs = take_logprobs(r, c);
   }
-  if (!all_done(r)) return true;
   std::vector<Choice> answers;
   for (const ChoiceRelay& c : r.choices) answers.push_back(c.answer);
-  if (!write(sink, dump(full_response(r.meta, answers, r.usage)))) return false;
-  sink.done();
-  return true;
+  res.set_content(dump(full_response(r.meta, answers, r.usage)), "application/json");
 }
 
 }  // namespace
@@ -223,7 +264,8 @@ struct HttpServer::Impl {
       : sched(s), tok(t), chat(std::move(c)), no_chat(std::move(nc)), o(opt), created(unix_now()) {}
 
   void routes();
-  void generate(ApiKind kind, const httplib::Request& req, httplib::Response& res);
+  void serve_connection(int fd, std::string buffered, size_t head_bytes);
+  void generate(ApiKind kind, const std::string& text, httplib::Response& res);
   std::vector<int32_t> prompt(const ApiRequest& a) const;
   json model_json() const {
     return {
@@ -236,8 +278,22 @@ struct HttpServer::Impl {
   std::string no_chat;
   ServerOptions o;
   int64_t created;
-  httplib::Server svr;
+  RequestServer svr;
+  std::unique_ptr<ConnectionGate> gate;
 };
+
+void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t head_bytes) {
+  const size_t max_read = head_bytes + o.max_body_bytes + kFramingAllowance;
+  SocketStream stream(fd, std::move(buffered), SocketStream::Clock::now() + kRequestReadTime,
+                      max_read, kWriteTimeout);
+  set_current_stream(&stream);
+  try {
+    svr.serve(stream);
+  } catch (const std::exception&) {
+    // httplib lets a failed write of a provider's data escape; the connection is closed anyway.
+  }
+  set_current_stream(nullptr);
+}
 
 std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
   if (a.kind == ApiKind::Chat) {
@@ -251,9 +307,13 @@ std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
   return tok.encode(a.prompt_text, tok.add_bos(), false);
 }
 
-void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httplib::Response& res) {
-  const json body = json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) return bad_request(res, "the request body is not valid JSON");
+void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::Response& res) {
+  json body;
+  try {
+    body = parse_json_bounded(text, "the request body");
+  } catch (const Error& e) {
+    return bad_request(res, e.what());
+  }
   if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
   GenRequest g;
   ResponseMeta meta;
@@ -314,33 +374,34 @@ void HttpServer::Impl::generate(ApiKind kind, const httplib::Request& req, httpl
   relay->meta = std::move(meta);
   relay->tok = &tok;
   relay->logprobs = logprobs;
+  if (!stream) {
+    answer_whole(*relay, res, svr);
+    return cancel_all();  // a no-op unless the client left or a choice failed
+  }
   const auto release = [cancel_all](bool) { cancel_all(); };
-  const auto guarded = [relay, stream](size_t, httplib::DataSink& sink) {
+  const auto guarded = [relay](size_t, httplib::DataSink& sink) {
     // httplib calls providers outside its handler try-block: nothing may escape.
     try {
-      return stream ? relay_stream(*relay, sink) : relay_whole(*relay, sink);
+      return relay_stream(*relay, sink);
     } catch (const std::exception&) {
       return false;
     }
   };
-  if (stream) {
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider("text/event-stream", guarded, release);
-  } else {
-    res.set_chunked_content_provider("application/json", guarded, release);
-  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider("text/event-stream", guarded, release);
 }
 
 void HttpServer::Impl::routes() {
   svr.set_payload_max_length(o.max_body_bytes);
-  // httplib's default also sets SO_REUSEPORT, which would let a second server share a port that
-  // is in use instead of refusing it.
-  svr.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  const int threads = handler_threads(o.http_threads, sched.options());
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  GateOptions g;
+  g.limits.max_body_bytes = o.max_body_bytes;
+  g.request_workers = request_workers(o.http_threads, sched.options());
+  gate = std::make_unique<ConnectionGate>(
+      g,
+      [this](int fd, std::string buffered, size_t head_bytes) {
+        serve_connection(fd, std::move(buffered), head_bytes);
+      },
+      refusal_text);
 
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (o.api_key.empty() || req.path == "/health")
@@ -363,8 +424,8 @@ void HttpServer::Impl::routes() {
                      std::to_string(o.max_body_bytes) + " bytes",
                  "invalid_request_error", "request_too_large");
     } else {
-      send_error(res, res.status, "HTTP error " + std::to_string(res.status),
-                 "invalid_request_error", "");
+      const auto [type, code] = error_kind(res.status);
+      send_error(res, res.status, "HTTP error " + std::to_string(res.status), type, code);
     }
   });
   svr.set_exception_handler(
@@ -381,6 +442,11 @@ void HttpServer::Impl::routes() {
 
   svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     const SchedulerStats s = sched.stats();
+    if (!s.model_failure.empty()) {
+      res.status = 503;
+      return res.set_content(dump(json{{"status", "failed"}, {"error", s.model_failure}}),
+                             "application/json");
+    }
     const json j = {{"status", "ok"},
                     {"slots_total", s.slots_total},
                     {"slots_free", s.slots_total - s.slots_busy},
@@ -406,21 +472,25 @@ void HttpServer::Impl::routes() {
   });
   for (const auto& [path, answer] :
        {std::pair{"/tokenize", &tokenize_response}, {"/detokenize", &detokenize_response}})
-    svr.Post(path, [this, answer](const httplib::Request& req, httplib::Response& res) {
-      const json body = json::parse(req.body, nullptr, false);
-      if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
+    svr.Post(path, [this, answer](const httplib::Request&, httplib::Response& res,
+                                  const httplib::ContentReader& reader) {
+      std::string text;
+      if (!read_body(reader, o.max_body_bytes, text, res)) return;
       try {
+        const json body = parse_json_bounded(text, "the request body");
+        if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
         res.set_content(dump(answer(tok, body)), "application/json");
       } catch (const Error& e) {
         bad_request(res, e.what());
       }
     });
-  svr.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(ApiKind::Completion, req, res);
-  });
-  svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    generate(ApiKind::Chat, req, res);
-  });
+  for (const auto& [path, kind] :
+       {std::pair{"/v1/completions", ApiKind::Completion}, {"/v1/chat/completions", ApiKind::Chat}})
+    svr.Post(path, [this, kind](const httplib::Request&, httplib::Response& res,
+                                const httplib::ContentReader& reader) {
+      std::string text;
+      if (read_body(reader, o.max_body_bytes, text, res)) generate(kind, text, res);
+    });
 }
 
 HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tokenizer,
@@ -435,12 +505,8 @@ HttpServer::~HttpServer() = default;
 
 int HttpServer::bind() {
   const ServerOptions& o = impl_->o;
-  int port = o.port;
-  if (port == 0) {
-    port = impl_->svr.bind_to_any_port(o.host);
-  } else if (!impl_->svr.bind_to_port(o.host, port)) {
-    port = -1;
-  }
+  const int port = impl_->gate->bind(o.host, o.port);
+  if (port >= 0) impl_->svr.start_idle_loop();
   if (port < 0)
     fail(ErrorKind::Usage,
          "cannot listen on " + o.host + ":" + std::to_string(o.port) +
@@ -449,11 +515,15 @@ int HttpServer::bind() {
 }
 
 bool HttpServer::serve() {
-  return impl_->svr.listen_after_bind();
+  const bool ok = impl_->gate->run();
+  impl_->svr.stop_idle_loop();
+  return ok;
 }
 
 void HttpServer::stop() {
-  impl_->svr.stop();
+  impl_->gate->stop();
+  // Ends the streams and waits in progress, so that serve() returns without waiting for them.
+  impl_->svr.stop_idle_loop();
 }
 
 }  // namespace ts::server

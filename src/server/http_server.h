@@ -2,8 +2,11 @@
 // POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
 // llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
 // scheduler's counters for Prometheus).
-// Handler threads parse, tokenize and queue requests, then relay what the scheduler produces;
-// they never touch the engine. Every failure is an OpenAI-style JSON error with its status.
+// A connection gate (server/connection_gate.h) reads and judges every request head before a
+// worker sees it; workers then run httplib's parsing and routing on the connection. Handlers
+// parse, tokenize and queue requests, then relay what the scheduler produces; they never touch
+// the engine. Every failure is an OpenAI-style JSON error with its status. The limits and status
+// codes are listed in docs/SERVER.md.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +26,7 @@ struct ServerOptions {
   std::string api_key;  // empty: no authentication
   std::string model_id;
   size_t max_body_bytes = 4u << 20;
-  int http_threads = 0;  // 0: enough for every slot and queued request, plus a few
+  int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
 };
 
 class HttpServer {

@@ -25,6 +25,9 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, const Scheduler
     s.logits.resize(vocab * static_cast<size_t>(1 + o_.lookup));
     s.prompt_logits.resize(vocab);
   }
+  for (const TensorRef& t : engine_.spec().source->all_tensors())
+    if (std::find(model_files_.begin(), model_files_.end(), t.file) == model_files_.end())
+      model_files_.push_back(t.file);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -65,6 +68,7 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) fail(ErrorKind::Runtime, "the server is shutting down");
+    if (!model_failure_.empty()) fail(ErrorKind::Runtime, model_failure_);
     std::erase_if(queue_, [](const std::shared_ptr<Job>& j) { return j->cancelled(); });
     // Free slots take requests through the queue too, so they do not count against its capacity.
     const size_t free_slots = static_cast<size_t>(o_.parallel - busy_.load());
@@ -81,6 +85,7 @@ SchedulerStats Scheduler::stats() {
     std::lock_guard lock(mu_);
     std::erase_if(queue_, [](const std::shared_ptr<Job>& j) { return j->cancelled(); });
     st.queued = queue_.size();
+    st.model_failure = model_failure_;
   }
   st.slots_total = o_.parallel;
   st.slots_busy = busy_.load();
@@ -295,6 +300,7 @@ void Scheduler::step() {
     }
     return;
   }
+  if (model_changed()) return;
   steps_.fetch_add(1);
   decode_rows_.fetch_add(static_cast<uint64_t>(decode_rows));
   prefill_rows_.fetch_add(static_cast<uint64_t>(rows - decode_rows));
@@ -436,6 +442,26 @@ std::shared_ptr<Job> Scheduler::release(Slot& s) {
   s.generated = 0;
   busy_.fetch_sub(1);
   return job;
+}
+
+bool Scheduler::model_changed() {
+  std::string change;
+  for (const MappedFile* f : model_files_)
+    if (change = f->change(); !change.empty()) break;
+  if (change.empty()) return false;
+  const std::string why =
+      "the model's files changed under the server, its answers would be "
+      "wrong: " +
+      change;
+  for (Slot& s : slots_) {
+    forget_cache(s);
+    if (s.job != nullptr) release(s)->fail(why);
+  }
+  std::lock_guard lock(mu_);
+  model_failure_ = why;
+  for (const auto& j : queue_) j->fail(why);
+  queue_.clear();
+  return true;
 }
 
 void Scheduler::forget_cache(Slot& s) {

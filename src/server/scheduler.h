@@ -26,10 +26,12 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/mapped_file.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -63,6 +65,7 @@ struct SchedulerStats {
   uint64_t cached_rows = 0;    // prompt tokens taken from a slot's cache instead of prefilled
   uint64_t drafted = 0;        // tokens guessed by prompt lookup (decode rows beyond one a slot)
   uint64_t draft_matched = 0;  // ... that were the tokens sampled
+  std::string model_failure;   // non-empty: the model's files changed, nothing is served
 };
 
 class Scheduler {
@@ -159,6 +162,13 @@ class Scheduler {
   std::vector<SeqChunk> chunks_;
   std::vector<Slot*> chunk_slots_;
   uint64_t admissions_ = 0;
+
+  // After each forward pass: whether a file the weights come from was rewritten since it was
+  // opened. Then the pass's rows are not the model's: every job fails, and so does every later
+  // request (model_failure_).
+  bool model_changed();
+  std::vector<const MappedFile*> model_files_;
+  std::string model_failure_;  // guarded by mu_
 
   std::mutex mu_;  // guards queue_, stopping_
   std::condition_variable cv_;

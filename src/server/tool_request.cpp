@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "server/json_fields.h"
 
 namespace ts::server {
@@ -95,7 +96,7 @@ std::string tool_calls_text(const json& calls, const std::string& field) {
     const json& f = c["function"];
     // Arguments come back as the JSON text the server sent; an object is taken as well.
     json args = f.value("arguments", json("{}"));
-    if (args.is_string()) args = json::parse(args.get<std::string>(), nullptr, false);
+    if (args.is_string()) args = parse_json_or_discarded(args.get<std::string>());
     if (!args.is_object()) bad(at + ".function.arguments", "must be a JSON object (or its text)");
     if (!out.empty()) out += '\n';
     out += tool_call_text(f["name"].get<std::string>(), args.dump());

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "formats/gguf.h"
 
 namespace ts {
@@ -241,7 +242,9 @@ std::string hf_chat_template(const std::string& dir) {
   if (!is_file(config_path)) return "";
   nlohmann::json config;
   try {
-    config = nlohmann::json::parse(read_text(config_path));
+    const std::string text = read_text(config_path);
+    require_json_nesting(text, config_path, ErrorKind::Model);
+    config = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     fail(ErrorKind::Model, config_path + ": invalid JSON: " + e.what());
   }

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 #include "core/mapped_file.h"
 #include "text/hf_pretokenizer.h"
 #include "text/sentencepiece_model.h"
@@ -26,6 +27,7 @@ std::optional<json> read_json(const std::string& path) {
   if (!exists(path)) return std::nullopt;
   const MappedFile file(path);
   const auto* p = reinterpret_cast<const char*>(file.data());
+  require_json_nesting({p, file.size()}, path, ErrorKind::Model);
   try {
     return json::parse(p, p + file.size());
   } catch (const json::exception& e) {

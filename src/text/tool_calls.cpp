@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "core/json_nesting.h"
 
 namespace ts {
 
@@ -75,7 +76,7 @@ std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
 ToolCall parse_tool_call(std::string_view text) {
   const size_t open = text.find('{');
   const json call = open == std::string_view::npos ? json(json::value_t::discarded)
-                                                   : json::parse(text.substr(open), nullptr, false);
+                                                   : parse_json_or_discarded(text.substr(open));
   if (!call.is_object() || !call.contains("name") || !call["name"].is_string() ||
       !call.contains("arguments") || !call["arguments"].is_object())
     fail(ErrorKind::Runtime, "a tool call that does not parse: " + std::string(text));

@@ -93,7 +93,9 @@ TEST(Cli, JsonSchemaShapesTheAnswer) {
        {std::pair<std::string, std::string>{
             R"(--json-schema '{"type": "object", "properties": {"a": {"pattern": "x"}}}')",
             "json_schema at #/properties/a: the keyword pattern is not supported"},
-        {"--json-schema '{'", "--json-schema: not valid JSON"},
+        {"--json-schema '{'", "--json-schema is not valid JSON"},
+        {"--json-schema '" + std::string(65, '[') + std::string(65, ']') + "'",
+         "--json-schema nests arrays and objects deeper than 64 levels"},
         {R"(--json-mode --json-schema '{"type": "object"}')", "exclude each other"}}) {
     out.clear();
     EXPECT_EQ(run("run -p hi " + args, &out), 1) << args;

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../../fuzz/api_request_harness.h"
+#include "../../fuzz/http_request_harness.h"
 #include "../../fuzz/json_prefix_harness.h"
 #include "../../fuzz/json_schema_harness.h"
 #include "../../fuzz/model_harness.h"
@@ -247,6 +248,16 @@ TEST(FuzzReplay, ApiRequest) {
   const auto check = [](const Bytes& b) { return fuzz::check_api_request(b.data(), b.size()); };
   const Tally t = replay(seeds, 2000, check);
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 200);
+}
+
+// Whole HTTP requests: heads judged as the gate judges them, bodies as the server reads them.
+TEST(FuzzReplay, HttpRequest) {
+  const auto seeds = corpus("http_request");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/http_request is missing";
+  const auto check = [](const Bytes& b) { return fuzz::check_http_request(b.data(), b.size()); };
+  const Tally t = replay(seeds, 2000, check);
+  EXPECT_GT(t.accepted, 2);
   EXPECT_GT(t.refused, 200);
 }
 
