@@ -15,12 +15,15 @@ double mib(uint64_t b) {
   return static_cast<double>(b) / (1 << 20);
 }
 
-uint64_t slot_kv_bytes(const ModelSpec& spec, int64_t ctx, DType kv_type) {
+// A slot's state: its KV rows and, for a hybrid model, its recurrent state and checkpoints.
+uint64_t slot_kv_bytes(const ModelSpec& spec, int64_t ctx, DType kv_type, int64_t checkpoints) {
   FootprintRequest req;
   req.ctx = ctx;
   req.kv_type = kv_type;
   req.prefill_batch = 1;
-  return compute_footprint(spec, req).kv_cache;
+  req.state_checkpoints = checkpoints;
+  const Footprint f = compute_footprint(spec, req);
+  return checked_add(f.kv_cache, f.recurrent_state, "slot state");
 }
 
 // Per slot: the logits of a step (1 + lookup rows) and of the last prompt (one row), as floats.
@@ -31,8 +34,8 @@ uint64_t slot_logits_bytes(const ModelSpec& spec, const ServeShape& s) {
 }
 
 // Beside the engine: every slot's KV but the one the engine counts, and the slots' logits.
-uint64_t beside_engine(const ModelSpec& spec, const ServeShape& s, DType kv_type) {
-  const uint64_t other_kv = checked_mul(slot_kv_bytes(spec, s.ctx, kv_type),
+uint64_t beside_engine(const ModelSpec& spec, const ServeShape& s, const EngineOptions& o) {
+  const uint64_t other_kv = checked_mul(slot_kv_bytes(spec, s.ctx, o.kv_type, o.state_checkpoints),
                                         static_cast<uint64_t>(s.parallel - 1), "KV caches");
   return checked_add(other_kv, slot_logits_bytes(spec, s), "server memory");
 }
@@ -45,7 +48,7 @@ EngineOptions serve_engine_options(EngineOptions o, const std::string& model_pat
   const auto spec = open_model_spec(model_path);
   // --memory-budget is for MoE models only: the engine says so for the others.
   if (!spec->cfg.is_moe()) return o;
-  const uint64_t beside = beside_engine(*spec, shape, o.kv_type);
+  const uint64_t beside = beside_engine(*spec, shape, o);
   if (beside >= o.memory_budget)
     fail(ErrorKind::Budget,
          "memory budget " + std::to_string(o.memory_budget) +
@@ -62,7 +65,7 @@ ServeMemory serve_memory(Engine& engine, const ServeShape& shape, uint64_t budge
   const EngineOptions& eo = engine.options();
   ServeMemory m;
   m.engine = f.total;
-  m.other_kv = checked_mul(slot_kv_bytes(spec, shape.ctx, eo.kv_type),
+  m.other_kv = checked_mul(slot_kv_bytes(spec, shape.ctx, eo.kv_type, eo.state_checkpoints),
                            static_cast<uint64_t>(shape.parallel - 1), "KV caches");
   m.slot_logits = slot_logits_bytes(spec, shape);
   // The scheduler's forward pass takes a decode row of every slot at once.
@@ -73,6 +76,7 @@ ServeMemory serve_memory(Engine& engine, const ServeShape& shape, uint64_t budge
     req.expert_slots = eo.expert_slots;
     req.prefill_batch = shape.parallel;
     req.ram_budget = eo.ram_budget;
+    req.state_checkpoints = eo.state_checkpoints;
     req.backend = &engine.backend();
     const Footprint wide = compute_footprint(spec, req);
     m.wide_batch = (wide.workspace + wide.backend_scratch) -
