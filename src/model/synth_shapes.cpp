@@ -65,17 +65,19 @@ std::vector<SynthShape> hybrid_shapes() {
   a3b.experts_used = 8, a3b.expert_ffn = 512, a3b.shared_ffn = 512, a3b.dn_v_heads = 32;
   v.push_back(a3b);
 
-  // From the model card's table (60 layers, hidden 4096, 32 q / 2 kv heads, 64 value / 16 key
-  // DeltaNet heads, 512 experts of 1024, 10 routed + 1 shared) rather than a config.json read
-  // here; the sum is 396.3 B, the card's 397 B counting the vision tower and MTP layer.
+  // Uncertain: recalled from the model card's table (hidden 4096, 32 q / 2 kv heads, 64 value /
+  // 16 key DeltaNet heads, 512 experts of 1024, 10 routed + 1 shared), not read from its
+  // config.json. Checks: llama.cpp's model-type table gives 60 layers to 397B-A17B, and the sum,
+  // 396.3 B, is the card's 397 B less the vision tower and MTP layer.
   SynthShape big{"qwen3.5-397b-a17b", "qwen35moe", "Qwen3.5-397B-A17B"};
   qwen35(big);
   big.hidden = 4096, big.layers = 60, big.heads = 32, big.kv_heads = 2, big.experts = 512;
   big.experts_used = 10, big.expert_ffn = 1024, big.shared_ffn = 1024, big.dn_v_heads = 64;
   v.push_back(big);
 
-  // From the model card's table as well (64 layers, hidden 5120, 24 q / 4 kv heads, 48 value /
-  // 16 key DeltaNet heads, FFN 17408): 26.9 B without the vision tower.
+  // Uncertain as well, from the card's table (hidden 5120, 24 q / 4 kv heads, 48 value / 16 key
+  // DeltaNet heads, FFN 17408); llama.cpp's table gives 27B 64 layers, and the sum is 26.9 B
+  // without the vision tower.
   SynthShape dense{"qwen3.5-27b", "qwen35", "Qwen3.5-27B"};
   qwen35(dense);
   dense.hidden = 5120, dense.layers = 64, dense.heads = 24, dense.kv_heads = 4, dense.ffn = 17408;
