@@ -209,6 +209,7 @@ class PlanBuilder {
     matrix(b + "ffn_up_shexp.weight", {d, sh});
     // Its name holds "ffn_down", which is what the quantiser's rule matches.
     matrix(b + "ffn_down_shexp.weight", {sh, d}, more_bits);
+    // The quantiser counts [d, 1] as 1-D (trailing ones dropped), so the gate stays f32.
     f32(b + "ffn_gate_inp_shexp.weight", {d, 1}, Init::Matrix);
   }
 
