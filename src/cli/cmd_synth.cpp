@@ -37,14 +37,14 @@ std::string weight_dtype_names() {
 }
 
 int list_shapes() {
-  std::printf("%-14s %-9s %7s %7s %6s %6s %5s %6s %7s %8s %9s\n", "shape", "arch", "vocab",
+  std::printf("%-18s %-9s %7s %7s %6s %6s %5s %6s %7s %11s %9s\n", "shape", "arch", "vocab",
               "hidden", "layers", "heads", "kv", "h_dim", "ffn", "experts", "theta");
   for (const SynthShape& s : synth_shapes()) {
     const std::string experts = s.experts ? std::to_string(s.experts_used) + "/" +
                                                 std::to_string(s.experts) + "x" +
                                                 std::to_string(s.expert_ffn)
                                           : "-";
-    std::printf("%-14s %-9s %7lld %7lld %6lld %6lld %5lld %6lld %7lld %8s %9.0f\n", s.name, s.arch,
+    std::printf("%-18s %-9s %7lld %7lld %6lld %6lld %5lld %6lld %7lld %11s %9.0f\n", s.name, s.arch,
                 static_cast<long long>(s.vocab), static_cast<long long>(s.hidden),
                 static_cast<long long>(s.layers), static_cast<long long>(s.heads),
                 static_cast<long long>(s.kv_heads), static_cast<long long>(s.head_dim),

@@ -25,7 +25,10 @@ namespace {
 constexpr uint64_t kAlignment = 32;          // GGUF's default: no general.alignment key
 constexpr uint64_t kChunkBytes = 32u << 20;  // output generated and written per step
 
-enum class Init { Norm, Matrix, RopeFreqs };
+// Norm: near 1 (RMS norm weights, dt bias). Matrix: uniform with standard deviation
+// 1 / sqrt(row length). RopeFreqs: llama3 divisors. Decay: DeltaNet's A as GGUF stores it,
+// -exp(A_log), which must be negative for the recurrent state to decay rather than grow.
+enum class Init { Norm, Matrix, RopeFreqs, Decay };
 
 struct PlannedTensor {
   std::string name;
@@ -101,6 +104,135 @@ DType matrix_dtype(const SynthOptions& o, bool more_bits) {
   return o.k_m_mix && more_bits ? DType::Q6_K : o.dtype;
 }
 
+// Appends one shape's tensors, layer by layer, in the dtypes llama.cpp's quantiser gives them.
+class PlanBuilder {
+ public:
+  PlanBuilder(Plan& p, const SynthOptions& o) : p_(p), o_(o), s_(*p.shape) {}
+
+  void build() {
+    const uint64_t d = dim(s_.hidden);
+    matrix("token_embd.weight", {d, dim(s_.vocab)}, s_.tied);
+    if (s_.rope_factor > 0)
+      p_.tensors.push_back(
+          {"rope_freqs.weight", DType::F32, {dim(s_.head_dim) / 2}, Init::RopeFreqs});
+    for (int64_t l = 0; l < p_.layers; ++l) layer(l);
+    vec("output_norm.weight", d);
+    if (!s_.tied) matrix("output.weight", {d, dim(s_.vocab)}, true);
+  }
+
+ private:
+  static uint64_t dim(int64_t v) { return static_cast<uint64_t>(v); }
+
+  // `more_bits`: a tensor Q4_K_M / Q5_K_M raise to q6_k in this layer.
+  void matrix(std::string name, std::vector<uint64_t> dims, bool more_bits = false) {
+    p_.tensors.push_back(
+        {std::move(name), matrix_dtype(o_, more_bits), std::move(dims), Init::Matrix});
+  }
+  // Vectors and whatever else llama.cpp's quantiser leaves f32 (1-D tensors, routers, conv taps).
+  void f32(std::string name, std::vector<uint64_t> dims, Init init) {
+    p_.tensors.push_back({std::move(name), DType::F32, std::move(dims), init});
+  }
+  void vec(std::string name, uint64_t n, Init init = Init::Norm) {
+    f32(std::move(name), {n}, init);
+  }
+
+  void layer(int64_t l) {
+    const std::string b = "blk." + std::to_string(l) + ".";
+    const bool more_bits = more_bits_layer(l, p_.layers);
+    vec(b + "attn_norm.weight", dim(s_.hidden));
+    if (s_.delta_net_layer(l)) {
+      delta_net(b, more_bits);
+    } else {
+      attention(b, more_bits);
+    }
+    // The hybrids' converter names the FFN's norm after the checkpoint's post_attention_layernorm.
+    vec(b + (s_.hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight"), dim(s_.hidden));
+    if (s_.experts == 0) {
+      dense_ffn(b, more_bits);
+    } else {
+      experts(b, more_bits);
+    }
+  }
+
+  void attention(const std::string& b, bool more_bits) {
+    const uint64_t d = dim(s_.hidden), hd = dim(s_.head_dim);
+    const uint64_t q = dim(s_.heads) * hd, kv = dim(s_.kv_heads) * hd;
+    // A gated attention's q projection also yields the output gate: head_dim more rows per head.
+    matrix(b + "attn_q.weight", {d, s_.hybrid() ? 2 * q : q});
+    matrix(b + "attn_k.weight", {d, kv});
+    matrix(b + "attn_v.weight", {d, kv}, more_bits);
+    matrix(b + "attn_output.weight", {q, d});
+    if (std::string(s_.arch) != "llama") {
+      vec(b + "attn_q_norm.weight", hd);
+      vec(b + "attn_k_norm.weight", hd);
+    }
+  }
+
+  // llama.cpp's quantiser counts attn_qkv as attn_v (raised in the same layers) and quantises the
+  // 2-D alpha / beta projections like any matrix, but leaves the conv taps f32.
+  void delta_net(const std::string& b, bool more_bits) {
+    const uint64_t d = dim(s_.hidden), nv = dim(s_.dn_v_heads);
+    const uint64_t value = nv * dim(s_.dn_v_dim);
+    const uint64_t channels = 2 * dim(s_.dn_k_heads) * dim(s_.dn_k_dim) + value;
+    matrix(b + "attn_qkv.weight", {d, channels}, more_bits);
+    matrix(b + "attn_gate.weight", {d, value});
+    if (std::string(s_.arch) == "qwen3next") {
+      matrix(b + "ssm_ba.weight", {d, 2 * nv});
+    } else {
+      matrix(b + "ssm_alpha.weight", {d, nv});
+      matrix(b + "ssm_beta.weight", {d, nv});
+    }
+    f32(b + "ssm_conv1d.weight", {dim(s_.dn_conv), channels}, Init::Matrix);
+    vec(b + "ssm_a", nv, Init::Decay);
+    vec(b + "ssm_dt.bias", nv);
+    vec(b + "ssm_norm.weight", dim(s_.dn_v_dim));
+    matrix(b + "ssm_out.weight", {value, d});
+  }
+
+  void dense_ffn(const std::string& b, bool more_bits) {
+    const uint64_t d = dim(s_.hidden), ff = dim(s_.ffn);
+    matrix(b + "ffn_gate.weight", {d, ff});
+    matrix(b + "ffn_up.weight", {d, ff});
+    matrix(b + "ffn_down.weight", {ff, d}, more_bits);
+  }
+
+  void experts(const std::string& b, bool more_bits) {
+    const uint64_t d = dim(s_.hidden), ff = dim(s_.expert_ffn), e = dim(s_.experts);
+    // The routers stay f32, as llama.cpp's quantiser leaves them.
+    f32(b + "ffn_gate_inp.weight", {d, e}, Init::Matrix);
+    matrix(b + "ffn_gate_exps.weight", {d, ff, e});
+    matrix(b + "ffn_up_exps.weight", {d, ff, e});
+    matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+    if (s_.shared_ffn == 0) return;
+    const uint64_t sh = dim(s_.shared_ffn);
+    matrix(b + "ffn_gate_shexp.weight", {d, sh});
+    matrix(b + "ffn_up_shexp.weight", {d, sh});
+    // Its name holds "ffn_down", which is what the quantiser's rule matches.
+    matrix(b + "ffn_down_shexp.weight", {sh, d}, more_bits);
+    // The quantiser counts [d, 1] as 1-D (trailing ones dropped), so the gate stays f32.
+    f32(b + "ffn_gate_inp_shexp.weight", {d, 1}, Init::Matrix);
+  }
+
+  Plan& p_;
+  const SynthOptions& o_;
+  const SynthShape& s_;
+};
+
+// Offsets in the data section, sizes and the parameter count; refuses rows that are not whole
+// blocks of their dtype.
+void place_tensors(Plan& p) {
+  for (PlannedTensor& t : p.tensors) {
+    const std::string what = std::string("shape ") + p.shape->name + ": tensor '" + t.name + "'";
+    if (t.dims[0] % dtype_info(t.dtype).block_elems != 0)
+      fail(ErrorKind::Usage, what + " has rows of " + std::to_string(t.dims[0]) +
+                                 ", not a whole number of " + dtype_name(t.dtype) + " blocks");
+    t.nbytes = checked_mul(row_bytes(t.dtype, t.dims[0], what), t.rows(), what);
+    t.offset = p.data_bytes;
+    p.data_bytes = align_up(checked_add(p.data_bytes, t.nbytes, what), kAlignment, what);
+    p.params += t.dims[0] * t.rows();
+  }
+}
+
 Plan make_plan(const SynthOptions& o) {
   Plan p;
   p.shape = &find_synth_shape(o.shape);
@@ -114,60 +246,39 @@ Plan make_plan(const SynthOptions& o) {
     fail(ErrorKind::Usage, "--layers: " + std::to_string(o.layers) + " is outside 1.." +
                                std::to_string(s.layers) + " for shape " + s.name);
   p.layers = o.layers == 0 ? s.layers : o.layers;
-  const uint64_t d = static_cast<uint64_t>(s.hidden), hd = static_cast<uint64_t>(s.head_dim);
-  const uint64_t q = static_cast<uint64_t>(s.heads) * hd,
-                 kv = static_cast<uint64_t>(s.kv_heads) * hd;
-  auto matrix = [&](std::string name, std::vector<uint64_t> dims, bool more_bits = false) {
-    p.tensors.push_back(
-        {std::move(name), matrix_dtype(o, more_bits), std::move(dims), Init::Matrix});
-  };
-  auto norm = [&](std::string name, uint64_t n) {
-    p.tensors.push_back({std::move(name), DType::F32, {n}, Init::Norm});
-  };
-  matrix("token_embd.weight", {d, static_cast<uint64_t>(s.vocab)}, s.tied);
-  if (s.rope_factor > 0)
-    p.tensors.push_back({"rope_freqs.weight", DType::F32, {hd / 2}, Init::RopeFreqs});
-  const bool qk_norm = std::string(s.arch) != "llama";
-  for (int64_t l = 0; l < p.layers; ++l) {
-    const std::string b = "blk." + std::to_string(l) + ".";
-    const bool more_bits = more_bits_layer(l, p.layers);
-    norm(b + "attn_norm.weight", d);
-    matrix(b + "attn_q.weight", {d, q});
-    matrix(b + "attn_k.weight", {d, kv});
-    matrix(b + "attn_v.weight", {d, kv}, more_bits);
-    matrix(b + "attn_output.weight", {q, d});
-    if (qk_norm) {
-      norm(b + "attn_q_norm.weight", hd);
-      norm(b + "attn_k_norm.weight", hd);
-    }
-    norm(b + "ffn_norm.weight", d);
-    if (s.experts == 0) {
-      const uint64_t ff = static_cast<uint64_t>(s.ffn);
-      matrix(b + "ffn_gate.weight", {d, ff});
-      matrix(b + "ffn_up.weight", {d, ff});
-      matrix(b + "ffn_down.weight", {ff, d}, more_bits);
-    } else {
-      const uint64_t ff = static_cast<uint64_t>(s.expert_ffn), e = static_cast<uint64_t>(s.experts);
-      // The router stays f32, as llama.cpp's quantiser leaves it.
-      p.tensors.push_back({b + "ffn_gate_inp.weight", DType::F32, {d, e}, Init::Matrix});
-      matrix(b + "ffn_gate_exps.weight", {d, ff, e});
-      matrix(b + "ffn_up_exps.weight", {d, ff, e});
-      matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
-    }
-  }
-  norm("output_norm.weight", d);
-  if (!s.tied) matrix("output.weight", {d, static_cast<uint64_t>(s.vocab)}, true);
-  for (PlannedTensor& t : p.tensors) {
-    const std::string what = std::string("shape ") + s.name + ": tensor '" + t.name + "'";
-    if (t.dims[0] % dtype_info(t.dtype).block_elems != 0)
-      fail(ErrorKind::Usage, what + " has rows of " + std::to_string(t.dims[0]) +
-                                 ", not a whole number of " + dtype_name(t.dtype) + " blocks");
-    t.nbytes = checked_mul(row_bytes(t.dtype, t.dims[0], what), t.rows(), what);
-    t.offset = p.data_bytes;
-    p.data_bytes = align_up(checked_add(p.data_bytes, t.nbytes, what), kAlignment, what);
-    p.params += t.dims[0] * t.rows();
-  }
+  PlanBuilder(p, o).build();
+  place_tensors(p);
   return p;
+}
+
+GgufValue int_array(GgufType elem, std::vector<int64_t> values) {
+  GgufArray a;
+  a.elem = elem;
+  a.ints = std::move(values);
+  return gguf_array(std::move(a));
+}
+
+// The keys llama.cpp's converter writes for qwen3next / qwen35 / qwen35moe.
+void add_hybrid_metadata(GgufWriter& w, const Plan& p) {
+  const SynthShape& s = *p.shape;
+  const std::string a = s.arch;
+  auto u32 = [&](const std::string& key, int64_t v) {
+    w.add_kv(a + "." + key, gguf_int(GgufType::U32, v));
+  };
+  u32("ssm.conv_kernel", s.dn_conv);
+  u32("ssm.state_size", s.dn_k_dim);
+  u32("ssm.group_count", s.dn_k_heads);
+  u32("ssm.time_step_rank", s.dn_v_heads);
+  u32("ssm.inner_size", s.dn_v_heads * s.dn_v_dim);
+  u32("full_attention_interval", s.full_attention_interval);
+  u32("rope.dimension_count", s.rotary_dim);
+  if (a == "qwen3next") return;
+  std::vector<int64_t> recurrent;
+  for (int64_t l = 0; l < p.layers; ++l) recurrent.push_back(s.delta_net_layer(l) ? 1 : 0);
+  w.add_kv(a + ".attention.recurrent_layers", int_array(GgufType::Bool, std::move(recurrent)));
+  w.add_kv(
+      a + ".rope.dimension_sections",
+      int_array(GgufType::I32, {s.mrope_sections[0], s.mrope_sections[1], s.mrope_sections[2], 0}));
 }
 
 void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
@@ -195,7 +306,8 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
   u32("context_length", s.ctx);
   u32("embedding_length", s.hidden);
   u32("block_count", p.layers);
-  u32("feed_forward_length", s.ffn);
+  // qwen35moe's checkpoints state no dense width, so its converter writes none.
+  if (s.ffn > 0) u32("feed_forward_length", s.ffn);
   u32("attention.head_count", s.heads);
   u32("attention.head_count_kv", s.kv_heads);
   u32("attention.key_length", s.head_dim);
@@ -207,7 +319,9 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     u32("expert_count", s.experts);
     u32("expert_used_count", s.experts_used);
     if (a != "llama") u32("expert_feed_forward_length", s.expert_ffn);
+    if (s.shared_ffn > 0) u32("expert_shared_feed_forward_length", s.shared_ffn);
   }
+  if (s.hybrid()) add_hybrid_metadata(w, p);
   add_synth_vocab(w, s.vocab);
 }
 
@@ -274,6 +388,10 @@ void fill_row(const Plan& p, const PlannedTensor& t, uint64_t tseed, uint64_t ro
   uniform_row(tseed, row, out, n);
   if (t.init == Init::Norm) {
     for (uint64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.05f * out[i];
+    return;
+  }
+  if (t.init == Init::Decay) {
+    for (uint64_t i = 0; i < n; ++i) out[i] = -std::exp(out[i]);
     return;
   }
   // Uniform on (-a, a) has standard deviation a / sqrt(3).

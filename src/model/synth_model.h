@@ -18,9 +18,10 @@ struct SynthOptions {
   std::string shape;          // a name from synth_shapes()
   DType dtype = DType::Q8_0;  // of every matrix; norms, router and rope_freqs stay f32
   // llama.cpp's Q4_K_M / Q5_K_M instead of one dtype (`dtype` then q4_k / q5_k): `dtype` matrices,
-  // q6_k for the output (the tied embedding when there is no output matrix) and for attn_v and
-  // ffn_down in the layers where its quantiser spends more bits (its extra rules for 8-expert
-  // models are not followed). Files from the hub are mostly these mixes.
+  // q6_k for the output (the tied embedding when there is no output matrix) and for attn_v (or
+  // a DeltaNet layer's attn_qkv) and ffn_down (routed and shared) in the layers where its
+  // quantiser spends more bits (its extra rules for 8-expert models are not followed). Files from
+  // the hub are mostly these mixes.
   bool k_m_mix = false;
   int64_t layers = 0;  // 0: the shape's depth; else its first `layers` layers
   uint64_t seed = 0;

@@ -3,6 +3,90 @@
 #include "core/error.h"
 
 namespace ts {
+namespace {
+
+// What every Qwen3-Next / Qwen3.5 / Qwen3.6 text model shares (config.json: head_dim 256,
+// partial_rotary_factor 0.25, full_attention_interval 4, linear_num_key_heads 16,
+// linear_key_head_dim = linear_value_head_dim = 128, linear_conv_kernel_dim 4, rope_theta 1e7,
+// rms_norm_eps 1e-6, max_position_embeddings 262144, tie_word_embeddings false).
+void qwen_hybrid(SynthShape& s) {
+  s.head_dim = 256, s.rotary_dim = 64, s.full_attention_interval = 4;
+  s.dn_k_heads = 16, s.dn_k_dim = 128, s.dn_v_dim = 128, s.dn_conv = 4;
+  s.rope_theta = 10000000, s.rms_eps = 1e-6, s.ctx = 262144;
+}
+
+// Qwen3.5 / 3.6: the 248k vocabulary and mrope_section [11, 11, 10].
+void qwen35(SynthShape& s) {
+  qwen_hybrid(s);
+  s.vocab = 248320;
+  s.mrope_sections[0] = 11, s.mrope_sections[1] = 11, s.mrope_sections[2] = 10;
+}
+
+// One small shape per hybrid architecture, for tests: 4 layers (DeltaNet, and gated attention
+// every second layer in tiny-next, whose converter writes no per-layer list, else every fourth),
+// partial rotary 16 of 64 as in the fixtures, rows multiples of 256 for the k-quants, and the real
+// models' 16 key / 32 value DeltaNet heads (of 16 dims): the engine takes Qwen3-Next's fused
+// beta/alpha projection apart in runs of 32 rows, whole panels of the CPU backend's packed layout.
+SynthShape tiny_hybrid(const char* name, const char* arch, int64_t interval) {
+  SynthShape s{name, arch, "test shape (hybrid)"};
+  s.vocab = 512, s.hidden = 256, s.layers = 4, s.heads = 4, s.kv_heads = 2, s.head_dim = 64;
+  s.rotary_dim = 16, s.full_attention_interval = interval;
+  s.dn_k_heads = 16, s.dn_v_heads = 32, s.dn_k_dim = 16, s.dn_v_dim = 16, s.dn_conv = 4;
+  s.rope_theta = 10000000, s.rms_eps = 1e-6, s.ctx = 4096;
+  s.mrope_sections[0] = 3, s.mrope_sections[1] = 3, s.mrope_sections[2] = 2;
+  return s;
+}
+
+std::vector<SynthShape> hybrid_shapes() {
+  std::vector<SynthShape> v;
+  SynthShape tiny_next = tiny_hybrid("tiny-next", "qwen3next", 2);
+  tiny_next.ffn = 512, tiny_next.experts = 8, tiny_next.experts_used = 2;
+  tiny_next.expert_ffn = 256, tiny_next.shared_ffn = 256;
+  v.push_back(tiny_next);
+  SynthShape tiny_dense = tiny_hybrid("tiny-hybrid", "qwen35", 4);
+  tiny_dense.ffn = 512;
+  v.push_back(tiny_dense);
+  SynthShape tiny_moe = tiny_hybrid("tiny-hybrid-moe", "qwen35moe", 4);
+  tiny_moe.experts = 8, tiny_moe.experts_used = 2, tiny_moe.expert_ffn = 256;
+  tiny_moe.shared_ffn = 256;
+  v.push_back(tiny_moe);
+
+  SynthShape next{"qwen3-next-80b-a3b", "qwen3next", "Qwen3-Next-80B-A3B"};
+  qwen_hybrid(next);
+  next.vocab = 151936, next.hidden = 2048, next.layers = 48, next.heads = 16, next.kv_heads = 2;
+  next.ffn = 5120, next.experts = 512, next.experts_used = 10, next.expert_ffn = 512;
+  next.shared_ffn = 512, next.dn_v_heads = 32;
+  v.push_back(next);
+
+  // Qwen3.6-35B-A3B has Qwen3.5-35B-A3B's text model.
+  SynthShape a3b{"qwen3.6-35b-a3b", "qwen35moe", "Qwen3.5-35B-A3B / Qwen3.6-35B-A3B"};
+  qwen35(a3b);
+  a3b.hidden = 2048, a3b.layers = 40, a3b.heads = 16, a3b.kv_heads = 2, a3b.experts = 256;
+  a3b.experts_used = 8, a3b.expert_ffn = 512, a3b.shared_ffn = 512, a3b.dn_v_heads = 32;
+  v.push_back(a3b);
+
+  // Uncertain: recalled from the model card's table (hidden 4096, 32 q / 2 kv heads, 64 value /
+  // 16 key DeltaNet heads, 512 experts of 1024, 10 routed + 1 shared), not read from its
+  // config.json. Checks: llama.cpp's model-type table gives 60 layers to 397B-A17B, and the sum,
+  // 396.3 B, is the card's 397 B less the vision tower and MTP layer.
+  SynthShape big{"qwen3.5-397b-a17b", "qwen35moe", "Qwen3.5-397B-A17B"};
+  qwen35(big);
+  big.hidden = 4096, big.layers = 60, big.heads = 32, big.kv_heads = 2, big.experts = 512;
+  big.experts_used = 10, big.expert_ffn = 1024, big.shared_ffn = 1024, big.dn_v_heads = 64;
+  v.push_back(big);
+
+  // Uncertain as well, from the card's table (hidden 5120, 24 q / 4 kv heads, 48 value / 16 key
+  // DeltaNet heads, FFN 17408); llama.cpp's table gives 27B 64 layers, and the sum is 26.9 B
+  // without the vision tower.
+  SynthShape dense{"qwen3.5-27b", "qwen35", "Qwen3.5-27B"};
+  qwen35(dense);
+  dense.hidden = 5120, dense.layers = 64, dense.heads = 24, dense.kv_heads = 4, dense.ffn = 17408;
+  dense.dn_v_heads = 48;
+  v.push_back(dense);
+  return v;
+}
+
+}  // namespace
 
 const std::vector<SynthShape>& synth_shapes() {
   // From each model's published config.json (hidden_size, num_hidden_layers, num_attention_heads,
@@ -58,6 +142,7 @@ const std::vector<SynthShape>& synth_shapes() {
     q30.head_dim = 128, q30.ffn = 6144, q30.experts = 128, q30.experts_used = 8;
     q30.expert_ffn = 768, q30.rope_theta = 1000000, q30.rms_eps = 1e-6, q30.ctx = 40960;
     v.push_back(q30);
+    for (const SynthShape& h : hybrid_shapes()) v.push_back(h);
     return v;
   }();
   return shapes;

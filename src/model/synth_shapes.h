@@ -10,7 +10,7 @@ namespace ts {
 
 struct SynthShape {
   const char* name;   // as given to --shape
-  const char* arch;   // GGUF general.architecture: llama, qwen3 or qwen3moe
+  const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe)
   const char* model;  // the model whose dimensions these are
   int64_t vocab = 0;
   int64_t hidden = 0;
@@ -32,6 +32,24 @@ struct SynthShape {
   double rope_low_freq = 0;
   double rope_high_freq = 0;
   int64_t rope_orig_ctx = 0;
+  // Hybrid stacks (qwen3next, qwen35, qwen35moe): Gated DeltaNet layers, and gated full attention
+  // (q projection doubled by the output gate) in every full_attention_interval-th layer.
+  int64_t full_attention_interval = 0;  // 0: every layer is attention
+  int64_t rotary_dim = 0;               // rotated elements per head (0: head_dim)
+  int64_t shared_ffn = 0;               // width of the shared expert beside the routed ones
+  int64_t dn_k_heads = 0;
+  int64_t dn_v_heads = 0;
+  int64_t dn_k_dim = 0;
+  int64_t dn_v_dim = 0;
+  int64_t dn_conv = 0;  // causal convolution taps
+  // Qwen3.5's multimodal rope sections (text, height, width), written as llama.cpp's converter
+  // does for qwen35 / qwen35moe; text-only inference rotates them all as one.
+  int64_t mrope_sections[3] = {0, 0, 0};
+
+  bool hybrid() const { return full_attention_interval > 0; }
+  bool delta_net_layer(int64_t l) const {
+    return hybrid() && (l + 1) % full_attention_interval != 0;
+  }
 };
 
 const std::vector<SynthShape>& synth_shapes();

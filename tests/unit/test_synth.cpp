@@ -127,6 +127,104 @@ TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
   }
 }
 
+// The hybrid test shapes (one per architecture: qwen3next, qwen35, qwen35moe) open and run in every
+// dtype: DeltaNet layers and gated attention, the shared expert, finite logits of order 1.
+TEST_F(SynthTest, EveryDtypeRunsTheHybrids) {
+  for (const char* shape : {"tiny-next", "tiny-hybrid", "tiny-hybrid-moe"}) {
+    int64_t vocab = 0;
+    const std::vector<float> ref = prefill_logits(write(shape, DType::F32), &vocab);
+    ASSERT_EQ(vocab, 512);
+    for (float v : ref) ASSERT_TRUE(std::isfinite(v)) << shape;
+    EXPECT_GT(max_abs(ref), 0.5) << shape;
+    EXPECT_LT(max_abs(ref), 50.0) << shape;
+    for (DType t : kAllTypes) {
+      const std::vector<float> logits = prefill_logits(write(shape, t), &vocab);
+      for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << shape << " " << dtype_name(t);
+      double diff = 0;
+      for (size_t i = 0; i < ref.size(); ++i)
+        diff = std::max(diff, static_cast<double>(std::fabs(logits[i] - ref[i])));
+      const double rel = diff / max_abs(ref);
+      std::printf("%s %s: max |logit - f32 logit| / max |f32 logit| = %.4f\n", shape, dtype_name(t),
+                  rel);
+      // Rounding moves these logits far more than the plain stacks' (one DeltaNet layer about as
+      // much as tiny's two layers, growing with depth): each head's output is RMS-normalised,
+      // so where its q.k cancels, the rounding left is scaled up with it; in the MoE shapes it
+      // also flips top-k choices. f16 is held close, the dense shape's bf16 and q8_0 within half
+      // the logit range, the rest finite and of the same order.
+      const bool dense = std::string(shape) == "tiny-hybrid";
+      if (t == DType::F16) EXPECT_LT(rel, 0.05) << shape;
+      if (dense && (t == DType::BF16 || t == DType::Q8_0)) EXPECT_LT(rel, 0.5) << dtype_name(t);
+      EXPECT_LT(rel, 2.0) << shape << " " << dtype_name(t);
+    }
+  }
+}
+
+// The keys and tensors llama.cpp's converter writes (the fixtures' meta.json lists a real file's),
+// and the engine's reading of them: the layer pattern, partial rotary, the DeltaNet sizes.
+TEST_F(SynthTest, HybridFilesHaveTheConvertersKeysAndTensors) {
+  auto f = GgufFile::open(write("tiny-hybrid-moe", DType::Q8_0));
+  EXPECT_EQ(f->get_string("general.architecture"), "qwen35moe");
+  EXPECT_EQ(f->get_int("qwen35moe.ssm.conv_kernel"), 4);
+  EXPECT_EQ(f->get_int("qwen35moe.ssm.state_size"), 16);
+  EXPECT_EQ(f->get_int("qwen35moe.ssm.group_count"), 16);
+  EXPECT_EQ(f->get_int("qwen35moe.ssm.time_step_rank"), 32);
+  EXPECT_EQ(f->get_int("qwen35moe.ssm.inner_size"), 512);
+  EXPECT_EQ(f->get_int("qwen35moe.full_attention_interval"), 4);
+  EXPECT_EQ(f->get_int("qwen35moe.rope.dimension_count"), 16);
+  EXPECT_EQ(f->get_int("qwen35moe.expert_shared_feed_forward_length"), 256);
+  EXPECT_EQ(f->get_int("qwen35moe.feed_forward_length"), std::nullopt);
+  ASSERT_NE(f->get_array("qwen35moe.attention.recurrent_layers"), nullptr);
+  EXPECT_EQ(f->get_array("qwen35moe.attention.recurrent_layers")->ints,
+            (std::vector<int64_t>{1, 1, 1, 0}));
+  ASSERT_NE(f->get_array("qwen35moe.rope.dimension_sections"), nullptr);
+  EXPECT_EQ(f->get_array("qwen35moe.rope.dimension_sections")->ints,
+            (std::vector<int64_t>{3, 3, 2, 0}));
+  const auto dtype_of = [&](const std::string& name) {
+    const GgufTensor* t = f->tensor(name);
+    EXPECT_NE(t, nullptr) << name;
+    return t ? t->dtype : DType::Q8_K;
+  };
+  // What the quantiser leaves f32: 1-D tensors, the routers, the conv taps.
+  for (const char* name : {"blk.0.ssm_a", "blk.0.ssm_dt.bias", "blk.0.ssm_norm.weight",
+                           "blk.0.ssm_conv1d.weight", "blk.0.ffn_gate_inp.weight",
+                           "blk.0.ffn_gate_inp_shexp.weight", "blk.0.post_attention_norm.weight"})
+    EXPECT_EQ(dtype_of(name), DType::F32) << name;
+  for (const char* name :
+       {"blk.0.attn_qkv.weight", "blk.0.attn_gate.weight", "blk.0.ssm_alpha.weight",
+        "blk.0.ssm_beta.weight", "blk.0.ssm_out.weight", "blk.0.ffn_down_shexp.weight",
+        "blk.3.attn_q.weight"})
+    EXPECT_EQ(dtype_of(name), DType::Q8_0) << name;
+  EXPECT_EQ(f->tensor("blk.0.ssm_conv1d.weight")->dims, (std::vector<uint64_t>{4, 1024}));
+  EXPECT_EQ(f->tensor("blk.3.attn_q.weight")->dims, (std::vector<uint64_t>{256, 512}));
+  EXPECT_EQ(f->tensor("blk.3.attn_qkv.weight"), nullptr);
+  EXPECT_EQ(f->tensor("blk.0.ffn_norm.weight"), nullptr);
+  // A is stored as -exp(A_log): negative, so the state decays.
+  const GgufTensor* a = f->tensor("blk.1.ssm_a");
+  const auto* av = reinterpret_cast<const float*>(f->tensor_data(*a));
+  for (uint64_t i = 0; i < a->elements(); ++i) EXPECT_LT(av[i], 0.0f);
+
+  auto spec = open_model_spec(f->path());
+  EXPECT_EQ(spec->cfg.family, Family::Qwen35Moe);
+  EXPECT_EQ(spec->cfg.layer_mixer,
+            (std::vector<MixerKind>{MixerKind::DeltaNet, MixerKind::DeltaNet, MixerKind::DeltaNet,
+                                    MixerKind::Attention}));
+  EXPECT_EQ(spec->cfg.rotary_dim, 16);
+  EXPECT_EQ(spec->cfg.n_ff_shared, 256);
+  EXPECT_EQ(spec->cfg.delta.value_dim(), 512);
+
+  // qwen3next: fused beta/alpha, no per-layer list (the interval says it), a dense width stated.
+  auto n = GgufFile::open(write("tiny-next", DType::Q8_0));
+  EXPECT_EQ(n->get_array("qwen3next.attention.recurrent_layers"), nullptr);
+  EXPECT_EQ(n->get_int("qwen3next.full_attention_interval"), 2);
+  EXPECT_EQ(n->get_int("qwen3next.feed_forward_length"), 512);
+  ASSERT_NE(n->tensor("blk.0.ssm_ba.weight"), nullptr);
+  EXPECT_EQ(n->tensor("blk.0.ssm_ba.weight")->dims, (std::vector<uint64_t>{256, 64}));
+  EXPECT_EQ(n->tensor("blk.0.ssm_alpha.weight"), nullptr);
+  auto next_spec = open_model_spec(n->path());
+  EXPECT_EQ(next_spec->cfg.layer_mixer[1], MixerKind::Attention);
+  EXPECT_EQ(next_spec->cfg.layer_mixer[2], MixerKind::DeltaNet);
+}
+
 TEST_F(SynthTest, FileHasLlamaCppNamesMetadataAndVocab) {
   const std::string path = write("tiny-moe", DType::Q8_0);
   auto f = GgufFile::open(path);
@@ -211,6 +309,24 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
     o.dtype = DType::Q8_0;
     const SynthSummary s = plan_synth_model(o);
     EXPECT_NEAR(static_cast<double>(s.params) / 1e9, c.billions, c.billions * 0.002) << c.shape;
+  }
+}
+
+// The hybrids' model cards give rounded totals that also count the vision tower (Qwen3.5) or the
+// MTP layer, which synth does not write: the text models' sums land within 1.5 % of them.
+TEST(SynthShapes, HybridShapesHaveAboutTheirPublishedSizes) {
+  struct Case {
+    const char* shape;
+    double billions;
+  };
+  for (const Case& c : {Case{"qwen3-next-80b-a3b", 80}, Case{"qwen3.6-35b-a3b", 35},
+                        Case{"qwen3.5-397b-a17b", 397}, Case{"qwen3.5-27b", 27}}) {
+    SynthOptions o;
+    o.shape = c.shape;
+    o.dtype = DType::Q4_K;
+    o.k_m_mix = true;
+    const SynthSummary s = plan_synth_model(o);
+    EXPECT_NEAR(static_cast<double>(s.params) / 1e9, c.billions, c.billions * 0.015) << c.shape;
   }
 }
 
@@ -306,6 +422,33 @@ TEST_F(SynthTest, KMixesRaiseWhatLlamaCppRaises) {
       EXPECT_EQ(L.get(LayerTensor::FfnDown)->dtype, raised) << name << " " << l;
     }
   }
+}
+
+// llama.cpp's quantiser counts a DeltaNet layer's attn_qkv as an attn_v and matches the shared
+// expert's ffn_down_shexp as an ffn_down: with 4 layers use_more_bits() picks layers 2 and 3.
+TEST_F(SynthTest, KMixRaisesTheHybridsLikeLlamaCpp) {
+  SynthOptions o;
+  o.shape = "tiny-hybrid-moe";
+  o.dtype = DType::Q4_K;
+  o.k_m_mix = true;
+  o.threads = 2;
+  const std::string path = (dir_ / "hybrid-q4km.gguf").string();
+  write_synth_model(o, path);
+  auto spec = open_model_spec(path);
+  for (int64_t l = 0; l < 4; ++l) {
+    const LayerIndex& L = spec->layers[static_cast<size_t>(l)];
+    const DType raised = l >= 2 ? DType::Q6_K : DType::Q4_K;
+    const LayerTensor v = l == 3 ? LayerTensor::Wv : LayerTensor::DnQkv;
+    EXPECT_EQ(L.get(v)->dtype, raised) << l;
+    EXPECT_EQ(L.get(LayerTensor::ShexpDown)->dtype, raised) << l;
+    EXPECT_EQ(L.get(LayerTensor::ShexpUp)->dtype, DType::Q4_K) << l;
+    if (l < 3) {
+      EXPECT_EQ(L.get(LayerTensor::DnZ)->dtype, DType::Q4_K) << l;
+      EXPECT_EQ(L.get(LayerTensor::DnConv)->dtype, DType::F32) << l;
+    }
+  }
+  EXPECT_EQ(spec->layers[2].expert_stride(), spec->layers[3].expert_stride());
+  EXPECT_LT(spec->layers[1].expert_stride(), spec->layers[2].expert_stride());
 }
 
 // In a K_M mix a layer's experts may be larger than another's (q6_k down projections where
