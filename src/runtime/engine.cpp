@@ -182,7 +182,8 @@ Weight Engine::load_segments(const std::vector<std::vector<TensorRef>>& segments
       runs.push_back(&t);
       rows += t.rows();
     }
-    if (rows % group != 0) return Weight{};
+    // Views must start at whole row groups; a single segment is its weight's only view.
+    if (segments.size() > 1 && rows % group != 0) return Weight{};
     seg_rows.push_back(rows);
   }
   const Weight w = upload_rows(runs);
@@ -322,11 +323,6 @@ void Engine::load_delta_net(const LayerIndex& I, LayerWeights& L) {
     D.beta = load_segments({rows_of_groups(beta, nk, 0, r)}, {&D.beta});
     D.alpha = load_segments({rows_of_groups(beta, nk, r, 2 * r)}, {&D.alpha});
   }
-  if (D.qkv.data == nullptr || D.z.data == nullptr || D.beta.data == nullptr ||
-      D.alpha.data == nullptr)
-    fail(ErrorKind::Unsupported, spec_->source->path() +
-                                     ": a fused DeltaNet projection's heads do not fall on the "
-                                     "backend's row groups");
   D.out = load_matrix(*I.get(LayerTensor::DnOut));
   D.conv = load_vector(I.get(LayerTensor::DnConv));
   // GGUF stores A as -exp(A_log) already; HF checkpoints store A_log.

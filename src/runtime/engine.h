@@ -101,6 +101,7 @@ class Engine {
   Weight load_stacked(const std::vector<const TensorRef*>& parts,
                       const std::vector<Weight*>& views);
   // load_stacked() of parts that are each a list of row runs (rows taken apart and regrouped).
+  // One segment always loads: it is its weight's only view.
   Weight load_segments(const std::vector<std::vector<TensorRef>>& segments,
                        const std::vector<Weight*>& views);
   void load_attention(const LayerIndex& I, LayerWeights& L);
