@@ -65,8 +65,9 @@ Value get_attr(const Value& obj, const std::string& name, int line) {
 
 Value get_item(const Value& obj, const Value& key, int line) {
   if (obj.is_undefined()) undefined_error(obj, line);
-  if (obj.is_dict() && key.is_string()) {
-    if (const Value* v = obj.as_dict().find(key.as_string())) return *v;
+  if (obj.is_generator()) render_error(line, "'generator' object is not subscriptable");
+  if (obj.is_dict()) {
+    if (const Value* v = obj.as_dict().find(key)) return *v;
   }
   if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     const int64_t i = key.is_int() ? key.as_int() : key.as_bool();
@@ -87,6 +88,7 @@ Value get_item(const Value& obj, const Value& key, int line) {
 Value get_slice(const Value& obj, const Value& start, const Value& stop, const Value& step,
                 int line) {
   if (obj.is_undefined()) undefined_error(obj, line);
+  if (obj.is_generator()) render_error(line, "'generator' object is not subscriptable");
   if (obj.is_list()) {
     const List& l = obj.as_list();
     List out;
@@ -107,7 +109,7 @@ List iterate(const Value& v, int line) {
   if (v.is_list()) return v.as_list();
   if (v.is_dict()) {
     List keys;
-    for (const auto& [k, x] : v.as_dict().entries) keys.emplace_back(k);
+    for (const auto& [k, x] : v.as_dict().entries) keys.push_back(k);
     return keys;
   }
   if (v.is_string()) {

@@ -32,6 +32,9 @@ Value apply_filter(const std::string& name, const Value& v, const CallArgs& args
 bool apply_test(const std::string& name, const Value& v, const CallArgs& args, Interpreter& in,
                 int line);
 
+// markupsafe's escape: & < > " ' as HTML entities.
+std::string html_escape(const std::string& s);
+
 // globals.cpp: range, namespace, dict, raise_exception, strftime_now.
 Dict make_globals();
 

@@ -76,14 +76,14 @@ Value dictsort(const FilterCall& f) {
   const auto by = f.opt_string(1, "by").value_or("key");
   if (by != "key" && by != "value") render_error(f.line, "dictsort: by must be 'key' or 'value'");
   const bool reverse = f.flag(2, "reverse");
-  std::vector<std::pair<std::string, Value>> entries = f.v.as_dict().entries;
+  std::vector<std::pair<Value, Value>> entries = f.v.as_dict().entries;
   std::stable_sort(entries.begin(), entries.end(), [&](const auto& a, const auto& b) {
-    const Value x = fold_case(by == "key" ? Value(a.first) : a.second, case_sensitive);
-    const Value y = fold_case(by == "key" ? Value(b.first) : b.second, case_sensitive);
+    const Value x = fold_case(by == "key" ? a.first : a.second, case_sensitive);
+    const Value y = fold_case(by == "key" ? b.first : b.second, case_sensitive);
     return reverse ? less_than(y, x, f.line) : less_than(x, y, f.line);
   });
   List out;
-  for (auto& [k, v] : entries) out.emplace_back(List{Value(k), v});
+  for (auto& [k, v] : entries) out.emplace_back(List{k, v});
   return Value(std::move(out));
 }
 
@@ -129,6 +129,7 @@ Value select(const FilterCall& f, bool keep, bool by_attribute) {
   for (size_t i = next; i < f.args.positional.size(); ++i)
     test_args.positional.push_back(f.args.positional[i]);
   List out;
+  if (!f.v.truthy()) return Value::generator(std::move(out));  // jinja2 skips a false value
   for (const Value& item : iterate(f.v, f.line)) {
     f.in.charge(1, f.line);
     const Value x = by_attribute ? attribute(item, attr, f.line) : item;
@@ -136,11 +137,12 @@ Value select(const FilterCall& f, bool keep, bool by_attribute) {
         test == nullptr ? x.truthy() : apply_test(test->str(), x, test_args, f.in, f.line);
     if (pass == keep) out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value map(const FilterCall& f) {
   List out;
+  if (!f.v.truthy()) return Value::generator(std::move(out));
   const Value* attr = f.arg(99, "attribute");
   if (attr != nullptr) {
     const Value* dflt = f.arg(99, "default");
@@ -148,7 +150,7 @@ Value map(const FilterCall& f) {
       Value x = attribute(item, attr->str(), f.line);
       out.push_back(x.is_undefined() && dflt != nullptr ? *dflt : x);
     }
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (f.args.positional.empty()) render_error(f.line, "map needs a filter name or attribute=");
   const std::string filter = f.args.positional[0].str();
@@ -159,7 +161,7 @@ Value map(const FilterCall& f) {
     f.in.charge(1, f.line);
     out.push_back(apply_filter(filter, item, rest, f.in, f.line));
   }
-  return Value(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value join(const FilterCall& f) {
@@ -262,6 +264,7 @@ Value to_float(const FilterCall& f) {
 Value length(const FilterCall& f) {
   const Value& v = f.v;
   if (v.is_undefined()) return Value(int64_t{0});
+  if (v.is_generator()) render_error(f.line, "object of type 'generator' has no len()");
   if (v.is_string()) return Value(py::length(v.as_string()));
   if (v.is_list()) return Value(v.as_list().size());
   if (v.is_dict()) return Value(v.as_dict().entries.size());
@@ -272,7 +275,7 @@ Value items(const FilterCall& f) {
   if (f.v.is_undefined()) return Value(List{});
   if (!f.v.is_dict()) render_error(f.line, "items needs a mapping, not " + f.v.type_name());
   List out;
-  for (const auto& [k, v] : f.v.as_dict().entries) out.emplace_back(List{Value(k), v});
+  for (const auto& [k, v] : f.v.as_dict().entries) out.emplace_back(List{k, v});
   return Value(std::move(out));
 }
 
@@ -318,7 +321,33 @@ Value round(const FilterCall& f) {
   return Value(r / scale);
 }
 
-std::string escape_html(const std::string& s) {
+Value string_filter(const std::string& name, const FilterCall& f) {
+  const std::string s = f.v.str();
+  if (name == "trim") return Value(py::strip(s, f.opt_string(0, "chars"), true, true));
+  if (name == "upper") return Value(py::upper(s));
+  if (name == "lower") return Value(py::lower(s));
+  if (name == "capitalize") return Value(py::capitalize(s));
+  if (name == "title") return Value(py::title(s));
+  if (name == "string") return f.v.is_string() ? f.v : Value(s);
+  if (name == "safe") return Value::markup(s);
+  if (name == "e" || name == "escape") return f.v.is_markup() ? f.v : Value::markup(html_escape(s));
+  if (name == "forceescape") return Value::markup(html_escape(s));
+  if (name == "wordcount") return Value(py::split(s, std::nullopt, -1).size());
+  // replace
+  const auto from = f.opt_string(0, "old");
+  const auto to = f.opt_string(1, "new");
+  if (!from || !to) render_error(f.line, "replace needs old and new");
+  const Value* count = f.arg(2, "count");
+  const size_t n = py::count(s, *from);
+  if (to->size() > from->size())
+    f.in.check_size(s.size() + n * (to->size() - from->size()), f.line);
+  return Value(
+      py::replace(s, *from, *to, count != nullptr && count->is_int() ? count->as_int() : -1));
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
   std::string out;
   for (const char c : s) {
     switch (c) {
@@ -343,30 +372,6 @@ std::string escape_html(const std::string& s) {
   }
   return out;
 }
-
-Value string_filter(const std::string& name, const FilterCall& f) {
-  const std::string s = f.v.str();
-  if (name == "trim") return Value(py::strip(s, f.opt_string(0, "chars"), true, true));
-  if (name == "upper") return Value(py::upper(s));
-  if (name == "lower") return Value(py::lower(s));
-  if (name == "capitalize") return Value(py::capitalize(s));
-  if (name == "title") return Value(py::title(s));
-  if (name == "string" || name == "safe") return f.v.is_string() ? f.v : Value(s);
-  if (name == "e" || name == "escape" || name == "forceescape") return Value(escape_html(s));
-  if (name == "wordcount") return Value(py::split(s, std::nullopt, -1).size());
-  // replace
-  const auto from = f.opt_string(0, "old");
-  const auto to = f.opt_string(1, "new");
-  if (!from || !to) render_error(f.line, "replace needs old and new");
-  const Value* count = f.arg(2, "count");
-  const size_t n = py::count(s, *from);
-  if (to->size() > from->size())
-    f.in.check_size(s.size() + n * (to->size() - from->size()), f.line);
-  return Value(
-      py::replace(s, *from, *to, count != nullptr && count->is_int() ? count->as_int() : -1));
-}
-
-}  // namespace
 
 Value apply_filter(const std::string& name, const Value& v, const CallArgs& args, Interpreter& in,
                    int line) {

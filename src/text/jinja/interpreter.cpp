@@ -290,9 +290,10 @@ Value Interpreter::eval(const Expr& e) {
     case ExprType::Dict: {
       Dict d;
       for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
-        const Value k = eval(*e.args[i]);
-        if (!k.is_string()) render_error(e.line, "dict keys must be strings, not " + k.type_name());
-        d.set(k.as_string(), eval(*e.args[i + 1]));
+        Value k = eval(*e.args[i]);
+        if (!k.is_none() && !k.is_number() && !k.is_string())
+          render_error(e.line, "unhashable dict key: " + k.type_name());
+        d.set(std::move(k), eval(*e.args[i + 1]));
       }
       return Value(std::move(d));
     }

@@ -81,6 +81,14 @@ void dump_string(const std::string& s, std::string& out) {
   out += '"';
 }
 
+// json.dumps writes a non-string key as its JSON text.
+std::string json_key(const Value& k) {
+  if (k.is_string()) return k.as_string();
+  if (k.is_none()) return "null";
+  if (k.is_bool()) return k.as_bool() ? "true" : "false";
+  return k.str();
+}
+
 bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std::string& bad) {
   if (v.is_none()) {
     out += "null";
@@ -98,6 +106,9 @@ bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std
       out += python_float(d);
   } else if (v.is_string()) {
     dump_string(v.as_string(), out);
+  } else if (v.is_generator()) {
+    bad = "generator";
+    return false;
   } else if (v.is_list() || v.is_dict()) {
     const bool list = v.is_list();
     const size_t n = list ? v.as_list().size() : v.as_dict().entries.size();
@@ -105,12 +116,12 @@ bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std
       out += list ? "[]" : "{}";
       return true;
     }
-    std::vector<const std::pair<std::string, Value>*> entries;
+    std::vector<std::pair<std::string, const Value*>> entries;
     if (!list) {
-      for (const auto& e : v.as_dict().entries) entries.push_back(&e);
+      for (const auto& [k, x] : v.as_dict().entries) entries.emplace_back(json_key(k), &x);
       if (o.sort_keys)
         std::stable_sort(entries.begin(), entries.end(),
-                         [](const auto* a, const auto* b) { return a->first < b->first; });
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
     }
     std::string newline;
     if (o.indent) {
@@ -124,9 +135,9 @@ bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std
       if (list) {
         if (!dump(v.as_list()[i], o, level + 1, out, bad)) return false;
       } else {
-        dump_string(entries[i]->first, out);
+        dump_string(entries[i].first, out);
         out += o.key_separator;
-        if (!dump(entries[i]->second, o, level + 1, out, bad)) return false;
+        if (!dump(*entries[i].second, o, level + 1, out, bad)) return false;
       }
     }
     if (o.indent) {

@@ -179,19 +179,18 @@ Value dict_method(const std::string& name, const Value& self, const CallArgs& a,
   if (name == "get") {
     const Value* key = a.get(0, "key");
     if (key == nullptr) render_error(line, "dict.get needs a key");
-    if (key->is_string())
-      if (const Value* v = d.find(key->as_string())) return *v;
+    if (const Value* v = d.find(*key)) return *v;
     const Value* dflt = a.get(1, "default");
     return dflt != nullptr ? *dflt : Value(None{});
   }
   List out;
   for (const auto& [k, v] : d.entries) {
     if (name == "keys")
-      out.emplace_back(k);
+      out.push_back(k);
     else if (name == "values")
       out.push_back(v);
     else
-      out.emplace_back(List{Value(k), v});  // items
+      out.emplace_back(List{k, v});  // items
   }
   return Value(std::move(out));
 }

@@ -119,12 +119,19 @@ Value binary_op(const std::string& op, const Value& a, const Value& b, Interpret
   if (b.is_undefined()) undefined_error(b, line);
   if (a.is_number() && b.is_number()) return arithmetic(op, a, b, line);
   if (op == "+") {
+    if (a.is_string() && b.is_string() && (a.is_markup() || b.is_markup())) {
+      // Markup + str escapes the plain side (either way round) and stays Markup.
+      const std::string x = a.is_markup() ? a.as_string() : html_escape(a.as_string());
+      const std::string y = b.is_markup() ? b.as_string() : html_escape(b.as_string());
+      in.check_size(x.size() + y.size(), line);
+      return Value::markup(x + y);
+    }
     if (a.is_string() && b.is_string()) {
       in.check_size(a.as_string().size() + b.as_string().size(), line);
       in.charge((a.as_string().size() + b.as_string().size()) / 1024, line);
       return Value(a.as_string() + b.as_string());
     }
-    if (a.is_list() && b.is_list()) {
+    if (a.is_list() && b.is_list() && !a.is_generator() && !b.is_generator()) {
       in.check_size(a.as_list().size() + b.as_list().size(), line);
       in.charge(a.as_list().size() + b.as_list().size(), line);
       List out = a.as_list();
@@ -178,7 +185,7 @@ bool contains(const Value& container, const Value& item, int line) {
       if (v == item) return true;
     return false;
   }
-  if (container.is_dict()) return item.is_string() && container.as_dict().find(item.as_string());
+  if (container.is_dict()) return container.as_dict().find(item) != nullptr;
   render_error(line, "argument of type '" + container.type_name() + "' is not iterable");
 }
 

@@ -9,19 +9,25 @@
 
 namespace ts::jinja {
 
-const Value* Dict::find(std::string_view key) const {
+const Value* Dict::find(const Value& key) const {
   for (const auto& [k, v] : entries)
     if (k == key) return &v;
   return nullptr;
 }
 
-void Dict::set(const std::string& key, Value v) {
+const Value* Dict::find(std::string_view key) const {
+  for (const auto& [k, v] : entries)
+    if (k.is_string() && k.as_string() == key) return &v;
+  return nullptr;
+}
+
+void Dict::set(Value key, Value v) {
   for (auto& [k, old] : entries)
     if (k == key) {
       old = std::move(v);
       return;
     }
-  entries.emplace_back(key, std::move(v));
+  entries.emplace_back(std::move(key), std::move(v));
 }
 
 const Value* CallArgs::get(size_t index, std::string_view name) const {
@@ -56,6 +62,18 @@ Value::Value(Dict dict) {
   v_ = std::make_shared<const Dict>(std::move(dict));
 }
 
+Value Value::markup(std::string s) {
+  Value v(std::move(s));
+  v.flavor_ = Flavor::Markup;
+  return v;
+}
+
+Value Value::generator(List l) {
+  Value v(std::move(l));
+  v.flavor_ = Flavor::Generator;
+  return v;
+}
+
 double Value::as_double() const {
   if (is_float()) return std::get<double>(v_);
   if (is_int()) return static_cast<double>(as_int());
@@ -68,6 +86,7 @@ bool Value::truthy() const {
   if (is_int()) return as_int() != 0;
   if (is_float()) return as_double() != 0.0;
   if (is_string()) return !as_string().empty();
+  if (is_generator()) return true;
   if (is_list()) return !as_list().empty();
   if (is_dict()) return !as_dict().entries.empty();
   return true;
@@ -136,6 +155,7 @@ std::string repr_string(const std::string& s) {
 std::string Value::repr() const {
   if (is_string()) return repr_string(as_string());
   if (is_undefined()) return "Undefined";
+  if (is_generator()) return "<generator object>";
   if (is_list()) {
     std::string out = "[";
     for (const Value& v : as_list()) {
@@ -148,7 +168,7 @@ std::string Value::repr() const {
     std::string out = "{";
     for (const auto& [k, v] : as_dict().entries) {
       if (out.size() > 1) out += ", ";
-      out += repr_string(k) + ": " + v.repr();
+      out += k.repr() + ": " + v.repr();
     }
     return out + "}";
   }
@@ -174,6 +194,7 @@ std::string Value::type_name() const {
   if (is_int()) return "int object";
   if (is_float()) return "float object";
   if (is_string()) return "str object";
+  if (is_generator()) return "generator object";
   if (is_list()) return "list object";
   if (is_dict()) return "dict object";
   if (is_namespace()) return "Namespace object";

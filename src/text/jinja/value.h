@@ -23,11 +23,15 @@ constexpr int kMaxNesting = 200;
 
 using List = std::vector<Value>;
 
+// Keys are None, bool, number or str values, compared as Python compares them (1 == 1.0 == True).
 struct Dict {
-  std::vector<std::pair<std::string, Value>> entries;
+  std::vector<std::pair<Value, Value>> entries;
 
+  const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
-  void set(const std::string& key, Value v);
+  const Value* find(const std::string& key) const { return find(std::string_view(key)); }
+  const Value* find(const char* key) const { return find(std::string_view(key)); }
+  void set(Value key, Value v);
 };
 
 struct CallArgs {
@@ -71,6 +75,14 @@ class Value {
   Value(std::shared_ptr<Namespace> n) : v_(std::move(n)) {}
   Value(Callable c) : v_(std::make_shared<const Callable>(std::move(c))) {}
   static Value undefined(std::string hint) { return Value(Undefined{std::move(hint)}); }
+  // jinja2's Markup (what |safe and |escape return): a str whose `+` HTML-escapes the plain str
+  // added to it.
+  static Value markup(std::string s);
+  // What map, select and their kin return in jinja2: a Python generator, which iterates like a
+  // list but has no length, cannot be indexed or written as JSON, and is always true.
+  static Value generator(List l);
+  bool is_markup() const { return flavor_ == Flavor::Markup; }
+  bool is_generator() const { return flavor_ == Flavor::Generator; }
 
   bool is_undefined() const { return std::holds_alternative<Undefined>(v_); }
   bool is_none() const { return std::holds_alternative<None>(v_); }
@@ -110,7 +122,9 @@ class Value {
 
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
+  enum class Flavor : uint8_t { Plain, Markup, Generator };
   int depth_ = 0;  // how deep lists and dicts nest in this value
+  Flavor flavor_ = Flavor::Plain;
   std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<const List>,
                std::shared_ptr<const Dict>, std::shared_ptr<Namespace>,
                std::shared_ptr<const Callable>>
