@@ -93,6 +93,31 @@ CONVERSATIONS = {
         "enable_thinking": False,
         "reasoning_effort": "low",
     },
+    "parallel_calls_string_arguments": {
+        "messages": [
+            {"role": "system", "content": "Use tools when useful."},
+            {"role": "user", "content": "Weather in Paris and Rome?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "call_a", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                {"id": "call_b", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Rome\"}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "call_a", "content": "sunny"},
+            {"role": "tool", "tool_call_id": "call_b", "content": "rain"},
+            {"role": "assistant", "content": "Paris is sunny, Rome rainy."},
+            {"role": "user", "content": "Thanks"},
+        ],
+        "tools": [WEATHER_TOOL],
+        "add_generation_prompt": True,
+    },
+    "content_parts": {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Describe "},
+                                         {"type": "text", "text": "this."}]},
+        ],
+        "add_generation_prompt": True,
+    },
     "unicode_and_quotes": {
         "messages": [
             {"role": "system", "content": "  Réponds en français, s'il te plaît.\n"},
