@@ -16,7 +16,7 @@ using ExprPtr = std::unique_ptr<Expr>;
 enum class ExprType {
   Literal,    // value
   Name,       // name
-  List,       // args: the items (tuples are lists here)
+  List,       // args: the items; name "tuple" for a tuple
   Dict,       // args: key, value, key, value, ...
   Attr,       // args[0].name
   Item,       // args[0][args[1]]

@@ -83,7 +83,7 @@ Value dictsort(const FilterCall& f) {
     return reverse ? less_than(y, x, f.line) : less_than(x, y, f.line);
   });
   List out;
-  for (auto& [k, v] : entries) out.emplace_back(List{k, v});
+  for (auto& [k, v] : entries) out.push_back(Value::tuple(List{k, v}));
   return Value(std::move(out));
 }
 
@@ -97,7 +97,7 @@ Value unique(const FilterCall& f) {
     seen.push_back(k);
     out.push_back(item);
   }
-  return Value(std::move(out));
+  return Value::generator(std::move(out));
 }
 
 Value min_max(const FilterCall& f, bool max) {
@@ -272,11 +272,11 @@ Value length(const FilterCall& f) {
 }
 
 Value items(const FilterCall& f) {
-  if (f.v.is_undefined()) return Value(List{});
+  if (f.v.is_undefined()) return Value::generator(List{});
   if (!f.v.is_dict()) render_error(f.line, "items needs a mapping, not " + f.v.type_name());
   List out;
-  for (const auto& [k, v] : f.v.as_dict().entries) out.emplace_back(List{k, v});
-  return Value(std::move(out));
+  for (const auto& [k, v] : f.v.as_dict().entries) out.push_back(Value::tuple(List{k, v}));
+  return Value::generator(std::move(out));
 }
 
 Value reverse(const FilterCall& f) {
@@ -288,7 +288,7 @@ Value reverse(const FilterCall& f) {
   }
   List l = iterate(f.v, f.line);
   std::reverse(l.begin(), l.end());
-  return Value(std::move(l));
+  return Value::generator(std::move(l));  // Python's reversed()
 }
 
 Value sum(const FilterCall& f) {

@@ -285,7 +285,7 @@ Value Interpreter::eval(const Expr& e) {
     case ExprType::List: {
       List items;
       for (const auto& a : e.args) items.push_back(eval(*a));
-      return Value(std::move(items));
+      return e.name == "tuple" ? Value::tuple(std::move(items)) : Value(std::move(items));
     }
     case ExprType::Dict: {
       Dict d;

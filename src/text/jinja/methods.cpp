@@ -190,7 +190,7 @@ Value dict_method(const std::string& name, const Value& self, const CallArgs& a,
     else if (name == "values")
       out.push_back(v);
     else
-      out.emplace_back(List{k, v});  // items
+      out.push_back(Value::tuple(List{k, v}));  // items
   }
   return Value(std::move(out));
 }

@@ -32,6 +32,20 @@ class Parser {
     Parser& p;
   };
 
+  // Counts the nodes a loop chains (a + b + c ..., x.a.b ..., x | f | g ...), each one level
+  // deeper in the tree, until the enclosing function returns.
+  struct ChainGuard {
+    explicit ChainGuard(Parser& p) : p(p) {}
+    void add() {
+      ++n;
+      if (++p.depth_ > kMaxParseDepth)
+        syntax_error(p.cur().line, "nesting deeper than " + std::to_string(kMaxParseDepth));
+    }
+    ~ChainGuard() { p.depth_ -= n; }
+    Parser& p;
+    int n = 0;
+  };
+
   const Token& cur() const { return toks_[pos_]; }
   const Token& peek(size_t ahead = 1) const {
     return toks_[std::min(pos_ + ahead, toks_.size() - 1)];
@@ -294,6 +308,7 @@ class Parser {
     ExprPtr first = parse_expression(with_condexpr);
     if (!is_op(",")) return first;
     auto list = make(ExprType::List, line);
+    list->name = "tuple";
     list->args.push_back(std::move(first));
     while (skip_op(",")) {
       if (ends_tuple()) break;
@@ -310,7 +325,9 @@ class Parser {
     const int line = cur().line;
     ExprPtr e = parse_or();
     if (!with_condexpr) return e;
+    ChainGuard chain(*this);
     while (skip_name("if")) {
+      chain.add();
       auto c = make(ExprType::Condition, line);
       c->args.push_back(std::move(e));
       c->args.push_back(parse_or());
@@ -330,7 +347,9 @@ class Parser {
 
   ExprPtr parse_or() {
     ExprPtr e = parse_and();
+    ChainGuard chain(*this);
     while (is_name("or")) {
+      chain.add();
       const int line = cur().line;
       next();
       e = binary("or", std::move(e), parse_and(), line);
@@ -340,7 +359,9 @@ class Parser {
 
   ExprPtr parse_and() {
     ExprPtr e = parse_not();
+    ChainGuard chain(*this);
     while (is_name("and")) {
+      chain.add();
       const int line = cur().line;
       next();
       e = binary("and", std::move(e), parse_not(), line);
@@ -363,7 +384,9 @@ class Parser {
     const int line = cur().line;
     ExprPtr first = parse_math1();
     ExprPtr cmp;
+    ChainGuard chain(*this);
     while (true) {
+      chain.add();
       std::string op;
       if (cur().type == Tok::Op &&
           (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == "<=" ||
@@ -392,7 +415,9 @@ class Parser {
 
   ExprPtr parse_math1() {
     ExprPtr e = parse_concat();
+    ChainGuard chain(*this);
     while (is_op("+") || is_op("-")) {
+      chain.add();
       const std::string op = cur().text;
       const int line = cur().line;
       next();
@@ -403,7 +428,9 @@ class Parser {
 
   ExprPtr parse_concat() {
     ExprPtr e = parse_math2();
+    ChainGuard chain(*this);
     while (is_op("~")) {
+      chain.add();
       const int line = cur().line;
       next();
       e = binary("~", std::move(e), parse_math2(), line);
@@ -413,7 +440,9 @@ class Parser {
 
   ExprPtr parse_math2() {
     ExprPtr e = parse_pow();
+    ChainGuard chain(*this);
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain.add();
       const std::string op = cur().text;
       const int line = cur().line;
       next();
@@ -424,7 +453,9 @@ class Parser {
 
   ExprPtr parse_pow() {
     ExprPtr e = parse_unary(true);
+    ChainGuard chain(*this);
     while (is_op("**")) {
+      chain.add();
       const int line = cur().line;
       next();
       e = binary("**", std::move(e), parse_unary(true), line);
@@ -492,7 +523,11 @@ class Parser {
       return lit;
     }
     if (skip_op("(")) {
-      if (skip_op(")")) return make(ExprType::List, line);  // ()
+      if (skip_op(")")) {
+        auto empty = make(ExprType::List, line);
+        empty->name = "tuple";
+        return empty;
+      }
       ExprPtr e = parse_tuple(true);
       expect_op(")");
       return e;
@@ -525,7 +560,9 @@ class Parser {
   }
 
   ExprPtr parse_postfix(ExprPtr e) {
+    ChainGuard chain(*this);
     while (true) {
+      chain.add();
       const int line = cur().line;
       if (is_op(".")) {
         next();
@@ -621,7 +658,9 @@ class Parser {
   }
 
   ExprPtr parse_filter_expr(ExprPtr e) {
+    ChainGuard chain(*this);
     while (true) {
+      chain.add();
       if (skip_op("|")) {
         e = parse_filter(std::move(e));
       } else if (is_name("is")) {

@@ -68,6 +68,12 @@ Value Value::markup(std::string s) {
   return v;
 }
 
+Value Value::tuple(List l) {
+  Value v(std::move(l));
+  v.flavor_ = Flavor::Tuple;
+  return v;
+}
+
 Value Value::generator(List l) {
   Value v(std::move(l));
   v.flavor_ = Flavor::Generator;
@@ -157,12 +163,14 @@ std::string Value::repr() const {
   if (is_undefined()) return "Undefined";
   if (is_generator()) return "<generator object>";
   if (is_list()) {
-    std::string out = "[";
+    const bool tuple = flavor_ == Flavor::Tuple;
+    std::string out = tuple ? "(" : "[";
     for (const Value& v : as_list()) {
       if (out.size() > 1) out += ", ";
       out += v.repr();
     }
-    return out + "]";
+    if (tuple && as_list().size() == 1) out += ",";
+    return out + (tuple ? ")" : "]");
   }
   if (is_dict()) {
     std::string out = "{";

@@ -81,6 +81,8 @@ class Value {
   // What map, select and their kin return in jinja2: a Python generator, which iterates like a
   // list but has no length, cannot be indexed or written as JSON, and is always true.
   static Value generator(List l);
+  // A Python tuple: a list that prints as (a, b).
+  static Value tuple(List l);
   bool is_markup() const { return flavor_ == Flavor::Markup; }
   bool is_generator() const { return flavor_ == Flavor::Generator; }
 
@@ -122,7 +124,7 @@ class Value {
 
  private:
   explicit Value(Undefined u) : v_(std::move(u)) {}
-  enum class Flavor : uint8_t { Plain, Markup, Generator };
+  enum class Flavor : uint8_t { Plain, Markup, Generator, Tuple };
   int depth_ = 0;  // how deep lists and dicts nest in this value
   Flavor flavor_ = Flavor::Plain;
   std::variant<Undefined, None, bool, int64_t, double, std::string, std::shared_ptr<const List>,
