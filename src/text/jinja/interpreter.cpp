@@ -152,26 +152,34 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, std::string& out) {
     items = std::move(kept);
   }
   const size_t n = items.size();
+  // The loop object is rebuilt from a prototype each iteration (its fields by position); cycle()
+  // reads the current iteration through a shared counter.
+  auto current = std::make_shared<size_t>(0);
+  Dict proto;
+  for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                          "depth", "depth0", "previtem", "nextitem"})
+    proto.entries.emplace_back(Value(key), Value());
+  proto.entries[6].second = Value(n);
+  proto.entries[7].second = Value(1);
+  proto.entries[8].second = Value(0);
+  proto.set("cycle", Value(Callable{"loop.cycle", [current](const CallArgs& a, Interpreter&) {
+                                      if (a.positional.empty()) return Value::undefined("");
+                                      return a.positional[*current % a.positional.size()];
+                                    }}));
   for (size_t i = 0; i < n; ++i) {
     charge(1, s.line);
     unpack_into(loop_scope->vars, s.targets, items[i], s.line);
-    Dict loop;
-    loop.entries.reserve(12);
-    loop.set("index", Value(i + 1));
-    loop.set("index0", Value(i));
-    loop.set("revindex", Value(n - i));
-    loop.set("revindex0", Value(n - i - 1));
-    loop.set("first", Value(i == 0));
-    loop.set("last", Value(i + 1 == n));
-    loop.set("length", Value(n));
-    loop.set("depth", Value(1));
-    loop.set("depth0", Value(0));
-    loop.set("previtem", i > 0 ? items[i - 1] : Value::undefined("there is no previous item"));
-    loop.set("nextitem", i + 1 < n ? items[i + 1] : Value::undefined("there is no next item"));
-    loop.set("cycle", Value(Callable{"loop.cycle", [i](const CallArgs& a, Interpreter&) {
-                                       if (a.positional.empty()) return Value::undefined("");
-                                       return a.positional[i % a.positional.size()];
-                                     }}));
+    *current = i;
+    Dict loop = proto;
+    auto& f = loop.entries;
+    f[0].second = Value(i + 1);
+    f[1].second = Value(i);
+    f[2].second = Value(n - i);
+    f[3].second = Value(n - i - 1);
+    f[4].second = Value(i == 0);
+    f[5].second = Value(i + 1 == n);
+    f[9].second = i > 0 ? items[i - 1] : Value::undefined("there is no previous item");
+    f[10].second = i + 1 < n ? items[i + 1] : Value::undefined("there is no next item");
     loop_scope->vars.set("loop", Value(std::move(loop)));
     if (exec(s.bodies[0], out) == Flow::Break) break;
   }
@@ -197,46 +205,46 @@ Value Interpreter::define_macro(const Stmt& s) {
   // The macro sees the scope it is defined in; held weakly, since that scope holds the macro.
   std::weak_ptr<Scope> defining = scope_;
   const Stmt* def = &s;
-  return Value(Callable{
-      s.name, [def, defining](const CallArgs& args, Interpreter& in) {
-        auto parent = defining.lock();
-        if (!parent)
-          render_error(def->line, "macro '" + def->name + "' called after its scope ended");
-        auto frame = std::make_shared<Scope>();
-        frame->parent = parent;
-        List varargs;
-        for (size_t i = def->params.size(); i < args.positional.size(); ++i)
-          varargs.push_back(args.positional[i]);
-        Dict kwargs;
-        for (const auto& [k, v] : args.named) {
-          const bool param = std::any_of(def->params.begin(), def->params.end(),
-                                         [&](const MacroParam& p) { return p.name == k; });
-          if (!param) kwargs.set(k, v);
-        }
-        const auto saved = in.scope_;
-        in.scope_ = frame;
-        for (size_t i = 0; i < def->params.size(); ++i) {
-          const MacroParam& p = def->params[i];
-          if (const Value* v = args.get(i, p.name))
-            frame->vars.set(p.name, *v);
-          else if (p.default_value)
-            frame->vars.set(p.name, in.eval(*p.default_value));
-          else
-            frame->vars.set(p.name,
-                            Value::undefined("parameter '" + p.name + "' was not provided"));
-        }
-        frame->vars.set("varargs", Value(std::move(varargs)));
-        frame->vars.set("kwargs", Value(std::move(kwargs)));
-        std::string out;
-        try {
-          in.exec(def->bodies[0], out);
-        } catch (...) {
-          in.scope_ = saved;
-          throw;
-        }
-        in.scope_ = saved;
-        return Value(std::move(out));
-      }});
+  return Value(Callable{s.name, [def, defining](const CallArgs& args, Interpreter& in) {
+                          const auto parent = defining.lock();
+                          if (!parent)
+                            render_error(def->line,
+                                         "macro '" + def->name + "' called after its scope ended");
+                          return in.call_macro(*def, parent, args);
+                        }});
+}
+
+Value Interpreter::call_macro(const Stmt& def, const std::shared_ptr<Scope>& parent,
+                              const CallArgs& args) {
+  auto frame = std::make_shared<Scope>();
+  frame->parent = parent;
+  List varargs;
+  for (size_t i = def.params.size(); i < args.positional.size(); ++i)
+    varargs.push_back(args.positional[i]);
+  Dict kwargs;
+  for (const auto& named : args.named) {
+    const bool param = std::any_of(def.params.begin(), def.params.end(),
+                                   [&](const MacroParam& p) { return p.name == named.first; });
+    if (!param) kwargs.set(named.first, named.second);
+  }
+  const auto saved = scope_;
+  scope_ = frame;
+  // An error ends the whole render, so the scope needs restoring only on success.
+  for (size_t i = 0; i < def.params.size(); ++i) {
+    const MacroParam& p = def.params[i];
+    if (const Value* v = args.get(i, p.name))
+      frame->vars.set(p.name, *v);
+    else if (p.default_value)
+      frame->vars.set(p.name, eval(*p.default_value));
+    else
+      frame->vars.set(p.name, Value::undefined("parameter '" + p.name + "' was not provided"));
+  }
+  frame->vars.set("varargs", Value(std::move(varargs)));
+  frame->vars.set("kwargs", Value(std::move(kwargs)));
+  std::string out;
+  exec(def.bodies[0], out);
+  scope_ = saved;
+  return Value(std::move(out));
 }
 
 Value Interpreter::apply_filters(const std::vector<ExprPtr>& filters, Value v) {

@@ -52,6 +52,7 @@ class Interpreter {
   Flow exec_for(const Stmt& s, std::string& out);
   void exec_set(const Stmt& s);
   Value define_macro(const Stmt& s);
+  Value call_macro(const Stmt& def, const std::shared_ptr<Scope>& parent, const CallArgs& args);
   Value apply_filters(const std::vector<ExprPtr>& filters, Value v);
   void append(std::string& out, const std::string& text, int line);
 
