@@ -1,6 +1,6 @@
-// `turbospark chat [-m MODEL] [--system TEXT] [--chat-template NAME]`: an interactive multi-turn
-// conversation. The KV cache is kept between turns: each turn feeds only the tokens the session
-// has not seen. Ctrl-C stops the current answer; /exit (or Ctrl-D) leaves.
+// `turbospark chat [-m MODEL] [--system TEXT] [--chat-template NAME|FILE.jinja]`: an interactive
+// multi-turn conversation. The KV cache is kept between turns: each turn feeds only the tokens the
+// session has not seen. Ctrl-C stops the current answer; /exit (or Ctrl-D) leaves.
 #include <editline/readline.h>
 #include <unistd.h>
 
@@ -61,9 +61,9 @@ int run_chat(const ChatArgs& a) {
   // The bundled model is a base model with no chat format: it talks in plain text.
   const std::string name =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
-  const ChatTemplate tmpl = model_chat_template(engine->spec(), name);
+  const ChatTemplate tmpl = model_chat_template(engine->spec(), tok, name);
   std::fprintf(stderr, "chat: %s, format %s; /exit to leave, Ctrl-C stops an answer\n",
-               engine->spec().source->path().c_str(), tmpl.name());
+               engine->spec().source->path().c_str(), tmpl.describe().c_str());
   Session session(*engine);
   std::vector<ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
@@ -129,7 +129,8 @@ Runner add_chat(CLI::App& app) {
   a->sampling.n_predict = 256;
   sub->add_option("--system", a->system, "System prompt");
   sub->add_option("--chat-template", a->chat_template,
-                  "chatml, llama3, llama2, mistral, gemma, raw");
+                  "A FILE.jinja, or a built-in format: chatml, llama3, llama2, mistral, gemma, raw "
+                  "(default: the model's own template)");
   sub->add_flag("--stats", a->stats, "Print the stats line after each answer");
   return [a] { return run_chat(*a); };
 }

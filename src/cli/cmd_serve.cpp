@@ -60,7 +60,7 @@ int run_serve(ServeArgs& a) {
   std::optional<ChatTemplate> chat;
   std::string no_chat;
   try {
-    chat = model_chat_template(engine->spec(), format);
+    chat = model_chat_template(engine->spec(), tok, format);
   } catch (const Error& e) {
     if (!format.empty()) throw;
     no_chat = std::string("chat completions are off: ") + e.what();
@@ -79,7 +79,7 @@ int run_serve(ServeArgs& a) {
                a.http.model_id.c_str(), a.http.host.c_str(), port, a.parallel,
                static_cast<long long>(a.model.ctx),
                static_cast<double>(scheduler.kv_bytes()) / (1 << 20), a.queue,
-               chat ? chat->name() : "off");
+               chat ? chat->describe().c_str() : "off");
   std::fflush(stderr);
 
   std::thread signals([&] {
@@ -120,7 +120,8 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, kMaxLookup));
   sub->add_option(
       "--chat-template", a->chat_template,
-      "Chat format: chatml, llama3, llama2, mistral, gemma, raw (default: the model's)");
+      "Chat template: a FILE.jinja, or a built-in format: chatml, llama3, llama2, mistral, gemma, "
+      "raw (default: the model's own template)");
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");

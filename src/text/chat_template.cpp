@@ -12,7 +12,7 @@
 namespace ts {
 namespace {
 
-constexpr const char* kNames = "chatml, llama3, llama2, mistral, gemma, raw";
+constexpr const char* kNames = "chatml, llama3, llama2, mistral, gemma, raw, or a FILE.jinja";
 
 bool has(std::string_view s, std::string_view marker) {
   return s.find(marker) != std::string_view::npos;
@@ -183,6 +183,11 @@ ChatTemplate ChatTemplate::recognise(std::string_view src) {
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const {
   switch (format_) {
+    case ChatFormat::Jinja: {
+      ChatOptions options;
+      options.add_generation_prompt = add_generation_prompt;
+      return apply(messages, options);
+    }
     case ChatFormat::ChatML:
       return apply_chatml(messages, add_generation_prompt);
     case ChatFormat::Llama3:
@@ -214,14 +219,44 @@ const char* ChatTemplate::name() const {
       return "gemma";
     case ChatFormat::Raw:
       return "raw";
+    case ChatFormat::Jinja:
+      return "jinja";
   }
   return "?";
 }
 
+std::string ChatTemplate::describe() const {
+  if (format_ == ChatFormat::Jinja) return "the model's template (jinja)";
+  if (fallback_reason_.empty()) return name();
+  return std::string(name()) + " (" + fallback_reason_ + ")";
+}
+
 ChatTemplate select_chat_template(std::string_view explicit_name, std::string_view template_source,
-                                  std::string_view family, const std::string& model) {
-  if (!explicit_name.empty()) return ChatTemplate::by_name(explicit_name);
-  if (!template_source.empty()) return ChatTemplate::recognise(template_source);
+                                  std::string_view family, const std::string& model,
+                                  const TemplateTokens& tokens) {
+  if (!explicit_name.empty()) {
+    const std::string name(explicit_name);
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".jinja") == 0) {
+      if (!is_file(name)) fail(ErrorKind::Usage, "--chat-template: no file " + name);
+      return ChatTemplate::jinja(read_text(name), tokens);
+    }
+    return ChatTemplate::by_name(explicit_name);
+  }
+  if (!template_source.empty()) {
+    try {
+      return ChatTemplate::jinja(template_source, tokens);
+    } catch (const Error& jinja_error) {
+      // A template the engine cannot read: the built-in format its markers name, if any.
+      try {
+        ChatTemplate t = ChatTemplate::recognise(template_source);
+        t.set_fallback_reason(std::string("the model's template was not run: ") +
+                              jinja_error.what());
+        return t;
+      } catch (const Error&) {
+        throw jinja_error;
+      }
+    }
+  }
   if (family == "qwen2" || family == "qwen3" || family == "qwen3moe" || family == "qwen3vl")
     return ChatTemplate(ChatFormat::ChatML);
   if (family == "gemma3") return ChatTemplate(ChatFormat::Gemma);

@@ -1,0 +1,56 @@
+// ChatTemplate's Jinja side: the variables a model's template renders, as transformers'
+// apply_chat_template passes them (messages, tools, add_generation_prompt, bos_token, eos_token
+// and the template kwargs as variables of their own).
+#include "core/error.h"
+#include "text/chat_template.h"
+#include "text/jinja/json_value.h"
+#include "text/jinja/template.h"
+
+namespace ts {
+namespace {
+
+jinja::Value message_value(const ChatMessage& m) {
+  jinja::Dict d;
+  d.set("role", jinja::Value(m.role));
+  d.set("content", jinja::Value(m.content));
+  if (!m.reasoning_content.empty()) d.set("reasoning_content", jinja::Value(m.reasoning_content));
+  if (m.tool_calls.is_array()) d.set("tool_calls", jinja::from_json(m.tool_calls));
+  if (!m.tool_call_id.empty()) d.set("tool_call_id", jinja::Value(m.tool_call_id));
+  if (!m.name.empty()) d.set("name", jinja::Value(m.name));
+  return jinja::Value(std::move(d));
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::jinja(std::string_view source, const TemplateTokens& tokens) {
+  ChatTemplate t(ChatFormat::Jinja);
+  t.jinja_ = std::make_shared<const jinja::Template>(source);
+  t.tokens_ = tokens;
+  // The server parses Hermes calls; a template that writes them lists the tools itself.
+  t.renders_tools_ = source.find("<tool_call>") != std::string_view::npos &&
+                     source.find("tools") != std::string_view::npos;
+  return t;
+}
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
+                                const ChatOptions& options) const {
+  if (format_ != ChatFormat::Jinja) return apply(messages, options.add_generation_prompt);
+  jinja::Dict context;
+  if (options.kwargs.is_object())
+    for (auto it = options.kwargs.begin(); it != options.kwargs.end(); ++it)
+      context.set(jinja::Value(it.key()), jinja::from_json(it.value()));
+  jinja::List list;
+  for (const ChatMessage& m : messages) list.push_back(message_value(m));
+  context.set("messages", jinja::Value(std::move(list)));
+  if (options.tools.is_array()) context.set("tools", jinja::from_json(options.tools));
+  context.set("add_generation_prompt", jinja::Value(options.add_generation_prompt));
+  context.set("bos_token", jinja::Value(tokens_.bos));
+  context.set("eos_token", jinja::Value(tokens_.eos));
+  std::string text = jinja_->render(context);
+  const std::string& bos = tokens_.bos;
+  if (tokens_.add_bos && !bos.empty() && text.compare(0, bos.size(), bos) == 0)
+    text.erase(0, bos.size());
+  return text;
+}
+
+}  // namespace ts
