@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/chat_prompt.h"
 #include "server/tokenize_api.h"
 
 namespace ts::server {
@@ -244,7 +245,7 @@ std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
     if (!chat) fail(ErrorKind::Input, no_chat);
     // A required call: the answer opens with the marker, so the model writes only the call.
     const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
-    return tok.encode(chat->apply(a.messages, true) + opening, tok.add_bos(), true);
+    return tok.encode(chat_prompt_text(*chat, a) + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
   // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.

@@ -182,12 +182,55 @@ ChatTemplate ChatTemplate::recognise(std::string_view src) {
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const {
+  ChatOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return apply(messages, options);
+}
+
+namespace {
+
+// transformers' continue_final_message: the render cut right after the final message's text, so
+// that the model goes on writing it.
+std::string cut_after_final(const std::string& text, const std::string& final_content) {
+  const std::string stripped = trim(final_content);
+  const size_t at = text.rfind(stripped);
+  if (at == std::string::npos)
+    fail(ErrorKind::Input,
+         "the final assistant message to continue does not appear in the rendered chat template");
+  // Trailing spaces the template kept stay in the prompt; ones it trimmed stay out.
+  const size_t first = final_content.find_first_not_of(" \t\n\r");
+  const std::string_view lstripped = std::string_view(final_content).substr(first);
+  if (text.compare(at, lstripped.size(), lstripped) == 0)
+    return text.substr(0, at + lstripped.size());
+  return text.substr(0, at + stripped.size());
+}
+
+}  // namespace
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
+                                const ChatOptions& options) const {
+  const bool prefill = options.continue_final_message && !messages.empty() &&
+                       messages.back().role == "assistant" &&
+                       !messages.back().tool_calls.is_array();
+  if (prefill && trim(messages.back().content).empty()) {
+    // Nothing written yet: the turn simply opens.
+    ChatOptions o = options;
+    o.add_generation_prompt = true;
+    o.continue_final_message = false;
+    return apply({messages.begin(), messages.end() - 1}, o);
+  }
+  const bool gen = options.add_generation_prompt && !prefill;
+  std::string text = format_ == ChatFormat::Jinja
+                         ? render_jinja(messages, options.tools, options.kwargs, gen)
+                         : apply_builtin(messages, gen);
+  return prefill ? cut_after_final(text, messages.back().content) : text;
+}
+
+std::string ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
   switch (format_) {
-    case ChatFormat::Jinja: {
-      ChatOptions options;
-      options.add_generation_prompt = add_generation_prompt;
-      return apply(messages, options);
-    }
+    case ChatFormat::Jinja:
+      break;  // apply() renders it
     case ChatFormat::ChatML:
       return apply_chatml(messages, add_generation_prompt);
     case ChatFormat::Llama3:

@@ -47,6 +47,9 @@ struct ChatOptions {
   nlohmann::ordered_json tools;  // the request's tool list; null: none
   // Further template variables: chat_template_kwargs (enable_thinking, reasoning_effort, ...).
   nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
+  // A conversation that ends with an assistant message is continued (transformers'
+  // continue_final_message): the prompt ends inside that message, where its text stops.
+  bool continue_final_message = false;
 };
 
 enum class ChatFormat {
@@ -88,6 +91,12 @@ class ChatTemplate {
   void set_fallback_reason(std::string why) { fallback_reason_ = std::move(why); }
 
  private:
+  std::string apply_builtin(const std::vector<ChatMessage>& messages,
+                            bool add_generation_prompt) const;
+  std::string render_jinja(const std::vector<ChatMessage>& messages,
+                           const nlohmann::ordered_json& tools,
+                           const nlohmann::ordered_json& kwargs, bool add_generation_prompt) const;
+
   ChatFormat format_;
   std::shared_ptr<const jinja::Template> jinja_;
   TemplateTokens tokens_;

@@ -32,18 +32,19 @@ ChatTemplate ChatTemplate::jinja(std::string_view source, const TemplateTokens& 
   return t;
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
-                                const ChatOptions& options) const {
-  if (format_ != ChatFormat::Jinja) return apply(messages, options.add_generation_prompt);
+std::string ChatTemplate::render_jinja(const std::vector<ChatMessage>& messages,
+                                       const nlohmann::ordered_json& tools,
+                                       const nlohmann::ordered_json& kwargs,
+                                       bool add_generation_prompt) const {
   jinja::Dict context;
-  if (options.kwargs.is_object())
-    for (auto it = options.kwargs.begin(); it != options.kwargs.end(); ++it)
+  if (kwargs.is_object())
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it)
       context.set(jinja::Value(it.key()), jinja::from_json(it.value()));
   jinja::List list;
   for (const ChatMessage& m : messages) list.push_back(message_value(m));
   context.set("messages", jinja::Value(std::move(list)));
-  if (options.tools.is_array()) context.set("tools", jinja::from_json(options.tools));
-  context.set("add_generation_prompt", jinja::Value(options.add_generation_prompt));
+  if (tools.is_array()) context.set("tools", jinja::from_json(tools));
+  context.set("add_generation_prompt", jinja::Value(add_generation_prompt));
   context.set("bos_token", jinja::Value(tokens_.bos));
   context.set("eos_token", jinja::Value(tokens_.eos));
   std::string text = jinja_->render(context);
