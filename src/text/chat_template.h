@@ -82,6 +82,9 @@ class ChatTemplate {
   // reads (<tool_call>{"name": ..., "arguments": ...}</tool_call>): Qwen 2.5 / 3, Hermes,
   // SmolLM3. Otherwise the server describes the tools in the system message itself.
   bool renders_tools() const { return renders_tools_; }
+  // Whether the model thinks in <think>...</think> blocks (its template writes them), which the
+  // server gives as reasoning_content (text/reasoning.h).
+  bool thinks() const { return thinks_; }
   ChatFormat format() const { return format_; }
   // "chatml", ..., "jinja"; with why a model's template was not run, when a built-in format
   // replaced it.
@@ -101,6 +104,7 @@ class ChatTemplate {
   std::shared_ptr<const jinja::Template> jinja_;
   TemplateTokens tokens_;
   bool renders_tools_ = false;
+  bool thinks_ = false;
   std::string fallback_reason_;
 };
 

@@ -29,6 +29,7 @@ ChatTemplate ChatTemplate::jinja(std::string_view source, const TemplateTokens& 
   // The server parses Hermes calls; a template that writes them lists the tools itself.
   t.renders_tools_ = source.find("<tool_call>") != std::string_view::npos &&
                      source.find("tools") != std::string_view::npos;
+  t.thinks_ = source.find("</think>") != std::string_view::npos;
   return t;
 }
 

@@ -3,8 +3,10 @@ checked: status codes, error bodies, disconnects), on the bundled model."""
 
 import concurrent.futures
 import json
+import os
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -562,6 +564,80 @@ class ServerFlags(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.binary = binary_from_env()
+
+    def test_chat_template_file(self):
+        # A template given as a file is what the server runs (its prompt is that template's text,
+        # token for token); its variables come from chat_template_kwargs; a generation prompt that
+        # opens <think> makes the answer reasoning_content, whole and streamed; a final assistant
+        # message is continued; an unknown role is refused.
+        template = (
+            "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor -%}"
+            "{%- if add_generation_prompt %}assistant:"
+            "{% if enable_thinking is not defined or enable_thinking %} <think>\n{% endif %}"
+            "{% endif %}{# models write </think> to end their thinking #}"
+        )
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "think.jinja")
+            with open(path, "w") as f:
+                f.write(template)
+            with Server(self.binary, "--chat-template", path, "--parallel", "2", "-c", "512") as s:
+                c = client_for(s)
+                messages = [{"role": "user", "content": "Once upon a time"}]
+                r = c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=messages, max_tokens=12, temperature=0
+                )
+                _, toks, _ = s.request(
+                    "POST",
+                    "/tokenize",
+                    {"content": "user: Once upon a time\nassistant: <think>\n", "add_special": True},
+                )
+                self.assertEqual(r.usage.prompt_tokens, len(toks["tokens"]))
+                reasoning = r.choices[0].message.reasoning_content
+                self.assertTrue(reasoning)  # the base model never closes the block
+                self.assertFalse(r.choices[0].message.content)
+                streamed = ""
+                for chunk in c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages,
+                    max_tokens=12,
+                    temperature=0,
+                    stream=True,
+                ):
+                    for ch in chunk.choices:
+                        streamed += getattr(ch.delta, "reasoning_content", None) or ""
+                        self.assertFalse(ch.delta.content)
+                self.assertEqual(streamed, reasoning)
+                off = c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages,
+                    max_tokens=12,
+                    temperature=0,
+                    extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                )
+                self.assertTrue(off.choices[0].message.content)
+                self.assertIsNone(getattr(off.choices[0].message, "reasoning_content", None))
+                # Prefill: the answer continues the assistant's text, as a completion of it would.
+                prefill = c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages + [{"role": "assistant", "content": "The little dog"}],
+                    max_tokens=8,
+                    temperature=0,
+                )
+                want = c.completions.create(
+                    model="tiny-moe-q8_0",
+                    prompt="user: Once upon a time\nassistant: The little dog",
+                    max_tokens=8,
+                    temperature=0,
+                )
+                self.assertEqual(prefill.choices[0].message.content, want.choices[0].text)
+                status, j, raw = s.request(
+                    "POST",
+                    "/v1/chat/completions",
+                    {"messages": [{"role": "narrator", "content": "x"}]},
+                )
+                self.assertEqual(status, 400, raw)
+                self.assertIn("narrator", j["error"]["message"])
+            self.assertEqual(s.exit_code, 0)
 
     def test_api_key(self):
         with Server(self.binary, "--api-key", "s3cret", "--parallel", "1", "-c", "256") as s:
