@@ -221,8 +221,12 @@ bool relay_whole(Relay& r, httplib::DataSink& sink) {
     if (c.done) continue;
     JobUpdate u;
     const bool ended = take_choice(r, i, choice_poll(r), u);
-    for (const std::string& piece : u.pieces)
-      c.reasoning ? collect(c, c.reasoning->feed(piece)) : void(c.answer.text += piece);
+    for (const std::string& piece : u.pieces) {
+      if (c.reasoning)
+        collect(c, c.reasoning->feed(piece));
+      else
+        c.answer.text += piece;
+    }
     if (!ended) continue;
     if (c.reasoning) collect(c, c.reasoning->finish());
     if (!u.error.empty()) {

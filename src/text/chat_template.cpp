@@ -269,7 +269,7 @@ const char* ChatTemplate::name() const {
 }
 
 std::string ChatTemplate::describe() const {
-  if (format_ == ChatFormat::Jinja) return "the model's template (jinja)";
+  if (format_ == ChatFormat::Jinja) return origin_ + " (jinja)";
   if (fallback_reason_.empty()) return name();
   return std::string(name()) + " (" + fallback_reason_ + ")";
 }
@@ -281,7 +281,9 @@ ChatTemplate select_chat_template(std::string_view explicit_name, std::string_vi
     const std::string name(explicit_name);
     if (name.size() > 6 && name.compare(name.size() - 6, 6, ".jinja") == 0) {
       if (!is_file(name)) fail(ErrorKind::Usage, "--chat-template: no file " + name);
-      return ChatTemplate::jinja(read_text(name), tokens);
+      ChatTemplate t = ChatTemplate::jinja(read_text(name), tokens);
+      t.set_origin(name);
+      return t;
     }
     return ChatTemplate::by_name(explicit_name);
   }

@@ -92,6 +92,8 @@ class ChatTemplate {
   const char* name() const;
   // Why the model's template was replaced by a recognised format ("" when it was not).
   void set_fallback_reason(std::string why) { fallback_reason_ = std::move(why); }
+  // Where a Jinja template came from, for describe() ("the model's template" unless set).
+  void set_origin(std::string origin) { origin_ = std::move(origin); }
 
  private:
   std::string apply_builtin(const std::vector<ChatMessage>& messages,
@@ -106,6 +108,7 @@ class ChatTemplate {
   bool renders_tools_ = false;
   bool thinks_ = false;
   std::string fallback_reason_;
+  std::string origin_ = "the model's template";
 };
 
 // Chooses the template: an explicit name (or the path of a .jinja file) wins; else the model's
