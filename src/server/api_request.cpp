@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +22,45 @@ constexpr int64_t kMaxCompletionLogprobs = 5;  // OpenAI's limit for /v1/complet
 // OpenAI's default for /v1/completions; chat completions run to the end of the answer.
 constexpr int64_t kCompletionDefaultMaxTokens = 16;
 
+// The fields each endpoint reads (below, and in the tool and response-format readers); "user" is
+// OpenAI's end-user id, which identifies a client to no one here.
+bool known_field(const std::string& name, ApiKind kind) {
+  static const std::set<std::string> shared = {"model",
+                                               "stream",
+                                               "stream_options",
+                                               "max_tokens",
+                                               "stop",
+                                               "temperature",
+                                               "top_p",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "top_k",
+                                               "min_p",
+                                               "repeat_penalty",
+                                               "repeat_last_n",
+                                               "logit_bias",
+                                               "response_format",
+                                               "json_schema",
+                                               "ignore_eos",
+                                               "cache_prompt",
+                                               "logprobs",
+                                               "n",
+                                               "seed",
+                                               "user"};
+  static const std::set<std::string> completion = {"prompt", "best_of", "echo", "suffix"};
+  static const std::set<std::string> chat = {
+      "messages",  "max_completion_tokens", "top_logprobs",
+      "tools",     "tool_choice",           "parallel_tool_calls",
+      "functions", "chat_template_kwargs",  "reasoning_effort"};
+  return shared.count(name) != 0 ||
+         (kind == ApiKind::Completion ? completion : chat).count(name) != 0;
+}
+
 // Fields of OpenAI's API that this server does not implement: refused, never silently ignored,
 // since a client that sends them expects their effect.
 void refuse_unsupported(const json& body, ApiKind kind) {
+  for (const auto& [name, value] : body.items())
+    if (!known_field(name, kind)) bad(name, "is not a field this server implements");
   if (kind == ApiKind::Completion) {
     if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "must be 1");
     if (boolean(body, "echo", false)) bad("echo", "is not supported");
@@ -40,6 +77,15 @@ void refuse_unsupported(const json& body, ApiKind kind) {
 // mode). The schema is compiled here, so what it asks that is not implemented is a 400.
 std::shared_ptr<const JsonSchema> response_format(const json& body) {
   const json* rf = get(body, "response_format");
+  if (const json* top = get(body, "json_schema"); top != nullptr) {
+    // llama.cpp's spelling: the schema itself at the top level.
+    if (rf != nullptr) bad("json_schema", "cannot be combined with response_format");
+    try {
+      return std::make_shared<const JsonSchema>(JsonSchema::compile(*top));
+    } catch (const Error& e) {
+      bad("json_schema", e.what());
+    }
+  }
   if (rf == nullptr) return nullptr;
   const json* type = rf->is_object() ? get(*rf, "type") : nullptr;
   if (type != nullptr && *type == "text") return nullptr;

@@ -1,7 +1,9 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) read into one checked form.
 // A malformed field, a value out of OpenAI's range or a feature we do not implement (n > 1,
 // echo, tools, ...) is an Input error naming the field; the HTTP layer answers it with 400.
-// Unknown fields are ignored, as OpenAI's own server does for forward compatibility.
+// A field the server does not know (llama.cpp's grammar or mirostat, a misspelt name) is refused
+// by name, as OpenAI's own server refuses an unrecognized argument: ignoring it would answer
+// something other than what was asked.
 #pragma once
 
 #include <cstdint>

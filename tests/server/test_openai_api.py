@@ -500,6 +500,16 @@ class OpenAIApi(unittest.TestCase):
             {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]},
         )
         expect(400, None, "POST", "/v1/completions", b"\xff\xfe not utf-8")
+        # Fields the server does not implement are refused by name, never ignored.
+        for field, value in (("grammar", "root ::= x"), ("mirostat", 2), ("typo_field", 1)):
+            status, j, raw = self.server.request(
+                "POST", "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": "Hi"}], field: value},
+            )
+            self.assertEqual(status, 400, raw)
+            self.assertIn("'%s'" % field, j["error"]["message"])
+        with self.assertRaises(openai.BadRequestError):
+            self.chat("Hi", extra_body={"mirostat": 2})
         with self.assertRaises(openai.BadRequestError):
             self.complete("Hi", temperature=5)
         with self.assertRaises(openai.BadRequestError):

@@ -125,7 +125,12 @@ TEST(ServerApi, ReadsChatMessages) {
     {"role": "assistant", "content": "y", "reasoning_content": "because"}],
     "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "high"})");
   EXPECT_EQ(t.chat_options.kwargs.dump(), R"({"enable_thinking":false,"reasoning_effort":"high"})");
-  EXPECT_EQ(t.messages[1].reasoning_content, "because");
+  EXPECT_EQ(t.messages[1].reasoning_content,
+            "because");  // llama.cpp's top-level json_schema is a response_format.
+  EXPECT_NE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "json_schema": {"type": "object", "properties": {"a": {"type": "string"}}}})")
+                .json,
+            nullptr);
 }
 
 TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
@@ -188,6 +193,17 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
        "'chat_template_kwargs' must be an object"},
       {R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})",
        "'reasoning_effort' must be low, medium or high"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= x"})",
+       "'grammar' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "mirostat": 2})",
+       "'mirostat' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temprature": 0})",
+       "'temprature' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})",
+       "'prompt' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "json_schema": {"type": "object"},
+          "response_format": {"type": "json_object"}})",
+       "'json_schema' cannot be combined with response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
        "'top_logprobs'"},
   };
