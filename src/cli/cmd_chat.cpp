@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli/chat_commands.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/run_stats.h"
@@ -78,7 +79,7 @@ int run_chat(const ChatArgs& a) {
   const std::string name =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
   const ChatTemplate tmpl = model_chat_template(engine->spec(), tok, name);
-  std::fprintf(stderr, "chat: %s, format %s; /exit to leave, Ctrl-C stops an answer\n",
+  std::fprintf(stderr, "chat: %s, format %s; /help for commands, Ctrl-C stops an answer\n",
                engine->spec().source->path().c_str(), tmpl.describe().c_str());
   Session session(*engine);
   std::vector<ChatMessage> messages;
@@ -96,10 +97,21 @@ int run_chat(const ChatArgs& a) {
   uint64_t turn = 0;
   std::string line;
   while (read_line(line)) {
-    if (line == "/exit" || line == "/quit") break;
     if (line.empty()) continue;
+    const ChatCommand command = run_chat_command(line, a.system, messages);
+    if (command == ChatCommand::Exit) break;
+    if (command == ChatCommand::Done) continue;
     messages.push_back({"user", line});
-    const std::string prompt = tmpl.apply(messages, chat);
+    std::string prompt;
+    try {
+      prompt = tmpl.apply(messages, chat);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Input) throw;
+      // The template refuses this conversation (raise_exception): say why, drop the message.
+      std::fprintf(stderr, "chat: %s\n", e.what());
+      messages.pop_back();
+      continue;
+    }
     const std::vector<int32_t> all = tok.encode(prompt, tok.add_bos(), true);
     // Reuse the longest prefix the cache already holds; feed the rest.
     size_t keep = 0;

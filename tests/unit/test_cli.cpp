@@ -159,5 +159,32 @@ TEST(Cli, ChatThroughAPseudoTerminalForTwoTurns) {
   EXPECT_GT(second - screen.find("The old city"), 20u) << screen;
 }
 
+// Slash commands act on the conversation instead of going to the model; a conversation the
+// template refuses (raise_exception) is reported and dropped, and the chat goes on.
+TEST(Cli, ChatSlashCommandsAndTemplateRefusals) {
+  const std::string tmpl = test::scratch_path("refuse.jinja");
+  std::ofstream(tmpl) << "{% for m in messages %}{% if m.content == 'bad' %}"
+                         "{{ raise_exception('no bad words') }}{% endif %}{{ m.content }} "
+                         "{% endfor %}";
+  const std::string saved = test::scratch_path("conversation.json");
+  std::remove(saved.c_str());
+  std::string out;
+  const int status = test::run_command("printf 'bad\\nOnce upon a time\\n/save " + saved +
+                                           "\\n/clear\\n/save " + saved + ".empty\\n/load " +
+                                           saved + "\\n/help\\n/exit\\n' | " + test::binary_path() +
+                                           " chat -n 4 --temp 0 -t 1 --chat-template " + tmpl,
+                                       &out);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("chat: chat template: no bad words"), std::string::npos) << out;
+  EXPECT_NE(out.find("saved 2 messages"), std::string::npos) << out;  // "bad" was dropped
+  EXPECT_NE(out.find("saved 0 messages"), std::string::npos) << out;  // after /clear
+  EXPECT_NE(out.find("loaded 2 messages"), std::string::npos) << out;
+  EXPECT_NE(out.find("/clear start again"), std::string::npos) << out;
+  std::ifstream f(saved);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["messages"][0]["content"], "Once upon a time");
+  EXPECT_EQ(j["messages"][1]["role"], "assistant");
+}
+
 }  // namespace
 }  // namespace ts
