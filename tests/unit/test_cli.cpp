@@ -186,5 +186,27 @@ TEST(Cli, ChatSlashCommandsAndTemplateRefusals) {
   EXPECT_EQ(j["messages"][1]["role"], "assistant");
 }
 
+// llama.cpp habits: -f reads the prompt from a file, -cnv is the chat command, and a flag that
+// means nothing here is refused with a line that says so (not a parse of "-ngl" as "-n gl").
+TEST(Cli, LlamaCppHabits) {
+  const std::string bin = test::binary_path();
+  const std::string prompt = test::scratch_path("prompt.txt");
+  std::ofstream(prompt) << "Once upon a time";
+  std::string from_file, from_flag;
+  EXPECT_EQ(
+      test::run_command(bin + " run -f " + prompt + " -n 6 --temp 0 -t 1 2>/dev/null", &from_file),
+      0);
+  EXPECT_EQ(test::run_command(bin + " run -p 'Once upon a time' -n 6 --temp 0 -t 1 2>/dev/null",
+                              &from_flag),
+            0);
+  EXPECT_EQ(from_file, from_flag);
+  std::string out;
+  EXPECT_EQ(test::run_command(bin + " run -ngl 99 -p x", &out), 1) << out;
+  EXPECT_NE(out.find("-ngl offloads layers in llama.cpp"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command("echo /exit | " + bin + " run -cnv -sys 'Be brief' -t 1", &out), 0)
+      << out;
+  EXPECT_NE(out.find("chat: "), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ts
