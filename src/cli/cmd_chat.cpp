@@ -75,6 +75,7 @@ int run_chat(const ChatArgs& a) {
   const ChatOptions chat = chat_options(a);
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   const Tokenizer tok = load_tokenizer(engine->spec());
+  warn_beyond_trained_context(*engine, a.model);
   // The bundled model is a base model with no chat format: it talks in plain text.
   const std::string name =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;

@@ -59,8 +59,13 @@ int run_run(const RunArgs& a) {
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   print_footprint(engine->footprint(), stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
+  warn_beyond_trained_context(*engine, a.model);
   const std::vector<int32_t> prompt = tok.encode(text, tok.add_bos() && !a.no_bos, false);
   Session session(*engine);
+  // Refused before any text is printed.
+  if (static_cast<int64_t>(prompt.size()) >= session.ctx())
+    fail(ErrorKind::Input, std::to_string(prompt.size()) + " tokens exceed the context of " +
+                               std::to_string(session.ctx()) + " (raise -c)");
   if (a.show_prompt) std::printf("%s", text.c_str());
   std::fflush(stdout);
   const GenerateResult r = generate(session, tok, prompt, options, [](const std::string& s) {

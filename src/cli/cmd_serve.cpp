@@ -54,6 +54,7 @@ int run_serve(ServeArgs& a) {
   auto engine = Engine::open(path, engine_options(a.model));
   print_footprint(engine->footprint(), stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
+  warn_beyond_trained_context(*engine, a.model);
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;

@@ -208,5 +208,22 @@ TEST(Cli, LlamaCppHabits) {
   EXPECT_NE(out.find("chat: "), std::string::npos) << out;
 }
 
+// -c above the trained context (1024 for the bundled model) warns; a prompt longer than the
+// context is refused before any of it is printed.
+TEST(Cli, ContextChecks) {
+  const std::string bin = test::binary_path();
+  std::string out;
+  EXPECT_EQ(test::run_command(bin + " run -c 2000 -p Hi -n 1 -t 1", &out), 0) << out;
+  EXPECT_NE(out.find("warning: -c 2000 is above the 1024 tokens"), std::string::npos) << out;
+  std::string plain;
+  EXPECT_EQ(test::run_command(bin + " run -p Hi -n 1 -t 1", &plain), 0) << plain;
+  EXPECT_EQ(plain.find("warning"), std::string::npos) << plain;  // the default -c does not warn
+  std::string stdout_only;
+  EXPECT_EQ(test::run_command(bin + " run -c 4 -p 'Once upon a time there was' -t 1 2>/dev/null",
+                              &stdout_only),
+            1);
+  EXPECT_EQ(stdout_only, "");
+}
+
 }  // namespace
 }  // namespace ts
