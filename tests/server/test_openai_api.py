@@ -192,6 +192,7 @@ class OpenAIApi(unittest.TestCase):
                         self.assertEqual(len(c.message.tool_calls), 1)
                     if choice == "required" and kw["temperature"] == 0 and parallel:
                         greedy = c.message.tool_calls
+                        greedy_tokens = r.usage.completion_tokens
                     for call in c.message.tool_calls:
                         self.assertTrue(call.id.startswith("call_"))
                         args = json.loads(call.function.arguments)
@@ -231,6 +232,21 @@ class OpenAIApi(unittest.TestCase):
                 model=self.model, messages=msgs, tools=tools,
                 tool_choice={"type": "function", "function": {"name": "nope"}},
             )
+        # Parallel calls cut by max_tokens inside a later call (end of text banned, so the calls
+        # go on): the whole calls before it are returned, with finish reason length.
+        _, eos, _ = self.server.request("POST", "/tokenize", {"content": "</s>"})
+        self.assertEqual(len(eos["tokens"]), 1, eos)
+        # The greedy answer's calls come first whatever follows them: any longer limit keeps them.
+        cut = 0
+        for max_tokens in range(greedy_tokens + 2, 3 * greedy_tokens, max(1, greedy_tokens // 4)):
+            r = self.client.chat.completions.create(
+                model=self.model, messages=msgs, tools=tools, tool_choice="required",
+                max_tokens=max_tokens, temperature=0, logit_bias={str(eos["tokens"][0]): -100},
+            )
+            c = r.choices[0]
+            self.assertGreaterEqual(len(c.message.tool_calls or []), 1, (max_tokens, c))
+            cut += c.finish_reason == "length"
+        self.assertGreater(cut, 0)
 
     def test_metrics(self):
         before = self.server.health()
