@@ -39,6 +39,8 @@ struct Case {
 
 // Generated from Python's jinja2 3.1 (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks).
 const Case kCases[] = {
+    {R"j({{ {'k': 'é😀"', 'n': [1, 2]} | tojson(ensure_ascii=True) }}|{{ {'b': 1, 'a': 2} | tojson(sort_keys=true, separators=(',', ':')) }}|{{ 'x' | tojson(indent=1) }})j",
+     "{}", R"j({"k": "\u00e9\ud83d\ude00\"", "n": [1, 2]}|{"a":2,"b":1}|"x")j"},
     {R"j({% for x in xs %}{{ loop.index }}{{ x }}{% if not loop.last %},{% endif %}{% endfor %})j",
      R"j({"xs": ["a", "b", "c"]})j", R"j(1a,2b,3c)j"},
     {R"j({%- for x in xs if x > 1 -%}

@@ -217,6 +217,7 @@ Value tojson(const FilterCall& f) {
     o.key_separator = sep->as_list()[1].str();
   }
   o.sort_keys = f.flag(3, "sort_keys");
+  o.ensure_ascii = f.flag(0, "ensure_ascii");
   std::string bad;
   auto text = dump_json(f.v, o, bad);
   if (!text) render_error(f.line, "Object of type " + bad + " is not JSON serializable");

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "text/utf8.h"
+
 namespace ts::jinja {
 namespace {
 
@@ -42,10 +44,29 @@ Value convert(const Json& j) {
   }
 }
 
-void dump_string(const std::string& s, std::string& out) {
+void escape_code_point(uint32_t cp, std::string& out) {
+  char buf[16];
+  if (cp >= 0x10000) {
+    cp -= 0x10000;
+    std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+  } else {
+    std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+  }
+  out += buf;
+}
+
+void dump_string(const std::string& s, bool ensure_ascii, std::string& out) {
   out += '"';
-  for (const char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const auto u = static_cast<unsigned char>(c);
+    if (ensure_ascii && u >= 0x80) {
+      // A byte that starts no valid sequence is written as the code point of its own value.
+      const size_t n = utf8_valid_prefix(s, i);
+      escape_code_point(n > 0 ? utf8_decode_at(s, i, n) : u, out);
+      i += n > 0 ? n - 1 : 0;
+      continue;
+    }
     switch (c) {
       case '"':
         out += "\\\"";
@@ -105,7 +126,7 @@ bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std
     else
       out += python_float(d);
   } else if (v.is_string()) {
-    dump_string(v.as_string(), out);
+    dump_string(v.as_string(), o.ensure_ascii, out);
   } else if (v.is_generator()) {
     bad = "generator";
     return false;
@@ -135,7 +156,7 @@ bool dump(const Value& v, const DumpOptions& o, int level, std::string& out, std
       if (list) {
         if (!dump(v.as_list()[i], o, level + 1, out, bad)) return false;
       } else {
-        dump_string(entries[i].first, out);
+        dump_string(entries[i].first, o.ensure_ascii, out);
         out += o.key_separator;
         if (!dump(*entries[i].second, o, level + 1, out, bad)) return false;
       }

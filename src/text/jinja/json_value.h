@@ -20,6 +20,8 @@ struct DumpOptions {
   std::string item_separator = ", ";
   std::string key_separator = ": ";
   bool sort_keys = false;
+  bool ensure_ascii =
+      false;  // non-ASCII characters as \uXXXX escapes (surrogate pairs past U+FFFF)
 };
 
 // json.dumps; nullopt when `v` holds something JSON cannot write (Undefined, a macro, ...), whose
