@@ -1,6 +1,7 @@
-// `turbospark chat [-m MODEL] [--system TEXT] [--chat-template NAME]`: an interactive multi-turn
-// conversation. The KV cache is kept between turns: each turn feeds only the tokens the session
-// has not seen. Ctrl-C stops the current answer; /exit (or Ctrl-D) leaves.
+// `turbospark chat [-m MODEL] [--system TEXT] [--chat-template NAME|FILE.jinja]
+// [--chat-template-kwargs JSON] [--reasoning show|hide]`: an interactive multi-turn conversation.
+// The KV cache is kept between turns: each turn feeds only the tokens the session has not seen.
+// Ctrl-C stops the current answer; /exit (or Ctrl-D) leaves.
 #include <editline/readline.h>
 #include <unistd.h>
 
@@ -9,10 +10,12 @@
 #include <csignal>
 #include <cstdio>
 
+#include "cli/chat_commands.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/run_stats.h"
 #include "cli/sampling_flags.h"
+#include "cli/thinking_output.h"
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
@@ -32,8 +35,21 @@ struct ChatArgs {
   SamplingFlags sampling;
   std::string system;
   std::string chat_template;
+  std::string template_kwargs;  // a JSON object of template variables
+  std::string reasoning = "show";
   bool stats = false;
 };
+
+ChatOptions chat_options(const ChatArgs& a) {
+  ChatOptions o;
+  if (a.template_kwargs.empty()) return o;
+  o.kwargs = nlohmann::ordered_json::parse(a.template_kwargs, nullptr, false);
+  if (!o.kwargs.is_object())
+    fail(ErrorKind::Usage,
+         "--chat-template-kwargs must be a JSON object, e.g. "
+         "'{\"enable_thinking\": false}'");
+  return o;
+}
 
 // Reads one line with line editing on a terminal, plain getline otherwise (tests, pipes).
 bool read_line(std::string& out) {
@@ -56,14 +72,16 @@ bool read_line(std::string& out) {
 
 int run_chat(const ChatArgs& a) {
   const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
+  const ChatOptions chat = chat_options(a);
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   const Tokenizer tok = load_tokenizer(engine->spec());
+  warn_beyond_trained_context(*engine, a.model);
   // The bundled model is a base model with no chat format: it talks in plain text.
   const std::string name =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
-  const ChatTemplate tmpl = model_chat_template(engine->spec(), name);
-  std::fprintf(stderr, "chat: %s, format %s; /exit to leave, Ctrl-C stops an answer\n",
-               engine->spec().source->path().c_str(), tmpl.name());
+  const ChatTemplate tmpl = model_chat_template(engine->spec(), tok, name);
+  std::fprintf(stderr, "chat: %s, format %s; /help for commands, Ctrl-C stops an answer\n",
+               engine->spec().source->path().c_str(), tmpl.describe().c_str());
   Session session(*engine);
   std::vector<ChatMessage> messages;
   if (!a.system.empty()) messages.push_back({"system", a.system});
@@ -80,10 +98,22 @@ int run_chat(const ChatArgs& a) {
   uint64_t turn = 0;
   std::string line;
   while (read_line(line)) {
-    if (line == "/exit" || line == "/quit") break;
     if (line.empty()) continue;
+    const ChatCommand command = run_chat_command(line, a.system, messages);
+    if (command == ChatCommand::Exit) break;
+    if (command == ChatCommand::Done) continue;
     messages.push_back({"user", line});
-    const std::vector<int32_t> all = tok.encode(tmpl.apply(messages, true), tok.add_bos(), true);
+    std::string prompt;
+    try {
+      prompt = tmpl.apply(messages, chat);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Input) throw;
+      // The template refuses this conversation (raise_exception): say why, drop the message.
+      std::fprintf(stderr, "chat: %s\n", e.what());
+      messages.pop_back();
+      continue;
+    }
+    const std::vector<int32_t> all = tok.encode(prompt, tok.add_bos(), true);
     // Reuse the longest prefix the cache already holds; feed the rest.
     size_t keep = 0;
     while (keep < in_cache.size() && keep < all.size() && in_cache[keep] == all[keep]) ++keep;
@@ -103,16 +133,18 @@ int run_chat(const ChatArgs& a) {
     o.json_vocab = json_vocab;
     o.cancel = &g_interrupted;
     o.earlier = in_cache;  // earlier turns: prompt lookup finds what the answer repeats there too
-    const GenerateResult r = generate(session, tok, fresh, o, [](const std::string& s) {
-      std::fwrite(s.data(), 1, s.size(), stdout);
-      std::fflush(stdout);
-    });
+    ThinkingOutput out(tmpl.thinks(), prompt_opens_thinking(prompt), a.reasoning == "show", stdout);
+    const GenerateResult r =
+        generate(session, tok, fresh, o, [&out](const std::string& s) { out.write(s); });
+    out.finish();
     std::printf("\n");
     if (r.finish == FinishReason::Cancelled) std::fprintf(stderr, "[stopped]\n");
     in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
     // Every generated token but the last was fed back into the cache.
     if (!r.tokens.empty()) in_cache.insert(in_cache.end(), r.tokens.begin(), r.tokens.end() - 1);
-    messages.push_back({"assistant", r.text});
+    ChatMessage answer{"assistant", tmpl.thinks() ? out.content() : r.text};
+    answer.reasoning_content = out.reasoning();
+    messages.push_back(std::move(answer));
     if (a.stats) print_run_stats(*engine, r, stderr);
   }
   return 0;
@@ -129,7 +161,14 @@ Runner add_chat(CLI::App& app) {
   a->sampling.n_predict = 256;
   sub->add_option("--system", a->system, "System prompt");
   sub->add_option("--chat-template", a->chat_template,
-                  "chatml, llama3, llama2, mistral, gemma, raw");
+                  "A FILE.jinja, or a built-in format: chatml, llama3, llama2, mistral, gemma, raw "
+                  "(default: the model's own template)");
+  sub->add_option("--chat-template-kwargs", a->template_kwargs,
+                  "Variables for the model's template, a JSON object (e.g. '{\"enable_thinking\": "
+                  "false}' turns Qwen3's thinking off)");
+  sub->add_option("--reasoning", a->reasoning,
+                  "A thinking model's reasoning: show (dimmed on a terminal) or hide")
+      ->check(CLI::IsMember({"show", "hide"}));
   sub->add_flag("--stats", a->stats, "Print the stats line after each answer");
   return [a] { return run_chat(*a); };
 }

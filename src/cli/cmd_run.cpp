@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -21,6 +22,7 @@ struct RunArgs {
   ModelFlags model;
   SamplingFlags sampling;
   std::string prompt;
+  std::string prompt_file;  // -f: the prompt read from a file
   bool no_bos = false;
   bool show_prompt = true;
   std::string stats_json;
@@ -46,14 +48,25 @@ void write_stats_json(Engine& engine, const GenerateResult& r, const std::string
 }
 
 int run_run(const RunArgs& a) {
-  if (a.prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty (-p TEXT)");
+  std::string text = a.prompt;
+  if (!a.prompt_file.empty()) {
+    std::ifstream in(a.prompt_file, std::ios::binary);
+    if (!in) fail(ErrorKind::Usage, "-f: cannot read '" + a.prompt_file + "'");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (text.empty()) fail(ErrorKind::Usage, "the prompt is empty (-p TEXT or -f FILE)");
   const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
   auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
   print_footprint(engine->footprint(), stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
-  const std::vector<int32_t> prompt = tok.encode(a.prompt, tok.add_bos() && !a.no_bos, false);
+  warn_beyond_trained_context(*engine, a.model);
+  const std::vector<int32_t> prompt = tok.encode(text, tok.add_bos() && !a.no_bos, false);
   Session session(*engine);
-  if (a.show_prompt) std::printf("%s", a.prompt.c_str());
+  // Refused before any text is printed.
+  if (static_cast<int64_t>(prompt.size()) >= session.ctx())
+    fail(ErrorKind::Input, std::to_string(prompt.size()) + " tokens exceed the context of " +
+                               std::to_string(session.ctx()) + " (raise -c)");
+  if (a.show_prompt) std::printf("%s", text.c_str());
   std::fflush(stdout);
   const GenerateResult r = generate(session, tok, prompt, options, [](const std::string& s) {
     std::fwrite(s.data(), 1, s.size(), stdout);
@@ -74,7 +87,9 @@ Runner add_run(CLI::App& app) {
   add_model_flags(sub, a->model, true);
   add_sampling_flags(sub, a->sampling);
   a->sampling.n_predict = 64;
-  sub->add_option("-p,--prompt", a->prompt, "Prompt text")->required();
+  auto* prompt = sub->add_option("-p,--prompt", a->prompt, "Prompt text");
+  sub->add_option("-f,--file", a->prompt_file, "Read the prompt from FILE (as llama.cpp's -f)")
+      ->excludes(prompt);
   sub->add_flag("--no-bos", a->no_bos, "Do not prepend the BOS token");
   sub->add_flag("!--no-display-prompt", a->show_prompt, "Print only the continuation");
   sub->add_option("--stats-json", a->stats_json,

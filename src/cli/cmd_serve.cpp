@@ -59,13 +59,14 @@ int run_serve(ServeArgs& a) {
   print_footprint(engine->footprint(), stderr);
   print_serve_memory(serve_memory(*engine, shape, options.memory_budget), shape, stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
+  warn_beyond_trained_context(*engine, a.model);
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
   std::optional<ChatTemplate> chat;
   std::string no_chat;
   try {
-    chat = model_chat_template(engine->spec(), format);
+    chat = model_chat_template(engine->spec(), tok, format);
   } catch (const Error& e) {
     if (!format.empty()) throw;
     no_chat = std::string("chat completions are off: ") + e.what();
@@ -85,7 +86,7 @@ int run_serve(ServeArgs& a) {
                a.http.model_id.c_str(), a.http.host.c_str(), port, a.parallel,
                static_cast<long long>(a.model.ctx),
                static_cast<double>(scheduler.kv_bytes()) / (1 << 20), a.queue,
-               chat ? chat->name() : "off");
+               chat ? chat->describe().c_str() : "off");
   std::fflush(stderr);
 
   std::thread signals([&] {
@@ -131,7 +132,8 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   sub->add_option(
       "--chat-template", a->chat_template,
-      "Chat format: chatml, llama3, llama2, mistral, gemma, raw (default: the model's)");
+      "Chat template: a FILE.jinja, or a built-in format: chatml, llama3, llama2, mistral, gemma, "
+      "raw (default: the model's own template)");
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");

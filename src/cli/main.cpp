@@ -1,11 +1,14 @@
 // turbospark: the command-line entry point. Errors are one line on stderr; the exit code is 1
 // for usage errors, 2 for a model that cannot be opened (see core/error.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/llama_cpp_flags.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
@@ -27,7 +30,14 @@ int main(int argc, char** argv) {
   add(ts::cli::add_chat);
   add(ts::cli::add_serve);
   try {
-    app.parse(argc, argv);
+    app.name(argv[0]);  // as parse(argc, argv) would name it in --help
+    std::vector<std::string> args(argv + 1, argv + argc);
+    args = ts::cli::translate_llama_cpp_flags(std::move(args));
+    std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
+    app.parse(args);
+  } catch (const ts::Error& e) {
+    std::fprintf(stderr, "turbospark: error: %s\n", e.what());
+    return ts::exit_code_for(e.kind());
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {

@@ -4,9 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <cctype>
+#include <cstdio>
 
 #include "cli/number_checks.h"
 #include "core/error.h"
+#include "model/model_spec.h"
 
 namespace ts::cli {
 
@@ -16,7 +18,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
                                 : "GGUF file or Hugging Face directory");
   app->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)")
       ->check(at_least(0));
-  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")->check(at_least(1));
+  app->add_option("-c,--ctx-size", f.ctx, "Context length (KV cache rows)")
+      ->check(at_least(1))
+      ->each([&f](const std::string&) { f.ctx_given = true; });
   app->add_option("--kv-type", f.kv_type, "KV cache type: f32, f16, bf16, q8_0")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0"}));
   app->add_option(
@@ -89,6 +93,17 @@ EngineOptions engine_options(const ModelFlags& f) {
   o.expert_prefetch = f.expert_prefetch;
   o.state_checkpoints = f.state_checkpoints;
   return o;
+}
+
+void warn_beyond_trained_context(const Engine& engine, const ModelFlags& f) {
+  const int64_t trained = engine.spec().cfg.ctx_train;
+  const int64_t ctx = engine.options().ctx;
+  if (f.ctx_given && trained > 0 && ctx > trained)
+    std::fprintf(stderr,
+                 "turbospark: warning: -c %lld is above the %lld tokens %s was trained on; "
+                 "text past them may come out garbled\n",
+                 static_cast<long long>(ctx), static_cast<long long>(trained),
+                 engine.spec().source->path().c_str());
 }
 
 }  // namespace ts::cli

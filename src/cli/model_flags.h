@@ -17,6 +17,7 @@ struct ModelFlags {
   std::string model;
   int threads = 0;
   int64_t ctx = 4096;
+  bool ctx_given = false;  // -c was on the command line
   std::string kv_type = "f16";
   int64_t prefill_batch = 0;  // 0: the backend's default
   int64_t expert_slots = 0;
@@ -34,6 +35,9 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model);
 EngineOptions engine_options(const ModelFlags& f);
 // -m, or the bundled model when the command allows it; a usage error otherwise.
 std::string model_path(const ModelFlags& f, bool default_model);
+// A warning on stderr when -c (given, not the default) is above the context the model was trained
+// on: positions past it are ones the model never saw, and its answers there may fall apart.
+void warn_beyond_trained_context(const Engine& engine, const ModelFlags& f);
 // "8G", "512M", "1000000" -> bytes.
 uint64_t parse_bytes(const std::string& s, const std::string& flag);
 

@@ -10,12 +10,15 @@ Tokenizer load_tokenizer(const ModelSpec& spec) {
   return Tokenizer::from_hf_dir(spec.source->path());
 }
 
-ChatTemplate model_chat_template(const ModelSpec& spec, const std::string& explicit_name) {
+ChatTemplate model_chat_template(const ModelSpec& spec, const Tokenizer& tok,
+                                 const std::string& explicit_name) {
   const std::string source = spec.source->gguf() != nullptr
                                  ? gguf_chat_template(*spec.source->gguf())
                                  : hf_chat_template(spec.source->path());
+  const auto text = [&](int32_t id) { return id >= 0 ? tok.token_text(id) : std::string(); };
   return select_chat_template(explicit_name, source, family_name(spec.cfg.family),
-                              spec.source->path());
+                              spec.source->path(),
+                              {text(tok.bos()), text(tok.eos()), tok.add_bos()});
 }
 
 }  // namespace ts

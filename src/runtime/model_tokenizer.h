@@ -11,8 +11,10 @@ namespace ts {
 struct ModelSpec;
 
 Tokenizer load_tokenizer(const ModelSpec& spec);
-// The chat format: `explicit_name` when given, else the one the model's template is written for,
-// else the family's own; an error naming the choices otherwise.
-ChatTemplate model_chat_template(const ModelSpec& spec, const std::string& explicit_name);
+// The chat template: `explicit_name` (a built-in format or a .jinja file) when given, else the
+// model's own (run as Jinja, with `tok`'s BOS / EOS texts), else the family's format; an error
+// naming the choices otherwise.
+ChatTemplate model_chat_template(const ModelSpec& spec, const Tokenizer& tok,
+                                 const std::string& explicit_name);
 
 }  // namespace ts

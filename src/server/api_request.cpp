@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,9 +22,45 @@ constexpr int64_t kMaxCompletionLogprobs = 5;  // OpenAI's limit for /v1/complet
 // OpenAI's default for /v1/completions; chat completions run to the end of the answer.
 constexpr int64_t kCompletionDefaultMaxTokens = 16;
 
+// The fields each endpoint reads (below, and in the tool and response-format readers); "user" is
+// OpenAI's end-user id, which identifies a client to no one here.
+bool known_field(const std::string& name, ApiKind kind) {
+  static const std::set<std::string> shared = {"model",
+                                               "stream",
+                                               "stream_options",
+                                               "max_tokens",
+                                               "stop",
+                                               "temperature",
+                                               "top_p",
+                                               "presence_penalty",
+                                               "frequency_penalty",
+                                               "top_k",
+                                               "min_p",
+                                               "repeat_penalty",
+                                               "repeat_last_n",
+                                               "logit_bias",
+                                               "response_format",
+                                               "json_schema",
+                                               "ignore_eos",
+                                               "cache_prompt",
+                                               "logprobs",
+                                               "n",
+                                               "seed",
+                                               "user"};
+  static const std::set<std::string> completion = {"prompt", "best_of", "echo", "suffix"};
+  static const std::set<std::string> chat = {
+      "messages",  "max_completion_tokens", "top_logprobs",
+      "tools",     "tool_choice",           "parallel_tool_calls",
+      "functions", "chat_template_kwargs",  "reasoning_effort"};
+  return shared.count(name) != 0 ||
+         (kind == ApiKind::Completion ? completion : chat).count(name) != 0;
+}
+
 // Fields of OpenAI's API that this server does not implement: refused, never silently ignored,
 // since a client that sends them expects their effect.
 void refuse_unsupported(const json& body, ApiKind kind) {
+  for (const auto& [name, value] : body.items())
+    if (!known_field(name, kind)) bad(name, "is not a field this server implements");
   if (kind == ApiKind::Completion) {
     if (integer(body, "best_of", 1, 1, 1) != 1) bad("best_of", "must be 1");
     if (boolean(body, "echo", false)) bad("echo", "is not supported");
@@ -40,6 +77,15 @@ void refuse_unsupported(const json& body, ApiKind kind) {
 // mode). The schema is compiled here, so what it asks that is not implemented is a 400.
 std::shared_ptr<const JsonSchema> response_format(const json& body) {
   const json* rf = get(body, "response_format");
+  if (const json* top = get(body, "json_schema"); top != nullptr) {
+    // llama.cpp's spelling: the schema itself at the top level.
+    if (rf != nullptr) bad("json_schema", "cannot be combined with response_format");
+    try {
+      return std::make_shared<const JsonSchema>(JsonSchema::compile(*top));
+    } catch (const Error& e) {
+      bad("json_schema", e.what());
+    }
+  }
   if (rf == nullptr) return nullptr;
   const json* type = rf->is_object() ? get(*rf, "type") : nullptr;
   if (type != nullptr && *type == "text") return nullptr;
@@ -150,11 +196,17 @@ std::string content_text(const json& content, size_t i) {
   return text;
 }
 
+std::string optional_string(const json& m, const char* name, const std::string& field) {
+  const json* v = get(m, name);
+  if (v == nullptr) return {};
+  if (!v->is_string()) bad(field + "." + name, "must be a string");
+  return v->get<std::string>();
+}
+
 void read_messages(const json& body, ApiRequest& r) {
   const json* v = get(body, "messages");
   if (v == nullptr) bad("messages", "is required");
   if (!v->is_array() || v->empty()) bad("messages", "must be a non-empty list");
-  bool after_result = false;  // the message before was a tool result
   for (size_t i = 0; i < v->size(); ++i) {
     const json& m = (*v)[i];
     const std::string field = "messages[" + std::to_string(i) + "]";
@@ -165,25 +217,35 @@ void read_messages(const json& body, ApiRequest& r) {
     msg.role = role->get<std::string>();
     // OpenAI's newer name for the system role.
     if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      bad(field + ".role",
+          "must be system, developer, user, assistant or tool, got '" + msg.role + "'");
     const auto content = m.find("content");
     msg.content = content == m.end() ? std::string() : content_text(*content, i);
     if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
       if (msg.role != "assistant") bad(field + ".tool_calls", "belong to assistant messages");
-      const std::string text = tool_calls_text(*calls, field + ".tool_calls");
-      msg.content += (msg.content.empty() || text.empty() ? "" : "\n") + text;
+      msg.tool_calls = read_tool_calls(*calls, field + ".tool_calls");
     }
-    // Tool results, as the Hermes format reads them: in a user turn, one after another.
-    const bool result = msg.role == "tool";
-    if (result) {
-      msg.role = "user";
-      msg.content = tool_response_text(msg.content);
-      if (after_result) {
-        r.messages.back().content += "\n" + msg.content;
-        continue;
-      }
-    }
-    after_result = result;
+    msg.reasoning_content = optional_string(m, "reasoning_content", field);
+    msg.tool_call_id = optional_string(m, "tool_call_id", field);
+    msg.name = optional_string(m, "name", field);
     r.messages.push_back(std::move(msg));
+  }
+}
+
+// chat_template_kwargs (llama.cpp's and vLLM's field): variables for the chat template, such as
+// enable_thinking; OpenAI's reasoning_effort is one more.
+void read_template_kwargs(const json& body, ApiRequest& r) {
+  nlohmann::ordered_json& kwargs = r.chat_options.kwargs;
+  if (const json* k = get(body, "chat_template_kwargs"); k != nullptr) {
+    if (!k->is_object()) bad("chat_template_kwargs", "must be an object");
+    for (const auto& [key, value] : k->items()) kwargs[key] = nlohmann::ordered_json(value);
+  }
+  const std::string effort = string(body, "reasoning_effort");
+  if (!effort.empty()) {
+    if (effort != "low" && effort != "medium" && effort != "high")
+      bad("reasoning_effort", "must be low, medium or high");
+    kwargs["reasoning_effort"] = effort;
   }
 }
 
@@ -203,10 +265,10 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
     read_prompt(body, r);
   } else {
     read_messages(body, r);
+    read_template_kwargs(body, r);
     const ToolRequest tools = read_tools(body);
     r.tools = tools.tools;
     r.tool_required = tools.required;
-    if (r.tools != nullptr) add_tools_to_system(*r.tools, r.messages);
   }
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
   const int64_t def = kind == ApiKind::Completion ? kCompletionDefaultMaxTokens : -1;

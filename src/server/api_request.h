@@ -1,7 +1,9 @@
 // OpenAI request bodies (/v1/completions, /v1/chat/completions) read into one checked form.
 // A malformed field, a value out of OpenAI's range or a feature we do not implement (n > 1,
 // echo, tools, ...) is an Input error naming the field; the HTTP layer answers it with 400.
-// Unknown fields are ignored, as OpenAI's own server does for forward compatibility.
+// A field the server does not know (llama.cpp's grammar or mirostat, a misspelt name) is refused
+// by name, as OpenAI's own server refuses an unrecognized argument: ignoring it would answer
+// something other than what was asked.
 #pragma once
 
 #include <cstdint>
@@ -28,16 +30,21 @@ struct ApiRequest {
   // Completion prompt: text, or token ids given directly.
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
-  std::vector<ChatMessage> messages;  // chat
-  int64_t max_tokens = -1;            // < 0: until end of generation or the context is full
+  // Chat: the messages as the client sent them (tool turns, calls with their arguments parsed,
+  // reasoning_content); the template decides how they are written (server/chat_prompt.h).
+  std::vector<ChatMessage> messages;
+  // Chat: chat_template_kwargs (and reasoning_effort) as template variables; tools filled in
+  // with the request's tool list.
+  ChatOptions chat_options;
+  int64_t max_tokens = -1;  // < 0: until end of generation or the context is full
   bool ignore_eos = false;
   bool cache_prompt = true;  // llama.cpp's switch: may start from a slot's cached prefix
   std::vector<std::string> stop;
   SamplerParams sampling;  // OpenAI's defaults: temperature 1, nucleus and top-k off
   // response_format json_object (JsonSchema::any_object()) or json_schema; null: text.
   std::shared_ptr<const JsonSchema> json;
-  // Chat: the tools the model may call (null: none), already listed in the system message; and
-  // whether the answer must be a call (tool_choice "required" or a named function).
+  // Chat: the tools the model may call (null: none); and whether the answer must be a call
+  // (tool_choice "required" or a named function).
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
   std::optional<uint64_t> seed;  // absent: the server draws one

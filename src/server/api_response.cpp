@@ -123,6 +123,7 @@ json full_response(const ResponseMeta& m, const std::vector<Choice>& choices, co
         {"index", i}, {"logprobs", ch.logprobs}, {"finish_reason", finish_reason_name(ch.finish)}};
     if (chat(m)) {
       c["message"] = {{"role", "assistant"}, {"content", ch.text}};
+      if (!ch.reasoning.empty()) c["message"]["reasoning_content"] = ch.reasoning;
       if (!ch.calls.empty()) {
         if (ch.text.empty()) c["message"]["content"] = nullptr;
         c["message"]["tool_calls"] = tool_calls_json(ch.calls, false);
@@ -143,6 +144,11 @@ json full_response(const ResponseMeta& m, const std::vector<Choice>& choices, co
 json role_chunk(const ResponseMeta& m, int index) {
   return chunk(m, json::array({choice(m, index, {{"role", "assistant"}, {"content", ""}}, "",
                                       nullptr, nullptr)}));
+}
+
+json reasoning_chunk(const ResponseMeta& m, int index, const std::string& text) {
+  return chunk(
+      m, json::array({choice(m, index, {{"reasoning_content", text}}, "", nullptr, nullptr)}));
 }
 
 json text_chunk(const ResponseMeta& m, int index, const std::string& text, const json& logprobs) {

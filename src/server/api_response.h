@@ -19,6 +19,10 @@ struct ResponseMeta {
   std::string model;
   int64_t created = 0;         // Unix seconds
   bool include_usage = false;  // streamed: every chunk carries "usage" (null until the last)
+  // Chat: the answer's <think> block is given as reasoning_content (text/reasoning.h); open when
+  // the prompt already opened it.
+  bool split_reasoning = false;
+  bool thinking_open = false;
 };
 
 // A fresh response id for `kind`: a prefix and 24 random hex digits.
@@ -34,6 +38,7 @@ struct Choice {
   FinishReason finish = FinishReason::Length;
   nlohmann::json logprobs;
   std::vector<ToolCall> calls;
+  std::string reasoning = {};  // chat: the thinking, as the message's reasoning_content ("" none)
 };
 nlohmann::json full_response(const ResponseMeta& m, const std::vector<Choice>& choices,
                              const Usage& u);
@@ -48,6 +53,8 @@ nlohmann::json logprobs_json(const ResponseMeta& m, const Tokenizer& tok,
 nlohmann::json role_chunk(const ResponseMeta& m, int index);
 nlohmann::json text_chunk(const ResponseMeta& m, int index, const std::string& text,
                           const nlohmann::json& logprobs);
+// A chat stream's thinking, as a delta of its own: {"reasoning_content": text}.
+nlohmann::json reasoning_chunk(const ResponseMeta& m, int index, const std::string& text);
 // A chat stream's tool calls, whole, in one chunk before the finish.
 nlohmann::json tool_calls_chunk(const ResponseMeta& m, int index,
                                 const std::vector<ToolCall>& calls);

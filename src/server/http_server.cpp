@@ -6,17 +6,20 @@
 #include <chrono>
 #include <exception>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/chat_prompt.h"
 #include "server/connection_gate.h"
 #include "server/http_errors.h"
 #include "server/request_server.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
+#include "text/reasoning.h"
 
 namespace ts::server {
 namespace {
@@ -136,6 +139,7 @@ struct ChoiceRelay {
   Choice answer;                   // the text so far (not streamed), then how it ended
   std::vector<TokenLogprobs> lps;  // not yet sent
   size_t text_offset = 0;          // of the next token in the answer (completions' logprobs)
+  std::optional<ReasoningSplitter> reasoning;  // chat answers of a thinking model
 };
 
 struct Relay {
@@ -157,6 +161,21 @@ json take_logprobs(Relay& r, ChoiceRelay& c) {
   json j = logprobs_json(r.meta, *r.tok, c.lps, c.text_offset);
   c.lps.clear();
   return j;
+}
+
+// A streamed chat answer's thinking and reply, each as deltas of their own.
+bool send_parts(Relay& r, ChoiceRelay& c, int index, const ReasoningSplitter::Parts& parts,
+                httplib::DataSink& sink) {
+  if (!parts.reasoning.empty() &&
+      !write(sink, sse_event(reasoning_chunk(r.meta, index, parts.reasoning))))
+    return false;
+  return parts.content.empty() ||
+         write(sink, sse_event(text_chunk(r.meta, index, parts.content, take_logprobs(r, c))));
+}
+
+void collect(ChoiceRelay& c, const ReasoningSplitter::Parts& parts) {
+  c.answer.reasoning += parts.reasoning;
+  c.answer.text += parts.content;
 }
 
 // Takes what choice `i`'s job has for the response (waiting up to `wait`): false while it runs.
@@ -208,10 +227,15 @@ bool relay_stream(Relay& r, httplib::DataSink& sink) {
     const bool ended = take_choice(r, i, choice_poll(r), u);
     // A token's log-probability rides on the next chunk of text: its own text may still be held
     // back (an unfinished character, the start of a stop string).
-    for (const std::string& piece : u.pieces)
-      if (!write(sink, sse_event(text_chunk(r.meta, index, piece, take_logprobs(r, c)))))
-        return false;
+    for (const std::string& piece : u.pieces) {
+      const bool sent =
+          c.reasoning
+              ? send_parts(r, c, index, c.reasoning->feed(piece), sink)
+              : write(sink, sse_event(text_chunk(r.meta, index, piece, take_logprobs(r, c))));
+      if (!sent) return false;
+    }
     if (!ended) continue;
+    if (c.reasoning && !send_parts(r, c, index, c.reasoning->finish(), sink)) return false;
     if (!u.error.empty()) {
       if (!write(sink, sse_event(error_json(u.error, "server_error", "")))) return false;
       if (!write(sink, "data: [DONE]\n\n")) return false;
@@ -245,8 +269,14 @@ void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) 
       if (c.done) continue;
       JobUpdate u;
       const bool ended = take_choice(r, i, choice_poll(r), u);
-      for (const std::string& piece : u.pieces) c.answer.text += piece;
+      for (const std::string& piece : u.pieces) {
+        if (c.reasoning)
+          collect(c, c.reasoning->feed(piece));
+        else
+          c.answer.text += piece;
+      }
       if (!ended) continue;
+      if (c.reasoning) collect(c, c.reasoning->finish());
       if (!u.error.empty()) return send_error(res, 500, u.error, "server_error", "");
       c.answer.logprobs = take_logprobs(r, c);
     }
@@ -266,7 +296,8 @@ struct HttpServer::Impl {
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
-  std::vector<int32_t> prompt(const ApiRequest& a) const;
+  // `thinking_open`: whether the prompt leaves the model inside a <think> block.
+  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open) const;
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -295,12 +326,14 @@ void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t hea
   set_current_stream(nullptr);
 }
 
-std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a) const {
+std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open) const {
   if (a.kind == ApiKind::Chat) {
     if (!chat) fail(ErrorKind::Input, no_chat);
+    const std::string text = chat_prompt_text(*chat, a);
+    thinking_open = prompt_opens_thinking(text);
     // A required call: the answer opens with the marker, so the model writes only the call.
     const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
-    return tok.encode(chat->apply(a.messages, true) + opening, tok.add_bos(), true);
+    return tok.encode(text + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
   // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.
@@ -327,7 +360,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
           res, 404,
           "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
           "invalid_request_error", "model_not_found");
-    g.prompt = prompt(a);
+    bool thinking_open = false;
+    g.prompt = prompt(a, thinking_open);
     g.max_tokens = a.max_tokens;
     g.ignore_eos = a.ignore_eos;
     g.cache_prompt = a.cache_prompt;
@@ -341,6 +375,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     logprobs = a.top_logprobs >= 0;
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
+    meta.split_reasoning = kind == ApiKind::Chat && chat->thinks();
+    meta.thinking_open = thinking_open;
     stream = a.stream;
     n = a.n;
   } catch (const Error& e) {
@@ -372,6 +408,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     relay->choices.emplace_back().job = std::move(job);
   }
   relay->meta = std::move(meta);
+  if (relay->meta.split_reasoning)
+    for (ChoiceRelay& c : relay->choices) c.reasoning.emplace(relay->meta.thinking_open);
   relay->tok = &tok;
   relay->logprobs = logprobs;
   if (!stream) {

@@ -418,11 +418,13 @@ bool Scheduler::start_tool_call(Slot& s, const std::string& after) {
 
 void Scheduler::finish(Slot& s, FinishReason reason) {
   if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
-  // Cut by a limit between whole calls, the answer is those calls.
+  // Cut by a limit between whole calls, the answer is those calls; inside one, the whole calls
+  // before it (finish reason length).
   if (reason == FinishReason::Length && s.tool && s.tool->complete())
     reason = FinishReason::ToolCalls;
   std::vector<ToolCall> calls;
-  if (reason == FinishReason::ToolCalls) calls = parse_tool_calls(s.call_text);
+  if (reason == FinishReason::ToolCalls || (reason == FinishReason::Length && s.tool))
+    calls = parse_tool_calls(s.call_text);
   const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
   s.kv->checkpoint();  // where a continued conversation will resume
   release(s)->finish(reason, usage, std::move(calls));

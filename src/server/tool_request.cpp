@@ -83,9 +83,10 @@ ToolRequest read_tools(const json& body) {
   return r;
 }
 
-std::string tool_calls_text(const json& calls, const std::string& field) {
+nlohmann::ordered_json read_tool_calls(const json& calls, const std::string& field) {
+  using ordered = nlohmann::ordered_json;
   if (!calls.is_array()) bad(field, "must be a list");
-  std::string out;
+  ordered out = ordered::array();
   for (size_t i = 0; i < calls.size(); ++i) {
     const json& c = calls[i];
     const std::string at = field + "[" + std::to_string(i) + "]";
@@ -95,26 +96,70 @@ std::string tool_calls_text(const json& calls, const std::string& field) {
           "must be {\"type\": \"function\", \"function\": {\"name\": ..., \"arguments\": ...}}");
     const json& f = c["function"];
     // Arguments come back as the JSON text the server sent; an object is taken as well.
-    json args = f.value("arguments", json("{}"));
-    if (args.is_string()) args = parse_json_or_discarded(args.get<std::string>());
+    ordered args = ordered(f.value("arguments", json("{}")));
+    // Parsed keeping the keys in order (templates show them as sent); text nested past the bound
+    // is refused like text that is no object.
+    if (args.is_string()) {
+      const std::string text = args.get<std::string>();
+      args = json_nesting(text) <= kMaxJsonNesting ? ordered::parse(text, nullptr, false)
+                                                   : ordered(ordered::value_t::discarded);
+    }
     if (!args.is_object()) bad(at + ".function.arguments", "must be a JSON object (or its text)");
-    if (!out.empty()) out += '\n';
-    out += tool_call_text(f["name"].get<std::string>(), args.dump());
+    ordered call = ordered::object();
+    if (c.contains("id") && c["id"].is_string()) call["id"] = c["id"];
+    call["type"] = "function";
+    call["function"] = {{"name", f["name"]}, {"arguments", std::move(args)}};
+    out.push_back(std::move(call));
   }
   return out;
 }
 
-std::string tool_response_text(const std::string& content) {
-  return "<tool_response>\n" + content + "\n</tool_response>";
+nlohmann::ordered_json tools_json(const ToolSet& tools) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const Tool& t : tools.tools()) {
+    nlohmann::ordered_json f = {{"name", t.name}};
+    if (!t.description.empty()) f["description"] = t.description;
+    f["parameters"] = nlohmann::ordered_json(t.parameters);
+    out.push_back({{"type", "function"}, {"function", std::move(f)}});
+  }
+  return out;
 }
 
-void add_tools_to_system(const ToolSet& tools, std::vector<ChatMessage>& messages) {
-  if (!messages.empty() && messages.front().role == "system") {
-    std::string& system = messages.front().content;
-    system += (system.empty() ? "" : "\n\n") + tools.system_block();
-  } else {
-    messages.insert(messages.begin(), ChatMessage{"system", tools.system_block()});
+std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& messages,
+                                         const ToolSet* tools) {
+  std::vector<ChatMessage> out;
+  bool after_result = false;  // the message before was a tool result
+  for (const ChatMessage& m : messages) {
+    ChatMessage h{m.role, m.content};
+    h.reasoning_content = m.reasoning_content;
+    if (m.tool_calls.is_array()) {
+      for (const auto& call : m.tool_calls) {
+        if (!h.content.empty()) h.content += '\n';
+        h.content += tool_call_text(call["function"]["name"].get<std::string>(),
+                                    call["function"]["arguments"].dump());
+      }
+    }
+    const bool result = m.role == "tool";
+    if (result) {
+      h.role = "user";
+      h.content = "<tool_response>\n" + m.content + "\n</tool_response>";
+      if (after_result) {
+        out.back().content += "\n" + h.content;
+        continue;
+      }
+    }
+    after_result = result;
+    out.push_back(std::move(h));
   }
+  if (tools != nullptr) {
+    if (!out.empty() && out.front().role == "system") {
+      std::string& system = out.front().content;
+      system += (system.empty() ? "" : "\n\n") + tools->system_block();
+    } else {
+      out.insert(out.begin(), ChatMessage{"system", tools->system_block()});
+    }
+  }
+  return out;
 }
 
 }  // namespace ts::server

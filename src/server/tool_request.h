@@ -4,7 +4,7 @@
 #pragma once
 
 #include <memory>
-#include <nlohmann/json_fwd.hpp>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -20,11 +20,17 @@ struct ToolRequest {
 
 ToolRequest read_tools(const nlohmann::json& body);
 
-// An assistant message's tool_calls as the model writes them, after its text.
-std::string tool_calls_text(const nlohmann::json& calls, const std::string& field);
-// A tool message's content as the model reads it (consecutive ones go into one user turn).
-std::string tool_response_text(const std::string& content);
-// Puts the tools' section at the end of the system message (adding one when there is none).
-void add_tools_to_system(const ToolSet& tools, std::vector<ChatMessage>& messages);
+// An assistant message's tool_calls, checked, as chat templates take them: [{"id", "type":
+// "function", "function": {"name", "arguments": {...}}}], the arguments parsed from the JSON text
+// OpenAI clients send (an object is taken as well).
+nlohmann::ordered_json read_tool_calls(const nlohmann::json& calls, const std::string& field);
+// The request's tools as OpenAI lists them, for a template that writes them itself.
+nlohmann::ordered_json tools_json(const ToolSet& tools);
+// The conversation in the Hermes form, for a template that knows no tools: each assistant
+// message's calls written after its text, tool results in user turns (consecutive ones together),
+// and, when `tools` is given, the tools' section at the end of the system message (one is added
+// when there is none).
+std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& messages,
+                                         const ToolSet* tools);
 
 }  // namespace ts::server

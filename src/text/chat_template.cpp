@@ -13,7 +13,7 @@
 namespace ts {
 namespace {
 
-constexpr const char* kNames = "chatml, llama3, llama2, mistral, gemma, raw";
+constexpr const char* kNames = "chatml, llama3, llama2, mistral, gemma, raw, or a FILE.jinja";
 
 bool has(std::string_view s, std::string_view marker) {
   return s.find(marker) != std::string_view::npos;
@@ -183,7 +183,55 @@ ChatTemplate ChatTemplate::recognise(std::string_view src) {
 
 std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) const {
+  ChatOptions options;
+  options.add_generation_prompt = add_generation_prompt;
+  return apply(messages, options);
+}
+
+namespace {
+
+// transformers' continue_final_message: the render cut right after the final message's text, so
+// that the model goes on writing it.
+std::string cut_after_final(const std::string& text, const std::string& final_content) {
+  const std::string stripped = trim(final_content);
+  const size_t at = text.rfind(stripped);
+  if (at == std::string::npos)
+    fail(ErrorKind::Input,
+         "the final assistant message to continue does not appear in the rendered chat template");
+  // Trailing spaces the template kept stay in the prompt; ones it trimmed stay out.
+  const size_t first = final_content.find_first_not_of(" \t\n\r");
+  const std::string_view lstripped = std::string_view(final_content).substr(first);
+  if (text.compare(at, lstripped.size(), lstripped) == 0)
+    return text.substr(0, at + lstripped.size());
+  return text.substr(0, at + stripped.size());
+}
+
+}  // namespace
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
+                                const ChatOptions& options) const {
+  const bool prefill = options.continue_final_message && !messages.empty() &&
+                       messages.back().role == "assistant" &&
+                       !messages.back().tool_calls.is_array();
+  if (prefill && trim(messages.back().content).empty()) {
+    // Nothing written yet: the turn simply opens.
+    ChatOptions o = options;
+    o.add_generation_prompt = true;
+    o.continue_final_message = false;
+    return apply({messages.begin(), messages.end() - 1}, o);
+  }
+  const bool gen = options.add_generation_prompt && !prefill;
+  std::string text = format_ == ChatFormat::Jinja
+                         ? render_jinja(messages, options.tools, options.kwargs, gen)
+                         : apply_builtin(messages, gen);
+  return prefill ? cut_after_final(text, messages.back().content) : text;
+}
+
+std::string ChatTemplate::apply_builtin(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
   switch (format_) {
+    case ChatFormat::Jinja:
+      break;  // apply() renders it
     case ChatFormat::ChatML:
       return apply_chatml(messages, add_generation_prompt);
     case ChatFormat::Llama3:
@@ -215,14 +263,46 @@ const char* ChatTemplate::name() const {
       return "gemma";
     case ChatFormat::Raw:
       return "raw";
+    case ChatFormat::Jinja:
+      return "jinja";
   }
   return "?";
 }
 
+std::string ChatTemplate::describe() const {
+  if (format_ == ChatFormat::Jinja) return origin_ + " (jinja)";
+  if (fallback_reason_.empty()) return name();
+  return std::string(name()) + " (" + fallback_reason_ + ")";
+}
+
 ChatTemplate select_chat_template(std::string_view explicit_name, std::string_view template_source,
-                                  std::string_view family, const std::string& model) {
-  if (!explicit_name.empty()) return ChatTemplate::by_name(explicit_name);
-  if (!template_source.empty()) return ChatTemplate::recognise(template_source);
+                                  std::string_view family, const std::string& model,
+                                  const TemplateTokens& tokens) {
+  if (!explicit_name.empty()) {
+    const std::string name(explicit_name);
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".jinja") == 0) {
+      if (!is_file(name)) fail(ErrorKind::Usage, "--chat-template: no file " + name);
+      ChatTemplate t = ChatTemplate::jinja(read_text(name), tokens);
+      t.set_origin(name);
+      return t;
+    }
+    return ChatTemplate::by_name(explicit_name);
+  }
+  if (!template_source.empty()) {
+    try {
+      return ChatTemplate::jinja(template_source, tokens);
+    } catch (const Error& jinja_error) {
+      // A template the engine cannot read: the built-in format its markers name, if any.
+      try {
+        ChatTemplate t = ChatTemplate::recognise(template_source);
+        t.set_fallback_reason(std::string("the model's template was not run: ") +
+                              jinja_error.what());
+        return t;
+      } catch (const Error&) {
+        throw jinja_error;
+      }
+    }
+  }
   if (family == "qwen2" || family == "qwen3" || family == "qwen3moe" || family == "qwen3vl")
     return ChatTemplate(ChatFormat::ChatML);
   if (family == "gemma3") return ChatTemplate(ChatFormat::Gemma);

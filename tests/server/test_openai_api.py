@@ -3,8 +3,10 @@ checked: status codes, error bodies, disconnects), on the bundled model."""
 
 import concurrent.futures
 import json
+import os
 import socket
 import subprocess
+import tempfile
 import time
 import unittest
 
@@ -190,6 +192,7 @@ class OpenAIApi(unittest.TestCase):
                         self.assertEqual(len(c.message.tool_calls), 1)
                     if choice == "required" and kw["temperature"] == 0 and parallel:
                         greedy = c.message.tool_calls
+                        greedy_tokens = r.usage.completion_tokens
                     for call in c.message.tool_calls:
                         self.assertTrue(call.id.startswith("call_"))
                         args = json.loads(call.function.arguments)
@@ -229,6 +232,21 @@ class OpenAIApi(unittest.TestCase):
                 model=self.model, messages=msgs, tools=tools,
                 tool_choice={"type": "function", "function": {"name": "nope"}},
             )
+        # Parallel calls cut by max_tokens inside a later call (end of text banned, so the calls
+        # go on): the whole calls before it are returned, with finish reason length.
+        _, eos, _ = self.server.request("POST", "/tokenize", {"content": "</s>"})
+        self.assertEqual(len(eos["tokens"]), 1, eos)
+        # The greedy answer's calls come first whatever follows them: any longer limit keeps them.
+        cut = 0
+        for max_tokens in range(greedy_tokens + 2, 3 * greedy_tokens, max(1, greedy_tokens // 4)):
+            r = self.client.chat.completions.create(
+                model=self.model, messages=msgs, tools=tools, tool_choice="required",
+                max_tokens=max_tokens, temperature=0, logit_bias={str(eos["tokens"][0]): -100},
+            )
+            c = r.choices[0]
+            self.assertGreaterEqual(len(c.message.tool_calls or []), 1, (max_tokens, c))
+            cut += c.finish_reason == "length"
+        self.assertGreater(cut, 0)
 
     def test_metrics(self):
         before = self.server.health()
@@ -498,6 +516,16 @@ class OpenAIApi(unittest.TestCase):
             {"messages": [{"role": "user", "content": "Hi"}], "tools": [{"type": "function"}]},
         )
         expect(400, None, "POST", "/v1/completions", b"\xff\xfe not utf-8")
+        # Fields the server does not implement are refused by name, never ignored.
+        for field, value in (("grammar", "root ::= x"), ("mirostat", 2), ("typo_field", 1)):
+            status, j, raw = self.server.request(
+                "POST", "/v1/chat/completions",
+                {"messages": [{"role": "user", "content": "Hi"}], field: value},
+            )
+            self.assertEqual(status, 400, raw)
+            self.assertIn("'%s'" % field, j["error"]["message"])
+        with self.assertRaises(openai.BadRequestError):
+            self.chat("Hi", extra_body={"mirostat": 2})
         with self.assertRaises(openai.BadRequestError):
             self.complete("Hi", temperature=5)
         with self.assertRaises(openai.BadRequestError):
@@ -562,6 +590,80 @@ class ServerFlags(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.binary = binary_from_env()
+
+    def test_chat_template_file(self):
+        # A template given as a file is what the server runs (its prompt is that template's text,
+        # token for token); its variables come from chat_template_kwargs; a generation prompt that
+        # opens <think> makes the answer reasoning_content, whole and streamed; a final assistant
+        # message is continued; an unknown role is refused.
+        template = (
+            "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor -%}"
+            "{%- if add_generation_prompt %}assistant:"
+            "{% if enable_thinking is not defined or enable_thinking %} <think>\n{% endif %}"
+            "{% endif %}{# models write </think> to end their thinking #}"
+        )
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "think.jinja")
+            with open(path, "w") as f:
+                f.write(template)
+            with Server(self.binary, "--chat-template", path, "--parallel", "2", "-c", "512") as s:
+                c = client_for(s)
+                messages = [{"role": "user", "content": "Once upon a time"}]
+                r = c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=messages, max_tokens=12, temperature=0
+                )
+                _, toks, _ = s.request(
+                    "POST",
+                    "/tokenize",
+                    {"content": "user: Once upon a time\nassistant: <think>\n", "add_special": True},
+                )
+                self.assertEqual(r.usage.prompt_tokens, len(toks["tokens"]))
+                reasoning = r.choices[0].message.reasoning_content
+                self.assertTrue(reasoning)  # the base model never closes the block
+                self.assertFalse(r.choices[0].message.content)
+                streamed = ""
+                for chunk in c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages,
+                    max_tokens=12,
+                    temperature=0,
+                    stream=True,
+                ):
+                    for ch in chunk.choices:
+                        streamed += getattr(ch.delta, "reasoning_content", None) or ""
+                        self.assertFalse(ch.delta.content)
+                self.assertEqual(streamed, reasoning)
+                off = c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages,
+                    max_tokens=12,
+                    temperature=0,
+                    extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+                )
+                self.assertTrue(off.choices[0].message.content)
+                self.assertIsNone(getattr(off.choices[0].message, "reasoning_content", None))
+                # Prefill: the answer continues the assistant's text, as a completion of it would.
+                prefill = c.chat.completions.create(
+                    model="tiny-moe-q8_0",
+                    messages=messages + [{"role": "assistant", "content": "The little dog"}],
+                    max_tokens=8,
+                    temperature=0,
+                )
+                want = c.completions.create(
+                    model="tiny-moe-q8_0",
+                    prompt="user: Once upon a time\nassistant: The little dog",
+                    max_tokens=8,
+                    temperature=0,
+                )
+                self.assertEqual(prefill.choices[0].message.content, want.choices[0].text)
+                status, j, raw = s.request(
+                    "POST",
+                    "/v1/chat/completions",
+                    {"messages": [{"role": "narrator", "content": "x"}]},
+                )
+                self.assertEqual(status, 400, raw)
+                self.assertIn("narrator", j["error"]["message"])
+            self.assertEqual(s.exit_code, 0)
 
     def test_api_key(self):
         with Server(self.binary, "--api-key", "s3cret", "--parallel", "1", "-c", "256") as s:

@@ -149,7 +149,15 @@ TEST(ChatTemplate, MalformedConversationsAreInputErrors) {
 TEST(ChatTemplate, SelectionOrder) {
   EXPECT_EQ(ts::select_chat_template("gemma", kSmolTemplate, "llama", "m").format(),
             ChatFormat::Gemma);
-  EXPECT_EQ(ts::select_chat_template("", kSmolTemplate, "llama", "m").format(), ChatFormat::ChatML);
+  // The model's own template runs.
+  EXPECT_EQ(ts::select_chat_template("", kSmolTemplate, "llama", "m").format(), ChatFormat::Jinja);
+  // One the engine cannot read falls back to the format its markers name, saying why.
+  const ChatTemplate fallback =
+      ts::select_chat_template("", "{% include 'x' %}<|im_start|>{{ message }}", "llama", "m");
+  EXPECT_EQ(fallback.format(), ChatFormat::ChatML);
+  EXPECT_NE(fallback.describe().find("unsupported tag"), std::string::npos) << fallback.describe();
+  // Neither readable nor recognised: the engine's error.
+  EXPECT_THROW(ts::select_chat_template("", "{% include 'x' %}", "llama", "m"), ts::Error);
   EXPECT_EQ(ts::select_chat_template("", "", "qwen3moe", "m").format(), ChatFormat::ChatML);
   EXPECT_EQ(ts::select_chat_template("", "", "gemma3", "m").format(), ChatFormat::Gemma);
   try {
@@ -166,6 +174,48 @@ TEST(ChatTemplate, SelectionOrder) {
     EXPECT_EQ(e.kind(), ts::ErrorKind::Usage);
     EXPECT_NE(std::string(e.what()).find("chatml"), std::string::npos) << e.what();
   }
+}
+
+// SmolLM2's own template adds its default system prompt, which the ChatML format does not: the
+// prompt the model was trained on (issue 37's 31 tokens, not 10).
+TEST(ChatTemplate, ModelTemplateRunsAsJinja) {
+  // SmolLM2's BOS is <|im_start|>, which its tokenizer does not add: the text keeps it.
+  const ChatTemplate t = ts::select_chat_template("", kSmolTemplate, "llama", "m",
+                                                  {"<|im_start|>", "<|im_end|>", false});
+  EXPECT_EQ(t.apply({{"user", "Hi"}}, true),
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(t.describe(), "the model's template (jinja)");
+  EXPECT_FALSE(t.renders_tools());
+  // A leading BOS the template writes is left to the tokenizer (add_bos).
+  const ChatTemplate llama =
+      ts::select_chat_template("", kLlama3Template, "llama", "m", {"<|begin_of_text|>", "", true});
+  EXPECT_EQ(llama.apply({{"user", " Hi "}}, false),
+            "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+  // Template variables from chat_template_kwargs, and the template's own errors.
+  const ChatTemplate thinking = ChatTemplate::jinja(
+      "{% if enable_thinking is false %}/no_think {% endif %}{{ messages[0].content }}"
+      "{% if messages | length > 1 %}{{ raise_exception('one message only') }}{% endif %}",
+      {});
+  ts::ChatOptions options;
+  options.kwargs["enable_thinking"] = false;
+  EXPECT_EQ(thinking.apply({{"user", "x"}}, options), "/no_think x");
+  try {
+    thinking.apply({{"user", "x"}, {"user", "y"}}, true);
+    FAIL();
+  } catch (const ts::Error& e) {
+    EXPECT_EQ(e.kind(), ts::ErrorKind::Input);
+    EXPECT_NE(std::string(e.what()).find("one message only"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, JinjaFileOverride) {
+  const std::string path = ts::test::scratch_path("override.jinja");
+  std::ofstream(path) << "{% for m in messages %}[{{ m.role }}]{{ m.content }}{% endfor %}";
+  const ChatTemplate t = ts::select_chat_template(path, kSmolTemplate, "llama", "m");
+  EXPECT_EQ(t.format(), ChatFormat::Jinja);
+  EXPECT_EQ(t.apply({{"user", "a"}, {"assistant", "b"}}, true), "[user]a[assistant]b");
+  EXPECT_THROW(ts::select_chat_template(path + ".missing.jinja", "", "llama", "m"), ts::Error);
 }
 
 TEST(ChatTemplate, ReadsHfDirectoryTemplates) {

@@ -161,5 +161,71 @@ TEST(Cli, ChatThroughAPseudoTerminalForTwoTurns) {
   EXPECT_GT(second - screen.find("The old city"), 20u) << screen;
 }
 
+// Slash commands act on the conversation instead of going to the model; a conversation the
+// template refuses (raise_exception) is reported and dropped, and the chat goes on.
+TEST(Cli, ChatSlashCommandsAndTemplateRefusals) {
+  const std::string tmpl = test::scratch_path("refuse.jinja");
+  std::ofstream(tmpl) << "{% for m in messages %}{% if m.content == 'bad' %}"
+                         "{{ raise_exception('no bad words') }}{% endif %}{{ m.content }} "
+                         "{% endfor %}";
+  const std::string saved = test::scratch_path("conversation.json");
+  std::remove(saved.c_str());
+  std::string out;
+  const int status = test::run_command("printf 'bad\\nOnce upon a time\\n/save " + saved +
+                                           "\\n/clear\\n/save " + saved + ".empty\\n/load " +
+                                           saved + "\\n/help\\n/exit\\n' | " + test::binary_path() +
+                                           " chat -n 4 --temp 0 -t 1 --chat-template " + tmpl,
+                                       &out);
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("chat: chat template: no bad words"), std::string::npos) << out;
+  EXPECT_NE(out.find("saved 2 messages"), std::string::npos) << out;  // "bad" was dropped
+  EXPECT_NE(out.find("saved 0 messages"), std::string::npos) << out;  // after /clear
+  EXPECT_NE(out.find("loaded 2 messages"), std::string::npos) << out;
+  EXPECT_NE(out.find("/clear start again"), std::string::npos) << out;
+  std::ifstream f(saved);
+  const auto j = nlohmann::json::parse(f);
+  EXPECT_EQ(j["messages"][0]["content"], "Once upon a time");
+  EXPECT_EQ(j["messages"][1]["role"], "assistant");
+}
+
+// llama.cpp habits: -f reads the prompt from a file, -cnv is the chat command, and a flag that
+// means nothing here is refused with a line that says so (not a parse of "-ngl" as "-n gl").
+TEST(Cli, LlamaCppHabits) {
+  const std::string bin = test::binary_path();
+  const std::string prompt = test::scratch_path("prompt.txt");
+  std::ofstream(prompt) << "Once upon a time";
+  std::string from_file, from_flag;
+  EXPECT_EQ(
+      test::run_command(bin + " run -f " + prompt + " -n 6 --temp 0 -t 1 2>/dev/null", &from_file),
+      0);
+  EXPECT_EQ(test::run_command(bin + " run -p 'Once upon a time' -n 6 --temp 0 -t 1 2>/dev/null",
+                              &from_flag),
+            0);
+  EXPECT_EQ(from_file, from_flag);
+  std::string out;
+  EXPECT_EQ(test::run_command(bin + " run -ngl 99 -p x", &out), 1) << out;
+  EXPECT_NE(out.find("-ngl offloads layers in llama.cpp"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command("echo /exit | " + bin + " run -cnv -sys 'Be brief' -t 1", &out), 0)
+      << out;
+  EXPECT_NE(out.find("chat: "), std::string::npos) << out;
+}
+
+// -c above the trained context (1024 for the bundled model) warns; a prompt longer than the
+// context is refused before any of it is printed.
+TEST(Cli, ContextChecks) {
+  const std::string bin = test::binary_path();
+  std::string out;
+  EXPECT_EQ(test::run_command(bin + " run -c 2000 -p Hi -n 1 -t 1", &out), 0) << out;
+  EXPECT_NE(out.find("warning: -c 2000 is above the 1024 tokens"), std::string::npos) << out;
+  std::string plain;
+  EXPECT_EQ(test::run_command(bin + " run -p Hi -n 1 -t 1", &plain), 0) << plain;
+  EXPECT_EQ(plain.find("warning"), std::string::npos) << plain;  // the default -c does not warn
+  std::string stdout_only;
+  EXPECT_EQ(test::run_command(bin + " run -c 4 -p 'Once upon a time there was' -t 1 2>/dev/null",
+                              &stdout_only),
+            1);
+  EXPECT_EQ(stdout_only, "");
+}
+
 }  // namespace
 }  // namespace ts

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../../fuzz/api_request_harness.h"
+#include "../../fuzz/chat_template_harness.h"
 #include "../../fuzz/http_request_harness.h"
 #include "../../fuzz/json_prefix_harness.h"
 #include "../../fuzz/json_schema_harness.h"
@@ -282,6 +283,19 @@ TEST(FuzzReplay, JsonSchema) {
   const Tally t = replay(seeds, 3000, check);
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 300);
+}
+
+// Chat templates: the seeds, every real template of tests/fixtures/chat_templates, and their
+// mutations parse or are refused, render or fail, each with a one-line error and within limits.
+TEST(FuzzReplay, ChatTemplate) {
+  auto seeds = corpus("chat_template");
+  ASSERT_GE(seeds.size(), 4u) << "fuzz/corpus/chat_template is missing";
+  for (const fs::path& f : files_in(fs::path(test::fixtures_dir()) / "chat_templates"))
+    if (f.extension() == ".jinja") seeds.push_back(f);
+  const Tally t = replay(
+      seeds, 3000, [](const Bytes& b) { return fuzz::check_chat_template(b.data(), b.size()); });
+  EXPECT_GT(t.accepted, static_cast<int>(seeds.size()) / 2);
+  EXPECT_GT(t.refused, 500);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "runtime/perplexity.h"
 #include "runtime/session.h"
 #include "server/api_request.h"
+#include "server/chat_prompt.h"
 #include "server/scheduler.h"
 #include "test_paths.h"
 #include "text/tokenizer.h"
@@ -215,8 +216,9 @@ TEST(RealModels, SmolLm2CallsAToolOnItsOwn) {
                                       {"required", {"city"}}}}}}}}}};
   const ts::server::ApiRequest a = ts::server::parse_api_request(ts::server::ApiKind::Chat, body);
   ts::server::GenRequest g;
-  g.prompt = tok.encode(ts::model_chat_template(engine->spec(), "").apply(a.messages, true),
-                        tok.add_bos(), true);
+  g.prompt =
+      tok.encode(ts::server::chat_prompt_text(ts::model_chat_template(engine->spec(), tok, ""), a),
+                 tok.add_bos(), true);
   g.max_tokens = 80;
   g.sampling.temperature = 0.0f;
   g.tools = a.tools;

@@ -5,14 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/chat_prompt.h"
 #include "server/logprobs.h"
 #include "server/tokenize_api.h"
+#include "server/tool_request.h"
 #include "test_paths.h"
 #include "text/tokenizer.h"
 
@@ -117,6 +120,17 @@ TEST(ServerApi, ReadsChatMessages) {
   EXPECT_EQ(
       chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").top_logprobs,
       0);
+  // The template's variables, and an assistant turn's thinking.
+  const ApiRequest t = chat(R"({"messages": [{"role": "user", "content": "x"},
+    {"role": "assistant", "content": "y", "reasoning_content": "because"}],
+    "chat_template_kwargs": {"enable_thinking": false}, "reasoning_effort": "high"})");
+  EXPECT_EQ(t.chat_options.kwargs.dump(), R"({"enable_thinking":false,"reasoning_effort":"high"})");
+  EXPECT_EQ(t.messages[1].reasoning_content,
+            "because");  // llama.cpp's top-level json_schema is a response_format.
+  EXPECT_NE(chat(R"({"messages": [{"role": "user", "content": "x"}],
+    "json_schema": {"type": "object", "properties": {"a": {"type": "string"}}}})")
+                .json,
+            nullptr);
 }
 
 TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
@@ -173,6 +187,23 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": "json"})",
        "'response_format' must be"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "'top_logprobs'"},
+      {R"({"messages": [{"role": "bot", "content": "x"}]})",
+       "'messages[0].role' must be system, developer, user, assistant or tool, got 'bot'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]})",
+       "'chat_template_kwargs' must be an object"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "reasoning_effort": "max"})",
+       "'reasoning_effort' must be low, medium or high"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= x"})",
+       "'grammar' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "mirostat": 2})",
+       "'mirostat' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "temprature": 0})",
+       "'temprature' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "prompt": "x"})",
+       "'prompt' is not a field this server implements"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "json_schema": {"type": "object"},
+          "response_format": {"type": "json_object"}})",
+       "'json_schema' cannot be combined with response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})",
        "'top_logprobs'"},
   };
@@ -296,8 +327,9 @@ TEST(ServerApi, TokenizeAndDetokenizeAsLlamaCpp) {
             std::string::npos);
 }
 
-// Tools: definitions compiled and listed in the system message, tool_choice read, the tool turns
-// of the history written in the Hermes format, and every malformed piece refused by name.
+// Tools: definitions compiled, tool_choice read, the tool turns of the history kept as sent (for
+// templates that write them) and written in the Hermes format for those that do not (with the
+// tools listed in the system message), and every malformed piece refused by name.
 TEST(ServerApi, ReadsToolsAndToolTurns) {
   const std::string tools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
       "description": "Weather now", "parameters": {"type": "object", "properties": {"city":
@@ -312,20 +344,28 @@ TEST(ServerApi, ReadsToolsAndToolTurns) {
   ASSERT_NE(a.tools, nullptr);
   EXPECT_EQ(a.tools->tools().size(), 2u);
   EXPECT_FALSE(a.tool_required);
-  ASSERT_EQ(a.messages.size(), 4u);
-  EXPECT_EQ(a.messages[0].content.rfind("Be brief.\n\n# Tools\n\n", 0), 0u)
-      << a.messages[0].content;
-  EXPECT_NE(a.messages[0].content.find("\"name\": \"get_weather\""), std::string::npos);
-  EXPECT_EQ(a.messages[2].content,
+  ASSERT_EQ(a.messages.size(), 5u);
+  EXPECT_EQ(a.messages[2].tool_calls.dump(),
+            R"([{"id":"c1","type":"function","function":{"name":"get_weather","arguments":)"
+            R"({"city":"Paris"}}}])");
+  EXPECT_EQ(a.messages[3].role, "tool");
+  EXPECT_EQ(a.messages[3].tool_call_id, "c1");
+  const std::vector<ts::ChatMessage> h = ts::server::hermes_messages(a.messages, a.tools.get());
+  ASSERT_EQ(h.size(), 4u);
+  EXPECT_EQ(h[0].content.rfind("Be brief.\n\n# Tools\n\n", 0), 0u) << h[0].content;
+  EXPECT_NE(h[0].content.find("\"name\": \"get_weather\""), std::string::npos);
+  EXPECT_EQ(h[2].content,
             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\":\"Paris\"}}\n"
             "</tool_call>");
-  EXPECT_EQ(a.messages[3].role, "user");
-  EXPECT_EQ(a.messages[3].content,
+  EXPECT_EQ(h[3].role, "user");
+  EXPECT_EQ(h[3].content,
             "<tool_response>\n18 C\n</tool_response>\n<tool_response>\ncloudy\n</tool_response>");
   const std::string user = R"({"messages": [{"role": "user", "content": "x"}], )";
   const ApiRequest required = chat(user + tools + R"(, "tool_choice": "required"})");
   EXPECT_TRUE(required.tool_required);
-  EXPECT_EQ(required.messages.front().role, "system");  // added to hold the tools
+  // A system message is added to hold the tools.
+  EXPECT_EQ(ts::server::hermes_messages(required.messages, required.tools.get()).front().role,
+            "system");
   const ApiRequest named = chat(
       user + tools + R"(, "tool_choice": {"type": "function", "function": {"name": "noop"}}})");
   EXPECT_TRUE(named.tool_required);
@@ -361,4 +401,39 @@ TEST(ServerApi, ReadsToolsAndToolTurns) {
 }
 
 }  // namespace
+// The prompt: a template that writes tools (Qwen 2.5's) gets them and the tool turns as sent; a
+// format without tools gets the Hermes form; a final assistant message is continued.
+TEST(ServerApi, ChatPromptFromTheTemplate) {
+  std::ifstream f(ts::test::fixtures_dir() + "/chat_templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  const std::string source((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const ts::ChatTemplate qwen = ts::ChatTemplate::jinja(source, {});
+  ASSERT_TRUE(qwen.renders_tools());
+  const ApiRequest a = chat(R"({"messages": [{"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "18 C"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather", "parameters":
+        {"type": "object", "properties": {"city": {"type": "string"}}}}}]})");
+  const std::string prompt = ts::server::chat_prompt_text(qwen, a);
+  EXPECT_NE(
+      prompt.find("<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\""),
+      std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                        "\"Paris\"}}\n</tool_call>"),
+            std::string::npos)
+      << prompt;
+  EXPECT_NE(prompt.find("<|im_start|>user\n<tool_response>\n18 C\n</tool_response><|im_end|>"),
+            std::string::npos)
+      << prompt;
+  const std::string chatml = ts::server::chat_prompt_text(ts::ChatTemplate::by_name("chatml"), a);
+  EXPECT_NE(chatml.find("# Tools"), std::string::npos) << chatml;
+  // Prefill: the answer continues the final assistant message.
+  const ApiRequest p = chat(R"({"messages": [{"role": "user", "content": "2+2?"},
+      {"role": "assistant", "content": "The answer is"}]})");
+  const std::string continued = ts::server::chat_prompt_text(qwen, p);
+  EXPECT_EQ(continued.substr(continued.size() - 35), "<|im_start|>assistant\nThe answer is")
+      << continued;
+}
+
 }  // namespace ts::server

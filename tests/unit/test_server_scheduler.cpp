@@ -593,6 +593,39 @@ TEST_F(SchedulerTest, RequiredToolCallIsOneValidCall) {
   EXPECT_EQ(wait(*jobs[4]).tool_calls.size(), 0u);
 }
 
+// Parallel calls cut by max_tokens inside a later call: the whole calls before it are the
+// answer's (finish reason length), never none.
+TEST_F(SchedulerTest, CutInsideACallKeepsTheWholeCallsBefore) {
+  const std::vector<Tool> defs = {{"noop", "", nlohmann::json::object(), JsonSchema::any_object()}};
+  auto call_request = [&](int64_t max_tokens) {
+    GenRequest r = request("Once upon a time <tool_call>\n", max_tokens);
+    r.tools = std::make_shared<const ToolSet>(defs, true);
+    r.tool_required = true;
+    // End of text banned: after each call the answer can only go on with another.
+    r.sampling.logit_bias = {{tok_->eos(), -100.0f}};
+    return r;
+  };
+  Scheduler s(*engine_, *tok_, {1, kCtx, 64, 8});
+  const auto run = [&](int64_t max_tokens) {
+    auto job = s.submit(call_request(max_tokens));
+    EXPECT_NE(job, nullptr);
+    return wait(*job);
+  };
+  // The answer never ends by itself, so max_tokens cuts it inside a call.
+  const Answer a = run(120);
+  EXPECT_EQ(a.finish, FinishReason::Length);
+  ASSERT_GE(a.tool_calls.size(), 2u);
+  // Greedy: a shorter limit cuts the same answer earlier, keeping the calls whole by then.
+  const Answer b = run(a.usage.completion_tokens / 2);
+  EXPECT_EQ(b.finish, FinishReason::Length);
+  ASSERT_GE(b.tool_calls.size(), 1u);
+  ASSERT_LT(b.tool_calls.size(), a.tool_calls.size());
+  for (size_t i = 0; i < b.tool_calls.size(); ++i) {
+    EXPECT_EQ(b.tool_calls[i].name, a.tool_calls[i].name);
+    EXPECT_EQ(b.tool_calls[i].arguments, a.tool_calls[i].arguments);
+  }
+}
+
 TEST_F(SchedulerTest, BadRequestsAreRefusedAtSubmission) {
   Scheduler s(*engine_, *tok_, {1, 8, 64, 4});
   EXPECT_THROW(s.submit(GenRequest{}), Error);  // empty prompt
