@@ -59,10 +59,11 @@ TEST(JsonNesting, ToolCallArgumentsTextIsBounded) {
       R"([{"type": "function", "function": {"name": "f", "arguments": ""}}])");
   nlohmann::json deep = calls;
   deep[0]["function"]["arguments"] = "{\"a\": " + nested(100000) + "}";
-  EXPECT_THROW(tool_calls_text(deep, "tool_calls"), Error);
+  EXPECT_THROW(read_tool_calls(deep, "tool_calls"), Error);
   nlohmann::json fine = calls;
   fine[0]["function"]["arguments"] = "{\"a\": " + nested(10) + "}";
-  EXPECT_NE(tool_calls_text(fine, "tool_calls").find("[[[[[[[[[[1]]]]]]]]]]"), std::string::npos);
+  EXPECT_NE(read_tool_calls(fine, "tool_calls").dump().find("[[[[[[[[[[1]]]]]]]]]]"),
+            std::string::npos);
 }
 
 constexpr const char* kHealth = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
