@@ -128,6 +128,31 @@ class CpuBackend final : public Backend {
         grain);
   }
 
+  // Head by head: its rows of x gathered, one matmul over the head's block of w, its rows of y
+  // scattered.
+  void matmul_heads(const Weight& w, int64_t n_heads, const float* x, int64_t x_stride,
+                    int64_t x_head, int64_t M, float* y, int64_t y_stride,
+                    int64_t y_head) override {
+    const int64_t rows = w.rows / n_heads;
+    head_x_.resize(static_cast<size_t>(M * w.cols));
+    head_y_.resize(static_cast<size_t>(M * rows));
+    for (int64_t h = 0; h < n_heads; ++h) {
+      Weight block = w;
+      block.rows = rows;
+      block.data = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride;
+      copy_rows(head_x_.data(), w.cols, x + h * x_head, x_stride, M, w.cols);
+      matmul(block, head_x_.data(), M, head_y_.data());
+      copy_rows(y + h * y_head, y_stride, head_y_.data(), rows, M, rows);
+    }
+  }
+
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                 int64_t n_rows, int64_t n) override {
+    rows(n_rows, n, [&](int64_t r) {
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(n) * sizeof(float));
+    });
+  }
+
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
     rows(M, n, [&](int64_t m) {
       for (int64_t i = 0; i < n; ++i) y[m * n + i] += b[i];
@@ -313,6 +338,7 @@ class CpuBackend final : public Backend {
 
   ThreadPool pool_;
   cpu::PackedActs packed_;
+  std::vector<float> head_x_, head_y_;  // matmul_heads' one head of rows, in and out
 };
 
 }  // namespace
