@@ -325,6 +325,8 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     refuse(w, "head count " + std::to_string(c.n_head) + " is not a multiple of kv head count " +
                   std::to_string(c.n_head_kv));
   check_range(w, "head_dim", c.head_dim, 2, 1024);
+  // MLA's head and rotary sizes come from its own fields: errors name those.
+  if (c.has_mixer(MixerKind::Mla)) validate_mla(c, w);
   if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
     refuse(w, "rotary dimension " + std::to_string(c.rotary_dim) +
                   " must be even and within (0, head_dim " + std::to_string(c.head_dim) + "]");
@@ -354,7 +356,6 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     refuse(w, "the layer pattern has " + std::to_string(c.layer_mixer.size()) + " entries for " +
                   std::to_string(c.n_layer) + " layers");
   if (c.has_mixer(MixerKind::DeltaNet)) validate_delta_net(c.delta, w);
-  if (c.has_mixer(MixerKind::Mla)) validate_mla(c, w);
   if (c.n_ff_shared < 0 || c.n_ff_shared > (1 << 22))
     refuse(w, "shared expert width " + std::to_string(c.n_ff_shared) + " is out of range");
   if (c.rope_scaling == RopeScaling::Llama3 && !c.rope_freqs_tensor) {
