@@ -122,7 +122,8 @@ void Backend::delta_rule(const float*, const float*, const float*, int64_t, cons
 
 void Backend::matmul_heads(const Weight&, int64_t, const float*, int64_t, int64_t, int64_t, float*,
                            int64_t, int64_t) {
-  fail(ErrorKind::Unsupported, name() + " has no multi-head latent attention kernels (matmul_heads)");
+  fail(ErrorKind::Unsupported,
+       name() + " has no multi-head latent attention kernels (matmul_heads)");
 }
 
 void Backend::copy_rows(float*, int64_t, const float*, int64_t, int64_t, int64_t) {

@@ -8,9 +8,9 @@
 namespace ts {
 
 enum class RouterScoring {
-  None,            // dense model
-  TopkSoftmax,     // Mixtral: top-k of the logits, softmax over the k selected
-  SoftmaxTopk,     // Qwen3-MoE: softmax over all experts, then top-k (renormalised if asked)
+  None,             // dense model
+  TopkSoftmax,      // Mixtral: top-k of the logits, softmax over the k selected
+  SoftmaxTopk,      // Qwen3-MoE: softmax over all experts, then top-k (renormalised if asked)
   SigmoidBiasTopk,  // MiniMax-M2: sigmoid; a correction bias picks experts, weights stay unbiased
   // DeepSeek-V3: as SigmoidBiasTopk, the choice limited to the topk_group best of n_group equal
   // groups of experts, a group scored by the sum of its two best biased scores

@@ -154,13 +154,13 @@ int run_inspect(const InspectArgs& a) {
   for (MixerKind m : c.layer_mixer)
     std::printf("%c", m == MixerKind::DeltaNet ? 'D' : m == MixerKind::Mla ? 'M' : 'A');
   std::printf("  (A attention, D Gated DeltaNet, M latent attention)\n");
-  std::printf("sequence   KV %.2f MiB for %lld tokens (%llu bytes a token, %s) + recurrent state "
-              "%.2f MiB (x%lld with its checkpoints)\n",
-              static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
-              static_cast<unsigned long long>(kv_bytes_per_token(c, req.kv_type)),
-              dtype_name(req.kv_type),
-              static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
-              static_cast<long long>(1 + req.state_checkpoints));
+  std::printf(
+      "sequence   KV %.2f MiB for %lld tokens (%llu bytes a token, %s) + recurrent state "
+      "%.2f MiB (x%lld with its checkpoints)\n",
+      static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
+      static_cast<unsigned long long>(kv_bytes_per_token(c, req.kv_type)), dtype_name(req.kv_type),
+      static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
+      static_cast<long long>(1 + req.state_checkpoints));
   print_footprint(fp, stdout);
   return 0;
 }

@@ -283,8 +283,9 @@ void validate_mla(const ArchConfig& c, const std::string& w) {
   // A factor on the rotation would scale the rope part of the scores only; the absorbed scores
   // take one scale.
   if (c.rope_attn_factor != 1.0f)
-    refuse(w, "YaRN mscale != mscale_all_dim (a factor on the rotated dims alone) is not "
-              "supported with MLA");
+    refuse(w,
+           "YaRN mscale != mscale_all_dim (a factor on the rotated dims alone) is not "
+           "supported with MLA");
 }
 
 void validate_group_routing(const ArchConfig& c, const std::string& w) {

@@ -112,9 +112,9 @@ void MoeFfn::route_into(int64_t l, const float* h, int64_t M, float* out) {
   const MoeLayerWeights& L = *layers_[static_cast<size_t>(l)];
   const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h, M, router_);
-  const RouterArgs ra{c_.router,      c_.n_expert,     k,
-                      c_.norm_topk_prob, L.router_bias, c_.n_group,
-                      c_.topk_group,    c_.routed_scale};
+  const RouterArgs ra{c_.router,         c_.n_expert,    k,
+                      c_.norm_topk_prob, L.router_bias,  c_.n_group,
+                      c_.topk_group,     c_.routed_scale};
   // The weights right after the ids: one copy brings both back to the host.
   b_.route(router_, M, ra, reinterpret_cast<int32_t*>(out), out + M * k);
 }

@@ -74,8 +74,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0 && !c.has_mixer(MixerKind::Mla))
     fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
                                std::to_string(c.head_dim) + ")");
-  if (options.kv_type == DType::Q8_0 && c.has_mixer(MixerKind::Mla) &&
-      c.mla.row_width() % 32 != 0)
+  if (options.kv_type == DType::Q8_0 && c.has_mixer(MixerKind::Mla) && c.mla.row_width() % 32 != 0)
     fail(ErrorKind::Usage,
          "--kv-type q8_0 needs kv_lora_rank + qk_rope_head_dim to be a multiple of 32 (it is " +
              std::to_string(c.mla.row_width()) + ")");
@@ -236,8 +235,7 @@ void* Engine::weight_buffer(uint64_t bytes, const std::string& what) {
   return buf;
 }
 
-Weight Engine::place_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride,
-                            void* buf) {
+Weight Engine::place_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, void* buf) {
   Weight w = backend_->upload_weight(dtype, rows, cols, row_stride, buf);
   // The memory is ours (host: the buffer; device: the upload) and only the backend's ops read it.
   backend_->pack_weight(w);
@@ -358,7 +356,9 @@ void Engine::load_delta_net(const LayerIndex& I, LayerWeights& L) {
 
 Weight Engine::load_transposed_heads(const TensorRef& t, int64_t heads, int64_t first,
                                      int64_t rows) {
-  const uint64_t elem = t.dtype == DType::F32 ? 4 : t.dtype == DType::F16 || t.dtype == DType::BF16 ? 2 : 0;
+  const uint64_t elem = t.dtype == DType::F32                             ? 4
+                        : t.dtype == DType::F16 || t.dtype == DType::BF16 ? 2
+                                                                          : 0;
   if (elem == 0)
     fail(ErrorKind::Unsupported, spec_->source->path() + ": tensor '" + t.name + "' has type " +
                                      dtype_name(t.dtype) + " (kv_b_proj must be f32, f16 or bf16)");
@@ -372,9 +372,9 @@ Weight Engine::load_transposed_heads(const TensorRef& t, int64_t heads, int64_t 
   for (int64_t h = 0; h < heads; ++h)
     for (int64_t r = 0; r < rows; ++r)
       for (int64_t c = 0; c < cols; ++c)
-        std::memcpy(dst + static_cast<uint64_t>((h * cols + c) * rows + r) * elem,
-                    src.data() + static_cast<uint64_t>((h * per_head + first + r) * cols + c) * elem,
-                    elem);
+        std::memcpy(
+            dst + static_cast<uint64_t>((h * cols + c) * rows + r) * elem,
+            src.data() + static_cast<uint64_t>((h * per_head + first + r) * cols + c) * elem, elem);
   return place_weight(t.dtype, heads * cols, rows, static_cast<size_t>(rows) * elem, dst);
 }
 

@@ -117,10 +117,10 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
     stack({LayerTensor::FfnGate, LayerTensor::FfnUp});
     stack({LayerTensor::FfnDown});
     stack({LayerTensor::Router});
-    for (LayerTensor t : {LayerTensor::DnQkv, LayerTensor::DnZ, LayerTensor::DnBeta,
-                          LayerTensor::DnAlpha, LayerTensor::DnOut, LayerTensor::ShexpDown,
-                          LayerTensor::ShexpGateInp, LayerTensor::MlaQa, LayerTensor::MlaQb,
-                          LayerTensor::MlaKvA, LayerTensor::MlaKb, LayerTensor::MlaVb})
+    for (LayerTensor t :
+         {LayerTensor::DnQkv, LayerTensor::DnZ, LayerTensor::DnBeta, LayerTensor::DnAlpha,
+          LayerTensor::DnOut, LayerTensor::ShexpDown, LayerTensor::ShexpGateInp, LayerTensor::MlaQa,
+          LayerTensor::MlaQb, LayerTensor::MlaKvA, LayerTensor::MlaKb, LayerTensor::MlaVb})
       stack({t});
     stack({LayerTensor::ShexpGate, LayerTensor::ShexpUp});
     if (L.experts.empty()) continue;

@@ -78,11 +78,10 @@ double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
     double attended = 0;
     for (int64_t i = 0; i < n; ++i) attended += seen(c, l, static_cast<double>(n_past + i));
     // q.k and p.v: head_dim multiply-adds per head per seen position, each (MLA: its row's).
-    const int64_t width = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla
-                              ? c.mla.row_width()
-                              : c.head_dim;
-    macs += per_token * static_cast<double>(n) +
-            2.0 * static_cast<double>(c.n_head * width) * attended;
+    const int64_t width =
+        c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width() : c.head_dim;
+    macs +=
+        per_token * static_cast<double>(n) + 2.0 * static_cast<double>(c.n_head * width) * attended;
   }
   macs += static_cast<double>(c.n_embd) * static_cast<double>(c.n_vocab);
   return 2 * macs;

@@ -139,7 +139,8 @@ class CpuBackend final : public Backend {
     for (int64_t h = 0; h < n_heads; ++h) {
       Weight block = w;
       block.rows = rows;
-      block.data = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride;
+      block.data =
+          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride;
       copy_rows(head_x_.data(), w.cols, x + h * x_head, x_stride, M, w.cols);
       matmul(block, head_x_.data(), M, head_y_.data());
       copy_rows(y + h * y_head, y_stride, head_y_.data(), rows, M, rows);
@@ -149,7 +150,8 @@ class CpuBackend final : public Backend {
   void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
                  int64_t n_rows, int64_t n) override {
     rows(n_rows, n, [&](int64_t r) {
-      std::memcpy(dst + r * dst_stride, src + r * src_stride, static_cast<size_t>(n) * sizeof(float));
+      std::memcpy(dst + r * dst_stride, src + r * src_stride,
+                  static_cast<size_t>(n) * sizeof(float));
     });
   }
 

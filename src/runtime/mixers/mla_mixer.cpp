@@ -23,7 +23,8 @@ void MlaMixer::run(int64_t l, const PassRows& rows, const float* h, float* out) 
   }
   b_.matmul(W.q_nope, q_in, M, q_nope_);
   b_.matmul(W.q_pe, q_in, M, q_pe_);
-  // The cache rows: [k_pe | latent], the latent normed (through a contiguous copy) and k_pe rotated.
+  // The cache rows: [k_pe | latent], the latent normed (through a contiguous copy) and k_pe
+  // rotated.
   b_.matmul(W.kv_a, h, M, kv_);
   b_.copy_rows(latent_, K, kv_ + R, w, M, K);
   b_.rms_norm(latent_, W.kv_norm, M, K, c_.rms_eps, false, latent_);

@@ -37,8 +37,8 @@ class MlaMixer final : public Mixer {
   const ArchConfig& c_;
   // [max_rows][width] each: the q latent, q's two parts, the cache rows, a latent alone, the
   // absorbed queries and the attention's output ([heads][row_width] a row), the heads' values.
-  float *q_lat_ = nullptr, *q_nope_ = nullptr, *q_pe_ = nullptr, *kv_ = nullptr,
-        *latent_ = nullptr, *query_ = nullptr, *att_ = nullptr, *values_ = nullptr;
+  float *q_lat_ = nullptr, *q_nope_ = nullptr, *q_pe_ = nullptr, *kv_ = nullptr, *latent_ = nullptr,
+        *query_ = nullptr, *att_ = nullptr, *values_ = nullptr;
 };
 
 template <class Scratch>
