@@ -128,23 +128,33 @@ class CpuBackend final : public Backend {
         grain);
   }
 
-  // Head by head: its rows of x gathered, one matmul over the head's block of w, its rows of y
-  // scattered.
+  // Heads in parallel: each one's rows of x gathered and packed (by the task: a few rows of one
+  // head's width), its block of w multiplied straight into its columns of y.
   void matmul_heads(const Weight& w, int64_t n_heads, const float* x, int64_t x_stride,
                     int64_t x_head, int64_t M, float* y, int64_t y_stride,
                     int64_t y_head) override {
-    const int64_t rows = w.rows / n_heads;
-    head_x_.resize(static_cast<size_t>(M * w.cols));
-    head_y_.resize(static_cast<size_t>(M * rows));
-    for (int64_t h = 0; h < n_heads; ++h) {
-      Weight block = w;
-      block.rows = rows;
-      block.data =
-          static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride;
-      copy_rows(head_x_.data(), w.cols, x + h * x_head, x_stride, M, w.cols);
-      matmul(block, head_x_.data(), M, head_y_.data());
-      copy_rows(y + h * y_head, y_stride, head_y_.data(), rows, M, rows);
-    }
+    const int64_t rows = w.rows / n_heads, cols = w.cols;
+    pool_.parallel_for(
+        n_heads,
+        [&](int64_t h0, int64_t h1) {
+          std::vector<float> xh(static_cast<size_t>(M * cols));
+          cpu::PackedActs packed;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t m = 0; m < M; ++m)
+              std::memcpy(xh.data() + m * cols, x + m * x_stride + h * x_head,
+                          static_cast<size_t>(cols) * sizeof(float));
+            cpu::pack_activations(w.dtype, xh.data(), M, cols, packed);
+            const cpu::WeightView view{
+                w.dtype,
+                static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride,
+                rows,
+                cols,
+                w.row_stride,
+                w.layout};
+            cpu::matmul_rows(view, packed, 0, rows, y + h * y_head, y_stride);
+          }
+        },
+        1);
   }
 
   void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
@@ -340,7 +350,6 @@ class CpuBackend final : public Backend {
 
   ThreadPool pool_;
   cpu::PackedActs packed_;
-  std::vector<float> head_x_, head_y_;  // matmul_heads' one head of rows, in and out
 };
 
 }  // namespace
