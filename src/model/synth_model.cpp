@@ -101,6 +101,23 @@ DType matrix_dtype(const SynthOptions& o, bool more_bits) {
   return o.k_m_mix && more_bits ? DType::Q6_K : o.dtype;
 }
 
+// A DeepSeek-V3 layer's latent attention, as llama.cpp's converter writes it (kv_b split into
+// attn_k_b, transposed, and attn_v_b).
+template <class Matrix, class Norm>
+void add_mla(const SynthShape& s, const std::string& b, bool more_bits, const Matrix& matrix,
+             const Norm& norm) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const uint64_t d = u(s.hidden), H = u(s.heads), nope = u(s.head_dim - s.qk_rope);
+  matrix(b + "attn_q_a.weight", {d, u(s.q_lora)});
+  norm(b + "attn_q_a_norm.weight", u(s.q_lora));
+  matrix(b + "attn_q_b.weight", {u(s.q_lora), H * u(s.head_dim)});
+  matrix(b + "attn_kv_a_mqa.weight", {d, u(s.kv_lora + s.qk_rope)});
+  norm(b + "attn_kv_a_norm.weight", u(s.kv_lora));
+  matrix(b + "attn_k_b.weight", {nope, u(s.kv_lora), H});
+  matrix(b + "attn_v_b.weight", {u(s.kv_lora), u(s.v_dim), H}, more_bits);
+  matrix(b + "attn_output.weight", {H * u(s.v_dim), d});
+}
+
 Plan make_plan(const SynthOptions& o) {
   Plan p;
   p.shape = &find_synth_shape(o.shape);
@@ -127,21 +144,26 @@ Plan make_plan(const SynthOptions& o) {
   matrix("token_embd.weight", {d, static_cast<uint64_t>(s.vocab)}, s.tied);
   if (s.rope_factor > 0)
     p.tensors.push_back({"rope_freqs.weight", DType::F32, {hd / 2}, Init::RopeFreqs});
-  const bool qk_norm = std::string(s.arch) != "llama";
+  const bool mla = std::string(s.arch) == "deepseek2";
+  const bool qk_norm = std::string(s.arch) != "llama" && !mla;
   for (int64_t l = 0; l < p.layers; ++l) {
     const std::string b = "blk." + std::to_string(l) + ".";
     const bool more_bits = more_bits_layer(l, p.layers);
     norm(b + "attn_norm.weight", d);
-    matrix(b + "attn_q.weight", {d, q});
-    matrix(b + "attn_k.weight", {d, kv});
-    matrix(b + "attn_v.weight", {d, kv}, more_bits);
-    matrix(b + "attn_output.weight", {q, d});
+    if (mla) {
+      add_mla(s, b, more_bits, matrix, norm);
+    } else {
+      matrix(b + "attn_q.weight", {d, q});
+      matrix(b + "attn_k.weight", {d, kv});
+      matrix(b + "attn_v.weight", {d, kv}, more_bits);
+      matrix(b + "attn_output.weight", {q, d});
+    }
     if (qk_norm) {
       norm(b + "attn_q_norm.weight", hd);
       norm(b + "attn_k_norm.weight", hd);
     }
     norm(b + "ffn_norm.weight", d);
-    if (s.experts == 0) {
+    if (s.experts == 0 || l < s.dense_layers) {
       const uint64_t ff = static_cast<uint64_t>(s.ffn);
       matrix(b + "ffn_gate.weight", {d, ff});
       matrix(b + "ffn_up.weight", {d, ff});
@@ -153,6 +175,14 @@ Plan make_plan(const SynthOptions& o) {
       matrix(b + "ffn_gate_exps.weight", {d, ff, e});
       matrix(b + "ffn_up_exps.weight", {d, ff, e});
       matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+      if (mla) {
+        // The selection bias stays f32 (a vector); the shared experts are one GLU.
+        p.tensors.push_back({b + "exp_probs_b.bias", DType::F32, {e}, Init::Norm});
+        const uint64_t sh = static_cast<uint64_t>(s.shared_experts * s.expert_ffn);
+        matrix(b + "ffn_gate_shexp.weight", {d, sh});
+        matrix(b + "ffn_up_shexp.weight", {d, sh});
+        matrix(b + "ffn_down_shexp.weight", {sh, d}, more_bits);
+      }
     }
   }
   norm("output_norm.weight", d);
@@ -199,7 +229,7 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
   u32("attention.head_count", s.heads);
   u32("attention.head_count_kv", s.kv_heads);
   u32("attention.key_length", s.head_dim);
-  u32("attention.value_length", s.head_dim);
+  u32("attention.value_length", s.v_dim > 0 ? s.v_dim : s.head_dim);
   f32("rope.freq_base", s.rope_theta);
   f32("attention.layer_norm_rms_epsilon", s.rms_eps);
   if (a == "llama") u32("rope.dimension_count", s.head_dim);
@@ -207,6 +237,24 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     u32("expert_count", s.experts);
     u32("expert_used_count", s.experts_used);
     if (a != "llama") u32("expert_feed_forward_length", s.expert_ffn);
+  }
+  if (a == "deepseek2") {
+    u32("attention.q_lora_rank", s.q_lora);
+    u32("attention.kv_lora_rank", s.kv_lora);
+    u32("attention.key_length_mla", s.head_dim);
+    u32("attention.value_length_mla", s.v_dim);
+    u32("rope.dimension_count", s.qk_rope);
+    u32("leading_dense_block_count", s.dense_layers);
+    u32("expert_shared_count", s.shared_experts);
+    u32("expert_group_count", s.expert_groups);
+    u32("expert_group_used_count", s.expert_groups_used);
+    u32("expert_gating_func", 2);  // sigmoid
+    f32("expert_weights_scale", s.routed_scale);
+    w.add_kv(a + ".expert_weights_norm", gguf_int(GgufType::Bool, 1));
+    w.add_kv(a + ".rope.scaling.type", gguf_string("yarn"));
+    f32("rope.scaling.factor", s.yarn_factor);
+    u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
+    f32("rope.scaling.yarn_log_multiplier", 0.1);  // 0.1 x mscale_all_dim, as the converter
   }
   add_synth_vocab(w, s.vocab);
 }
