@@ -134,8 +134,12 @@ void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
   const double attn = v.opt_float("rope.scaling.yarn_attn_factor", nullptr).value_or(1);
   // DeepSeek's YaRN (the converter writes 0.1 x mscale_all_dim as the log multiplier): the
   // rotation unscaled, the scores scaled by (1 + multiplier x ln factor)^2 instead, as llama.cpp's
-  // deepseek2 does.
+  // deepseek2 does. Other architectures' readers ignore the key in llama.cpp: refused there.
   const double log_mul = v.opt_float("rope.scaling.yarn_log_multiplier", nullptr).value_or(0);
+  if (log_mul != 0 && c.family != Family::DeepSeek2)
+    v.invalid("rope.scaling.yarn_log_multiplier",
+              "DeepSeek's YaRN scaling outside DeepSeek models "
+              "is not supported");
   if (log_mul != 0) {
     if (attn != 1)
       v.invalid("rope.scaling.yarn_attn_factor",
