@@ -120,6 +120,16 @@ void Backend::delta_rule(const float*, const float*, const float*, int64_t, cons
   fail(ErrorKind::Unsupported, name() + " has no Gated DeltaNet kernels (delta_rule)");
 }
 
+void Backend::matmul_heads(const Weight&, int64_t, const float*, int64_t, int64_t, int64_t, float*,
+                           int64_t, int64_t) {
+  fail(ErrorKind::Unsupported,
+       name() + " has no multi-head latent attention kernels (matmul_heads)");
+}
+
+void Backend::copy_rows(float*, int64_t, const float*, int64_t, int64_t, int64_t) {
+  fail(ErrorKind::Unsupported, name() + " has no multi-head latent attention kernels (copy_rows)");
+}
+
 void Backend::add_gated_rows(float*, const float*, const float*, int64_t, int64_t) {
   fail(ErrorKind::Unsupported, name() + " has no gated shared-expert kernel (add_gated_rows)");
 }

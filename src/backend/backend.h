@@ -289,6 +289,15 @@ class Backend {
   // dt_bias[h]): S *= exp(g); S += k (x) beta (v - S^T k); out = S^T q. out is [M][value_dim].
   virtual void delta_rule(const float* qkv, const float* beta, const float* alpha, int64_t M,
                           const DeltaRuleArgs& a, float* state, float* out);
+  // Multi-head latent attention's per-head maps (Backend default for both: refused, naming the
+  // backend). matmul_heads(): w holds n_heads equal blocks of rows, head h's block W_h; for each
+  // row m < M and head h, y + m * y_stride + h * y_head (w.rows / n_heads values) = W_h times
+  // x + m * x_stride + h * x_head (w.cols values).
+  virtual void matmul_heads(const Weight& w, int64_t n_heads, const float* x, int64_t x_stride,
+                            int64_t x_head, int64_t M, float* y, int64_t y_stride, int64_t y_head);
+  // dst + r * dst_stride = src + r * src_stride, n floats, for r < rows.
+  virtual void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                         int64_t rows, int64_t n);
   // y[m] += sigmoid(g[m]) * x[m] for M rows of n (g: one value a row): a gated shared expert.
   virtual void add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n);
   // y[idx[m]] += scale[m] * x[m] for m < M (rows of width n); idx/scale are host memory.

@@ -68,6 +68,21 @@ nlohmann::json arch_json(const ArchConfig& c) {
                      {"k_head_dim", d.k_head_dim}, {"v_head_dim", d.v_head_dim},
                      {"conv_kernel", d.conv_kernel}, {"v_heads_tiled", d.v_heads_tiled}};
   }
+  if (c.has_mixer(MixerKind::Mla)) {
+    const MlaConfig& m = c.mla;
+    j["mla"] = {{"q_lora_rank", m.q_lora_rank},
+                {"kv_lora_rank", m.kv_lora_rank},
+                {"qk_nope_head_dim", m.qk_nope_head_dim},
+                {"qk_rope_head_dim", m.qk_rope_head_dim},
+                {"v_head_dim", m.v_head_dim},
+                {"cache_row", m.row_width()}};
+  }
+  if (c.router == RouterScoring::SigmoidGroupTopk) {
+    j["n_group"] = c.n_group;
+    j["topk_group"] = c.topk_group;
+  }
+  if (c.routed_scale != 1.0f) j["routed_scale"] = c.routed_scale;
+  if (c.yarn_score_factor != 1.0f) j["yarn_score_factor"] = c.yarn_score_factor;
   j["n_ff_shared"] = c.n_ff_shared;
   j["shared_expert_gate"] = c.shared_expert_gate;
   j["router"] = router_scoring_name(c.router);
@@ -115,6 +130,7 @@ int run_inspect(const InspectArgs& a) {
   // What one sequence holds besides its weights' share: KV rows for the context, and the
   // recurrent state (one copy; the footprint counts its checkpoints too).
   j["per_sequence"] = {{"kv_cache_bytes", fp.kv_cache},
+                       {"kv_bytes_per_token", kv_bytes_per_token(c, req.kv_type)},
                        {"recurrent_state_bytes", recurrent_state_bytes(c)},
                        {"state_checkpoints", req.state_checkpoints}};
   if (a.json) {
@@ -135,13 +151,16 @@ int run_inspect(const InspectArgs& a) {
                 static_cast<double>(spec->expert_stride) / (1 << 20),
                 static_cast<double>(spec->routed_expert_bytes) / (1 << 20));
   std::printf("layers     ");
-  for (MixerKind m : c.layer_mixer) std::printf("%c", m == MixerKind::DeltaNet ? 'D' : 'A');
-  std::printf("  (A attention, D Gated DeltaNet)\n");
-  std::printf("sequence   KV %.2f MiB for %lld tokens + recurrent state %.2f MiB (x%lld with its "
-              "checkpoints)\n",
-              static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
-              static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
-              static_cast<long long>(1 + req.state_checkpoints));
+  for (MixerKind m : c.layer_mixer)
+    std::printf("%c", m == MixerKind::DeltaNet ? 'D' : m == MixerKind::Mla ? 'M' : 'A');
+  std::printf("  (A attention, D Gated DeltaNet, M latent attention)\n");
+  std::printf(
+      "sequence   KV %.2f MiB for %lld tokens (%llu bytes a token, %s) + recurrent state "
+      "%.2f MiB (x%lld with its checkpoints)\n",
+      static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
+      static_cast<unsigned long long>(kv_bytes_per_token(c, req.kv_type)), dtype_name(req.kv_type),
+      static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
+      static_cast<long long>(1 + req.state_checkpoints));
   print_footprint(fp, stdout);
   return 0;
 }

@@ -22,6 +22,8 @@ const char* family_name(Family f) {
       return "qwen35";
     case Family::Qwen35Moe:
       return "qwen35moe";
+    case Family::DeepSeek2:
+      return "deepseek2";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ const char* mixer_name(MixerKind m) {
       return "attention";
     case MixerKind::DeltaNet:
       return "deltanet";
+    case MixerKind::Mla:
+      return "mla";
   }
   return "?";
 }

@@ -20,7 +20,8 @@ enum class Family {
   Gemma3,
   Qwen3Next,
   Qwen35,
-  Qwen35Moe
+  Qwen35Moe,
+  DeepSeek2  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
 };
 const char* family_name(Family f);
 
@@ -44,7 +45,8 @@ enum class FfnActivation { SiLU, GeluTanh };
 // (KV rows for attention; a convolution window and a recurrent matrix for DeltaNet).
 enum class MixerKind : uint8_t {
   Attention,  // softmax attention over the KV cache (full or sliding, optionally output-gated)
-  DeltaNet    // Gated DeltaNet: linear attention with a decaying recurrent state (Qwen3-Next)
+  DeltaNet,   // Gated DeltaNet: linear attention with a decaying recurrent state (Qwen3-Next)
+  Mla         // multi-head latent attention (DeepSeek-V3): rows of a shared latent + rope key
 };
 const char* mixer_name(MixerKind m);
 
@@ -68,6 +70,23 @@ struct DeltaNetConfig {
   int64_t state_floats() const {
     return (conv_kernel - 1) * conv_channels() + n_v_heads * k_head_dim * v_head_dim;
   }
+};
+
+// Multi-head latent attention's sizes (DeepSeek-V3). Queries come through a low-rank path of
+// q_lora_rank (0: one projection); keys and values are one shared latent of kv_lora_rank per token,
+// expanded per head into qk_nope_head_dim key and v_head_dim value elements, plus a rope part of
+// qk_rope_head_dim key elements shared by every head. A sequence keeps only the latent and the
+// rope part of each token.
+struct MlaConfig {
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
+  int64_t qk_nope_head_dim = 0;
+  int64_t qk_rope_head_dim = 0;
+  int64_t v_head_dim = 0;
+
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  // Elements of one token's cache row: its rope key then its latent.
+  int64_t row_width() const { return qk_rope_head_dim + kv_lora_rank; }
 };
 
 struct ArchConfig {
@@ -115,6 +134,9 @@ struct ArchConfig {
   float rope_beta_slow = 1;
   bool rope_yarn_truncate = true;
   float rope_attn_factor = 1;
+  // DeepSeek's YaRN: the scores' scale times this (mscale(factor, mscale_all_dim)^2), q and k
+  // rotated unscaled.
+  float yarn_score_factor = 1;
   bool rope_freqs_tensor =
       false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
 
@@ -126,10 +148,15 @@ struct ArchConfig {
   // projection, whose rows give per head head_dim query values then head_dim gate values.
   bool attn_output_gate = false;
   DeltaNetConfig delta;  // DeltaNet layers' sizes (when any layer is one)
+  MlaConfig mla;         // MLA layers' sizes (when any layer is one)
 
   RouterScoring router = RouterScoring::None;
   bool norm_topk_prob = false;  // renormalise the k selected weights to sum 1
   bool router_bias = false;  // per-expert selection bias tensor (MiniMax e_score_correction_bias)
+  // SigmoidGroupTopk: experts in n_group equal groups, the choice made within the best topk_group.
+  int64_t n_group = 1;
+  int64_t topk_group = 1;
+  float routed_scale = 1.0f;  // multiplies the k weights (DeepSeek's routed_scaling_factor)
   // A shared expert beside the routed ones in every MoE layer (a dense GLU of this width, 0: none),
   // its output scaled by sigmoid(x . shared_gate) when shared_expert_gate.
   int64_t n_ff_shared = 0;
@@ -139,7 +166,7 @@ struct ArchConfig {
 
   bool is_moe() const { return n_expert > 0; }
   bool has_mixer(MixerKind m) const;
-  int64_t attention_layers() const;  // layers that hold KV rows
+  int64_t attention_layers() const;  // layers that hold KV rows (MLA layers not included)
 };
 
 }  // namespace ts

@@ -30,6 +30,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen3next", "Qwen3NextForCausalLM", Family::Qwen3Next, configure_qwen3next},
     {"qwen35", "Qwen3_5ForCausalLM", Family::Qwen35, configure_qwen35},
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
+    {"deepseek2", "DeepseekV3ForCausalLM", Family::DeepSeek2, configure_deepseek2},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
@@ -52,7 +53,8 @@ void read_common(const ConfigView& v, ArchConfig& c) {
     v.invalid("hidden size", std::to_string(c.n_embd) + " is out of range");
   // Both formats default head_dim to hidden / heads when they do not state it.
   c.head_dim = v.opt_int("attention.key_length", "head_dim").value_or(c.n_embd / c.n_head);
-  if (v.is_gguf()) {
+  // MLA's key and value widths differ by design (its family reads them itself).
+  if (v.is_gguf() && c.family != Family::DeepSeek2) {
     const auto vlen = v.opt_int("attention.value_length", nullptr);
     if (vlen && *vlen != c.head_dim)
       v.invalid("attention.value_length", std::to_string(*vlen) + " != key_length " +
@@ -94,12 +96,11 @@ void read_common(const ConfigView& v, ArchConfig& c) {
 
 namespace {
 
-// YaRN's factor on q and k after rotation when the source gives none (the paper's mscale).
-float yarn_mscale(double factor) {
-  return factor > 1 ? static_cast<float>(0.1 * std::log(factor) + 1.0) : 1.0f;
-}
-
 }  // namespace
+
+float yarn_mscale(double factor, double mscale) {
+  return factor > 1 ? static_cast<float>(0.1 * mscale * std::log(factor) + 1.0) : 1.0f;
+}
 
 void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
   const auto type = v.opt_string("rope.scaling.type", nullptr);
@@ -130,9 +131,24 @@ void read_gguf_rope_scaling(const ConfigView& v, ArchConfig& c) {
   const double ext = v.opt_float("rope.scaling.yarn_ext_factor", nullptr).value_or(-1);
   if (ext != -1 && ext != 1)
     v.invalid("rope.scaling.yarn_ext_factor", std::to_string(ext) + " is not supported (1)");
-  if (v.opt_float("rope.scaling.yarn_log_multiplier", nullptr).value_or(0) != 0)
-    v.invalid("rope.scaling.yarn_log_multiplier", "DeepSeek's YaRN scaling is not supported");
   const double attn = v.opt_float("rope.scaling.yarn_attn_factor", nullptr).value_or(1);
+  // DeepSeek's YaRN (the converter writes 0.1 x mscale_all_dim as the log multiplier): the
+  // rotation unscaled, the scores scaled by (1 + multiplier x ln factor)^2 instead, as llama.cpp's
+  // deepseek2 does. Other architectures' readers ignore the key in llama.cpp: refused there.
+  const double log_mul = v.opt_float("rope.scaling.yarn_log_multiplier", nullptr).value_or(0);
+  if (log_mul != 0 && c.family != Family::DeepSeek2)
+    v.invalid("rope.scaling.yarn_log_multiplier",
+              "DeepSeek's YaRN scaling outside DeepSeek models "
+              "is not supported");
+  if (log_mul != 0) {
+    if (attn != 1)
+      v.invalid("rope.scaling.yarn_attn_factor",
+                std::to_string(attn) + " beside a yarn_log_multiplier is not supported (1)");
+    const float m = yarn_mscale(*factor, log_mul / 0.1);
+    c.rope_attn_factor = 1;
+    c.yarn_score_factor = m * m;
+    return;
+  }
   c.rope_attn_factor = static_cast<float>(attn) * yarn_mscale(*factor);
 }
 
@@ -184,12 +200,18 @@ void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params
     c.rope_beta_slow = beta_slow != 0 ? beta_slow : 1;
     auto truncate = p->find("truncate");
     c.rope_yarn_truncate = truncate == p->end() || !truncate->is_boolean() || truncate->get<bool>();
-    if (p->contains("mscale") || p->contains("mscale_all_dim"))
-      v.invalid(std::string(params_path) + "/mscale", "DeepSeek's YaRN scaling is not supported");
+    // transformers: mscale and mscale_all_dim (DeepSeek), both given and non-zero, make the
+    // factor on q and k their mscales' ratio (the family decides what mscale_all_dim does to the
+    // scores: yarn_score_factor).
+    const float mscale = opt("mscale", 0), mscale_all_dim = opt("mscale_all_dim", 0);
     auto attention = p->find("attention_factor");
-    c.rope_attn_factor = attention != p->end() && attention->is_number()
-                             ? attention->get<float>()
-                             : yarn_mscale(c.rope_factor);
+    if (attention != p->end() && attention->is_number())
+      c.rope_attn_factor = attention->get<float>();
+    else if (mscale != 0 && mscale_all_dim != 0)
+      c.rope_attn_factor =
+          yarn_mscale(c.rope_factor, mscale) / yarn_mscale(c.rope_factor, mscale_all_dim);
+    else
+      c.rope_attn_factor = yarn_mscale(c.rope_factor);
   } else {
     v.invalid(params_path,
               "rope_type '" + type + "' is not supported (default, linear, llama3, yarn are)");

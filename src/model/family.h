@@ -29,6 +29,10 @@ void configure_minimax_m2(const ConfigView& v, ArchConfig& c);
 void configure_gemma3(const ConfigView& v, ArchConfig& c);
 void configure_qwen3next(const ConfigView& v, ArchConfig& c);
 void configure_qwen35(const ConfigView& v, ArchConfig& c);  // dense and MoE
+void configure_deepseek2(const ConfigView& v, ArchConfig& c);
+
+// YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.
+float yarn_mscale(double factor, double mscale = 1.0);
 
 // Identifies the family of `source` and fills an ArchConfig by its rules. Errors name the
 // architecture string when it is unknown or a family we refuse (e.g. qwen3next).

@@ -101,6 +101,8 @@ class Indexer {
     put(LayerTensor::AttnNorm, {c_.n_embd}, false);
     if (c_.layer_mixer[static_cast<size_t>(l)] == MixerKind::DeltaNet) {
       index_delta_net(put);
+    } else if (c_.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla) {
+      index_mla(l, put);
     } else {
       index_attention(put);
     }
@@ -175,6 +177,46 @@ class Indexer {
     put(LayerTensor::DnOut, {vd, n}, true);
   }
 
+  // MLA's projections. The sizes come from config fields the tensors must agree with: a mismatch
+  // names the fields as well as the tensor.
+  template <typename Put>
+  void index_mla(int64_t l, const Put& put) {
+    const MlaConfig& m = c_.mla;
+    const int64_t n = c_.n_embd, H = c_.n_head, q_width = H * m.qk_head_dim();
+    const auto sized = [&](LayerTensor t, std::vector<int64_t> dims, bool matrix,
+                           const std::string& fields) {
+      const std::string name = layer_name(t, l);
+      if (std::optional<TensorRef> found = s_.source->find(name)) {
+        const std::vector<uint64_t> want(dims.begin(), dims.end());
+        if (found->dims != want)
+          refuse(where_, fields + " do not match tensor '" + name + "' of shape " +
+                             dims_string(found->dims) + " (expected " + dims_string(want) + ")");
+      }
+      put(t, std::move(dims), matrix);
+    };
+    if (m.q_lora_rank > 0) {
+      sized(LayerTensor::MlaQa, {n, m.q_lora_rank}, true, "q_lora_rank");
+      put(LayerTensor::MlaQaNorm, {m.q_lora_rank}, false);
+      sized(LayerTensor::MlaQb, {m.q_lora_rank, q_width}, true,
+            "q_lora_rank, qk_nope_head_dim and qk_rope_head_dim");
+    } else {
+      sized(LayerTensor::Wq, {n, q_width}, true, "qk_nope_head_dim and qk_rope_head_dim");
+    }
+    sized(LayerTensor::MlaKvA, {n, m.row_width()}, true, "kv_lora_rank and qk_rope_head_dim");
+    sized(LayerTensor::MlaKvNorm, {m.kv_lora_rank}, false, "kv_lora_rank");
+    if (c_.source == SourceKind::Gguf) {
+      // llama.cpp's converter splits kv_b per head: k_b transposed, v_b as is.
+      sized(LayerTensor::MlaKb, {m.qk_nope_head_dim, m.kv_lora_rank, H}, true,
+            "kv_lora_rank and qk_nope_head_dim");
+      sized(LayerTensor::MlaVb, {m.kv_lora_rank, m.v_head_dim, H}, true,
+            "kv_lora_rank and v_head_dim");
+    } else {
+      sized(LayerTensor::MlaKb, {m.kv_lora_rank, H * (m.qk_nope_head_dim + m.v_head_dim)}, true,
+            "kv_lora_rank, qk_nope_head_dim and v_head_dim");
+    }
+    sized(LayerTensor::Wo, {H * m.v_head_dim, n}, true, "v_head_dim");
+  }
+
   void index_experts(int64_t l, LayerIndex& L) {
     const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
     L.experts.resize(static_cast<size_t>(E));
@@ -229,6 +271,38 @@ void validate_delta_net(const DeltaNetConfig& d, const std::string& w) {
   check_range(w, "DeltaNet conv kernel", d.conv_kernel, 1, 8);
 }
 
+void validate_mla(const ArchConfig& c, const std::string& w) {
+  const MlaConfig& m = c.mla;
+  check_range(w, "q_lora_rank", m.q_lora_rank, 0, 1 << 16);
+  check_range(w, "kv_lora_rank", m.kv_lora_rank, 1, 1 << 16);
+  check_range(w, "qk_nope_head_dim", m.qk_nope_head_dim, 1, 1024);
+  check_range(w, "v_head_dim", m.v_head_dim, 1, 1024);
+  if (m.qk_rope_head_dim <= 0 || m.qk_rope_head_dim > 1024 || m.qk_rope_head_dim % 2 != 0)
+    refuse(w, "qk_rope_head_dim " + std::to_string(m.qk_rope_head_dim) +
+                  " must be even and within (0, 1024]");
+  // A factor on the rotation would scale the rope part of the scores only; the absorbed scores
+  // take one scale.
+  if (c.rope_attn_factor != 1.0f)
+    refuse(w,
+           "YaRN mscale != mscale_all_dim (a factor on the rotated dims alone) is not "
+           "supported with MLA");
+}
+
+void validate_group_routing(const ArchConfig& c, const std::string& w) {
+  check_range(w, "n_group", c.n_group, 1, c.n_expert);
+  if (c.n_expert % c.n_group != 0)
+    refuse(w, "n_group " + std::to_string(c.n_group) + " does not divide the " +
+                  std::to_string(c.n_expert) + " experts");
+  if (c.topk_group < 1 || c.topk_group > c.n_group)
+    refuse(w, "topk_group " + std::to_string(c.topk_group) + " is not within [1, n_group " +
+                  std::to_string(c.n_group) + "]");
+  const int64_t kept = c.topk_group * (c.n_expert / c.n_group);
+  if (c.n_expert_used > kept)
+    refuse(w, "expert_used_count " + std::to_string(c.n_expert_used) + " is more than the " +
+                  std::to_string(kept) + " experts of the topk_group " +
+                  std::to_string(c.topk_group) + " kept groups");
+}
+
 }  // namespace
 
 uint64_t LayerIndex::expert_bytes(int64_t e) const {
@@ -252,6 +326,8 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     refuse(w, "head count " + std::to_string(c.n_head) + " is not a multiple of kv head count " +
                   std::to_string(c.n_head_kv));
   check_range(w, "head_dim", c.head_dim, 2, 1024);
+  // MLA's head and rotary sizes come from its own fields: errors name those.
+  if (c.has_mixer(MixerKind::Mla)) validate_mla(c, w);
   if (c.rotary_dim <= 0 || c.rotary_dim > c.head_dim || c.rotary_dim % 2 != 0)
     refuse(w, "rotary dimension " + std::to_string(c.rotary_dim) +
                   " must be even and within (0, head_dim " + std::to_string(c.head_dim) + "]");
@@ -269,6 +345,9 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
                 std::min(c.n_expert, kMaxExpertsPerToken));
     check_range(w, "expert feed-forward width", c.n_ff_expert, 1, 1 << 22);
     if (c.router == RouterScoring::None) refuse(w, "experts without a router scoring rule");
+    if (c.router == RouterScoring::SigmoidGroupTopk) validate_group_routing(c, w);
+    if (!(c.routed_scale > 0))
+      refuse(w, "routed_scaling_factor " + std::to_string(c.routed_scale) + " must be > 0");
   }
   for (size_t l = 0; l < c.layer_sliding.size(); ++l)
     if (c.layer_sliding[l] && c.sliding_window <= 0)
@@ -296,7 +375,7 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     // scale: every element of every layer's heads must be rotated with the same frequencies.
     bool any_sliding = false;
     for (uint8_t s : c.layer_sliding) any_sliding = any_sliding || s != 0;
-    if (c.rotary_dim != c.head_dim || any_sliding)
+    if ((c.rotary_dim != c.head_dim || any_sliding) && c.rope_attn_factor != 1.0f)
       refuse(w, "YaRN rope scaling with partial rotary or sliding-window layers is not supported");
   }
 }

@@ -33,7 +33,7 @@ struct ExpertSlice {
 enum ExpertProj { kExpGate = 0, kExpUp = 1, kExpDown = 2 };
 
 struct LayerIndex {
-  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::DnOut) + 1;
+  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::MlaVb) + 1;
   std::array<std::optional<TensorRef>, kRoles> tensors;
   std::vector<std::array<ExpertSlice, 3>> experts;  // [expert][gate, up, down]; MoE layers only
 

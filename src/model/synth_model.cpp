@@ -104,6 +104,23 @@ DType matrix_dtype(const SynthOptions& o, bool more_bits) {
   return o.k_m_mix && more_bits ? DType::Q6_K : o.dtype;
 }
 
+// A DeepSeek-V3 layer's latent attention, as llama.cpp's converter writes it (kv_b split into
+// attn_k_b, transposed, and attn_v_b).
+template <class Matrix, class Norm>
+void add_mla(const SynthShape& s, const std::string& b, bool more_bits, const Matrix& matrix,
+             const Norm& norm) {
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  const uint64_t d = u(s.hidden), H = u(s.heads), nope = u(s.head_dim - s.qk_rope);
+  matrix(b + "attn_q_a.weight", {d, u(s.q_lora)});
+  norm(b + "attn_q_a_norm.weight", u(s.q_lora));
+  matrix(b + "attn_q_b.weight", {u(s.q_lora), H * u(s.head_dim)});
+  matrix(b + "attn_kv_a_mqa.weight", {d, u(s.kv_lora + s.qk_rope)});
+  norm(b + "attn_kv_a_norm.weight", u(s.kv_lora));
+  matrix(b + "attn_k_b.weight", {nope, u(s.kv_lora), H});
+  matrix(b + "attn_v_b.weight", {u(s.kv_lora), u(s.v_dim), H}, more_bits);
+  matrix(b + "attn_output.weight", {H * u(s.v_dim), d});
+}
+
 // Appends one shape's tensors, layer by layer, in the dtypes llama.cpp's quantiser gives them.
 class PlanBuilder {
  public:
@@ -142,17 +159,26 @@ class PlanBuilder {
     vec(b + "attn_norm.weight", dim(s_.hidden));
     if (s_.delta_net_layer(l)) {
       delta_net(b, more_bits);
+    } else if (mla()) {
+      add_mla(
+          s_, b, more_bits,
+          [&](std::string n, std::vector<uint64_t> dims, bool more = false) {
+            matrix(std::move(n), std::move(dims), more);
+          },
+          [&](std::string n, uint64_t size) { vec(std::move(n), size); });
     } else {
       attention(b, more_bits);
     }
     // The hybrids' converter names the FFN's norm after the checkpoint's post_attention_layernorm.
     vec(b + (s_.hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight"), dim(s_.hidden));
-    if (s_.experts == 0) {
+    if (s_.experts == 0 || l < s_.dense_layers) {
       dense_ffn(b, more_bits);
     } else {
       experts(b, more_bits);
     }
   }
+
+  bool mla() const { return std::string(s_.arch) == "deepseek2"; }
 
   void attention(const std::string& b, bool more_bits) {
     const uint64_t d = dim(s_.hidden), hd = dim(s_.head_dim);
@@ -203,14 +229,17 @@ class PlanBuilder {
     matrix(b + "ffn_gate_exps.weight", {d, ff, e});
     matrix(b + "ffn_up_exps.weight", {d, ff, e});
     matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
-    if (s_.shared_ffn == 0) return;
-    const uint64_t sh = dim(s_.shared_ffn);
+    // DeepSeek's selection bias stays f32 (a vector); its shared experts are one GLU.
+    if (mla()) vec(b + "exp_probs_b.bias", e);
+    const uint64_t sh = mla() ? dim(s_.shared_experts * s_.expert_ffn) : dim(s_.shared_ffn);
+    if (sh == 0) return;
     matrix(b + "ffn_gate_shexp.weight", {d, sh});
     matrix(b + "ffn_up_shexp.weight", {d, sh});
     // Its name holds "ffn_down", which is what the quantiser's rule matches.
     matrix(b + "ffn_down_shexp.weight", {sh, d}, more_bits);
-    // The quantiser counts [d, 1] as 1-D (trailing ones dropped), so the gate stays f32.
-    f32(b + "ffn_gate_inp_shexp.weight", {d, 1}, Init::Matrix);
+    // The hybrids gate theirs; the quantiser counts [d, 1] as 1-D (trailing ones dropped), so the
+    // gate stays f32.
+    if (s_.hybrid()) f32(b + "ffn_gate_inp_shexp.weight", {d, 1}, Init::Matrix);
   }
 
   Plan& p_;
@@ -311,7 +340,7 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
   u32("attention.head_count", s.heads);
   u32("attention.head_count_kv", s.kv_heads);
   u32("attention.key_length", s.head_dim);
-  u32("attention.value_length", s.head_dim);
+  u32("attention.value_length", s.v_dim > 0 ? s.v_dim : s.head_dim);
   f32("rope.freq_base", s.rope_theta);
   f32("attention.layer_norm_rms_epsilon", s.rms_eps);
   if (a == "llama") u32("rope.dimension_count", s.head_dim);
@@ -322,6 +351,24 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     if (s.shared_ffn > 0) u32("expert_shared_feed_forward_length", s.shared_ffn);
   }
   if (s.hybrid()) add_hybrid_metadata(w, p);
+  if (a == "deepseek2") {
+    u32("attention.q_lora_rank", s.q_lora);
+    u32("attention.kv_lora_rank", s.kv_lora);
+    u32("attention.key_length_mla", s.head_dim);
+    u32("attention.value_length_mla", s.v_dim);
+    u32("rope.dimension_count", s.qk_rope);
+    u32("leading_dense_block_count", s.dense_layers);
+    u32("expert_shared_count", s.shared_experts);
+    u32("expert_group_count", s.expert_groups);
+    u32("expert_group_used_count", s.expert_groups_used);
+    u32("expert_gating_func", 2);  // sigmoid
+    f32("expert_weights_scale", s.routed_scale);
+    w.add_kv(a + ".expert_weights_norm", gguf_int(GgufType::Bool, 1));
+    w.add_kv(a + ".rope.scaling.type", gguf_string("yarn"));
+    f32("rope.scaling.factor", s.yarn_factor);
+    u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
+    f32("rope.scaling.yarn_log_multiplier", 0.1);  // 0.1 x mscale_all_dim, as the converter
+  }
   add_synth_vocab(w, s.vocab);
 }
 

@@ -112,6 +112,17 @@ const std::vector<SynthShape>& synth_shapes() {
     tiny_moe.rms_eps = 1e-6, tiny_moe.ctx = 4096;
     v.push_back(tiny_moe);
 
+    // `tiny-deepseek` covers MLA and group-limited routing, every width a whole k-quant block.
+    SynthShape tiny_ds{"tiny-deepseek", "deepseek2", "test shape (MLA, grouped experts)"};
+    tiny_ds.vocab = 512, tiny_ds.hidden = 256, tiny_ds.layers = 2, tiny_ds.heads = 2;
+    tiny_ds.kv_heads = 1, tiny_ds.head_dim = 256 + 64, tiny_ds.ffn = 512, tiny_ds.experts = 8;
+    tiny_ds.experts_used = 2, tiny_ds.expert_ffn = 256, tiny_ds.rope_theta = 10000;
+    tiny_ds.rms_eps = 1e-6, tiny_ds.ctx = 4096, tiny_ds.q_lora = 256, tiny_ds.kv_lora = 256;
+    tiny_ds.qk_rope = 64, tiny_ds.v_dim = 256, tiny_ds.expert_groups = 4;
+    tiny_ds.expert_groups_used = 2, tiny_ds.shared_experts = 1, tiny_ds.dense_layers = 1;
+    tiny_ds.routed_scale = 2.5, tiny_ds.yarn_factor = 40, tiny_ds.yarn_orig_ctx = 4096;
+    v.push_back(tiny_ds);
+
     SynthShape l1b{"llama3.2-1b", "llama", "Llama-3.2-1B"};
     l1b.vocab = 128256, l1b.hidden = 2048, l1b.layers = 16, l1b.heads = 32, l1b.kv_heads = 8;
     l1b.head_dim = 64, l1b.ffn = 8192, l1b.rope_theta = 500000, l1b.rms_eps = 1e-5;
@@ -143,6 +154,18 @@ const std::vector<SynthShape>& synth_shapes() {
     q30.expert_ffn = 768, q30.rope_theta = 1000000, q30.rms_eps = 1e-6, q30.ctx = 40960;
     v.push_back(q30);
     for (const SynthShape& h : hybrid_shapes()) v.push_back(h);
+
+    // qk_nope 128 + qk_rope 64; n_routed_experts, n_group, topk_group, n_shared_experts,
+    // first_k_dense_replace, routed_scaling_factor and rope_scaling from its config.json. The
+    // multi-token-prediction layer is not part of the shape.
+    SynthShape ds3{"deepseek-v3", "deepseek2", "DeepSeek-V3"};
+    ds3.vocab = 129280, ds3.hidden = 7168, ds3.layers = 61, ds3.heads = 128, ds3.kv_heads = 1;
+    ds3.head_dim = 128 + 64, ds3.ffn = 18432, ds3.experts = 256, ds3.experts_used = 8;
+    ds3.expert_ffn = 2048, ds3.rope_theta = 10000, ds3.rms_eps = 1e-6, ds3.ctx = 163840;
+    ds3.q_lora = 1536, ds3.kv_lora = 512, ds3.qk_rope = 64, ds3.v_dim = 128;
+    ds3.expert_groups = 8, ds3.expert_groups_used = 4, ds3.shared_experts = 1;
+    ds3.dense_layers = 3, ds3.routed_scale = 2.5, ds3.yarn_factor = 40, ds3.yarn_orig_ctx = 4096;
+    v.push_back(ds3);
     return v;
   }();
   return shapes;

@@ -10,7 +10,8 @@ namespace ts {
 
 struct SynthShape {
   const char* name;   // as given to --shape
-  const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe)
+  const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe),
+                      // deepseek2
   const char* model;  // the model whose dimensions these are
   int64_t vocab = 0;
   int64_t hidden = 0;
@@ -50,6 +51,20 @@ struct SynthShape {
   bool delta_net_layer(int64_t l) const {
     return hybrid() && (l + 1) % full_attention_interval != 0;
   }
+  // deepseek2 (DeepSeek-V3): MLA sizes (head_dim is then qk_nope + qk_rope), expert groups, shared
+  // experts (each expert_ffn wide), the leading dense layers (ffn wide), the routed weights' scale
+  // and DeepSeek's YaRN (factor, original context; mscale = mscale_all_dim = 1).
+  int64_t q_lora = 0;
+  int64_t kv_lora = 0;
+  int64_t qk_rope = 0;
+  int64_t v_dim = 0;
+  int64_t expert_groups = 0;
+  int64_t expert_groups_used = 0;
+  int64_t shared_experts = 0;
+  int64_t dense_layers = 0;
+  double routed_scale = 0;
+  double yarn_factor = 0;
+  int64_t yarn_orig_ctx = 0;
 };
 
 const std::vector<SynthShape>& synth_shapes();

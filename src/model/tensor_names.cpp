@@ -74,6 +74,20 @@ const char* role_name(LayerTensor t) {
       return "ssm_norm";
     case LayerTensor::DnOut:
       return "ssm_out";
+    case LayerTensor::MlaQa:
+      return "attn_q_a";
+    case LayerTensor::MlaQaNorm:
+      return "attn_q_a_norm";
+    case LayerTensor::MlaQb:
+      return "attn_q_b";
+    case LayerTensor::MlaKvA:
+      return "attn_kv_a_mqa";
+    case LayerTensor::MlaKvNorm:
+      return "attn_kv_a_norm";
+    case LayerTensor::MlaKb:
+      return "attn_k_b";
+    case LayerTensor::MlaVb:
+      return "attn_v_b";
   }
   return "?";
 }
@@ -141,6 +155,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   const bool mixtral_moe = f == Family::Llama || f == Family::MiniMaxM2;
   const std::string moe = mixtral_moe ? p + "block_sparse_moe." : p + "mlp.";
   const std::string e = moe + "experts." + std::to_string(expert) + ".";
+  // DeepSeek keeps its correction bias in the router and calls its shared expert(s) plural.
+  const bool deepseek = f == Family::DeepSeek2;
+  const std::string shexp = moe + (deepseek ? "shared_experts." : "shared_expert.");
   switch (t) {
     case LayerTensor::AttnNorm:
       return p + "input_layernorm.weight";
@@ -179,7 +196,7 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
     case LayerTensor::Router:
       return moe + "gate.weight";
     case LayerTensor::RouterBias:
-      return moe + "e_score_correction_bias";
+      return moe + (deepseek ? "gate.e_score_correction_bias" : "e_score_correction_bias");
     case LayerTensor::ExpGate:
       return e + (mixtral_moe ? "w1.weight" : "gate_proj.weight");
     case LayerTensor::ExpUp:
@@ -187,11 +204,11 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
     case LayerTensor::ExpDown:
       return e + (mixtral_moe ? "w2.weight" : "down_proj.weight");
     case LayerTensor::ShexpGate:
-      return moe + "shared_expert.gate_proj.weight";
+      return shexp + "gate_proj.weight";
     case LayerTensor::ShexpUp:
-      return moe + "shared_expert.up_proj.weight";
+      return shexp + "up_proj.weight";
     case LayerTensor::ShexpDown:
-      return moe + "shared_expert.down_proj.weight";
+      return shexp + "down_proj.weight";
     case LayerTensor::ShexpGateInp:
       return moe + "shared_expert_gate.weight";
     case LayerTensor::DnQkv:
@@ -214,6 +231,20 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
       return p + "linear_attn.norm.weight";
     case LayerTensor::DnOut:
       return p + "linear_attn.out_proj.weight";
+    case LayerTensor::MlaQa:
+      return p + "self_attn.q_a_proj.weight";
+    case LayerTensor::MlaQaNorm:
+      return p + "self_attn.q_a_layernorm.weight";
+    case LayerTensor::MlaQb:
+      return p + "self_attn.q_b_proj.weight";
+    case LayerTensor::MlaKvA:
+      return p + "self_attn.kv_a_proj_with_mqa.weight";
+    case LayerTensor::MlaKvNorm:
+      return p + "self_attn.kv_a_layernorm.weight";
+    case LayerTensor::MlaKb:
+      return p + "self_attn.kv_b_proj.weight";
+    case LayerTensor::MlaVb:
+      return "";
   }
   return "";
 }

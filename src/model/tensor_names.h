@@ -48,6 +48,14 @@ enum class LayerTensor {
   DnDtBias,  // dt_bias
   DnNorm,    // gated RMS norm weight [v_head_dim]
   DnOut,     // output projection
+  // Multi-head latent attention (q and k/v LoRA paths; Wo is its output projection)
+  MlaQa,      // q down-projection to q_lora_rank
+  MlaQaNorm,  // RMS norm of the q latent
+  MlaQb,      // q up-projection: per head qk_nope then qk_rope rows
+  MlaKvA,     // kv down-projection: the latent (kv_lora_rank rows) then the shared rope key
+  MlaKvNorm,  // RMS norm of the kv latent
+  MlaKb,      // GGUF: per head, latent -> k_nope transposed ([kv_lora][nope]); HF: all of kv_b_proj
+  MlaVb,      // GGUF: per head, latent -> v ([v][kv_lora]); HF: inside kv_b_proj
 };
 
 const char* role_name(LayerTensor t);

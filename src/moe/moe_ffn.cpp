@@ -112,7 +112,9 @@ void MoeFfn::route_into(int64_t l, const float* h, int64_t M, float* out) {
   const MoeLayerWeights& L = *layers_[static_cast<size_t>(l)];
   const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h, M, router_);
-  const RouterArgs ra{c_.router, c_.n_expert, k, c_.norm_topk_prob, L.router_bias};
+  const RouterArgs ra{c_.router,         c_.n_expert,    k,
+                      c_.norm_topk_prob, L.router_bias,  c_.n_group,
+                      c_.topk_group,     c_.routed_scale};
   // The weights right after the ids: one copy brings both back to the host.
   b_.route(router_, M, ra, reinterpret_cast<int32_t*>(out), out + M * k);
 }
@@ -299,8 +301,14 @@ void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
   b_.matmul(N.router, h, M, router_);
   router_host_.resize(static_cast<size_t>(M * E));
   b_.to_host(router_host_.data(), router_, static_cast<size_t>(M * E) * sizeof(float));
-  const RouterArgs ra{c_.router, E, k, c_.norm_topk_prob,
-                      N.router_bias_host.empty() ? nullptr : N.router_bias_host.data()};
+  const RouterArgs ra{c_.router,
+                      E,
+                      k,
+                      c_.norm_topk_prob,
+                      N.router_bias_host.empty() ? nullptr : N.router_bias_host.data(),
+                      c_.n_group,
+                      c_.topk_group,
+                      c_.routed_scale};
   std::vector<int64_t> votes(static_cast<size_t>(E), 0);
   std::vector<int32_t> ids(static_cast<size_t>(k));
   std::vector<float> w(static_cast<size_t>(k));

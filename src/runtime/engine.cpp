@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -70,9 +71,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   if (options.prefill_batch < 0 || options.prefill_batch > 4096)
     fail(ErrorKind::Usage,
          "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
-  if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0)
+  if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0 && !c.has_mixer(MixerKind::Mla))
     fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
                                std::to_string(c.head_dim) + ")");
+  if (options.kv_type == DType::Q8_0 && c.has_mixer(MixerKind::Mla) && c.mla.row_width() % 32 != 0)
+    fail(ErrorKind::Usage,
+         "--kv-type q8_0 needs kv_lora_rank + qk_rope_head_dim to be a multiple of 32 (it is " +
+             std::to_string(c.mla.row_width()) + ")");
   e->backend_ = std::move(backend);
   check_weight_types(*e->spec_, *e->backend_);
   // The hybrid layers' CUDA kernels are written but have not run on a GPU yet: refused unless the
@@ -84,6 +89,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (Gated DeltaNet, gated attention, gated shared expert) is "
                                      "not yet verified on a GPU (--backend cpu runs it)");
+  // MLA and group-limited routing have no device kernels yet (matmul_heads, copy_rows, the group
+  // choice in route): refused on a device whatever the variable says.
+  if (!e->backend_->is_host() &&
+      (c.has_mixer(MixerKind::Mla) || c.router == RouterScoring::SigmoidGroupTopk))
+    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
+                                     " (multi-head latent attention, group-limited routing) has "
+                                     "no GPU kernels yet (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,
@@ -207,21 +219,28 @@ Weight Engine::upload_rows(const std::vector<const TensorRef*>& parts) {
     total += t->nbytes;
     rows += t->rows();
   }
-  const bool host = backend_->is_host();
-  void* buf = host ? backend_->alloc(total) : std::malloc(total);
-  if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + first.name);
+  void* buf = weight_buffer(total, first.name);
   uint64_t off = 0;
   for (const TensorRef* t : parts) {
     read_exact(t->file->fd(), static_cast<uint8_t*>(buf) + off, t->nbytes, t->offset,
                t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
     off += t->nbytes;
   }
-  Weight w = backend_->upload_weight(
-      first.dtype, rows, first.cols(),
-      static_cast<size_t>(first.nbytes / static_cast<uint64_t>(first.rows())), buf);
+  return place_weight(first.dtype, rows, first.cols(),
+                      static_cast<size_t>(first.nbytes / static_cast<uint64_t>(first.rows())), buf);
+}
+
+void* Engine::weight_buffer(uint64_t bytes, const std::string& what) {
+  void* buf = backend_->is_host() ? backend_->alloc(bytes) : std::malloc(bytes);
+  if (buf == nullptr) fail(ErrorKind::Runtime, "out of memory reading " + what);
+  return buf;
+}
+
+Weight Engine::place_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, void* buf) {
+  Weight w = backend_->upload_weight(dtype, rows, cols, row_stride, buf);
   // The memory is ours (host: the buffer; device: the upload) and only the backend's ops read it.
   backend_->pack_weight(w);
-  if (host) {
+  if (backend_->is_host()) {
     owned_.push_back(buf);
   } else {
     std::free(buf);
@@ -331,6 +350,68 @@ void Engine::load_delta_net(const LayerIndex& I, LayerWeights& L) {
   D.norm = load_vector(I.get(LayerTensor::DnNorm));
 }
 
+Weight Engine::load_transposed_heads(const TensorRef& t, int64_t heads, int64_t first,
+                                     int64_t rows) {
+  const uint64_t elem = t.dtype == DType::F32                             ? 4
+                        : t.dtype == DType::F16 || t.dtype == DType::BF16 ? 2
+                                                                          : 0;
+  if (elem == 0)
+    fail(ErrorKind::Unsupported, spec_->source->path() + ": tensor '" + t.name + "' has type " +
+                                     dtype_name(t.dtype) + " (kv_b_proj must be f32, f16 or bf16)");
+  const int64_t cols = t.cols(), per_head = t.rows() / heads;
+  std::vector<uint8_t> src(t.nbytes);
+  read_exact(t.file->fd(), src.data(), t.nbytes, t.offset,
+             t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
+  const uint64_t bytes = static_cast<uint64_t>(heads * cols * rows) * elem;
+  auto* dst = static_cast<uint8_t*>(weight_buffer(bytes, t.name));
+  // Head h's element (r, c) of its rows [first, first + rows) goes to (c, r) of its block.
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        std::memcpy(
+            dst + static_cast<uint64_t>((h * cols + c) * rows + r) * elem,
+            src.data() + static_cast<uint64_t>((h * per_head + first + r) * cols + c) * elem, elem);
+  return place_weight(t.dtype, heads * cols, rows, static_cast<size_t>(rows) * elem, dst);
+}
+
+void Engine::load_mla(const LayerIndex& I, LayerWeights& L) {
+  const ArchConfig& c = cfg();
+  const MlaConfig& m = c.mla;
+  const int64_t H = c.n_head, nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim;
+  MlaWeights& W = L.mla;
+  if (const TensorRef* qa = I.get(LayerTensor::MlaQa)) {
+    W.q_a = load_matrix(*qa);
+    W.q_a_norm = load_vector(I.get(LayerTensor::MlaQaNorm));
+  }
+  // Per head, qk_nope rows then qk_rope rows: taken apart into [nope heads] and [rope heads].
+  const TensorRef& q = W.q_a.data != nullptr ? *I.get(LayerTensor::MlaQb) : *I.get(LayerTensor::Wq);
+  W.q_nope = load_segments({rows_of_groups(q, H, 0, nope)}, {&W.q_nope});
+  W.q_pe = load_segments({rows_of_groups(q, H, nope, nope + rope)}, {&W.q_pe});
+  // The cache row puts the rope key first (rope() rotates a head's first dims).
+  const TensorRef& kva = *I.get(LayerTensor::MlaKvA);
+  W.kv_a = load_segments({{row_run(kva, m.kv_lora_rank, rope), row_run(kva, 0, m.kv_lora_rank)}},
+                         {&W.kv_a});
+  W.kv_norm = load_vector(I.get(LayerTensor::MlaKvNorm));
+  const TensorRef& kb = *I.get(LayerTensor::MlaKb);
+  if (c.source == SourceKind::Gguf) {
+    W.k_b = load_matrix(kb);
+    W.v_b = load_matrix(*I.get(LayerTensor::MlaVb));
+  } else {
+    // HF's kv_b_proj: per head, qk_nope key rows then v_head_dim value rows, over the latent.
+    W.k_b = load_transposed_heads(kb, H, 0, nope);
+    W.v_b = load_segments({rows_of_groups(kb, H, nope, nope + m.v_head_dim)}, {&W.v_b});
+  }
+  const auto on_groups = [&](const Weight& w) {
+    return w.data != nullptr && (w.rows / H) % backend_->weight_row_group(w.dtype) == 0;
+  };
+  if (W.q_nope.data == nullptr || W.q_pe.data == nullptr || W.kv_a.data == nullptr ||
+      !on_groups(W.k_b) || !on_groups(W.v_b))
+    fail(ErrorKind::Unsupported, spec_->source->path() +
+                                     ": an MLA projection's heads do not fall on the backend's "
+                                     "row groups");
+  L.wo = load_matrix(*I.get(LayerTensor::Wo));
+}
+
 void Engine::load_shared_expert(const LayerIndex& I, LayerWeights& L) {
   SharedExpertWeights& S = L.routed.shared;
   auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
@@ -361,6 +442,8 @@ void Engine::load_weights() {
     L.mixer = c.layer_mixer[static_cast<size_t>(l)];
     if (L.mixer == MixerKind::DeltaNet) {
       load_delta_net(I, L);
+    } else if (L.mixer == MixerKind::Mla) {
+      load_mla(I, L);
     } else {
       load_attention(I, L);
     }
@@ -391,9 +474,13 @@ void Engine::load_weights() {
     L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
                       sliding ? inv_freq_local : inv_freq_global};
     // YaRN multiplies q and k by its attention factor after rotation: the scores by its square.
-    const float scale = c.attn_scale * c.rope_attn_factor * c.rope_attn_factor;
+    const float scale =
+        c.attn_scale * c.rope_attn_factor * c.rope_attn_factor * c.yarn_score_factor;
     L.attn = AttentionArgs{c.n_head, c.n_head_kv,    c.head_dim,
                            scale,    c.attn_softcap, sliding ? c.sliding_window : 0};
+    // MLA attends in the absorbed form: every head's query and the one key row of a token are
+    // [rope part | latent] wide, its rope part rotated.
+    if (L.mixer == MixerKind::Mla) L.rope.head_dim = L.attn.head_dim = c.mla.row_width();
   }
 }
 

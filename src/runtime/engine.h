@@ -45,6 +45,18 @@ struct DeltaNetWeights {
   const float* norm = nullptr;
 };
 
+// A multi-head latent attention mixer's weights. q: through q_a and its norm (q LoRA) or straight
+// from the layer's input (q_a.data null), split into the per-head non-rotated parts (q_nope,
+// [heads][qk_nope] rows) and the rotated ones (q_pe, [heads][qk_rope] rows). kv_a: a token's cache
+// row, its rope key rows first, then its latent. k_b and v_b: per head (n_heads equal row blocks),
+// the latent-to-key map transposed ([kv_lora][qk_nope]) and the latent-to-value map
+// ([v_head_dim][kv_lora]): what the absorbed form multiplies q and the attention's output by.
+struct MlaWeights {
+  Weight q_a, q_nope, q_pe, kv_a, k_b, v_b;
+  const float* q_a_norm = nullptr;
+  const float* kv_norm = nullptr;
+};
+
 // One layer's resident weights in backend memory. Norm vectors are f32.
 struct LayerWeights {
   MixerKind mixer = MixerKind::Attention;
@@ -67,6 +79,7 @@ struct LayerWeights {
   Weight ffn_gate, ffn_up, ffn_down;  // dense layers
   MoeLayerWeights routed;             // MoE layers: the router and the shared expert
   DeltaNetWeights delta;
+  MlaWeights mla;
   bool moe = false;
   RopeArgs rope;
   AttentionArgs attn;
@@ -106,9 +119,17 @@ class Engine {
                        const std::vector<Weight*>& views);
   void load_attention(const LayerIndex& I, LayerWeights& L);
   void load_delta_net(const LayerIndex& I, LayerWeights& L);
+  void load_mla(const LayerIndex& I, LayerWeights& L);
+  // HF's kv_b_proj: of each head's rows [first, first + rows), the transpose, as one weight of
+  // heads x [cols][rows] (the k_b layout llama.cpp's converter writes).
+  Weight load_transposed_heads(const TensorRef& t, int64_t heads, int64_t first, int64_t rows);
   void load_shared_expert(const LayerIndex& I, LayerWeights& L);
   // Reads the tensors' rows, end to end, into one weight of the first one's type and row bytes.
   Weight upload_rows(const std::vector<const TensorRef*>& parts);
+  // Places `buf` (from backend_->alloc() on a host backend, else malloc()) as a weight; takes it.
+  Weight place_weight(DType dtype, int64_t rows, int64_t cols, size_t row_stride, void* buf);
+  // A buffer for place_weight().
+  void* weight_buffer(uint64_t bytes, const std::string& what);
   // A float tensor of any shape, every element, as f32 in backend memory; `map` (if given)
   // transforms each value on the way.
   const float* load_vector(const TensorRef* t, float (*map)(float) = nullptr);

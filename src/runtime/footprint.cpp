@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "model/model_spec.h"
 #include "runtime/mixers/delta_net_mixer.h"
+#include "runtime/mixers/mla_mixer.h"
 
 namespace ts {
 namespace {
@@ -52,16 +53,32 @@ int64_t ffn_row_floats(const ArchConfig& c) {
                    c.n_ff_shared});
 }
 
+uint64_t kv_bytes_per_token(const ArchConfig& c, DType kv_type) {
+  const uint64_t kv_row =
+      row_bytes(kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
+  uint64_t bytes = checked_mul(2 * static_cast<uint64_t>(c.attention_layers()), kv_row, "KV row");
+  if (c.has_mixer(MixerKind::Mla)) {
+    const auto mla_layers = static_cast<uint64_t>(
+        std::count(c.layer_mixer.begin(), c.layer_mixer.end(), MixerKind::Mla));
+    const uint64_t mla_row =
+        row_bytes(kv_type, static_cast<uint64_t>(c.mla.row_width()), "MLA cache row");
+    bytes = checked_add(bytes, checked_mul(mla_layers, mla_row, "MLA row"), "KV row");
+  }
+  return bytes;
+}
+
 uint64_t recurrent_state_bytes(const ArchConfig& c) {
   if (!c.has_mixer(MixerKind::DeltaNet)) return 0;
-  const auto layers = static_cast<uint64_t>(c.n_layer - c.attention_layers());
+  const auto layers = static_cast<uint64_t>(
+      std::count(c.layer_mixer.begin(), c.layer_mixer.end(), MixerKind::DeltaNet));
   return checked_mul(checked_mul(layers, static_cast<uint64_t>(c.delta.state_floats()), "state"),
                      sizeof(float), "recurrent state");
 }
 
 int64_t mixer_row_floats(const ArchConfig& c) {
   const int64_t gate = c.attn_output_gate ? c.n_head * c.head_dim : 0;
-  return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0);
+  return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0) +
+         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0);
 }
 
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
@@ -100,9 +117,10 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
     stack({LayerTensor::FfnGate, LayerTensor::FfnUp});
     stack({LayerTensor::FfnDown});
     stack({LayerTensor::Router});
-    for (LayerTensor t : {LayerTensor::DnQkv, LayerTensor::DnZ, LayerTensor::DnBeta,
-                          LayerTensor::DnAlpha, LayerTensor::DnOut, LayerTensor::ShexpDown,
-                          LayerTensor::ShexpGateInp})
+    for (LayerTensor t :
+         {LayerTensor::DnQkv, LayerTensor::DnZ, LayerTensor::DnBeta, LayerTensor::DnAlpha,
+          LayerTensor::DnOut, LayerTensor::ShexpDown, LayerTensor::ShexpGateInp, LayerTensor::MlaQa,
+          LayerTensor::MlaQb, LayerTensor::MlaKvA, LayerTensor::MlaKb, LayerTensor::MlaVb})
       stack({t});
     stack({LayerTensor::ShexpGate, LayerTensor::ShexpUp});
     if (L.experts.empty()) continue;
@@ -134,11 +152,8 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
     f.expert_slots = slots;
   else
     f.resident = checked_add(f.resident, slots, "resident bytes");
-  const uint64_t kv_row =
-      row_bytes(req.kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
-  f.kv_cache = checked_mul(checked_mul(2 * static_cast<uint64_t>(c.attention_layers()),
-                                       static_cast<uint64_t>(req.ctx), "KV cache"),
-                           kv_row, "KV cache");
+  f.kv_cache =
+      checked_mul(kv_bytes_per_token(c, req.kv_type), static_cast<uint64_t>(req.ctx), "KV cache");
   // The live state and its checkpoints.
   f.recurrent_state =
       checked_mul(recurrent_state_bytes(c), 1 + static_cast<uint64_t>(req.state_checkpoints),

@@ -87,6 +87,9 @@ struct Footprint {
 int64_t ffn_row_floats(const ArchConfig& c);
 // Bytes of one copy of a sequence's recurrent state (every DeltaNet layer's; 0 without any).
 uint64_t recurrent_state_bytes(const ArchConfig& c);
+// Bytes one position takes in a sequence's KV cache: K and V rows of each attention layer, the
+// latent + rope row of each MLA layer.
+uint64_t kv_bytes_per_token(const ArchConfig& c, DType kv_type);
 // Floats a row of a micro-batch takes in the mixers' buffers beyond the attention's q, k, v and
 // output: the output gate, and a DeltaNet layer's projections (runtime/mixers/).
 int64_t mixer_row_floats(const ArchConfig& c);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "runtime/mixers/attention_mixer.h"
 #include "runtime/mixers/delta_net_mixer.h"
+#include "runtime/mixers/mla_mixer.h"
 
 namespace ts {
 namespace {
@@ -57,8 +58,10 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
     attention_ = std::make_unique<AttentionMixer>(engine_, max_rows_, alloc);
   if (c_.has_mixer(MixerKind::DeltaNet))
     delta_net_ = std::make_unique<DeltaNetMixer>(engine_, max_rows_, alloc);
+  if (c_.has_mixer(MixerKind::Mla)) mla_ = std::make_unique<MlaMixer>(engine_, max_rows_, alloc);
   for (const LayerWeights& L : engine_.layers())
     mixers_.push_back(L.mixer == MixerKind::DeltaNet ? static_cast<Mixer*>(delta_net_.get())
+                      : L.mixer == MixerKind::Mla    ? static_cast<Mixer*>(mla_.get())
                                                      : attention_.get());
   // Gate and up in one buffer: a stacked matmul writes each row as [gate | up].
   ff_gate_ = scratch(2 * ff);

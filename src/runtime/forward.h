@@ -1,8 +1,8 @@
 // The forward driver: one pass over a micro-batch of rows that may come from several sequences
 // (each with its own state and position). Every layer is norm -> token mixer -> norm -> FFN, the
-// mixer and the FFN chosen per layer at open (runtime/mixers/: attention, Gated DeltaNet; a dense
-// GLU here, routed experts in moe/moe_ffn.h). Matmuls run over all rows at once; what depends on
-// a sequence's past (attention over its rows, the recurrence over its state) runs per sequence.
+// mixer and the FFN chosen per layer at open (runtime/mixers/: attention, Gated DeltaNet, MLA; a
+// dense GLU here, routed experts in moe/moe_ffn.h). Matmuls run over all rows at once; what depends
+// on a sequence's past (attention over its rows, the recurrence over its state) runs per sequence.
 // Every family goes through this code, driven by ArchConfig.
 #pragma once
 
@@ -19,6 +19,7 @@ namespace ts {
 
 class AttentionMixer;
 class DeltaNetMixer;
+class MlaMixer;
 class Mixer;
 class MoeFfn;
 
@@ -70,6 +71,7 @@ class Forward {
   // The token mixers the model has, and each layer's.
   std::unique_ptr<AttentionMixer> attention_;
   std::unique_ptr<DeltaNetMixer> delta_net_;
+  std::unique_ptr<MlaMixer> mla_;
   std::vector<Mixer*> mixers_;
   std::unique_ptr<MoeFfn> moe_;  // MoE models
 };

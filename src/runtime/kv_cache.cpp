@@ -23,6 +23,17 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
       delta_layers_.push_back(l);
       continue;
     }
+    if (c.layer_mixer[l] == MixerKind::Mla) {
+      // One row a position, [rope key | latent], which the absorbed attention reads as its key
+      // and as its value: one buffer behind both of the view's pointers.
+      const int64_t mla_width = c.mla.row_width();
+      const uint64_t mla_row = row_bytes(type, static_cast<uint64_t>(mla_width), "MLA cache row");
+      const uint64_t mla_bytes = checked_mul(mla_row, static_cast<uint64_t>(ctx), "MLA cache");
+      void* buf = backend_.alloc(mla_bytes);
+      layers_[l] = KvView{type, ctx, mla_width, static_cast<size_t>(mla_row), buf, buf};
+      bytes_ += mla_bytes;
+      continue;
+    }
     layers_[l] = KvView{type,
                         ctx,
                         width,
@@ -50,7 +61,7 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
 KvCache::~KvCache() {
   for (KvView& kv : layers_) {
     backend_.free(kv.k);
-    backend_.free(kv.v);
+    if (kv.v != kv.k) backend_.free(kv.v);
   }
   for (size_t l : delta_layers_) backend_.free(live(l));
   for (Checkpoint& cp : checkpoints_)
@@ -131,7 +142,7 @@ int64_t KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
     if (layers_[l].k == nullptr) continue;
     const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;
     backend_.copy(layers_[l].k, from.layers_[l].k, bytes);
-    backend_.copy(layers_[l].v, from.layers_[l].v, bytes);
+    if (layers_[l].v != layers_[l].k) backend_.copy(layers_[l].v, from.layers_[l].v, bytes);
   }
   if (recurrent()) {
     for (Checkpoint& cp : checkpoints_) cp.pos = -1;

@@ -1,6 +1,7 @@
 // One sequence's state: what each layer's token mixer keeps between forward passes, allocated whole
 // at creation (its size is part of the announced footprint), and how many positions it covers.
-// Attention layers keep K and V rows for `ctx` positions; Gated DeltaNet layers keep a convolution
+// Attention layers keep K and V rows for `ctx` positions; MLA layers one row of latent and rope key
+// a position (the view's k and v are that one buffer); Gated DeltaNet layers keep a convolution
 // window and a recurrent matrix, which summarise every position so far and cannot be cut back to
 // a prefix. For those, the cache keeps a few checkpoints (copies of the recurrent state at chosen
 // positions) so that a sequence can return to an earlier position: to the latest checkpoint at or

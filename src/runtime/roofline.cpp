@@ -50,6 +50,10 @@ DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) 
               spec.token_embd.nbytes / static_cast<uint64_t>(c.n_vocab);
   const double kv_row = static_cast<double>(
       row_bytes(kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "kv row"));
+  const double mla_row = c.has_mixer(MixerKind::Mla)
+                             ? static_cast<double>(row_bytes(
+                                   kv_type, static_cast<uint64_t>(c.mla.row_width()), "MLA row"))
+                             : 0.0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerIndex& L = spec.layers[static_cast<size_t>(l)];
     for (const auto& t : L.tensors)
@@ -57,7 +61,9 @@ DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) 
     if (!L.experts.empty())
       b.experts +=
           static_cast<uint64_t>(static_cast<double>(c.n_expert_used) * mean_expert_bytes(L));
-    b.kv += 2 * kv_row * seen(c, l, attended - 1);
+    // An MLA layer reads one latent + rope row a position, as its key and as its value.
+    const bool mla = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla;
+    b.kv += (mla ? mla_row : 2 * kv_row) * seen(c, l, attended - 1);
   }
   return b;
 }
@@ -71,9 +77,11 @@ double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
         layer_matrix_macs(L) + static_cast<double>(c.n_expert_used) * expert_elements(L);
     double attended = 0;
     for (int64_t i = 0; i < n; ++i) attended += seen(c, l, static_cast<double>(n_past + i));
-    // q.k and p.v: head_dim multiply-adds per head per seen position, each.
-    macs += per_token * static_cast<double>(n) +
-            2.0 * static_cast<double>(c.n_head * c.head_dim) * attended;
+    // q.k and p.v: head_dim multiply-adds per head per seen position, each (MLA: its row's).
+    const int64_t width =
+        c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width() : c.head_dim;
+    macs +=
+        per_token * static_cast<double>(n) + 2.0 * static_cast<double>(c.n_head * width) * attended;
   }
   macs += static_cast<double>(c.n_embd) * static_cast<double>(c.n_vocab);
   return 2 * macs;

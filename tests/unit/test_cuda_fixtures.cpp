@@ -83,6 +83,23 @@ TEST(CudaHybrid, RefusedUntilVerified) {
     EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error);
 }
 
+// MLA and group-limited routing have no device kernels: refused at open, even where unverified
+// kernels are allowed.
+TEST(CudaDeepSeek, RefusedAtOpen) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
+  for (const auto& f : test::fixture_forms({"deepseek_v3"})) {
+    try {
+      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
+      ADD_FAILURE() << f.form << ": opened on CUDA";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("no GPU kernels yet"), std::string::npos) << e.what();
+    }
+  }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+}
+
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
 // factor scales the scores) against transformers, prefill and decode, as on the CPU.
 TEST(CudaRopeScaling, MatchesTransformers) {

@@ -68,7 +68,8 @@ TEST(GgufRopeScaling, LinearNoneAndRefusedTypes) {
   EXPECT_THROW(config_of(gguf_with_keys(qwen3, {{"qwen3.rope.scaling.type", gguf_string("linear")}},
                                         "linear-no-factor")),
                Error);
-  // YaRN needs its original context; DeepSeek's variant (a log multiplier) is refused.
+  // YaRN needs its original context; DeepSeek's variant (a log multiplier) is refused outside
+  // DeepSeek models (test_mla_config reads it in one).
   const Keys yarn = {{"qwen3.rope.scaling.type", gguf_string("yarn")},
                      {"qwen3.rope.scaling.factor", f32(4)}};
   EXPECT_THROW(config_of(gguf_with_keys(qwen3, yarn, "yarn-no-context")), Error);

@@ -22,8 +22,9 @@ nlohmann::json inspect(const std::string& path) {
 
 TEST(InspectForms, EveryFixtureOpensAndFormsAgree) {
   const std::vector<std::string> names = {
-      "llama",   "llama_rope_llama3", "mistral",    "qwen2",      "qwen3",   "gemma3",
-      "mixtral", "qwen3_moe",         "minimax_m2", "qwen3_next", "qwen3_5", "qwen3_5_moe"};
+      "llama",   "llama_rope_llama3", "mistral",    "qwen2",      "qwen3",
+      "gemma3",  "mixtral",           "qwen3_moe",  "minimax_m2", "qwen3_next",
+      "qwen3_5", "qwen3_5_moe",       "deepseek_v3"};
   std::map<std::string, std::vector<nlohmann::json>> by_fixture;
   for (const auto& f : test::fixture_forms(names)) {
     nlohmann::json j = inspect(f.path)["arch"];

@@ -93,9 +93,13 @@ double max_abs(const std::vector<float>& x) {
 }
 
 TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
-  for (const char* shape : {"tiny", "tiny-moe"}) {
+  // tiny-deepseek cut to its first layer: latent attention and a dense FFN (its MoE layer's
+  // sigmoid scores sit close enough that any rounding flips choices: DeepSeekShapeRuns).
+  const std::pair<const char*, int64_t> shapes[] = {
+      {"tiny", 0}, {"tiny-moe", 0}, {"tiny-deepseek", 1}};
+  for (const auto& [shape, layers] : shapes) {
     int64_t vocab = 0;
-    const std::vector<float> ref = prefill_logits(write(shape, DType::F32), &vocab);
+    const std::vector<float> ref = prefill_logits(write(shape, DType::F32, layers), &vocab);
     ASSERT_EQ(vocab, 512);
     for (float v : ref) ASSERT_TRUE(std::isfinite(v)) << shape;
     // Random weights scaled by 1 / sqrt(fan_in) give logits of order 1: neither collapsed nor
@@ -103,7 +107,7 @@ TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
     EXPECT_GT(max_abs(ref), 0.5) << shape;
     EXPECT_LT(max_abs(ref), 50.0) << shape;
     for (DType t : kAllTypes) {
-      const std::vector<float> logits = prefill_logits(write(shape, t), &vocab);
+      const std::vector<float> logits = prefill_logits(write(shape, t, layers), &vocab);
       for (float v : logits) ASSERT_TRUE(std::isfinite(v)) << shape << " " << dtype_name(t);
       double diff = 0;
       for (size_t i = 0; i < ref.size(); ++i)
@@ -225,6 +229,22 @@ TEST_F(SynthTest, HybridFilesHaveTheConvertersKeysAndTensors) {
   EXPECT_EQ(next_spec->cfg.layer_mixer[2], MixerKind::DeltaNet);
 }
 
+// The whole tiny-deepseek (its MoE layer: grouped sigmoid routing, shared expert) in an 8-bit
+// file: opens as DeepSeek-V3 and gives logits of order 1.
+TEST_F(SynthTest, DeepSeekShapeRuns) {
+  const std::string path = write("tiny-deepseek", DType::Q8_0);
+  const ArchConfig c = open_model_spec(path)->cfg;
+  EXPECT_EQ(c.family, Family::DeepSeek2);
+  EXPECT_EQ(c.layer_moe, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(c.router, RouterScoring::SigmoidGroupTopk);
+  EXPECT_EQ(c.n_ff_shared, 256);
+  int64_t vocab = 0;
+  const std::vector<float> logits = prefill_logits(path, &vocab);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(max_abs(logits), 0.5);
+  EXPECT_LT(max_abs(logits), 50.0);
+}
+
 TEST_F(SynthTest, FileHasLlamaCppNamesMetadataAndVocab) {
   const std::string path = write("tiny-moe", DType::Q8_0);
   auto f = GgufFile::open(path);
@@ -303,7 +323,7 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
   };
   for (const Case& c :
        {Case{"llama3.2-1b", 1.236}, Case{"llama3-8b", 8.030}, Case{"qwen3-8b", 8.191},
-        Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}}) {
+        Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}, Case{"deepseek-v3", 671.03}}) {
     SynthOptions o;
     o.shape = c.shape;
     o.dtype = DType::Q8_0;

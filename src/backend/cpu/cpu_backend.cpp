@@ -128,6 +128,43 @@ class CpuBackend final : public Backend {
         grain);
   }
 
+  // Heads in parallel: each one's rows of x gathered and packed (by the task: a few rows of one
+  // head's width), its block of w multiplied straight into its columns of y.
+  void matmul_heads(const Weight& w, int64_t n_heads, const float* x, int64_t x_stride,
+                    int64_t x_head, int64_t M, float* y, int64_t y_stride,
+                    int64_t y_head) override {
+    const int64_t rows = w.rows / n_heads, cols = w.cols;
+    pool_.parallel_for(
+        n_heads,
+        [&](int64_t h0, int64_t h1) {
+          std::vector<float> xh(static_cast<size_t>(M * cols));
+          cpu::PackedActs packed;
+          for (int64_t h = h0; h < h1; ++h) {
+            for (int64_t m = 0; m < M; ++m)
+              std::memcpy(xh.data() + m * cols, x + m * x_stride + h * x_head,
+                          static_cast<size_t>(cols) * sizeof(float));
+            cpu::pack_activations(w.dtype, xh.data(), M, cols, packed);
+            const cpu::WeightView view{
+                w.dtype,
+                static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride,
+                rows,
+                cols,
+                w.row_stride,
+                w.layout};
+            cpu::matmul_rows(view, packed, 0, rows, y + h * y_head, y_stride);
+          }
+        },
+        1);
+  }
+
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                 int64_t n_rows, int64_t n) override {
+    rows(n_rows, n, [&](int64_t r) {
+      std::memcpy(dst + r * dst_stride, src + r * src_stride,
+                  static_cast<size_t>(n) * sizeof(float));
+    });
+  }
+
   void add_bias(float* y, const float* b, int64_t M, int64_t n) override {
     rows(M, n, [&](int64_t m) {
       for (int64_t i = 0; i < n; ++i) y[m * n + i] += b[i];

@@ -198,6 +198,11 @@ void launch_fill_experts(const Weight& shape, const void* const* experts, void* 
 
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
+  // Group-limited choice and scaled weights have no kernel yet (the engine refuses such models
+  // on a GPU at open; this keeps any other caller from getting plain top-k).
+  if (a.scoring == RouterScoring::SigmoidGroupTopk || a.scale != 1.0f)
+    fail(ErrorKind::Unsupported, std::string("CUDA route: ") + router_scoring_name(a.scoring) +
+                                     " routing (groups, scaled weights) has no kernel");
   const auto kernel = a.n_expert <= 128   ? route_kernel<4>
                       : a.n_expert <= 256 ? route_kernel<8>
                                           : route_kernel<32>;
