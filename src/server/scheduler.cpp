@@ -323,10 +323,10 @@ void Scheduler::step() {
 }
 
 bool Scheduler::decode_pass(Slot& s, int64_t budget) {
+  // The rows taken back with a rejected guess, then `next`, without guesses: a pass that nothing
+  // can take back. Where the step has no room for them, they are fed first, on their own.
+  if (static_cast<int64_t>(s.replay.size()) > budget && !feed_replay(s)) return false;
   if (!s.replay.empty()) {
-    // The rows taken back with a rejected guess, then `next`, without guesses: a pass that nothing
-    // can take back. It waits for a step with the rows for it.
-    if (static_cast<int64_t>(s.replay.size()) > budget) return false;
     s.pass = s.replay;
     s.pass_first = s.replay.size();
     s.pass.push_back(s.next);
@@ -347,6 +347,24 @@ bool Scheduler::decode_pass(Slot& s, int64_t budget) {
   s.tokens.pop_back();
   s.pass.insert(s.pass.end(), draft.begin(), draft.end());
   drafted_.fetch_add(draft.size());
+  return true;
+}
+
+bool Scheduler::feed_replay(Slot& s) {
+  try {
+    for (size_t start = 0; start < s.replay.size();) {
+      const auto n =
+          std::min<int64_t>(forward_.max_rows(), static_cast<int64_t>(s.replay.size() - start));
+      forward_.run({SeqChunk{s.kv.get(), s.replay.data() + start, n}});
+      start += static_cast<size_t>(n);
+    }
+  } catch (const std::exception& e) {
+    forget_cache(s);
+    release(s)->fail(std::string("generation failed: ") + e.what());
+    return false;
+  }
+  s.tokens.insert(s.tokens.end(), s.replay.begin(), s.replay.end());
+  s.replay.clear();
   return true;
 }
 

@@ -105,9 +105,9 @@ class Scheduler {
     // (in a pass without guesses; pass_first is the row of `next` in the pass).
     std::vector<int32_t> replay;
     size_t pass_first = 0;
-    bool sample_first = false;               // the prompt's logits came from the cache: sample now
-    uint64_t admitted = 0;  // admission order: the oldest prompt is prefilled first, and the
-                            // least recently admitted free slot is given away first
+    bool sample_first = false;  // the prompt's logits came from the cache: sample now
+    uint64_t admitted = 0;      // admission order: the oldest prompt is prefilled first, and the
+                                // least recently admitted free slot is given away first
     // What the cache holds, kept after the job ends: the token of every row (kv->n_past of them),
     // and the logits after the first `prompt_logits_rows` of them when those were a whole prompt.
     std::vector<int32_t> tokens;
@@ -137,8 +137,10 @@ class Scheduler {
   void step();
   // The slot's decode rows of the step: next and its guesses (none while the slot prefills, or
   // when `budget` rows are all the step has left), or the rows to feed again and next. False when
-  // the slot has no pass this step (its rows to feed again do not fit the budget).
+  // the slot failed (its job is failed and released).
   bool decode_pass(Slot& s, int64_t budget);
+  // Feeds the slot's rows to feed again in passes of their own; false (the job failed) on error.
+  bool feed_replay(Slot& s);
   // Samples from each row of the pass until a sampled token is not the next guess (or the answer
   // ends), then forgets the rows after it.
   void verify_pass(Slot& s);

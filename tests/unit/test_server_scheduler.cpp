@@ -720,20 +720,24 @@ TEST_F(HybridSchedulerTest, BatchedLookupAnswersAsAlone) {
   }
   std::vector<GreedyReference> lone;
   for (const GenRequest& q : pair) lone.push_back(greedy_alone(q));
-  Scheduler s(*engine_, *tok_, {2, kCtx, 64, 4, 4});
-  std::vector<std::shared_ptr<Job>> jobs;
-  for (const GenRequest& q : pair) jobs.push_back(s.submit(q));
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    ASSERT_NE(jobs[i], nullptr);
-    expect_same_or_tie(wait(*jobs[i]), lone[i], "together " + std::to_string(i));
+  // Steps of 64 rows, and of 3, where the guesses compete with the other slot's rows.
+  for (const int64_t batch_rows : {64, 3}) {
+    Scheduler s(*engine_, *tok_, {2, kCtx, batch_rows, 4, 4});
+    const std::string what = std::to_string(batch_rows) + " rows a step, ";
+    std::vector<std::shared_ptr<Job>> jobs;
+    for (const GenRequest& q : pair) jobs.push_back(s.submit(q));
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      ASSERT_NE(jobs[i], nullptr);
+      expect_same_or_tie(wait(*jobs[i]), lone[i], what + "together " + std::to_string(i));
+    }
+    // Each alone again: its repeat from the cache must not see another pass's rejected guesses.
+    for (size_t i = 0; i < pair.size(); ++i) {
+      auto job = s.submit(pair[i]);
+      ASSERT_NE(job, nullptr);
+      expect_same_or_tie(wait(*job), lone[i], what + "again " + std::to_string(i));
+    }
+    EXPECT_GT(s.stats().drafted, 0u) << what << "no guess was made: the test checks nothing";
   }
-  // Each alone again: its repeat from the cache must not see another pass's rejected guesses.
-  for (size_t i = 0; i < pair.size(); ++i) {
-    auto job = s.submit(pair[i]);
-    ASSERT_NE(job, nullptr);
-    expect_same_or_tie(wait(*job), lone[i], "again " + std::to_string(i));
-  }
-  EXPECT_GT(s.stats().drafted, 0u) << "no guess was made: the test checks nothing";
 }
 
 }  // namespace
