@@ -22,6 +22,8 @@ const char* family_name(Family f) {
       return "qwen35";
     case Family::Qwen35Moe:
       return "qwen35moe";
+    case Family::GptOss:
+      return "gpt-oss";
   }
   return "?";
 }

@@ -30,6 +30,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen3next", "Qwen3NextForCausalLM", Family::Qwen3Next, configure_qwen3next},
     {"qwen35", "Qwen3_5ForCausalLM", Family::Qwen35, configure_qwen35},
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
+    {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".

@@ -29,6 +29,7 @@ void configure_minimax_m2(const ConfigView& v, ArchConfig& c);
 void configure_gemma3(const ConfigView& v, ArchConfig& c);
 void configure_qwen3next(const ConfigView& v, ArchConfig& c);
 void configure_qwen35(const ConfigView& v, ArchConfig& c);  // dense and MoE
+void configure_gpt_oss(const ConfigView& v, ArchConfig& c);
 
 // Identifies the family of `source` and fills an ArchConfig by its rules. Errors name the
 // architecture string when it is unknown or a family we refuse (e.g. qwen3next).

@@ -48,6 +48,14 @@ enum class LayerTensor {
   DnDtBias,  // dt_bias
   DnNorm,    // gated RMS norm weight [v_head_dim]
   DnOut,     // output projection
+  // gpt-oss: o_proj's bias, the attention sinks (one logit per query head), the router's bias
+  // and each expert's biases (GGUF: stacked [rows, n_expert]; HF: gate and up interleaved)
+  Bo,
+  AttnSinks,
+  RouterLogitBias,
+  ExpGateBias,
+  ExpUpBias,
+  ExpDownBias,
 };
 
 const char* role_name(LayerTensor t);

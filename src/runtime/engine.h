@@ -59,6 +59,7 @@ struct LayerWeights {
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* bo = nullptr;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   const float* attn_post_norm = nullptr;
@@ -106,11 +107,14 @@ class Engine {
   void load_attention(const LayerIndex& I, LayerWeights& L);
   void load_delta_net(const LayerIndex& I, LayerWeights& L);
   void load_shared_expert(const LayerIndex& I, LayerWeights& L);
+  void load_expert_biases(const LayerIndex& I, MoeLayerWeights& W);
   // Reads the tensors' rows, end to end, into one weight of the first one's type and row bytes.
   Weight upload_rows(const std::vector<const TensorRef*>& parts);
   // A float tensor of any shape, every element, as f32 in backend memory; `map` (if given)
   // transforms each value on the way.
   const float* load_vector(const TensorRef* t, float (*map)(float) = nullptr);
+  std::vector<float> read_floats(const TensorRef& t);
+  const float* upload_floats(const std::vector<float>& f);
   const float* upload_inv_freq(bool sliding);
 
   std::unique_ptr<ModelSpec> spec_;
