@@ -66,8 +66,8 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["attn_output_gate"] = c.attn_output_gate;
   if (c.has_mixer(MixerKind::DeltaNet)) {
     const DeltaNetConfig& d = c.delta;
-    j["deltanet"] = {{"n_k_heads", d.n_k_heads},     {"n_v_heads", d.n_v_heads},
-                     {"k_head_dim", d.k_head_dim},   {"v_head_dim", d.v_head_dim},
+    j["deltanet"] = {{"n_k_heads", d.n_k_heads},   {"n_v_heads", d.n_v_heads},
+                     {"k_head_dim", d.k_head_dim}, {"v_head_dim", d.v_head_dim},
                      {"conv_kernel", d.conv_kernel}, {"v_heads_tiled", d.v_heads_tiled}};
   }
   j["n_ff_shared"] = c.n_ff_shared;
@@ -139,12 +139,11 @@ int run_inspect(const InspectArgs& a) {
   std::printf("layers     ");
   for (MixerKind m : c.layer_mixer) std::printf("%c", m == MixerKind::DeltaNet ? 'D' : 'A');
   std::printf("  (A attention, D Gated DeltaNet)\n");
-  std::printf(
-      "sequence   KV %.2f MiB for %lld tokens + recurrent state %.2f MiB (x%lld with its "
-      "checkpoints)\n",
-      static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
-      static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
-      static_cast<long long>(1 + req.state_checkpoints));
+  std::printf("sequence   KV %.2f MiB for %lld tokens + recurrent state %.2f MiB (x%lld with its "
+              "checkpoints)\n",
+              static_cast<double>(fp.kv_cache) / (1 << 20), static_cast<long long>(a.ctx),
+              static_cast<double>(recurrent_state_bytes(c)) / (1 << 20),
+              static_cast<long long>(1 + req.state_checkpoints));
   print_footprint(fp, stdout);
   return 0;
 }

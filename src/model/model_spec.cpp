@@ -61,7 +61,8 @@ class Indexer {
     return c_.source == SourceKind::Gguf ? gguf_name(t) : hf_name(c_.family, t);
   }
   std::string layer_name(LayerTensor t, int64_t l, int64_t e = -1) const {
-    return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l) : hf_name(c_.family, t, l, e);
+    return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l)
+                                         : hf_name(c_.family, t, l, e);
   }
 
   // Finds `name` and checks its GGML-order shape and dtype (a matrix must be a dtype the matmul
@@ -133,8 +134,7 @@ class Indexer {
   void index_attention(const Put& put) {
     const int64_t q_width = c_.n_head * c_.head_dim;
     const int64_t kv_width = c_.n_head_kv * c_.head_dim;
-    // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate
-    // rows.
+    // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate rows.
     put(LayerTensor::Wq, {c_.n_embd, c_.attn_output_gate ? 2 * q_width : q_width}, true);
     put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
     put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
