@@ -1,5 +1,4 @@
-// MXFP4 weight kernels: f32 activations (MXFP4 decodes exactly to f32), a row decoded once for
-// every activation row of the call.
+// MXFP4 weight kernels: f32 activations (MXFP4 decodes exactly to f32).
 #pragma once
 
 #include "backend/cpu/matmul_kernels_impl.h"
