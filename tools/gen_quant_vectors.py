@@ -92,6 +92,21 @@ def freeze_blocks(out_dir, rng, qtype):
     write(out_dir, qtype.name.lower(), raw, expected)
 
 
+def freeze_mxfp4(out_dir, rng):
+    """MXFP4's scale is one e8m0 byte: every one of the 256 values, random blocks, and blocks
+    quantised from real-looking data."""
+    _, block_bytes = GGML_QUANT_SIZES[T.MXFP4]
+    every_scale = rng.integers(0, 256, size=(256, block_bytes), dtype=np.uint8)
+    every_scale[:, 0] = np.arange(256, dtype=np.uint8)
+    parts = [every_scale, rng.integers(0, 256, size=(24, block_bytes), dtype=np.uint8),
+             np.zeros((1, block_bytes), np.uint8), np.full((1, block_bytes), 0xFF, np.uint8)]
+    q = quantised_blocks(rng, T.MXFP4, 4)
+    if q is not None:
+        parts.append(q)
+    raw = np.concatenate(parts)
+    write(out_dir, "mxfp4", raw, dequantize(raw.reshape(-1), T.MXFP4).reshape(-1))
+
+
 def main():
     np.seterr(all="ignore")  # inf and NaN scales are part of the test
     out_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/quant")
@@ -128,6 +143,7 @@ def main():
 
     for qtype, seed in LATER_TYPES.items():
         freeze_blocks(out_dir, np.random.default_rng(seed), qtype)
+    freeze_mxfp4(out_dir, np.random.default_rng(20261206))
 
 
 if __name__ == "__main__":

@@ -111,6 +111,11 @@ void Backend::rope_kv_store(float* qkv, const float* q_w, const float* k_w, int6
   kv_store(kv, k, k + n_k * r.head_dim, 1, pos);
 }
 
+void Backend::glu_clamped(const float*, const float*, int64_t, int64_t, int64_t,
+                          const ClampedSwiGlu&, float*) {
+  fail(ErrorKind::Unsupported, name() + " has no clamped SwiGLU kernel (glu_clamped)");
+}
+
 void Backend::conv_silu(float*, int64_t, int64_t, const float*, int64_t, float*) {
   fail(ErrorKind::Unsupported, name() + " has no Gated DeltaNet kernels (conv_silu)");
 }

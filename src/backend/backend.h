@@ -54,6 +54,16 @@ struct AttentionArgs {
   float scale = 0;
   float softcap = 0;   // 0 = none
   int64_t window = 0;  // 0 = full causal; else keys j with pos - window < j <= pos
+  // Per query head, a logit that joins the softmax's denominator and has no value (gpt-oss's
+  // attention sinks), backend memory; null: none.
+  const float* sinks = nullptr;
+};
+
+// gpt-oss's SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = (u + 1) * g * sigmoid(alpha * g).
+struct ClampedSwiGlu {
+  float alpha = 0;
+  float limit = 0;
 };
 
 // The activation of a gated product act(gate) * up: SiLU (SwiGLU), GELU with the tanh
@@ -275,6 +285,10 @@ class Backend {
   // stacked gate and up weights writes each row as [gate | up]: up = gate + n, stride = 2n.
   virtual void glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                    int64_t stride, float* out) = 0;
+  // glu() with the clamped SwiGLU. Default: refused, naming the backend (one without it refuses
+  // such models at open).
+  virtual void glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n,
+                           int64_t stride, const ClampedSwiGlu& p, float* out);
   // Gated DeltaNet, over the M rows of one sequence in order. conv_silu(): x [M][channels] in place
   // becomes silu of the causal depthwise convolution of its columns with taps [channels][kernel],
   // the `kernel - 1` inputs before row 0 taken from window ([kernel - 1][channels], oldest first),

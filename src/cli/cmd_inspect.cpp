@@ -33,7 +33,9 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["norm_plus_one"] = c.norm_plus_one;
   j["sandwich_norms"] = c.sandwich_norms;
   j["embed_scale"] = c.embed_scale;
-  j["ffn_act"] = c.ffn_act == FfnActivation::SiLU ? "silu" : "gelu_tanh";
+  j["ffn_act"] = c.ffn_act == FfnActivation::SiLU       ? "silu"
+                 : c.ffn_act == FfnActivation::GeluTanh ? "gelu_tanh"
+                                                        : "swiglu_clamped";
   j["qkv_bias"] = c.qkv_bias;
   j["qk_norm"] = qk_norm_name(c.qk_norm);
   j["attn_scale"] = c.attn_scale;

@@ -24,6 +24,8 @@ const char* family_name(Family f) {
       return "qwen35moe";
     case Family::DeepSeek2:
       return "deepseek2";
+    case Family::GptOss:
+      return "gpt-oss";
   }
   return "?";
 }

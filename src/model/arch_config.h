@@ -21,7 +21,8 @@ enum class Family {
   Qwen3Next,
   Qwen35,
   Qwen35Moe,
-  DeepSeek2  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
+  DeepSeek2,  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
+  GptOss
 };
 const char* family_name(Family f);
 
@@ -39,7 +40,9 @@ enum class RopePairing { Adjacent, NeoX };
 enum class RopeScaling { None, Linear, Llama3, Yarn };
 const char* rope_scaling_name(RopeScaling r);
 
-enum class FfnActivation { SiLU, GeluTanh };
+// SwiGluClamped: gpt-oss's SwiGLU with the gate clamped above, the up clamped both ways, a
+// sharpened sigmoid and a +1 on the up (ArchConfig::swiglu_alpha, swiglu_limit).
+enum class FfnActivation { SiLU, GeluTanh, SwiGluClamped };
 
 // A layer's token mixer: what mixes information across positions. Each owns its per-sequence state
 // (KV rows for attention; a convolution window and a recurrent matrix for DeltaNet).
@@ -111,6 +114,8 @@ struct ArchConfig {
       false;                 // extra norms on the attention and FFN outputs before the residual add
   float embed_scale = 1.0f;  // Gemma multiplies embeddings by sqrt(n_embd)
   FfnActivation ffn_act = FfnActivation::SiLU;
+  float swiglu_alpha = 0;  // SwiGluClamped: out = (clamp(up) + 1) * g * sigmoid(alpha * g)
+  float swiglu_limit = 0;  // SwiGluClamped: g = min(gate, limit), up within [-limit, limit]
 
   bool qkv_bias = false;
   QkNorm qk_norm = QkNorm::None;
@@ -139,6 +144,9 @@ struct ArchConfig {
   float yarn_score_factor = 1;
   bool rope_freqs_tensor =
       false;  // llama3 scaling given as per-frequency divisors (GGUF rope_freqs)
+  // Sliding-window layers rotate with the global frequencies, scaling included (gpt-oss has one
+  // rotary for every layer); otherwise with rope_theta_local, unscaled (Gemma 3).
+  bool rope_local_scaled = false;
 
   int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
   std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention
@@ -147,6 +155,10 @@ struct ArchConfig {
   // The attention's output is multiplied by sigmoid(gate) before o_proj; the gate comes from the q
   // projection, whose rows give per head head_dim query values then head_dim gate values.
   bool attn_output_gate = false;
+  bool attn_out_bias = false;  // o_proj has a bias
+  // A learned logit per query head joins each softmax's denominator (and is dropped): gpt-oss's
+  // attention sinks.
+  bool attn_sinks = false;
   DeltaNetConfig delta;  // DeltaNet layers' sizes (when any layer is one)
   MlaConfig mla;         // MLA layers' sizes (when any layer is one)
 
@@ -156,7 +168,9 @@ struct ArchConfig {
   // SigmoidGroupTopk: experts in n_group equal groups, the choice made within the best topk_group.
   int64_t n_group = 1;
   int64_t topk_group = 1;
-  float routed_scale = 1.0f;  // multiplies the k weights (DeepSeek's routed_scaling_factor)
+  float routed_scale = 1.0f;       // multiplies the k weights (DeepSeek's routed_scaling_factor)
+  bool router_logit_bias = false;  // the router is a linear layer with a bias (gpt-oss)
+  bool expert_bias = false;        // each expert's gate, up and down projections have biases
   // A shared expert beside the routed ones in every MoE layer (a dense GLU of this width, 0: none),
   // its output scaled by sigmoid(x . shared_gate) when shared_expert_gate.
   int64_t n_ff_shared = 0;

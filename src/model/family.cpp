@@ -31,6 +31,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen35", "Qwen3_5ForCausalLM", Family::Qwen35, configure_qwen35},
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
     {"deepseek2", "DeepseekV3ForCausalLM", Family::DeepSeek2, configure_deepseek2},
+    {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
@@ -94,9 +95,7 @@ void read_common(const ConfigView& v, ArchConfig& c) {
   if (!v.is_gguf()) c.tied_embeddings = v.opt_bool(nullptr, "tie_word_embeddings").value_or(false);
 }
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 float yarn_mscale(double factor, double mscale) {
   return factor > 1 ? static_cast<float>(0.1 * mscale * std::log(factor) + 1.0) : 1.0f;

@@ -61,8 +61,7 @@ class Indexer {
     return c_.source == SourceKind::Gguf ? gguf_name(t) : hf_name(c_.family, t);
   }
   std::string layer_name(LayerTensor t, int64_t l, int64_t e = -1) const {
-    return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l)
-                                         : hf_name(c_.family, t, l, e);
+    return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l) : hf_name(c_.family, t, l, e);
   }
 
   // Finds `name` and checks its GGML-order shape and dtype (a matrix must be a dtype the matmul
@@ -121,6 +120,8 @@ class Indexer {
     }
     put(LayerTensor::Router, {c_.n_embd, c_.n_expert}, true);
     if (c_.router_bias) put(LayerTensor::RouterBias, {c_.n_expert}, false);
+    if (c_.router_logit_bias) put(LayerTensor::RouterLogitBias, {c_.n_expert}, false);
+    if (c_.expert_bias) index_expert_biases(put);
     if (c_.n_ff_shared > 0) {
       put(LayerTensor::ShexpGate, {c_.n_embd, c_.n_ff_shared}, true);
       put(LayerTensor::ShexpUp, {c_.n_embd, c_.n_ff_shared}, true);
@@ -134,11 +135,14 @@ class Indexer {
   void index_attention(const Put& put) {
     const int64_t q_width = c_.n_head * c_.head_dim;
     const int64_t kv_width = c_.n_head_kv * c_.head_dim;
-    // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate rows.
+    // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate
+    // rows.
     put(LayerTensor::Wq, {c_.n_embd, c_.attn_output_gate ? 2 * q_width : q_width}, true);
     put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
     put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
     put(LayerTensor::Wo, {q_width, c_.n_embd}, true);
+    if (c_.attn_out_bias) put(LayerTensor::Bo, {c_.n_embd}, false);
+    if (c_.attn_sinks) put(LayerTensor::AttnSinks, {c_.n_head}, false);
     if (c_.qkv_bias) {
       put(LayerTensor::Bq, {q_width}, false);
       put(LayerTensor::Bk, {kv_width}, false);
@@ -217,9 +221,96 @@ class Indexer {
     sized(LayerTensor::Wo, {H * m.v_head_dim, n}, true, "v_head_dim");
   }
 
+  // Per expert, [rows] of each projection: GGUF stacks them [rows, n_expert]; gpt-oss's
+  // checkpoints hold gate and up as one [2 ff, n_expert], interleaved (ExpGateBias alone).
+  template <typename Put>
+  void index_expert_biases(const Put& put) {
+    const int64_t E = c_.n_expert, ff = c_.n_ff_expert;
+    if (c_.source == SourceKind::Gguf) {
+      put(LayerTensor::ExpGateBias, {ff, E}, false);
+      put(LayerTensor::ExpUpBias, {ff, E}, false);
+    } else {
+      put(LayerTensor::ExpGateBias, {2 * ff, E}, false);
+    }
+    put(LayerTensor::ExpDownBias, {c_.n_embd, E}, false);
+  }
+
+  // gpt-oss's checkpoints: per layer one gate_up and one down tensor for every expert, f32
+  // [E][in][out] (gate and up interleaved by output column), or MXFP4 as `_blocks`
+  // [E][out][in / 32][16] and `_scales` [E][out][in / 32] (gate and up interleaved by row).
+  void index_fused_experts(int64_t l, LayerIndex& L) {
+    const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
+    const auto e64 = static_cast<uint64_t>(E);
+    for (const bool down : {false, true}) {
+      const std::string name = layer_name(down ? LayerTensor::ExpDown : LayerTensor::ExpGate, l);
+      const int64_t out = down ? d : 2 * ff, in = down ? ff : d;
+      std::vector<ExpertSlice> parts(down ? 1 : 2);  // [gate, up] or [down]
+      if (s_.source->find(name)) {
+        const TensorRef t = need(name, {out, in, E}, true);
+        if (t.dtype != DType::F32)
+          fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " +
+                                           dtype_name(t.dtype) + ", expected f32 or MXFP4 blocks");
+        for (size_t p = 0; p < parts.size(); ++p)
+          parts[p] = {
+              .file = t.file,
+              .offset = t.offset,
+              .nbytes = static_cast<uint64_t>(out / static_cast<int64_t>(parts.size()) * in) * 4,
+              .dtype = DType::F32,
+              .rows = out / static_cast<int64_t>(parts.size()),
+              .cols = in,
+              .layout = SliceLayout::ColumnsF32,
+              .src_bytes = t.nbytes / e64,
+              .first = static_cast<int64_t>(p),
+              .step = static_cast<int64_t>(parts.size()),
+              .src_width = out};
+      } else {
+        if (in % 32 != 0)
+          refuse(where_, "tensor '" + name + "_blocks': " + std::to_string(in) +
+                             " input columns are not a whole number of MXFP4 blocks of 32");
+        const TensorRef b = need_bytes(name + "_blocks", {16, in / 32, out, E});
+        const TensorRef sc = need_bytes(name + "_scales", {in / 32, out, E});
+        const int64_t rows = out / static_cast<int64_t>(parts.size());
+        for (size_t p = 0; p < parts.size(); ++p)
+          parts[p] = {.file = b.file,
+                      .offset = b.offset,
+                      .nbytes = static_cast<uint64_t>(rows * (in / 32) * 17),
+                      .dtype = DType::MXFP4,
+                      .rows = rows,
+                      .cols = in,
+                      .layout = SliceLayout::Mxfp4Planes,
+                      .src_bytes = b.nbytes / e64,
+                      .scale_offset = sc.offset,
+                      .scale_bytes = sc.nbytes / e64,
+                      .first = static_cast<int64_t>(p),
+                      .step = static_cast<int64_t>(parts.size())};
+      }
+      for (int64_t e = 0; e < E; ++e)
+        for (size_t p = 0; p < parts.size(); ++p) {
+          ExpertSlice x = parts[p];
+          x.offset += x.src_bytes * static_cast<uint64_t>(e);
+          x.scale_offset += x.scale_bytes * static_cast<uint64_t>(e);
+          L.experts[static_cast<size_t>(e)][down ? size_t{kExpDown} : p] = x;
+        }
+    }
+  }
+
+  // A uint8 tensor of exactly these GGML-order dims (MXFP4 planes).
+  TensorRef need_bytes(const std::string& name, const std::vector<int64_t>& dims) {
+    std::optional<TensorRef> t = s_.source->find(name);
+    if (!t)
+      refuse(where_,
+             "missing tensor '" + name + "' (required by family " + family_name(c_.family) + ")");
+    check_shape(*t, dims);
+    if (t->dtype != DType::U8)
+      refuse(where_, "tensor '" + name + "' has type " + dtype_name(t->dtype) + ", expected u8");
+    return *t;
+  }
+
   void index_experts(int64_t l, LayerIndex& L) {
     const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
     L.experts.resize(static_cast<size_t>(E));
+    if (c_.family == Family::GptOss && c_.source == SourceKind::HfDir)
+      return index_fused_experts(l, L);
     const LayerTensor roles[3] = {LayerTensor::ExpGate, LayerTensor::ExpUp, LayerTensor::ExpDown};
     const int64_t rows[3] = {ff, ff, d};
     const int64_t cols[3] = {d, d, ff};
@@ -357,6 +448,14 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
     refuse(w, "the layer pattern has " + std::to_string(c.layer_mixer.size()) + " entries for " +
                   std::to_string(c.n_layer) + " layers");
   if (c.has_mixer(MixerKind::DeltaNet)) validate_delta_net(c.delta, w);
+  if (c.ffn_act == FfnActivation::SwiGluClamped) {
+    for (size_t l = 0; l < c.layer_moe.size(); ++l)
+      if (!c.layer_moe[l])
+        refuse(w, "layer " + std::to_string(l) +
+                      " is dense, but the clamped SwiGLU is implemented for experts only");
+    if (!(c.swiglu_limit > 0 && c.swiglu_alpha > 0))
+      refuse(w, "swiglu_limit and swiglu_alpha must be positive");
+  }
   if (c.n_ff_shared < 0 || c.n_ff_shared > (1 << 22))
     refuse(w, "shared expert width " + std::to_string(c.n_ff_shared) + " is out of range");
   if (c.rope_scaling == RopeScaling::Llama3 && !c.rope_freqs_tensor) {
@@ -373,9 +472,11 @@ void validate_arch(const ArchConfig& c, const std::string& w) {
       refuse(w, "YaRN rope scaling needs factor, original context and betas > 0");
     // Its attention factor multiplies the rotated elements only, folded here into the scores'
     // scale: every element of every layer's heads must be rotated with the same frequencies.
+    // Sliding layers rotating by their own unscaled frequencies would need a factor of their own.
     bool any_sliding = false;
     for (uint8_t s : c.layer_sliding) any_sliding = any_sliding || s != 0;
-    if ((c.rotary_dim != c.head_dim || any_sliding) && c.rope_attn_factor != 1.0f)
+    if (c.rope_attn_factor != 1.0f &&
+        (c.rotary_dim != c.head_dim || (any_sliding && !c.rope_local_scaled)))
       refuse(w, "YaRN rope scaling with partial rotary or sliding-window layers is not supported");
   }
 }

@@ -19,8 +19,20 @@ namespace ts {
 // The most experts a token may be routed to: the router kernels keep top-k on the stack.
 constexpr int64_t kMaxExpertsPerToken = 32;
 
-// One expert's slice of one projection, wherever it is stored (a 2-D HF tensor, or a slab of a
-// stacked 3-D GGUF tensor).
+// How an expert slice's bytes lie in its file.
+enum class SliceLayout : uint8_t {
+  Rows,  // its rows end to end at `offset` (a 2-D HF tensor, or a slab of a stacked GGUF one)
+  // gpt-oss's f32 checkpoints: row r is column first + r * step of the f32 matrix
+  // [cols][src_width] at `offset` (stored transposed, gate and up interleaved by column).
+  ColumnsF32,
+  // gpt-oss's MXFP4 checkpoints: row r is row first + r * step of [cols / 32][16] nibble bytes
+  // (low nibble = even element) at `offset` and of [cols / 32] e8m0 scales at `scale_offset`;
+  // read into GGUF's MXFP4 blocks.
+  Mxfp4Planes,
+};
+
+// One expert's slice of one projection, wherever it is stored. nbytes is its size in memory
+// (rows x row bytes of dtype), which is also what the file holds for SliceLayout::Rows.
 struct ExpertSlice {
   const MappedFile* file = nullptr;
   uint64_t offset = 0;
@@ -28,12 +40,19 @@ struct ExpertSlice {
   DType dtype = DType::F32;
   int64_t rows = 0;
   int64_t cols = 0;
+  SliceLayout layout = SliceLayout::Rows;
+  uint64_t src_bytes = 0;  // bytes read at `offset` (and scale_bytes at scale_offset) to build it
+  uint64_t scale_offset = 0;
+  uint64_t scale_bytes = 0;
+  int64_t first = 0;  // the first source row (column) taken, and the step between them
+  int64_t step = 1;
+  int64_t src_width = 0;  // ColumnsF32: columns of the source matrix
 };
 
 enum ExpertProj { kExpGate = 0, kExpUp = 1, kExpDown = 2 };
 
 struct LayerIndex {
-  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::MlaVb) + 1;
+  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::ExpDownBias) + 1;
   std::array<std::optional<TensorRef>, kRoles> tensors;
   std::vector<std::array<ExpertSlice, 3>> experts;  // [expert][gate, up, down]; MoE layers only
 

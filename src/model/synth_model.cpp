@@ -85,6 +85,8 @@ int64_t file_type(DType t) {
       return 30;
     case DType::BF16:
       return 32;
+    case DType::MXFP4:
+      return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     default:
       fail(ErrorKind::Usage, std::string("--dtype: no GGUF file type for ") + dtype_name(t));
   }

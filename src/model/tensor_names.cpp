@@ -88,6 +88,18 @@ const char* role_name(LayerTensor t) {
       return "attn_k_b";
     case LayerTensor::MlaVb:
       return "attn_v_b";
+    case LayerTensor::Bo:
+      return "attn_output.bias";
+    case LayerTensor::AttnSinks:
+      return "attn_sinks";
+    case LayerTensor::RouterLogitBias:
+      return "ffn_gate_inp.bias";
+    case LayerTensor::ExpGateBias:
+      return "ffn_gate_exps.bias";
+    case LayerTensor::ExpUpBias:
+      return "ffn_up_exps.bias";
+    case LayerTensor::ExpDownBias:
+      return "ffn_down_exps.bias";
   }
   return "?";
 }
@@ -119,6 +131,11 @@ std::string gguf_name(LayerTensor t, int64_t layer) {
       return prefix + "exp_probs_b.bias";
     case LayerTensor::DnA:
     case LayerTensor::DnDtBias:
+    case LayerTensor::Bo:
+    case LayerTensor::RouterLogitBias:
+    case LayerTensor::ExpGateBias:
+    case LayerTensor::ExpUpBias:
+    case LayerTensor::ExpDownBias:
       return prefix + role_name(t);
     default:
       return prefix + role_name(t) + ".weight";
@@ -128,10 +145,43 @@ std::string gguf_name(LayerTensor t, int64_t layer) {
 std::string gguf_name(Family f, LayerTensor t, int64_t layer) {
   const bool hybrid = f == Family::Qwen3Next || f == Family::Qwen35 || f == Family::Qwen35Moe;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
-  if (hybrid && t == LayerTensor::FfnNorm) return prefix + "post_attention_norm.weight";
+  if ((hybrid || f == Family::GptOss) && t == LayerTensor::FfnNorm)
+    return prefix + "post_attention_norm.weight";
   if (f == Family::Qwen3Next && t == LayerTensor::DnBeta) return prefix + "ssm_ba.weight";
   return gguf_name(t, layer);
 }
+
+namespace {
+
+// gpt-oss's checkpoints hold each layer's experts as whole tensors: gate_up_proj (gate and up
+// interleaved by column, even = gate) and down_proj, f32 [E][in][out] or MXFP4 `_blocks` +
+// `_scales` [E][out][in / 32] (model_spec.cpp reads both); "" for the roles named as in llama.
+std::string hf_name_gpt_oss(LayerTensor t, const std::string& p) {
+  switch (t) {
+    case LayerTensor::Bo:
+      return p + "self_attn.o_proj.bias";
+    case LayerTensor::AttnSinks:
+      return p + "self_attn.sinks";
+    case LayerTensor::Router:
+      return p + "mlp.router.weight";
+    case LayerTensor::RouterLogitBias:
+      return p + "mlp.router.bias";
+    case LayerTensor::ExpGate:
+    case LayerTensor::ExpUp:
+      return p + "mlp.experts.gate_up_proj";
+    case LayerTensor::ExpDown:
+      return p + "mlp.experts.down_proj";
+    case LayerTensor::ExpGateBias:
+    case LayerTensor::ExpUpBias:
+      return p + "mlp.experts.gate_up_proj_bias";
+    case LayerTensor::ExpDownBias:
+      return p + "mlp.experts.down_proj_bias";
+    default:
+      return "";
+  }
+}
+
+}  // namespace
 
 std::string hf_name(Family, GlobalTensor t) {
   switch (t) {
@@ -158,6 +208,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   // DeepSeek keeps its correction bias in the router and calls its shared expert(s) plural.
   const bool deepseek = f == Family::DeepSeek2;
   const std::string shexp = moe + (deepseek ? "shared_experts." : "shared_expert.");
+  if (f == Family::GptOss) {
+    if (const std::string name = hf_name_gpt_oss(t, p); !name.empty()) return name;
+  }
   switch (t) {
     case LayerTensor::AttnNorm:
       return p + "input_layernorm.weight";
@@ -244,9 +297,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
     case LayerTensor::MlaKb:
       return p + "self_attn.kv_b_proj.weight";
     case LayerTensor::MlaVb:
+    default:
       return "";
   }
-  return "";
 }
 
 }  // namespace ts

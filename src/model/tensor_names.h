@@ -56,6 +56,14 @@ enum class LayerTensor {
   MlaKvNorm,  // RMS norm of the kv latent
   MlaKb,      // GGUF: per head, latent -> k_nope transposed ([kv_lora][nope]); HF: all of kv_b_proj
   MlaVb,      // GGUF: per head, latent -> v ([v][kv_lora]); HF: inside kv_b_proj
+  // gpt-oss: o_proj's bias, the attention sinks (one logit per query head), the router's bias
+  // and each expert's biases (GGUF: stacked [rows, n_expert]; HF: gate and up interleaved)
+  Bo,
+  AttnSinks,
+  RouterLogitBias,
+  ExpGateBias,
+  ExpUpBias,
+  ExpDownBias,
 };
 
 const char* role_name(LayerTensor t);

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/file_io.h"
 #include "model/model_spec.h"
+#include "moe/expert_slice_read.h"
 
 namespace ts {
 namespace {
@@ -361,10 +362,8 @@ void ExpertStore::read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64
   for (const ExpertSlice& s : x) {
     const uint64_t b = std::max(begin, off), e = std::min(end, off + s.nbytes);
     if (b < e)
-      read_exact(
-          s.file->fd(), dst + b, e - b, s.offset + (b - off),
-          s.file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert),
-          ErrorKind::Runtime);
+      read_expert_slice(s, dst + b, b - off, e - off,
+                        "layer " + std::to_string(layer) + " expert " + std::to_string(expert));
     off += s.nbytes;
   }
   busy_ns_[static_cast<size_t>(layer)] += static_cast<uint64_t>(

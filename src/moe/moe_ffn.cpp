@@ -15,7 +15,8 @@ MoeFfn::MoeFfn(Backend& b, const ArchConfig& c, ExpertStore& store,
   const auto B = static_cast<size_t>(max_rows), k = static_cast<size_t>(c_.n_expert_used);
   router_ = scratch(B * static_cast<size_t>(c_.n_expert));
   routing_ = scratch(B * 2 * k);
-  experts_on_device_ = b_.indexes_experts_on_device();
+  // Experts with biases run grouped on the host's routing, which knows each group's expert.
+  experts_on_device_ = b_.indexes_experts_on_device() && !c_.expert_bias;
   for (int64_t l = 0; l < c_.n_layer; ++l)
     if (layers_[static_cast<size_t>(l)] != nullptr && store_.table(l) == nullptr)
       experts_on_device_ = false;
@@ -27,8 +28,39 @@ MoeFfn::~MoeFfn() {
   b_.free_host_pinned(routed_ids_);
 }
 
-Glu MoeFfn::glu_kind() const {
-  return c_.ffn_act == FfnActivation::SiLU ? Glu::SiLU : Glu::GeluTanh;
+void MoeFfn::activate(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                      float* out) {
+  switch (c_.ffn_act) {
+    case FfnActivation::SiLU:
+      return b_.glu(Glu::SiLU, gate, up, rows, n, stride, out);
+    case FfnActivation::GeluTanh:
+      return b_.glu(Glu::GeluTanh, gate, up, rows, n, stride, out);
+    case FfnActivation::SwiGluClamped:
+      return b_.glu_clamped(gate, up, rows, n, stride, {c_.swiglu_alpha, c_.swiglu_limit}, out);
+  }
+}
+
+void MoeFfn::add_gate_up_bias(const MoeLayerWeights& W, const int32_t* ids, const int64_t* row0,
+                              const int64_t* rows, int64_t G, bool stacked) {
+  if (W.gate_up_bias == nullptr) return;
+  const int64_t ff = c_.n_ff_expert;
+  for (int64_t g = 0; g < G; ++g) {
+    const float* bias = W.gate_up_bias + ids[g] * 2 * ff;
+    if (stacked) {
+      b_.add_bias(buf_.gate + row0[g] * 2 * ff, bias, rows[g], 2 * ff);
+    } else {
+      b_.add_bias(buf_.gate + row0[g] * ff, bias, rows[g], ff);
+      b_.add_bias(buf_.up + row0[g] * ff, bias + ff, rows[g], ff);
+    }
+  }
+}
+
+void MoeFfn::add_down_bias(const MoeLayerWeights& W, const int32_t* ids, const int64_t* row0,
+                           const int64_t* rows, int64_t G) {
+  if (W.down_bias == nullptr) return;
+  const int64_t d = c_.n_embd;
+  for (int64_t g = 0; g < G; ++g)
+    b_.add_bias(buf_.out + row0[g] * d, W.down_bias + ids[g] * d, rows[g], d);
 }
 
 void MoeFfn::add_output_norm(float* x, float* out, const float* w, int64_t M, float eps,
@@ -112,6 +144,7 @@ void MoeFfn::route_into(int64_t l, const float* h, int64_t M, float* out) {
   const MoeLayerWeights& L = *layers_[static_cast<size_t>(l)];
   const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h, M, router_);
+  if (L.router_logit_bias != nullptr) b_.add_bias(router_, L.router_logit_bias, M, c_.n_expert);
   const RouterArgs ra{c_.router,         c_.n_expert,    k,
                       c_.norm_topk_prob, L.router_bias,  c_.n_group,
                       c_.topk_group,     c_.routed_scale};
@@ -155,11 +188,11 @@ void MoeFfn::run_indexed(int64_t l, const float* h, int64_t M) {
   if (pages != nullptr) b_.page_experts(*pages, ids, k);  // one token
   if (t.gate_up_shape.rows > 0) {
     matmul(t.gate_up_shape, t.gate, 0, h, token_stride, k, buf_.gate);
-    b_.glu(glu_kind(), buf_.gate, buf_.gate + ff, n, ff, 2 * ff, buf_.act);
+    activate(buf_.gate, buf_.gate + ff, n, ff, 2 * ff, buf_.act);
   } else {
     matmul(t.gate_shape, t.gate, 0, h, token_stride, k, buf_.gate);
     matmul(t.up_shape, t.up, 1, h, token_stride, k, buf_.up);
-    b_.glu(glu_kind(), buf_.gate, buf_.up, n, ff, ff, buf_.act);
+    activate(buf_.gate, buf_.up, n, ff, ff, buf_.act);
   }
   matmul(t.down_shape, t.down, 2, buf_.act, ff, 1, buf_.out);
   if (pages != nullptr) b_.commit_experts(*pages, ids, k);
@@ -208,7 +241,8 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
     for (int64_t g = 0; g < G; ++g)
       group_weights_[static_cast<size_t>(g)] =
           &store_.resident(l, expert_ids_[static_cast<size_t>(g)]);
-    experts(group_weights_.data(), group_row0_.data(), group_rows_.data(), G);
+    experts(l, expert_ids_.data(), group_weights_.data(), group_row0_.data(), group_rows_.data(),
+            G);
   } else {
     // Streaming: a micro-batch may route to more experts than there are slots, so they come in
     // waves; each expert runs alone as soon as it is ready, with the same kernels per row.
@@ -226,12 +260,13 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
         const ExpertWeights* ew = &store_.ready(l, i);  // compute starts on the first expert read
         const int64_t row0 = group_row0_[static_cast<size_t>(w0 + i)];
         const int64_t rows = group_rows_[static_cast<size_t>(w0 + i)];
+        const int32_t* id = expert_ids_.data() + w0 + i;
         if (!row_by_row) {
-          experts(&ew, &row0, &rows, 1);
+          experts(l, id, &ew, &row0, &rows, 1);
           continue;
         }
         const int64_t one = 1;
-        for (int64_t r = row0; r < row0 + rows; ++r) experts(&ew, &r, &one, 1);
+        for (int64_t r = row0; r < row0 + rows; ++r) experts(l, id, &ew, &r, &one, 1);
       }
     }
     if (store_.pages_on_device()) store_.slots_to_device(l);
@@ -248,11 +283,11 @@ void MoeFfn::shared_expert(int64_t l, const float* h, int64_t M, float* out) {
   // rows (buf_.rows, M x k rows of d) and the router logits (router_, M x n_expert).
   if (S.gate_up.data != nullptr) {
     b_.matmul(S.gate_up, h, M, buf_.gate);
-    b_.glu(glu_kind(), buf_.gate, buf_.gate + ff, M, ff, 2 * ff, buf_.act);
+    activate(buf_.gate, buf_.gate + ff, M, ff, 2 * ff, buf_.act);
   } else {
     b_.matmul(S.gate, h, M, buf_.gate);
     b_.matmul(S.up, h, M, buf_.up);
-    b_.glu(glu_kind(), buf_.gate, buf_.up, M, ff, ff, buf_.act);
+    activate(buf_.gate, buf_.up, M, ff, ff, buf_.act);
   }
   b_.matmul(S.down, buf_.act, M, buf_.rows);
   if (S.gate_inp.data == nullptr) {
@@ -263,9 +298,10 @@ void MoeFfn::shared_expert(int64_t l, const float* h, int64_t M, float* out) {
   b_.add_gated_rows(out, buf_.rows, router_, M, d);
 }
 
-void MoeFfn::experts(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows,
-                     int64_t G) {
+void MoeFfn::experts(int64_t l, const int32_t* ids, const ExpertWeights* const* ew,
+                     const int64_t* row0, const int64_t* rows, int64_t G) {
   const int64_t ff = c_.n_ff_expert;
+  const MoeLayerWeights& W = *layers_[static_cast<size_t>(l)];
   // The groups are consecutive runs of rows: glu runs once over all of them.
   const int64_t lo = row0[0], n = row0[G - 1] + rows[G - 1] - lo;
   bool stacked = true;
@@ -278,15 +314,18 @@ void MoeFfn::experts(const ExpertWeights* const* ew, const int64_t* row0, const 
   if (stacked) {
     b_.matmul_grouped(ew[0]->gate_up, pointers(&ExpertWeights::gate_up), row0, rows, G, buf_.rows,
                       buf_.gate);
-    b_.glu(glu_kind(), buf_.gate + lo * 2 * ff, buf_.gate + lo * 2 * ff + ff, n, ff, 2 * ff,
-           buf_.act + lo * ff);
+    add_gate_up_bias(W, ids, row0, rows, G, true);
+    activate(buf_.gate + lo * 2 * ff, buf_.gate + lo * 2 * ff + ff, n, ff, 2 * ff,
+             buf_.act + lo * ff);
   } else {
     b_.matmul_grouped(ew[0]->gate, pointers(&ExpertWeights::gate), row0, rows, G, buf_.rows,
                       buf_.gate);
     b_.matmul_grouped(ew[0]->up, pointers(&ExpertWeights::up), row0, rows, G, buf_.rows, buf_.up);
-    b_.glu(glu_kind(), buf_.gate + lo * ff, buf_.up + lo * ff, n, ff, ff, buf_.act + lo * ff);
+    add_gate_up_bias(W, ids, row0, rows, G, false);
+    activate(buf_.gate + lo * ff, buf_.up + lo * ff, n, ff, ff, buf_.act + lo * ff);
   }
   b_.matmul_grouped(ew[0]->down, pointers(&ExpertWeights::down), row0, rows, G, buf_.act, buf_.out);
+  add_down_bias(W, ids, row0, rows, G);
 }
 
 void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
@@ -299,6 +338,7 @@ void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
   const MoeLayerWeights& N = *layers_[static_cast<size_t>(next)];
   const int64_t E = c_.n_expert, k = c_.n_expert_used;
   b_.matmul(N.router, h, M, router_);
+  if (N.router_logit_bias != nullptr) b_.add_bias(router_, N.router_logit_bias, M, E);
   router_host_.resize(static_cast<size_t>(M * E));
   b_.to_host(router_host_.data(), router_, static_cast<size_t>(M * E) * sizeof(float));
   const RouterArgs ra{c_.router,

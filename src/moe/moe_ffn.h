@@ -30,9 +30,14 @@ struct SharedExpertWeights {
 // One MoE layer's resident weights (its routed experts live in the ExpertStore).
 struct MoeLayerWeights {
   Weight router;
-  const float* router_bias = nullptr;   // selection bias (MiniMax), backend memory
-  std::vector<float> router_bias_host;  // the same, for the host's prefetch guesses
+  const float* router_logit_bias = nullptr;  // added to the router's logits (gpt-oss)
+  const float* router_bias = nullptr;        // selection bias (MiniMax), backend memory
+  std::vector<float> router_bias_host;       // the same, for the host's prefetch guesses
   SharedExpertWeights shared;
+  // Each expert's biases, resident (gpt-oss): [n_expert][2 ff], per expert gate then up, and
+  // [n_expert][n_embd] for down; backend memory, null without.
+  const float* gate_up_bias = nullptr;
+  const float* down_bias = nullptr;
 };
 
 // Buffers the FFN shares with the rest of the forward pass, each of max_rows rows: the FFN-wide
@@ -84,14 +89,24 @@ class MoeFfn {
   void fetch_streamed_experts(int64_t l);
 
  private:
-  Glu glu_kind() const;
+  // out = act(gate) * up over rows of n (stride apart), by the family's activation.
+  void activate(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                float* out);
+  // Adds each group's expert biases (when the layer has them) to its rows of the gate / up
+  // outputs (after the gate/up matmul) or of the down outputs.
+  void add_gate_up_bias(const MoeLayerWeights& W, const int32_t* ids, const int64_t* row0,
+                        const int64_t* rows, int64_t G, bool stacked);
+  void add_down_bias(const MoeLayerWeights& W, const int32_t* ids, const int64_t* row0,
+                     const int64_t* rows, int64_t G);
   bool predicts_next(int64_t l) const;
   void route_into(int64_t l, const float* h, int64_t M, float* out);
   void run_indexed(int64_t l, const float* h, int64_t M);
   void run_grouped(int64_t l, const float* h, int64_t M, bool decode_step, float* out);
   // Gate / up, the activation and down of G experts over their runs of the routed rows: group g
   // takes rows [row0[g], row0[g] + rows[g]) of the gathered rows, consecutive and ascending.
-  void experts(const ExpertWeights* const* ew, const int64_t* row0, const int64_t* rows, int64_t G);
+  // ids: the groups' expert ids (for their biases).
+  void experts(int64_t l, const int32_t* ids, const ExpertWeights* const* ew, const int64_t* row0,
+               const int64_t* rows, int64_t G);
   void prefetch_next_layer(int64_t l, const float* h, int64_t M);
   // out += the layer's shared expert over h (scaled by its sigmoid gate when it has one).
   void shared_expert(int64_t l, const float* h, int64_t M, float* out);

@@ -117,6 +117,26 @@ struct BlockIQ4_NL {
 };
 static_assert(sizeof(BlockIQ4_NL) == 18);
 
+// MXFP4 (OCP microscaling): x[i] = kMxfp4Doubled[q[i]] * 2^(e - 128), nibbles as in q4_0; e is an
+// e8m0 exponent (2^(e - 127)) and the table holds the e2m1 values doubled, as ggml keeps them
+// (so e = 0 and 1 give 2^-128 and 2^-127 as ggml's e8m0_to_fp32_half does).
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[kQK32 / 2];
+};
+static_assert(sizeof(BlockMXFP4) == 17);
+
+inline constexpr int8_t kMxfp4Doubled[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                             0, -1, -2, -3, -4, -6, -8, -12};
+
+// 2^(e - 128) as f32, exactly (a subnormal for e < 2).
+inline float mxfp4_half_scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
 // 8 sub-blocks of 32, sub-block j an iq4_nl block's nibbles in qs[16 j..16 j + 15] with a signed
 // 6-bit scale (see iq4xs_scale): x = d * scale_j * kIq4Levels[q].
 struct BlockIQ4_XS {

@@ -137,6 +137,12 @@ void dequant_iq4_xs(const BlockIQ4_XS& b, float* y) {
   }
 }
 
+// As gguf-py: the doubled e2m1 value times half the e8m0 scale (exact).
+void dequant_mxfp4(const BlockMXFP4& b, float* y) {
+  const float d = mxfp4_half_scale(b.e);
+  for (int i = 0; i < kQK32; ++i) y[i] = d * static_cast<float>(kMxfp4Doubled[nibble32(b.qs, i)]);
+}
+
 template <class Block>
 void dequant_blocks(void (*one)(const Block&, float*), const void* src, float* dst, int64_t n,
                     int block_elems) {
@@ -186,6 +192,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequant_blocks<BlockIQ4_NL>(dequant_iq4_nl, src, dst, n, kQK32);
     case DType::IQ4_XS:
       return dequant_blocks<BlockIQ4_XS>(dequant_iq4_xs, src, dst, n, kQKK);
+    case DType::MXFP4:
+      return dequant_blocks<BlockMXFP4>(dequant_mxfp4, src, dst, n, kQK32);
     default:
       fail(ErrorKind::Unsupported,
            std::string("dequantize_row: no dequantisation for dtype ") + info.name);

@@ -111,6 +111,7 @@ bool is_weight_dtype_supported(DType t) {
     case DType::Q6_K:
     case DType::IQ4_NL:
     case DType::IQ4_XS:
+    case DType::MXFP4:
       return true;
     default:
       return false;

@@ -282,6 +282,27 @@ void quantize_iq4_xs(const float* x, BlockIQ4_XS& b) {
   }
 }
 
+// As gguf-py's quantiser: the e8m0 exponent floor(log2 amax) - 2 + 127 (read exactly from the
+// float's exponent) puts the block's largest magnitude in [8, 16) times the half scale
+// 2^(e - 128); each element is then the nearest doubled e2m1 value (the first of equals).
+void quantize_mxfp4(const float* x, BlockMXFP4& b) {
+  float amax = 0;
+  for (int i = 0; i < kQK32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  int exp = 0;
+  std::frexp(amax, &exp);  // amax = m 2^exp, m in [0.5, 1): floor(log2 amax) = exp - 1
+  b.e = amax > 0 ? static_cast<uint8_t>(std::clamp(exp - 1 - 2 + 127, 0, 254)) : 0;
+  const float d = mxfp4_half_scale(b.e);
+  uint8_t q[kQK32];
+  for (int i = 0; i < kQK32; ++i) {
+    int best = 0;
+    for (int c = 1; c < 16; ++c)
+      if (std::fabs(d * kMxfp4Doubled[c] - x[i]) < std::fabs(d * kMxfp4Doubled[best] - x[i]))
+        best = c;
+    q[i] = static_cast<uint8_t>(best);
+  }
+  pack_nibbles32(q, b.qs);
+}
+
 template <class Block>
 void quantize_blocks(void (*one)(const float*, Block&), const float* x, void* dst, int64_t n,
                      int block_elems) {
@@ -338,6 +359,8 @@ void quantize_row_weights(DType t, const float* x, void* dst, int64_t n) {
       return quantize_blocks<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32);
     case DType::IQ4_XS:
       return quantize_blocks<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK);
+    case DType::MXFP4:
+      return quantize_blocks<BlockMXFP4>(quantize_mxfp4, x, dst, n, kQK32);
     default:
       fail(ErrorKind::Unsupported,
            std::string("quantize_row_weights: no quantiser for dtype ") + info.name);

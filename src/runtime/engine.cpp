@@ -96,6 +96,11 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (multi-head latent attention, group-limited routing) has "
                                      "no GPU kernels yet (--backend cpu runs it)");
+  // gpt-oss's sinks and clamped SwiGLU have no CUDA kernels yet: refused whatever the variable.
+  if (!e->backend_->is_host() && (c.attn_sinks || c.ffn_act == FfnActivation::SwiGluClamped))
+    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
+                                     " (attention sinks, clamped SwiGLU) has no GPU kernels yet "
+                                     "(--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,
@@ -249,21 +254,56 @@ Weight Engine::place_weight(DType dtype, int64_t rows, int64_t cols, size_t row_
   return w;
 }
 
-const float* Engine::load_vector(const TensorRef* t, float (*map)(float)) {
-  if (t == nullptr) return nullptr;
-  std::vector<uint8_t> raw(t->nbytes);
-  read_exact(t->file->fd(), raw.data(), t->nbytes, t->offset,
-             t->file->path() + ": tensor '" + t->name + "'", ErrorKind::Model);
+std::vector<float> Engine::read_floats(const TensorRef& t) {
+  std::vector<uint8_t> raw(t.nbytes);
+  read_exact(t.file->fd(), raw.data(), t.nbytes, t.offset,
+             t.file->path() + ": tensor '" + t.name + "'", ErrorKind::Model);
   int64_t n = 1;
-  for (uint64_t d : t->dims) n *= static_cast<int64_t>(d);
+  for (uint64_t d : t.dims) n *= static_cast<int64_t>(d);
   std::vector<float> f(static_cast<size_t>(n));
-  dequantize_row(t->dtype, raw.data(), f.data(), n);
-  if (map != nullptr)
-    for (float& x : f) x = map(x);
+  dequantize_row(t.dtype, raw.data(), f.data(), n);
+  return f;
+}
+
+const float* Engine::upload_floats(const std::vector<float>& f) {
   auto* dev = static_cast<float*>(backend_->alloc(f.size() * sizeof(float)));
   backend_->to_device(dev, f.data(), f.size() * sizeof(float));
   owned_.push_back(dev);
   return dev;
+}
+
+const float* Engine::load_vector(const TensorRef* t, float (*map)(float)) {
+  if (t == nullptr) return nullptr;
+  std::vector<float> f = read_floats(*t);
+  if (map != nullptr)
+    for (float& x : f) x = map(x);
+  return upload_floats(f);
+}
+
+void Engine::load_expert_biases(const LayerIndex& I, MoeLayerWeights& W) {
+  const TensorRef* gate = I.get(LayerTensor::ExpGateBias);
+  if (gate == nullptr) return;
+  const int64_t E = cfg().n_expert, ff = cfg().n_ff_expert;
+  const std::vector<float> g = read_floats(*gate);
+  std::vector<float> gate_up(static_cast<size_t>(E * 2 * ff));
+  if (const TensorRef* up = I.get(LayerTensor::ExpUpBias)) {
+    const std::vector<float> u = read_floats(*up);
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < ff; ++i) {
+        gate_up[static_cast<size_t>(e * 2 * ff + i)] = g[static_cast<size_t>(e * ff + i)];
+        gate_up[static_cast<size_t>(e * 2 * ff + ff + i)] = u[static_cast<size_t>(e * ff + i)];
+      }
+  } else {
+    // One tensor, gate and up interleaved (even = gate), as gpt-oss's checkpoints store them.
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t i = 0; i < ff; ++i) {
+        gate_up[static_cast<size_t>(e * 2 * ff + i)] = g[static_cast<size_t>(e * 2 * ff + 2 * i)];
+        gate_up[static_cast<size_t>(e * 2 * ff + ff + i)] =
+            g[static_cast<size_t>(e * 2 * ff + 2 * i + 1)];
+      }
+  }
+  W.gate_up_bias = upload_floats(gate_up);
+  W.down_bias = load_vector(I.get(LayerTensor::ExpDownBias));
 }
 
 const float* Engine::upload_inv_freq(bool sliding) {
@@ -310,6 +350,7 @@ void Engine::load_attention(const LayerIndex& I, LayerWeights& L) {
   L.bq = load_vector(I.get(LayerTensor::Bq));
   L.bk = load_vector(I.get(LayerTensor::Bk));
   L.bv = load_vector(I.get(LayerTensor::Bv));
+  L.bo = load_vector(I.get(LayerTensor::Bo));
   L.q_norm = load_vector(I.get(LayerTensor::QNorm));
   L.k_norm = load_vector(I.get(LayerTensor::KNorm));
 }
@@ -461,6 +502,8 @@ void Engine::load_weights() {
     L.moe = c.layer_moe[static_cast<size_t>(l)] != 0;
     if (L.moe) {
       L.routed.router = mat(LayerTensor::Router);
+      L.routed.router_logit_bias = load_vector(I.get(LayerTensor::RouterLogitBias));
+      load_expert_biases(I, L.routed);
       if (const TensorRef* b = I.get(LayerTensor::RouterBias)) {
         L.routed.router_bias = load_vector(b);
         L.routed.router_bias_host.resize(static_cast<size_t>(c.n_expert));
@@ -476,8 +519,13 @@ void Engine::load_weights() {
     // YaRN multiplies q and k by its attention factor after rotation: the scores by its square.
     const float scale =
         c.attn_scale * c.rope_attn_factor * c.rope_attn_factor * c.yarn_score_factor;
-    L.attn = AttentionArgs{c.n_head, c.n_head_kv,    c.head_dim,
-                           scale,    c.attn_softcap, sliding ? c.sliding_window : 0};
+    L.attn = AttentionArgs{c.n_head,
+                           c.n_head_kv,
+                           c.head_dim,
+                           scale,
+                           c.attn_softcap,
+                           sliding ? c.sliding_window : 0,
+                           load_vector(I.get(LayerTensor::AttnSinks))};
     // MLA attends in the absorbed form: every head's query and the one key row of a token are
     // [rope part | latent] wide, its rope part rotated.
     if (L.mixer == MixerKind::Mla) L.rope.head_dim = L.attn.head_dim = c.mla.row_width();

@@ -71,6 +71,7 @@ struct LayerWeights {
   const float* bq = nullptr;
   const float* bk = nullptr;
   const float* bv = nullptr;
+  const float* bo = nullptr;
   const float* q_norm = nullptr;
   const float* k_norm = nullptr;
   const float* attn_post_norm = nullptr;
@@ -124,6 +125,7 @@ class Engine {
   // heads x [cols][rows] (the k_b layout llama.cpp's converter writes).
   Weight load_transposed_heads(const TensorRef& t, int64_t heads, int64_t first, int64_t rows);
   void load_shared_expert(const LayerIndex& I, LayerWeights& L);
+  void load_expert_biases(const LayerIndex& I, MoeLayerWeights& W);
   // Reads the tensors' rows, end to end, into one weight of the first one's type and row bytes.
   Weight upload_rows(const std::vector<const TensorRef*>& parts);
   // Places `buf` (from backend_->alloc() on a host backend, else malloc()) as a weight; takes it.
@@ -133,6 +135,8 @@ class Engine {
   // A float tensor of any shape, every element, as f32 in backend memory; `map` (if given)
   // transforms each value on the way.
   const float* load_vector(const TensorRef* t, float (*map)(float) = nullptr);
+  std::vector<float> read_floats(const TensorRef& t);
+  const float* upload_floats(const std::vector<float>& f);
   const float* upload_inv_freq(bool sliding);
 
   std::unique_ptr<ModelSpec> spec_;

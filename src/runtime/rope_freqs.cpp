@@ -45,6 +45,7 @@ void yarn_inv_freq(const ArchConfig& c, float base, std::vector<float>& inv) {
 std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
                                  const std::vector<float>& divisors) {
   const int64_t half = c.rotary_dim / 2;
+  if (c.rope_local_scaled) sliding = false;  // one rotary for every layer
   const float base = sliding ? c.rope_theta_local : c.rope_theta;
   std::vector<float> inv(static_cast<size_t>(half));
   // As transformers computes it, in f32: 1 / base^(2i / dim).

@@ -31,12 +31,20 @@ std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures)
     const std::string dir = shared.empty() ? local : shared;
     if (!shared.empty() && file_exists(shared + "/hf/config.json"))
       out.push_back({name, "hf", shared + "/hf", dir});
-    for (const char* dt : {"f32", "f16"}) {
+    for (const char* dt : {"f32", "f16", "mxfp4"}) {
       const std::string file = "/model-" + std::string(dt) + ".gguf";
       if (file_exists(dir + file)) out.push_back({name, dt, dir + file, dir});
     }
   }
   return out;
+}
+
+std::string fixture_ref_logits(const FixtureForm& f) {
+  // A fixture whose weights were rounded to a type names its reference after it.
+  const std::string plain = f.dir + "/ref_logits.f32";
+  return file_exists(plain)
+             ? plain
+             : f.dir + "/ref_logits_" + f.fixture.substr(f.fixture.rfind('_') + 1) + ".f32";
 }
 
 std::vector<int32_t> fixture_prompt(const FixtureForm& f) {

@@ -21,7 +21,7 @@ std::unique_ptr<Engine> open_bundled_model(int64_t ctx);
 
 struct FixtureForm {
   std::string fixture;  // e.g. "qwen3"
-  std::string form;     // "hf", "f32", "f16"
+  std::string form;     // "hf", "f32", "f16", "mxfp4"
   std::string path;     // model path to open
   std::string dir;      // folder holding ref_logits.f32 and the prompt
 };
@@ -30,6 +30,9 @@ struct FixtureForm {
 std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures);
 
 std::vector<int32_t> fixture_prompt(const FixtureForm& f);
+// The reference logits: ref_logits.f32, or ref_logits_<type>.f32 for a fixture named
+// <model>_<type> (gpt_oss_mxfp4: HF's logits with the experts dequantised exactly).
+std::string fixture_ref_logits(const FixtureForm& f);
 std::vector<float> read_f32_file(const std::string& path);
 
 struct LogitsComparison {

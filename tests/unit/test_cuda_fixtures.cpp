@@ -97,6 +97,16 @@ TEST(CudaDeepSeek, RefusedAtOpen) {
       EXPECT_NE(std::string(e.what()).find("no GPU kernels yet"), std::string::npos) << e.what();
     }
   }
+}
+
+// gpt-oss (sinks, clamped SwiGLU) and MXFP4 have no CUDA kernels yet: refused at open, even
+// where unverified ops are asked for.
+TEST(CudaGptOss, RefusedAtOpen) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
+  for (const auto& f : test::fixture_forms({"gpt_oss", "gpt_oss_mxfp4"}))
+    EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error)
+        << f.fixture << " " << f.form;
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 

@@ -245,6 +245,9 @@ TEST_F(GgufMalformed, BadDimensions) {
       {{33},
        static_cast<uint32_t>(DType::Q8_0),
        "row of 33 elements is not a whole number of q8_0 blocks"},
+      {{48},
+       static_cast<uint32_t>(DType::MXFP4),
+       "row of 48 elements is not a whole number of mxfp4 blocks"},
   };
   for (const Case& c : cases) {
     GgufWriter w;

@@ -29,13 +29,18 @@
 namespace ts::cpu {
 namespace {
 
-const std::vector<DType> kTypes = {DType::F32,  DType::F16,    DType::BF16,  DType::Q4_0,
-                                   DType::Q4_1, DType::Q5_0,   DType::Q5_1,  DType::Q8_0,
-                                   DType::Q2_K, DType::Q3_K,   DType::Q4_K,  DType::Q5_K,
-                                   DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const std::vector<DType> kTypes = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,
+                                   DType::Q4_1, DType::Q5_0,   DType::Q5_1,   DType::Q8_0,
+                                   DType::Q2_K, DType::Q3_K,   DType::Q4_K,   DType::Q5_K,
+                                   DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 bool is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+// MXFP4 decodes exactly to f32: its kernels take the activations unquantised.
+bool takes_f32_activations(DType t) {
+  return is_float(t) || t == DType::MXFP4;
 }
 
 // Byte offsets of the f16 scale fields (d, and dmin / m) in each block, as in blocks.h.
@@ -113,7 +118,11 @@ Matrix random_weights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
   if (!is_float(t)) {
     for (auto& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
     const DTypeInfo& info = dtype_info(t);
-    for (size_t blk = 0; blk < m.bytes.size() / info.block_bytes; ++blk)
+    // MXFP4's one scale byte is an e8m0 exponent: 2^-7 .. 2^0.
+    std::uniform_int_distribution<int> e8m0(120, 127);
+    for (size_t blk = 0; blk < m.bytes.size() / info.block_bytes && t == DType::MXFP4; ++blk)
+      m.bytes[blk * info.block_bytes] = static_cast<uint8_t>(e8m0(rng));
+    for (size_t blk = 0; blk < m.bytes.size() / info.block_bytes && t != DType::MXFP4; ++blk)
       for (int off : scale_offsets(t)) {
         const uint16_t h = f32_to_f16(scale(rng));
         std::memcpy(m.bytes.data() + blk * info.block_bytes + off, &h, 2);
@@ -152,7 +161,7 @@ Reference reference(const Matrix& w, const std::vector<float>& x, int64_t M) {
   const int64_t K = w.cols;
   Reference ref{std::vector<double>(M * w.rows), std::vector<double>(M * w.rows),
                 std::vector<double>(M * w.rows)};
-  const bool quant = !is_float(w.dtype);
+  const bool quant = !takes_f32_activations(w.dtype);
   const int64_t chain = quant ? K / dtype_info(w.dtype).block_elems : K / 4;
   for (int64_t m = 0; m < M; ++m) {
     std::vector<double> step(K, 0.0);

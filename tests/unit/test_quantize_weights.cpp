@@ -18,9 +18,10 @@ namespace {
 
 constexpr int64_t kN = 8192;
 
-const DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
-                           DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
-                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kAllTypes[] = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,
+                           DType::Q4_1, DType::Q5_0,   DType::Q5_1,   DType::Q8_0,
+                           DType::Q2_K, DType::Q3_K,   DType::Q4_K,   DType::Q5_K,
+                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
 
 // Gaussian values whose scale changes every 256 elements (tiny to large), with an all-zero block,
 // an all-positive block and an all-negative block, so that every scale path is taken.
@@ -178,6 +179,32 @@ TEST(QuantizeWeights, Iq4TypesPickTheNearestLevel) {
             << dtype_name(t) << " element " << i << " level " << int(level);
     }
   }
+}
+
+// MXFP4 as gguf-py quantises: the block's largest magnitude in [8, 16) half scales (the doubled
+// e2m1 values reach 12), each element
+// the nearest of the 16 values under that scale, and a row on the grid quantises to itself.
+TEST(QuantizeWeights, Mxfp4PicksTheNearestValue) {
+  const std::vector<float> x = test_row(6);
+  const DType t = DType::MXFP4;
+  std::vector<uint8_t> q(row_bytes(t, kN, "test row"));
+  quantize_row_weights(t, x.data(), q.data(), kN);
+  std::vector<float> y(kN);
+  dequantize_row(t, q.data(), y.data(), kN);
+  for (int64_t b = 0; b < kN / 32; ++b) {
+    const float d = mxfp4_half_scale(reinterpret_cast<const BlockMXFP4*>(q.data())[b].e);
+    float amax = 0;
+    for (int64_t i = b * 32; i < (b + 1) * 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+    if (amax > 0) {
+      EXPECT_GE(amax, 8 * d) << "block " << b;
+      EXPECT_LT(amax, 16 * d) << "block " << b;
+    }
+    for (int64_t i = b * 32; i < (b + 1) * 32; ++i)
+      for (int8_t v : kMxfp4Doubled)
+        ASSERT_LE(std::fabs(y[i] - x[i]), std::fabs(d * v - x[i])) << "element " << i;
+  }
+  const std::vector<float> z = round_trip(t, y);
+  for (int64_t i = 0; i < kN; ++i) ASSERT_EQ(z[i], y[i]) << "element " << i;
 }
 
 TEST(QuantizeWeights, FloatTypesRoundToNearest) {

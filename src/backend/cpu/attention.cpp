@@ -257,7 +257,10 @@ class Attention {
       const int64_t row = m0 + r / group_, h = g * group_ + r % group_;
       float* o = out + (row * a_.n_head + h) * hd_;
       const float* acc = buf.acc_o.data() + r * b.hdp;
-      const float l = buf.acc_l[static_cast<size_t>(r)];
+      float l = buf.acc_l[static_cast<size_t>(r)];
+      // A sink adds its share of the denominator, relative to the row's running max (every row
+      // has at least its own key, so the max is finite).
+      if (a_.sinks != nullptr) l += std::exp(a_.sinks[h] - buf.acc_m[static_cast<size_t>(r)]);
       for (int64_t d = 0; d < hd_; ++d) o[d] = acc[d] / l;
     }
   }

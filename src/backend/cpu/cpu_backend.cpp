@@ -263,6 +263,20 @@ class CpuBackend final : public Backend {
     });
   }
 
+  void glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                   const ClampedSwiGlu& p, float* out) override {
+    spans(rows * n, kTranscendentalCost, [&](int64_t e0, int64_t e1) {
+      for (int64_t e = e0; e < e1; ++e) {
+        const int64_t r = e / n, i = e % n;
+        // In transformers' order: clamp, g * sigmoid(g * alpha), then (u + 1) times that.
+        const float g = std::min(gate[r * stride + i], p.limit);
+        const float u = std::clamp(up[r * stride + i], -p.limit, p.limit);
+        const float glu = g * (1.0f / (1.0f + std::exp(-(g * p.alpha))));
+        out[r * n + i] = (u + 1.0f) * glu;
+      }
+    });
+  }
+
   void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
                  float* window) override {
     spans(channels, M * kernel, [&](int64_t c0, int64_t c1) {

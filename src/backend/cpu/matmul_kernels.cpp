@@ -11,6 +11,7 @@
 
 #include "backend/cpu/activations.h"
 #include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/matmul_mxfp4.h"
 #include "backend/cpu/panel_layout.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -27,6 +28,11 @@ bool is_q8k_type(DType t) {
 
 bool is_float_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+// Weight types whose kernels take the activations as f32 rows (MXFP4 decodes exactly to f32).
+bool takes_f32_activations(DType t) {
+  return is_float_type(t) || t == DType::MXFP4;
 }
 
 #if defined(__x86_64__)
@@ -51,6 +57,7 @@ bool cpu_has_vnni() {
 }
 
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
+  if (t == DType::MXFP4) return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
   RowsKernel k = nullptr;
   switch (isa) {
     case Isa::Avx512:
@@ -191,7 +198,10 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
   out.M = M;
   out.K = K;
   out.f32 = nullptr;
-  if (is_float_type(wtype)) {
+  if (takes_f32_activations(wtype)) {
+    if (wtype == DType::MXFP4 && K % kQK32 != 0)
+      fail(ErrorKind::Model,
+           "matmul: " + std::to_string(K) + " columns is not a whole number of mxfp4 blocks of 32");
     out.row_bytes = checked_mul(static_cast<uint64_t>(K), sizeof(float), "matmul activations");
     out.f32 = x;
     return false;

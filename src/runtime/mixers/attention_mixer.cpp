@@ -61,6 +61,7 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
   }
   if (c_.attn_output_gate) b_.glu(Glu::Sigmoid, gate, att_, M, qw, qw, att_);
   b_.matmul(L.wo, att_, M, out);
+  if (L.bo != nullptr) b_.add_bias(out, L.bo, M, c_.n_embd);
 }
 
 void AttentionMixer::store_and_attend(int64_t l, const PassRows& rows, const float* q,

@@ -3,8 +3,9 @@
 //   q, k, v = projections of the normed input (one stacked matmul for a single token)
 //   q, k    = per-head or whole-projection RMS norm, then rotary embeddings
 //   k, v    -> the sequence's KV rows at the rows' positions
-//   att     = softmax(q k^T * scale) v per head, over each sequence's own rows
-//   out     = o_proj(att), or o_proj(att * sigmoid(gate)) with an output gate
+//   att     = softmax(q k^T * scale) v per head, over each sequence's own rows (a head's sink
+//             logit, where the model has them, joining each softmax's denominator)
+//   out     = o_proj(att), or o_proj(att * sigmoid(gate)) with an output gate (+ o_proj's bias)
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,75 @@
+#include "moe/expert_slice_read.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/file_io.h"
+#include "quant/blocks.h"
+
+namespace ts {
+namespace {
+
+// e8m0's 0xFF is NaN (OCP MX v1.0): a block scaled by it has no value. Checked on every read, the
+// one pass over an expert's bytes (resident experts are all read at open).
+void check_mxfp4_scales(const uint8_t* bytes, uint64_t begin, uint64_t end,
+                        const std::string& where) {
+  constexpr uint64_t kBlock = sizeof(BlockMXFP4);
+  for (uint64_t o = (begin + kBlock - 1) / kBlock * kBlock; o < end; o += kBlock)
+    if (bytes[o - begin] == 0xFF)
+      fail(ErrorKind::Model, where + ": MXFP4 block " + std::to_string(o / kBlock) +
+                                 " has the e8m0 scale 0xFF (NaN)");
+}
+
+// A slice stored otherwise than as its rows: its whole source read, rearranged, then cut.
+void read_rearranged(const ExpertSlice& s, uint8_t* dst, uint64_t begin, uint64_t end,
+                     const std::string& where) {
+  std::vector<uint8_t> src(s.src_bytes);
+  read_exact(s.file->fd(), src.data(), s.src_bytes, s.offset, where, ErrorKind::Runtime);
+  std::vector<uint8_t> rows(s.nbytes);
+  if (s.layout == SliceLayout::ColumnsF32) {
+    const auto* in = reinterpret_cast<const float*>(src.data());
+    auto* out = reinterpret_cast<float*>(rows.data());
+    for (int64_t r = 0; r < s.rows; ++r)
+      for (int64_t c = 0; c < s.cols; ++c)
+        out[r * s.cols + c] = in[c * s.src_width + s.first + r * s.step];
+  } else {
+    std::vector<uint8_t> scales(s.scale_bytes);
+    read_exact(s.file->fd(), scales.data(), s.scale_bytes, s.scale_offset, where,
+               ErrorKind::Runtime);
+    mxfp4_planes_to_blocks(src.data(), scales.data(), s.rows, s.cols / kQK32, s.first, s.step,
+                           rows.data());
+  }
+  std::memcpy(dst, rows.data() + begin, end - begin);
+}
+
+}  // namespace
+
+void mxfp4_planes_to_blocks(const uint8_t* planes, const uint8_t* scales, int64_t rows,
+                            int64_t blocks_per_row, int64_t first, int64_t step, uint8_t* dst) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t src_row = first + r * step;
+    for (int64_t b = 0; b < blocks_per_row; ++b) {
+      const uint8_t* q = planes + (src_row * blocks_per_row + b) * 16;
+      BlockMXFP4 out;
+      out.e = scales[src_row * blocks_per_row + b];
+      // GGUF keeps element i < 16 in the low nibble of byte i and element i + 16 in its high one.
+      const auto nibble = [&](int i) { return (q[i / 2] >> (4 * (i % 2))) & 0x0F; };
+      for (int i = 0; i < 16; ++i)
+        out.qs[i] = static_cast<uint8_t>(nibble(i) | (nibble(i + 16) << 4));
+      std::memcpy(dst + (r * blocks_per_row + b) * sizeof(BlockMXFP4), &out, sizeof(out));
+    }
+  }
+}
+
+void read_expert_slice(const ExpertSlice& s, uint8_t* dst, uint64_t begin, uint64_t end,
+                       const std::string& what) {
+  const std::string where = s.file->path() + ": " + what;
+  if (s.layout == SliceLayout::Rows)
+    read_exact(s.file->fd(), dst, end - begin, s.offset + begin, where, ErrorKind::Runtime);
+  else
+    read_rearranged(s, dst, begin, end, where);
+  if (s.dtype == DType::MXFP4) check_mxfp4_scales(dst, begin, end, where);
+}
+
+}  // namespace ts
