@@ -1,5 +1,7 @@
 #include "fixture_models.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -7,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/error.h"
+#include "model/model_spec.h"
 #include "runtime/engine.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
@@ -92,6 +96,28 @@ LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<f
       c.argmax_mismatches++;
   }
   return c;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                  float rtol, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  int reported = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float tol = atol + rtol * std::fabs(want[i]);
+    if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
+      ADD_FAILURE() << what << " [" << i << "]: got " << got[i] << " want " << want[i] << " tol "
+                    << tol;
+  }
+}
+
+void expect_refused(const std::string& path, const std::string& what) {
+  try {
+    open_model_spec(path);
+    ADD_FAILURE() << "opened; expected an error about " << what;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Model) << e.what();
+    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+  }
 }
 
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab) {

@@ -45,6 +45,12 @@ struct LogitsComparison {
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab);
 // Mean over rows of KL(softmax(ref) || softmax(x)).
+// Every element within atol + rtol * |want| (the first few misses reported, named `what`).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
+                  float rtol, const std::string& what);
+// Opening the model at `path` fails with a Model error whose message contains `what`.
+void expect_refused(const std::string& path, const std::string& what);
+
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
 
 // How to run a model over a prompt for its logits.

@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
+#include "fixture_models.h"
 
 namespace ts {
 namespace {
@@ -67,19 +68,6 @@ class CudaDeltaNet : public ::testing::Test {
   std::mt19937 rng_{4321};
 };
 
-// |a - b| <= atol + rtol * |b| for every element.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
-                  float rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const float tol = atol + rtol * std::fabs(want[i]);
-    if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
-      ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " cpu " << want[i] << " tol "
-                    << tol;
-  }
-}
-
 // Channel counts that leave a partial block; every kernel size the backend takes, Qwen3-Next's
 // (4) among them; rows fewer than the window, one decode row, and prefill lengths.
 TEST_F(CudaDeltaNet, ConvSiluAsCpuAcrossTwoCalls) {
@@ -99,9 +87,9 @@ TEST_F(CudaDeltaNet, ConvSiluAsCpuAcrossTwoCalls) {
         float* d_x = upload(x);
         cpu_->conv_silu(x.data(), rows, channels, taps.data(), kernel, window.data());
         gpu_->conv_silu(d_x, rows, channels, d_taps, kernel, d_window);
-        expect_close(download(d_x, x.size()), x, 1e-6f, 1e-5f,
-                     what + " rows " + std::to_string(rows));
-        expect_close(download(d_window, window.size()), window, 0.0f, 0.0f, what + " window");
+        test::expect_close(download(d_x, x.size()), x, 1e-6f, 1e-5f,
+                           what + " rows " + std::to_string(rows));
+        test::expect_close(download(d_window, window.size()), window, 0.0f, 0.0f, what + " window");
       }
     }
 }
@@ -141,8 +129,8 @@ TEST_F(CudaDeltaNet, DeltaRuleAsCpuAcrossTwoCalls) {
         float* d_out = upload(std::vector<float>(want.size()));
         gpu_->delta_rule(upload(qkv), upload(beta), upload(alpha), rows, dev, d_state, d_out);
         const std::string call = what + " rows " + std::to_string(rows);
-        expect_close(download(d_out, want.size()), want, 2e-5f, 1e-4f, call + " out");
-        expect_close(download(d_state, state.size()), state, 2e-5f, 1e-4f, call + " state");
+        test::expect_close(download(d_out, want.size()), want, 2e-5f, 1e-4f, call + " out");
+        test::expect_close(download(d_state, state.size()), state, 2e-5f, 1e-4f, call + " state");
       }
     }
 }
@@ -164,7 +152,8 @@ TEST_F(CudaDeltaNet, AddGatedRowsAsCpu) {
     float* d_y = upload(y);
     cpu_->add_gated_rows(y.data(), x.data(), g.data(), M, n);
     gpu_->add_gated_rows(d_y, upload(x), upload(g), M, n);
-    expect_close(download(d_y, y.size()), y, 1e-7f, 1e-6f, "add_gated_rows M " + std::to_string(M));
+    test::expect_close(download(d_y, y.size()), y, 1e-7f, 1e-6f,
+                       "add_gated_rows M " + std::to_string(M));
   }
 }
 
@@ -187,9 +176,9 @@ TEST_F(CudaDeltaNet, SigmoidGluAsCpu) {
         cpu_->glu(Glu::Sigmoid, g_host, u_host, M, n, stride, want.data());
         float* d_out = upload(std::vector<float>(want.size()));
         gpu_->glu(Glu::Sigmoid, g_dev, u_dev, M, n, stride, d_out);
-        expect_close(download(d_out, want.size()), want, 1e-7f, 1e-6f,
-                     "sigmoid glu M " + std::to_string(M) + " n " + std::to_string(n) +
-                         (stacked ? " stacked" : " separate"));
+        test::expect_close(download(d_out, want.size()), want, 1e-7f, 1e-6f,
+                           "sigmoid glu M " + std::to_string(M) + " n " + std::to_string(n) +
+                               (stacked ? " stacked" : " separate"));
       }
 }
 

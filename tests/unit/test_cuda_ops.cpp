@@ -25,6 +25,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/routing.h"
 #include "core/error.h"
+#include "fixture_models.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
@@ -95,19 +96,6 @@ class CudaOps : public ::testing::Test {
   std::vector<void*> allocations_;
   std::mt19937 rng_{1234};
 };
-
-// |a - b| <= atol + rtol * |b| for every element.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,
-                  float rtol, const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  int reported = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const float tol = atol + rtol * std::fabs(want[i]);
-    if (!(std::fabs(got[i] - want[i]) <= tol) && reported++ < 5)
-      ADD_FAILURE() << what << " [" << i << "]: cuda " << got[i] << " cpu " << want[i] << " tol "
-                    << tol;
-  }
-}
 
 // Offsets of the f16 scale fields (d, dmin, m) of each block format.
 std::vector<size_t> scale_offsets(DType t) {
@@ -195,8 +183,8 @@ TEST_F(CudaOps, EmbedEveryWeightTypeExact) {
       cpu_->embed(wc, ids.data(), M, scale, want.data());
       float* out = upload(std::vector<float>(want.size()));
       gpu_->embed(wg, ids.data(), M, scale, out);
-      expect_close(download(out, want.size()), want, 0.0f, 0.0f,
-                   std::string("embed ") + dtype_name(t));
+      test::expect_close(download(out, want.size()), want, 0.0f, 0.0f,
+                         std::string("embed ") + dtype_name(t));
     }
     gpu_->release_weight(wg);
   }
@@ -221,7 +209,7 @@ TEST_F(CudaOps, RmsNormAndPerHeadNorm) {
     cpu_->rms_norm(x.data(), w.data(), M, n, 1e-6f, plus_one, want.data());
     float* out = upload(std::vector<float>(x.size()));
     gpu_->rms_norm(upload(x), upload(w), M, n, 1e-6f, plus_one, out);
-    expect_close(download(out, x.size()), want, 1e-6f, 1e-5f, "rms_norm");
+    test::expect_close(download(out, x.size()), want, 1e-6f, 1e-5f, "rms_norm");
 
     const int64_t heads = 6, hd = 128;
     std::vector<float> q = randn(static_cast<size_t>(M * heads * hd));
@@ -229,7 +217,7 @@ TEST_F(CudaOps, RmsNormAndPerHeadNorm) {
     float* dq = upload(q);
     gpu_->rms_norm_heads(dq, upload(wh), M, heads, hd, 1e-6f, plus_one);
     cpu_->rms_norm_heads(q.data(), wh.data(), M, heads, hd, 1e-6f, plus_one);
-    expect_close(download(dq, q.size()), q, 1e-6f, 1e-5f, "rms_norm_heads");
+    test::expect_close(download(dq, q.size()), q, 1e-6f, 1e-5f, "rms_norm_heads");
   }
 }
 
@@ -257,7 +245,7 @@ TEST_F(CudaOps, AddRmsNormBitIdenticalToAddThenNorm) {
     }
     std::vector<float> cpu_x = x, cpu_out(N);
     cpu_->add_rms_norm(cpu_x.data(), r.data(), w.data(), M, n, 1e-6f, true, cpu_out.data());
-    expect_close(norm2, cpu_out, 1e-6f, 1e-5f, "add_rms_norm");
+    test::expect_close(norm2, cpu_out, 1e-6f, 1e-5f, "add_rms_norm");
   }
 }
 
@@ -418,7 +406,7 @@ std::vector<float> CudaOps::expect_packed_as_rows(const PackedPair& p, const std
   const std::vector<float> want = download(y_rows, n);
   std::vector<float> got = download(y_packed, n);
   if (M > cuda::kGemvRows || int8_gemv(p.rows, M)) {
-    expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
+    test::expect_close(got, want, 0.0f, 0.0f, what + " matmul M=" + std::to_string(M));
   } else {
     const MatmulCase c{p.rows.rows, p.rows.cols, M, 0};
     const Reference ref = reference_matmul(p.rows.dtype, p.host, c, p.stride, x);
@@ -436,7 +424,7 @@ void CudaOps::expect_packed_embeds_as_rows(const PackedPair& p, const std::strin
   float* e_packed = upload(std::vector<float>(n));
   gpu_->embed(p.rows, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_rows);
   gpu_->embed(p.packed, ids.data(), static_cast<int64_t>(ids.size()), 1.0f, e_packed);
-  expect_close(download(e_packed, n), download(e_rows, n), 0.0f, 0.0f, what + " embed");
+  test::expect_close(download(e_packed, n), download(e_rows, n), 0.0f, 0.0f, what + " embed");
 }
 
 // q8_0 packed into 4-row groups (WeightLayout::Q8Groups) reads as the file's layout: the GEMV
@@ -952,16 +940,16 @@ TEST_F(CudaOps, ElementwiseOps) {
     cpu_->add_bias(want.data(), bias.data(), M, n);
     float* y = upload(a);
     gpu_->add_bias(y, upload(bias), M, n);
-    expect_close(download(y, N), want, 0.0f, 1e-7f, "add_bias");
+    test::expect_close(download(y, N), want, 0.0f, 1e-7f, "add_bias");
   }
   {
     std::vector<float> want = a;
     cpu_->add(want.data(), b.data(), static_cast<int64_t>(N));
     float* y = upload(a);
     gpu_->add(y, upload(b), static_cast<int64_t>(N));
-    expect_close(download(y, N), want, 0.0f, 1e-7f, "add");
+    test::expect_close(download(y, N), want, 0.0f, 1e-7f, "add");
     gpu_->zero(y, static_cast<int64_t>(N));
-    expect_close(download(y, N), std::vector<float>(N, 0.0f), 0.0f, 0.0f, "zero");
+    test::expect_close(download(y, N), std::vector<float>(N, 0.0f), 0.0f, 0.0f, "zero");
   }
   // Both layouts of glu: separate gate and up rows, and each row as [gate | up] (stride 2n).
   struct GluCase {
@@ -977,7 +965,7 @@ TEST_F(CudaOps, ElementwiseOps) {
     cpu_->glu(Glu::SiLU, g.gate, g.up, M, g.n, g.stride, want.data());
     float* y = upload(std::vector<float>(out_n));
     gpu_->glu(Glu::SiLU, g.gate_dev, g.up_dev, M, g.n, g.stride, y);
-    expect_close(download(y, out_n), want, 1e-7f, 1e-6f, "swiglu");
+    test::expect_close(download(y, out_n), want, 1e-7f, 1e-6f, "swiglu");
 
     cpu_->glu(Glu::GeluTanh, g.gate, g.up, M, g.n, g.stride, want.data());
     gpu_->glu(Glu::GeluTanh, g.gate_dev, g.up_dev, M, g.n, g.stride, y);
@@ -998,7 +986,7 @@ TEST_F(CudaOps, ElementwiseOps) {
     cpu_->softcap(want.data(), static_cast<int64_t>(N), 1.5f);
     float* y = upload(a);
     gpu_->softcap(y, static_cast<int64_t>(N), 1.5f);
-    expect_close(download(y, N), want, 1e-7f, 1e-6f, "softcap");
+    test::expect_close(download(y, N), want, 1e-7f, 1e-6f, "softcap");
   }
 }
 
@@ -1027,14 +1015,14 @@ TEST_F(CudaOps, GatherAndScatterRows) {
   cpu_->gather_rows(x.data(), idx.data(), M, n, gathered.data());
   float* g = upload(std::vector<float>(gathered.size()));
   gpu_->gather_rows(upload(x), idx.data(), M, n, g);
-  expect_close(download(g, gathered.size()), gathered, 0.0f, 0.0f, "gather_rows");
+  test::expect_close(download(g, gathered.size()), gathered, 0.0f, 0.0f, "gather_rows");
 
   const std::vector<float> src = randn(static_cast<size_t>(M * n));
   std::vector<float> want = x;
   cpu_->scatter_add_rows(want.data(), src.data(), idx.data(), scale.data(), M, n);
   float* y = upload(x);
   gpu_->scatter_add_rows(y, upload(src), idx.data(), scale.data(), M, n);
-  expect_close(download(y, want.size()), want, 1e-6f, 1e-6f, "scatter_add_rows");
+  test::expect_close(download(y, want.size()), want, 1e-6f, 1e-6f, "scatter_add_rows");
 }
 
 // Routing on the device picks the experts route_token() picks, in its order (random logits, and
@@ -1077,7 +1065,7 @@ void CudaOps::route_case(int64_t E, bool ties) {
     std::vector<int32_t> got_ids(want_ids.size());
     gpu_->to_host(got_ids.data(), ids, got_ids.size() * sizeof(int32_t));
     EXPECT_EQ(got_ids, want_ids) << what;
-    expect_close(download(w, want_w.size()), want_w, 0.0f, 1e-6f, what);
+    test::expect_close(download(w, want_w.size()), want_w, 0.0f, 1e-6f, what);
   }
 }
 
@@ -1148,7 +1136,7 @@ TEST_F(CudaOps, IndexedExpertsBitIdenticalToPerExpertOps) {
   // The CPU backend's generic versions agree with the same per-expert ops.
   std::vector<float> cpu(static_cast<size_t>(M * rows));
   cpu_->combine_experts(y.data(), ids.data(), scale.data(), M, k, rows, cpu.data());
-  expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
+  test::expect_close(cpu, w, 1e-6f, 1e-6f, "cpu combine_experts");
 }
 
 // combine_add_rms_norm sums the routed rows in the norm's kernel (a row of 2048) or falls back to
@@ -1182,7 +1170,7 @@ TEST_F(CudaOps, CombineAddRmsNormBitIdenticalToCombineThenAddNorm) {
     std::vector<float> cpu_x = x, cpu_sum(N), cpu_out(N);
     cpu_->combine_add_rms_norm(y.data(), ids.data(), scale.data(), k, cpu_x.data(), w.data(), M, n,
                                1e-6f, true, cpu_sum.data(), cpu_out.data());
-    expect_close(nb, cpu_out, 1e-6f, 1e-5f, "combine_add_rms_norm");
+    test::expect_close(nb, cpu_out, 1e-6f, 1e-5f, "combine_add_rms_norm");
   }
 }
 
@@ -1306,7 +1294,7 @@ TEST_F(CudaOps, RopeNeoxAdjacentAndPartial) {
       float* dx = upload(x);
       gpu_->rope(dx, M, heads, pos.data(), RopeArgs{hd, rot, neox, upload(inv)});
       cpu_->rope(x.data(), M, heads, pos.data(), RopeArgs{hd, rot, neox, inv.data()});
-      expect_close(download(dx, x.size()), x, 2e-6f, 2e-6f, "rope");
+      test::expect_close(download(dx, x.size()), x, 2e-6f, 2e-6f, "rope");
     }
   }
 }
@@ -1445,7 +1433,7 @@ TEST_F(CudaOps, RopeKvStoreBitIdenticalToSeparateOps) {
           cpu_->rope_kv_store(cpu.data(), norm > 0 ? qw.data() : nullptr,
                               norm > 0 ? kw.data() : nullptr, n_q, n_k, 1e-6f, norm == 2, &pos,
                               RopeArgs{hd, rot, neox, inv.data()}, one.cpu);
-          expect_close(a, cpu, 2e-6f, 1e-5f, what);
+          test::expect_close(a, cpu, 2e-6f, 1e-5f, what);
           for (KvPair* kv : {&one, &apart}) {
             gpu_->free(kv->gpu.k);
             gpu_->free(kv->gpu.v);
@@ -1502,9 +1490,9 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
       float* out = upload(std::vector<float>(q.size()));
       gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
-      expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
-                   std::string("attention ") + dtype_name(dt) +
-                       " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M));
+      test::expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
+                         std::string("attention ") + dtype_name(dt) +
+                             " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M));
       gpu_->free(kv.gpu.k);
       gpu_->free(kv.gpu.v);
     }

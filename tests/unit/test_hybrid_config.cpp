@@ -7,6 +7,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "fixture_models.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/model_spec.h"
@@ -39,35 +40,25 @@ Edit set_u32(const std::string& target, int64_t v) {
   };
 }
 
-// Opening `path` fails with a Model error whose message contains `what`.
-void expect_refused(const std::string& path, const std::string& what) {
-  try {
-    open_model_spec(path);
-    ADD_FAILURE() << "opened; expected an error about " << what;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Model) << e.what();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
-
 TEST(HybridConfig, FixturesOpen) {
   for (const char* name : {"qwen3_next", "qwen3_5", "qwen3_5_moe"})
     EXPECT_NO_THROW(open_model_spec(rewritten(name, [](auto&&...) { return false; }))) << name;
 }
 
 TEST(HybridConfig, InconsistentDeltaNetSizes) {
-  expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.group_count", 3)),
-                 "not a multiple of its key heads");
-  expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.inner_size", 66)), "ssm.inner_size");
-  expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.conv_kernel", 0)), "conv kernel");
-  expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.conv_kernel", 9)), "conv kernel");
-  expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.state_size", 0)), "key head dim");
+  test::expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.group_count", 3)),
+                       "not a multiple of its key heads");
+  test::expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.inner_size", 66)),
+                       "ssm.inner_size");
+  test::expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.conv_kernel", 0)), "conv kernel");
+  test::expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.conv_kernel", 9)), "conv kernel");
+  test::expect_refused(rewritten("qwen3_5", set_u32("qwen35.ssm.state_size", 0)), "key head dim");
 }
 
 TEST(HybridConfig, BadLayerPattern) {
   // Qwen3-Next's GGUF has no per-layer list: the interval decides.
-  expect_refused(rewritten("qwen3_next", set_u32("qwen3next.full_attention_interval", 0)),
-                 "full_attention_interval");
+  test::expect_refused(rewritten("qwen3_next", set_u32("qwen3next.full_attention_interval", 0)),
+                       "full_attention_interval");
   const Edit short_list = [](const std::string& key, GgufWriter& w, const GgufValue&) {
     if (key != "qwen35.attention.recurrent_layers") return false;
     GgufArray a;
@@ -76,18 +67,18 @@ TEST(HybridConfig, BadLayerPattern) {
     w.add_kv(key, gguf_array(std::move(a)));
     return true;
   };
-  expect_refused(rewritten("qwen3_5", short_list), "recurrent_layers");
+  test::expect_refused(rewritten("qwen3_5", short_list), "recurrent_layers");
 }
 
 TEST(HybridConfig, MissingTensorOfOneLayer) {
   for (const char* t : {"blk.1.ssm_a", "blk.2.ssm_dt.bias", "blk.0.ssm_conv1d.weight"})
-    expect_refused(rewritten(
-                       "qwen3_5", [](auto&&...) { return false; }, t),
-                   std::string("missing tensor '") + t + "'");
-  expect_refused(rewritten(
-                     "qwen3_next", [](auto&&...) { return false; }, "blk.0.ssm_ba.weight"),
-                 "missing tensor 'blk.0.ssm_ba.weight'");
-  expect_refused(
+    test::expect_refused(rewritten(
+                             "qwen3_5", [](auto&&...) { return false; }, t),
+                         std::string("missing tensor '") + t + "'");
+  test::expect_refused(rewritten(
+                           "qwen3_next", [](auto&&...) { return false; }, "blk.0.ssm_ba.weight"),
+                       "missing tensor 'blk.0.ssm_ba.weight'");
+  test::expect_refused(
       rewritten(
           "qwen3_5_moe", [](auto&&...) { return false; }, "blk.3.ffn_gate_inp_shexp.weight"),
       "missing tensor 'blk.3.ffn_gate_inp_shexp.weight'");

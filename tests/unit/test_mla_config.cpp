@@ -62,16 +62,6 @@ Edit set_f32(const std::string& target, double v) {
   };
 }
 
-void expect_refused(const std::string& path, const std::string& what) {
-  try {
-    open_model_spec(path);
-    ADD_FAILURE() << "opened; expected an error about " << what;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Model) << e.what();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
-
 TEST(MlaConfig, FixtureReadsAsDeepSeekV3) {
   const auto spec = open_model_spec(rewritten(unchanged()));
   const ArchConfig& c = spec->cfg;
@@ -95,28 +85,29 @@ TEST(MlaConfig, FixtureReadsAsDeepSeekV3) {
 }
 
 TEST(MlaConfig, LatentAndRopeSizesMustMatchTheTensors) {
-  expect_refused(rewritten(set_u32("attention.kv_lora_rank", 30)), "kv_lora_rank");
-  expect_refused(rewritten(set_u32("rope.dimension_count", 14)), "qk_rope_head_dim");
-  expect_refused(rewritten(set_u32("rope.dimension_count", 15)), "qk_rope_head_dim");
-  expect_refused(rewritten(set_u32("attention.q_lora_rank", 16)), "q_lora_rank");
-  expect_refused(rewritten(set_u32("attention.value_length_mla", 16)), "v_head_dim");
-  expect_refused(rewritten(unchanged(), "blk.1.attn_k_b.weight"),
-                 "missing tensor 'blk.1.attn_k_b.weight'");
+  test::expect_refused(rewritten(set_u32("attention.kv_lora_rank", 30)), "kv_lora_rank");
+  test::expect_refused(rewritten(set_u32("rope.dimension_count", 14)), "qk_rope_head_dim");
+  test::expect_refused(rewritten(set_u32("rope.dimension_count", 15)), "qk_rope_head_dim");
+  test::expect_refused(rewritten(set_u32("attention.q_lora_rank", 16)), "q_lora_rank");
+  test::expect_refused(rewritten(set_u32("attention.value_length_mla", 16)), "v_head_dim");
+  test::expect_refused(rewritten(unchanged(), "blk.1.attn_k_b.weight"),
+                       "missing tensor 'blk.1.attn_k_b.weight'");
 }
 
 TEST(MlaConfig, GroupsMustHoldTheChoice) {
-  expect_refused(rewritten(set_u32("expert_group_used_count", 5)), "topk_group 5");
-  expect_refused(rewritten(set_u32("expert_group_count", 3)), "n_group 3 does not divide");
+  test::expect_refused(rewritten(set_u32("expert_group_used_count", 5)), "topk_group 5");
+  test::expect_refused(rewritten(set_u32("expert_group_count", 3)), "n_group 3 does not divide");
   // Two kept groups of two experts hold four.
-  expect_refused(rewritten(set_u32("expert_used_count", 5)), "expert_used_count 5 is more than");
-  expect_refused(rewritten(set_f32("expert_weights_scale", 0)), "routed_scaling_factor");
-  expect_refused(rewritten(set_f32("expert_weights_scale", -2.5)), "routed_scaling_factor");
+  test::expect_refused(rewritten(set_u32("expert_used_count", 5)),
+                       "expert_used_count 5 is more than");
+  test::expect_refused(rewritten(set_f32("expert_weights_scale", 0)), "routed_scaling_factor");
+  test::expect_refused(rewritten(set_f32("expert_weights_scale", -2.5)), "routed_scaling_factor");
   // Softmax gating (DeepSeek-V2's) and an absent gating function are refused, not guessed.
-  expect_refused(rewritten(set_u32("expert_gating_func", 1)), "expert_gating_func");
+  test::expect_refused(rewritten(set_u32("expert_gating_func", 1)), "expert_gating_func");
   const Edit no_gating = [](const std::string& key, GgufWriter&) {
     return key == "deepseek2.expert_gating_func";
   };
-  expect_refused(rewritten(no_gating), "expert_gating_func");
+  test::expect_refused(rewritten(no_gating), "expert_gating_func");
 }
 
 TEST(MlaConfig, HfScoringAndMethodAreChecked) {
@@ -136,10 +127,10 @@ TEST(MlaConfig, HfScoringAndMethodAreChecked) {
     return dir;
   };
   EXPECT_NO_THROW(open_model_spec(with("scoring_func", "sigmoid")));
-  expect_refused(with("scoring_func", "softmax"), "scoring_func");
-  expect_refused(with("topk_method", "greedy"), "topk_method");
-  expect_refused(with("topk_group", 0), "topk_group 0");
-  expect_refused(with("routed_scaling_factor", 0), "routed_scaling_factor");
+  test::expect_refused(with("scoring_func", "softmax"), "scoring_func");
+  test::expect_refused(with("topk_method", "greedy"), "topk_method");
+  test::expect_refused(with("topk_group", 0), "topk_group 0");
+  test::expect_refused(with("routed_scaling_factor", 0), "routed_scaling_factor");
 }
 
 // The point of MLA: kv_lora_rank + qk_rope_head_dim values a token a layer, whatever the heads.
