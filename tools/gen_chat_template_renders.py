@@ -8,13 +8,11 @@ escaping) for each conversation of CONVERSATIONS, and writes tests/fixtures/chat
 expected.json: {template: {conversation: {"text": ...} | {"error": ...}}}, with the conversations
 themselves under "conversations", so that the C++ test renders the same contexts.
 
-    python3 tools/gen_chat_template_renders.py [--copy-from ../shared/chat-templates]
+    python3 tools/gen_chat_template_renders.py
 """
-import argparse
 import glob
 import json
 import os
-import shutil
 
 import jinja2
 from jinja2 import nodes
@@ -179,13 +177,6 @@ def render(env, source, conversation):
 def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out_dir = os.path.join(repo, "tests", "fixtures", "chat_templates")
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--copy-from", help="a folder of .jinja templates to copy in first")
-    args = ap.parse_args()
-    if args.copy_from:
-        os.makedirs(out_dir, exist_ok=True)
-        for path in glob.glob(os.path.join(args.copy_from, "*.jinja")):
-            shutil.copy(path, out_dir)
     env = environment()
     renders = {}
     for path in sorted(glob.glob(os.path.join(out_dir, "*.jinja"))):

@@ -43,6 +43,13 @@ std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures)
   return out;
 }
 
+std::string fixture_file(const std::string& fixture, const std::string& file) {
+  const std::string shared = shared_path("fixtures/" + fixture + "/" + file);
+  if (!shared.empty() && file_exists(shared)) return shared;
+  const std::string local = fixtures_dir() + "/models/" + fixture + "/" + file;
+  return file_exists(local) ? local : "";
+}
+
 std::string fixture_ref_logits(const FixtureForm& f) {
   // A fixture whose weights were rounded to a type names its reference after it.
   const std::string plain = f.dir + "/ref_logits.f32";

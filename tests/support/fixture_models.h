@@ -33,6 +33,10 @@ std::vector<int32_t> fixture_prompt(const FixtureForm& f);
 // The reference logits: ref_logits.f32, or ref_logits_<type>.f32 for a fixture named
 // <model>_<type> (gpt_oss_mxfp4: HF's logits with the experts dequantised exactly).
 std::string fixture_ref_logits(const FixtureForm& f);
+// A fixture's file from the shared data when it is there, else the repo's copy under
+// tests/fixtures/models, else "": most fixtures live in the shared data only (the caller skips,
+// TS_REQUIRE_SHARED).
+std::string fixture_file(const std::string& fixture, const std::string& file);
 std::vector<float> read_f32_file(const std::string& path);
 
 struct LogitsComparison {

@@ -19,41 +19,18 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
+#include "cuda_op_test.h"
 #include "fixture_models.h"
 
 namespace ts {
 namespace {
 
-class CudaDeltaNet : public ::testing::Test {
+// Its own seed, so that the inputs stay those the tests were written with.
+class CudaDeltaNet : public test::CudaOpTest {
  protected:
   void SetUp() override {
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(1);
-  }
-
-  void TearDown() override {
-    for (void* p : allocations_) gpu_->free(p);
-  }
-
-  float* upload(const std::vector<float>& v) {
-    auto* p = static_cast<float*>(gpu_->alloc(v.size() * sizeof(float)));
-    allocations_.push_back(p);
-    gpu_->to_device(p, v.data(), v.size() * sizeof(float));
-    return p;
-  }
-
-  std::vector<float> download(const float* p, size_t n) {
-    std::vector<float> v(n);
-    gpu_->to_host(v.data(), p, n * sizeof(float));
-    return v;
-  }
-
-  std::vector<float> randn(int64_t n, float sigma = 1.0f) {
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = dist(rng_);
-    return v;
+    rng_.seed(4321);
+    CudaOpTest::SetUp();
   }
 
   std::vector<float> uniform(int64_t n, float lo, float hi) {
@@ -62,10 +39,6 @@ class CudaDeltaNet : public ::testing::Test {
     for (float& x : v) x = dist(rng_);
     return v;
   }
-
-  std::unique_ptr<Backend> gpu_, cpu_;
-  std::vector<void*> allocations_;
-  std::mt19937 rng_{4321};
 };
 
 // Channel counts that leave a partial block; every kernel size the backend takes, Qwen3-Next's

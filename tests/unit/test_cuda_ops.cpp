@@ -25,6 +25,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/routing.h"
 #include "core/error.h"
+#include "cuda_op_test.h"
 #include "fixture_models.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
@@ -37,31 +38,8 @@ constexpr float kU = 5.96e-8f;  // f32 unit roundoff, 2^-24
 
 struct KvPair;
 
-class CudaOps : public ::testing::Test {
+class CudaOps : public test::CudaOpTest {
  protected:
-  void SetUp() override {
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device";
-    gpu_ = make_cuda_backend(0);
-    cpu_ = make_cpu_backend(1);
-  }
-
-  void TearDown() override {
-    for (void* p : allocations_) gpu_->free(p);
-  }
-
-  float* upload(const std::vector<float>& v) {
-    auto* p = static_cast<float*>(gpu_->alloc(v.size() * sizeof(float)));
-    allocations_.push_back(p);
-    gpu_->to_device(p, v.data(), v.size() * sizeof(float));
-    return p;
-  }
-
-  void* device_bytes(size_t n) {
-    void* p = gpu_->alloc(n);
-    allocations_.push_back(p);
-    return p;
-  }
-
   void route_case(int64_t E, bool ties);
   void fill_kv(KvPair& kv, int64_t fill);
   // A random weight uploaded twice: in the file's layout, and packed by the backend.
@@ -78,23 +56,6 @@ class CudaOps : public ::testing::Test {
   std::vector<float> expect_packed_as_rows(const PackedPair& p, const std::vector<float>& x,
                                            int64_t M, const std::string& what);
   void expect_packed_embeds_as_rows(const PackedPair& p, const std::string& what);
-
-  std::vector<float> download(const float* p, size_t n) {
-    std::vector<float> v(n);
-    gpu_->to_host(v.data(), p, n * sizeof(float));
-    return v;
-  }
-
-  std::vector<float> randn(size_t n, float sigma = 1.0f) {
-    std::normal_distribution<float> dist(0.0f, sigma);
-    std::vector<float> v(n);
-    for (float& x : v) x = dist(rng_);
-    return v;
-  }
-
-  std::unique_ptr<Backend> gpu_, cpu_;
-  std::vector<void*> allocations_;
-  std::mt19937 rng_{1234};
 };
 
 // Offsets of the f16 scale fields (d, dmin, m) of each block format.

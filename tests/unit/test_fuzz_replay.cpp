@@ -23,6 +23,7 @@
 #include "../../fuzz/model_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
+#include "fixture_models.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -171,8 +172,10 @@ TEST(FuzzReplay, Gguf) {
 // its header are refused with one line or open with every tensor inside the file.
 TEST(FuzzReplay, ModelConfig) {
   std::vector<fs::path> seeds;
+  // Those found: in the shared data, or the repo's copies (qwen3_5, qwen3_moe, gemma3).
   for (const char* name : {"qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_moe", "gemma3"})
-    seeds.push_back(fs::path(test::fixtures_dir()) / "models" / name / "model-f32.gguf");
+    if (const std::string f = test::fixture_file(name, "model-f32.gguf"); !f.empty())
+      seeds.push_back(f);
   fuzz::InputFile input;
   auto check = [&](const Bytes& b) {
     input.set(b.data(), b.size());

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "fixture_models.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/model_spec.h"
@@ -43,7 +44,7 @@ using EditTensor = std::function<void(Tensor& t)>;
 // or dropped the entry itself), each tensor through `tensor`.
 std::string rewritten(const std::string& name, const std::string& file, const EditKv& kv,
                       const EditTensor& tensor) {
-  const auto in = GgufFile::open(test::fixtures_dir() + "/models/" + name + "/" + file);
+  const auto in = GgufFile::open(test::fixture_file(name, file));
   GgufWriter w;
   for (const auto& [key, value] : in->metadata())
     if (!kv(key, w)) w.add_kv(key, value);
@@ -94,7 +95,18 @@ void expect_refused(const std::string& path, const std::string& what, bool engin
   }
 }
 
-TEST(GptOssConfig, FixturesOpen) {
+// The fixtures live in the shared data only: without it the tests skip.
+class GptOssConfig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string f32 = test::fixture_file("gpt_oss", "model-f32.gguf");
+    const std::string mxfp4 = test::fixture_file("gpt_oss_mxfp4", "model-mxfp4.gguf");
+    TS_REQUIRE_SHARED(f32);
+    TS_REQUIRE_SHARED(mxfp4);
+  }
+};
+
+TEST_F(GptOssConfig, FixturesOpen) {
   EXPECT_NO_THROW(open_model_spec(rewritten("gpt_oss", "model-f32.gguf", kSameKv, kSameTensors)));
   const auto spec =
       open_model_spec(rewritten("gpt_oss_mxfp4", "model-mxfp4.gguf", kSameKv, kSameTensors));
@@ -103,7 +115,7 @@ TEST(GptOssConfig, FixturesOpen) {
   EXPECT_FALSE(spec->cfg.rope_yarn_truncate);
 }
 
-TEST(GptOssConfig, SinkTensorOfTheWrongLength) {
+TEST_F(GptOssConfig, SinkTensorOfTheWrongLength) {
   const auto short_sinks = [](Tensor& t) {
     if (t.name != "blk.1.attn_sinks.weight") return;
     t.dims = {3};
@@ -113,7 +125,7 @@ TEST(GptOssConfig, SinkTensorOfTheWrongLength) {
                  "tensor 'blk.1.attn_sinks.weight' has shape [3], expected [4]");
 }
 
-TEST(GptOssConfig, SlidingPatternNotMatchingTheLayers) {
+TEST_F(GptOssConfig, SlidingPatternNotMatchingTheLayers) {
   const EditKv three = [](const std::string& key, GgufWriter& w) {
     if (key != "gpt-oss.attention.sliding_window") return false;
     w.add_kv(key, gguf_int(GgufType::U32, 8));
@@ -135,7 +147,7 @@ TEST(GptOssConfig, SlidingPatternNotMatchingTheLayers) {
       "layer_types");
 }
 
-TEST(GptOssConfig, NanScaleOfAnExpert) {
+TEST_F(GptOssConfig, NanScaleOfAnExpert) {
   const auto nan_scale = [](Tensor& t) {
     if (t.name == "blk.1.ffn_up_exps.weight") t.bytes[17 * 5] = 0xFF;  // block 5 of expert 0
   };
@@ -143,7 +155,7 @@ TEST(GptOssConfig, NanScaleOfAnExpert) {
                  "e8m0 scale 0xFF", true);
 }
 
-TEST(GptOssConfig, MissingMxfp4Planes) {
+TEST_F(GptOssConfig, MissingMxfp4Planes) {
   const std::string shared = test::shared_path("fixtures/gpt_oss_mxfp4/hf");
   if (shared.empty()) GTEST_SKIP() << "no shared fixtures";
   // One scales tensor renamed in the safetensors header (same length: the header keeps its size).
@@ -200,13 +212,14 @@ class NotHost final : public Backend {
   [[noreturn]] static void unused() { fail(ErrorKind::Runtime, "test: the backend was used"); }
 };
 
-TEST(GptOssConfig, DeviceBackendsRefuseItEvenWhenAskedForUnverifiedOps) {
+TEST_F(GptOssConfig, DeviceBackendsRefuseItEvenWhenAskedForUnverifiedOps) {
   setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const char* fixture : {"gpt_oss/model-f32.gguf", "gpt_oss_mxfp4/model-mxfp4.gguf"}) {
+  for (const auto& fixture :
+       {std::pair{"gpt_oss", "model-f32.gguf"}, std::pair{"gpt_oss_mxfp4", "model-mxfp4.gguf"}}) {
     try {
-      Engine::open(test::fixtures_dir() + "/models/" + fixture, EngineOptions{},
+      Engine::open(test::fixture_file(fixture.first, fixture.second), EngineOptions{},
                    std::make_unique<NotHost>());
-      ADD_FAILURE() << fixture << " opened on a device backend";
+      ADD_FAILURE() << fixture.first << " opened on a device backend";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
       EXPECT_NE(std::string(e.what()).find("attention sinks"), std::string::npos) << e.what();

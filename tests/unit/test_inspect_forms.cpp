@@ -46,7 +46,7 @@ TEST(InspectForms, EveryFixtureOpensAndFormsAgree) {
 
 // A hybrid model: its layer pattern and what a sequence holds, in text and JSON.
 TEST(InspectForms, HybridShowsItsLayersAndState) {
-  const std::string path = test::fixtures_dir() + "/models/qwen3_5_moe/model-f32.gguf";
+  const std::string path = test::fixtures_dir() + "/models/qwen3_5/model-f32.gguf";
   std::string out;
   ASSERT_EQ(test::run_command(test::binary_path() + " inspect " + path, &out), 0) << out;
   EXPECT_NE(out.find("layers     DDDA"), std::string::npos) << out;

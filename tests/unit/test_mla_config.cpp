@@ -24,14 +24,26 @@
 namespace ts {
 namespace {
 
-const std::string kGguf = "/models/deepseek_v3/model-f32.gguf";
+// The fixture's GGUF, from the shared data (or "" without it: the tests skip).
+std::string fixture_gguf() {
+  return test::fixture_file("deepseek_v3", "model-f32.gguf");
+}
+
+class MlaConfig : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string gguf = fixture_gguf();
+    TS_REQUIRE_SHARED(gguf);
+  }
+};
+class MlaCache : public MlaConfig {};
 
 using Edit = std::function<bool(const std::string& key, GgufWriter& w)>;
 
 // The fixture rewritten: each metadata entry through `edit` (true: it wrote or dropped the entry
 // itself), every tensor but `drop`.
 std::string rewritten(const Edit& edit, const std::string& drop = "") {
-  const auto in = GgufFile::open(test::fixtures_dir() + kGguf);
+  const auto in = GgufFile::open(fixture_gguf());
   GgufWriter w;
   for (const auto& [key, value] : in->metadata())
     if (!edit(key, w)) w.add_kv(key, value);
@@ -62,7 +74,7 @@ Edit set_f32(const std::string& target, double v) {
   };
 }
 
-TEST(MlaConfig, FixtureReadsAsDeepSeekV3) {
+TEST_F(MlaConfig, FixtureReadsAsDeepSeekV3) {
   const auto spec = open_model_spec(rewritten(unchanged()));
   const ArchConfig& c = spec->cfg;
   EXPECT_EQ(c.family, Family::DeepSeek2);
@@ -84,7 +96,7 @@ TEST(MlaConfig, FixtureReadsAsDeepSeekV3) {
   EXPECT_NEAR(c.yarn_score_factor, std::pow(0.1 * std::log(40.0) + 1.0, 2), 1e-5);
 }
 
-TEST(MlaConfig, LatentAndRopeSizesMustMatchTheTensors) {
+TEST_F(MlaConfig, LatentAndRopeSizesMustMatchTheTensors) {
   test::expect_refused(rewritten(set_u32("attention.kv_lora_rank", 30)), "kv_lora_rank");
   test::expect_refused(rewritten(set_u32("rope.dimension_count", 14)), "qk_rope_head_dim");
   test::expect_refused(rewritten(set_u32("rope.dimension_count", 15)), "qk_rope_head_dim");
@@ -94,7 +106,7 @@ TEST(MlaConfig, LatentAndRopeSizesMustMatchTheTensors) {
                        "missing tensor 'blk.1.attn_k_b.weight'");
 }
 
-TEST(MlaConfig, GroupsMustHoldTheChoice) {
+TEST_F(MlaConfig, GroupsMustHoldTheChoice) {
   test::expect_refused(rewritten(set_u32("expert_group_used_count", 5)), "topk_group 5");
   test::expect_refused(rewritten(set_u32("expert_group_count", 3)), "n_group 3 does not divide");
   // Two kept groups of two experts hold four.
@@ -110,7 +122,7 @@ TEST(MlaConfig, GroupsMustHoldTheChoice) {
   test::expect_refused(rewritten(no_gating), "expert_gating_func");
 }
 
-TEST(MlaConfig, HfScoringAndMethodAreChecked) {
+TEST_F(MlaConfig, HfScoringAndMethodAreChecked) {
   const std::string shared = test::shared_path("fixtures/deepseek_v3/hf");
   if (shared.empty()) GTEST_SKIP() << "shared fixtures absent";
   const std::string dir = test::scratch_path("deepseek_v3-hf");
@@ -134,8 +146,8 @@ TEST(MlaConfig, HfScoringAndMethodAreChecked) {
 }
 
 // The point of MLA: kv_lora_rank + qk_rope_head_dim values a token a layer, whatever the heads.
-TEST(MlaCache, BytesPerTokenAreTheLatentAndRopeRow) {
-  const std::string path = test::fixtures_dir() + kGguf;
+TEST_F(MlaCache, BytesPerTokenAreTheLatentAndRopeRow) {
+  const std::string path = fixture_gguf();
   constexpr int64_t kCtx = 64, kLayers = 3, kRow = 32 + 16;
   for (DType kv : {DType::F32, DType::F16, DType::BF16}) {
     EngineOptions o;
@@ -164,8 +176,8 @@ TEST(MlaCache, BytesPerTokenAreTheLatentAndRopeRow) {
 
 // The decode path of a copied sequence starts from the copied latent rows: the same logits as
 // the sequence it was copied from.
-TEST(MlaCache, CopiedRowsDecodeAlike) {
-  const std::string path = test::fixtures_dir() + kGguf;
+TEST_F(MlaCache, CopiedRowsDecodeAlike) {
+  const std::string path = fixture_gguf();
   EngineOptions o;
   o.backend = "cpu";
   o.threads = 2;
