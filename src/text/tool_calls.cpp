@@ -13,8 +13,6 @@ namespace {
 
 constexpr std::string_view kHead = R"({"name": ")";
 constexpr std::string_view kMiddle = R"(, "arguments": )";
-constexpr std::string_view kClose = "\n</tool_call>";
-constexpr std::string_view kNext = "\n<tool_call>";
 constexpr uint8_t kMaxLeadSpaces = 4;
 
 // JSON as Python's json.dumps writes it (", " and ": " between items, keys in the order given),
@@ -40,14 +38,40 @@ std::string python_style(const nlohmann::ordered_json& j) {
 }  // namespace
 
 ToolSet::ToolSet(std::vector<Tool> tools, bool parallel)
-    : tools_(std::move(tools)), parallel_(parallel) {
+    : tools_(std::move(tools)), parallel_(parallel), format_(&hermes_tool_format()) {
   std::sort(tools_.begin(), tools_.end(),
             [](const Tool& a, const Tool& b) { return a.name < b.name; });
-  for (size_t i = 0; i < tools_.size(); ++i) {
-    if (i > 0 && tools_[i].name == tools_[i - 1].name)
+  for (size_t i = 1; i < tools_.size(); ++i)
+    if (tools_[i].name == tools_[i - 1].name)
       fail(ErrorKind::Input, "two tools are named '" + tools_[i].name + "'");
-    quoted_.push_back(tools_[i].name + "\"");
+  name_calls();
+}
+
+// Sorted with the name's end byte: '<' or '\n' sort differently from '"' against a longer name
+// ("get<" after "get1<", "get\"" before "get1\"").
+void ToolSet::name_calls() {
+  const char end = envelope().name_end;
+  std::vector<std::pair<std::string, size_t>> named;
+  for (size_t i = 0; i < tools_.size(); ++i) named.emplace_back(tools_[i].name + end, i);
+  std::sort(named.begin(), named.end());
+  quoted_.clear();
+  quoted_tool_.clear();
+  for (auto& [text, index] : named) {
+    quoted_.push_back(std::move(text));
+    quoted_tool_.push_back(index);
   }
+}
+
+const CallEnvelope& ToolSet::envelope() const {
+  const CallEnvelope* own = format_->envelope();
+  return own != nullptr ? *own : *hermes_tool_format().envelope();
+}
+
+std::shared_ptr<const ToolSet> ToolSet::in_format(const ToolFormat& format) const {
+  auto set = std::make_shared<ToolSet>(*this);
+  set->format_ = &format;
+  set->name_calls();
+  return set;
 }
 
 std::string ToolSet::system_block() const {
@@ -69,7 +93,8 @@ std::string ToolSet::system_block() const {
 
 std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
   for (const Tool& t : tools_)
-    if (t.name == name) return std::make_shared<const ToolSet>(std::vector<Tool>{t}, parallel_);
+    if (t.name == name)
+      return ToolSet(std::vector<Tool>{t}, parallel_).in_format(*format_);
   fail(ErrorKind::Input, "no tool is named '" + name + "'");
 }
 
@@ -115,9 +140,64 @@ std::string tool_call_text(const std::string& name, const std::string& arguments
          std::string(kMiddle) + arguments_json + "}\n</tool_call>";
 }
 
+void ToolCallPrefix::enter(Phase phase) {
+  offset_ = 0;
+  for (;;) {
+    phase_ = phase;
+    switch (phase) {
+      case Phase::Start:
+        if (!env_->start.empty()) return;
+        phase = Phase::Lead;
+        continue;
+      case Phase::Lead:
+        lead_spaces_ = 0, lead_break_ = false;
+        if (env_->lead_space && !env_->head.empty()) return;
+        phase = Phase::Head;
+        continue;
+      case Phase::Head:
+        if (!env_->head.empty()) return;
+        phase = Phase::Name;
+        continue;
+      case Phase::Name:
+        lo_ = 0, hi_ = static_cast<uint32_t>(tools_->quoted_names().size());
+        return;
+      case Phase::Middle:
+        if (!env_->middle.empty()) return;
+        phase = Phase::Arguments;
+        continue;
+      case Phase::Arguments:
+      case Phase::Done:
+        return;
+      case Phase::Tail:
+        if (!env_->tail.empty()) return;
+        phase = tools_->several() ? Phase::Close : Phase::End;
+        continue;
+      case Phase::Close:
+        if (!env_->close.empty()) return;
+        phase = Phase::Next;
+        continue;
+      case Phase::Next:
+        next_end_ = !env_->end.empty(), next_call_ = true;
+        return;
+      case Phase::End:
+        if (!env_->end.empty()) return;
+        phase = Phase::Done;
+        continue;
+    }
+  }
+}
+
+bool ToolCallPrefix::literal(std::string_view text, uint8_t c, Phase after) {
+  if (c != static_cast<uint8_t>(text[offset_])) return false;
+  if (++offset_ == text.size()) enter(after);
+  return true;
+}
+
 bool ToolCallPrefix::feed(uint8_t c) {
   if (tools_ == nullptr) return false;
   switch (phase_) {
+    case Phase::Start:
+      return literal(env_->start, c, Phase::Lead);
     case Phase::Lead:
       if (c == '\n' && !lead_break_) {
         lead_break_ = true;
@@ -127,46 +207,50 @@ bool ToolCallPrefix::feed(uint8_t c) {
         ++lead_spaces_;
         return true;
       }
-      if (c != static_cast<uint8_t>(kHead[0])) return false;
+      if (c != static_cast<uint8_t>(env_->head[0])) return false;
       phase_ = Phase::Head, offset_ = 1;
+      if (offset_ == env_->head.size()) enter(Phase::Name);
       return true;
     case Phase::Head:
-      if (c != static_cast<uint8_t>(kHead[offset_])) return false;
-      if (++offset_ == kHead.size())
-        phase_ = Phase::Name, offset_ = 0, lo_ = 0,
-        hi_ = static_cast<uint32_t>(tools_->quoted_names().size());
-      return true;
+      return literal(env_->head, c, Phase::Name);
     case Phase::Name: {
       uint32_t lo = lo_, hi = hi_;
       if (!narrow_sorted(tools_->quoted_names(), offset_, c, lo, hi)) return false;
       lo_ = lo, hi_ = hi, ++offset_;
-      if (c == '"') {  // names hold no quote: this one is whole, and the only one left
-        phase_ = Phase::Middle, offset_ = 0;
-        arguments_ = SchemaPrefix(tools_->tools()[lo_].schema.get());
+      // Names hold no end byte: this one is whole, and the only one left.
+      if (c == static_cast<uint8_t>(env_->name_end)) {
+        arguments_ = SchemaPrefix(tools_->tools()[tools_->quoted_tool(lo_)].schema.get());
+        enter(Phase::Middle);
       }
       return true;
     }
     case Phase::Middle:
-      if (c != static_cast<uint8_t>(kMiddle[offset_])) return false;
-      if (++offset_ == kMiddle.size()) phase_ = Phase::Arguments;
-      return true;
+      return literal(env_->middle, c, Phase::Arguments);
     case Phase::Arguments:
       if (!arguments_.feed(c)) return false;
-      if (arguments_.complete()) phase_ = Phase::Tail;
+      if (arguments_.complete()) enter(Phase::Tail);
       return true;
     case Phase::Tail:
-      if (c != '}') return false;
-      phase_ = tools_->parallel() ? Phase::Close : Phase::Done, offset_ = 0;
-      return true;
+      return literal(env_->tail, c, tools_->several() ? Phase::Close : Phase::End);
     case Phase::Close:
-      if (c != static_cast<uint8_t>(kClose[offset_])) return false;
-      if (++offset_ == kClose.size()) phase_ = Phase::Next, offset_ = 0;
+      return literal(env_->close, c, Phase::Next);
+    case Phase::Next: {
+      // The end, or the way to another call (the next head itself when nothing comes between).
+      const std::string_view end = env_->end;
+      const std::string_view call = env_->next.empty() ? env_->head : env_->next;
+      const bool e = next_end_ && offset_ < end.size() && c == static_cast<uint8_t>(end[offset_]);
+      const bool k =
+          next_call_ && offset_ < call.size() && c == static_cast<uint8_t>(call[offset_]);
+      if (!e && !k) return false;
+      next_end_ = e, next_call_ = k, ++offset_;
+      if (e && offset_ == end.size())
+        enter(Phase::Done);
+      else if (k && offset_ == call.size())
+        enter(env_->next.empty() ? Phase::Name : Phase::Lead);
       return true;
-    case Phase::Next:
-      if (c != static_cast<uint8_t>(kNext[offset_])) return false;
-      if (++offset_ == kNext.size())
-        phase_ = Phase::Lead, offset_ = 0, lead_spaces_ = 0, lead_break_ = false;
-      return true;
+    }
+    case Phase::End:
+      return literal(env_->end, c, Phase::Done);
     default:
       return false;
   }
