@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
+#include "server/chat_prompt.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 
@@ -73,9 +74,10 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
   }
 
-  server::Scheduler scheduler(
-      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup,
-                 a.checkpoint_every});
+  server::SchedulerOptions scheduling{a.parallel, a.model.ctx, engine->options().prefill_batch,
+                                     a.queue,    a.lookup,    a.checkpoint_every};
+  if (chat) scheduling.shown_tokens = server::chat_shown_tokens(*chat, tok);
+  server::Scheduler scheduler(*engine, tok, scheduling);
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);

@@ -15,4 +15,20 @@ std::string chat_prompt_text(const ChatTemplate& chat, const ApiRequest& request
   return chat.apply(hermes_messages(request.messages, request.tools.get()), options);
 }
 
+std::shared_ptr<const ToolSet> chat_tools(const ChatTemplate& chat, const ApiRequest& request) {
+  if (request.tools == nullptr || !chat.renders_tools()) return request.tools;
+  return request.tools->in_format(chat.tool_format());
+}
+
+std::string required_call_opening(const ToolSet& tools) {
+  return tools.format().forced_opening();
+}
+
+std::vector<int32_t> chat_shown_tokens(const ChatTemplate& chat, const Tokenizer& tok) {
+  std::vector<int32_t> ids;
+  for (const std::string& text : chat.tool_format().preserved_tokens())
+    if (const auto id = tok.find_token(text)) ids.push_back(*id);
+  return ids;
+}
+
 }  // namespace ts::server

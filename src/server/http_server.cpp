@@ -19,6 +19,7 @@
 #include "server/request_server.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
+#include "text/harmony.h"
 #include "text/reasoning.h"
 
 namespace ts::server {
@@ -139,7 +140,7 @@ struct ChoiceRelay {
   Choice answer;                   // the text so far (not streamed), then how it ended
   std::vector<TokenLogprobs> lps;  // not yet sent
   size_t text_offset = 0;          // of the next token in the answer (completions' logprobs)
-  std::optional<ReasoningSplitter> reasoning;  // chat answers of a thinking model
+  std::unique_ptr<AnswerSplitter> reasoning;  // chat answers of a thinking model
 };
 
 struct Relay {
@@ -164,7 +165,7 @@ json take_logprobs(Relay& r, ChoiceRelay& c) {
 }
 
 // A streamed chat answer's thinking and reply, each as deltas of their own.
-bool send_parts(Relay& r, ChoiceRelay& c, int index, const ReasoningSplitter::Parts& parts,
+bool send_parts(Relay& r, ChoiceRelay& c, int index, const AnswerSplitter::Parts& parts,
                 httplib::DataSink& sink) {
   if (!parts.reasoning.empty() &&
       !write(sink, sse_event(reasoning_chunk(r.meta, index, parts.reasoning))))
@@ -173,7 +174,7 @@ bool send_parts(Relay& r, ChoiceRelay& c, int index, const ReasoningSplitter::Pa
          write(sink, sse_event(text_chunk(r.meta, index, parts.content, take_logprobs(r, c))));
 }
 
-void collect(ChoiceRelay& c, const ReasoningSplitter::Parts& parts) {
+void collect(ChoiceRelay& c, const AnswerSplitter::Parts& parts) {
   c.answer.reasoning += parts.reasoning;
   c.answer.text += parts.content;
 }
@@ -296,8 +297,10 @@ struct HttpServer::Impl {
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
-  // `thinking_open`: whether the prompt leaves the model inside a <think> block.
-  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open) const;
+  // `thinking_open`: whether the prompt leaves the model inside a <think> block; `channel`: the
+  // harmony channel it leaves the model writing in.
+  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open,
+                              std::string& channel) const;
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -326,13 +329,16 @@ void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t hea
   set_current_stream(nullptr);
 }
 
-std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open) const {
+std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open,
+                                              std::string& channel) const {
   if (a.kind == ApiKind::Chat) {
     if (!chat) fail(ErrorKind::Input, no_chat);
     const std::string text = chat_prompt_text(*chat, a);
     thinking_open = prompt_opens_thinking(text);
+    if (chat->harmony()) channel = harmony_open_channel(text);
     // A required call: the answer opens with the marker, so the model writes only the call.
-    const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
+    const std::string opening =
+        a.tool_required ? required_call_opening(*chat_tools(*chat, a)) : "";
     return tok.encode(text + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
@@ -353,6 +359,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
   bool stream = false;
   bool logprobs = false;
   int n = 1;
+  bool harmony = false;  // the answer is split by its harmony channels
+  std::string channel;   // ... the one the prompt leaves the model in
   try {
     const ApiRequest a = parse_api_request(kind, body);
     if (!a.model.empty() && a.model != o.model_id)
@@ -361,21 +369,22 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
           "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
           "invalid_request_error", "model_not_found");
     bool thinking_open = false;
-    g.prompt = prompt(a, thinking_open);
+    g.prompt = prompt(a, thinking_open, channel);
     g.max_tokens = a.max_tokens;
     g.ignore_eos = a.ignore_eos;
     g.cache_prompt = a.cache_prompt;
     g.stop = a.stop;
     g.sampling = a.sampling;
     g.json = a.json;
-    g.tools = a.tools;
+    g.tools = kind == ApiKind::Chat ? chat_tools(*chat, a) : nullptr;
     g.tool_required = a.tool_required;
     g.sampling.seed = a.seed ? *a.seed : random_seed();
     g.top_logprobs = a.top_logprobs;
     logprobs = a.top_logprobs >= 0;
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
-    meta.split_reasoning = kind == ApiKind::Chat && chat->thinks();
+    meta.split_reasoning = kind == ApiKind::Chat && (chat->thinks() || chat->harmony());
+    harmony = kind == ApiKind::Chat && chat->harmony();
     meta.thinking_open = thinking_open;
     stream = a.stream;
     n = a.n;
@@ -409,7 +418,9 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
   }
   relay->meta = std::move(meta);
   if (relay->meta.split_reasoning)
-    for (ChoiceRelay& c : relay->choices) c.reasoning.emplace(relay->meta.thinking_open);
+    for (ChoiceRelay& c : relay->choices)
+      c.reasoning = harmony ? std::unique_ptr<AnswerSplitter>(new HarmonySplitter(channel))
+                            : std::make_unique<ReasoningSplitter>(relay->meta.thinking_open);
   relay->tok = &tok;
   relay->logprobs = logprobs;
   if (!stream) {

@@ -63,7 +63,7 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
   const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
   if (request.json || request.tools)
     std::call_once(json_vocab_once_,
-                   [&] { json_vocab_ = std::make_shared<const JsonVocabulary>(tok_); });
+                   [&] { json_vocab_ = std::make_shared<const JsonVocabulary>(tok_, o_.shown_tokens); });
   auto job = std::make_shared<Job>(std::move(request));
   {
     std::lock_guard lock(mu_);
@@ -212,11 +212,16 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   }
   for (int32_t t : r.prompt) s.sampler->accept(t);
   if (r.json) s.json.emplace(json_vocab_, r.json);
-  if (r.tool_required) s.tool.emplace(json_vocab_, r.tools);
   s.call_text.clear();
-  s.text.emplace(tok_);
+  s.calling = false;
+  // A required call: the prompt ends with the format's opening marker.
+  if (r.tool_required && !start_tool_call(s, r.tools, "")) {
+    job->fail("the tool-call format cannot start a call");
+    return;
+  }
+  s.text.emplace(tok_, false, o_.shown_tokens);
   std::vector<std::string> stops = r.stop;
-  if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
+  if (r.tools && !r.tool_required) stops.emplace_back(r.tools->format().open());
   s.stops.emplace(std::move(stops));
   if (p.from != nullptr) {  // another slot's rows, and the logits after them if they are a prompt
     kept = s.kv->copy_rows_from(*p.from->kv, kept);
@@ -403,8 +408,9 @@ void Scheduler::accept_token(Slot& s, size_t row) {
   if (s.tool) s.tool->mask(logits);
   const int32_t t = s.sampler->sample(logits);
   // Under a tool constraint an end of generation comes only where the calls are whole.
-  if (tok_.is_eog(t) && (s.tool || !r.ignore_eos))
-    return finish(s, s.tool ? FinishReason::ToolCalls : FinishReason::Stop);
+  const bool in_call = s.tool || s.calling;
+  if (tok_.is_eog(t) && (in_call || !r.ignore_eos))
+    return finish(s, in_call ? FinishReason::ToolCalls : FinishReason::Stop);
   if (s.json) s.json->advance(t);
   if (s.tool) s.tool->advance(t);
   ++s.generated;
@@ -413,10 +419,14 @@ void Scheduler::accept_token(Slot& s, size_t row) {
   if (s.tool) {
     s.call_text += json_vocab_->pieces[static_cast<size_t>(t)];
     if (s.tool->state().closed()) return finish(s, FinishReason::ToolCalls);
+  } else if (s.calling) {
+    s.call_text += s.text->push(t);
   } else {
     s.job->emit(s.stops->push(s.text->push(t)));
-    const bool call = s.stops->stopped() && r.tools && s.stops->matched() == kToolCallOpen;
-    if (call && !start_tool_call(s, s.stops->after())) return finish(s, FinishReason::Stop);
+    const bool call =
+        s.stops->stopped() && r.tools && s.stops->matched() == r.tools->format().open();
+    if (call && !start_tool_call(s, r.tools, s.stops->after()))
+      return finish(s, FinishReason::Stop);
     if (!call && (s.stops->stopped() || (s.json && s.json->complete())))
       return finish(s, FinishReason::Stop);
   }
@@ -428,21 +438,38 @@ void Scheduler::accept_token(Slot& s, size_t row) {
   s.next = t;
 }
 
-bool Scheduler::start_tool_call(Slot& s, const std::string& after) {
-  s.tool.emplace(json_vocab_, s.job->request().tools);
+bool Scheduler::start_tool_call(Slot& s, const std::shared_ptr<const ToolSet>& tools,
+                                const std::string& after) {
+  const ToolFormat& format = tools->format();
   s.call_text = after;
-  return s.tool->advance_text(after);
+  if (format.envelope() == nullptr) {  // read, not constrained
+    s.calling = true;
+    return true;
+  }
+  s.tool.emplace(json_vocab_, tools);
+  // A marker that is the call's own beginning (Llama 3's bare JSON) is the constraint's too.
+  return (!format.open_in_call() || s.tool->advance_text(format.open())) &&
+         s.tool->advance_text(after);
 }
 
 void Scheduler::finish(Slot& s, FinishReason reason) {
-  if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
+  if (s.calling)
+    s.call_text += s.text->flush();
+  else if (!s.stops->stopped())
+    s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
   // Cut by a limit between whole calls, the answer is those calls; inside one, the whole calls
   // before it (finish reason length).
   if (reason == FinishReason::Length && s.tool && s.tool->complete())
     reason = FinishReason::ToolCalls;
   std::vector<ToolCall> calls;
-  if (reason == FinishReason::ToolCalls || (reason == FinishReason::Length && s.tool))
-    calls = parse_tool_calls(s.call_text);
+  const auto& tools = s.job->request().tools;
+  if (reason == FinishReason::ToolCalls || (reason == FinishReason::Length && (s.tool || s.calling)))
+    calls = tools->format().parse(s.call_text, tools.get());
+  // An unconstrained call that does not read is no call: its text is the answer's, as written.
+  if (s.calling && calls.empty()) {
+    s.job->emit(std::string(tools->format().open()) + s.call_text);
+    if (reason == FinishReason::ToolCalls) reason = FinishReason::Stop;
+  }
   const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
   s.kv->checkpoint();  // where a continued conversation will resume
   release(s)->finish(reason, usage, std::move(calls));
@@ -457,6 +484,7 @@ std::shared_ptr<Job> Scheduler::release(Slot& s) {
   s.stops.reset();
   s.json.reset();
   s.tool.reset();
+  s.calling = false;
   s.sample_first = false;
   s.fed = 0;
   s.generated = 0;

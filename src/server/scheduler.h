@@ -53,6 +53,9 @@ struct SchedulerOptions {
   // is checkpointed every this many prompt tokens (0: only there), so that a later prompt sharing
   // a prefix can resume from it.
   int64_t checkpoint_every = 0;
+  // Control tokens shown as their text in answers: the chat template's tool-call and channel
+  // markers (ToolFormat::preserved_tokens), so that calls and channels can be read.
+  std::vector<int32_t> shown_tokens = {};
 };
 
 struct SchedulerStats {
@@ -95,6 +98,7 @@ class Scheduler {
     std::optional<StopStrings> stops;
     std::optional<JsonConstraint> json;      // JSON mode
     std::optional<ToolCallConstraint> tool;  // while a tool call is being written
+    bool calling = false;  // ... in a format that is not constrained (the text is only read)
     std::string call_text;                   // ... its bytes so far
     int64_t fed = 0;                         // prompt tokens in the cache
     int64_t cached = 0;                      // of which were there before the job came
@@ -131,9 +135,10 @@ class Scheduler {
   bool shares_a_prefill(const GenRequest& r, int64_t kept) const;
   void start(const Placement& p, std::shared_ptr<Job> job);
   void sample(Slot& s, size_t row = 0);
-  // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
+  // The text showed the tool format's opening marker: what follows is a call. False when the marker's token went on
   // with bytes no call can start with.
-  bool start_tool_call(Slot& s, const std::string& after);
+  bool start_tool_call(Slot& s, const std::shared_ptr<const ToolSet>& tools,
+                       const std::string& after);
   void step();
   // The slot's decode rows of the step: next and its guesses (none while the slot prefills, or
   // when `budget` rows are all the step has left), or the rows to feed again and next. False when

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "text/tool_format.h"
+
 namespace ts {
 
 class GgufFile;
@@ -78,10 +80,15 @@ class ChatTemplate {
   std::string apply(const std::vector<ChatMessage>& messages, const ChatOptions& options) const;
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 
-  // Whether the template lists `tools` itself and writes calls in the Hermes form the server
-  // reads (<tool_call>{"name": ..., "arguments": ...}</tool_call>): Qwen 2.5 / 3, Hermes,
-  // SmolLM3. Otherwise the server describes the tools in the system message itself.
+  // Whether the template lists `tools` itself and writes calls in a form the server reads
+  // (tool_format(): Hermes for Qwen 2.5 / 3, Hermes, SmolLM3; the family's own for Mistral,
+  // Llama 3, DeepSeek, Qwen3-Coder, gpt-oss). Otherwise the server describes the tools in the
+  // system message itself, in the Hermes form.
   bool renders_tools() const { return renders_tools_; }
+  const ToolFormat& tool_format() const { return *tool_format_; }
+  // Whether the template writes gpt-oss's harmony channels, which the server splits into
+  // reasoning and reply (text/harmony.h).
+  bool harmony() const { return harmony_; }
   // Whether the model thinks in <think>...</think> blocks (its template writes them), which the
   // server gives as reasoning_content (text/reasoning.h).
   bool thinks() const { return thinks_; }
@@ -107,6 +114,8 @@ class ChatTemplate {
   TemplateTokens tokens_;
   bool renders_tools_ = false;
   bool thinks_ = false;
+  bool harmony_ = false;
+  const ToolFormat* tool_format_ = &hermes_tool_format();
   std::string fallback_reason_;
   std::string origin_ = "the model's template";
 };

@@ -1,5 +1,7 @@
 #include "text/detokenizer.h"
 
+#include <algorithm>
+
 #include "text/tokenizer.h"
 #include "text/utf8.h"
 
@@ -42,11 +44,14 @@ size_t take_complete_utf8(const std::string& bytes, std::string& out) {
   return pos;
 }
 
-TextStream::TextStream(const Tokenizer& tokenizer, bool render_special)
-    : tok_(tokenizer), render_special_(render_special) {}
+TextStream::TextStream(const Tokenizer& tokenizer, bool render_special, std::vector<int32_t> shown)
+    : tok_(tokenizer), render_special_(render_special), shown_(std::move(shown)) {
+  std::sort(shown_.begin(), shown_.end());
+}
 
 std::string TextStream::push(int32_t id) {
-  pending_ += tok_.token_to_piece(id, render_special_);
+  pending_ += tok_.token_to_piece(
+      id, render_special_ || std::binary_search(shown_.begin(), shown_.end(), id));
   std::string out;
   pending_.erase(0, take_complete_utf8(pending_, out));
   return out;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace ts {
 
@@ -12,8 +13,10 @@ class Tokenizer;
 
 class TextStream {
  public:
-  // render_special: control tokens (e.g. "<|im_end|>") are shown as their text.
-  explicit TextStream(const Tokenizer& tokenizer, bool render_special = false);
+  // render_special: control tokens (e.g. "<|im_end|>") are shown as their text; `shown`: these
+  // control tokens are (a tool-call format's markers, ToolFormat::preserved_tokens).
+  explicit TextStream(const Tokenizer& tokenizer, bool render_special = false,
+                      std::vector<int32_t> shown = {});
 
   // The text that became complete with this token (possibly empty).
   std::string push(int32_t id);
@@ -23,6 +26,7 @@ class TextStream {
  private:
   const Tokenizer& tok_;
   bool render_special_;
+  std::vector<int32_t> shown_;  // sorted
   std::string pending_;  // bytes of an incomplete character
 };
 

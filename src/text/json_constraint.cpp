@@ -39,13 +39,14 @@ JsonVocabulary::Sorted sorted_by_piece(const std::vector<std::string>& pieces,
 
 }  // namespace
 
-JsonVocabulary::JsonVocabulary(const Tokenizer& tok) {
+JsonVocabulary::JsonVocabulary(const Tokenizer& tok, const std::vector<int32_t>& shown) {
   const auto n = static_cast<size_t>(tok.vocab_size());
   pieces.reserve(n);
   plain.reserve(n);
   std::vector<int32_t> nonempty, not_plain_ids;
   for (size_t id = 0; id < n; ++id) {
-    pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), false));
+    const bool show = std::find(shown.begin(), shown.end(), static_cast<int32_t>(id)) != shown.end();
+    pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), show));
     plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
     chars.push_back(
         static_cast<uint32_t>(std::count_if(pieces.back().begin(), pieces.back().end(), [](char c) {

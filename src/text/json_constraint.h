@@ -22,7 +22,9 @@ namespace ts {
 class Tokenizer;
 
 struct JsonVocabulary {
-  explicit JsonVocabulary(const Tokenizer& tok);
+  // `shown`: control tokens whose text is part of the generated text (TextStream's `shown`): a
+  // tool-call format's markers, which its envelope spells.
+  explicit JsonVocabulary(const Tokenizer& tok, const std::vector<int32_t>& shown = {});
 
   // Tokens in byte order of their pieces, and how many leading bytes each shares with the one
   // before it: a trie walked as an array (JsonConstraint::mask).

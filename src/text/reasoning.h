@@ -10,23 +10,33 @@
 
 namespace ts {
 
-// Whether a rendered prompt leaves the model inside a thinking block: it ends with <think> (and
-// whitespace), as the templates of DeepSeek R1 and of Qwen3 with thinking forced write it.
-bool prompt_opens_thinking(std::string_view prompt);
-
-class ReasoningSplitter {
+// An answer's text, as it streams, split into reasoning and reply: ReasoningSplitter for <think>
+// blocks, HarmonySplitter (text/harmony.h) for gpt-oss's channels.
+class AnswerSplitter {
  public:
-  // `open`: the prompt already opened the thinking block (prompt_opens_thinking).
-  explicit ReasoningSplitter(bool open) : state_(open ? State::Reasoning : State::Start) {}
-
   struct Parts {
     std::string reasoning;
     std::string content;
   };
+  virtual ~AnswerSplitter() = default;
   // The parts `piece` completes (either may be empty).
-  Parts feed(std::string_view piece);
-  // What was held back, at the end of the answer (a thinking block never closed is reasoning).
-  Parts finish();
+  virtual Parts feed(std::string_view piece) = 0;
+  // What was held back, at the end of the answer.
+  virtual Parts finish() = 0;
+};
+
+// Whether a rendered prompt leaves the model inside a thinking block: it ends with <think> (and
+// whitespace), as the templates of DeepSeek R1 and of Qwen3 with thinking forced write it.
+bool prompt_opens_thinking(std::string_view prompt);
+
+class ReasoningSplitter final : public AnswerSplitter {
+ public:
+  // `open`: the prompt already opened the thinking block (prompt_opens_thinking).
+  explicit ReasoningSplitter(bool open) : state_(open ? State::Reasoning : State::Start) {}
+
+  Parts feed(std::string_view piece) override;
+  // A thinking block never closed is reasoning.
+  Parts finish() override;
 
  private:
   enum class State { Start, Reasoning, AfterReasoning, Content };

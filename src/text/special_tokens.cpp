@@ -50,6 +50,16 @@ void detect_end_of_generation(TokenizerSpec& spec) {
     }
     if (id >= 0) spec.extra_eog.push_back(id);
   };
+  // gpt-oss's harmony: <|end|> ends a message, not the answer (analysis, then final, in one
+  // generation); <|return|> ends the answer and <|call|> a tool call. As llama.cpp does.
+  const auto ret = ids.find("<|return|>"), call = ids.find("<|call|>"), end = ids.find("<|end|>");
+  if (ret != ids.end() && call != ids.end() && end != ids.end()) {
+    std::erase(spec.extra_eog, end->second);
+    if (spec.eot == end->second || spec.eot < 0) spec.eot = ret->second;
+    if (spec.eos == end->second) spec.eos = ret->second;
+    mark(ret->second);
+    mark(call->second);
+  }
   fim(spec.fim_pad, kFimPad);
   fim(spec.fim_repo, kFimRepo);
   fim(spec.fim_file_sep, kFimFileSep);

@@ -45,6 +45,9 @@ class ToolFormat {
   virtual std::string_view name() const = 0;
   // The text that opens the calls in an answer.
   virtual std::string_view open() const = 0;
+  // What the prompt of a required call ends with, so that the model writes only the call: the
+  // marker, and what the family writes before or after it.
+  virtual std::string forced_opening() const { return std::string(open()); }
   // Whether the opening marker is the beginning of the first call's envelope (Llama 3's bare
   // JSON): then the constraint reads it too.
   virtual bool open_in_call() const { return false; }

@@ -16,6 +16,8 @@ class Harmony final : public ToolFormat {
  public:
   std::string_view name() const override { return "harmony"; }
   std::string_view open() const override { return " to=functions."; }
+  // The prompt ends with "<|start|>assistant": the call's channel comes first.
+  std::string forced_opening() const override { return "<|channel|>commentary to=functions."; }
   std::vector<std::string> preserved_tokens() const override {
     return {"<|start|>", "<|channel|>", "<|message|>", "<|constrain|>", "<|end|>"};
   }

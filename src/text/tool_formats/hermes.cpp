@@ -13,6 +13,7 @@ class Hermes final : public ToolFormat {
  public:
   std::string_view name() const override { return "hermes"; }
   std::string_view open() const override { return kToolCallOpen; }
+  std::string forced_opening() const override { return std::string(kToolCallOpen) + "\n"; }
   std::vector<ToolCall> parse(std::string_view text, const ToolSet*) const override {
     return tool_text::json_object_calls(text, "arguments");
   }

@@ -58,6 +58,7 @@ class Qwen3Xml final : public ToolFormat {
  public:
   std::string_view name() const override { return "qwen3_xml"; }
   std::string_view open() const override { return kToolCallOpen; }
+  std::string forced_opening() const override { return std::string(kToolCallOpen) + "\n"; }
   std::vector<ToolCall> parse(std::string_view text, const ToolSet* tools) const override {
     std::vector<ToolCall> calls;
     size_t at = 0;
