@@ -1,7 +1,7 @@
 // The fuzzers' harness without libFuzzer: every seed in fuzz/corpus/ (and, when the shared data is
 // present, every real fixture file) plus a few thousand deterministic mutations of them go through
-// the GGUF, safetensors and HF-index parsers, the tokenizer loaders and the server's request
-// reader. Each input must be refused with a one-line ts::Error or accepted with every byte range
+// the GGUF, safetensors and HF-index parsers, the tokenizer loaders, the server's request
+// reader and the tool-call formats. Each input must be refused with a one-line ts::Error or accepted with every byte range
 // inside the file; a crash here (or under the ASan build) is a parser bug. The libFuzzer targets
 // themselves are built by scripts/fuzz.sh.
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@
 #include "../../fuzz/model_harness.h"
 #include "../../fuzz/parser_harness.h"
 #include "../../fuzz/tokenizer_harness.h"
+#include "../../fuzz/tool_calls_harness.h"
 #include "fixture_models.h"
 #include "test_paths.h"
 
@@ -286,6 +287,17 @@ TEST(FuzzReplay, JsonSchema) {
   const Tally t = replay(seeds, 3000, check);
   EXPECT_GT(t.accepted, static_cast<int>(seeds.size()));
   EXPECT_GT(t.refused, 300);
+}
+
+// Tool calls: model output in each family's format, and its mutations, read without throwing into
+// valid calls; what each envelope accepts completes to calls within their schemas.
+TEST(FuzzReplay, ToolCalls) {
+  const auto seeds = corpus("tool_calls");
+  ASSERT_GE(seeds.size(), 8u) << "fuzz/corpus/tool_calls is missing";
+  const auto check = [](const Bytes& b) { return fuzz::check_tool_calls(b.data(), b.size()); };
+  const Tally t = replay(seeds, 4000, check);
+  EXPECT_GE(t.accepted, static_cast<int>(seeds.size()));
+  EXPECT_GT(t.refused, 100);
 }
 
 // Chat templates: the seeds, every real template of tests/fixtures/chat_templates, and their

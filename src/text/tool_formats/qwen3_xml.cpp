@@ -67,8 +67,9 @@ class Qwen3Xml final : public ToolFormat {
       const size_t name_end = text.find('>', at);
       if (name_end == std::string_view::npos) break;
       const std::string_view name = text.substr(at, name_end - at);
-      size_t end = text.find(kFunctionEnd, name_end);
-      if (end == std::string_view::npos) end = text.size();
+      // A call cut off before its end (a length limit) is no call.
+      const size_t end = text.find(kFunctionEnd, name_end);
+      if (end == std::string_view::npos) break;
       const std::string_view body = text.substr(name_end + 1, end - name_end - 1);
       at = end;
       if (!tool_text::valid_name(name)) continue;
