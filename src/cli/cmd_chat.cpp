@@ -19,6 +19,7 @@
 #include "core/error.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
+#include "server/chat_prompt.h"
 #include "text/json_constraint.h"
 
 namespace ts::cli {
@@ -95,6 +96,9 @@ int run_chat(const ChatArgs& a) {
   // Made once: the vocabulary the schema masks with.
   const auto json_vocab =
       options.json != nullptr ? std::make_shared<const JsonVocabulary>(tok) : nullptr;
+  // gpt-oss's channel markers, shown so that its analysis and final channels can be told apart.
+  const std::vector<int32_t> shown =
+      tmpl.harmony() ? server::chat_shown_tokens(tmpl, tok) : std::vector<int32_t>{};
   uint64_t turn = 0;
   std::string line;
   while (read_line(line)) {
@@ -133,7 +137,8 @@ int run_chat(const ChatArgs& a) {
     o.json_vocab = json_vocab;
     o.cancel = &g_interrupted;
     o.earlier = in_cache;  // earlier turns: prompt lookup finds what the answer repeats there too
-    ThinkingOutput out(tmpl.thinks(), prompt_opens_thinking(prompt), a.reasoning == "show", stdout);
+    o.shown_tokens = shown;
+    ThinkingOutput out(tmpl, prompt, a.reasoning == "show", stdout);
     const GenerateResult r =
         generate(session, tok, fresh, o, [&out](const std::string& s) { out.write(s); });
     out.finish();
@@ -142,7 +147,7 @@ int run_chat(const ChatArgs& a) {
     in_cache.insert(in_cache.end(), fresh.begin(), fresh.end());
     // Every generated token but the last was fed back into the cache.
     if (!r.tokens.empty()) in_cache.insert(in_cache.end(), r.tokens.begin(), r.tokens.end() - 1);
-    ChatMessage answer{"assistant", tmpl.thinks() ? out.content() : r.text};
+    ChatMessage answer{"assistant", tmpl.thinks() || tmpl.harmony() ? out.content() : r.text};
     answer.reasoning_content = out.reasoning();
     messages.push_back(std::move(answer));
     if (a.stats) print_run_stats(*engine, r, stderr);

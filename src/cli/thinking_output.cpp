@@ -2,11 +2,19 @@
 
 #include <unistd.h>
 
+#include "text/harmony.h"
+
 namespace ts::cli {
 
 ThinkingOutput::ThinkingOutput(bool split, bool open, bool show, std::FILE* out)
     : show_(show), dim_(::isatty(::fileno(out)) != 0), out_(out) {
-  if (split) splitter_.emplace(open);
+  if (split) splitter_ = std::make_unique<ReasoningSplitter>(open);
+}
+
+ThinkingOutput::ThinkingOutput(const ChatTemplate& chat, const std::string& prompt, bool show,
+                               std::FILE* out)
+    : ThinkingOutput(chat.thinks(), prompt_opens_thinking(prompt), show, out) {
+  if (chat.harmony()) splitter_ = std::make_unique<HarmonySplitter>(harmony_open_channel(prompt));
 }
 
 void ThinkingOutput::write(const std::string& piece) {
@@ -23,7 +31,7 @@ void ThinkingOutput::finish() {
   if (splitter_) print(splitter_->finish());
 }
 
-void ThinkingOutput::print(const ReasoningSplitter::Parts& parts) {
+void ThinkingOutput::print(const AnswerSplitter::Parts& parts) {
   if (!parts.reasoning.empty() && show_) {
     // Dimmed (SGR 2) on a terminal; the reply follows after a blank line.
     std::fputs(dim_ ? "\033[2m" : "", out_);

@@ -51,7 +51,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false);
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
-  TextStream stream(tok);
+  TextStream stream(tok, false, o.shown_tokens);
   StopStrings stops(o.stop);
   auto emit = [&](const std::string& s) {
     if (s.empty()) return;

@@ -41,6 +41,9 @@ struct GenerateOptions {
   // The tokens the session held before this prompt (a chat's earlier turns), which prompt lookup
   // searches too; not owned.
   std::span<const int32_t> earlier;
+  // Control tokens shown as their text (TextStream's `shown`): gpt-oss's channel markers, which
+  // the chat splits the answer by.
+  std::vector<int32_t> shown_tokens;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };
