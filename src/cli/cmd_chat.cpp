@@ -20,6 +20,8 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 #include "server/chat_prompt.h"
+#include "text/harmony.h"
+#include "text/reasoning_budget.h"
 #include "text/json_constraint.h"
 
 namespace ts::cli {
@@ -38,6 +40,7 @@ struct ChatArgs {
   std::string chat_template;
   std::string template_kwargs;  // a JSON object of template variables
   std::string reasoning = "show";
+  int64_t reasoning_budget = -1;  // --reasoning-budget
   bool stats = false;
 };
 
@@ -99,6 +102,7 @@ int run_chat(const ChatArgs& a) {
   // gpt-oss's channel markers, shown so that its analysis and final channels can be told apart.
   const std::vector<int32_t> shown =
       tmpl.harmony() ? server::chat_shown_tokens(tmpl, tok) : std::vector<int32_t>{};
+  const ReasoningMarkers markers = reasoning_markers(tmpl, tok);
   uint64_t turn = 0;
   std::string line;
   while (read_line(line)) {
@@ -138,6 +142,9 @@ int run_chat(const ChatArgs& a) {
     o.cancel = &g_interrupted;
     o.earlier = in_cache;  // earlier turns: prompt lookup finds what the answer repeats there too
     o.shown_tokens = shown;
+    o.reasoning = &markers;
+    o.reasoning_budget = a.reasoning_budget;
+    o.reasoning_open = prompt_opens_thinking(prompt) || harmony_open_channel(prompt) == "analysis";
     ThinkingOutput out(tmpl, prompt, a.reasoning == "show", stdout);
     const GenerateResult r =
         generate(session, tok, fresh, o, [&out](const std::string& s) { out.write(s); });
@@ -174,6 +181,10 @@ Runner add_chat(CLI::App& app) {
   sub->add_option("--reasoning", a->reasoning,
                   "A thinking model's reasoning: show (dimmed on a terminal) or hide")
       ->check(CLI::IsMember({"show", "hide"}));
+  sub->add_option("--reasoning-budget", a->reasoning_budget,
+                  "A thinking model's reasoning ends after N tokens (its end marker is forced); "
+                  "-1: no limit")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   sub->add_flag("--stats", a->stats, "Print the stats line after each answer");
   return [a] { return run_chat(*a); };
 }

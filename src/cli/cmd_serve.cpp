@@ -18,6 +18,7 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
 #include "server/chat_prompt.h"
+#include "text/reasoning_budget.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 
@@ -76,7 +77,10 @@ int run_serve(ServeArgs& a) {
 
   server::SchedulerOptions scheduling{a.parallel, a.model.ctx, engine->options().prefill_batch,
                                      a.queue,    a.lookup,    a.checkpoint_every};
-  if (chat) scheduling.shown_tokens = server::chat_shown_tokens(*chat, tok);
+  if (chat) {
+    scheduling.shown_tokens = server::chat_shown_tokens(*chat, tok);
+    scheduling.reasoning = reasoning_markers(*chat, tok);
+  }
   server::Scheduler scheduler(*engine, tok, scheduling);
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
@@ -139,6 +143,10 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
+  sub->add_option("--reasoning-budget", a->http.reasoning_budget,
+                  "A thinking model's reasoning ends after N tokens (its end marker is forced); "
+                  "-1: no limit. A request's \"reasoning_budget\" overrides it")
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   sub->add_option("--http-threads", a->http.http_threads,
                   "Requests in progress at once, each on a worker thread; more get 503 "
                   "(0: --parallel + --queue + 8)")

@@ -12,6 +12,7 @@
 #include "runtime/session.h"
 #include "text/detokenizer.h"
 #include "text/json_constraint.h"
+#include "text/reasoning_budget.h"
 #include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
@@ -52,6 +53,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   TextStream stream(tok, false, o.shown_tokens);
+  ReasoningBudget budget(o.reasoning, o.reasoning_budget, o.reasoning_open);
   StopStrings stops(o.stop);
   auto emit = [&](const std::string& s) {
     if (s.empty()) return;
@@ -82,8 +84,10 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   for (int64_t i = 0; i < limit; ++i) {
     const std::span<float> cur(logits.data() + row * V, static_cast<size_t>(V));
     if (json) json->mask(cur);
+    budget.mask(cur);
     const int32_t next = sampler.sample(cur);
     if (json) json->advance(next);
+    budget.advance(next, tok.token_to_piece(next, true));
     if (!o.ignore_eos && tok.is_eog(next)) {
       r.finish = FinishReason::Stop;
       break;

@@ -15,6 +15,8 @@
 
 namespace ts {
 
+struct ReasoningMarkers;
+
 class JsonSchema;
 struct JsonVocabulary;
 class Session;
@@ -44,6 +46,11 @@ struct GenerateOptions {
   // Control tokens shown as their text (TextStream's `shown`): gpt-oss's channel markers, which
   // the chat splits the answer by.
   std::vector<int32_t> shown_tokens;
+  // A thinking model's reasoning ends after `reasoning_budget` tokens (< 0: no limit), its end
+  // marker forced (text/reasoning_budget.h); `reasoning_open`: the prompt left it reasoning.
+  const ReasoningMarkers* reasoning = nullptr;
+  int64_t reasoning_budget = -1;
+  bool reasoning_open = false;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };

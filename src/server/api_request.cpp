@@ -51,7 +51,8 @@ bool known_field(const std::string& name, ApiKind kind) {
   static const std::set<std::string> chat = {
       "messages",  "max_completion_tokens", "top_logprobs",
       "tools",     "tool_choice",           "parallel_tool_calls",
-      "functions", "chat_template_kwargs",  "reasoning_effort"};
+      "functions", "chat_template_kwargs",  "reasoning_effort",
+      "reasoning_budget"};
   return shared.count(name) != 0 ||
          (kind == ApiKind::Completion ? completion : chat).count(name) != 0;
 }
@@ -275,6 +276,8 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
   r.max_tokens = integer(body, "max_tokens", 1, kIntMax, def);
   if (kind == ApiKind::Chat)
     r.max_tokens = integer(body, "max_completion_tokens", 1, kIntMax, r.max_tokens);
+  if (kind == ApiKind::Chat && get(body, "reasoning_budget") != nullptr)
+    r.reasoning_budget = integer(body, "reasoning_budget", -1, kIntMax, -1);
   r.stop = stops(body);
   SamplerParams& p = r.sampling;
   p.temperature = static_cast<float>(number(body, "temperature", 0.0, 2.0, 1.0));

@@ -47,6 +47,9 @@ struct ApiRequest {
   // (tool_choice "required" or a named function).
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
+  // Chat: reasoning_budget, the most tokens a thinking model's reasoning may take (-1: no
+  // limit); absent: the server's --reasoning-budget.
+  std::optional<int64_t> reasoning_budget;
   std::optional<uint64_t> seed;  // absent: the server draws one
   int top_logprobs = -1;         // < 0: no log-probabilities
   int n = 1;                     // choices: answers to the same prompt, each with its own draws

@@ -378,6 +378,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     g.json = a.json;
     g.tools = kind == ApiKind::Chat ? chat_tools(*chat, a) : nullptr;
     g.tool_required = a.tool_required;
+    g.reasoning_budget = kind == ApiKind::Chat ? a.reasoning_budget.value_or(o.reasoning_budget) : -1;
+    g.reasoning_open = thinking_open || channel == "analysis";
     g.sampling.seed = a.seed ? *a.seed : random_seed();
     g.top_logprobs = a.top_logprobs;
     logprobs = a.top_logprobs >= 0;

@@ -35,6 +35,10 @@ struct GenRequest {
   // kToolCallOpen starts; required: the prompt ends with it, and the answer is the call.
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
+  // A thinking model's reasoning ends after this many tokens (< 0: no limit): its end marker is
+  // forced (SchedulerOptions::reasoning). `reasoning_open`: the prompt left it reasoning.
+  int64_t reasoning_budget = -1;
+  bool reasoning_open = false;
 };
 
 struct Usage {

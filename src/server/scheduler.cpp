@@ -214,6 +214,7 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   if (r.json) s.json.emplace(json_vocab_, r.json);
   s.call_text.clear();
   s.calling = false;
+  s.budget.emplace(&o_.reasoning, r.reasoning_budget, r.reasoning_open);
   // A required call: the prompt ends with the format's opening marker.
   if (r.tool_required && !start_tool_call(s, r.tools, "")) {
     job->fail("the tool-call format cannot start a call");
@@ -406,6 +407,7 @@ void Scheduler::accept_token(Slot& s, size_t row) {
   const std::span<float> logits(s.logits.data() + row * vocab, vocab);
   if (s.json) s.json->mask(logits);
   if (s.tool) s.tool->mask(logits);
+  s.budget->mask(logits);
   const int32_t t = s.sampler->sample(logits);
   // Under a tool constraint an end of generation comes only where the calls are whole.
   const bool in_call = s.tool || s.calling;
@@ -413,6 +415,7 @@ void Scheduler::accept_token(Slot& s, size_t row) {
     return finish(s, in_call ? FinishReason::ToolCalls : FinishReason::Stop);
   if (s.json) s.json->advance(t);
   if (s.tool) s.tool->advance(t);
+  s.budget->advance(t, tok_.token_to_piece(t, true));
   ++s.generated;
   s.sampler->accept(t);
   if (r.top_logprobs >= 0) s.job->record(token_logprobs(logits, t, r.top_logprobs));
@@ -484,6 +487,7 @@ std::shared_ptr<Job> Scheduler::release(Slot& s) {
   s.stops.reset();
   s.json.reset();
   s.tool.reset();
+  s.budget.reset();
   s.calling = false;
   s.sample_first = false;
   s.fed = 0;

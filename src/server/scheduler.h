@@ -38,6 +38,7 @@
 #include "server/job.h"
 #include "text/detokenizer.h"
 #include "text/json_constraint.h"
+#include "text/reasoning_budget.h"
 #include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
@@ -56,6 +57,8 @@ struct SchedulerOptions {
   // Control tokens shown as their text in answers: the chat template's tool-call and channel
   // markers (ToolFormat::preserved_tokens), so that calls and channels can be read.
   std::vector<int32_t> shown_tokens = {};
+  // The model's reasoning markers, for requests with a reasoning budget (none: no budget holds).
+  ReasoningMarkers reasoning = {};
 };
 
 struct SchedulerStats {
@@ -97,6 +100,7 @@ class Scheduler {
     std::optional<TextStream> text;
     std::optional<StopStrings> stops;
     std::optional<JsonConstraint> json;      // JSON mode
+    std::optional<ReasoningBudget> budget;   // a reasoning budget
     std::optional<ToolCallConstraint> tool;  // while a tool call is being written
     bool calling = false;  // ... in a format that is not constrained (the text is only read)
     std::string call_text;                   // ... its bytes so far
