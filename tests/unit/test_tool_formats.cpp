@@ -249,6 +249,12 @@ TEST(ToolFormats, HostileTextNeverThrows) {
       ASSERT_NO_THROW(calls = format->parse(text, &set)) << format->name() << ": " << text;
       for (const ToolCall& c : calls) EXPECT_TRUE(json::parse(c.arguments).is_object()) << text;
     }
+    // The fuzz harness on the same text: whatever prefix of it an envelope accepts completes to
+    // calls that read back within their schemas (it aborts otherwise).
+    const uint8_t pick = static_cast<uint8_t>(rng() % 16);
+    std::string input(1, static_cast<char>(pick));
+    input += text;
+    fuzz::check_tool_calls(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
 }
 

@@ -20,18 +20,20 @@ class Mistral final : public ToolFormat {
     return {std::string(kCalls), std::string(kArgs), "[CALL_ID]"};
   }
   std::vector<ToolCall> parse(std::string_view text, const ToolSet*) const override {
+    // Each call is NAME[ARGS]{json} (a [CALL_ID]id may sit before [ARGS]), calls joined by
+    // [TOOL_CALLS]; the arguments' strings may hold either marker, so each object is skipped
+    // whole before the next call is looked for.
     std::vector<ToolCall> calls;
     size_t at = 0;
     while (at < text.size()) {
-      size_t stop = text.find(kCalls, at);
-      if (stop == std::string_view::npos) stop = text.size();
-      const std::string_view one = text.substr(at, stop - at);
-      at = stop + kCalls.size();
-      const size_t args = one.find(kArgs);
-      if (args == std::string_view::npos) continue;
-      std::string_view name = one.substr(0, std::min(one.find('['), args));
+      const size_t args = text.find(kArgs, at);
+      if (args == std::string_view::npos) break;
+      std::string_view name = text.substr(at, args - at);
+      if (const size_t marker = name.rfind(kCalls); marker != std::string_view::npos)
+        name.remove_prefix(marker + kCalls.size());
+      name = name.substr(0, name.find('['));
       while (!name.empty() && name.front() == ' ') name.remove_prefix(1);
-      tool_text::add_json_call(name, one, args + kArgs.size(), calls);
+      at = tool_text::add_json_call(name, text, args + kArgs.size(), calls);
     }
     return calls;
   }
