@@ -12,11 +12,20 @@ std::string chat_prompt_text(const ChatTemplate& chat, const ApiRequest& request
     if (request.tools != nullptr) options.tools = tools_json(*request.tools);
     return chat.apply(request.messages, options);
   }
+  // The template writes calls in its family's format but lists no tools (DeepSeek's): the
+  // history as it is, the tools described in the system message in that format.
+  if (&chat.tool_format() != &hermes_tool_format()) {
+    if (request.tools == nullptr) return chat.apply(request.messages, options);
+    return chat.apply(
+        with_system_block(request.messages, chat_tools(chat, request)->format_system_block()),
+        options);
+  }
   return chat.apply(hermes_messages(request.messages, request.tools.get()), options);
 }
 
 std::shared_ptr<const ToolSet> chat_tools(const ChatTemplate& chat, const ApiRequest& request) {
-  if (request.tools == nullptr || !chat.renders_tools()) return request.tools;
+  if (request.tools == nullptr) return nullptr;
+  if (!chat.renders_tools() && &chat.tool_format() == &hermes_tool_format()) return request.tools;
   return request.tools->in_format(chat.tool_format());
 }
 

@@ -151,15 +151,18 @@ std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& message
     after_result = result;
     out.push_back(std::move(h));
   }
-  if (tools != nullptr) {
-    if (!out.empty() && out.front().role == "system") {
-      std::string& system = out.front().content;
-      system += (system.empty() ? "" : "\n\n") + tools->system_block();
-    } else {
-      out.insert(out.begin(), ChatMessage{"system", tools->system_block()});
-    }
+  return tools != nullptr ? with_system_block(std::move(out), tools->system_block()) : out;
+}
+
+std::vector<ChatMessage> with_system_block(std::vector<ChatMessage> messages,
+                                           const std::string& block) {
+  if (!messages.empty() && messages.front().role == "system") {
+    std::string& system = messages.front().content;
+    system += (system.empty() ? "" : "\n\n") + block;
+  } else {
+    messages.insert(messages.begin(), ChatMessage{"system", block});
   }
-  return out;
+  return messages;
 }
 
 }  // namespace ts::server

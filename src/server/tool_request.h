@@ -32,5 +32,8 @@ nlohmann::ordered_json tools_json(const ToolSet& tools);
 // when there is none).
 std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& messages,
                                          const ToolSet* tools);
+// `messages` with `block` at the end of the system message (one is added when there is none).
+std::vector<ChatMessage> with_system_block(std::vector<ChatMessage> messages,
+                                           const std::string& block);
 
 }  // namespace ts::server

@@ -41,8 +41,11 @@ class ToolSet {
   // calls (OpenAI's parallel_tool_calls), else one.
   explicit ToolSet(std::vector<Tool> tools, bool parallel = true);
 
-  // The system prompt's section that lists the tools and says how to call them.
+  // The system prompt's section that lists the tools and says how to call them (in the Hermes
+  // form, or in the bound format's: format_system_block, for a template that writes calls in its
+  // family's format but does not list the tools, as DeepSeek's).
   std::string system_block() const;
+  std::string format_system_block() const;
   const std::vector<Tool>& tools() const { return tools_; }
   bool parallel() const { return parallel_; }
   // Each name as the call writes it, followed by the byte that ends it in the format's envelope

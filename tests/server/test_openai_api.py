@@ -665,6 +665,104 @@ class ServerFlags(unittest.TestCase):
                 self.assertIn("narrator", j["error"]["message"])
             self.assertEqual(s.exit_code, 0)
 
+    def test_family_tool_formats(self):
+        # Each family's own template (tests/fixtures/chat_templates) makes the server read and
+        # constrain that family's call format (DeepSeek's templates list no tools: the server
+        # describes them in that format): a required call comes back as OpenAI tool_calls,
+        # a declared name with arguments in its schema, whole and streamed. Qwen3-Coder's XML is
+        # read but not constrained: the base model's text, no call, comes back as content.
+        fixtures = os.path.join(os.path.dirname(__file__), "..", "fixtures", "chat_templates")
+        tools = [
+            {"type": "function", "function": {"name": "get_weather", "description": "Weather now",
+                "parameters": {
+                "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                "required": ["city"], "additionalProperties": False}}},
+            {"type": "function", "function": {"name": "get_time", "description": "Time now",
+                "parameters": {"type": "object", "properties": {},
+                               "additionalProperties": False}}},
+        ]
+        msgs = [{"role": "user", "content": PROMPTS[0]}]
+        for template in ("Mistral-Small-3.2-24B-Instruct-2506.jinja",
+                         "meta-llama-Llama-3.1-8B-Instruct.jinja",
+                         "deepseek-ai-DeepSeek-V3.1.jinja",
+                         "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+                         "openai-gpt-oss-120b.jinja",
+                         "Qwen3-Coder.jinja"):
+            path = os.path.join(fixtures, template)
+            with self.subTest(template=template), Server(
+                self.binary, "--chat-template", path, "--parallel", "1", "-c", "2048"
+            ) as s:
+                c = client_for(s)
+                r = c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=msgs, tools=tools, tool_choice="required",
+                    max_tokens=300, temperature=0,
+                )
+                choice = r.choices[0]
+                if template.startswith("Qwen3-Coder"):
+                    self.assertIn(choice.finish_reason, ("stop", "length"), choice)
+                    self.assertFalse(choice.message.tool_calls)
+                    self.assertTrue(choice.message.content.startswith("<tool_call>"))
+                    continue
+                self.assertEqual(choice.finish_reason, "tool_calls", choice)
+                calls = choice.message.tool_calls
+                self.assertGreaterEqual(len(calls), 1)
+                for call in calls:
+                    args = json.loads(call.function.arguments)
+                    self.assertIn(call.function.name, ("get_weather", "get_time"))
+                    if call.function.name == "get_weather":
+                        self.assertEqual(list(args), ["city"])
+                        self.assertLessEqual(len(args["city"]), 12)
+                    else:
+                        self.assertEqual(args, {})
+                streamed = []
+                for chunk in c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=msgs, tools=tools, tool_choice="required",
+                    max_tokens=300, temperature=0, stream=True,
+                ):
+                    for ch in chunk.choices:
+                        streamed += ch.delta.tool_calls or []
+                self.assertEqual([(x.function.name, x.function.arguments) for x in streamed],
+                                 [(x.function.name, x.function.arguments) for x in calls])
+            self.assertEqual(s.exit_code, 0)
+
+    def test_reasoning_budget(self):
+        # A generation prompt that opens <think>: with reasoning_budget 3 the reasoning ends after
+        # 3 tokens (the end marker forced) and the reply follows; --reasoning-budget sets the
+        # default, and -1 in a request lifts it.
+        template = (
+            "{%- for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor -%}"
+            "{%- if add_generation_prompt %}assistant: <think>\n{% endif %}"
+            "{# models write </think> to end their thinking #}"
+        )
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "think.jinja")
+            with open(path, "w") as f:
+                f.write(template)
+            with Server(self.binary, "--chat-template", path, "--parallel", "1", "-c", "512",
+                        "--reasoning-budget", "2") as s:
+                c = client_for(s)
+                messages = [{"role": "user", "content": "Once upon a time"}]
+                ask = lambda **kw: c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=messages, max_tokens=24, temperature=0, **kw
+                )
+                unlimited = ask(extra_body={"reasoning_budget": -1}).choices[0].message
+                self.assertTrue(unlimited.reasoning_content)
+                self.assertFalse(unlimited.content)  # the base model never closes the block
+                for budget, kw in ((3, {"extra_body": {"reasoning_budget": 3}}), (2, {})):
+                    m = ask(**kw).choices[0].message
+                    self.assertTrue(m.content, m)
+                    self.assertLess(len(m.reasoning_content), len(unlimited.reasoning_content))
+                    # The budget's tokens are the unlimited answer's first ones.
+                    self.assertTrue(unlimited.reasoning_content.startswith(m.reasoning_content))
+                    _, toks, _ = s.request("POST", "/tokenize",
+                                           {"content": m.reasoning_content, "add_special": False})
+                    self.assertLessEqual(len(toks["tokens"]), budget)
+                status, j, _ = s.request("POST", "/v1/chat/completions",
+                                         {"messages": messages, "reasoning_budget": "x"})
+                self.assertEqual(status, 400)
+                self.assertIn("reasoning_budget", j["error"]["message"])
+            self.assertEqual(s.exit_code, 0)
+
     def test_api_key(self):
         with Server(self.binary, "--api-key", "s3cret", "--parallel", "1", "-c", "256") as s:
             self.assertEqual(s.health()["status"], "ok")  # /health needs no key

@@ -199,6 +199,30 @@ TEST(ToolFormats, RandomWalksThroughEachEnvelopeEndInValidCalls) {
   }
 }
 
+// For a template that writes calls but lists no tools (DeepSeek's), the server describes them in
+// the system message with an example call in the format: the example reads back as a call.
+TEST(ToolFormats, SystemBlockTeachesTheFormat) {
+  const ToolSet base = tools();
+  // Hermes' own block is the one its models were trained with (a schematic example).
+  for (const ToolFormat* format : all_tool_formats()) {
+    if (format->envelope() == nullptr || format == &hermes_tool_format()) continue;
+    SCOPED_TRACE(std::string(format->name()));
+    const std::string block = base.in_format(*format)->format_system_block();
+    EXPECT_NE(block.find(R"("name": "get_weather")"), std::string::npos) << block;
+    const size_t example = block.rfind(format->open());
+    ASSERT_NE(example, std::string::npos) << block;
+    const std::vector<ToolCall> calls =
+        format->parse(block.substr(example + format->open().size()), nullptr);
+    ASSERT_EQ(calls.size(), 1u) << block;
+    EXPECT_EQ(calls[0].name, "function_name");
+    EXPECT_EQ(calls[0].arguments, R"({"argument":"value"})");
+  }
+  const std::string deepseek = base.in_format(*tool_format_named("deepseek_v3_1"))->format_system_block();
+  EXPECT_NE(deepseek.find("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"),
+            std::string::npos)
+      << deepseek;
+}
+
 TEST(ToolFormats, ReadWhatModelsWrite) {
   const ToolSet set = tools();
   const auto read = [&](const char* format, const std::string& text) {
