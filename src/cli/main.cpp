@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"turbospark: LLM inference for dense and Mixture-of-Experts models (GGUF or HF)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  app.set_version_flag("--version", std::string("turbospark ") + TURBOSPARK_VERSION);
   std::vector<std::pair<CLI::App*, ts::cli::Runner>> runners;
   auto add = [&](ts::cli::Runner (*fn)(CLI::App&)) {
     const size_t before = app.get_subcommands({}).size();
@@ -41,6 +42,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "turbospark: error: %s (see --help)\n", e.what());

@@ -188,8 +188,9 @@ TEST(Cli, ChatSlashCommandsAndTemplateRefusals) {
   EXPECT_EQ(j["messages"][1]["role"], "assistant");
 }
 
-// llama.cpp habits: -f reads the prompt from a file, -cnv is the chat command, and a flag that
-// means nothing here is refused with a line that says so (not a parse of "-ngl" as "-n gl").
+// llama.cpp habits: -f reads the prompt from a file, -cnv is the chat command, a flag that means
+// nothing here is refused with a line that says so (not a parse of "-ngl" as "-n gl"), and
+// --version prints one line.
 TEST(Cli, LlamaCppHabits) {
   const std::string bin = test::binary_path();
   const std::string prompt = test::scratch_path("prompt.txt");
@@ -208,6 +209,9 @@ TEST(Cli, LlamaCppHabits) {
   EXPECT_EQ(test::run_command("echo /exit | " + bin + " run -cnv -sys 'Be brief' -t 1", &out), 0)
       << out;
   EXPECT_NE(out.find("chat: "), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(bin + " --version", &out), 0) << out;
+  EXPECT_EQ(out.rfind("turbospark ", 0), 0u) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
 }
 
 // -c above the trained context (1024 for the bundled model) warns; a prompt longer than the
