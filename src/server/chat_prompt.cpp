@@ -10,6 +10,9 @@ std::string chat_prompt_text(const ChatTemplate& chat, const ApiRequest& request
   options.continue_final_message = true;
   if (chat.renders_tools()) {
     if (request.tools != nullptr) options.tools = tools_json(*request.tools);
+    const std::string_view format = chat.tool_format().name();
+    if (format == "mistral" || format == "mistral_nemo")
+      return chat.apply(mistral_call_ids(request.messages), options);
     return chat.apply(request.messages, options);
   }
   // The template writes calls in its family's format but lists no tools (DeepSeek's): the

@@ -1,5 +1,6 @@
 #include "server/tool_request.h"
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -152,6 +153,38 @@ std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& message
     out.push_back(std::move(h));
   }
   return tools != nullptr ? with_system_block(std::move(out), tools->system_block()) : out;
+}
+
+namespace {
+
+bool mistral_id(const std::string& id) {
+  return id.size() == 9 &&
+         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+}
+
+// 9 letters and digits from a hash of `id` (FNV-1a): stable, so a call and its result agree.
+std::string to_mistral_id(const std::string& id) {
+  if (mistral_id(id)) return id;
+  uint64_t h = 1469598103934665603ull;
+  for (char c : id) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  static constexpr char kDigits[] =
+      "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+  std::string out;
+  for (int i = 0; i < 9; ++i, h /= 62) out += kDigits[h % 62];
+  return out;
+}
+
+}  // namespace
+
+std::vector<ChatMessage> mistral_call_ids(std::vector<ChatMessage> messages) {
+  for (ChatMessage& m : messages) {
+    if (!m.tool_call_id.empty()) m.tool_call_id = to_mistral_id(m.tool_call_id);
+    if (!m.tool_calls.is_array()) continue;
+    for (auto& call : m.tool_calls)
+      if (call.contains("id") && call["id"].is_string())
+        call["id"] = to_mistral_id(call["id"].get<std::string>());
+  }
+  return messages;
 }
 
 std::vector<ChatMessage> with_system_block(std::vector<ChatMessage> messages,

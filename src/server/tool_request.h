@@ -32,6 +32,10 @@ nlohmann::ordered_json tools_json(const ToolSet& tools);
 // when there is none).
 std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& messages,
                                          const ToolSet* tools);
+// Mistral's templates refuse a call id that is not 9 letters and digits, and this server's own
+// ids ("call_" and 24 hex digits) are not: each other id becomes 9 such characters made from it,
+// the same in the call and in its result, so a client can send the server's answers back.
+std::vector<ChatMessage> mistral_call_ids(std::vector<ChatMessage> messages);
 // `messages` with `block` at the end of the system message (one is added when there is none).
 std::vector<ChatMessage> with_system_block(std::vector<ChatMessage> messages,
                                            const std::string& block);

@@ -209,9 +209,10 @@ TEST(Cli, LlamaCppHabits) {
   EXPECT_EQ(test::run_command("echo /exit | " + bin + " run -cnv -sys 'Be brief' -t 1", &out), 0)
       << out;
   EXPECT_NE(out.find("chat: "), std::string::npos) << out;
-  EXPECT_EQ(test::run_command(bin + " --version", &out), 0) << out;
-  EXPECT_EQ(out.rfind("turbospark ", 0), 0u) << out;
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  std::string version;
+  EXPECT_EQ(test::run_command(bin + " --version", &version), 0) << version;
+  EXPECT_EQ(version.rfind("turbospark ", 0), 0u) << version;
+  EXPECT_EQ(std::count(version.begin(), version.end(), '\n'), 1) << version;
 }
 
 // -c above the trained context (1024 for the bundled model) warns; a prompt longer than the

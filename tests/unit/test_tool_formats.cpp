@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "../../fuzz/tool_calls_harness.h"
+#include "server/chat_prompt.h"
 #include "test_paths.h"
+#include "core/error.h"
 #include "text/chat_template.h"
 #include "text/tool_calls.h"
 #include "text/tool_format.h"
@@ -280,6 +282,26 @@ TEST(ToolFormats, HostileTextNeverThrows) {
     input += text;
     fuzz::check_tool_calls(reinterpret_cast<const uint8_t*>(input.data()), input.size());
   }
+}
+
+// Mistral's templates refuse call ids that are not 9 letters and digits, such as this server's
+// own: the history's ids are made so, the same in a call and in its result.
+TEST(ToolFormats, MistralGetsCallIdsItAccepts) {
+  const ChatTemplate t =
+      ChatTemplate::jinja(read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja"), {"<s>", "</s>"});
+  server::ApiRequest r;
+  r.kind = server::ApiKind::Chat;
+  ChatMessage assistant{"assistant", ""};
+  assistant.tool_calls = ordered::array({call("call_0123456789abcdef01234567", "get", {{"tz", "UTC"}})});
+  ChatMessage result{"tool", "12:00"};
+  result.tool_call_id = "call_0123456789abcdef01234567";
+  r.messages = {{"user", "Time?"}, assistant, result};
+  EXPECT_THROW(t.apply(r.messages, ChatOptions{}), Error);  // as the client sent them
+  const std::string prompt = server::chat_prompt_text(t, r);
+  const size_t id = prompt.find("[CALL_ID]");
+  ASSERT_NE(id, std::string::npos) << prompt;
+  const std::string nine = prompt.substr(id + 9, 9);
+  EXPECT_NE(prompt.find("[TOOL_RESULTS]" + nine), std::string::npos) << prompt;
 }
 
 }  // namespace
