@@ -15,7 +15,7 @@ fi
 dir=build-fuzz
 cmake -S . -B $dir -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DCMAKE_C_COMPILER=clang -DTURBOSPARK_FUZZ=ON -DTURBOSPARK_CUDA=OFF -DTURBOSPARK_BENCH=OFF >/dev/null
-targets="gguf safetensors hf_index spm_tokenizer hf_tokenizer api_request http_request json_prefix json_schema chat_template model_config"
+targets="gguf safetensors hf_index spm_tokenizer hf_tokenizer api_request http_request json_prefix json_schema chat_template model_config tool_calls"
 cmake --build $dir -j2 --target $(printf "fuzz_%s " $targets)
 work=$dir/fuzz/work
 status=0

@@ -21,8 +21,8 @@
 #include "runtime/session.h"
 #include "server/chat_prompt.h"
 #include "text/harmony.h"
-#include "text/reasoning_budget.h"
 #include "text/json_constraint.h"
+#include "text/reasoning_budget.h"
 
 namespace ts::cli {
 namespace {

@@ -18,9 +18,9 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
 #include "server/chat_prompt.h"
-#include "text/reasoning_budget.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
+#include "text/reasoning_budget.h"
 
 namespace ts::cli {
 namespace {
@@ -76,7 +76,7 @@ int run_serve(ServeArgs& a) {
   }
 
   server::SchedulerOptions scheduling{a.parallel, a.model.ctx, engine->options().prefill_batch,
-                                     a.queue,    a.lookup,    a.checkpoint_every};
+                                      a.queue,    a.lookup,    a.checkpoint_every};
   if (chat) {
     scheduling.shown_tokens = server::chat_shown_tokens(*chat, tok);
     scheduling.reasoning = reasoning_markers(*chat, tok);

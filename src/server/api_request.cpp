@@ -51,10 +51,10 @@ bool known_field(const std::string& name, ApiKind kind) {
   static const std::set<std::string> chat = {
       "messages",  "max_completion_tokens", "top_logprobs",
       "tools",     "tool_choice",           "parallel_tool_calls",
-      "functions", "chat_template_kwargs",  "reasoning_effort",
-      "reasoning_budget"};
+      "functions", "chat_template_kwargs",  "reasoning_effort"};
   return shared.count(name) != 0 ||
-         (kind == ApiKind::Completion ? completion : chat).count(name) != 0;
+         (kind == ApiKind::Completion ? completion : chat).count(name) != 0 ||
+         (kind == ApiKind::Chat && name == "reasoning_budget");
 }
 
 // Fields of OpenAI's API that this server does not implement: refused, never silently ignored,

@@ -299,8 +299,7 @@ struct HttpServer::Impl {
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
   // `thinking_open`: whether the prompt leaves the model inside a <think> block; `channel`: the
   // harmony channel it leaves the model writing in.
-  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open,
-                              std::string& channel) const;
+  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open, std::string& channel) const;
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -337,8 +336,7 @@ std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinkin
     thinking_open = prompt_opens_thinking(text);
     if (chat->harmony()) channel = harmony_open_channel(text);
     // A required call: the answer opens with the marker, so the model writes only the call.
-    const std::string opening =
-        a.tool_required ? required_call_opening(*chat_tools(*chat, a)) : "";
+    const std::string opening = a.tool_required ? required_call_opening(*chat_tools(*chat, a)) : "";
     return tok.encode(text + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
@@ -378,7 +376,8 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     g.json = a.json;
     g.tools = kind == ApiKind::Chat ? chat_tools(*chat, a) : nullptr;
     g.tool_required = a.tool_required;
-    g.reasoning_budget = kind == ApiKind::Chat ? a.reasoning_budget.value_or(o.reasoning_budget) : -1;
+    g.reasoning_budget =
+        kind == ApiKind::Chat ? a.reasoning_budget.value_or(o.reasoning_budget) : -1;
     g.reasoning_open = thinking_open || channel == "analysis";
     g.sampling.seed = a.seed ? *a.seed : random_seed();
     g.top_logprobs = a.top_logprobs;

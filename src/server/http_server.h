@@ -27,7 +27,8 @@ struct ServerOptions {
   std::string model_id;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
-  int64_t reasoning_budget = -1;  // --reasoning-budget: a chat request's default (-1: none)
+  // --reasoning-budget: a chat request's default (-1: none).
+  int64_t reasoning_budget = -1;
 };
 
 class HttpServer {

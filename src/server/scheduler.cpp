@@ -62,8 +62,9 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
          "at most " + std::to_string(kMaxTopLogprobs) + " top log-probabilities per token");
   const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
   if (request.json || request.tools)
-    std::call_once(json_vocab_once_,
-                   [&] { json_vocab_ = std::make_shared<const JsonVocabulary>(tok_, o_.shown_tokens); });
+    std::call_once(json_vocab_once_, [&] {
+      json_vocab_ = std::make_shared<const JsonVocabulary>(tok_, o_.shown_tokens);
+    });
   auto job = std::make_shared<Job>(std::move(request));
   {
     std::lock_guard lock(mu_);
@@ -466,7 +467,8 @@ void Scheduler::finish(Slot& s, FinishReason reason) {
     reason = FinishReason::ToolCalls;
   std::vector<ToolCall> calls;
   const auto& tools = s.job->request().tools;
-  if (reason == FinishReason::ToolCalls || (reason == FinishReason::Length && (s.tool || s.calling)))
+  if (reason == FinishReason::ToolCalls ||
+      (reason == FinishReason::Length && (s.tool || s.calling)))
     calls = tools->format().parse(s.call_text, tools.get());
   // An unconstrained call that does not read is no call: its text is the answer's, as written.
   if (s.calling && calls.empty()) {

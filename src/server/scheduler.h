@@ -102,7 +102,7 @@ class Scheduler {
     std::optional<JsonConstraint> json;      // JSON mode
     std::optional<ReasoningBudget> budget;   // a reasoning budget
     std::optional<ToolCallConstraint> tool;  // while a tool call is being written
-    bool calling = false;  // ... in a format that is not constrained (the text is only read)
+    bool calling = false;                    // ... in a format not constrained (only read)
     std::string call_text;                   // ... its bytes so far
     int64_t fed = 0;                         // prompt tokens in the cache
     int64_t cached = 0;                      // of which were there before the job came
@@ -139,8 +139,8 @@ class Scheduler {
   bool shares_a_prefill(const GenRequest& r, int64_t kept) const;
   void start(const Placement& p, std::shared_ptr<Job> job);
   void sample(Slot& s, size_t row = 0);
-  // The text showed the tool format's opening marker: what follows is a call. False when the marker's token went on
-  // with bytes no call can start with.
+  // The text showed the tool format's opening marker: what follows is a call. False when the
+  // marker's token went on with bytes no call can start with.
   bool start_tool_call(Slot& s, const std::shared_ptr<const ToolSet>& tools,
                        const std::string& after);
   void step();

@@ -158,8 +158,9 @@ std::vector<ChatMessage> hermes_messages(const std::vector<ChatMessage>& message
 namespace {
 
 bool mistral_id(const std::string& id) {
-  return id.size() == 9 &&
-         std::all_of(id.begin(), id.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)); });
+  return id.size() == 9 && std::all_of(id.begin(), id.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c));
+         });
 }
 
 // 9 letters and digits from a hash of `id` (FNV-1a): stable, so a call and its result agree.

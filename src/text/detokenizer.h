@@ -26,7 +26,8 @@ class TextStream {
  private:
   const Tokenizer& tok_;
   bool render_special_;
-  std::vector<int32_t> shown_;  // sorted
+  // Sorted.
+  std::vector<int32_t> shown_;
   std::string pending_;  // bytes of an incomplete character
 };
 

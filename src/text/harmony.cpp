@@ -112,9 +112,9 @@ void HarmonySplitter::run(Parts& out, bool at_end) {
     if (end != std::string::npos) {
       give(out, std::string_view(held_).substr(0, end));
       // <|start|> and <|channel|> open the next header; the end markers are dropped.
-      const bool header = held_.compare(end, 2, "<|") == 0 &&
-                          (held_.compare(end, 9, "<|start|>") == 0 ||
-                           held_.compare(end, kChannel.size(), kChannel) == 0);
+      const bool header =
+          held_.compare(end, 2, "<|") == 0 && (held_.compare(end, 9, "<|start|>") == 0 ||
+                                               held_.compare(end, kChannel.size(), kChannel) == 0);
       held_.erase(0, header ? end : end + length);
       in_message_ = false;
       continue;

@@ -33,7 +33,7 @@ class HarmonySplitter final : public AnswerSplitter {
 
   bool in_message_;
   std::string channel_;
-  std::string held_;  // header text, or message text that could still begin a marker
+  std::string held_;    // header text, or message text that could still begin a marker
   bool plain_ = false;  // the answer is not in harmony form: all of it is reply
 };
 

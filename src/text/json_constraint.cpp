@@ -45,7 +45,8 @@ JsonVocabulary::JsonVocabulary(const Tokenizer& tok, const std::vector<int32_t>&
   plain.reserve(n);
   std::vector<int32_t> nonempty, not_plain_ids;
   for (size_t id = 0; id < n; ++id) {
-    const bool show = std::find(shown.begin(), shown.end(), static_cast<int32_t>(id)) != shown.end();
+    const bool show =
+        std::find(shown.begin(), shown.end(), static_cast<int32_t>(id)) != shown.end();
     pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), show));
     plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
     chars.push_back(

@@ -13,7 +13,8 @@ ReasoningMarkers reasoning_markers(const ChatTemplate& chat, const Tokenizer& to
   if (chat.harmony()) {
     m.open = "<|channel|>analysis<|message|>";
     m.close = "<|end|>";
-    m.close_tokens = tok.encode("<|end|><|start|>assistant<|channel|>final<|message|>", false, true);
+    m.close_tokens =
+        tok.encode("<|end|><|start|>assistant<|channel|>final<|message|>", false, true);
   } else if (chat.thinks()) {
     m.open = "<think>";
     m.close = "</think>";

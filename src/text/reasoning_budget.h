@@ -18,8 +18,8 @@ class ChatTemplate;
 
 // A model's reasoning markers, and the end marker's tokens to force.
 struct ReasoningMarkers {
-  std::string open;                  // "<think>"
-  std::string close;                 // "</think>"
+  std::string open;                   // "<think>"
+  std::string close;                  // "</think>"
   std::vector<int32_t> close_tokens;  // what is forced: "\n</think>\n\n" encoded
   bool empty() const { return open.empty(); }
 };

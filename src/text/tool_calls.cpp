@@ -94,8 +94,9 @@ std::string ToolSet::system_block() const {
 std::string ToolSet::format_system_block() const {
   const CallEnvelope* env = format_->envelope();
   if (env == nullptr || format_ == &hermes_tool_format()) return system_block();
-  std::string out = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-                    "The functions, as JSON:";
+  std::string out =
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "The functions, as JSON:";
   for (const Tool& t : tools_) {
     nlohmann::ordered_json function = {{"name", t.name}};
     if (!t.description.empty()) function["description"] = t.description;
@@ -108,14 +109,14 @@ std::string ToolSet::format_system_block() const {
                               std::string(env->middle) + R"({"argument": "value"})" +
                               std::string(env->tail);
   return out + "\n\nTo call a function, write:\n" + std::string(format_->open()) +
-         std::string(env->start) + (format_->open_in_call() ? example.substr(format_->open().size()) : example) +
+         std::string(env->start) +
+         (format_->open_in_call() ? example.substr(format_->open().size()) : example) +
          std::string(env->end);
 }
 
 std::shared_ptr<const ToolSet> ToolSet::only(const std::string& name) const {
   for (const Tool& t : tools_)
-    if (t.name == name)
-      return ToolSet(std::vector<Tool>{t}, parallel_).in_format(*format_);
+    if (t.name == name) return ToolSet(std::vector<Tool>{t}, parallel_).in_format(*format_);
   fail(ErrorKind::Input, "no tool is named '" + name + "'");
 }
 

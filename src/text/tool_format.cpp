@@ -28,8 +28,8 @@ const ToolFormat& tool_format_for_template(std::string_view source) {
 }
 
 std::vector<const ToolFormat*> all_tool_formats() {
-  return {&tool_formats::hermes(),      &tool_formats::qwen3_xml(),   &tool_formats::mistral(),
-          &tool_formats::mistral_nemo(), &tool_formats::llama3(),      &tool_formats::deepseek_v3(),
+  return {&tool_formats::hermes(),        &tool_formats::qwen3_xml(), &tool_formats::mistral(),
+          &tool_formats::mistral_nemo(),  &tool_formats::llama3(),    &tool_formats::deepseek_v3(),
           &tool_formats::deepseek_v3_1(), &tool_formats::harmony()};
 }
 

@@ -27,14 +27,14 @@ class ToolSet;
 struct CallEnvelope {
   std::string_view start = {};   // after the opening marker, before the first call
   std::string_view head = {};    // before each call's name
-  char name_end = '"';      // the byte right after a name
+  char name_end = '"';           // the byte right after a name
   std::string_view middle = {};  // after name_end, before the arguments object
   std::string_view tail = {};    // after the arguments object
   std::string_view close = {};   // after a call's tail when several calls may follow (parallel)
   std::string_view next = {};    // between one call's close and the next head ("" : head directly)
   std::string_view end = {};     // after the last call ("" : the calls may end after any close)
-  bool lead_space = false;  // a line break and a little indentation may come before a head
-  bool single = false;      // the family writes one call per answer, whatever the request says
+  bool lead_space = false;       // a line break and a little indentation may come before a head
+  bool single = false;           // the family writes one call per answer, whatever the request says
 };
 
 class ToolFormat {

@@ -1,9 +1,9 @@
 // The fuzzers' harness without libFuzzer: every seed in fuzz/corpus/ (and, when the shared data is
 // present, every real fixture file) plus a few thousand deterministic mutations of them go through
 // the GGUF, safetensors and HF-index parsers, the tokenizer loaders, the server's request
-// reader and the tool-call formats. Each input must be refused with a one-line ts::Error or accepted with every byte range
-// inside the file; a crash here (or under the ASan build) is a parser bug. The libFuzzer targets
-// themselves are built by scripts/fuzz.sh.
+// reader and the tool-call formats. Each input must be refused with a one-line ts::Error or
+// accepted with every byte range inside the file; a crash here (or under the ASan build) is a
+// parser bug. The libFuzzer targets themselves are built by scripts/fuzz.sh.
 #include <gtest/gtest.h>
 
 #include <algorithm>

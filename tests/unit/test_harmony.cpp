@@ -29,8 +29,8 @@ AnswerSplitter::Parts split(const std::vector<std::string>& pieces, const std::s
 }
 
 // Every way of cutting `text` into three pieces gives the same parts as the whole.
-void expect_split(const std::string& text, const std::string& channel,
-                  const std::string& reasoning, const std::string& content) {
+void expect_split(const std::string& text, const std::string& channel, const std::string& reasoning,
+                  const std::string& content) {
   for (size_t i = 0; i <= text.size(); i += 3)
     for (size_t j = i; j <= text.size(); j += 5) {
       const auto p = split({text.substr(0, i), text.substr(i, j - i), text.substr(j)}, channel);
@@ -60,9 +60,10 @@ TEST(Harmony, SplitsTheChannels) {
 
 TEST(Harmony, PromptsOpenChannel) {
   EXPECT_EQ(harmony_open_channel("<|start|>user<|message|>hi<|end|><|start|>assistant"), "");
-  EXPECT_EQ(harmony_open_channel(
-                "<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>Hel"),
-            "final");
+  EXPECT_EQ(
+      harmony_open_channel(
+          "<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>Hel"),
+      "final");
   std::ifstream f(test::fixtures_dir() + "/chat_templates/openai-gpt-oss-120b.jinja");
   std::stringstream ss;
   ss << f.rdbuf();

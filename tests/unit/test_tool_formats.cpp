@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "../../fuzz/tool_calls_harness.h"
+#include "core/error.h"
 #include "server/chat_prompt.h"
 #include "test_paths.h"
-#include "core/error.h"
 #include "text/chat_template.h"
 #include "text/tool_calls.h"
 #include "text/tool_format.h"
@@ -86,10 +86,11 @@ std::string render_calls(const std::string& file, const ordered& calls) {
   options.tools = ordered::array();
   const ToolSet set = tools();
   for (const Tool& x : set.tools())
-    options.tools.push_back(
-        {{"type", "function"},
-         {"function", {{"name", x.name}, {"description", x.description},
-                       {"parameters", ordered::parse(x.parameters.dump())}}}});
+    options.tools.push_back({{"type", "function"},
+                             {"function",
+                              {{"name", x.name},
+                               {"description", x.description},
+                               {"parameters", ordered::parse(x.parameters.dump())}}}});
   return t.apply({user, assistant}, options);
 }
 
@@ -110,8 +111,7 @@ TEST(ToolFormats, RecognisedFromTheRealTemplates) {
   EXPECT_EQ(t.tool_format().name(), "qwen3_xml");
   EXPECT_TRUE(ChatTemplate::jinja(read_template("openai-gpt-oss-120b.jinja"), {}).harmony());
   // A template with no tool section: the server teaches Hermes itself.
-  EXPECT_EQ(tool_format_for_template(read_template("google-gemma-2-2b-it.jinja")).name(),
-            "hermes");
+  EXPECT_EQ(tool_format_for_template(read_template("google-gemma-2-2b-it.jinja")).name(), "hermes");
 }
 
 TEST(ToolFormats, TheTemplatesCallsReadBack) {
@@ -183,8 +183,7 @@ TEST(ToolFormats, RandomWalksThroughEachEnvelopeEndInValidCalls) {
           text += c;
         }
         ASSERT_TRUE(fuzz::complete_call_greedily(p, text, text.size() + 4096)) << text;
-        const std::string body =
-            format->open_in_call() ? text.substr(format->open().size()) : text;
+        const std::string body = format->open_in_call() ? text.substr(format->open().size()) : text;
         const std::vector<ToolCall> calls = format->parse(body, set.get());
         ASSERT_FALSE(calls.empty()) << text;
         if (!set->several()) EXPECT_EQ(calls.size(), 1u) << text;
@@ -219,9 +218,11 @@ TEST(ToolFormats, SystemBlockTeachesTheFormat) {
     EXPECT_EQ(calls[0].name, "function_name");
     EXPECT_EQ(calls[0].arguments, R"({"argument":"value"})");
   }
-  const std::string deepseek = base.in_format(*tool_format_named("deepseek_v3_1"))->format_system_block();
-  EXPECT_NE(deepseek.find("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"),
-            std::string::npos)
+  const std::string deepseek =
+      base.in_format(*tool_format_named("deepseek_v3_1"))->format_system_block();
+  EXPECT_NE(
+      deepseek.find("<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"),
+      std::string::npos)
       << deepseek;
 }
 
@@ -235,7 +236,8 @@ TEST(ToolFormats, ReadWhatModelsWrite) {
   ASSERT_EQ(calls.size(), 1u);
   EXPECT_EQ(calls[0].name, "get_weather");
   EXPECT_EQ(calls[0].arguments, R"({"city":"Paris"})");
-  calls = read("mistral", R"(get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"tz": "UTC"})");
+  calls = read("mistral",
+               R"(get_weather[ARGS]{"city": "Paris"}[TOOL_CALLS]get_time[ARGS]{"tz": "UTC"})");
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_EQ(calls[1].name, "get_time");
   // Qwen3-Coder's values by their declared types: "3" an integer, "007" a string parameter.
@@ -261,11 +263,29 @@ TEST(ToolFormats, ReadWhatModelsWrite) {
 TEST(ToolFormats, HostileTextNeverThrows) {
   const ToolSet set = tools();
   std::mt19937 rng(7);
-  const std::vector<std::string> pieces = {
-      "<tool_call>", "<function=", "<parameter=", "</parameter>", "</function>", "[TOOL_CALLS]",
-      "[ARGS]",      "{",          "}",           "\"",           "\\",          "get_weather",
-      "<｜tool▁call▁begin｜>",     "<｜tool▁sep｜>", "<｜tool▁call▁end｜>", "<|message|>", ">",
-      "\n",          "[",          "]",           "{\"name\": \"", "\"arguments\": ", "x"};
+  const std::vector<std::string> pieces = {"<tool_call>",
+                                           "<function=",
+                                           "<parameter=",
+                                           "</parameter>",
+                                           "</function>",
+                                           "[TOOL_CALLS]",
+                                           "[ARGS]",
+                                           "{",
+                                           "}",
+                                           "\"",
+                                           "\\",
+                                           "get_weather",
+                                           "<｜tool▁call▁begin｜>",
+                                           "<｜tool▁sep｜>",
+                                           "<｜tool▁call▁end｜>",
+                                           "<|message|>",
+                                           ">",
+                                           "\n",
+                                           "[",
+                                           "]",
+                                           "{\"name\": \"",
+                                           "\"arguments\": ",
+                                           "x"};
   for (int round = 0; round < 2000; ++round) {
     std::string text;
     const int n = static_cast<int>(rng() % 24);
@@ -287,12 +307,13 @@ TEST(ToolFormats, HostileTextNeverThrows) {
 // Mistral's templates refuse call ids that are not 9 letters and digits, such as this server's
 // own: the history's ids are made so, the same in a call and in its result.
 TEST(ToolFormats, MistralGetsCallIdsItAccepts) {
-  const ChatTemplate t =
-      ChatTemplate::jinja(read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja"), {"<s>", "</s>"});
+  const ChatTemplate t = ChatTemplate::jinja(
+      read_template("Mistral-Small-3.2-24B-Instruct-2506.jinja"), {"<s>", "</s>"});
   server::ApiRequest r;
   r.kind = server::ApiKind::Chat;
   ChatMessage assistant{"assistant", ""};
-  assistant.tool_calls = ordered::array({call("call_0123456789abcdef01234567", "get", {{"tz", "UTC"}})});
+  assistant.tool_calls =
+      ordered::array({call("call_0123456789abcdef01234567", "get", {{"tz", "UTC"}})});
   ChatMessage result{"tool", "12:00"};
   result.tool_call_id = "call_0123456789abcdef01234567";
   r.messages = {{"user", "Time?"}, assistant, result};

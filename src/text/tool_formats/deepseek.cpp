@@ -4,7 +4,8 @@
 //   {"city": "Paris"}
 //   ```<｜tool▁call▁end｜><｜tool▁calls▁end｜>
 // (a line break between two calls); V3.1 drops the type and the code fence:
-//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city": "Paris"}<｜tool▁call▁end｜>...
+//   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":
+//   "Paris"}<｜tool▁call▁end｜>...
 // The parser reads both, whichever the template taught.
 #include "text/tool_formats/call_text.h"
 #include "text/tool_formats/formats.h"
@@ -70,13 +71,13 @@ class DeepSeek final : public ToolFormat {
 
 const ToolFormat& deepseek_v3() {
   // The head spells the type with the separator; the name ends at its line break.
-  static const DeepSeek format(
-      "deepseek_v3", CallEnvelope{.head = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
-                                  .name_end = '\n',
-                                  .middle = "```json\n",
-                                  .tail = "\n```<｜tool▁call▁end｜>",
-                                  .next = "\n",
-                                  .end = kCallsEnd});
+  static const DeepSeek format("deepseek_v3",
+                               CallEnvelope{.head = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>",
+                                            .name_end = '\n',
+                                            .middle = "```json\n",
+                                            .tail = "\n```<｜tool▁call▁end｜>",
+                                            .next = "\n",
+                                            .end = kCallsEnd});
   return format;
 }
 

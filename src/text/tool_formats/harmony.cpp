@@ -1,5 +1,6 @@
 // gpt-oss's harmony format: a call is a message to a function, in the commentary channel,
-//   <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}<|call|>
+//   <|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city":
+//   "Paris"}<|call|>
 // (its template writes the recipient in the header instead, "<|start|>assistant
 // to=functions.get_weather<|channel|>commentary json<|message|>": both are read). <|call|> ends
 // the generation, so an answer holds one call. The channel markers are control tokens, shown so

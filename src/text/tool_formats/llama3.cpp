@@ -25,11 +25,8 @@ class Llama3 final : public ToolFormat {
   const CallEnvelope* envelope() const override { return &envelope_; }
 
  private:
-  CallEnvelope envelope_{.head = kOpen,
-                         .name_end = '"',
-                         .middle = R"(, "parameters": )",
-                         .tail = "}",
-                         .single = true};
+  CallEnvelope envelope_{
+      .head = kOpen, .name_end = '"', .middle = R"(, "parameters": )", .tail = "}", .single = true};
 };
 
 }  // namespace
