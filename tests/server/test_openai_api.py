@@ -763,6 +763,52 @@ class ServerFlags(unittest.TestCase):
                 self.assertIn("reasoning_budget", j["error"]["message"])
             self.assertEqual(s.exit_code, 0)
 
+    def test_harmony_channels(self):
+        # A template in gpt-oss's harmony form whose generation prompt opens the analysis channel:
+        # the answer is reasoning_content; with a reasoning budget the end of the analysis and the
+        # final channel's header are forced, and what follows is content, streamed as deltas of
+        # their own (the markers in neither).
+        template = (
+            "{%- for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>"
+            "{% endfor -%}"
+            "{%- if add_generation_prompt %}<|start|>assistant<|channel|>analysis<|message|>"
+            "{% endif %}"
+        )
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "harmony.jinja")
+            with open(path, "w") as f:
+                f.write(template)
+            with Server(self.binary, "--chat-template", path, "--parallel", "1", "-c", "512") as s:
+                c = client_for(s)
+                messages = [{"role": "developer", "content": "Be brief."},
+                            {"role": "user", "content": "Once upon a time"}]
+                # The base model would end its answer at once: ignore_eos keeps it going.
+                ask = lambda budget=-1, **kw: c.chat.completions.create(
+                    model="tiny-moe-q8_0", messages=messages, max_tokens=60, temperature=0,
+                    extra_body={"reasoning_budget": budget, "ignore_eos": True}, **kw
+                )
+                whole = ask().choices[0].message
+                self.assertTrue(whole.reasoning_content)
+                self.assertFalse(whole.content)
+                cut = ask(4).choices[0].message
+                self.assertTrue(cut.content, cut)
+                self.assertTrue(whole.reasoning_content.startswith(cut.reasoning_content))
+                for text in (cut.content, cut.reasoning_content):
+                    self.assertNotIn("<|", text)
+                reasoning, content, order = "", "", []
+                for chunk in ask(4, stream=True):
+                    for ch in chunk.choices:
+                        r = getattr(ch.delta, "reasoning_content", None) or ""
+                        reasoning += r
+                        content += ch.delta.content or ""
+                        if r:
+                            order.append("r")
+                        if ch.delta.content:
+                            order.append("c")
+                self.assertEqual((reasoning, content), (cut.reasoning_content, cut.content))
+                self.assertEqual(order, sorted(order, reverse=True))  # reasoning, then content
+            self.assertEqual(s.exit_code, 0)
+
     def test_api_key(self):
         with Server(self.binary, "--api-key", "s3cret", "--parallel", "1", "-c", "256") as s:
             self.assertEqual(s.health()["status"], "ok")  # /health needs no key
