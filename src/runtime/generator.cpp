@@ -87,7 +87,7 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
     budget.mask(cur);
     const int32_t next = sampler.sample(cur);
     if (json) json->advance(next);
-    budget.advance(next, tok.token_to_piece(next, true));
+    if (budget.active()) budget.advance(next, tok.token_to_piece(next, true));
     if (!o.ignore_eos && tok.is_eog(next)) {
       r.finish = FinishReason::Stop;
       break;

@@ -416,7 +416,7 @@ void Scheduler::accept_token(Slot& s, size_t row) {
     return finish(s, in_call ? FinishReason::ToolCalls : FinishReason::Stop);
   if (s.json) s.json->advance(t);
   if (s.tool) s.tool->advance(t);
-  s.budget->advance(t, tok_.token_to_piece(t, true));
+  if (s.budget->active()) s.budget->advance(t, tok_.token_to_piece(t, true));
   ++s.generated;
   s.sampler->accept(t);
   if (r.top_logprobs >= 0) s.job->record(token_logprobs(logits, t, r.top_logprobs));

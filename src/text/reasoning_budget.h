@@ -33,6 +33,8 @@ class ReasoningBudget {
   // `budget` < 0: unlimited. `open`: the prompt left the model in its reasoning.
   ReasoningBudget(const ReasoningMarkers* markers, int64_t budget, bool open);
 
+  // Whether the budget still watches the answer (false: no budget, or the reasoning is over).
+  bool active() const { return state_ != State::After; }
   // The token that must come next, or -1.
   int32_t forced() const;
   // Masks `logits` to the forced token, if any.

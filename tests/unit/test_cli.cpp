@@ -215,6 +215,37 @@ TEST(Cli, LlamaCppHabits) {
   EXPECT_EQ(std::count(version.begin(), version.end(), '\n'), 1) << version;
 }
 
+// A harmony template (gpt-oss's channels) in chat: with a reasoning budget the analysis ends
+// after 4 tokens and the final channel follows; --reasoning hide prints only the final channel,
+// show prints the analysis before it; the channel markers are printed by neither.
+TEST(Cli, ChatHarmonyReasoningBudget) {
+  const std::string bin = test::binary_path();
+  const std::string tmpl = test::scratch_path("harmony.jinja");
+  std::ofstream(tmpl)
+      << "{%- for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>"
+         "{% endfor -%}{%- if add_generation_prompt %}<|start|>assistant<|channel|>analysis"
+         "<|message|>{% endif %}";
+  const auto chat = [&](const std::string& flags) {
+    std::string out;
+    EXPECT_EQ(
+        test::run_command("echo 'Once upon a time' | " + bin + " chat --chat-template " + tmpl +
+                              " --ignore-eos -n 40 --temp 0 -t 1 " + flags + " 2>/dev/null",
+                          &out),
+        0)
+        << out;
+    return out;
+  };
+  const std::string hidden = chat("--reasoning hide --reasoning-budget 4");
+  const std::string shown = chat("--reasoning show --reasoning-budget 4");
+  const std::string unlimited = chat("--reasoning hide");
+  EXPECT_EQ(hidden.find("<|"), std::string::npos) << hidden;
+  EXPECT_EQ(shown.find("<|"), std::string::npos) << shown;
+  EXPECT_GT(hidden.size(), std::string("> \n> ").size()) << hidden;  // the final channel
+  EXPECT_GT(shown.size(), hidden.size()) << shown;
+  // Without a budget the model never leaves the analysis: nothing is printed.
+  EXPECT_EQ(unlimited, "> \n> ") << unlimited;
+}
+
 // -c above the trained context (1024 for the bundled model) warns; a prompt longer than the
 // context is refused before any of it is printed.
 TEST(Cli, ContextChecks) {
