@@ -46,7 +46,7 @@ constexpr int64_t kHeadRows = 128;
 // a backend that groups resident experts on the host too (the CPU) an expert's rows stay one group
 // either way. Beyond a few tokens, grouping shares the experts' weight reads; up to 8, running
 // them by id is faster on a device than grouping, whose expert lists cross to the host every
-// layer (docs/PERFORMANCE.md, "Measured choices in the code").
+// layer (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kDecodeStepRows = 8;
 // Recurrent-state checkpoints a sequence of a hybrid model holds unless told otherwise: one taken
 // before a pass of lookup guesses, one where the last prompt or answer ended.
