@@ -4,6 +4,7 @@
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
 #include "core/error.h"
+#include "model/model_spec.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
 #include "server/http_server.h"
@@ -40,6 +42,30 @@ std::string default_model_id(const std::string& path) {
   std::filesystem::path p(path);
   if (p.filename().empty()) p = p.parent_path();
   return p.has_extension() ? p.stem().string() : p.filename().string();
+}
+
+// What /api/tags and /api/show tell about the model: its family, format, size and age.
+server::ModelInfo model_info(const Engine& engine, const std::string& path, int64_t slot_ctx) {
+  namespace fs = std::filesystem;
+  server::ModelInfo m;
+  const ModelSpec& spec = engine.spec();
+  m.family = family_name(spec.cfg.family);
+  m.format = spec.source->kind() == SourceKind::Gguf ? "gguf" : "safetensors";
+  m.trained_context = spec.cfg.ctx_train;
+  m.slot_context = slot_ctx;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) m.size_bytes += e.file_size(ec);
+  } else {
+    m.size_bytes = fs::file_size(path, ec);
+  }
+  const auto written = fs::last_write_time(path, ec);
+  if (!ec)
+    m.modified_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::file_clock::to_sys(written).time_since_epoch())
+                          .count();
+  return m;
 }
 
 int run_serve(ServeArgs& a) {
@@ -73,11 +99,12 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
   }
 
-  server::Scheduler scheduler(
-      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup,
-                 a.checkpoint_every});
+  server::Scheduler scheduler(*engine, tok,
+                              {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue,
+                               a.lookup, a.checkpoint_every});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
+  a.http.model_info = model_info(*engine, path, a.model.ctx);
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
   const int port = http.bind();
   std::fprintf(stderr,

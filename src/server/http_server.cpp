@@ -7,16 +7,17 @@
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
-#include "server/chat_prompt.h"
 #include "server/connection_gate.h"
+#include "server/generation.h"
 #include "server/http_errors.h"
+#include "server/ollama_api.h"
 #include "server/request_server.h"
+#include "server/route_support.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
 #include "text/reasoning.h"
@@ -91,38 +92,15 @@ size_t request_workers(int asked, const SchedulerOptions& s) {
   return std::min(want, kMaxRequestWorkers);
 }
 
-// A body read through httplib's content reader, so that a chunked one is cut off at the limit
-// while it arrives (httplib applies its payload limit to Content-Length bodies only). False with
-// `res` answered when it cannot be read whole.
+// The body whole, or false with `res` answered (413 or 400).
 bool read_body(const httplib::ContentReader& reader, size_t limit, std::string& body,
                httplib::Response& res) {
-  bool over = false;
-  const bool read = reader([&](const char* data, size_t n) {
-    if (n > limit - body.size()) {
-      over = true;
-      return false;
-    }
-    body.append(data, n);
-    return true;
-  });
-  const SocketStream* conn = current_stream();
-  if (over || (conn != nullptr && conn->over_limit())) {
-    send_error(res, 413,
-               "the request body is larger than the limit of " + std::to_string(limit) + " bytes",
-               "invalid_request_error", "request_too_large");
-    return false;
-  }
-  if (!read) {
-    send_error(res, 400, "the request body could not be read (cut short, too slow or malformed)",
-               "invalid_request_error", "");
-    return false;
-  }
-  return true;
-}
-
-uint64_t random_seed() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return rng();
+  std::string message;
+  const int status = read_request_body(reader, limit, body, message);
+  if (status == 0) return true;
+  send_error(res, status, message, "invalid_request_error",
+             status == 413 ? "request_too_large" : "");
+  return false;
 }
 
 int64_t unix_now() {
@@ -296,8 +274,10 @@ struct HttpServer::Impl {
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
-  // `thinking_open`: whether the prompt leaves the model inside a <think> block.
-  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open) const;
+  GenerationContext gen_context() const { return {sched, tok, chat, no_chat, o.model_id}; }
+  RouteContext route_context() const {
+    return {gen_context(), o.max_body_bytes, svr, o.model_info};
+  }
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -326,20 +306,6 @@ void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t hea
   set_current_stream(nullptr);
 }
 
-std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open) const {
-  if (a.kind == ApiKind::Chat) {
-    if (!chat) fail(ErrorKind::Input, no_chat);
-    const std::string text = chat_prompt_text(*chat, a);
-    thinking_open = prompt_opens_thinking(text);
-    // A required call: the answer opens with the marker, so the model writes only the call.
-    const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
-    return tok.encode(text + opening, tok.add_bos(), true);
-  }
-  if (!a.prompt_tokens.empty()) return a.prompt_tokens;
-  // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.
-  return tok.encode(a.prompt_text, tok.add_bos(), false);
-}
-
 void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::Response& res) {
   json body;
   try {
@@ -348,65 +314,29 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     return bad_request(res, e.what());
   }
   if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
-  GenRequest g;
   ResponseMeta meta;
   bool stream = false;
   bool logprobs = false;
-  int n = 1;
+  Generation gen;
   try {
     const ApiRequest a = parse_api_request(kind, body);
-    if (!a.model.empty() && a.model != o.model_id)
-      return send_error(
-          res, 404,
-          "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
-          "invalid_request_error", "model_not_found");
-    bool thinking_open = false;
-    g.prompt = prompt(a, thinking_open);
-    g.max_tokens = a.max_tokens;
-    g.ignore_eos = a.ignore_eos;
-    g.cache_prompt = a.cache_prompt;
-    g.stop = a.stop;
-    g.sampling = a.sampling;
-    g.json = a.json;
-    g.tools = a.tools;
-    g.tool_required = a.tool_required;
-    g.sampling.seed = a.seed ? *a.seed : random_seed();
-    g.top_logprobs = a.top_logprobs;
+    gen = start_generation(gen_context(), a);
     logprobs = a.top_logprobs >= 0;
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
-    meta.split_reasoning = kind == ApiKind::Chat && chat->thinks();
-    meta.thinking_open = thinking_open;
+    meta.split_reasoning = gen.split_reasoning;
+    meta.thinking_open = gen.thinking_open;
     stream = a.stream;
-    n = a.n;
   } catch (const Error& e) {
     return bad_request(res, e.what());
+  } catch (const RouteError& e) {
+    return send_error(res, e.status, e.message, e.type, e.code);
   }
-  // A job per choice, each with its own draws (seed + index): all queued, or none.
   auto relay = std::make_shared<Relay>();
   const auto cancel_all = [relay] {
     for (ChoiceRelay& c : relay->choices) c.job->cancel();
   };
-  for (int i = 0; i < n; ++i) {
-    GenRequest gi = g;
-    gi.sampling.seed = g.sampling.seed + static_cast<uint64_t>(i);
-    std::shared_ptr<Job> job;
-    try {
-      job = sched.submit(std::move(gi));
-    } catch (const Error& e) {
-      cancel_all();
-      if (e.kind() == ErrorKind::Runtime) return send_error(res, 503, e.what(), "server_error", "");
-      return bad_request(res, e.what());
-    }
-    if (job == nullptr) {
-      cancel_all();
-      return send_error(res, 503,
-                        "the server is busy: " + std::to_string(sched.options().queue_capacity) +
-                            " requests are already waiting for a slot; retry later",
-                        "server_error", "queue_full");
-    }
-    relay->choices.emplace_back().job = std::move(job);
-  }
+  for (auto& job : gen.jobs) relay->choices.emplace_back().job = std::move(job);
   relay->meta = std::move(meta);
   if (relay->meta.split_reasoning)
     for (ChoiceRelay& c : relay->choices) c.reasoning.emplace(relay->meta.thinking_open);
@@ -446,8 +376,13 @@ void HttpServer::Impl::routes() {
       return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + o.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 401, "invalid or missing API key (send the header 'Authorization: Bearer KEY')",
-               "invalid_request_error", "invalid_api_key");
+    if (req.path.starts_with("/api/"))
+      ollama_error(res, 401,
+                   "invalid or missing API key (send the header 'Authorization: Bearer KEY')");
+    else
+      send_error(res, 401,
+                 "invalid or missing API key (send the header 'Authorization: Bearer KEY')",
+                 "invalid_request_error", "invalid_api_key");
     return httplib::Server::HandlerResponse::Handled;
   });
   // httplib's own refusals (unknown route, body too large, malformed HTTP) arrive here bodiless.
@@ -522,6 +457,7 @@ void HttpServer::Impl::routes() {
         bad_request(res, e.what());
       }
     });
+  add_ollama_routes(svr, route_context());
   for (const auto& [path, kind] :
        {std::pair{"/v1/completions", ApiKind::Completion}, {"/v1/chat/completions", ApiKind::Chat}})
     svr.Post(path, [this, kind](const httplib::Request&, httplib::Response& res,

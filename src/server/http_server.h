@@ -1,5 +1,6 @@
 // The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
 // POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
+// Ollama's /api/* routes (server/ollama_api.h),
 // llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
 // scheduler's counters for Prometheus).
 // A connection gate (server/connection_gate.h) reads and judges every request head before a
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "server/model_info.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -27,6 +29,7 @@ struct ServerOptions {
   std::string model_id;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
+  ModelInfo model_info;  // for the routes that describe the model (Ollama's tags and show)
 };
 
 class HttpServer {
