@@ -164,6 +164,10 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
+  sub->add_option("--store-responses", a->http.stored_responses,
+                  "Responses /v1/responses keeps for previous_response_id (the newest N, at most "
+                  "64 MiB; 0: none)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   sub->add_option("--http-threads", a->http.http_threads,
                   "Requests in progress at once, each on a worker thread; more get 503 "
                   "(0: --parallel + --queue + 8)")

@@ -17,6 +17,7 @@
 #include "server/http_errors.h"
 #include "server/ollama_api.h"
 #include "server/request_server.h"
+#include "server/responses_api.h"
 #include "server/route_support.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
@@ -269,7 +270,13 @@ void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) 
 struct HttpServer::Impl {
   Impl(Scheduler& s, const Tokenizer& t, std::optional<ChatTemplate> c, std::string nc,
        const ServerOptions& opt)
-      : sched(s), tok(t), chat(std::move(c)), no_chat(std::move(nc)), o(opt), created(unix_now()) {}
+      : sched(s),
+        tok(t),
+        chat(std::move(c)),
+        no_chat(std::move(nc)),
+        o(opt),
+        created(unix_now()),
+        responses(opt.stored_responses, opt.stored_response_bytes) {}
 
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
@@ -289,6 +296,7 @@ struct HttpServer::Impl {
   std::string no_chat;
   ServerOptions o;
   int64_t created;
+  ResponseStore responses;
   RequestServer svr;
   std::unique_ptr<ConnectionGate> gate;
 };
@@ -458,6 +466,7 @@ void HttpServer::Impl::routes() {
       }
     });
   add_ollama_routes(svr, route_context());
+  add_responses_routes(svr, route_context(), responses);
   for (const auto& [path, kind] :
        {std::pair{"/v1/completions", ApiKind::Completion}, {"/v1/chat/completions", ApiKind::Chat}})
     svr.Post(path, [this, kind](const httplib::Request&, httplib::Response& res,

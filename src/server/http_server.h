@@ -1,6 +1,6 @@
 // The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
 // POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
-// Ollama's /api/* routes (server/ollama_api.h),
+// Ollama's /api/* routes (server/ollama_api.h), OpenAI's /v1/responses (server/responses_api.h),
 // llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
 // scheduler's counters for Prometheus).
 // A connection gate (server/connection_gate.h) reads and judges every request head before a
@@ -30,6 +30,10 @@ struct ServerOptions {
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
   ModelInfo model_info;  // for the routes that describe the model (Ollama's tags and show)
+  // /v1/responses kept in memory for previous_response_id: the newest this many, in at most
+  // this many bytes (docs/SERVER.md).
+  size_t stored_responses = 256;
+  size_t stored_response_bytes = 64u << 20;
 };
 
 class HttpServer {

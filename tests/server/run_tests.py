@@ -58,7 +58,13 @@ def main():
         return 2
     if not ensure("openai"):
         return SKIP
-    default = ["test_openai_api", "test_ollama_api", "test_hardening", "test_load_short"]
+    default = [
+        "test_openai_api",
+        "test_responses_api",
+        "test_ollama_api",
+        "test_hardening",
+        "test_load_short",
+    ]
     if not ensure("ollama"):
         # The OpenAI tests still run; the Ollama ones are left out, as said above.
         default.remove("test_ollama_api")
