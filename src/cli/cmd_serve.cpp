@@ -1,6 +1,7 @@
 // `turbospark serve [-m MODEL] [--host H] [--port P] [--api-key KEY] [--parallel N] [-c CTX]`:
 // an OpenAI-compatible HTTP server. -c is the context of each of the --parallel slots; their KV
-// caches are allocated at start. SIGINT / SIGTERM stop it cleanly.
+// caches are allocated at start. SIGINT / SIGTERM stop it cleanly: no new connections, the
+// requests in progress finish within --shutdown-timeout, then the rest are ended.
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
@@ -35,6 +36,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string alias;
   std::string max_body = "4M";
+  std::string log_format = "text";
 };
 
 // The name clients use in "model": the file's stem, or the directory's name.
@@ -105,6 +107,7 @@ int run_serve(ServeArgs& a) {
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   a.http.model_info = model_info(*engine, path, a.model.ctx);
+  a.http.log_format = server::parse_log_format(a.log_format);
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
   const int port = http.bind();
   std::fprintf(stderr,
@@ -164,6 +167,16 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
+  sub->add_option("--cors", a->http.cors,
+                  "Let web pages from ORIGIN call the server (CORS headers, preflight OPTIONS); "
+                  "\"*\": any origin (default: none)");
+  sub->add_option("--log-format", a->log_format,
+                  "The access log on stderr, a line per request: text, json or off")
+      ->check(CLI::IsMember({"text", "json", "off"}));
+  sub->add_option("--shutdown-timeout", a->http.shutdown_timeout_s,
+                  "Seconds the requests in progress may take to finish after SIGTERM / SIGINT "
+                  "before their streams are ended (default 10)")
+      ->check(CLI::Range(0.0, 3600.0));
   sub->add_option("--store-responses", a->http.stored_responses,
                   "Responses /v1/responses keeps for previous_response_id (the newest N, at most "
                   "64 MiB; 0: none)")

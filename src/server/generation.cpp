@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "core/error.h"
+#include "server/access_log.h"
 #include "server/chat_prompt.h"
 #include "text/tool_calls.h"
 
@@ -37,12 +38,23 @@ Generation start_generation(const GenerationContext& ctx, const ApiRequest& a) {
         "invalid_request_error", "model_not_found"};
   GenRequest g;
   Generation out;
+  // The prompts' tokens: one, or each of a completion's list of prompts.
+  std::vector<std::vector<int32_t>> prompts;
   try {
-    g.prompt = request_prompt(ctx, a, out.thinking_open);
+    if (a.prompt_list.empty()) {
+      prompts.push_back(request_prompt(ctx, a, out.thinking_open));
+    } else {
+      ApiRequest one = a;
+      for (const ApiRequest::Prompt& p : a.prompt_list) {
+        one.prompt_text = p.text;
+        one.prompt_tokens = p.tokens;
+        prompts.push_back(request_prompt(ctx, one, out.thinking_open));
+      }
+    }
   } catch (const Error& e) {
     throw RouteError{400, e.what(), "invalid_request_error", ""};
   }
-  out.prompt_tokens = static_cast<int64_t>(g.prompt.size());
+  for (const auto& p : prompts) out.prompt_tokens += static_cast<int64_t>(p.size());
   out.split_reasoning = a.kind == ApiKind::Chat && ctx.chat->thinks();
   g.max_tokens = a.max_tokens;
   g.ignore_eos = a.ignore_eos;
@@ -54,8 +66,10 @@ Generation start_generation(const GenerationContext& ctx, const ApiRequest& a) {
   g.tool_required = a.tool_required;
   g.sampling.seed = a.seed ? *a.seed : random_seed();
   g.top_logprobs = a.top_logprobs;
-  for (int i = 0; i < a.n; ++i) {
+  for (size_t k = 0; k < prompts.size() * static_cast<size_t>(a.n); ++k) {
+    const size_t i = k % static_cast<size_t>(a.n);
     GenRequest gi = g;
+    gi.prompt = prompts[k / static_cast<size_t>(a.n)];
     gi.sampling.seed = g.sampling.seed + static_cast<uint64_t>(i);
     std::shared_ptr<Job> job;
     try {
@@ -108,6 +122,7 @@ ReasoningSplitter::Parts AnswerReader::take(std::chrono::milliseconds wait) {
       out.content += p.content;
     }
     done_ = true;
+    access_usage(u.usage.prompt_tokens, u.usage.completion_tokens);
     end_us_ = std::max<int64_t>(1, us());
     if (first_us_ == 0) first_us_ = end_us_;
     u.pieces.clear();

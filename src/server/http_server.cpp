@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -126,7 +129,8 @@ struct Relay {
   ResponseMeta meta;
   const Tokenizer* tok = nullptr;
   bool logprobs = false;
-  Usage usage;  // the prompt once (the first choice's), the completion tokens of them all
+  Usage usage;  // each prompt once (its first choice's), the completion tokens of them all
+  size_t per_prompt = 1;  // choices of each prompt (`n`), prompt by prompt
 };
 
 bool write(httplib::DataSink& sink, const std::string& s) {
@@ -168,11 +172,14 @@ bool take_choice(Relay& r, size_t i, std::chrono::milliseconds wait, JobUpdate& 
   c.done = true;
   c.answer.finish = u.finish;
   c.answer.calls = u.tool_calls;
-  if (i == 0) {
-    r.usage.prompt_tokens = u.usage.prompt_tokens;
-    r.usage.cached_tokens = u.usage.cached_tokens;
+  // A prompt is counted once, by the first of its choices (a list of prompts has several).
+  const bool counts_prompt = i % r.per_prompt == 0;
+  if (counts_prompt) {
+    r.usage.prompt_tokens += u.usage.prompt_tokens;
+    r.usage.cached_tokens += u.usage.cached_tokens;
   }
   r.usage.completion_tokens += u.usage.completion_tokens;
+  access_usage(counts_prompt ? u.usage.prompt_tokens : 0, u.usage.completion_tokens);
   return true;
 }
 
@@ -281,6 +288,8 @@ struct HttpServer::Impl {
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
+  // Adds the CORS headers when the request comes from an allowed origin; false otherwise.
+  bool cors_headers(const httplib::Request& req, httplib::Response& res) const;
   GenerationContext gen_context() const { return {sched, tok, chat, no_chat, o.model_id}; }
   RouteContext route_context() const {
     return {gen_context(), o.max_body_bytes, svr, o.model_info};
@@ -297,21 +306,44 @@ struct HttpServer::Impl {
   ServerOptions o;
   int64_t created;
   ResponseStore responses;
+  // serve() has seen every worker finish (stop() waits for it up to the shutdown timeout).
+  std::mutex served_mu;
+  std::condition_variable served_cv;
+  bool served = false;
   RequestServer svr;
   std::unique_ptr<ConnectionGate> gate;
 };
+
+bool HttpServer::Impl::cors_headers(const httplib::Request& req, httplib::Response& res) const {
+  if (o.cors.empty() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  if (o.cors != "*" && origin != o.cors) return false;
+  res.set_header("Access-Control-Allow-Origin", o.cors == "*" ? "*" : origin);
+  if (o.cors != "*") res.set_header("Vary", "Origin");
+  if (req.method == "OPTIONS") {
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+  }
+  return true;
+}
 
 void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t head_bytes) {
   const size_t max_read = head_bytes + o.max_body_bytes + kFramingAllowance;
   SocketStream stream(fd, std::move(buffered), SocketStream::Clock::now() + kRequestReadTime,
                       max_read, kWriteTimeout);
   set_current_stream(&stream);
+  access_begin();
   try {
     svr.serve(stream);
   } catch (const std::exception&) {
     // httplib lets a failed write of a provider's data escape; the connection is closed anyway.
   }
   set_current_stream(nullptr);
+  const std::string line = access_end(o.log_format);
+  if (!line.empty()) std::fputs(line.c_str(), stderr);
 }
 
 void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::Response& res) {
@@ -325,11 +357,13 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
   ResponseMeta meta;
   bool stream = false;
   bool logprobs = false;
+  size_t per_prompt = 1;
   Generation gen;
   try {
     const ApiRequest a = parse_api_request(kind, body);
     gen = start_generation(gen_context(), a);
     logprobs = a.top_logprobs >= 0;
+    per_prompt = static_cast<size_t>(a.n);
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
     meta.split_reasoning = gen.split_reasoning;
@@ -350,6 +384,7 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     for (ChoiceRelay& c : relay->choices) c.reasoning.emplace(relay->meta.thinking_open);
   relay->tok = &tok;
   relay->logprobs = logprobs;
+  relay->per_prompt = per_prompt;
   if (!stream) {
     answer_whole(*relay, res, svr);
     return cancel_all();  // a no-op unless the client left or a choice failed
@@ -379,7 +414,16 @@ void HttpServer::Impl::routes() {
       },
       refusal_text);
 
+  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    access_response(req.method, req.path, res.status);
+  });
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    // CORS first: a browser reads no answer, not even a 401, without it, and sends its preflight
+    // without the API key.
+    if (cors_headers(req, res) && req.method == "OPTIONS") {
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (o.api_key.empty() || req.path == "/health")
       return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + o.api_key))
@@ -499,13 +543,25 @@ int HttpServer::bind() {
 
 bool HttpServer::serve() {
   const bool ok = impl_->gate->run();
+  {
+    std::lock_guard lock(impl_->served_mu);
+    impl_->served = true;
+  }
+  impl_->served_cv.notify_all();
   impl_->svr.stop_idle_loop();
   return ok;
 }
 
 void HttpServer::stop() {
+  // No new connections; gate->run() returns once every worker is done.
   impl_->gate->stop();
-  // Ends the streams and waits in progress, so that serve() returns without waiting for them.
+  {
+    const auto timeout = std::chrono::duration<double>(impl_->o.shutdown_timeout_s);
+    std::unique_lock lock(impl_->served_mu);
+    impl_->served_cv.wait_for(lock, timeout, [this] { return impl_->served; });
+  }
+  // Ends the streams and waits still in progress, so that serve() returns without waiting for
+  // them (their jobs are cancelled as their clients would be).
   impl_->svr.stop_idle_loop();
 }
 

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "server/access_log.h"
 #include "server/model_info.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
@@ -34,6 +35,11 @@ struct ServerOptions {
   // this many bytes (docs/SERVER.md).
   size_t stored_responses = 256;
   size_t stored_response_bytes = 64u << 20;
+  // CORS: the origin browsers may call from ("*": any); empty: no CORS headers.
+  std::string cors;
+  LogFormat log_format = LogFormat::Text;  // the access log on stderr
+  // On stop(): how long requests in progress may take to finish before their streams are ended.
+  double shutdown_timeout_s = 10;
 };
 
 class HttpServer {
@@ -49,7 +55,8 @@ class HttpServer {
   int bind();
   // Serves until stop(); returns false when the listening socket failed.
   bool serve();
-  // Safe from any thread.
+  // Stops accepting connections, lets the requests in progress finish for up to the shutdown
+  // timeout, then ends the ones left. Safe from any thread.
   void stop();
 
  private:

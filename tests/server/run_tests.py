@@ -63,6 +63,7 @@ def main():
         "test_responses_api",
         "test_ollama_api",
         "test_hardening",
+        "test_server_ops",
         "test_load_short",
     ]
     if not ensure("ollama"):
