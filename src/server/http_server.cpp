@@ -15,6 +15,7 @@
 #include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
+#include "server/chat_page.h"
 #include "server/connection_gate.h"
 #include "server/generation.h"
 #include "server/http_errors.h"
@@ -424,7 +425,9 @@ void HttpServer::Impl::routes() {
       res.status = 204;
       return httplib::Server::HandlerResponse::Handled;
     }
-    if (o.api_key.empty() || req.path == "/health")
+    // The chat page itself needs no key: it asks for one, and its requests carry it.
+    const bool page = req.path == "/" && (req.method == "GET" || req.method == "HEAD");
+    if (o.api_key.empty() || req.path == "/health" || page)
       return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + o.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
@@ -481,6 +484,11 @@ void HttpServer::Impl::routes() {
                     {"prefill_rows", s.prefill_rows},
                     {"cached_rows", s.cached_rows}};
     res.set_content(dump(j), "application/json");
+  });
+  svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Content-Security-Policy", kChatPagePolicy);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
   });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(sched.stats()), "text/plain; version=0.0.4");

@@ -1,13 +1,13 @@
-// The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
-// POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
-// Ollama's /api/* routes (server/ollama_api.h), OpenAI's /v1/responses (server/responses_api.h),
-// llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
-// scheduler's counters for Prometheus).
-// A connection gate (server/connection_gate.h) reads and judges every request head before a
-// worker sees it; workers then run httplib's parsing and routing on the connection. Handlers
-// parse, tokenize and queue requests, then relay what the scheduler produces; they never touch
-// the engine. Every failure is an OpenAI-style JSON error with its status. The limits and status
-// codes are listed in docs/SERVER.md.
+// The HTTP front (cpp-httplib): the web chat page at GET / (server/chat_page.h), GET /health, GET
+// /v1/models[/ID], POST /v1/completions and POST /v1/chat/completions, plain or streamed as
+// server-sent events, Ollama's /api/* routes (server/ollama_api.h), OpenAI's /v1/responses
+// (server/responses_api.h), llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and
+// GET /metrics (the scheduler's counters for Prometheus). A connection gate
+// (server/connection_gate.h) reads and judges every request head before a worker sees it; workers
+// then run httplib's parsing and routing on the connection. Handlers parse, tokenize and queue
+// requests, then relay what the scheduler produces; they never touch the engine. Every failure is
+// an OpenAI-style JSON error with its status. The limits and status codes are listed in
+// docs/SERVER.md.
 #pragma once
 
 #include <cstddef>
