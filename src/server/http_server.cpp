@@ -443,7 +443,9 @@ void HttpServer::Impl::routes() {
   // httplib's own refusals (unknown route, body too large, malformed HTTP) arrive here bodiless.
   svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 404) {
+    if (res.status == 404 && req.path.starts_with("/api/")) {
+      ollama_error(res, 404, "unknown route: " + req.method + " " + req.path);
+    } else if (res.status == 404) {
       send_error(res, 404, "unknown route: " + req.method + " " + req.path, "invalid_request_error",
                  "unknown_url");
     } else if (res.status == 413) {

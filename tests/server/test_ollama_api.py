@@ -220,6 +220,7 @@ class OllamaApi(unittest.TestCase):
         self.assert_error("/api/generate", {**gen, "prompt": 3}, 400, "'prompt'")
         self.assert_error("/api/show", {"model": 3}, 400, "'model'")
         self.assert_error("/api/show", {}, 400, "'model'")
+        self.assert_error("/api/embed", {"model": MODEL, "input": "x"}, 404, "/api/embed")
         # The client raises Ollama's error with its status.
         with self.assertRaises(ollama.ResponseError) as e:
             self.client.chat(model="nope", messages=[{"role": "user", "content": "x"}])
