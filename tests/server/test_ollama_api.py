@@ -195,6 +195,10 @@ class OllamaApi(unittest.TestCase):
         chat = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "stream": False}
         self.assert_error("/api/chat", b'{"model": ', 400, "JSON")
         self.assert_error("/api/chat", b"[1, 2]", 400, "JSON object")
+        self.assert_error("/api/chat", b'{"model": ' + b"[" * 60000 + b"]" * 60000 + b"}", 400,
+                          "deeper than 64 levels")
+        self.assert_error("/api/generate", b'{"model": "m", "format": ' + b"[" * 60000 + b"]" * 60000
+                          + b"}", 400, "deeper than 64 levels")
         self.assert_error("/api/chat", {**chat, "model": "nope"}, 404, "nope")
         self.assert_error("/api/chat", {**chat, "model": ""}, 400, "'model'")
         self.assert_error("/api/chat", {**chat, "messages": "hi"}, 400, "'messages'")

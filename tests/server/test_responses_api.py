@@ -217,6 +217,9 @@ class ResponsesApi(unittest.TestCase):
     def test_errors_name_the_field(self):
         self.assert_error(None, 400, None, raw=b'{"input": ')
         self.assert_error(None, 400, None, raw=b'"hi"')
+        e = self.assert_error(None, 400, None,
+                              raw=b'{"input": ' + b"[" * 60000 + b"]" * 60000 + b"}")
+        self.assertIn("deeper than 64 levels", e["message"])
         self.assert_error({"model": MODEL}, 400, "input")
         self.assert_error({"input": 5}, 400, "input")
         self.assert_error({"input": [{"role": "user", "content": [{"type": "input_image"}]}]},
