@@ -32,7 +32,8 @@ struct GenRequest {
   // one the request gets alone.
   bool cache_prompt = true;
   // Chat tools (null: none). Not required: the model may write a call after any text, which
-  // kToolCallOpen starts; required: the prompt ends with it, and the answer is the call.
+  // the tool format's opening marker starts (ToolFormat::open); required: the prompt ends with
+  // it, and the answer is the call.
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
   // A thinking model's reasoning ends after this many tokens (< 0: no limit): its end marker is
