@@ -186,7 +186,9 @@ TEST(ToolFormats, RandomWalksThroughEachEnvelopeEndInValidCalls) {
         const std::string body = format->open_in_call() ? text.substr(format->open().size()) : text;
         const std::vector<ToolCall> calls = format->parse(body, set.get());
         ASSERT_FALSE(calls.empty()) << text;
-        if (!set->several()) EXPECT_EQ(calls.size(), 1u) << text;
+        if (!set->several()) {
+          EXPECT_EQ(calls.size(), 1u) << text;
+        }
         for (const ToolCall& call : calls) {
           const auto it = std::find_if(base.tools().begin(), base.tools().end(),
                                        [&](const Tool& t) { return t.name == call.name; });
