@@ -12,7 +12,7 @@ import unittest
 
 import openai
 
-from server_util import Server, binary_from_env, reference, run_reference, sse_events
+from server_util import Server, binary_from_env, client_for, reference, run_reference, sse_events
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird"]
 # Prompts whose greedy answers run past 32 tokens without an end of text.
@@ -23,10 +23,6 @@ LONG_PROMPTS = [
     "Mom said",
     "The sun was shining",
 ]
-
-
-def client_for(server, key="none"):
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
 class OpenAIApi(unittest.TestCase):

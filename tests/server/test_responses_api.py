@@ -9,7 +9,7 @@ import unittest
 
 import openai
 
-from server_util import Server, binary_from_env, sse_events
+from server_util import Server, binary_from_env, client_for, sse_events
 
 MODEL = "tiny-moe-q8_0"
 WEATHER = {
@@ -29,10 +29,6 @@ THINK_TEMPLATE = (
     "{% if enable_thinking is not defined or enable_thinking %} <think>\n{% endif %}"
     "{% endif %}{# models write </think> to end their thinking #}"
 )
-
-
-def client_for(server, key="none"):
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
 class ResponsesApi(unittest.TestCase):
