@@ -1,5 +1,6 @@
 #include "vision/qwen3vl_vision.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -35,6 +36,14 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
   v->load();
+  ProcessorConfig& p = v->processor_;
+  p.patch = v->c_.patch;
+  p.merge = v->c_.merge;
+  p.temporal = v->c_.temporal;
+  p.min_pixels = v->c_.min_pixels;
+  p.max_pixels = std::min(v->c_.max_pixels, kMaxImagePixels);
+  p.mean = v->c_.mean;
+  p.std = v->c_.std;
   return v;
 }
 
@@ -257,6 +266,20 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
   }
   out.embeds = run_merger(final_, x.data(), N, true);
   return out;
+}
+
+void Qwen3VLVision::set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) {
+  if (min_pixels <= 0 || max_pixels < min_pixels || max_pixels > kMaxImagePixels)
+    fail(ErrorKind::Usage, "image pixel bounds [" + std::to_string(min_pixels) + ", " +
+                               std::to_string(max_pixels) + "] are not within [1, " +
+                               std::to_string(kMaxImagePixels) + "]");
+  processor_.min_pixels = min_pixels;
+  processor_.max_pixels = max_pixels;
+}
+
+EncodedImage Qwen3VLVision::encode_file(const uint8_t* data, size_t size) {
+  const ImagePatches patches = preprocess_image(decode_image(data, size), processor_);
+  return encode(patches.values.data(), patches.grid_h, patches.grid_w);
 }
 
 }  // namespace ts

@@ -18,6 +18,7 @@
 #include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "model/model_source.h"
+#include "vision/image_preprocess.h"
 #include "vision/image_rows.h"
 #include "vision/vision_config.h"
 
@@ -30,6 +31,12 @@ class Qwen3VLVision {
   ~Qwen3VLVision();
 
   const VisionConfig& config() const { return c_; }
+  // The image processor that feeds this tower (its pixel bounds from the HF directory's
+  // preprocessor_config.json, Qwen3-VL's defaults for an mmproj GGUF, or set_pixel_bounds()).
+  const ProcessorConfig& processor() const { return processor_; }
+  void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels);
+  // An image file's bytes: decoded, processed and encoded.
+  EncodedImage encode_file(const uint8_t* data, size_t size);
   const std::string& path() const { return source_->path(); }
   // One image: pixel values [grid_h * grid_w][patch_values()] in the processor's order (each
   // merge window's patches together, windows in raster order), grid in patches (multiples of
@@ -67,6 +74,7 @@ class Qwen3VLVision {
   VisionConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
+  ProcessorConfig processor_;
   std::vector<float> patch_host_;  // the GGUF's two per-frame kernels as one [hidden][C][T][P][P]
   Linear patch_;
   std::vector<float> pos_table_;  // [n_pos][hidden]

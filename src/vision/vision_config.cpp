@@ -87,6 +87,23 @@ void read_hf(const ModelSource& s, const ConfigView& v, VisionConfig& c) {
     auto& dst = std::string(key) == "image_mean" ? c.mean : c.std;
     for (size_t i = 0; i < 3; ++i) dst[i] = (*it)[i].get<float>();
   }
+  const auto bound = [&](const char* size_key, const char* legacy_key, int64_t& dst) {
+    const nlohmann::json* v = nullptr;
+    if (auto size = pre.find("size");
+        size != pre.end() && size->is_object() && size->contains(size_key))
+      v = &(*size)[size_key];
+    else if (auto it = pre.find(legacy_key); it != pre.end())
+      v = &*it;
+    if (v == nullptr) return;
+    if (!v->is_number_integer() || v->get<int64_t>() <= 0)
+      fail(ErrorKind::Model,
+           s.path() + "/preprocessor_config.json: '" + size_key + "': expected a positive integer");
+    dst = v->get<int64_t>();
+  };
+  if (pre.is_object()) {
+    bound("shortest_edge", "min_pixels", c.min_pixels);
+    bound("longest_edge", "max_pixels", c.max_pixels);
+  }
 }
 
 }  // namespace
@@ -124,6 +141,9 @@ VisionConfig read_vision_config(const ModelSource& source) {
   if (c.pos_side() * c.pos_side() != c.n_pos)
     v.invalid("position table rows", std::to_string(c.n_pos) + " is not a square grid");
   for (int64_t l : c.deepstack_layers) in("deepstack layer", l, 0, c.depth - 1);
+  if (c.min_pixels > c.max_pixels)
+    v.invalid("min_pixels", std::to_string(c.min_pixels) + " is above max_pixels " +
+                                std::to_string(c.max_pixels));
   for (float s : c.std)
     if (!(s > 0)) v.invalid("image_std", "must be positive");
   return c;

@@ -28,6 +28,9 @@ struct VisionConfig {
   bool mlp_gelu_tanh = true;  // the blocks' MLP: GELU with the tanh approximation (else erf)
   std::vector<int64_t> deepstack_layers;  // blocks whose output feeds a DeepStack merger, in order
   std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
+  // The processor's pixel bounds (preprocessor_config.json's size.shortest_edge / longest_edge;
+  // an mmproj GGUF has none: Qwen3-VL's published defaults).
+  int64_t min_pixels = 65536, max_pixels = 16777216;
 
   int64_t head_dim() const { return hidden / heads; }
   int64_t pos_side() const;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -15,6 +16,8 @@
 #include "runtime/engine.h"
 #include "runtime/session.h"
 #include "test_paths.h"
+#include "vision/image_decode.h"
+#include "vision/image_preprocess.h"
 #include "vision/image_rows.h"
 #include "vision/qwen3vl_vision.h"
 
@@ -91,6 +94,29 @@ TEST_P(Qwen3VlVision, ImagePromptEndToEnd) {
   std::cout << GetParam() << ": image prompt end to end " << c.summary() << "\n";
   EXPECT_LE(c.rel, 1e-4) << c.summary();
   EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+}
+
+// The fixture's image file through the decoder and the processor gives HF's pixel values, and
+// through the tower and the model HF's logits.
+TEST_P(Qwen3VlVision, ImageFileEndToEnd) {
+  std::ifstream in(test::fixture_file(kFixture, "image.png"), std::ios::binary);
+  const std::vector<uint8_t> png((std::istreambuf_iterator<char>(in)), {});
+  auto v = Qwen3VLVision::open(vision_path_, 2);
+  // An mmproj GGUF carries no processor bounds: the fixture's lowered ones, as a user gives them.
+  if (GetParam() == "gguf") v->set_pixel_bounds(1024, 65536);
+  const ImagePatches p = preprocess_image(decode_image(png.data(), png.size()), v->processor());
+  EXPECT_EQ(p.grid_h, 4);
+  EXPECT_EQ(p.grid_w, 6);
+  double worst = 0;
+  ASSERT_EQ(p.values.size(), pixels_.size());
+  for (size_t i = 0; i < pixels_.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(p.values[i] - pixels_[i])));
+  std::cout << GetParam() << ": pixel values max |difference| " << worst << "\n";
+  EXPECT_LE(worst, 1e-5);
+  const EncodedImage im = v->encode_file(png.data(), png.size());
+  const double e =
+      rel_error(im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
+  EXPECT_LE(e, 1e-5);
 }
 
 TEST_P(Qwen3VlVision, BadGridsAreRefused) {
