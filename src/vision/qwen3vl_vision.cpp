@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 #include "core/error.h"
 #include "quant/dequant.h"
@@ -33,6 +34,7 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   std::unique_ptr<Qwen3VLVision> v(new Qwen3VLVision());
   v->source_ = ModelSource::open(path);
   v->c_ = read_vision_config(*v->source_);
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
   v->load();
