@@ -48,7 +48,8 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   for (int32_t t : prompt) sampler.accept(t);
 
   auto t0 = Clock::now();
-  session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false);
+  session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false,
+               o.prompt_inputs);
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   TextStream stream(tok);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/seq_chunk.h"
 #include "text/sampler.h"
 
 namespace ts {
@@ -41,6 +42,9 @@ struct GenerateOptions {
   // The tokens the session held before this prompt (a chat's earlier turns), which prompt lookup
   // searches too; not owned.
   std::span<const int32_t> earlier;
+  // What a multimodal prompt gives its rows besides their ids (image features, 3-D positions),
+  // row i for prompt token i; not owned.
+  RowInputs prompt_inputs;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };
