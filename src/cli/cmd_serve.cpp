@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/image_flags.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
@@ -25,6 +26,7 @@ namespace {
 
 struct ServeArgs {
   ModelFlags model;
+  ImageFlags images;
   server::ServerOptions http;
   int parallel = 4;
   size_t queue = 64;
@@ -60,6 +62,20 @@ int run_serve(ServeArgs& a) {
   print_serve_memory(serve_memory(*engine, shape, options.memory_budget), shape, stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
   warn_beyond_trained_context(*engine, a.model);
+  // A vision model (its HF directory, or --mmproj) takes chat image_url parts.
+  if (auto tower = open_vision(a.images, *engine, path, engine->options().threads, false)) {
+    auto v = std::make_shared<server::VisionService>();
+    const ImageTokens t = image_tokens(a.images, path, &tok);
+    if (t.start < 0 || t.end < 0)
+      fail(ErrorKind::Usage, path + ": the model's vision start / end tokens were not found");
+    v->tower = std::move(tower);
+    v->image = t.image;
+    v->start = t.start;
+    v->end = t.end;
+    v->width = engine->cfg().n_embd;
+    v->n_deepstack = engine->cfg().n_deepstack;
+    a.http.vision = std::move(v);
+  }
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
@@ -73,9 +89,9 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
   }
 
-  server::Scheduler scheduler(
-      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup,
-                 a.checkpoint_every});
+  server::Scheduler scheduler(*engine, tok,
+                              {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue,
+                               a.lookup, a.checkpoint_every});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
@@ -110,6 +126,7 @@ Runner add_serve(CLI::App& app) {
   auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   auto a = std::make_shared<ServeArgs>();
   add_model_flags(sub, a->model, true);
+  add_image_flags(sub, a->images, false);
   sub->add_option("--host", a->http.host, "Address to listen on (default: loopback only)");
   sub->add_option("--port", a->http.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535));

@@ -34,8 +34,10 @@ std::vector<uint8_t> read_file(const std::string& path) {
 
 }  // namespace
 
-void add_image_flags(CLI::App* app, ImageFlags& f) {
-  app->add_option("--image", f.images, "An image (PNG, JPEG, WebP) for a vision model; repeatable");
+void add_image_flags(CLI::App* app, ImageFlags& f, bool files) {
+  if (files)
+    app->add_option("--image", f.images,
+                    "An image (PNG, JPEG, WebP) for a vision model; repeatable");
   app->add_option("--mmproj", f.mmproj,
                   "The vision tower's GGUF (llama.cpp's mmproj); an HF directory has its own");
   app->add_option("--image-token", f.image_token,
@@ -46,23 +48,24 @@ void add_image_flags(CLI::App* app, ImageFlags& f) {
                   "The processor's largest image in pixels (default: the model's)");
 }
 
-std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engine,
-                                        const std::string& model_path, int threads) {
-  if (f.images.empty()) {
-    if (!f.mmproj.empty()) fail(ErrorKind::Usage, "--mmproj without --image");
-    return {};
-  }
+std::shared_ptr<Qwen3VLVision> open_vision(const ImageFlags& f, const Engine& engine,
+                                           const std::string& model_path, int threads,
+                                           bool required) {
   const ArchConfig& c = engine.cfg();
+  const nlohmann::json cfg = hf_config(model_path);
+  const bool own_tower = cfg.is_object() && cfg.contains("vision_config");
+  if (f.mmproj.empty() && !own_tower) {
+    if (!required) return nullptr;
+    if (!c.mrope())
+      fail(ErrorKind::Usage,
+           model_path + ": family " + family_name(c.family) + " takes no images (--image)");
+    fail(ErrorKind::Usage, model_path + ": a GGUF text model needs --mmproj FILE for images");
+  }
   if (!c.mrope())
     fail(ErrorKind::Usage,
-         model_path + ": family " + family_name(c.family) + " takes no images (--image)");
-  std::string tower = f.mmproj;
-  if (tower.empty()) {
-    if (!is_dir(model_path))
-      fail(ErrorKind::Usage, model_path + ": a GGUF text model needs --mmproj FILE for images");
-    tower = model_path;
-  }
-  auto vision = Qwen3VLVision::open(tower, threads);
+         model_path + ": family " + family_name(c.family) + " takes no images (--mmproj)");
+  const std::string tower = f.mmproj.empty() ? model_path : f.mmproj;
+  std::shared_ptr<Qwen3VLVision> vision = Qwen3VLVision::open(tower, threads);
   const VisionConfig& v = vision->config();
   if (v.out_hidden != c.n_embd)
     fail(ErrorKind::Model, tower + ": the vision tower's projection width " +
@@ -75,6 +78,16 @@ std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engin
   if (f.min_pixels > 0 || f.max_pixels > 0)
     vision->set_pixel_bounds(f.min_pixels > 0 ? f.min_pixels : vision->processor().min_pixels,
                              f.max_pixels > 0 ? f.max_pixels : vision->processor().max_pixels);
+  return vision;
+}
+
+std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engine,
+                                        const std::string& model_path, int threads) {
+  if (f.images.empty()) {
+    if (!f.mmproj.empty()) fail(ErrorKind::Usage, "--mmproj without --image");
+    return {};
+  }
+  const std::shared_ptr<Qwen3VLVision> vision = open_vision(f, engine, model_path, threads, true);
   std::vector<EncodedImage> out;
   for (const std::string& path : f.images) {
     const std::vector<uint8_t> bytes = read_file(path);

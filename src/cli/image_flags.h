@@ -16,8 +16,9 @@ class App;
 }
 
 namespace ts {
+class Qwen3VLVision;
 class Tokenizer;
-}
+}  // namespace ts
 
 namespace ts::cli {
 
@@ -28,13 +29,20 @@ struct ImageFlags {
   int64_t min_pixels = 0, max_pixels = 0;  // 0: the processor's own
 };
 
-void add_image_flags(CLI::App* app, ImageFlags& f);
+// `files`: the command takes --image FILE (run, logits); the server takes images in requests.
+void add_image_flags(CLI::App* app, ImageFlags& f, bool files = true);
 
 // The model's image placeholder ids: image (repeated per token), and the markers around an image.
 struct ImageTokens {
   int32_t image = -1, start = -1, end = -1;
 };
 
+// The model's vision tower: --mmproj, or the model's own HF directory when it has one; null when
+// neither (`required`: a usage error then). Errors name the file: a model without a vision path,
+// an mmproj whose width or DeepStack layers do not match it.
+std::shared_ptr<Qwen3VLVision> open_vision(const ImageFlags& f, const Engine& engine,
+                                           const std::string& model_path, int threads,
+                                           bool required);
 // The encoded images of the command line, in order (none without --image). Errors name the file:
 // a model without a vision path, an mmproj whose width or DeepStack layers do not match it.
 std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engine,

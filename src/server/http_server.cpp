@@ -297,7 +297,8 @@ struct HttpServer::Impl {
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
   // `thinking_open`: whether the prompt leaves the model inside a <think> block.
-  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open) const;
+  // Images (chat image_url parts) also set g's image rows.
+  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open, GenRequest& g) const;
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -326,13 +327,20 @@ void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t hea
   set_current_stream(nullptr);
 }
 
-std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open) const {
+std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open,
+                                              GenRequest& g) const {
   if (a.kind == ApiKind::Chat) {
     if (!chat) fail(ErrorKind::Input, no_chat);
     const std::string text = chat_prompt_text(*chat, a);
     thinking_open = prompt_opens_thinking(text);
     // A required call: the answer opens with the marker, so the model writes only the call.
     const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
+    if (!a.images.empty()) {
+      ImagePrompt p = image_prompt(text + opening, a.images, tok, tok.add_bos(), o.vision.get());
+      g.images = std::move(p.rows);
+      g.first_image_row = p.first_image_row;
+      return std::move(p.ids);
+    }
     return tok.encode(text + opening, tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
@@ -361,7 +369,7 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
           "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
           "invalid_request_error", "model_not_found");
     bool thinking_open = false;
-    g.prompt = prompt(a, thinking_open);
+    g.prompt = prompt(a, thinking_open, g);
     g.max_tokens = a.max_tokens;
     g.ignore_eos = a.ignore_eos;
     g.cache_prompt = a.cache_prompt;

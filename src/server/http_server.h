@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 
+#include "server/image_prompt.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -27,6 +28,8 @@ struct ServerOptions {
   std::string model_id;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
+  // Chat image_url parts go through this (null: such requests are refused).
+  std::shared_ptr<VisionService> vision;
 };
 
 class HttpServer {

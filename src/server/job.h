@@ -16,6 +16,7 @@
 #include "server/logprobs.h"
 #include "text/sampler.h"
 #include "text/tool_calls.h"
+#include "vision/image_rows.h"
 
 namespace ts::server {
 
@@ -35,6 +36,10 @@ struct GenRequest {
   // kToolCallOpen starts; required: the prompt ends with it, and the answer is the call.
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
+  // The prompt's image rows (features, 3-D positions), null for text. A cached prefix is never
+  // taken past the first of them (first_image_row), nor past a slot's own first image row.
+  std::shared_ptr<const ImageRows> images;
+  int64_t first_image_row = -1;
 };
 
 struct Usage {

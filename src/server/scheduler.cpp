@@ -160,7 +160,9 @@ int64_t shared_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
 int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   if (!r.cache_prompt) return 0;
   const auto n = static_cast<int64_t>(r.prompt.size());
-  int64_t common = shared_prefix(s.tokens, r.prompt);
+  int64_t common = std::min(shared_prefix(s.tokens, r.prompt), s.image_from);
+  // Image rows are keyed by nothing but their placeholder ids: never taken from a cache.
+  if (r.images) common = std::min(common, r.first_image_row);
   // The next token is sampled from the last prompt row's logits: either kept from when this very
   // prompt was prefilled, or that row is fed again.
   if (common == n && s.prompt_logits_rows != n) common = n - 1;
@@ -194,7 +196,9 @@ bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
   const auto n = static_cast<int64_t>(r.prompt.size());
   for (const Slot& s : slots_) {
     if (!prefilling(s)) continue;
-    const int64_t common = shared_prefix(s.job->request().prompt, r.prompt);
+    int64_t common = shared_prefix(s.job->request().prompt, r.prompt);
+    if (s.job->request().images) common = std::min(common, s.job->request().first_image_row);
+    if (r.images) common = std::min(common, r.first_image_row);
     if (common > kept && common * 100 >= n * kMinSharedPercent) return true;
   }
   return false;
@@ -227,6 +231,8 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
     kept = s.kv->rewind(kept);
   }
   s.tokens.resize(static_cast<size_t>(kept));
+  // The kept rows hold no image (reusable() stops before one); this prompt's may.
+  s.image_from = r.images ? r.first_image_row : INT64_MAX;
   s.replay.clear();
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten
   s.sample_first = kept == static_cast<int64_t>(r.prompt.size());
@@ -287,6 +293,8 @@ void Scheduler::step() {
     const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
     chunks_.push_back(
         SeqChunk{s->kv.get(), prompt.data() + s->fed, n, last ? s->logits.data() : nullptr, false});
+    if (s->job->request().images)
+      chunks_.back().in = s->job->request().images->inputs().from(s->fed);
     chunk_slots_.push_back(s);
     rows += n;
   }
@@ -486,6 +494,7 @@ bool Scheduler::model_changed() {
 
 void Scheduler::forget_cache(Slot& s) {
   s.tokens.clear();
+  s.image_from = INT64_MAX;
   s.replay.clear();
   s.kv->rewind(0);
   s.prompt_logits_rows = 0;

@@ -60,7 +60,7 @@ def main():
         return SKIP
     os.environ["TS_BINARY"] = os.path.abspath(args.binary)
     sys.path.insert(0, HERE)
-    names = rest or ["test_openai_api", "test_hardening", "test_load_short"]
+    names = rest or ["test_openai_api", "test_hardening", "test_load_short", "test_vision_api"]
     suite = unittest.defaultTestLoader.loadTestsFromNames(names)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
     return 0 if result.wasSuccessful() else 1

@@ -1,0 +1,52 @@
+#include "server/image_prompt.h"
+
+#include "core/error.h"
+#include "server/image_parts.h"
+#include "text/tokenizer.h"
+#include "vision/qwen3vl_vision.h"
+
+namespace ts::server {
+
+ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
+                         const Tokenizer& tok, bool bos, VisionService* vision) {
+  if (vision == nullptr || !vision->tower)
+    fail(ErrorKind::Input,
+         "this model takes no images (a vision model serves them: its HF directory, or a GGUF with "
+         "--mmproj FILE)");
+  std::vector<std::string> pieces;
+  for (size_t at = 0;;) {
+    const size_t next = text.find(kImageMarker, at);
+    pieces.push_back(text.substr(at, next == std::string::npos ? std::string::npos : next - at));
+    if (next == std::string::npos) break;
+    at = next + kImageMarker.size();
+  }
+  if (pieces.size() != images.size() + 1)
+    fail(ErrorKind::Input, std::to_string(images.size()) + " image(s) but " +
+                               std::to_string(pieces.size() - 1) +
+                               " image places in the rendered prompt");
+  std::vector<EncodedImage> encoded;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const auto* data = reinterpret_cast<const uint8_t*>(images[i].data());
+    try {
+      std::lock_guard lock(vision->mu);
+      encoded.push_back(vision->tower->encode_file(data, images[i].size()));
+    } catch (const Error& e) {
+      fail(ErrorKind::Input, "image " + std::to_string(i + 1) + ": " + e.what());
+    }
+  }
+  ImagePrompt out;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::vector<int32_t> ids = tok.encode(pieces[i], bos && i == 0, true);
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    if (i == images.size()) break;
+    out.ids.push_back(vision->start);
+    if (out.first_image_row < 0) out.first_image_row = static_cast<int64_t>(out.ids.size());
+    out.ids.insert(out.ids.end(), static_cast<size_t>(encoded[i].tokens()), vision->image);
+    out.ids.push_back(vision->end);
+  }
+  out.rows = std::make_shared<const ImageRows>(out.ids, vision->image, encoded, vision->width,
+                                               vision->n_deepstack);
+  return out;
+}
+
+}  // namespace ts::server

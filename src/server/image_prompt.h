@@ -1,0 +1,40 @@
+// A chat prompt with images: the rendered text, whose image_url parts are markers
+// (kImageMarker), tokenized around them, each marker replaced by the model's image block (vision
+// start, one placeholder per merged image token, vision end), and the images' rows.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vision/image_rows.h"
+
+namespace ts {
+class Qwen3VLVision;
+class Tokenizer;
+}  // namespace ts
+
+namespace ts::server {
+
+// What the server needs to take images: the tower (one encode at a time) and the model's ids.
+struct VisionService {
+  std::shared_ptr<Qwen3VLVision> tower;
+  std::mutex mu;
+  int32_t image = -1, start = -1, end = -1;
+  int64_t width = 0, n_deepstack = 0;
+};
+
+struct ImagePrompt {
+  std::vector<int32_t> ids;
+  std::shared_ptr<const ImageRows> rows;
+  int64_t first_image_row = -1;
+};
+
+// Errors (ErrorKind::Input) name the image: a model without vision, a marker count that does not
+// match, an image that does not decode.
+ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
+                         const Tokenizer& tok, bool bos, VisionService* vision);
+
+}  // namespace ts::server
