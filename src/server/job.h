@@ -36,8 +36,8 @@ struct GenRequest {
   // kToolCallOpen starts; required: the prompt ends with it, and the answer is the call.
   std::shared_ptr<const ToolSet> tools;
   bool tool_required = false;
-  // The prompt's image rows (features, 3-D positions), null for text. A cached prefix is never
-  // taken past the first of them (first_image_row), nor past a slot's own first image row.
+  // The prompt's image rows (features, 3-D positions, keys), null for text. A cached prefix is
+  // taken through an image's rows only where the cache holds the same image (its key).
   std::shared_ptr<const ImageRows> images;
   int64_t first_image_row = -1;
 };

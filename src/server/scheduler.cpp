@@ -155,14 +155,23 @@ int64_t shared_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
       std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(n), b.begin()).first - a.begin());
 }
 
+// Rows at the start of two prompts that are the same: the same tokens, and where either is an
+// image's row, the same image (its rows' keys: a hash of the image's bytes).
+int64_t shared_rows(const std::vector<int32_t>& a, const ImageRows* ia,
+                    const std::vector<int32_t>& b, const ImageRows* ib) {
+  const int64_t n = shared_prefix(a, b);
+  if (ia == nullptr && ib == nullptr) return n;
+  for (int64_t i = 0; i < n; ++i)
+    if ((ia ? ia->key(i) : 0) != (ib ? ib->key(i) : 0)) return i;
+  return n;
+}
+
 }  // namespace
 
 int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   if (!r.cache_prompt) return 0;
   const auto n = static_cast<int64_t>(r.prompt.size());
-  int64_t common = std::min(shared_prefix(s.tokens, r.prompt), s.image_from);
-  // Image rows are keyed by nothing but their placeholder ids: never taken from a cache.
-  if (r.images) common = std::min(common, r.first_image_row);
+  int64_t common = shared_rows(s.tokens, s.images.get(), r.prompt, r.images.get());
   // The next token is sampled from the last prompt row's logits: either kept from when this very
   // prompt was prefilled, or that row is fed again.
   if (common == n && s.prompt_logits_rows != n) common = n - 1;
@@ -196,9 +205,8 @@ bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
   const auto n = static_cast<int64_t>(r.prompt.size());
   for (const Slot& s : slots_) {
     if (!prefilling(s)) continue;
-    int64_t common = shared_prefix(s.job->request().prompt, r.prompt);
-    if (s.job->request().images) common = std::min(common, s.job->request().first_image_row);
-    if (r.images) common = std::min(common, r.first_image_row);
+    const GenRequest& other = s.job->request();
+    const int64_t common = shared_rows(other.prompt, other.images.get(), r.prompt, r.images.get());
     if (common > kept && common * 100 >= n * kMinSharedPercent) return true;
   }
   return false;
@@ -231,8 +239,8 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
     kept = s.kv->rewind(kept);
   }
   s.tokens.resize(static_cast<size_t>(kept));
-  // The kept rows hold no image (reusable() stops before one); this prompt's may.
-  s.image_from = r.images ? r.first_image_row : INT64_MAX;
+  // The kept rows match this prompt's, images included (reusable()): its keys are the slot's.
+  s.images = r.images;
   s.replay.clear();
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten
   s.sample_first = kept == static_cast<int64_t>(r.prompt.size());
@@ -494,7 +502,7 @@ bool Scheduler::model_changed() {
 
 void Scheduler::forget_cache(Slot& s) {
   s.tokens.clear();
-  s.image_from = INT64_MAX;
+  s.images.reset();
   s.replay.clear();
   s.kv->rewind(0);
   s.prompt_logits_rows = 0;

@@ -13,6 +13,7 @@ ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
   rope_pos_.resize(3 * n);
   embeds_.assign(n, nullptr);
   deepstack_rows_.assign(n, nullptr);
+  keys_.assign(n, 0);
   int64_t image_rows = 0;
   for (const EncodedImage& im : images) {
     if (im.grid_h <= 0 || im.grid_w <= 0 ||
@@ -54,6 +55,8 @@ ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
       float* e = embed_data_.data() + ds_row * width;
       std::copy_n(im.embeds.data() + t * width, width, e);
       embeds_[r] = e;
+      // Never 0 (a text row): the image's key and the row's place in it, mixed.
+      keys_[r] = (im.key ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t + 1))) | 1;
       if (n_deepstack > 0) {
         float* dst = deepstack_.data() + ds_row * n_deepstack * width;
         for (int64_t k = 0; k < n_deepstack; ++k)

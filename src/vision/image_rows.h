@@ -6,6 +6,7 @@
 // the text before it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct EncodedImage {
   int64_t grid_h = 0, grid_w = 0;  // tokens = grid_h * grid_w
   std::vector<float> embeds;       // [tokens][width]
   std::vector<float> deepstack;    // [n_deepstack][tokens][width]
+  uint64_t key = 0;                // identifies the image (a hash of its file's bytes); 0: unknown
   int64_t tokens() const { return grid_h * grid_w; }
 };
 
@@ -31,9 +33,16 @@ class ImageRows {
   // Views into this object (it copies the features), row i for ids[i]; valid while it lives.
   RowInputs inputs() const;
   const std::vector<int32_t>& rope_pos() const { return rope_pos_; }  // [n][3]
+  // What row i holds for a prompt cache: 0 for a text row, else its image's key mixed with the
+  // row's place in the image (0 past the end).
+  uint64_t key(int64_t row) const {
+    return row >= 0 && row < static_cast<int64_t>(keys_.size()) ? keys_[static_cast<size_t>(row)]
+                                                                : 0;
+  }
 
  private:
   std::vector<int32_t> rope_pos_;
+  std::vector<uint64_t> keys_;
   std::vector<float> embed_data_;  // [image rows][width]
   std::vector<float> deepstack_;   // [image rows][n_deepstack][width]
   std::vector<const float*> embeds_, deepstack_rows_;

@@ -1,8 +1,8 @@
 """Images through the chat API (`image_url` parts with data: URLs) on the Qwen3-VL fixture (skipped
 without the shared data): the first answer token and its log-probability equal what
 `turbospark logits --image` gives for the same ids; an http(s) URL, bad base64 and an image a
-text-only server cannot take are 400s that say why; a resent conversation with another image is
-not answered from the first one's cache."""
+text-only server cannot take are 400s that say why; the prompt cache keys image rows by the image's
+bytes (another image is not answered from the first one's rows, the same one sent again is)."""
 
 import base64
 import math
@@ -117,9 +117,15 @@ class VisionApi(unittest.TestCase):
             logprobs=True, top_logprobs=1)
         self.assertNotAlmostEqual(first.choices[0].logprobs.content[0].logprob,
                                   second.choices[0].logprobs.content[0].logprob, delta=1e-6)
+        # The cache keys image rows by the image's bytes: the other image's rows were computed
+        # afresh (nothing past the text before it was taken from a cache) ...
+        first_image_row = len(self.tokenize(CHATML_USER + "Describe", True)) + 1
+        self.assertLessEqual(second.usage.prompt_tokens_details.cached_tokens, first_image_row)
+        # ... and the first image sent again is answered from its rows, with the same answer.
         again = self.client.chat.completions.create(
             model="hf", messages=image_message(png), temperature=0, max_tokens=1,
             logprobs=True, top_logprobs=1)
+        self.assertGreater(again.usage.prompt_tokens_details.cached_tokens, first_image_row + 6)
         self.assertAlmostEqual(first.choices[0].logprobs.content[0].logprob,
                                again.choices[0].logprobs.content[0].logprob, delta=1e-5)
 
