@@ -7,12 +7,10 @@
 
 namespace ts::server {
 
-ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
-                         const Tokenizer& tok, bool bos, VisionService* vision) {
-  if (vision == nullptr || !vision->tower)
-    fail(ErrorKind::Input,
-         "this model takes no images (a vision model serves them: its HF directory, or a GGUF with "
-         "--mmproj FILE)");
+std::vector<int32_t> image_block_ids(const std::string& text,
+                                     const std::vector<EncodedImage>& encoded, const Tokenizer& tok,
+                                     bool bos, int32_t image, int32_t start, int32_t end,
+                                     int64_t* first_image_row) {
   std::vector<std::string> pieces;
   for (size_t at = 0;;) {
     const size_t next = text.find(kImageMarker, at);
@@ -20,10 +18,31 @@ ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>
     if (next == std::string::npos) break;
     at = next + kImageMarker.size();
   }
-  if (pieces.size() != images.size() + 1)
-    fail(ErrorKind::Input, std::to_string(images.size()) + " image(s) but " +
+  if (pieces.size() != encoded.size() + 1)
+    fail(ErrorKind::Input, std::to_string(encoded.size()) + " image(s) but " +
                                std::to_string(pieces.size() - 1) +
                                " image places in the rendered prompt");
+  std::vector<int32_t> ids;
+  if (first_image_row != nullptr) *first_image_row = -1;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const std::vector<int32_t> part = tok.encode(pieces[i], bos && i == 0, true);
+    ids.insert(ids.end(), part.begin(), part.end());
+    if (i == encoded.size()) break;
+    ids.push_back(start);
+    if (first_image_row != nullptr && *first_image_row < 0)
+      *first_image_row = static_cast<int64_t>(ids.size());
+    ids.insert(ids.end(), static_cast<size_t>(encoded[i].tokens()), image);
+    ids.push_back(end);
+  }
+  return ids;
+}
+
+ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
+                         const Tokenizer& tok, bool bos, VisionService* vision) {
+  if (vision == nullptr || !vision->tower)
+    fail(ErrorKind::Input,
+         "this model takes no images (a vision model serves them: its HF directory, or a GGUF with "
+         "--mmproj FILE)");
   std::vector<EncodedImage> encoded;
   for (size_t i = 0; i < images.size(); ++i) {
     const auto* data = reinterpret_cast<const uint8_t*>(images[i].data());
@@ -35,15 +54,8 @@ ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>
     }
   }
   ImagePrompt out;
-  for (size_t i = 0; i < pieces.size(); ++i) {
-    const std::vector<int32_t> ids = tok.encode(pieces[i], bos && i == 0, true);
-    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
-    if (i == images.size()) break;
-    out.ids.push_back(vision->start);
-    if (out.first_image_row < 0) out.first_image_row = static_cast<int64_t>(out.ids.size());
-    out.ids.insert(out.ids.end(), static_cast<size_t>(encoded[i].tokens()), vision->image);
-    out.ids.push_back(vision->end);
-  }
+  out.ids = image_block_ids(text, encoded, tok, bos, vision->image, vision->start, vision->end,
+                            &out.first_image_row);
   out.rows = std::make_shared<const ImageRows>(out.ids, vision->image, encoded, vision->width,
                                                vision->n_deepstack);
   return out;

@@ -32,6 +32,14 @@ struct ImagePrompt {
   int64_t first_image_row = -1;
 };
 
+// The ids of `text` with its i-th marker replaced by encoded[i]'s block (start, its placeholders,
+// end), text tokenized around them with special tokens parsed; *first_image_row (if given): the
+// first placeholder row, -1 without images. An Input error when the counts differ.
+std::vector<int32_t> image_block_ids(const std::string& text,
+                                     const std::vector<EncodedImage>& encoded, const Tokenizer& tok,
+                                     bool bos, int32_t image, int32_t start, int32_t end,
+                                     int64_t* first_image_row = nullptr);
+
 // Errors (ErrorKind::Input) name the image: a model without vision, a marker count that does not
 // match, an image that does not decode.
 ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,

@@ -52,6 +52,29 @@ TEST_F(Qwen3VlCli, LogitsWithAnImageMatchReference) {
   }
 }
 
+// chat: --image goes with the first message, /image FILE with the next; a file that cannot be
+// read is reported and the chat goes on. Greedy answers with an image equal `run`'s when the
+// prompt is the same: here the raw format, whose prompt is the message itself.
+TEST_F(Qwen3VlCli, ChatTakesImages) {
+  const std::string model = "-m " + dir_ + "/hf --kv-type f32 -t 2 --temp 0 -n 4 ";
+  std::string chat, run_out;
+  const std::string input = test::scratch_path("chat_input.txt");
+  std::ofstream(input) << "The quick brown\n/image /nonexistent.png\n";
+  ASSERT_EQ(
+      run("chat " + model + "--chat-template raw --image " + dir_ + "/image.png < " + input, &chat),
+      0)
+      << chat;
+  EXPECT_NE(chat.find("cannot read image '/nonexistent.png'"), std::string::npos) << chat;
+  ASSERT_EQ(test::run_command(test::binary_path() + " run " + model + "--image " + dir_ +
+                                  "/image.png -p 'The quick brown' --no-display-prompt 2>/dev/null",
+                              &run_out),
+            0)
+      << run_out;
+  while (!run_out.empty() && run_out.back() == '\n') run_out.pop_back();
+  ASSERT_FALSE(run_out.empty());
+  EXPECT_NE(chat.find("> " + run_out), std::string::npos) << chat << "\nrun: " << run_out;
+}
+
 TEST_F(Qwen3VlCli, BadImagesAreNamedErrors) {
   const std::string bad = test::scratch_path("bad.png");
   {
