@@ -139,6 +139,12 @@ class VisionApi(unittest.TestCase):
              "bad PNG data"),
             ("file:///etc/passwd", "not a data: URL"),
         ]
+        # More images than the context (256) holds: 40 x 8 rows.
+        png = data_url(os.path.join(FIXTURE, "image.png"))
+        many = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": png}}] * 40}]
+        status, body, raw = self.server.request("POST", "/v1/chat/completions", {"messages": many})
+        self.assertEqual(status, 400, raw)
+        self.assertIn("context", body["error"]["message"])
         for url, why in cases:
             status, body, raw = self.server.request(
                 "POST", "/v1/chat/completions", {"messages": image_message(url)})
