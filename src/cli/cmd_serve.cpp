@@ -27,6 +27,7 @@ namespace {
 struct ServeArgs {
   ModelFlags model;
   ImageFlags images;
+  bool allow_image_urls = false;
   server::ServerOptions http;
   int parallel = 4;
   size_t queue = 64;
@@ -74,6 +75,8 @@ int run_serve(ServeArgs& a) {
     v->end = t.end;
     v->width = engine->cfg().n_embd;
     v->n_deepstack = engine->cfg().n_deepstack;
+    v->allow_urls = a.allow_image_urls;
+    v->max_url_bytes = parse_bytes(a.max_body, "--max-body");
     a.http.vision = std::move(v);
   }
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
@@ -127,6 +130,8 @@ Runner add_serve(CLI::App& app) {
   auto a = std::make_shared<ServeArgs>();
   add_model_flags(sub, a->model, true);
   add_image_flags(sub, a->images, false);
+  sub->add_flag("--allow-image-urls", a->allow_image_urls,
+                "Fetch http(s) image URLs of chat requests (by default only data: URLs are taken)");
   sub->add_option("--host", a->http.host, "Address to listen on (default: loopback only)");
   sub->add_option("--port", a->http.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535));

@@ -182,7 +182,8 @@ void read_prompt(const json& body, ApiRequest& r) {
 
 // String content, or a list of text parts and image_url parts (each image's bytes to `images`,
 // a marker in the text where it was).
-std::string content_text(const json& content, size_t i, std::vector<std::string>& images) {
+std::string content_text(const json& content, size_t i, std::vector<std::string>& images,
+                         std::vector<std::string>& urls) {
   const std::string field = "messages[" + std::to_string(i) + "].content";
   if (content.is_null()) return {};
   if (content.is_string()) return content.get<std::string>();
@@ -191,7 +192,8 @@ std::string content_text(const json& content, size_t i, std::vector<std::string>
   for (size_t k = 0; k < content.size(); ++k) {
     const json& part = content[k];
     if (part.is_object() && part.contains("type") && part["type"] == "image_url") {
-      images.push_back(image_part_bytes(part, field));
+      urls.emplace_back();
+      images.push_back(image_part_bytes(part, field, &urls.back()));
       text += kImageMarker;
       continue;
     }
@@ -230,7 +232,8 @@ void read_messages(const json& body, ApiRequest& r) {
       bad(field + ".role",
           "must be system, developer, user, assistant or tool, got '" + msg.role + "'");
     const auto content = m.find("content");
-    msg.content = content == m.end() ? std::string() : content_text(*content, i, r.images);
+    msg.content =
+        content == m.end() ? std::string() : content_text(*content, i, r.images, r.image_urls);
     if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
       if (msg.role != "assistant") bad(field + ".tool_calls", "belong to assistant messages");
       msg.tool_calls = read_tool_calls(*calls, field + ".tool_calls");

@@ -336,7 +336,8 @@ std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinkin
     // A required call: the answer opens with the marker, so the model writes only the call.
     const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
     if (!a.images.empty()) {
-      ImagePrompt p = image_prompt(text + opening, a.images, tok, tok.add_bos(), o.vision.get());
+      ImagePrompt p =
+          image_prompt(text + opening, a.images, a.image_urls, tok, tok.add_bos(), o.vision.get());
       g.images = std::move(p.rows);
       g.first_image_row = p.first_image_row;
       return std::move(p.ids);

@@ -39,7 +39,8 @@ std::string base64_decode(std::string_view s, const std::string& field) {
   return out;
 }
 
-std::string image_part_bytes(const nlohmann::json& part, const std::string& field) {
+std::string image_part_bytes(const nlohmann::json& part, const std::string& field,
+                             std::string* fetch_url) {
   auto it = part.find("image_url");
   if (it == part.end()) bad(field, "has an image_url part without \"image_url\": {\"url\": ...}");
   const nlohmann::json* url = &*it;
@@ -50,10 +51,10 @@ std::string image_part_bytes(const nlohmann::json& part, const std::string& fiel
   }
   if (!url->is_string()) bad(field, "has an image_url whose url is not a string");
   const std::string& s = url->get_ref<const std::string&>();
-  if (s.starts_with("http://") || s.starts_with("https://"))
-    bad(field,
-        "has an http(s) image_url: this server does not fetch image URLs, send the image "
-        "inline as a data: URL (data:image/png;base64,...)");
+  if (s.starts_with("http://") || s.starts_with("https://")) {
+    *fetch_url = s;
+    return {};
+  }
   if (!s.starts_with("data:"))
     bad(field, "has an image_url that is not a data: URL (data:image/png;base64,...)");
   const size_t comma = s.find(',');

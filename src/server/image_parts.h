@@ -14,9 +14,11 @@ namespace ts::server {
 // template's trim would take).
 inline constexpr std::string_view kImageMarker = "<|turbospark\x1eimage|>";
 
-// The bytes of `part` ({"type": "image_url", "image_url": {"url": ...}} or "image_url": "..."),
-// errors (ErrorKind::Input) naming `field`.
-std::string image_part_bytes(const nlohmann::json& part, const std::string& field);
+// The bytes of `part` ({"type": "image_url", "image_url": {"url": ...}} or "image_url": "...")
+// from its data: URL; or, for an http(s) URL, "" with the URL in *url (fetched later, if the
+// server allows it). Errors (ErrorKind::Input) name `field`.
+std::string image_part_bytes(const nlohmann::json& part, const std::string& field,
+                             std::string* url);
 
 // Standard base64 (padding optional, no whitespace inside); an Input error naming `field`.
 std::string base64_decode(std::string_view s, const std::string& field);

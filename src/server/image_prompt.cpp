@@ -1,6 +1,7 @@
 #include "server/image_prompt.h"
 
 #include "core/error.h"
+#include "server/image_fetch.h"
 #include "server/image_parts.h"
 #include "text/tokenizer.h"
 #include "vision/qwen3vl_vision.h"
@@ -38,17 +39,28 @@ std::vector<int32_t> image_block_ids(const std::string& text,
 }
 
 ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
-                         const Tokenizer& tok, bool bos, VisionService* vision) {
+                         const std::vector<std::string>& urls, const Tokenizer& tok, bool bos,
+                         VisionService* vision) {
   if (vision == nullptr || !vision->tower)
     fail(ErrorKind::Input,
          "this model takes no images (a vision model serves them: its HF directory, or a GGUF with "
          "--mmproj FILE)");
   std::vector<EncodedImage> encoded;
   for (size_t i = 0; i < images.size(); ++i) {
-    const auto* data = reinterpret_cast<const uint8_t*>(images[i].data());
+    std::string fetched;
+    if (i < urls.size() && !urls[i].empty()) {
+      if (!vision->allow_urls)
+        fail(ErrorKind::Input, "image " + std::to_string(i + 1) +
+                                   ": this server does not fetch image URLs (it was not started "
+                                   "with --allow-image-urls): send the image inline as a data: "
+                                   "URL (data:image/png;base64,...)");
+      fetched = fetch_image_url(urls[i], vision->max_url_bytes);
+    }
+    const std::string& bytes = fetched.empty() ? images[i] : fetched;
+    const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
     try {
       std::lock_guard lock(vision->mu);
-      encoded.push_back(vision->tower->encode_file(data, images[i].size()));
+      encoded.push_back(vision->tower->encode_file(data, bytes.size()));
     } catch (const Error& e) {
       fail(ErrorKind::Input, "image " + std::to_string(i + 1) + ": " + e.what());
     }

@@ -24,6 +24,8 @@ struct VisionService {
   std::mutex mu;
   int32_t image = -1, start = -1, end = -1;
   int64_t width = 0, n_deepstack = 0;
+  bool allow_urls = false;  // --allow-image-urls: http(s) image URLs are fetched
+  size_t max_url_bytes = 0;
 };
 
 struct ImagePrompt {
@@ -42,7 +44,9 @@ std::vector<int32_t> image_block_ids(const std::string& text,
 
 // Errors (ErrorKind::Input) name the image: a model without vision, a marker count that does not
 // match, an image that does not decode.
+// `urls[i]` non-empty: image i is fetched from it (only where vision->allow_urls).
 ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>& images,
-                         const Tokenizer& tok, bool bos, VisionService* vision);
+                         const std::vector<std::string>& urls, const Tokenizer& tok, bool bos,
+                         VisionService* vision);
 
 }  // namespace ts::server

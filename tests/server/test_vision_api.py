@@ -152,6 +152,42 @@ class VisionApi(unittest.TestCase):
             self.assertIn(why, body["error"]["message"])
 
 
+@unittest.skipUnless(os.path.isdir(os.path.join(FIXTURE, "hf")), "shared fixture qwen3_vl absent")
+class ImageUrls(unittest.TestCase):
+    """--allow-image-urls: an http URL is fetched (here from a local file server) and answered as
+    the same image sent inline; a URL that fails is a 400 naming it."""
+
+    def test_fetched_like_inline(self):
+        import functools
+        import http.server
+        import threading
+        handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=FIXTURE)
+        handler.log_message = lambda *a: None
+        files = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=files.serve_forever, daemon=True).start()
+        base = "http://127.0.0.1:%d/" % files.server_address[1]
+        try:
+            with Server(binary_from_env(), "-m", os.path.join(FIXTURE, "hf"), "--chat-template",
+                        "chatml", "--kv-type", "f32", "-t", "2", "-c", "256", "--parallel", "1",
+                        "--allow-image-urls") as s:
+                client = openai.OpenAI(base_url=s.base_url + "/v1", api_key="none", max_retries=0)
+                answers = [
+                    client.chat.completions.create(
+                        model="hf", messages=image_message(url), temperature=0, max_tokens=1,
+                        logprobs=True, top_logprobs=1, extra_body={"cache_prompt": False})
+                    .choices[0].logprobs.content[0].logprob
+                    for url in (base + "image.png",
+                                data_url(os.path.join(FIXTURE, "image.png")))
+                ]
+                self.assertAlmostEqual(answers[0], answers[1], delta=1e-6)
+                status, body, raw = s.request("POST", "/v1/chat/completions",
+                                              {"messages": image_message(base + "missing.png")})
+                self.assertEqual(status, 400, raw)
+                self.assertIn("answered HTTP 404", body["error"]["message"])
+        finally:
+            files.shutdown()
+
+
 class TextOnlyServerRefusesImages(unittest.TestCase):
     def test_refused(self):
         png = os.path.join(HERE, "..", "fixtures", "images", "wide.png")
