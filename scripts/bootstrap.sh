@@ -3,7 +3,8 @@
 # everything is present.
 set -euo pipefail
 packages=(cmake g++ ninja-build ccache pkg-config nlohmann-json3-dev libpcre2-dev libgtest-dev
-          libbenchmark-dev libcli11-dev libcpp-httplib-dev libedit-dev liburing-dev python3)
+          libbenchmark-dev libcli11-dev libcpp-httplib-dev libedit-dev liburing-dev python3
+          libpng-dev libjpeg62-turbo-dev libwebp-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

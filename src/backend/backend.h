@@ -35,6 +35,9 @@ struct RopeArgs {
   int64_t rotary_dim = 0;
   bool neox = true;  // pairs (i, i + rotary_dim/2); false: adjacent pairs (2i, 2i+1)
   const float* inv_freq = nullptr;
+  // M-RoPE: per frequency pair (rotary_dim / 2 of them, host memory), which of a row's three
+  // positions rotates it; the positions are then [M][3]. nullptr: one position a row.
+  const uint8_t* pair_stream = nullptr;
 };
 
 // One layer of a KV cache: `capacity` rows of `width` (= n_head_kv * head_dim) elements.

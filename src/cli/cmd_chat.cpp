@@ -9,9 +9,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
 
 #include "cli/chat_commands.h"
 #include "cli/commands.h"
+#include "cli/image_flags.h"
 #include "cli/model_flags.h"
 #include "cli/run_stats.h"
 #include "cli/sampling_flags.h"
@@ -20,9 +24,12 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 #include "server/chat_prompt.h"
+#include "server/image_parts.h"
+#include "server/image_prompt.h"
 #include "text/harmony.h"
 #include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
+#include "vision/qwen3vl_vision.h"
 
 namespace ts::cli {
 namespace {
@@ -35,6 +42,7 @@ void on_sigint(int) {
 
 struct ChatArgs {
   ModelFlags model;
+  ImageFlags images;
   SamplingFlags sampling;
   std::string system;
   std::string chat_template;
@@ -77,9 +85,30 @@ bool read_line(std::string& out) {
 int run_chat(const ChatArgs& a) {
   const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
   const ChatOptions chat = chat_options(a);
-  auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
+  const std::string path = model_path(a.model, true);
+  auto engine = Engine::open(path, engine_options(a.model));
   const Tokenizer tok = load_tokenizer(engine->spec());
   warn_beyond_trained_context(*engine, a.model);
+  // Images: --image FILE goes with the first message, `/image FILE` with the next one; each
+  // encoded once, its block where its marker is in the rendered conversation.
+  const std::shared_ptr<Qwen3VLVision> vision =
+      open_vision(a.images, *engine, path, engine->options().threads, !a.images.images.empty());
+  const ImageTokens image_ids = vision ? image_tokens(a.images, path, &tok) : ImageTokens{};
+  std::vector<EncodedImage> encoded;  // every image of the conversation, in order
+  size_t pending = 0;                 // of which the last `pending` go with the next message
+  const auto add_image = [&](const std::string& file) {
+    if (!vision) fail(ErrorKind::Usage, path + ": this model takes no images");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) fail(ErrorKind::Usage, "cannot read image '" + file + "'");
+    const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    try {
+      encoded.push_back(vision->encode_file(bytes.data(), bytes.size()));
+    } catch (const Error& e) {
+      fail(e.kind(), file + ": " + e.what());
+    }
+    ++pending;
+  };
+  for (const std::string& file : a.images.images) add_image(file);
   // The bundled model is a base model with no chat format: it talks in plain text.
   const std::string name =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
@@ -107,10 +136,21 @@ int run_chat(const ChatArgs& a) {
   std::string line;
   while (read_line(line)) {
     if (line.empty()) continue;
+    if (line.rfind("/image ", 0) == 0) {
+      try {
+        add_image(line.substr(7));
+        std::fprintf(stderr, "chat: image %zu goes with the next message\n", encoded.size());
+      } catch (const Error& e) {
+        std::fprintf(stderr, "chat: %s\n", e.what());
+      }
+      continue;
+    }
     const ChatCommand command = run_chat_command(line, a.system, messages);
     if (command == ChatCommand::Exit) break;
     if (command == ChatCommand::Done) continue;
-    messages.push_back({"user", line});
+    std::string content;
+    for (size_t i = 0; i < pending; ++i) content += server::kImageMarker;
+    messages.push_back({"user", content + line});
     std::string prompt;
     try {
       prompt = tmpl.apply(messages, chat);
@@ -121,7 +161,15 @@ int run_chat(const ChatArgs& a) {
       messages.pop_back();
       continue;
     }
-    const std::vector<int32_t> all = tok.encode(prompt, tok.add_bos(), true);
+    const std::vector<int32_t> all =
+        encoded.empty() ? tok.encode(prompt, tok.add_bos(), true)
+                        : server::image_block_ids(prompt, encoded, tok, tok.add_bos(),
+                                                  image_ids.image, image_ids.start, image_ids.end);
+    pending = 0;
+    std::unique_ptr<ImageRows> rows;
+    if (!encoded.empty())
+      rows = std::make_unique<ImageRows>(all, image_ids.image, encoded, engine->cfg().n_embd,
+                                         engine->cfg().n_deepstack);
     // Reuse the longest prefix the cache already holds; feed the rest.
     size_t keep = 0;
     while (keep < in_cache.size() && keep < all.size() && in_cache[keep] == all[keep]) ++keep;
@@ -145,6 +193,7 @@ int run_chat(const ChatArgs& a) {
     o.reasoning = &markers;
     o.reasoning_budget = a.reasoning_budget;
     o.reasoning_open = prompt_opens_thinking(prompt) || harmony_open_channel(prompt) == "analysis";
+    if (rows) o.prompt_inputs = rows->inputs().from(static_cast<int64_t>(keep));
     ThinkingOutput out(tmpl, prompt, a.reasoning == "show", stdout);
     const GenerateResult r =
         generate(session, tok, fresh, o, [&out](const std::string& s) { out.write(s); });
@@ -169,6 +218,7 @@ Runner add_chat(CLI::App& app) {
       app.add_subcommand("chat", "Interactive multi-turn chat (keeps the KV cache between turns)");
   auto a = std::make_shared<ChatArgs>();
   add_model_flags(sub, a->model, true);
+  add_image_flags(sub, a->images);
   add_sampling_flags(sub, a->sampling);
   a->sampling.n_predict = 256;
   sub->add_option("--system", a->system, "System prompt");

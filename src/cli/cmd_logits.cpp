@@ -1,4 +1,5 @@
-// `turbospark logits -m MODEL --tokens 1,2,3 --out FILE [--mode prefill|decode]`: writes float32
+// `turbospark logits -m MODEL [--mmproj FILE] [--image FILE] --tokens 1,2,3 --out FILE
+// [--mode prefill|decode]`: writes float32
 // little-endian logits [tokens, vocab] for every position, for verification against references.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/image_flags.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
 #include "runtime/session.h"
@@ -15,6 +17,7 @@ namespace {
 
 struct LogitsArgs {
   ModelFlags model;
+  ImageFlags images;
   std::string tokens;
   std::string out;
   std::string mode = "prefill";
@@ -40,15 +43,26 @@ std::vector<int32_t> parse_tokens(const std::string& s) {
 
 int run_logits(const LogitsArgs& a) {
   const std::vector<int32_t> ids = parse_tokens(a.tokens);
-  auto engine = Engine::open(model_path(a.model, false), engine_options(a.model));
+  const std::string path = model_path(a.model, false);
+  auto engine = Engine::open(path, engine_options(a.model));
   Session session(*engine);
   const int64_t V = engine->cfg().n_vocab;
   std::vector<float> logits(ids.size() * static_cast<size_t>(V));
+  // With --image, the ids hold each image's placeholder tokens (as transformers' processor lays
+  // them out); the images' features take those rows.
+  const std::vector<EncodedImage> images =
+      encode_images(a.images, *engine, path, engine->options().threads);
+  std::unique_ptr<ImageRows> rows;
+  if (!images.empty())
+    rows = std::make_unique<ImageRows>(ids, image_tokens(a.images, path, nullptr).image, images,
+                                       engine->cfg().n_embd, engine->cfg().n_deepstack);
+  const RowInputs in = rows ? rows->inputs() : RowInputs{};
   if (a.mode == "prefill") {
-    session.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
+    session.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true, in);
   } else {
     for (size_t i = 0; i < ids.size(); ++i)
-      session.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false);
+      session.feed(&ids[i], 1, logits.data() + i * static_cast<size_t>(V), false,
+                   in.any() ? in.from(static_cast<int64_t>(i)) : RowInputs{});
   }
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(a.out.c_str(), "wb"), std::fclose);
   if (!f) fail(ErrorKind::Usage, "--out: cannot create '" + a.out + "'");
@@ -66,6 +80,7 @@ Runner add_logits(CLI::App& app) {
       app.add_subcommand("logits", "Write float32 logits [tokens, vocab] for given token ids");
   auto a = std::make_shared<LogitsArgs>();
   add_model_flags(sub, a->model, false);
+  add_image_flags(sub, a->images);
   sub->add_option("--tokens", a->tokens, "Comma-separated token ids")->required();
   sub->add_option("--out", a->out, "Output file (raw little-endian float32)")->required();
   sub->add_option("--mode", a->mode, "prefill (chunked) or decode (one token at a time)")

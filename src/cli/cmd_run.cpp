@@ -4,9 +4,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/image_flags.h"
 #include "cli/model_flags.h"
 #include "cli/run_stats.h"
 #include "cli/sampling_flags.h"
@@ -20,6 +22,7 @@ namespace {
 
 struct RunArgs {
   ModelFlags model;
+  ImageFlags images;
   SamplingFlags sampling;
   std::string prompt;
   std::string prompt_file;  // -f: the prompt read from a file
@@ -55,12 +58,26 @@ int run_run(const RunArgs& a) {
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   }
   if (text.empty()) fail(ErrorKind::Usage, "the prompt is empty (-p TEXT or -f FILE)");
-  const GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
-  auto engine = Engine::open(model_path(a.model, true), engine_options(a.model));
+  GenerateOptions options = generate_options(a.sampling);  // flag errors before the model
+  const std::string path = model_path(a.model, true);
+  auto engine = Engine::open(path, engine_options(a.model));
   print_footprint(engine->footprint(), stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
   warn_beyond_trained_context(*engine, a.model);
-  const std::vector<int32_t> prompt = tok.encode(text, tok.add_bos() && !a.no_bos, false);
+  const bool bos = tok.add_bos() && !a.no_bos;
+  std::vector<int32_t> prompt = tok.encode(text, bos, false);
+  // --image: each image's block (vision start, its placeholder tokens, vision end) before the
+  // text, its features in those rows.
+  const std::vector<EncodedImage> images =
+      encode_images(a.images, *engine, path, engine->options().threads);
+  std::unique_ptr<ImageRows> rows;
+  if (!images.empty()) {
+    const ImageTokens t = image_tokens(a.images, path, &tok);
+    prompt = with_image_blocks(prompt, bos, images, t);
+    rows = std::make_unique<ImageRows>(prompt, t.image, images, engine->cfg().n_embd,
+                                       engine->cfg().n_deepstack);
+    options.prompt_inputs = rows->inputs();
+  }
   Session session(*engine);
   // Refused before any text is printed.
   if (static_cast<int64_t>(prompt.size()) >= session.ctx())
@@ -85,6 +102,7 @@ Runner add_run(CLI::App& app) {
       app.add_subcommand("run", "Continue a prompt, streaming tokens as they are generated");
   auto a = std::make_shared<RunArgs>();
   add_model_flags(sub, a->model, true);
+  add_image_flags(sub, a->images);
   add_sampling_flags(sub, a->sampling);
   a->sampling.n_predict = 64;
   auto* prompt = sub->add_option("-p,--prompt", a->prompt, "Prompt text");

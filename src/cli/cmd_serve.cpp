@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/image_flags.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
@@ -30,6 +31,8 @@ namespace {
 
 struct ServeArgs {
   ModelFlags model;
+  ImageFlags images;
+  bool allow_image_urls = false;
   server::ServerOptions http;
   int parallel = 4;
   size_t queue = 64;
@@ -90,6 +93,22 @@ int run_serve(ServeArgs& a) {
   print_serve_memory(serve_memory(*engine, shape, options.memory_budget), shape, stderr);
   const Tokenizer tok = load_tokenizer(engine->spec());
   warn_beyond_trained_context(*engine, a.model);
+  // A vision model (its HF directory, or --mmproj) takes chat image_url parts.
+  if (auto tower = open_vision(a.images, *engine, path, engine->options().threads, false)) {
+    auto v = std::make_shared<server::VisionService>();
+    const ImageTokens t = image_tokens(a.images, path, &tok);
+    if (t.start < 0 || t.end < 0)
+      fail(ErrorKind::Usage, path + ": the model's vision start / end tokens were not found");
+    v->tower = std::move(tower);
+    v->image = t.image;
+    v->start = t.start;
+    v->end = t.end;
+    v->width = engine->cfg().n_embd;
+    v->n_deepstack = engine->cfg().n_deepstack;
+    v->allow_urls = a.allow_image_urls;
+    v->max_url_bytes = parse_bytes(a.max_body, "--max-body");
+    a.http.vision = std::move(v);
+  }
   // The bundled model is a base model with no chat format: it talks in plain text, as in `chat`.
   const std::string format =
       a.chat_template.empty() && a.model.model.empty() ? "raw" : a.chat_template;
@@ -146,6 +165,9 @@ Runner add_serve(CLI::App& app) {
   auto* sub = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
   auto a = std::make_shared<ServeArgs>();
   add_model_flags(sub, a->model, true);
+  add_image_flags(sub, a->images, false);
+  sub->add_flag("--allow-image-urls", a->allow_image_urls,
+                "Fetch http(s) image URLs of chat requests (by default only data: URLs are taken)");
   sub->add_option("--host", a->http.host, "Address to listen on (default: loopback only)");
   sub->add_option("--port", a->http.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535));

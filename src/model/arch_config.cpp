@@ -26,6 +26,8 @@ const char* family_name(Family f) {
       return "deepseek2";
     case Family::GptOss:
       return "gpt-oss";
+    case Family::Qwen3VL:
+      return "qwen3vl";
   }
   return "?";
 }

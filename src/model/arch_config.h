@@ -22,7 +22,8 @@ enum class Family {
   Qwen35,
   Qwen35Moe,
   DeepSeek2,  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
-  GptOss
+  GptOss,
+  Qwen3VL  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
 };
 const char* family_name(Family f);
 
@@ -147,6 +148,15 @@ struct ArchConfig {
   // Sliding-window layers rotate with the global frequencies, scaling included (gpt-oss has one
   // rotary for every layer); otherwise with rope_theta_local, unscaled (Gemma 3).
   bool rope_local_scaled = false;
+  // M-RoPE (Qwen3-VL): each frequency pair rotates by one of a row's three positions (T, H, W),
+  // mrope_sections[s] pairs for stream s. Interleaved: pair i takes stream i % 3 while
+  // i < 3 * sections[i % 3], else T; contiguous: the sections one after another. Empty: one
+  // position a row (ordinary rope); a text token's three positions are equal, so it is the same.
+  std::vector<int64_t> mrope_sections;
+  bool mrope_interleaved = false;
+  // DeepStack (Qwen3-VL): the vision tower's features of this many of its layers are added to the
+  // hidden states at the image rows after decoder layers 0 .. n_deepstack - 1.
+  int64_t n_deepstack = 0;
 
   int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
   std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention
@@ -179,6 +189,7 @@ struct ArchConfig {
   bool tied_embeddings = false;
 
   bool is_moe() const { return n_expert > 0; }
+  bool mrope() const { return !mrope_sections.empty(); }
   bool has_mixer(MixerKind m) const;
   int64_t attention_layers() const;  // layers that hold KV rows (MLA layers not included)
 };

@@ -10,8 +10,11 @@
 
 namespace ts {
 
-ConfigView::ConfigView(const ModelSource& source)
-    : source_(source), kind_(source.kind()), arch_(source.architecture()) {}
+ConfigView::ConfigView(const ModelSource& source, const char* hf_root)
+    : source_(source),
+      kind_(source.kind()),
+      arch_(source.architecture()),
+      hf_root_(hf_root != nullptr ? hf_root : "") {}
 
 std::string ConfigView::where() const {
   return kind_ == SourceKind::Gguf ? source_.path() : source_.path() + "/config.json";
@@ -26,6 +29,10 @@ const nlohmann::json* ConfigView::hf_value(const char* path) const {
   if (kind_ != SourceKind::HfDir || path == nullptr) return nullptr;
   const nlohmann::json* node = &source_.hf()->config();
   std::string p(path);
+  if (p.starts_with('/'))
+    p.erase(0, 1);
+  else if (!hf_root_.empty())
+    p = hf_root_ + "/" + p;
   size_t start = 0;
   while (start <= p.size()) {
     const size_t slash = p.find('/', start);
@@ -95,7 +102,9 @@ double ConfigView::req_float(const char* gk, const char* hk) const {
 }
 
 void ConfigView::missing(const char* gk, const char* hk) const {
-  const std::string key = kind_ == SourceKind::Gguf ? (gk ? gguf_key(gk) : "?") : (hk ? hk : "?");
+  std::string key = kind_ == SourceKind::Gguf ? (gk ? gguf_key(gk) : "?") : (hk ? hk : "?");
+  if (kind_ == SourceKind::HfDir && hk != nullptr && !hf_root_.empty() && hk[0] != '/')
+    key = hf_root_ + "/" + key;
   fail(ErrorKind::Model, where() + ": missing '" + key + "', required by family " + arch_);
 }
 

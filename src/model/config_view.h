@@ -17,7 +17,9 @@ class ModelSource;
 
 class ConfigView {
  public:
-  explicit ConfigView(const ModelSource& source);
+  // `hf_root`: the config.json object a family's values live in ("text_config" for a
+  // multimodal checkpoint's text model); a path starting with '/' still reads from the top.
+  explicit ConfigView(const ModelSource& source, const char* hf_root = nullptr);
 
   SourceKind kind() const { return kind_; }
   bool is_gguf() const { return kind_ == SourceKind::Gguf; }
@@ -43,6 +45,7 @@ class ConfigView {
   const ModelSource& source_;
   SourceKind kind_;
   std::string arch_;
+  std::string hf_root_;
 };
 
 }  // namespace ts

@@ -16,6 +16,7 @@ struct FamilyEntry {
   const char* hf_class;
   Family family;
   void (*configure)(const ConfigView&, ArchConfig&);
+  const char* hf_root = nullptr;  // where config.json keeps the text model's values
 };
 
 constexpr FamilyEntry kFamilies[] = {
@@ -32,6 +33,8 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
     {"deepseek2", "DeepseekV3ForCausalLM", Family::DeepSeek2, configure_deepseek2},
     {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
+    {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl,
+     "text_config"},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
@@ -225,7 +228,7 @@ ArchConfig read_arch_config(const ModelSource& source) {
   const bool gguf = source.kind() == SourceKind::Gguf;
   for (const FamilyEntry& f : kFamilies) {
     if (arch != (gguf ? f.gguf_arch : f.hf_class)) continue;
-    const ConfigView view(source);
+    const ConfigView view(source, f.hf_root);
     ArchConfig c;
     c.family = f.family;
     f.configure(view, c);

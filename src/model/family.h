@@ -31,6 +31,7 @@ void configure_qwen3next(const ConfigView& v, ArchConfig& c);
 void configure_qwen35(const ConfigView& v, ArchConfig& c);  // dense and MoE
 void configure_gpt_oss(const ConfigView& v, ArchConfig& c);
 void configure_deepseek2(const ConfigView& v, ArchConfig& c);
+void configure_qwen3vl(const ConfigView& v, ArchConfig& c);
 
 // YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.
 float yarn_mscale(double factor, double mscale = 1.0);

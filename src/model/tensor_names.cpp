@@ -181,9 +181,16 @@ std::string hf_name_gpt_oss(LayerTensor t, const std::string& p) {
   }
 }
 
+// A multimodal checkpoint (Qwen3-VL) keeps its text model under model.language_model.
+std::string language_model_name(std::string name) {
+  if (name.starts_with("model.")) name.insert(6, "language_model.");
+  return name;
+}
+
 }  // namespace
 
-std::string hf_name(Family, GlobalTensor t) {
+std::string hf_name(Family f, GlobalTensor t) {
+  if (f == Family::Qwen3VL) return language_model_name(hf_name(Family::Qwen3, t));
   switch (t) {
     case GlobalTensor::TokenEmbd:
       return "model.embed_tokens.weight";
@@ -198,6 +205,7 @@ std::string hf_name(Family, GlobalTensor t) {
 }
 
 std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
+  if (f == Family::Qwen3VL) return language_model_name(hf_name(Family::Qwen3, t, layer, expert));
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const bool gemma = f == Family::Gemma3;
   // Mixtral and MiniMax keep Mixtral's `block_sparse_moe` with w1 (gate), w3 (up), w2 (down);

@@ -101,6 +101,11 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (attention sinks, clamped SwiGLU) has no GPU kernels yet "
                                      "(--backend cpu runs it)");
+  // M-RoPE (three positions a row) and DeepStack have no device kernels yet.
+  if (!e->backend_->is_host() && c.mrope())
+    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
+                                     " (M-RoPE, DeepStack) is not yet verified on a GPU "
+                                     "(--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,
@@ -474,6 +479,7 @@ void Engine::load_weights() {
   output_norm_ = load_vector(&spec_->output_norm);
   const float* inv_freq_global = upload_inv_freq(false);
   const float* inv_freq_local = nullptr;
+  mrope_streams_ = mrope_pair_streams(c);
   layers_.resize(static_cast<size_t>(c.n_layer));
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerIndex& I = spec_->layers[static_cast<size_t>(l)];
@@ -515,7 +521,8 @@ void Engine::load_weights() {
     const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;
     if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);
     L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
-                      sliding ? inv_freq_local : inv_freq_global};
+                      sliding ? inv_freq_local : inv_freq_global,
+                      mrope_streams_.empty() ? nullptr : mrope_streams_.data()};
     // YaRN multiplies q and k by its attention factor after rotation: the scores by its square.
     const float scale =
         c.attn_scale * c.rope_attn_factor * c.rope_attn_factor * c.yarn_score_factor;

@@ -143,7 +143,8 @@ class Engine {
   EngineOptions options_;
   std::unique_ptr<Backend> backend_;
   Footprint footprint_;
-  std::vector<void*> owned_;  // backend buffers this engine allocated
+  std::vector<void*> owned_;            // backend buffers this engine allocated
+  std::vector<uint8_t> mrope_streams_;  // M-RoPE's stream of each frequency pair (host)
   std::vector<Weight> uploaded_;
   Weight token_embd_, output_;
   const float* output_norm_ = nullptr;

@@ -79,6 +79,8 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
   logits_ = scratch(static_cast<size_t>(std::min(max_rows_, head_rows_) * c_.n_vocab));
   ids_.resize(B);
   pos_.resize(B);
+  if (c_.mrope()) rope_pos_.resize(3 * B);
+  if (c_.n_deepstack > 0) media_row_ = scratch(d);
   // A recorded step re-reads the head's row list from where it was: it must never move.
   wanted_rows_.reserve(B);
 }
@@ -105,16 +107,32 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     if (M + ch.n > max_rows_)
       fail(ErrorKind::Runtime, "internal: micro-batch larger than the forward's rows");
     if (ch.targets != nullptr) check_scoring(ch, c_.n_vocab);
+    if (ch.in.rope_pos != nullptr && !c_.mrope())
+      fail(ErrorKind::Input, std::string("3-D positions given to a model without M-RoPE (") +
+                                 family_name(c_.family) + ")");
+    if (ch.in.deepstack != nullptr && c_.n_deepstack == 0)
+      fail(ErrorKind::Input, std::string("DeepStack features given to a model without them (") +
+                                 family_name(c_.family) + ")");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
                                    " is outside the vocabulary of " + std::to_string(vocab));
       ids_[static_cast<size_t>(M)] = ch.tokens[i];
       pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past() + i);
+      if (c_.mrope()) {
+        int32_t* rp = rope_pos_.data() + 3 * M;
+        for (int s = 0; s < 3; ++s)
+          rp[s] = ch.in.rope_pos != nullptr
+                      ? ch.in.rope_pos[3 * i + s]
+                      : static_cast<int32_t>(ch.kv->n_past() + i + ch.kv->rope_shift());
+      }
     }
   }
   if (M == 0) return;
-  decode_step_ = M <= kDecodeStepRows;
+  media_ = false;
+  for (const SeqChunk& ch : chunks) media_ = media_ || ch.in.embeds || ch.in.deepstack;
+  // A pass with image rows is never a recorded step: its inputs change every time.
+  decode_step_ = M <= kDecodeStepRows && !media_;
   for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
   if (decode_step_ && M > 1 && attention_) attention_->prepare_step(chunks);
   // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
@@ -152,7 +170,16 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     layers(chunks, M, -1, c_.n_layer);
     head(M);
   }
-  for (const SeqChunk& ch : chunks) ch.kv->advance(ch.n);
+  for (const SeqChunk& ch : chunks) {
+    ch.kv->advance(ch.n);
+    // Rows after explicit 3-D positions continue from the largest of them (transformers'
+    // rope_deltas): the shift the rows fed without positions take.
+    if (ch.in.rope_pos != nullptr) {
+      const int32_t* rp = ch.in.rope_pos;
+      const int64_t top = *std::max_element(rp, rp + 3 * ch.n);
+      ch.kv->set_rope_shift(top + 1 - ch.kv->n_past());
+    }
+  }
   // head() queued the logits of the first head_rows_ wanted rows (decode's one row inside its
   // recorded step, as before); the rest follow a chunk at a time through the same buffer, each
   // copied out before the next overwrites it (a device's to_host waits for the chunk).
@@ -166,8 +193,12 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
   const int64_t d = c_.n_embd;
   const float eps = c_.rms_eps;
   const bool plus_one = c_.norm_plus_one;
-  const PassRows rows{chunks, M, pos_.data(), decode_step_};
-  if (from < 0) b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
+  const PassRows rows{chunks, M, pos_.data(), decode_step_,
+                      c_.mrope() ? rope_pos_.data() : pos_.data()};
+  if (from < 0) {
+    b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
+    if (media_) media_rows(chunks, -1);
+  }
   // norm -> mixer -> norm -> FFN. Each residual add is fused with the norm after it: the FFN's
   // output joins x_ in the next layer's first norm, and the last layer's in the head's norm.
   for (int64_t l = std::max<int64_t>(from, 0); l < c_.n_layer; ++l) {
@@ -192,6 +223,26 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       ffn_dense(l, M);
     }
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, eps, plus_one, o_);
+    // x_ still lacks this FFN's output (added with the next norm): the sum is the same.
+    if (media_ && l < c_.n_deepstack) media_rows(chunks, l);
+  }
+}
+
+void Forward::media_rows(const std::vector<SeqChunk>& chunks, int64_t l) {
+  const int64_t d = c_.n_embd;
+  const size_t bytes = static_cast<size_t>(d) * sizeof(float);
+  int64_t row = 0;
+  for (const SeqChunk& ch : chunks) {
+    for (int64_t i = 0; i < ch.n; ++i) {
+      float* x = x_ + (row + i) * d;
+      if (l < 0 && ch.in.embeds != nullptr && ch.in.embeds[i] != nullptr) {
+        b_.to_device(x, ch.in.embeds[i], bytes);
+      } else if (l >= 0 && ch.in.deepstack != nullptr && ch.in.deepstack[i] != nullptr) {
+        b_.to_device(media_row_, ch.in.deepstack[i] + l * d, bytes);
+        b_.add(x, media_row_, d);
+      }
+    }
+    row += ch.n;
   }
 }
 

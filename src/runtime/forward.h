@@ -52,6 +52,9 @@ class Forward {
   // Copies those rows from logits_ to the chunks' host buffers, or scores them.
   void copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0);
   float* scratch(size_t floats);
+  // Multimodal rows (RowInputs): at layer -1 the given embeddings replace the rows' token
+  // embeddings in x_; at layer l the rows' DeepStack features of layer l are added to x_.
+  void media_rows(const std::vector<SeqChunk>& chunks, int64_t l);
 
   Engine& engine_;
   Backend& b_;
@@ -59,6 +62,9 @@ class Forward {
   int64_t max_rows_, head_rows_;
   std::vector<void*> buffers_;
   std::vector<int32_t> ids_, pos_, wanted_rows_;
+  std::vector<int32_t> rope_pos_;  // [max_rows][3] with M-RoPE: each row's T, H, W positions
+  bool media_ = false;             // a chunk of the pass has RowInputs embeddings or DeepStack
+  float* media_row_ = nullptr;     // one DeepStack row on its way to x_
   // activations, [max_rows][width] in backend memory: the residual stream, its norm, a block's
   // output; the FFN-wide buffers (ff_up_ points into ff_gate_'s: a stacked matmul writes each row
   // as [gate | up]), and max_rows x top-k rows of the gathered input and the experts' output

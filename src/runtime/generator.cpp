@@ -42,7 +42,8 @@ GenerateResult generate(Session& session, const Tokenizer& tok, const std::vecto
   // The logits of each row of the last pass: the sampled token's, then a draft token's each.
   std::vector<float> logits(static_cast<size_t>(V * (o.lookup + 1)));
   auto t0 = Clock::now();
-  session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false);
+  session.feed(prompt.data(), static_cast<int64_t>(prompt.size()), logits.data(), false,
+               o.prompt_inputs);
   r.prompt_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
 
   t0 = Clock::now();

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/seq_chunk.h"
 #include "text/sampler.h"
 
 namespace ts {
@@ -51,6 +52,9 @@ struct GenerateOptions {
   const ReasoningMarkers* reasoning = nullptr;
   int64_t reasoning_budget = -1;
   bool reasoning_open = false;
+  // What a multimodal prompt gives its rows besides their ids (image features, 3-D positions),
+  // row i for prompt token i; not owned.
+  RowInputs prompt_inputs;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, ToolCalls };

@@ -107,8 +107,8 @@ const KvCache::Checkpoint* KvCache::latest_at_or_before(int64_t n) const {
 
 int64_t KvCache::resumable(int64_t n) const {
   if (n < 0 || n > n_past_)
-    fail(ErrorKind::Runtime, "internal: position " + std::to_string(n) + " of a cache of " +
-                                 std::to_string(n_past_));
+    fail(ErrorKind::Runtime,
+         "internal: position " + std::to_string(n) + " of a cache of " + std::to_string(n_past_));
   if (!recurrent() || n == n_past_) return n;
   const Checkpoint* cp = latest_at_or_before(n);
   return cp != nullptr ? cp->pos : 0;
@@ -130,7 +130,14 @@ int64_t KvCache::rewind(int64_t n) {
       if (cp.pos > to) cp.pos = -1;
   }
   n_past_ = to;
+  while (!shifts_.empty() && shifts_.back().first > to) shifts_.pop_back();
   return to;
+}
+
+void KvCache::set_rope_shift(int64_t shift) {
+  if (shift == rope_shift()) return;
+  while (!shifts_.empty() && shifts_.back().first >= n_past_) shifts_.pop_back();
+  shifts_.emplace_back(n_past_, shift);
 }
 
 int64_t KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
@@ -138,6 +145,9 @@ int64_t KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
     fail(ErrorKind::Runtime, "KV cache: cannot copy " + std::to_string(rows) +
                                  " rows of a cache holding " + std::to_string(from.n_past_));
   rows = from.resumable(rows);
+  shifts_.clear();
+  for (const auto& s : from.shifts_)
+    if (s.first <= rows) shifts_.push_back(s);
   for (size_t l = 0; l < layers_.size(); ++l) {
     if (layers_[l].k == nullptr) continue;
     const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;

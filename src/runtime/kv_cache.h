@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -57,6 +58,13 @@ class KvCache {
   // (a sequence that starts like another's takes its rows instead of computing them again).
   int64_t copy_rows_from(const KvCache& from, int64_t rows);
 
+  // M-RoPE: the rotary position of a row fed without explicit positions is its row plus the shift
+  // in force there. After an image its tokens' positions advance by less than their rows (an
+  // image's rows share positions), so the text after it is shifted back. The shift holds from
+  // row n_past() on; rewinding before that forgets it.
+  int64_t rope_shift() const { return shifts_.empty() ? 0 : shifts_.back().second; }
+  void set_rope_shift(int64_t shift);
+
  private:
   struct Checkpoint {
     int64_t pos = -1;  // -1: empty
@@ -79,6 +87,7 @@ class KvCache {
   int64_t state_floats_ = 0;           // per DeltaNet layer
   std::vector<Checkpoint> checkpoints_;
   uint64_t made_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> shifts_;  // (first row, rope shift), rows ascending
 };
 
 }  // namespace ts

@@ -85,4 +85,22 @@ std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
   return inv;
 }
 
+std::vector<uint8_t> mrope_pair_streams(const ArchConfig& c) {
+  if (!c.mrope()) return {};
+  const auto& sec = c.mrope_sections;
+  std::vector<uint8_t> streams(static_cast<size_t>(c.rotary_dim / 2), 0);
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const auto n = static_cast<int64_t>(i);
+    if (c.mrope_interleaved) {
+      // transformers' apply_interleaved_mrope: H takes pairs 1, 4, 7, ... below 3 * sec[1], W
+      // pairs 2, 5, 8, ... below 3 * sec[2]; every other pair keeps T.
+      const int64_t s = n % 3;
+      if (s != 0 && n < 3 * sec[static_cast<size_t>(s)]) streams[i] = static_cast<uint8_t>(s);
+    } else if (n >= sec[0]) {
+      streams[i] = n < sec[0] + sec[1] ? 1 : n < sec[0] + sec[1] + sec[2] ? 2 : 0;
+    }
+  }
+  return streams;
+}
+
 }  // namespace ts

@@ -12,4 +12,8 @@ namespace ts {
 std::vector<float> rope_inv_freq(const ArchConfig& c, bool sliding,
                                  const std::vector<float>& divisors);
 
+// M-RoPE: for each of the rotary_dim / 2 frequency pairs, the position stream (0 = T, 1 = H,
+// 2 = W) that rotates it (ArchConfig::mrope_sections); empty without M-RoPE.
+std::vector<uint8_t> mrope_pair_streams(const ArchConfig& c);
+
 }  // namespace ts

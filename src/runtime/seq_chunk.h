@@ -7,6 +7,24 @@ namespace ts {
 
 class KvCache;
 
+// What a multimodal prompt gives its rows besides their token ids (host memory, one entry a row;
+// any may be null). rope_pos: [n][3] M-RoPE positions (T, H, W), else each row's position is
+// n_past + i shifted by the cache's rope_shift(); embeds: per row nullptr (the token's embedding)
+// or n_embd floats that replace it (an image token's vision feature); deepstack: per row nullptr
+// or [n_deepstack][n_embd] floats added to the row's hidden state after layers 0, 1, ...
+struct RowInputs {
+  const int32_t* rope_pos = nullptr;
+  const float* const* embeds = nullptr;
+  const float* const* deepstack = nullptr;
+
+  bool any() const { return rope_pos != nullptr || embeds != nullptr || deepstack != nullptr; }
+  // The same inputs from row i on.
+  RowInputs from(int64_t i) const {
+    return {rope_pos ? rope_pos + 3 * i : nullptr, embeds ? embeds + i : nullptr,
+            deepstack ? deepstack + i : nullptr};
+  }
+};
+
 // `n` tokens of one sequence, appended after kv->n_past(). `logits` (host) receives the logits of
 // every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted. Or, with
 // `targets` set (and logits null), rows [score_from, score_to) are scored where their logits are
@@ -20,6 +38,7 @@ struct SeqChunk {
   const int32_t* targets = nullptr;
   int64_t score_from = 0, score_to = 0;
   double* nll = nullptr;
+  RowInputs in{};
 };
 
 }  // namespace ts

@@ -58,14 +58,17 @@ void Session::score(const int32_t* tokens, int64_t n, int64_t from, int64_t to,
   }
 }
 
-void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows) {
+void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows,
+                   const RowInputs& in) {
   check_feed(tokens, n);
   const int64_t batch = forward_.max_rows();
   for (int64_t start = 0; start < n; start += batch) {
     const int64_t M = std::min(batch, n - start);
     const bool last = start + M == n;
     float* out = all_rows ? logits + start * vocab_ : (last ? logits : nullptr);
-    forward_.run({SeqChunk{&kv_, tokens + start, M, out, all_rows}});
+    SeqChunk ch{&kv_, tokens + start, M, out, all_rows};
+    if (in.any()) ch.in = in.from(start);
+    forward_.run({ch});
     tokens_.insert(tokens_.end(), tokens + start, tokens + start + M);
   }
 }

@@ -31,7 +31,10 @@ class Session {
 
   // Feeds `n` tokens after the current position. `logits` (host) receives the next-token logits:
   // of every fed token ([n][vocab]) when all_rows, else of the last one ([vocab]).
-  void feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows);
+  // `in`: what a multimodal prompt gives its rows besides the ids (seq_chunk.h), row i of it
+  // for token i.
+  void feed(const int32_t* tokens, int64_t n, float* logits, bool all_rows,
+            const RowInputs& in = {});
   // Feeds `n` tokens and scores the next-token logits of rows [from, to) against targets[0 ..
   // to - from): nll[i] = -log softmax(logits of row from + i)[targets[i]] (host arrays). Only those
   // rows go through the head, and their logits stay where the backend computed them.

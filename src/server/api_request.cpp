@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "server/image_parts.h"
 #include "server/json_fields.h"
 #include "server/logprobs.h"
 #include "server/tool_request.h"
@@ -185,18 +186,28 @@ void read_prompt(const json& body, ApiRequest& r) {
   if (prompts.size() > 1) r.prompt_list = std::move(prompts);
 }
 
-// String content, or a list of parts of which only text parts are understood.
-std::string content_text(const json& content, size_t i) {
+// String content, or a list of text parts and image_url parts (each image's bytes to `images`,
+// a marker in the text where it was).
+std::string content_text(const json& content, size_t i, std::vector<std::string>& images,
+                         std::vector<std::string>& urls) {
   const std::string field = "messages[" + std::to_string(i) + "].content";
   if (content.is_null()) return {};
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) bad(field, "must be a string or a list of content parts");
   std::string text;
-  for (const json& part : content) {
+  for (size_t k = 0; k < content.size(); ++k) {
+    const json& part = content[k];
+    if (part.is_object() && part.contains("type") && part["type"] == "image_url") {
+      urls.emplace_back();
+      images.push_back(image_part_bytes(part, field, &urls.back()));
+      text += kImageMarker;
+      continue;
+    }
     if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
         !part.contains("text") || !part["text"].is_string())
       bad(field,
-          "parts must be {\"type\": \"text\", \"text\": ...}: other content is not supported");
+          "parts must be {\"type\": \"text\", \"text\": ...} or {\"type\": \"image_url\", "
+          "...}: other content is not supported");
     text += part["text"].get<std::string>();
   }
   return text;
@@ -227,7 +238,8 @@ void read_messages(const json& body, ApiRequest& r) {
       bad(field + ".role",
           "must be system, developer, user, assistant or tool, got '" + msg.role + "'");
     const auto content = m.find("content");
-    msg.content = content == m.end() ? std::string() : content_text(*content, i);
+    msg.content =
+        content == m.end() ? std::string() : content_text(*content, i, r.images, r.image_urls);
     if (const auto calls = m.find("tool_calls"); calls != m.end() && !calls->is_null()) {
       if (msg.role != "assistant") bad(field + ".tool_calls", "belong to assistant messages");
       msg.tool_calls = read_tool_calls(*calls, field + ".tool_calls");

@@ -40,6 +40,10 @@ struct ApiRequest {
   // Chat: the messages as the client sent them (tool turns, calls with their arguments parsed,
   // reasoning_content); the template decides how they are written (server/chat_prompt.h).
   std::vector<ChatMessage> messages;
+  // Chat: the bytes of each image_url part, in the order of their markers (kImageMarker) in the
+  // messages' text.
+  std::vector<std::string> images;
+  std::vector<std::string> image_urls;  // per image: its http(s) URL (its bytes then empty) or ""
   // Chat: chat_template_kwargs (and reasoning_effort) as template variables; tools filled in
   // with the request's tool list.
   ChatOptions chat_options;

@@ -17,7 +17,8 @@ uint64_t random_seed() {
 }
 
 std::vector<int32_t> request_prompt(const GenerationContext& ctx, const ApiRequest& a,
-                                    bool& thinking_open, std::string* channel) {
+                                    bool& thinking_open, std::string* channel,
+                                    GenRequest* images) {
   if (a.kind == ApiKind::Chat) {
     if (!ctx.chat) fail(ErrorKind::Input, ctx.no_chat);
     const std::string text = chat_prompt_text(*ctx.chat, a);
@@ -26,6 +27,14 @@ std::vector<int32_t> request_prompt(const GenerationContext& ctx, const ApiReque
     // A required call: the answer opens with the marker, so the model writes only the call.
     const std::string opening =
         a.tool_required ? required_call_opening(*chat_tools(*ctx.chat, a)) : "";
+    if (!a.images.empty()) {
+      if (images == nullptr) fail(ErrorKind::Input, "images are not taken here");
+      ImagePrompt p = image_prompt(text + opening, a.images, a.image_urls, ctx.tok,
+                                   ctx.tok.add_bos(), ctx.vision);
+      images->images = std::move(p.rows);
+      images->first_image_row = p.first_image_row;
+      return std::move(p.ids);
+    }
     return ctx.tok.encode(text + opening, ctx.tok.add_bos(), true);
   }
   if (!a.prompt_tokens.empty()) return a.prompt_tokens;
@@ -45,7 +54,7 @@ Generation start_generation(const GenerationContext& ctx, const ApiRequest& a) {
   std::vector<std::vector<int32_t>> prompts;
   try {
     if (a.prompt_list.empty()) {
-      prompts.push_back(request_prompt(ctx, a, out.thinking_open, &out.channel));
+      prompts.push_back(request_prompt(ctx, a, out.thinking_open, &out.channel, &g));
     } else {
       ApiRequest one = a;
       for (const ApiRequest::Prompt& p : a.prompt_list) {

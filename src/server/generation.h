@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "server/api_request.h"
+#include "server/image_prompt.h"
 #include "server/job.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
@@ -29,6 +30,7 @@ struct GenerationContext {
   const std::string& no_chat;  // why chat is off, when `chat` is empty
   const std::string& model_id;
   int64_t reasoning_budget = -1;  // --reasoning-budget: a chat request's default (-1: none)
+  VisionService* vision = nullptr;  // takes chat image_url parts; null: they are refused
 };
 
 // A request refused before any job runs; each route writes it in its own error shape.
@@ -57,9 +59,11 @@ uint64_t random_seed();
 
 // The prompt's tokens: a chat request's messages through the model's template (an Input error
 // when the model has none), or a completion's text or ids. `thinking_open`: whether the prompt
-// leaves the model inside a <think> block; `channel`: the harmony channel it leaves it in.
+// leaves the model inside a <think> block; `channel`: the harmony channel it leaves it in. A chat
+// request's images (image_url parts) set `images`' image rows (an Input error without it).
 std::vector<int32_t> request_prompt(const GenerationContext& ctx, const ApiRequest& a,
-                                    bool& thinking_open, std::string* channel = nullptr);
+                                    bool& thinking_open, std::string* channel = nullptr,
+                                    GenRequest* images = nullptr);
 
 // The splitter of a chat answer's reasoning from its reply (null when the model does not think):
 // <think> blocks, or gpt-oss's channels.

@@ -292,7 +292,7 @@ struct HttpServer::Impl {
   // Adds the CORS headers when the request comes from an allowed origin; false otherwise.
   bool cors_headers(const httplib::Request& req, httplib::Response& res) const;
   GenerationContext gen_context() const {
-    return {sched, tok, chat, no_chat, o.model_id, o.reasoning_budget};
+    return {sched, tok, chat, no_chat, o.model_id, o.reasoning_budget, o.vision.get()};
   }
   RouteContext route_context() const {
     return {gen_context(), o.max_body_bytes, svr, o.model_info};

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "server/access_log.h"
+#include "server/image_prompt.h"
 #include "server/model_info.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
@@ -42,6 +43,8 @@ struct ServerOptions {
   double shutdown_timeout_s = 10;
   // --reasoning-budget: a chat request's default (-1: none).
   int64_t reasoning_budget = -1;
+  // Chat image_url parts go through this (null: such requests are refused).
+  std::shared_ptr<VisionService> vision;
 };
 
 class HttpServer {

@@ -16,6 +16,7 @@
 #include "server/logprobs.h"
 #include "text/sampler.h"
 #include "text/tool_calls.h"
+#include "vision/image_rows.h"
 
 namespace ts::server {
 
@@ -40,6 +41,10 @@ struct GenRequest {
   // forced (SchedulerOptions::reasoning). `reasoning_open`: the prompt left it reasoning.
   int64_t reasoning_budget = -1;
   bool reasoning_open = false;
+  // The prompt's image rows (features, 3-D positions, keys), null for text. A cached prefix is
+  // taken through an image's rows only where the cache holds the same image (its key).
+  std::shared_ptr<const ImageRows> images;
+  int64_t first_image_row = -1;
 };
 
 struct Usage {

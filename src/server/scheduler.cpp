@@ -156,12 +156,23 @@ int64_t shared_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
       std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(n), b.begin()).first - a.begin());
 }
 
+// Rows at the start of two prompts that are the same: the same tokens, and where either is an
+// image's row, the same image (its rows' keys: a hash of the image's bytes).
+int64_t shared_rows(const std::vector<int32_t>& a, const ImageRows* ia,
+                    const std::vector<int32_t>& b, const ImageRows* ib) {
+  const int64_t n = shared_prefix(a, b);
+  if (ia == nullptr && ib == nullptr) return n;
+  for (int64_t i = 0; i < n; ++i)
+    if ((ia ? ia->key(i) : 0) != (ib ? ib->key(i) : 0)) return i;
+  return n;
+}
+
 }  // namespace
 
 int64_t Scheduler::reusable(const Slot& s, const GenRequest& r) const {
   if (!r.cache_prompt) return 0;
   const auto n = static_cast<int64_t>(r.prompt.size());
-  int64_t common = shared_prefix(s.tokens, r.prompt);
+  int64_t common = shared_rows(s.tokens, s.images.get(), r.prompt, r.images.get());
   // The next token is sampled from the last prompt row's logits: either kept from when this very
   // prompt was prefilled, or that row is fed again.
   if (common == n && s.prompt_logits_rows != n) common = n - 1;
@@ -195,7 +206,8 @@ bool Scheduler::shares_a_prefill(const GenRequest& r, int64_t kept) const {
   const auto n = static_cast<int64_t>(r.prompt.size());
   for (const Slot& s : slots_) {
     if (!prefilling(s)) continue;
-    const int64_t common = shared_prefix(s.job->request().prompt, r.prompt);
+    const GenRequest& other = s.job->request();
+    const int64_t common = shared_rows(other.prompt, other.images.get(), r.prompt, r.images.get());
     if (common > kept && common * 100 >= n * kMinSharedPercent) return true;
   }
   return false;
@@ -234,6 +246,8 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
     kept = s.kv->rewind(kept);
   }
   s.tokens.resize(static_cast<size_t>(kept));
+  // The kept rows match this prompt's, images included (reusable()): its keys are the slot's.
+  s.images = r.images;
   s.replay.clear();
   if (s.prompt_logits_rows > kept) s.prompt_logits_rows = 0;  // rows about to be overwritten
   s.sample_first = kept == static_cast<int64_t>(r.prompt.size());
@@ -293,6 +307,8 @@ void Scheduler::step() {
     const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
     chunks_.push_back(
         SeqChunk{s->kv.get(), prompt.data() + s->fed, n, last ? s->logits.data() : nullptr, false});
+    if (s->job->request().images)
+      chunks_.back().in = s->job->request().images->inputs().from(s->fed);
     chunk_slots_.push_back(s);
     rows += n;
   }
@@ -439,6 +455,7 @@ bool Scheduler::model_changed() {
 
 void Scheduler::forget_cache(Slot& s) {
   s.tokens.clear();
+  s.images.reset();
   s.replay.clear();
   s.kv->rewind(0);
   s.prompt_logits_rows = 0;

@@ -110,6 +110,7 @@ class Scheduler {
     // What the cache holds, kept after the job ends: the token of every row (kv->n_past of them),
     // and the logits after the first `prompt_logits_rows` of them when those were a whole prompt.
     std::vector<int32_t> tokens;
+    std::shared_ptr<const ImageRows> images;  // the keys of those rows that hold an image
     std::vector<float> prompt_logits;
     int64_t prompt_logits_rows = 0;
   };

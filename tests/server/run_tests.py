@@ -65,6 +65,7 @@ def main():
         "test_hardening",
         "test_server_ops",
         "test_load_short",
+        "test_vision_api",
     ]
     if not ensure("ollama"):
         # The OpenAI tests still run; the Ollama ones are left out, as said above.

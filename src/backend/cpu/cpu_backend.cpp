@@ -196,7 +196,8 @@ class CpuBackend final : public Backend {
       // The angle is computed in f32 as PyTorch does (position x inverse frequency), so that long
       // positions round the same way as the reference.
       for (int64_t i = 0; i < half; ++i) {
-        const float angle = static_cast<float>(pos[m]) * r.inv_freq[i];
+        const int32_t p = r.pair_stream != nullptr ? pos[3 * m + r.pair_stream[i]] : pos[m];
+        const float angle = static_cast<float>(p) * r.inv_freq[i];
         cs[2 * i] = std::cos(angle);
         cs[2 * i + 1] = std::sin(angle);
       }

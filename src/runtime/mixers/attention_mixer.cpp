@@ -36,7 +36,8 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
     b_.add_bias(k, L.bk, M, kvw);
     b_.add_bias(v, L.bv, M, kvw);
   }
-  const bool qkv_adjacent = M == 1 && k == q + qw;
+  // (M-RoPE rotates by other positions than the cache row: the separate ops below.)
+  const bool qkv_adjacent = M == 1 && k == q + qw && rows.rope_pos == rows.pos;
   if (c_.qk_norm == QkNorm::WholeProjection) {
     b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
     b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
@@ -55,8 +56,8 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
                      c_.n_head_kv, c_.rms_eps, c_.norm_plus_one, rows.pos, L.rope, kv);
     b_.attention(q, kv, 1, rows.pos, L.attn, att_);
   } else {
-    b_.rope(q, M, c_.n_head, rows.pos, L.rope);
-    b_.rope(k, M, c_.n_head_kv, rows.pos, L.rope);
+    b_.rope(q, M, c_.n_head, rows.rope_pos, L.rope);
+    b_.rope(k, M, c_.n_head_kv, rows.rope_pos, L.rope);
     store_and_attend(l, rows, q, k, v);
   }
   if (c_.attn_output_gate) b_.glu(Glu::Sigmoid, gate, att_, M, qw, qw, att_);

@@ -11,13 +11,15 @@
 namespace ts {
 
 // The rows of one forward pass as a mixer sees them: the sequences' chunks (rows in chunk order),
-// each row's position, and whether the pass is a batched decode step (one token of each of a few
+// each row's position (its KV row) and the positions that rotate it (the same, or [M][3] with
+// M-RoPE), and whether the pass is a batched decode step (one token of each of a few
 // sequences: see kDecodeStepRows).
 struct PassRows {
   const std::vector<SeqChunk>& chunks;
   int64_t M = 0;
   const int32_t* pos = nullptr;
   bool decode_step = false;
+  const int32_t* rope_pos = nullptr;
 };
 
 class Mixer {

@@ -1,0 +1,41 @@
+// Qwen2-VL / Qwen3-VL's image processor (transformers' Qwen2VLImageProcessorPil): the size
+// chosen by smart_resize (multiples of patch x merge, the pixel count within [min, max]), PIL's
+// bicubic resampling of the 8-bit image, rescale and normalisation, and the patch order the tower
+// reads (each merge window's patches together, each patch's values as channel, frame, row,
+// column, the image repeated over the temporal frames).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "vision/image_decode.h"
+
+namespace ts {
+
+struct ProcessorConfig {
+  int64_t patch = 16;
+  int64_t merge = 2;
+  int64_t temporal = 2;
+  int64_t min_pixels = 65536;     // Qwen3-VL's preprocessor_config.json: size.shortest_edge
+  int64_t max_pixels = 16777216;  // size.longest_edge
+  double rescale = 1.0 / 255.0;
+  std::array<float, 3> mean{0.5f, 0.5f, 0.5f}, std{0.5f, 0.5f, 0.5f};
+};
+
+// transformers' smart_resize: {height, width}. Errors (ErrorKind::Input) for an aspect ratio
+// over 200.
+std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t factor,
+                                    int64_t min_pixels, int64_t max_pixels);
+
+// PIL's Image.resize(..., BICUBIC) of an 8-bit RGB image (its fixed-point two-pass resampler).
+RgbImage resize_bicubic(const RgbImage& in, int64_t width, int64_t height);
+
+struct ImagePatches {
+  int64_t grid_h = 0, grid_w = 0;  // in patches
+  std::vector<float> values;       // [grid_h * grid_w][3 * temporal * patch * patch]
+};
+
+ImagePatches preprocess_image(const RgbImage& image, const ProcessorConfig& p);
+
+}  // namespace ts

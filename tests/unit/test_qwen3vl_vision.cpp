@@ -1,0 +1,137 @@
+// Qwen3-VL's vision tower (src/vision/) from the mmproj GGUF and from the HF directory: the
+// fixture's pixel values (as the HF processor gave them) through the tower against the stored
+// merger output and DeepStack features (HF float32), then the image prompt end to end against
+// ref_logits_image.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "fixture_models.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
+#include "test_paths.h"
+#include "vision/image_decode.h"
+#include "vision/image_preprocess.h"
+#include "vision/image_rows.h"
+#include "vision/qwen3vl_vision.h"
+
+namespace ts {
+namespace {
+
+constexpr const char* kFixture = "qwen3_vl";
+
+double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double top = 0, diff = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    top = std::max(top, static_cast<double>(std::fabs(want[i])));
+    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
+  }
+  return diff / top;
+}
+
+class Qwen3VlVision : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    TS_REQUIRE_SHARED(test::fixture_file(kFixture, "image_pixel_values.f32"));
+    const bool hf = GetParam() == "hf";
+    vision_path_ = hf ? test::fixture_file(kFixture, "hf/config.json")
+                      : test::fixture_file(kFixture, "mmproj-f32.gguf");
+    model_path_ = hf ? vision_path_ : test::fixture_file(kFixture, "model-f32.gguf");
+    TS_REQUIRE_SHARED(vision_path_);
+    TS_REQUIRE_SHARED(model_path_);
+    if (hf) vision_path_ = model_path_ = vision_path_.substr(0, vision_path_.rfind('/'));
+    std::ifstream in(test::fixture_file(kFixture, "meta.json"));
+    meta_ = nlohmann::json::parse(in);
+    pixels_ = test::read_f32_file(test::fixture_file(kFixture, "image_pixel_values.f32"));
+  }
+  EncodedImage encode() {
+    auto v = Qwen3VLVision::open(vision_path_, 2);
+    const auto grid = meta_["image"]["image_grid_thw"][0].get<std::vector<int64_t>>();
+    return v->encode(pixels_.data(), grid[1], grid[2]);
+  }
+  std::string vision_path_, model_path_;
+  nlohmann::json meta_;
+  std::vector<float> pixels_;
+};
+
+TEST_P(Qwen3VlVision, OutputsMatchTransformers) {
+  const EncodedImage im = encode();
+  EXPECT_EQ(im.grid_h, 2);
+  EXPECT_EQ(im.grid_w, 3);
+  const double e =
+      rel_error(im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
+  const double d = rel_error(
+      im.deepstack, test::read_f32_file(test::fixture_file(kFixture, "image_deepstack.f32")));
+  std::cout << GetParam() << ": vision output rel " << e << ", DeepStack rel " << d << "\n";
+  EXPECT_LE(e, 1e-5);
+  EXPECT_LE(d, 1e-5);
+}
+
+TEST_P(Qwen3VlVision, ImagePromptEndToEnd) {
+  const EncodedImage im = encode();
+  const auto ids = meta_["image"]["prompt_ids"].get<std::vector<int32_t>>();
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 64;
+  o.kv_type = DType::F32;
+  auto engine = Engine::open(model_path_, o);
+  const int64_t V = engine->cfg().n_vocab, n = static_cast<int64_t>(ids.size());
+  const ImageRows rows(ids, meta_["config"]["image_token_id"].get<int32_t>(), {im},
+                       engine->cfg().n_embd, engine->cfg().n_deepstack);
+  Session s(*engine);
+  std::vector<float> logits(static_cast<size_t>(n * V));
+  s.feed(ids.data(), n, logits.data(), true, rows.inputs());
+  const auto c = test::compare_logits(
+      logits, test::read_f32_file(test::fixture_file(kFixture, "ref_logits_image.f32")), V);
+  std::cout << GetParam() << ": image prompt end to end " << c.summary() << "\n";
+  EXPECT_LE(c.rel, 1e-4) << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+}
+
+// The fixture's image file through the decoder and the processor gives HF's pixel values, and
+// through the tower and the model HF's logits.
+TEST_P(Qwen3VlVision, ImageFileEndToEnd) {
+  std::ifstream in(test::fixture_file(kFixture, "image.png"), std::ios::binary);
+  const std::vector<uint8_t> png((std::istreambuf_iterator<char>(in)), {});
+  auto v = Qwen3VLVision::open(vision_path_, 2);
+  // An mmproj GGUF carries no processor bounds: the fixture's lowered ones, as a user gives them.
+  if (GetParam() == "gguf") v->set_pixel_bounds(1024, 65536);
+  const ImagePatches p = preprocess_image(decode_image(png.data(), png.size()), v->processor());
+  EXPECT_EQ(p.grid_h, 4);
+  EXPECT_EQ(p.grid_w, 6);
+  double worst = 0;
+  ASSERT_EQ(p.values.size(), pixels_.size());
+  for (size_t i = 0; i < pixels_.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(p.values[i] - pixels_[i])));
+  std::cout << GetParam() << ": pixel values max |difference| " << worst << "\n";
+  EXPECT_LE(worst, 1e-5);
+  const EncodedImage im = v->encode_file(png.data(), png.size());
+  const double e =
+      rel_error(im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
+  EXPECT_LE(e, 1e-5);
+}
+
+TEST_P(Qwen3VlVision, BadGridsAreRefused) {
+  auto v = Qwen3VLVision::open(vision_path_, 2);
+  EXPECT_THROW(v->encode(pixels_.data(), 3, 6), Error);  // not a multiple of the merge
+  EXPECT_THROW(v->encode(pixels_.data(), 0, 6), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, Qwen3VlVision, ::testing::Values("hf", "gguf"));
+
+TEST(Qwen3VlVisionOpen, TextModelIsNotAVisionTower) {
+  const std::string gguf = test::fixture_file(kFixture, "model-f32.gguf");
+  TS_REQUIRE_SHARED(gguf);
+  EXPECT_THROW(Qwen3VLVision::open(gguf, 1), Error);
+}
+
+}  // namespace
+}  // namespace ts
