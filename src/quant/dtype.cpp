@@ -112,6 +112,15 @@ bool is_weight_dtype_supported(DType t) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4:
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::TQ1_0:
+    case DType::TQ2_0:
       return true;
     default:
       return false;
