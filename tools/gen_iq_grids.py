@@ -7,6 +7,9 @@ value map, the same tables ggml-common.h spells out entry by entry).
 Each grid entry is written as ggml stores it: 8 (or 4) bytes, byte j the value of element j,
 read as a little-endian u64 (u32). The i1 grid's bytes are int8 (-1, 0, 1).
 
+Each table's values are also a macro (TS_<NAME>_VALUES), so that the CUDA kernels can define
+device copies of the same tables (src/backend/cuda/lowbit_device.cuh).
+
 Usage: pip install gguf numpy; python3 tools/gen_iq_grids.py > src/quant/iq_grids.h
 """
 
@@ -40,10 +43,11 @@ def main():
     out.append("namespace ts {")
     out.append("")
     signs = np.frombuffer(q.IQ2_XXS.ksigns, dtype=np.uint8)
-    out.append("inline constexpr uint8_t kIqSigns[128] = {")
+    out.append("#define TS_IQ_SIGNS_VALUES \\")
     for i in range(0, 128, 16):
-        out.append("    " + ", ".join(f"{int(v)}" for v in signs[i:i + 16]) + ",")
-    out.append("};")
+        out.append("  " + ", ".join(f"{int(v)}" for v in signs[i:i + 16]) +
+                   (", \\" if i + 16 < 128 else ""))
+    out.append("inline constexpr uint8_t kIqSigns[128] = {TS_IQ_SIGNS_VALUES};")
     out.append("")
     for name, cls, ctype, what in TABLES:
         cls.init_grid()
@@ -52,12 +56,15 @@ def main():
         vals = grid.astype(np.int64) & 0xFF  # int8 -1 -> 0xff
         words = [sum(int(vals[i, j]) << (8 * j) for j in range(width)) for i in range(len(vals))]
         digits = 2 * width
+        macro = "TS_" + name[1:].upper() + "_VALUES"
         out.append(f"// {what}.")
-        out.append(f"inline constexpr {ctype} {name}[{len(words)}] = {{")
+        out.append(f"#define {macro} \\")
         per_line = 4 if width == 8 else 8
         for i in range(0, len(words), per_line):
-            out.append("    " + ", ".join(f"0x{w:0{digits}x}" for w in words[i:i + per_line]) + ",")
-        out.append("};")
+            last = i + per_line >= len(words)
+            out.append("  " + ", ".join(f"0x{w:0{digits}x}" for w in words[i:i + per_line]) +
+                       ("" if last else ", \\"))
+        out.append(f"inline constexpr {ctype} {name}[{len(words)}] = {{{macro}}};")
         out.append("")
     out.append("}  // namespace ts")
     print("\n".join(out))

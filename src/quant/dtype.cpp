@@ -112,6 +112,14 @@ bool is_weight_dtype_supported(DType t) {
     case DType::IQ4_NL:
     case DType::IQ4_XS:
     case DType::MXFP4:
+      return true;
+    default:
+      return is_lowbit_dtype(t);
+  }
+}
+
+bool is_lowbit_dtype(DType t) {
+  switch (t) {
     case DType::IQ1_S:
     case DType::IQ1_M:
     case DType::IQ2_XXS:

@@ -58,20 +58,7 @@ void rows_lowbit_avx512(const WeightView& w, const PackedActs& x, int64_t r0, in
 }  // namespace
 
 bool is_lowbit_type(DType t) {
-  switch (t) {
-    case DType::IQ1_S:
-    case DType::IQ1_M:
-    case DType::IQ2_XXS:
-    case DType::IQ2_XS:
-    case DType::IQ2_S:
-    case DType::IQ3_XXS:
-    case DType::IQ3_S:
-    case DType::TQ1_0:
-    case DType::TQ2_0:
-      return true;
-    default:
-      return false;
-  }
+  return is_lowbit_dtype(t);
 }
 
 RowsKernel lowbit_kernel_scalar() {
