@@ -36,6 +36,8 @@ def main():
     out.append("// element j (a little-endian u64 / u32), and the sign table: ksigns[i] is i with "
                "bit 7 set")
     out.append("// so that the byte has an even number of set bits (the eighth sign is implied).")
+    out.append("// The tables are laid out by the generator, not by clang-format.")
+    out.append("// clang-format off")
     out.append("#pragma once")
     out.append("")
     out.append("#include <cstdint>")
@@ -67,6 +69,7 @@ def main():
         out.append(f"inline constexpr {ctype} {name}[{len(words)}] = {{{macro}}};")
         out.append("")
     out.append("}  // namespace ts")
+    out.append("// clang-format on")
     print("\n".join(out))
 
 

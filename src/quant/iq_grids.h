@@ -2,6 +2,8 @@
 // The i-quant codebooks as ggml stores them: entry i is 8 (or 4) bytes, byte j the value of
 // element j (a little-endian u64 / u32), and the sign table: ksigns[i] is i with bit 7 set
 // so that the byte has an even number of set bits (the eighth sign is implied).
+// The tables are laid out by the generator, not by clang-format.
+// clang-format off
 #pragma once
 
 #include <cstdint>
@@ -1100,3 +1102,4 @@ inline constexpr uint32_t kIq3sGrid[512] = {TS_IQ3SGRID_VALUES};
 inline constexpr uint64_t kIq1sGrid[2048] = {TS_IQ1SGRID_VALUES};
 
 }  // namespace ts
+// clang-format on

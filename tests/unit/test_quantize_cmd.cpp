@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,9 @@ TEST(QuantizeCmd, BytesAreTheQuantisersOnEveryPlannedTensor) {
     const GgufTensor* t = q->tensor(s.name);
     ASSERT_NE(t, nullptr) << s.name;
     EXPECT_EQ(t->dims, s.dims);
-    if (want.count(s.name)) EXPECT_EQ(t->dtype, want[s.name]) << s.name;
+    if (want.count(s.name)) {
+      EXPECT_EQ(t->dtype, want[s.name]) << s.name;
+    }
     const int64_t cols = static_cast<int64_t>(s.dims[0]);
     const int64_t rows = static_cast<int64_t>(s.elements()) / cols;
     std::vector<uint8_t> expect(t->nbytes);
@@ -92,6 +95,48 @@ TEST(QuantizeCmd, TensorTypesAreLlamaCpps) {
       ASSERT_NE(t, nullptr) << f.type << " " << r.name;
       EXPECT_EQ(dtype_name(t->dtype), std::string(dtype_name(r.dtype))) << f.type << " " << r.name;
     }
+  }
+}
+
+// gguf-py reads the output as we do: each tensor's type and the sum of its dequantised values
+// (gguf-py's numpy dequantisers, an independent reader).
+TEST(QuantizeCmd, GgufPyReadsTheOutput) {
+  if (test::run_command("python3 -c 'import gguf, numpy'") != 0)
+    GTEST_SKIP() << "python3 with gguf-py absent (pip install gguf numpy)";
+  const std::string in = test::fixtures_dir() + "/models/mixtral/model-f32.gguf";
+  for (const char* type : {"q4_0", "q5_1", "q8_0", "bf16"}) {
+    const std::string out = quantize(in, type);
+    std::string py;
+    ASSERT_EQ(test::run_command("python3 -c \"import sys, numpy as np; "
+                                "from gguf import GGUFReader; from gguf.quants import dequantize; "
+                                "r = GGUFReader(sys.argv[1]); "
+                                "[print(t.name, t.tensor_type.name.lower(), "
+                                "repr(float(np.sum(dequantize(t.data, t.tensor_type), "
+                                "dtype=np.float64)))) for t in r.tensors]\" " +
+                                    out,
+                                &py),
+              0)
+        << py;
+    const auto q = GgufFile::open(out);
+    std::istringstream lines(py);
+    std::string name, dtype;
+    double sum = 0;
+    size_t n = 0;
+    while (lines >> name >> dtype >> sum) {
+      const GgufTensor* t = q->tensor(name);
+      ASSERT_NE(t, nullptr) << name;
+      EXPECT_EQ(dtype, dtype_name(t->dtype)) << name;
+      std::vector<float> v(t->elements());
+      dequantize_row(t->dtype, q->tensor_data(*t), v.data(), static_cast<int64_t>(v.size()));
+      double ours = 0, mag = 0;
+      for (float x : v) {
+        ours += x;
+        mag += std::fabs(x);
+      }
+      EXPECT_NEAR(ours, sum, 1e-9 * mag + 1e-12) << type << " " << name;
+      ++n;
+    }
+    EXPECT_EQ(n, q->tensors().size()) << py;
   }
 }
 
