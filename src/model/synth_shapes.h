@@ -11,7 +11,7 @@ namespace ts {
 struct SynthShape {
   const char* name;   // as given to --shape
   const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe),
-                      // deepseek2
+                      // deepseek2, gpt-oss
   const char* model;  // the model whose dimensions these are
   int64_t vocab = 0;
   int64_t hidden = 0;
@@ -65,6 +65,9 @@ struct SynthShape {
   double routed_scale = 0;
   double yarn_factor = 0;
   int64_t yarn_orig_ctx = 0;
+  // gpt-oss: the window of its sliding layers (every other one, the first included); its YaRN
+  // uses yarn_factor and yarn_orig_ctx.
+  int64_t sliding_window = 0;
 };
 
 const std::vector<SynthShape>& synth_shapes();

@@ -155,8 +155,9 @@ class Scheduler {
   const Tokenizer& tok_;
   SchedulerOptions o_;
   // The vocabulary's pieces for JSON mode and tool calls, made once, by the handler thread that
-  // submits the first such request (~100 ms for a 262k vocabulary: not under mu_, not on the
-  // scheduler thread); the queue's mutex orders it before the scheduler reads it.
+  // submits the first such request (a sort of the whole vocabulary, DESIGN-NOTES "JSON mode": not
+  // under mu_, not on the scheduler thread); the queue's mutex orders it before the scheduler
+  // reads it.
   std::once_flag json_vocab_once_;
   std::shared_ptr<const JsonVocabulary> json_vocab_;
   Forward forward_;
