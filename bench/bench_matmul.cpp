@@ -35,9 +35,11 @@ constexpr int64_t kRows = 4096;
 constexpr int64_t kCols = 4096;
 constexpr uint64_t kDecodeBytes = 512ull << 20;
 
-const DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
-                        DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
-                        DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kTypes[] = {DType::F32,     DType::F16,    DType::BF16,  DType::Q4_0,    DType::Q4_1,
+                        DType::Q5_0,    DType::Q5_1,   DType::Q8_0,  DType::Q2_K,    DType::Q3_K,
+                        DType::Q4_K,    DType::Q5_K,   DType::Q6_K,  DType::IQ4_NL,  DType::IQ4_XS,
+                        DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                        DType::IQ1_S,   DType::IQ1_M,  DType::TQ1_0, DType::TQ2_0};
 
 uint64_t next_random(uint64_t& s) {
   s ^= s << 13;
@@ -60,6 +62,12 @@ std::vector<int> scale_fields(DType t) {
       return {108};
     case DType::Q6_K:
       return {208};
+    case DType::TQ1_0:
+      return {52};
+    case DType::TQ2_0:
+      return {64};
+    case DType::IQ1_M:
+      return {};  // its f16 scale is the top nibbles of four u16 (random_weight)
     default:
       return {0};
   }
@@ -105,6 +113,11 @@ std::vector<uint8_t> random_weight(DType t, int64_t rows, uint64_t seed) {
         const uint16_t h = f32_to_f16(small(bytes[b + field]) / 16.0f);
         std::memcpy(&bytes[b + field], &h, 2);
       }
+    // iq1_m: d = 2^-8 (0x1C00), nibble i of it in the top nibble of the u16 at 48 + 2 i.
+    for (size_t b = 0; t == DType::IQ1_M && b + block_bytes <= bytes.size(); b += block_bytes)
+      for (int i = 0; i < 4; ++i)
+        bytes[b + 49 + 2 * i] = static_cast<uint8_t>((bytes[b + 49 + 2 * i] & 0x0F) |
+                                                     (((0x1C00 >> (4 * i)) & 0xF) << 4));
   }
   return bytes;
 }

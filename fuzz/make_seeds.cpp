@@ -97,6 +97,16 @@ void gguf_synthetic(const fs::path& out) {
                              2);
     write_file(out / "every_dtype.gguf", w.bytes());
   }
+  {
+    // The first part of a split model of two; its partner is fuzz::SplitInput::second_part().
+    GgufWriter w;
+    w.add_kv("general.architecture", gguf_string("llama"));
+    w.add_kv("split.no", gguf_int(GgufType::U16, 0));
+    w.add_kv("split.count", gguf_int(GgufType::U16, 2));
+    w.add_kv("split.tensors.count", gguf_int(GgufType::I32, 2));
+    add_one_block_tensor(w, "split.a", DType::Q8_0, 2);
+    write_file(out / "split-first-part.gguf", w.bytes());
+  }
 }
 
 GgufValue shrink(const GgufValue& v) {

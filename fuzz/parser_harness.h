@@ -17,6 +17,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <system_error>
+#include <vector>
 
 #include "core/error.h"
 #include "formats/gguf.h"
@@ -52,6 +54,78 @@ class InputFile {
   std::string path_;
 };
 
+// The input as the first part of a split model of two (`DIR/in-00001-of-00002.gguf`), beside a
+// fixed valid second part (split.no 1, split.count 2, split.tensors.count 2, one f32 tensor
+// "split.b"): opening the input then reads its split.* keys, finds the second part by name and
+// checks the two against each other. A seed whose split keys agree (fuzz/corpus/gguf/split-*.gguf)
+// opens as a whole model.
+class SplitInput {
+ public:
+  SplitInput() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "ts_fuzz_split_XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) violated("mkdtemp failed");
+    dir_ = tmpl;
+    path_ = dir_ + "/in-00001-of-00002.gguf";
+    std::ofstream(dir_ + "/in-00002-of-00002.gguf", std::ios::binary)
+        .write(reinterpret_cast<const char*>(second_part().data()),
+               static_cast<std::streamsize>(second_part().size()));
+  }
+  ~SplitInput() {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  SplitInput(const SplitInput&) = delete;
+  SplitInput& operator=(const SplitInput&) = delete;
+
+  void set(const uint8_t* data, size_t size) {
+    std::ofstream f(path_, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    if (!f) violated("cannot write the split input");
+  }
+  const std::string& path() const { return path_; }
+
+  // The second part, byte by byte: GGUF v3, 1 tensor, 3 key/values, alignment 32.
+  static const std::vector<uint8_t>& second_part() {
+    static const std::vector<uint8_t> bytes = [] {
+      std::vector<uint8_t> b;
+      auto put = [&](const void* p, size_t n) {
+        b.insert(b.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+      };
+      auto u32 = [&](uint32_t v) { put(&v, 4); };
+      auto u64 = [&](uint64_t v) { put(&v, 8); };
+      auto str = [&](const std::string& v) {
+        u64(v.size());
+        put(v.data(), v.size());
+      };
+      auto kv_int = [&](const std::string& key, uint32_t type, int64_t v, size_t n) {
+        str(key);
+        u32(type);
+        put(&v, n);
+      };
+      u32(0x46554747);
+      u32(3);
+      u64(1);                                  // tensors
+      u64(3);                                  // key/values
+      kv_int("split.no", 2, 1, 2);             // u16
+      kv_int("split.count", 2, 2, 2);          // u16
+      kv_int("split.tensors.count", 5, 2, 4);  // i32
+      str("split.b");
+      u32(1);
+      u64(8);
+      u32(0);  // f32
+      u64(0);
+      b.resize((b.size() + 31) / 32 * 32, 0);
+      b.resize(b.size() + 32, 0);
+      return b;
+    }();
+    return bytes;
+  }
+
+ private:
+  std::string dir_;
+  std::string path_;
+};
+
 // Parsers refuse with a one-line Model or Unsupported error; any other kind is a bug.
 inline bool refused(const Error& e) {
   if (e.kind() != ErrorKind::Model && e.kind() != ErrorKind::Unsupported)
@@ -69,11 +143,14 @@ inline bool check_gguf(const std::string& path) {
   } catch (const Error& e) {
     return refused(e);
   }
-  const uint64_t size = g->file().size();
   if (g->alignment() == 0 || (g->alignment() & (g->alignment() - 1)) != 0)
     violated("gguf alignment");
   for (const GgufTensor& t : g->tensors()) {
-    if (t.offset < g->data_offset() || (t.offset - g->data_offset()) % g->alignment() != 0)
+    if (t.part >= g->part_count()) violated("gguf tensor '" + t.name + "' part");
+    const uint64_t size = g->file(t.part).size();
+    // The data section and alignment reported are the first part's.
+    if (t.part == 0 &&
+        (t.offset < g->data_offset() || (t.offset - g->data_offset()) % g->alignment() != 0))
       violated("gguf tensor '" + t.name + "' offset");
     if (t.offset > size || t.nbytes > size - t.offset)
       violated("gguf tensor '" + t.name + "' range");

@@ -8,6 +8,11 @@ gguf package's numpy dequantisers, an implementation independent of ours. Each t
 f32 -> f16 / bf16 roundings are frozen too: `f32_to_half.f32` (inputs), `.f16` (numpy's
 astype(float16)) and `.bf16` (gguf's bf16 quantiser, which matches ggml's).
 
+The low-bit types (i-quants of 1-3 bits, ternary) get fewer blocks, to keep the fixtures small:
+a few random and extreme blocks in `<type>.blocks` / `.f32`, and blocks that use every entry of the
+type's grid in `<type>.grid.blocks` with only the FNV-1a 64 hash of their dequantised f32 bytes in
+`<type>.grid.fnv1a` (16 hex digits).
+
 Usage: pip install gguf numpy; python3 tools/gen_quant_vectors.py [out_dir]
 """
 
@@ -107,6 +112,103 @@ def freeze_mxfp4(out_dir, rng):
     write(out_dir, "mxfp4", raw, dequantize(raw.reshape(-1), T.MXFP4).reshape(-1))
 
 
+# The low-bit types: offsets of the f16 scale (IQ1_M keeps its scale in the top nibbles of four u16
+# at bytes 48..55, handled apart), and the number of grid entries (0: no grid).
+LOWBIT = {
+    T.IQ2_XXS: ([0], 256), T.IQ2_XS: ([0], 512), T.IQ2_S: ([0], 1024), T.IQ3_XXS: ([0], 256),
+    T.IQ3_S: ([0], 512), T.IQ1_S: ([0], 2048), T.IQ1_M: ([], 2048), T.TQ1_0: ([52], 0),
+    T.TQ2_0: ([64], 0),
+}
+LOWBIT_SPECIAL_F16 = [0x7BFF, 0x0001, 0x7C00, 0x7E00]
+
+
+def set_scale(block, qtype, bits):
+    offsets = LOWBIT[qtype][0]
+    if qtype == T.IQ1_M:
+        sc = block[48:56].view(np.uint16)
+        for i in range(4):
+            sc[i] = (sc[i] & 0x0FFF) | (((bits >> (4 * i)) & 0xF) << 12)
+    for o in offsets:
+        block[o:o + 2] = np.array([bits], dtype=np.uint16).view(np.uint8)
+
+
+def sane_bits(rng):
+    return int(np.array([rng.uniform(-0.05, 0.05)], dtype=np.float16).view(np.uint16)[0])
+
+
+def set_grid_index(block, qtype, g, idx):
+    """Makes group g of the block use grid entry idx."""
+    if qtype == T.IQ2_XXS:
+        block[2 + 8 * (g // 4) + g % 4] = idx
+    elif qtype == T.IQ2_XS:
+        qs = block[2:66].view(np.uint16)
+        qs[g] = (int(qs[g]) & ~511) | idx
+    elif qtype == T.IQ2_S:
+        block[2 + g] = idx & 0xFF
+        q = 66 + g // 4
+        block[q] = (int(block[q]) & ~(3 << (2 * (g % 4)))) | ((idx >> 8) << (2 * (g % 4)))
+    elif qtype == T.IQ3_XXS:
+        block[2 + g] = idx
+    elif qtype == T.IQ3_S:
+        block[2 + g] = idx & 0xFF
+        q = 66 + g // 8
+        block[q] = (int(block[q]) & ~(1 << (g % 8))) | ((idx >> 8) << (g % 8))
+    elif qtype == T.IQ1_S:
+        block[2 + g] = idx & 0xFF
+        qh = block[34:50].view(np.uint16)
+        sh = 3 * (g % 4)
+        qh[g // 4] = (int(qh[g // 4]) & ~(7 << sh)) | ((idx >> 8) << sh)
+    elif qtype == T.IQ1_M:
+        block[g] = idx & 0xFF
+        q, sh = 32 + g // 2, 4 * (g % 2)
+        block[q] = (int(block[q]) & ~(7 << sh)) | ((idx >> 8) << sh)
+
+
+def fnv1a64(data: bytes) -> int:
+    h = 0xcbf29ce484222325
+    for b in data:
+        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def freeze_lowbit(out_dir, rng, qtype):
+    _, block_bytes = GGML_QUANT_SIZES[qtype]
+    _, grid_size = LOWBIT[qtype]
+    blocks = []
+    for _ in range(2):  # random
+        b = rng.integers(0, 256, size=block_bytes, dtype=np.uint8)
+        set_scale(b, qtype, sane_bits(rng))
+        blocks.append(b)
+    for bits in LOWBIT_SPECIAL_F16:  # extreme scales, random quants
+        b = rng.integers(0, 256, size=block_bytes, dtype=np.uint8)
+        set_scale(b, qtype, bits)
+        blocks.append(b)
+    for fill in (0x00, 0xFF):  # extreme quants, an ordinary scale
+        b = np.full(block_bytes, fill, dtype=np.uint8)
+        set_scale(b, qtype, 0x2250)
+        blocks.append(b)
+    q = quantised_blocks(rng, qtype, 1)
+    if q is not None:
+        blocks.extend(q)
+    raw = np.stack(blocks)
+    name = qtype.name.lower()
+    write(out_dir, name, raw, dequantize(raw.reshape(-1), qtype).reshape(-1))
+    if grid_size == 0:
+        return
+    groups = 64 if qtype in (T.IQ3_XXS, T.IQ3_S) else 32
+    grid_blocks = []
+    for k in range(grid_size // groups):
+        b = rng.integers(0, 256, size=block_bytes, dtype=np.uint8)
+        set_scale(b, qtype, sane_bits(rng))
+        for g in range(groups):
+            set_grid_index(b, qtype, g, k * groups + g)
+        grid_blocks.append(b)
+    raw = np.stack(grid_blocks)
+    (out_dir / f"{name}.grid.blocks").write_bytes(raw.tobytes())
+    expected = dequantize(raw.reshape(-1), qtype).reshape(-1).astype("<f4")
+    (out_dir / f"{name}.grid.fnv1a").write_text(f"{fnv1a64(expected.tobytes()):016x}\n")
+
+
 def main():
     np.seterr(all="ignore")  # inf and NaN scales are part of the test
     out_dir = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/quant")
@@ -144,6 +246,8 @@ def main():
     for qtype, seed in LATER_TYPES.items():
         freeze_blocks(out_dir, np.random.default_rng(seed), qtype)
     freeze_mxfp4(out_dir, np.random.default_rng(20261206))
+    for k, qtype in enumerate(LOWBIT):
+        freeze_lowbit(out_dir, np.random.default_rng(20261207 + k), qtype)
 
 
 if __name__ == "__main__":

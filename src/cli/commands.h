@@ -20,5 +20,6 @@ Runner add_synth(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_serve(CLI::App& app);
+Runner add_quantize(CLI::App& app);
 
 }  // namespace ts::cli

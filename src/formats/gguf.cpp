@@ -1,6 +1,9 @@
 #include "formats/gguf.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "core/checked.h"
@@ -49,8 +52,8 @@ class GgufParser {
  public:
   GgufParser(GgufFile& out)
       : f_(out),
-        data_(out.file_->data()),
-        size_(out.file_->size()),
+        data_(out.files_[0]->data()),
+        size_(out.files_[0]->size()),
         header_end_(std::min(size_, kMaxHeaderBytes)) {}
 
   void parse() {
@@ -305,11 +308,114 @@ class GgufParser {
   uint64_t pos_ = 0;
 };
 
-std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+std::unique_ptr<GgufFile> GgufFile::open_single(const std::string& path) {
   std::unique_ptr<GgufFile> f(new GgufFile());
-  f->file_ = std::make_unique<MappedFile>(path);
+  f->files_.push_back(std::make_unique<MappedFile>(path));
   GgufParser(*f).parse();
   return f;
+}
+
+namespace {
+
+// llama.cpp's split metadata (LLM_KV_SPLIT_*), written in every part by gguf-split and by gguf-py's
+// GGUFWriter(split_max_tensors=...).
+constexpr std::string_view kSplitNo = "split.no";
+constexpr std::string_view kSplitCount = "split.count";
+constexpr std::string_view kSplitTensors = "split.tensors.count";
+// split.count is a u16 in llama.cpp's files.
+constexpr int64_t kMaxSplitParts = 65535;
+
+// The name llama.cpp gives part `no` (0-based) of `count`, after the prefix (llama_split_path).
+std::string split_suffix(int64_t no, int64_t count) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "-%05lld-of-%05lld.gguf", static_cast<long long>(no + 1),
+                static_cast<long long>(count));
+  return buf;
+}
+
+[[noreturn]] void split_error(const std::string& path, const std::string& msg) {
+  fail(ErrorKind::Model, path + ": " + msg);
+}
+
+std::string key_eq(std::string_view key, int64_t v) {
+  return std::string(key) + " = " + std::to_string(v);
+}
+
+}  // namespace
+
+std::unique_ptr<GgufFile> GgufFile::open(const std::string& path) {
+  std::unique_ptr<GgufFile> opened = open_single(path);
+  const std::optional<int64_t> count = opened->get_int(kSplitCount);
+  const std::optional<int64_t> no = opened->get_int(kSplitNo);
+  if (!count && !no) return opened;
+  if (!count) split_error(path, key_eq(kSplitNo, *no) + " but split.count is missing");
+  if (*count < 1 || *count > kMaxSplitParts)
+    split_error(path, key_eq(kSplitCount, *count) + " is out of range (1.." +
+                          std::to_string(kMaxSplitParts) + ")");
+  if (!no) split_error(path, key_eq(kSplitCount, *count) + " but split.no is missing");
+  if (*no < 0 || *no >= *count)
+    split_error(path,
+                key_eq(kSplitNo, *no) + " is out of range for " + key_eq(kSplitCount, *count));
+  if (*count == 1) return opened;
+  const std::optional<int64_t> n_tensors = opened->get_int(kSplitTensors);
+  if (!n_tensors)
+    split_error(path, key_eq(kSplitCount, *count) + " but split.tensors.count is missing");
+  if (*n_tensors < 0) split_error(path, key_eq(kSplitTensors, *n_tensors) + " is negative");
+
+  // The other parts are found by name, as llama.cpp finds them: the opened file's name must be the
+  // one gguf-split gave it.
+  const std::string suffix = split_suffix(*no, *count);
+  if (path.size() <= suffix.size() ||
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0)
+    split_error(path, "part " + std::to_string(*no + 1) + " of a split model of " +
+                          std::to_string(*count) + " parts must be named PREFIX" + suffix +
+                          " (the other parts are found by that name)");
+  const std::string prefix = path.substr(0, path.size() - suffix.size());
+
+  std::vector<std::unique_ptr<GgufFile>> parts(static_cast<size_t>(*count));
+  parts[static_cast<size_t>(*no)] = std::move(opened);
+  for (int64_t k = 0; k < *count; ++k) {
+    if (k == *no) continue;
+    const std::string part_path = prefix + split_suffix(k, *count);
+    struct stat st {};
+    if (::stat(part_path.c_str(), &st) != 0)
+      split_error(path, "part " + std::to_string(k + 1) + " of " + std::to_string(*count) +
+                            " of the split model is missing: " + part_path);
+    std::unique_ptr<GgufFile> part = open_single(part_path);
+    const auto expect = [&](std::string_view key, int64_t want) {
+      const std::optional<int64_t> v = part->get_int(key);
+      if (!v)
+        split_error(part_path, std::string(key) + " is missing (the part after " + path + ")");
+      if (*v != want)
+        split_error(part_path, key_eq(key, *v) + ", but " + path + " says " + std::to_string(want));
+    };
+    expect(kSplitCount, *count);
+    expect(kSplitNo, k);
+    expect(kSplitTensors, *n_tensors);
+    parts[static_cast<size_t>(k)] = std::move(part);
+  }
+
+  // The first part keeps the metadata (the others hold only split.*, as gguf-split writes them)
+  // and takes the tensors and mappings of the rest.
+  std::unique_ptr<GgufFile> joined = std::move(parts[0]);
+  for (size_t k = 1; k < parts.size(); ++k) {
+    GgufFile& part = *parts[k];
+    for (GgufTensor& t : part.tensors_) {
+      const auto [it, fresh] = joined->tensor_index_.emplace(t.name, joined->tensors_.size());
+      if (!fresh)
+        split_error(part.path(), "tensor '" + t.name + "' is also in part " +
+                                     std::to_string(joined->tensors_[it->second].part + 1) +
+                                     " of the split model");
+      t.part = static_cast<uint32_t>(k);
+      joined->tensors_.push_back(std::move(t));
+    }
+    joined->files_.push_back(std::move(part.files_[0]));
+  }
+  if (joined->tensors_.size() != static_cast<uint64_t>(*n_tensors))
+    split_error(joined->path(), key_eq(kSplitTensors, *n_tensors) + ", but its " +
+                                    std::to_string(*count) + " parts hold " +
+                                    std::to_string(joined->tensors_.size()) + " tensors");
+  return joined;
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -44,7 +44,7 @@ std::optional<TensorRef> ModelSource::find(std::string_view name) const {
   if (gguf_) {
     const GgufTensor* t = gguf_->tensor(name);
     if (t == nullptr) return std::nullopt;
-    r = {t->name, t->dtype, t->dims, &gguf_->file(), t->offset, t->nbytes};
+    r = {t->name, t->dtype, t->dims, &gguf_->file(t->part), t->offset, t->nbytes};
   } else {
     const auto found = hf_->find(name);
     if (found.tensor == nullptr) return std::nullopt;
@@ -58,7 +58,7 @@ std::vector<TensorRef> ModelSource::all_tensors() const {
   std::vector<TensorRef> out;
   if (gguf_) {
     for (const GgufTensor& t : gguf_->tensors())
-      out.push_back({t.name, t.dtype, t.dims, &gguf_->file(), t.offset, t.nbytes});
+      out.push_back({t.name, t.dtype, t.dims, &gguf_->file(t.part), t.offset, t.nbytes});
   } else {
     for (const auto& shard : hf_->shards())
       for (const SafetensorsTensor& t : shard->tensors())

@@ -147,6 +147,104 @@ struct BlockIQ4_XS {
 };
 static_assert(sizeof(BlockIQ4_XS) == 136);
 
+// The low-bit i-quants and ternary types (256 elements a block). The grids and the sign table are
+// in iq_grids.h. Groups of 8 elements (4 for the i3 grids) take their values from a grid entry:
+// byte j of the entry is element j of the group. A sign byte gives the signs of 8 elements (bit j
+// set: element j negated); the 7-bit sign indices of iq2_xxs / iq2_xs / iq3_xxs name an entry of
+// kIqSigns, whose eighth bit makes the count of negatives even.
+
+// 8 sub-blocks of 32; sub-block b is two u32 at qs[4 b] (little-endian): aux0's byte l is the
+// grid index of group l (< 4), aux1's bits 7 l..7 l + 6 its sign index and bits 28..31 the scale
+// s: x = d * (0.5 + s) * 0.25 * grid * sign.
+struct BlockIQ2_XXS {
+  uint16_t d;
+  uint16_t qs[kQKK / 8];
+};
+static_assert(sizeof(BlockIQ2_XXS) == 66);
+
+// 32 groups of 8: qs[g] is the grid index (low 9 bits) and sign index (top 7 bits) of group g;
+// 16 scales of 16 elements, scale k in nibble k % 2 of scales[k / 2]: x = d * (0.5 + s) * 0.25 *
+// grid * sign.
+struct BlockIQ2_XS {
+  uint16_t d;
+  uint16_t qs[kQKK / 8];
+  uint8_t scales[kQKK / 32];
+};
+static_assert(sizeof(BlockIQ2_XS) == 74);
+
+// 32 groups of 8: the grid index of group g is qs[g] | ((qh[g / 4] >> 2 (g % 4)) & 3) << 8, its
+// signs the byte qs[32 + g]; scales as iq2_xs.
+struct BlockIQ2_S {
+  uint16_t d;
+  uint8_t qs[kQKK / 4];
+  uint8_t qh[kQKK / 32];
+  uint8_t scales[kQKK / 32];
+};
+static_assert(sizeof(BlockIQ2_S) == 82);
+
+// 64 groups of 4 (grid indices qs[0..63]); 8 sub-blocks of 32, sub-block b's u32 at qs[64 + 4 b]
+// holds four 7-bit sign indices (one per 8 elements) and the scale s in bits 28..31:
+// x = d * (0.5 + s) * 0.5 * grid * sign.
+struct BlockIQ3_XXS {
+  uint16_t d;
+  uint8_t qs[3 * kQKK / 8];
+};
+static_assert(sizeof(BlockIQ3_XXS) == 98);
+
+// 64 groups of 4: grid index qs[i] | ((qh[i / 8] >> (i % 8)) & 1) << 8; the sign of element e is
+// bit e % 8 of signs[e / 8]; 8 scales of 32 elements in nibbles of scales[]: x = d * (1 + 2 s) *
+// grid * sign.
+struct BlockIQ3_S {
+  uint16_t d;
+  uint8_t qs[kQKK / 4];
+  uint8_t qh[kQKK / 32];
+  uint8_t signs[kQKK / 8];
+  uint8_t scales[kQKK / 64];
+};
+static_assert(sizeof(BlockIQ3_S) == 110);
+
+inline constexpr float kIq1Delta = 0.125f;
+
+// 32 groups of 8 from the i1 grid (values -1, 0, 1); 8 sub-blocks of 32, sub-block b's u16 qh[b]
+// holds 3 high index bits per group (bits 3 l..3 l + 2), the scale s in bits 12..14 and the delta's
+// sign in bit 15: index = qs[g] | high << 8, x = d * (2 s + 1) * (grid + delta), delta = +-1/8.
+struct BlockIQ1_S {
+  uint16_t d;
+  uint8_t qs[kQKK / 8];
+  uint16_t qh[kQKK / 32];
+};
+static_assert(sizeof(BlockIQ1_S) == 50);
+
+// 32 groups of 8 from the i1 grid: index qs[g] | (nibble g % 2 of qh[g / 2] & 7) << 8, the
+// nibble's bit 3 the delta's sign; 16 scales of 16 elements, 3 bits each at 3 (k % 4) of the u16
+// scales[k / 4]; the f16 super-scale d is the top nibbles of the four u16 (scales[i] >> 12 is
+// bits 4 i..4 i + 3 of d): x = d * (2 s + 1) * (grid + delta).
+struct BlockIQ1_M {
+  uint8_t qs[kQKK / 8];
+  uint8_t qh[kQKK / 16];
+  uint8_t scales[kQKK / 32];
+};
+static_assert(sizeof(BlockIQ1_M) == 56);
+
+// Ternary, 5 trits a byte: element 32 n + m (n < 5, m < 32) is trit n of qs[m], element
+// 160 + 16 n + m (m < 16) trit n of qs[32 + m], element 240 + 4 n + m (n, m < 4) trit n of qh[m];
+// trit n of byte q is ((u8)(q * 3^n) * 3) >> 8 (the byte holds the base-3 number scaled to 0..255).
+// x = d * (trit - 1).
+struct BlockTQ1_0 {
+  uint8_t qs[(kQKK - 4 * kQKK / 64) / 5];
+  uint8_t qh[kQKK / 64];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ1_0) == 54);
+
+// Ternary, 2 bits an element: element 128 h + 32 s + m is (qs[32 h + m] >> 2 s) & 3; x = d * (q -
+// 1).
+struct BlockTQ2_0 {
+  uint8_t qs[kQKK / 4];
+  uint16_t d;
+};
+static_assert(sizeof(BlockTQ2_0) == 66);
+
 // Activations for the 32-element weight types: x[i] ~= d * qs[i], with sum = sum of qs (the
 // weight offsets and mins multiply it). Not a file format: an f32 scale keeps it accurate.
 struct BlockQ8A32 {

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "quant/blocks.h"
+#include "quant/iq_grids.h"
 
 namespace ts {
 namespace {
@@ -143,6 +144,151 @@ void dequant_mxfp4(const BlockMXFP4& b, float* y) {
   for (int i = 0; i < kQK32; ++i) y[i] = d * static_cast<float>(kMxfp4Doubled[nibble32(b.qs, i)]);
 }
 
+// The low-bit types: per group, the scale first (as gguf-py computes it), then scale * grid value,
+// then the sign (exact), in gguf-py's order.
+
+uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+uint8_t grid_byte(uint64_t entry, int j) {
+  return static_cast<uint8_t>(entry >> (8 * j));
+}
+
+float signed_value(float v, uint8_t signs, int j) {
+  return (signs >> j) & 1 ? -v : v;
+}
+
+void dequant_iq2_xxs(const BlockIQ2_XXS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int ib = 0; ib < kQKK / 32; ++ib) {
+    const uint32_t aux0 = load_u32(b.qs + 4 * ib);
+    const uint32_t aux1 = load_u32(b.qs + 4 * ib + 2);
+    const float db = d * (0.5f + static_cast<float>(aux1 >> 28)) * 0.25f;
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t g = kIq2xxsGrid[(aux0 >> (8 * l)) & 0xFF];
+      const uint8_t signs = kIqSigns[(aux1 >> (7 * l)) & 127];
+      for (int j = 0; j < 8; ++j)
+        y[32 * ib + 8 * l + j] = signed_value(db * static_cast<float>(grid_byte(g, j)), signs, j);
+    }
+  }
+}
+
+float iq2_scale(const uint8_t* scales, int g, float d) {
+  const int s = (scales[g / 4] >> (4 * ((g / 2) % 2))) & 0x0F;
+  return d * (0.5f + static_cast<float>(s)) * 0.25f;
+}
+
+void dequant_iq2_xs(const BlockIQ2_XS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int g = 0; g < kQKK / 8; ++g) {
+    const float db = iq2_scale(b.scales, g, d);
+    const uint64_t grid = kIq2xsGrid[b.qs[g] & 511];
+    const uint8_t signs = kIqSigns[b.qs[g] >> 9];
+    for (int j = 0; j < 8; ++j)
+      y[8 * g + j] = signed_value(db * static_cast<float>(grid_byte(grid, j)), signs, j);
+  }
+}
+
+void dequant_iq2_s(const BlockIQ2_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int g = 0; g < kQKK / 8; ++g) {
+    const float db = iq2_scale(b.scales, g, d);
+    const uint64_t grid = kIq2sGrid[b.qs[g] | (((b.qh[g / 4] >> (2 * (g % 4))) & 3) << 8)];
+    const uint8_t signs = b.qs[kQKK / 8 + g];
+    for (int j = 0; j < 8; ++j)
+      y[8 * g + j] = signed_value(db * static_cast<float>(grid_byte(grid, j)), signs, j);
+  }
+}
+
+void dequant_iq3_xxs(const BlockIQ3_XXS& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int ib = 0; ib < kQKK / 32; ++ib) {
+    const uint32_t aux = load_u32(b.qs + kQKK / 4 + 4 * ib);
+    const float db = d * (0.5f + static_cast<float>(aux >> 28)) * 0.5f;
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t signs = kIqSigns[(aux >> (7 * l)) & 127];
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t g = kIq3xxsGrid[b.qs[8 * ib + 2 * l + j / 4]];
+        y[32 * ib + 8 * l + j] =
+            signed_value(db * static_cast<float>(grid_byte(g, j % 4)), signs, j);
+      }
+    }
+  }
+}
+
+void dequant_iq3_s(const BlockIQ3_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int e = 0; e < kQKK; ++e) {
+    const int s = (b.scales[e / 64] >> (4 * ((e / 32) % 2))) & 0x0F;
+    const float db = d * static_cast<float>(1 + 2 * s);
+    const int i = e / 4;
+    const uint32_t g = kIq3sGrid[b.qs[i] | (((b.qh[i / 8] >> (i % 8)) & 1) << 8)];
+    y[e] = signed_value(db * static_cast<float>(grid_byte(g, e % 4)), b.signs[e / 8], e % 8);
+  }
+}
+
+float iq1_value(uint64_t grid, int j, float delta) {
+  return static_cast<float>(static_cast<int8_t>(grid_byte(grid, j))) + delta;
+}
+
+void dequant_iq1_s(const BlockIQ1_S& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int ib = 0; ib < kQKK / 32; ++ib) {
+    const int qh = b.qh[ib];
+    const float dl = d * static_cast<float>(2 * ((qh >> 12) & 7) + 1);
+    const float delta = qh & 0x8000 ? -kIq1Delta : kIq1Delta;
+    for (int l = 0; l < 4; ++l) {
+      const uint64_t grid = kIq1sGrid[b.qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)];
+      for (int j = 0; j < 8; ++j) y[32 * ib + 8 * l + j] = dl * iq1_value(grid, j, delta);
+    }
+  }
+}
+
+void dequant_iq1_m(const BlockIQ1_M& b, float* y) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof(sc));
+  const uint16_t d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                                ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  const float d = f16_to_f32(d_bits);
+  for (int g = 0; g < kQKK / 8; ++g) {
+    const int k = g / 2;  // scale of 16 elements
+    const int s = (sc[k / 4] >> (3 * (k % 4))) & 7;
+    const float dl = d * static_cast<float>(2 * s + 1);
+    const int nib = (b.qh[g / 2] >> (4 * (g % 2))) & 0x0F;
+    const float delta = nib & 8 ? -kIq1Delta : kIq1Delta;
+    const uint64_t grid = kIq1sGrid[b.qs[g] | ((nib & 7) << 8)];
+    for (int j = 0; j < 8; ++j) y[8 * g + j] = dl * iq1_value(grid, j, delta);
+  }
+}
+
+int trit(uint8_t q, int n) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto shifted = static_cast<uint8_t>(q * kPow3[n]);  // wraps mod 256, as in ggml
+  return (shifted * 3) >> 8;
+}
+
+void dequant_tq1_0(const BlockTQ1_0& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 32; ++m) y[32 * n + m] = d * static_cast<float>(trit(b.qs[m], n) - 1);
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 16; ++m)
+      y[160 + 16 * n + m] = d * static_cast<float>(trit(b.qs[32 + m], n) - 1);
+  for (int n = 0; n < 4; ++n)
+    for (int m = 0; m < 4; ++m) y[240 + 4 * n + m] = d * static_cast<float>(trit(b.qh[m], n) - 1);
+}
+
+void dequant_tq2_0(const BlockTQ2_0& b, float* y) {
+  const float d = f16_to_f32(b.d);
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e / 32) % 4, m = e % 32;
+    y[e] = d * static_cast<float>(((b.qs[32 * h + m] >> (2 * s)) & 3) - 1);
+  }
+}
+
 template <class Block>
 void dequant_blocks(void (*one)(const Block&, float*), const void* src, float* dst, int64_t n,
                     int block_elems) {
@@ -194,6 +340,24 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       return dequant_blocks<BlockIQ4_XS>(dequant_iq4_xs, src, dst, n, kQKK);
     case DType::MXFP4:
       return dequant_blocks<BlockMXFP4>(dequant_mxfp4, src, dst, n, kQK32);
+    case DType::IQ2_XXS:
+      return dequant_blocks<BlockIQ2_XXS>(dequant_iq2_xxs, src, dst, n, kQKK);
+    case DType::IQ2_XS:
+      return dequant_blocks<BlockIQ2_XS>(dequant_iq2_xs, src, dst, n, kQKK);
+    case DType::IQ2_S:
+      return dequant_blocks<BlockIQ2_S>(dequant_iq2_s, src, dst, n, kQKK);
+    case DType::IQ3_XXS:
+      return dequant_blocks<BlockIQ3_XXS>(dequant_iq3_xxs, src, dst, n, kQKK);
+    case DType::IQ3_S:
+      return dequant_blocks<BlockIQ3_S>(dequant_iq3_s, src, dst, n, kQKK);
+    case DType::IQ1_S:
+      return dequant_blocks<BlockIQ1_S>(dequant_iq1_s, src, dst, n, kQKK);
+    case DType::IQ1_M:
+      return dequant_blocks<BlockIQ1_M>(dequant_iq1_m, src, dst, n, kQKK);
+    case DType::TQ1_0:
+      return dequant_blocks<BlockTQ1_0>(dequant_tq1_0, src, dst, n, kQKK);
+    case DType::TQ2_0:
+      return dequant_blocks<BlockTQ2_0>(dequant_tq2_0, src, dst, n, kQKK);
     default:
       fail(ErrorKind::Unsupported,
            std::string("dequantize_row: no dequantisation for dtype ") + info.name);

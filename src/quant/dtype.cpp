@@ -114,6 +114,23 @@ bool is_weight_dtype_supported(DType t) {
     case DType::MXFP4:
       return true;
     default:
+      return is_lowbit_dtype(t);
+  }
+}
+
+bool is_lowbit_dtype(DType t) {
+  switch (t) {
+    case DType::IQ1_S:
+    case DType::IQ1_M:
+    case DType::IQ2_XXS:
+    case DType::IQ2_XS:
+    case DType::IQ2_S:
+    case DType::IQ3_XXS:
+    case DType::IQ3_S:
+    case DType::TQ1_0:
+    case DType::TQ2_0:
+      return true;
+    default:
       return false;
   }
 }

@@ -66,4 +66,8 @@ uint64_t row_bytes(DType t, uint64_t n, const std::string& what);
 // Types the matmul kernels can use as weights.
 bool is_weight_dtype_supported(DType t);
 
+// The low-bit types: iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, tq1_0, tq2_0
+// (256-element blocks of 1.56..3.44 bits an element, decoded through grids or trits).
+bool is_lowbit_dtype(DType t);
+
 }  // namespace ts

@@ -312,8 +312,10 @@ void quantize_blocks(void (*one)(const float*, Block&), const float* x, void* ds
 
 }  // namespace
 
+// The low-bit types have kernels but no quantiser here: theirs need a codebook search guided by
+// an importance matrix (llama.cpp's), without which they lose most of a model's quality.
 bool can_quantize_weights(DType t) {
-  return is_weight_dtype_supported(t);
+  return is_weight_dtype_supported(t) && !is_lowbit_dtype(t);
 }
 
 void quantize_row_weights(DType t, const float* x, void* dst, int64_t n) {

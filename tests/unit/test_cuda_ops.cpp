@@ -85,8 +85,24 @@ std::vector<size_t> scale_offsets(DType t) {
       return {offsetof(BlockIQ4_NL, d)};
     case DType::IQ4_XS:
       return {offsetof(BlockIQ4_XS, d)};
+    case DType::IQ2_XXS:
+      return {offsetof(BlockIQ2_XXS, d)};
+    case DType::IQ2_XS:
+      return {offsetof(BlockIQ2_XS, d)};
+    case DType::IQ2_S:
+      return {offsetof(BlockIQ2_S, d)};
+    case DType::IQ3_XXS:
+      return {offsetof(BlockIQ3_XXS, d)};
+    case DType::IQ3_S:
+      return {offsetof(BlockIQ3_S, d)};
+    case DType::IQ1_S:
+      return {offsetof(BlockIQ1_S, d)};
+    case DType::TQ1_0:
+      return {offsetof(BlockTQ1_0, d)};
+    case DType::TQ2_0:
+      return {offsetof(BlockTQ2_0, d)};
     default:
-      return {};
+      return {};  // iq1_m: its f16 scale is spread over the top nibbles (random_weight)
   }
 }
 
@@ -116,13 +132,22 @@ std::vector<uint8_t> random_weight(DType t, int64_t rows, int64_t cols, size_t r
         const uint16_t h = f32_to_f16(scale(rng));
         std::memcpy(row + b * info.block_bytes + off, &h, 2);
       }
+    for (size_t b = 0; b < rb / info.block_bytes && t == DType::IQ1_M; ++b) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      uint8_t* sc = row + b * info.block_bytes + offsetof(BlockIQ1_M, scales);
+      for (int i = 0; i < 4; ++i)
+        sc[2 * i + 1] =
+            static_cast<uint8_t>((sc[2 * i + 1] & 0x0F) | (((h >> (4 * i)) & 0xF) << 4));
+    }
   }
   return w;
 }
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,
-                              DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q2_K,   DType::Q3_K,
-                              DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
+const DType kWeightTypes[] = {
+    DType::F32,     DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,   DType::Q5_0,
+    DType::Q5_1,    DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,   DType::Q5_K,
+    DType::Q6_K,    DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+    DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0,  DType::TQ2_0};
 
 TEST_F(CudaOps, NameSaysCuda) {
   EXPECT_NE(gpu_->name().find("cuda"), std::string::npos);
@@ -724,7 +749,8 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
        {Case{DType::Q4_K, 96, 256}, Case{DType::Q5_K, 72, 512}, Case{DType::Q6_K, 40, 512},
         Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true}, Case{DType::Q8_0, 96, 96},
         Case{DType::Q5_0, 33, 64}, Case{DType::IQ4_NL, 33, 64}, Case{DType::IQ4_XS, 40, 512},
-        Case{DType::Q4_K, 4096, 8192}}) {
+        Case{DType::IQ2_XXS, 40, 512}, Case{DType::IQ3_S, 24, 768}, Case{DType::IQ1_M, 40, 256},
+        Case{DType::TQ1_0, 33, 512}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
     const int64_t G = 5;
     std::vector<Weight> wq, wf;

@@ -168,6 +168,30 @@ TEST(FuzzReplay, Gguf) {
   EXPECT_GT(t.refused, 1000);
 }
 
+// The same seeds as the first part of a split model of two (fuzz::SplitInput): the split seeds
+// open whole, the rest are refused or open alone, and mutations of the split keys are refused
+// with one line naming them.
+TEST(FuzzReplay, GgufSplit) {
+  const auto seeds = corpus("gguf");
+  fuzz::SplitInput input;
+  auto check = [&](const Bytes& b) {
+    input.set(b.data(), b.size());
+    return fuzz::check_gguf(input.path());
+  };
+  std::vector<fs::path> split_seeds;
+  for (const fs::path& p : seeds)
+    if (p.filename().string().rfind("split-", 0) == 0) split_seeds.push_back(p);
+  ASSERT_FALSE(split_seeds.empty()) << "fuzz/corpus/gguf/split-*.gguf is missing";
+  for (const fs::path& p : split_seeds) {
+    const Bytes b = read_file(p);
+    input.set(b.data(), b.size());
+    EXPECT_EQ(GgufFile::open(input.path())->part_count(), 2u) << p;
+  }
+  const Tally t = replay(split_seeds, 2000, check);
+  EXPECT_GT(t.accepted, 0);
+  EXPECT_GT(t.refused, 500);
+}
+
 // The configuration readers behind the GGUF parser, through the hybrid families' new fields
 // (DeltaNet sizes, the layer pattern) and the rest: each fixture model opens, and the mutations of
 // its header are refused with one line or open with every tensor inside the file.

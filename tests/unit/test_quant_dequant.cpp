@@ -68,7 +68,43 @@ INSTANTIATE_TEST_SUITE_P(AllWeightTypes, DequantVectors,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q4_0,
                                            DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
                                            DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4),
+                                           DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4,
+                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                           DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S, DType::IQ1_M,
+                                           DType::TQ1_0, DType::TQ2_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// Every entry of each i-quant grid, through blocks that use them all (<type>.grid.blocks): the
+// FNV-1a 64 hash of the dequantised f32 bytes is gguf's (kept as a hash: the floats would be
+// hundreds of KB).
+uint64_t fnv1a64(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<const uint8_t*>(data)[i]) * 0x100000001b3ull;
+  return h;
+}
+
+class DequantGrids : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DequantGrids, EveryGridEntryMatchesGguf) {
+  const DType t = GetParam();
+  const std::string name = dtype_name(t);
+  const std::vector<uint8_t> blocks = read_fixture(name + ".grid.blocks");
+  const std::vector<uint8_t> hex = read_fixture(name + ".grid.fnv1a");
+  const uint64_t want = std::stoull(std::string(hex.begin(), hex.end()), nullptr, 16);
+  const DTypeInfo& info = dtype_info(t);
+  ASSERT_GT(blocks.size(), 0u);
+  ASSERT_EQ(blocks.size() % info.block_bytes, 0u);
+  const int64_t n = static_cast<int64_t>(blocks.size() / info.block_bytes * info.block_elems);
+  std::vector<float> got(static_cast<size_t>(n));
+  dequantize_row(t, blocks.data(), got.data(), n);
+  for (float v : got) ASSERT_TRUE(std::isfinite(v));  // sane scales: a hash of NaNs proves little
+  EXPECT_EQ(fnv1a64(got.data(), got.size() * sizeof(float)), want) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(IQuants, DequantGrids,
+                         ::testing::Values(DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                           DType::IQ3_XXS, DType::IQ3_S, DType::IQ1_S,
+                                           DType::IQ1_M),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 TEST(HalfConversion, F32ToF16RoundsLikeNumpy) {

@@ -12,6 +12,7 @@
 // * SIMD vs scalar: both round; the bound above, twice.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/matmul_kernels.h"
+#include "backend/cpu/matmul_lowbit.h"
 #include "backend/cpu/panel_layout.h"
 #include "core/error.h"
 #include "quant/dequant.h"
@@ -29,18 +31,27 @@
 namespace ts::cpu {
 namespace {
 
-const std::vector<DType> kTypes = {DType::F32,  DType::F16,    DType::BF16,   DType::Q4_0,
-                                   DType::Q4_1, DType::Q5_0,   DType::Q5_1,   DType::Q8_0,
-                                   DType::Q2_K, DType::Q3_K,   DType::Q4_K,   DType::Q5_K,
-                                   DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::MXFP4};
+const std::vector<DType> kTypes = {
+    DType::F32,   DType::F16,     DType::BF16,   DType::Q4_0,   DType::Q4_1,
+    DType::Q5_0,  DType::Q5_1,    DType::Q8_0,   DType::Q2_K,   DType::Q3_K,
+    DType::Q4_K,  DType::Q5_K,    DType::Q6_K,   DType::IQ4_NL, DType::IQ4_XS,
+    DType::MXFP4, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,  DType::IQ3_XXS,
+    DType::IQ3_S, DType::IQ1_S,   DType::IQ1_M,  DType::TQ1_0,  DType::TQ2_0};
 
 bool is_float(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// MXFP4 decodes exactly to f32: its kernels take the activations unquantised.
+bool is_lowbit(DType t) {
+  return t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ2_S || t == DType::IQ3_XXS ||
+         t == DType::IQ3_S || t == DType::IQ1_S || t == DType::IQ1_M || t == DType::TQ1_0 ||
+         t == DType::TQ2_0;
+}
+
+// MXFP4 decodes exactly to f32, the low-bit types are decoded to f32 rows: their kernels take the
+// activations unquantised.
 bool takes_f32_activations(DType t) {
-  return is_float(t) || t == DType::MXFP4;
+  return is_float(t) || t == DType::MXFP4 || is_lowbit(t);
 }
 
 // Byte offsets of the f16 scale fields (d, and dmin / m) in each block, as in blocks.h.
@@ -57,6 +68,12 @@ std::vector<int> scale_offsets(DType t) {
       return {108};
     case DType::Q6_K:
       return {208};
+    case DType::TQ1_0:
+      return {52};
+    case DType::TQ2_0:
+      return {64};
+    case DType::IQ1_M:
+      return {};  // its f16 scale is the top nibbles of the u16 at 48..55 (random_weights)
     default:
       return {0};
   }
@@ -86,7 +103,7 @@ std::vector<float> dequantize(DType t, const std::vector<uint8_t>& bytes, int64_
 std::vector<float> part_magnitudes(const Matrix& m) {
   const std::vector<int> fields = scale_offsets(m.dtype);
   std::vector<float> out(m.dequant.size());
-  if (is_float(m.dtype) || fields.size() == 1) {
+  if (is_float(m.dtype) || fields.size() <= 1) {
     for (size_t i = 0; i < out.size(); ++i) out[i] = std::fabs(m.dequant[i]);
     return out;
   }
@@ -127,6 +144,13 @@ Matrix random_weights(DType t, int64_t rows, int64_t cols, std::mt19937& rng) {
         const uint16_t h = f32_to_f16(scale(rng));
         std::memcpy(m.bytes.data() + blk * info.block_bytes + off, &h, 2);
       }
+    for (size_t blk = 0; blk < m.bytes.size() / info.block_bytes && t == DType::IQ1_M; ++blk) {
+      const uint16_t h = f32_to_f16(scale(rng));
+      uint8_t* sc = m.bytes.data() + blk * info.block_bytes + 48;
+      for (int i = 0; i < 4; ++i)
+        sc[2 * i + 1] =
+            static_cast<uint8_t>((sc[2 * i + 1] & 0x0F) | (((h >> (4 * i)) & 0xF) << 4));
+    }
   }
   m.dequant = dequantize(t, m.bytes, rows, cols, m.stride);
   m.magnitude = part_magnitudes(m);
@@ -264,6 +288,28 @@ TEST_P(MatmulKernels, MatchDequantisedDotWithinQuantisationBound) {
 
 INSTANTIATE_TEST_SUITE_P(AllWeightTypes, MatmulKernels, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+// The low-bit types' AVX2 row decoders give the reference dequantisation bit for bit (NaN for
+// NaN) on random blocks, whatever their scale bits (infinities, NaNs, subnormals included).
+TEST(LowbitDecoders, Avx2IsTheReferenceBitForBit) {
+  if (!isa_available(Isa::Avx2)) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (DType t : kTypes) {
+    if (!is_lowbit(t)) continue;
+    const int64_t cols = 256 * 64;
+    std::vector<uint8_t> bytes(row_bytes(t, cols, "test"));
+    for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
+    std::vector<float> want(cols), got(cols);
+    dequantize_row(t, bytes.data(), want.data(), cols);
+    lowbit_decoder_avx2()(t, bytes.data(), got.data(), cols);
+    for (int64_t i = 0; i < cols; ++i) {
+      if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+      ASSERT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+          << dtype_name(t) << " element " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
 
 // A prompt's rows of a k-quant matmul against the same rows one at a time (decode). Below the
 // GEMM's kGemmMinRows (8) the prompt path decodes a super-block once for all rows but sums in

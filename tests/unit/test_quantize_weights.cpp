@@ -68,9 +68,15 @@ TEST(QuantizeWeights, EveryWeightTypeHasAQuantiser) {
     EXPECT_TRUE(can_quantize_weights(t)) << dtype_name(t);
   }
   EXPECT_FALSE(can_quantize_weights(DType::Q8_K));
+  // The low-bit types have kernels but no quantiser: refused by name, not written wrong.
+  for (DType t : {DType::IQ2_XXS, DType::IQ1_S, DType::TQ2_0}) {
+    EXPECT_TRUE(is_weight_dtype_supported(t)) << dtype_name(t);
+    EXPECT_FALSE(can_quantize_weights(t)) << dtype_name(t);
+  }
   std::vector<float> x(256, 1.0f);
   std::vector<uint8_t> out(1024);
   EXPECT_THROW(quantize_row_weights(DType::Q8_K, x.data(), out.data(), 256), Error);
+  EXPECT_THROW(quantize_row_weights(DType::IQ2_XXS, x.data(), out.data(), 256), Error);
   EXPECT_THROW(quantize_row_weights(DType::Q4_K, x.data(), out.data(), 100), Error);
 }
 

@@ -422,7 +422,7 @@ TEST_F(SynthTest, CommandWritesAFileTheEngineOpens) {
   EXPECT_NE(log.find("--dtype"), std::string::npos) << log;
 }
 
-// A GGML type this build knows by name but has no kernels for (iq2_xxs here: its file's type field
+// A GGML type this build knows by name but has no kernels for (i8 here: its file's type field
 // rewritten in place; its rows are shorter than q8_0's, so the tensor still fits) refuses the
 // model by tensor and type name, through the CLI with exit code 2.
 TEST_F(SynthTest, AKnownTypeWithoutKernelsIsRefusedByName) {
@@ -439,22 +439,22 @@ TEST_F(SynthTest, AKnownTypeWithoutKernelsIsRefusedByName) {
   uint32_t type = 0;
   std::memcpy(&type, &bytes[dims_at + 4 + 8 * n_dims], 4);
   ASSERT_EQ(type, static_cast<uint32_t>(DType::Q8_0));
-  type = static_cast<uint32_t>(DType::IQ2_XXS);
+  type = static_cast<uint32_t>(DType::I8);
   std::memcpy(&bytes[dims_at + 4 + 8 * n_dims], &type, 4);
   std::ofstream(path, std::ios::binary)
       .write(reinterpret_cast<const char*>(bytes.data()),
              static_cast<std::streamsize>(bytes.size()));
   try {
     open_model_spec(path);
-    ADD_FAILURE() << "opened a model with an iq2_xxs matrix";
+    ADD_FAILURE() << "opened a model with an i8 matrix";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported);
-    EXPECT_NE(std::string(e.what()).find("'" + name + "' has type iq2_xxs"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'" + name + "' has type i8"), std::string::npos)
         << e.what();
   }
   std::string log;
   EXPECT_EQ(test::run_command(test::binary_path() + " run -m " + path + " -p hi -n 1", &log), 2);
-  EXPECT_NE(log.find("iq2_xxs"), std::string::npos) << log;
+  EXPECT_NE(log.find("has type i8"), std::string::npos) << log;
 }
 
 // The Q4_K_M and Q5_K_M mixes: with 2 layers llama.cpp's use_more_bits() picks layer 1 (the last

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/activations.h"
 #include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/matmul_lowbit.h"
 #include "backend/cpu/matmul_mxfp4.h"
 #include "backend/cpu/panel_layout.h"
 #include "core/checked.h"
@@ -30,9 +31,10 @@ bool is_float_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// Weight types whose kernels take the activations as f32 rows (MXFP4 decodes exactly to f32).
+// Weight types whose kernels take the activations as f32 rows (MXFP4 decodes exactly to f32; the
+// low-bit types are decoded to f32 rows, matmul_lowbit.h).
 bool takes_f32_activations(DType t) {
-  return is_float_type(t) || t == DType::MXFP4;
+  return is_float_type(t) || t == DType::MXFP4 || is_lowbit_type(t);
 }
 
 #if defined(__x86_64__)
@@ -58,6 +60,10 @@ bool cpu_has_vnni() {
 
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
   if (t == DType::MXFP4) return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
+  if (is_lowbit_type(t)) {
+    if (isa == Isa::Scalar) return lowbit_kernel_scalar();
+    return isa == Isa::Avx2 ? lowbit_kernel_avx2() : lowbit_kernel_avx512();
+  }
   RowsKernel k = nullptr;
   switch (isa) {
     case Isa::Avx512:
@@ -202,6 +208,9 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
     if (wtype == DType::MXFP4 && K % kQK32 != 0)
       fail(ErrorKind::Model,
            "matmul: " + std::to_string(K) + " columns is not a whole number of mxfp4 blocks of 32");
+    if (is_lowbit_type(wtype) && K % kQKK != 0)
+      fail(ErrorKind::Model, "matmul: " + std::to_string(K) + " columns is not a whole number of " +
+                                 dtype_name(wtype) + " blocks of 256");
     out.row_bytes = checked_mul(static_cast<uint64_t>(K), sizeof(float), "matmul activations");
     out.f32 = x;
     return false;

@@ -503,6 +503,13 @@ __device__ __forceinline__ float dot8<DType::IQ4_XS>(const uint8_t* b, int i0, c
   return dl * dot8_words(v ^ 0x8080808080808080ull, 128.0f, x);
 }
 
+}  // namespace ts::cuda
+
+// The low-bit types' traits, dequant8 and dot8 (specialisations of the templates above).
+#include "backend/cuda/lowbit_device.cuh"
+
+namespace ts::cuda {
+
 // Element e of a row of a plain (unquantised) type.
 template <DType T>
 __device__ __forceinline__ float plain_elem(const uint8_t* row, int64_t e) {
@@ -565,6 +572,33 @@ bool dispatch_weight_type(DType t, F&& f) {
       return true;
     case DType::IQ4_XS:
       f.template operator()<DType::IQ4_XS>();
+      return true;
+    case DType::IQ2_XXS:
+      f.template operator()<DType::IQ2_XXS>();
+      return true;
+    case DType::IQ2_XS:
+      f.template operator()<DType::IQ2_XS>();
+      return true;
+    case DType::IQ2_S:
+      f.template operator()<DType::IQ2_S>();
+      return true;
+    case DType::IQ3_XXS:
+      f.template operator()<DType::IQ3_XXS>();
+      return true;
+    case DType::IQ3_S:
+      f.template operator()<DType::IQ3_S>();
+      return true;
+    case DType::IQ1_S:
+      f.template operator()<DType::IQ1_S>();
+      return true;
+    case DType::IQ1_M:
+      f.template operator()<DType::IQ1_M>();
+      return true;
+    case DType::TQ1_0:
+      f.template operator()<DType::TQ1_0>();
+      return true;
+    case DType::TQ2_0:
+      f.template operator()<DType::TQ2_0>();
       return true;
     default:
       return false;

@@ -1,0 +1,79 @@
+// The low-bit types on CUDA (ctest label `cuda`; skips without a device or the shared data): their
+// device kernels are written but not yet verified on a GPU, so the tiny-moe files that hold them
+// are refused at open unless TURBOSPARK_UNVERIFIED_GPU_OPS=1 asks for them; asked, each file's
+// logits on the GPU match the CPU's, and experts streamed on the GPU give the resident GPU bits.
+// The kernels themselves are in test_cuda_ops (every weight type against a double reference and
+// the CPU, and the grouped experts against their f16 dequantisation).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "fixture_models.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+const char* const kFiles[] = {"IQ1_S", "IQ2_XXS", "IQ2_S", "IQ3_XXS", "IQ3_S", "TQ1_0", "TQ2_0"};
+
+std::string quant_path(const char* name) {
+  return test::shared_path(std::string("models/tiny-moe/quants/tiny-moe-") + name + ".gguf");
+}
+
+std::vector<int32_t> prompt() {
+  std::ifstream in(test::fixtures_dir() + "/tiny-moe/prompt.json");
+  return nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
+}
+
+TEST(CudaLowbit, RefusedUntilVerified) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+  for (const char* name : kFiles) {
+    const std::string path = quant_path(name);
+    TS_REQUIRE_SHARED(path);
+    try {
+      test::run_logits(path, prompt(), {.backend = "cuda"});
+      ADD_FAILURE() << name << ": opened on CUDA";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+TEST(CudaLowbit, MatchCpuAndStreamResidentBits) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
+  const std::vector<int32_t> ids = prompt();
+  for (const char* name : kFiles) {
+    const std::string path = quant_path(name);
+    TS_REQUIRE_SHARED(path);
+    const std::vector<float> cpu = test::run_logits(path, ids, {});
+    const int64_t V = static_cast<int64_t>(cpu.size() / ids.size());
+    for (bool decode : {false, true}) {
+      const test::LogitsRun run{.backend = "cuda", .batch = decode ? 1 : 64, .decode = decode};
+      const std::vector<float> gpu = test::run_logits(path, ids, run);
+      // The GPU's dequantised weights are the CPU's bit for bit; what differs is the other
+      // tensors' activation rounding (int8 on each side, differently blocked) and summation
+      // order. The bound (test_quant_files' Q6_K figure against the HF reference) is a first
+      // guess, to be confirmed or set from what the first GPU run measures.
+      EXPECT_LE(test::mean_kl(gpu, cpu, V), 0.0022) << name << (decode ? " decode" : " prefill");
+      test::LogitsRun streamed = run;
+      streamed.slots = 2;
+      const std::vector<float> gpu_streamed = test::run_logits(path, ids, streamed);
+      EXPECT_EQ(std::memcmp(gpu.data(), gpu_streamed.data(), gpu.size() * sizeof(float)), 0)
+          << name << (decode ? " decode" : " prefill") << ": streamed vs resident";
+    }
+  }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+}
+
+}  // namespace
+}  // namespace ts
