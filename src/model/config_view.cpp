@@ -73,6 +73,12 @@ std::optional<std::vector<int64_t>> ConfigView::opt_gguf_ints(const char* gk) co
   return a->ints;
 }
 
+bool ConfigView::gguf_is_array(const char* gk) const {
+  if (kind_ != SourceKind::Gguf) return false;
+  const GgufValue* v = source_.gguf()->find(gguf_key(gk));
+  return v != nullptr && v->type == GgufType::Array;
+}
+
 std::optional<std::string> ConfigView::opt_string(const char* gk, const char* hk) const {
   if (kind_ == SourceKind::Gguf)
     return gk ? source_.gguf()->get_string(gguf_key(gk)) : std::nullopt;

@@ -32,6 +32,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
     {"deepseek2", "DeepseekV3ForCausalLM", Family::DeepSeek2, configure_deepseek2},
     {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
+    {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
