@@ -24,7 +24,7 @@ std::string ConfigView::gguf_key(const char* key) const {
 
 const nlohmann::json* ConfigView::hf_value(const char* path) const {
   if (kind_ != SourceKind::HfDir || path == nullptr) return nullptr;
-  const nlohmann::json* node = &source_.hf()->config();
+  const nlohmann::json* node = &source_.hf_config();
   std::string p(path);
   size_t start = 0;
   while (start <= p.size()) {

@@ -101,13 +101,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (attention sinks, clamped SwiGLU) has no GPU kernels yet "
                                      "(--backend cpu runs it)");
-  // Gemma 4's pieces (per-layer attention shapes, KV sharing, per-layer embeddings, the dense FFN
-  // beside the experts) have not run on a GPU yet: refused as the hybrids are.
-  if (!e->backend_->is_host() && !allow_unverified && c.family == Family::Gemma4)
+  // Gemma 4's new pieces have no device kernels yet (the per-expert scale in the device's
+  // routing, the per-layer inputs' row copies): refused on a device whatever the variable says.
+  if (!e->backend_->is_host() && c.family == Family::Gemma4)
     fail(ErrorKind::Unsupported,
          path + ": " + family_name(c.family) +
-             " (per-layer attention shapes, KV sharing, per-layer embeddings) is not yet verified "
-             "on a GPU (--backend cpu runs it)");
+             " (per-layer attention shapes, KV sharing, per-layer embeddings, per-expert scale) is "
+             "not yet verified on a GPU: no GPU kernels yet (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

@@ -174,7 +174,8 @@ void read_hf(const ConfigView& v, ArchConfig& c) {
       static_cast<float>(rope("full_attention", "partial_rotary_factor").value_or(1.0));
   if (!(c.rope_partial_global > 0 && c.rope_partial_global <= 1))
     v.invalid("rope_parameters/full_attention/partial_rotary_factor", "must be within (0, 1]");
-  c.n_embd_per_layer = v.opt_int(nullptr, "hidden_size_per_layer_input").value_or(0);
+  // transformers' default when the config omits it is 256 (E2B / E4B).
+  c.n_embd_per_layer = v.opt_int(nullptr, "hidden_size_per_layer_input").value_or(256);
   if (c.n_embd_per_layer > 0 && v.opt_int(nullptr, "vocab_size_per_layer_input").value_or(0) !=
                                     v.req_int(nullptr, "vocab_size"))
     v.invalid("vocab_size_per_layer_input", "differs from vocab_size (not supported)");
@@ -202,19 +203,21 @@ void configure_gemma4(const ConfigView& v, ArchConfig& c) {
   } else {
     read_hf(v, c);
   }
+  const bool gguf = v.is_gguf();
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const auto i = static_cast<size_t>(l);
     if (c.layer_head_dim[i] <= 0 || c.layer_head_dim[i] > 1024 || c.layer_head_dim[i] % 2 != 0)
-      v.invalid("head_dim", "layer " + std::to_string(l) + ": " +
-                                std::to_string(c.layer_head_dim[i]) +
-                                " must be even and within (0, 1024]");
+      v.invalid(gguf ? "attention.key_length" : "head_dim",
+                "layer " + std::to_string(l) + ": " + std::to_string(c.layer_head_dim[i]) +
+                    " must be even and within (0, 1024]");
     if (c.layer_n_head_kv[i] <= 0 || c.n_head % c.layer_n_head_kv[i] != 0)
       v.invalid("num_key_value_heads",
                 "layer " + std::to_string(l) + ": " + std::to_string(c.layer_n_head_kv[i]) +
                     " kv heads do not divide the " + std::to_string(c.n_head) + " query heads");
     if (c.layer_n_ff[i] <= 0 || c.layer_n_ff[i] > (1 << 22))
-      v.invalid("intermediate_size", "layer " + std::to_string(l) + ": " +
-                                         std::to_string(c.layer_n_ff[i]) + " is out of range");
+      v.invalid(gguf ? "feed_forward_length" : "intermediate_size",
+                "layer " + std::to_string(l) + ": " + std::to_string(c.layer_n_ff[i]) +
+                    " is out of range");
   }
   // The sizes the per-layer-blind checks and buffers take: the first layer's, and the widest FFN.
   c.head_dim = c.layer_head_dim[0];
