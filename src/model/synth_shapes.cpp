@@ -166,6 +166,28 @@ const std::vector<SynthShape>& synth_shapes() {
     ds3.expert_groups = 8, ds3.expert_groups_used = 4, ds3.shared_experts = 1;
     ds3.dense_layers = 3, ds3.routed_scale = 2.5, ds3.yarn_factor = 40, ds3.yarn_orig_ctx = 4096;
     v.push_back(ds3);
+
+    // Gemma 4: a test shape (every width a whole k-quant block; layers 4 and 5 read 2's and 3's
+    // KV rows) and E4B (42 layers, hidden 2560, FFN 10240, 8 q / 2 kv heads of 256, global
+    // layers' 512 with a quarter of their pairs rotated, every sixth layer global, window 512,
+    // the last 18 layers sharing KV, per-layer embeddings of 256, soft-cap 30: as Google's
+    // config.json gives them, per NVIDIA's Megatron-Bridge recipe and gemma.cpp's configs).
+    SynthShape tiny_g4{"tiny-gemma4", "gemma4", "test shape (Gemma 4)"};
+    tiny_g4.vocab = 512, tiny_g4.hidden = 256, tiny_g4.layers = 6, tiny_g4.heads = 4;
+    tiny_g4.kv_heads = 2, tiny_g4.head_dim = 64, tiny_g4.head_dim_global = 128;
+    tiny_g4.ffn = 512, tiny_g4.rope_theta = 1000000, tiny_g4.rope_theta_swa = 10000;
+    tiny_g4.partial_global = 0.25, tiny_g4.swa_period = 4, tiny_g4.sliding_window = 8;
+    tiny_g4.kv_shared = 2, tiny_g4.ple_dim = 256, tiny_g4.final_softcap = 30;
+    tiny_g4.rms_eps = 1e-6, tiny_g4.ctx = 4096, tiny_g4.tied = true;
+    v.push_back(tiny_g4);
+
+    SynthShape e4b{"gemma4-e4b", "gemma4", "Gemma 4 E4B"};
+    e4b.vocab = 262144, e4b.hidden = 2560, e4b.layers = 42, e4b.heads = 8, e4b.kv_heads = 2;
+    e4b.head_dim = 256, e4b.head_dim_global = 512, e4b.ffn = 10240;
+    e4b.rope_theta = 1000000, e4b.rope_theta_swa = 10000, e4b.partial_global = 0.25;
+    e4b.swa_period = 6, e4b.sliding_window = 512, e4b.kv_shared = 18, e4b.ple_dim = 256;
+    e4b.final_softcap = 30, e4b.rms_eps = 1e-6, e4b.ctx = 131072, e4b.tied = true;
+    v.push_back(e4b);
     return v;
   }();
   return shapes;

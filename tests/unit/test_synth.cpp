@@ -246,6 +246,26 @@ TEST_F(SynthTest, DeepSeekShapeRuns) {
   EXPECT_LT(max_abs(logits), 50.0);
 }
 
+// tiny-gemma4 in 8-bit and 4-bit files: opens as Gemma 4 with its per-layer shapes,
+// KV sharing and per-layer embeddings, and gives finite logits of order 1.
+TEST_F(SynthTest, Gemma4ShapeRuns) {
+  for (const DType t : {DType::Q8_0, DType::Q4_K}) {
+    const std::string path = write("tiny-gemma4", t);
+    const auto spec = open_model_spec(path);
+    const ArchConfig& c = spec->cfg;
+    EXPECT_EQ(c.family, Family::Gemma4);
+    EXPECT_EQ(c.layer_head_dim, (std::vector<int64_t>{64, 64, 64, 128, 64, 64}));
+    EXPECT_EQ(c.layer_kv_source, (std::vector<int32_t>{0, 1, 2, 3, 2, 2}));
+    EXPECT_EQ(c.n_embd_per_layer, 256);
+    EXPECT_GT(spec->mapped_bytes, 0u);
+    int64_t vocab = 0;
+    const std::vector<float> logits = prefill_logits(path, &vocab);
+    for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_GT(max_abs(logits), 0.5);
+    EXPECT_LT(max_abs(logits), 30.0);  // the soft-cap
+  }
+}
+
 TEST_F(SynthTest, FileHasLlamaCppNamesMetadataAndVocab) {
   const std::string path = write("tiny-moe", DType::Q8_0);
   auto f = GgufFile::open(path);
