@@ -71,9 +71,11 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   if (options.prefill_batch < 0 || options.prefill_batch > 4096)
     fail(ErrorKind::Usage,
          "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
-  if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0 && !c.has_mixer(MixerKind::Mla))
-    fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
-                               std::to_string(c.head_dim) + ")");
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (options.kv_type == DType::Q8_0 && c.head_dim_of(l) % 32 != 0 &&
+        !c.has_mixer(MixerKind::Mla))
+      fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
+                                 std::to_string(c.head_dim_of(l)) + ")");
   if (options.kv_type == DType::Q8_0 && c.has_mixer(MixerKind::Mla) && c.mla.row_width() % 32 != 0)
     fail(ErrorKind::Usage,
          "--kv-type q8_0 needs kv_lora_rank + qk_rope_head_dim to be a multiple of 32 (it is " +
