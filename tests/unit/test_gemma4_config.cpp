@@ -135,7 +135,6 @@ std::string multimodal_copy(const std::string& fixture, const std::string& arch,
   EXPECT_EQ(test::run_command("rm -rf '" + dir + "' && mkdir -p '" + dir + "'"), 0);
   nlohmann::json text = nlohmann::json::parse(std::ifstream(src + "/config.json"));
   text.erase("architectures");
-  text["model_type"] = text["model_type"].get<std::string>() + "_text";
   const nlohmann::json config = {
       {"architectures", {arch}},
       {"model_type", fixture == "gemma3" ? "gemma3" : "gemma4"},
