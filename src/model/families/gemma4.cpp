@@ -211,7 +211,7 @@ void configure_gemma4(const ConfigView& v, ArchConfig& c) {
                 "layer " + std::to_string(l) + ": " + std::to_string(c.layer_head_dim[i]) +
                     " must be even and within (0, 1024]");
     if (c.layer_n_head_kv[i] <= 0 || c.n_head % c.layer_n_head_kv[i] != 0)
-      v.invalid("num_key_value_heads",
+      v.invalid(gguf ? "attention.head_count_kv" : "num_key_value_heads",
                 "layer " + std::to_string(l) + ": " + std::to_string(c.layer_n_head_kv[i]) +
                     " kv heads do not divide the " + std::to_string(c.n_head) + " query heads");
     if (c.layer_n_ff[i] <= 0 || c.layer_n_ff[i] > (1 << 22))
@@ -235,7 +235,7 @@ void configure_gemma4(const ConfigView& v, ArchConfig& c) {
   c.norm_plus_one = false;  // Gemma 4's norms scale by w itself, in both formats
   c.layer_output_scale = true;
   if (c.n_embd_per_layer < 0 || c.n_embd_per_layer > 65536)
-    v.invalid("hidden_size_per_layer_input",
+    v.invalid(gguf ? "embedding_length_per_layer_input" : "hidden_size_per_layer_input",
               std::to_string(c.n_embd_per_layer) + " is out of range");
   if (c.n_expert > 0) {
     c.layer_moe.assign(c.layer_moe.size(), 1);
