@@ -51,7 +51,9 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
     b_.add_bias(k, L.bk, M, kvw);
     b_.add_bias(v, L.bv, M, kvw);
   }
-  const bool qkv_adjacent = M == 1 && k == q + qw;
+  // Adjacent: k right after q and v right after k (layers of different widths share buffers
+  // sized for the widest, so the views line up only for some).
+  const bool qkv_adjacent = M == 1 && k == q + qw && v == k + kvw;
   if (c_.qk_norm == QkNorm::WholeProjection) {
     b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
     b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
