@@ -40,15 +40,22 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
   return s;
 }
 
+namespace {
+
+// Multimodal classes opened as their text decoder (the vision part is not read): only these, so
+// that a class whose other parts are read (an image encoder) still sees the whole checkpoint.
+constexpr const char* kTextDecoderOf[] = {"Gemma3ForConditionalGeneration",
+                                          "Gemma4ForConditionalGeneration"};
+
+}  // namespace
+
 void ModelSource::find_text_decoder() {
   const nlohmann::json& c = hf_->config();
   const std::string arch = architecture();
-  const std::string_view suffix = "ForConditionalGeneration";
+  bool listed = false;
+  for (const char* a : kTextDecoderOf) listed = listed || arch == a;
   auto text = c.find("text_config");
-  if (arch.size() <= suffix.size() ||
-      arch.compare(arch.size() - suffix.size(), suffix.size(), suffix) != 0 || text == c.end() ||
-      !text->is_object())
-    return;
+  if (!listed || text == c.end() || !text->is_object()) return;
   text_config_ = &*text;
   for (const char* prefix : {"model.language_model.", "language_model.model."})
     if (hf_->find(std::string(prefix) + "embed_tokens.weight").tensor != nullptr) {
@@ -70,9 +77,10 @@ std::optional<TensorRef> ModelSource::find(std::string_view name) const {
     std::string mapped = text_prefix_;
     mapped += name.substr(6);
     const auto found = hf_->find(mapped);
-    if (found.tensor == nullptr) return std::nullopt;
-    const SafetensorsTensor& t = *found.tensor;
-    return TensorRef{t.name, t.dtype, t.dims, &found.file->file(), t.offset, t.nbytes};
+    if (found.tensor != nullptr) {
+      const SafetensorsTensor& t = *found.tensor;
+      return TensorRef{t.name, t.dtype, t.dims, &found.file->file(), t.offset, t.nbytes};
+    }
   }
   if (gguf_) {
     const GgufTensor* t = gguf_->tensor(name);

@@ -49,11 +49,11 @@ class ModelSource {
   std::vector<TensorRef> all_tensors() const;
   // The architecture string: GGUF general.architecture, or HF architectures[0].
   std::string architecture() const;
-  // HF: the configuration the text decoder reads. A multimodal checkpoint (a class
-  // `...ForConditionalGeneration` whose config.json has a text_config) is seen as its text decoder:
-  // text_config's values, and find() takes the text model's names ("model.layers.0...") to where
-  // the checkpoint keeps them ("model.language_model.layers.0...", or the older
-  // "language_model.model.layers.0...").
+  // HF: the configuration the text decoder reads. A Gemma 3 / Gemma 4 multimodal checkpoint
+  // (`...ForConditionalGeneration` with a text_config) is seen as its text decoder: text_config's
+  // values, and find() takes the text model's names ("model.layers.0...") to where the checkpoint
+  // keeps them ("model.language_model.layers.0...", or the older
+  // "language_model.model.layers.0..."), other names as they are.
   const nlohmann::json& hf_config() const;
 
  private:
