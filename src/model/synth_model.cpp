@@ -190,22 +190,25 @@ class PlanBuilder {
   void gemma4() {
     const uint64_t d = dim(s_.hidden), P = dim(s_.ple_dim), L = dim(p_.layers);
     const uint64_t half_global = dim(s_.head_dim_global) / 2;
-    matrix("per_layer_token_embd.weight", {L * P, dim(s_.vocab)});
-    matrix("per_layer_model_proj.weight", {d, L * P});
-    vec("per_layer_proj_norm.weight", P);
+    if (P > 0) {
+      matrix("per_layer_token_embd.weight", {L * P, dim(s_.vocab)});
+      matrix("per_layer_model_proj.weight", {d, L * P});
+      vec("per_layer_proj_norm.weight", P);
+    }
     f32("rope_freqs.weight", {half_global}, Init::RopeFreqsProportional);
     const int64_t first_shared = p_.layers - s_.kv_shared_of(p_.layers);
     for (int64_t l = 0; l < p_.layers; ++l) {
       const std::string b = "blk." + std::to_string(l) + ".";
       const bool more_bits = more_bits_layer(l, p_.layers);
-      const uint64_t hd = dim(s_.global_layer(l) ? s_.head_dim_global : s_.head_dim);
-      const uint64_t q = dim(s_.heads) * hd, kv = dim(s_.kv_heads) * hd;
+      const bool global = s_.global_layer(l);
+      const uint64_t hd = dim(global ? s_.head_dim_global : s_.head_dim);
+      const uint64_t q = dim(s_.heads) * hd, kv = dim(kv_heads(l)) * hd;
       vec(b + "attn_norm.weight", d);
       matrix(b + "attn_q.weight", {d, q});
       vec(b + "attn_q_norm.weight", hd);
       if (l < first_shared) {
         matrix(b + "attn_k.weight", {d, kv});
-        matrix(b + "attn_v.weight", {d, kv}, more_bits);
+        if (!(global && s_.k_eq_v)) matrix(b + "attn_v.weight", {d, kv}, more_bits);
         vec(b + "attn_k_norm.weight", hd);
       }
       matrix(b + "attn_output.weight", {q, d});
@@ -213,12 +216,32 @@ class PlanBuilder {
       vec(b + "ffn_norm.weight", d);
       dense_ffn(b, more_bits);
       vec(b + "post_ffw_norm.weight", d);
-      matrix(b + "inp_gate.weight", {d, P});
-      matrix(b + "proj.weight", {P, d});
-      vec(b + "post_norm.weight", d);
+      if (s_.experts > 0) {
+        // Beside the dense FFN: the routed branch's norms, the router's input scale and the
+        // per-expert scale (vectors, f32), the router (f32 as the quantiser leaves it), and the
+        // experts' gate and up stacked per expert.
+        const uint64_t ff = dim(s_.expert_ffn), e = dim(s_.experts);
+        vec(b + "post_ffw_norm_1.weight", d);
+        vec(b + "pre_ffw_norm_2.weight", d);
+        vec(b + "post_ffw_norm_2.weight", d);
+        f32(b + "ffn_gate_inp.weight", {d, e}, Init::Matrix);
+        vec(b + "ffn_gate_inp.scale", d);
+        vec(b + "ffn_down_exps.scale", e);
+        matrix(b + "ffn_gate_up_exps.weight", {d, 2 * ff, e});
+        matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+      }
+      if (P > 0) {
+        matrix(b + "inp_gate.weight", {d, P});
+        matrix(b + "proj.weight", {P, d});
+        vec(b + "post_norm.weight", d);
+      }
       vec(b + "layer_output_scale.weight", 1);
     }
     vec("output_norm.weight", d);
+  }
+
+  int64_t kv_heads(int64_t l) const {
+    return s_.global_layer(l) && s_.kv_heads_global > 0 ? s_.kv_heads_global : s_.kv_heads;
   }
 
   void attention(const std::string& b, bool more_bits) {
@@ -379,7 +402,7 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
   // qwen35moe's checkpoints state no dense width, so its converter writes none.
   if (s.ffn > 0) u32("feed_forward_length", s.ffn);
   u32("attention.head_count", s.heads);
-  u32("attention.head_count_kv", s.kv_heads);
+  if (!s.gemma4() || s.kv_heads_global == 0) u32("attention.head_count_kv", s.kv_heads);
   if (!s.gemma4()) {
     u32("attention.key_length", s.head_dim);
     u32("attention.value_length", s.v_dim > 0 ? s.v_dim : s.head_dim);
@@ -409,6 +432,12 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     u32("attention.sliding_window", s.sliding_window);
     u32("attention.shared_kv_layers", s.kv_shared_of(p.layers));
     u32("embedding_length_per_layer_input", s.ple_dim);
+    if (s.kv_heads_global > 0) {
+      std::vector<int64_t> kv;
+      for (int64_t l = 0; l < p.layers; ++l)
+        kv.push_back(s.global_layer(l) ? s.kv_heads_global : s.kv_heads);
+      w.add_kv(a + ".attention.head_count_kv", int_array(GgufType::U32, std::move(kv)));
+    }
     f32("final_logit_softcapping", s.final_softcap);
   }
   if (a == "deepseek2") {

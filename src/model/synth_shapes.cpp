@@ -188,6 +188,31 @@ const std::vector<SynthShape>& synth_shapes() {
     e4b.swa_period = 6, e4b.sliding_window = 512, e4b.kv_shared = 18, e4b.ple_dim = 256;
     e4b.final_softcap = 30, e4b.rms_eps = 1e-6, e4b.ctx = 131072, e4b.tied = true;
     v.push_back(e4b);
+
+    // The MoE layer for tests: a dense FFN beside 8 experts (top 2), k = v on the global layer 5.
+    SynthShape tiny_g4m{"tiny-gemma4-moe", "gemma4", "test shape (Gemma 4 MoE)"};
+    tiny_g4m.vocab = 512, tiny_g4m.hidden = 256, tiny_g4m.layers = 6, tiny_g4m.heads = 4;
+    tiny_g4m.kv_heads = 2, tiny_g4m.kv_heads_global = 1, tiny_g4m.head_dim = 64;
+    tiny_g4m.head_dim_global = 128, tiny_g4m.k_eq_v = true, tiny_g4m.ffn = 256;
+    tiny_g4m.experts = 8, tiny_g4m.experts_used = 2, tiny_g4m.expert_ffn = 256;
+    tiny_g4m.rope_theta = 1000000, tiny_g4m.rope_theta_swa = 10000, tiny_g4m.partial_global = 0.25;
+    tiny_g4m.swa_period = 6, tiny_g4m.sliding_window = 8, tiny_g4m.final_softcap = 30;
+    tiny_g4m.rms_eps = 1e-6, tiny_g4m.ctx = 4096, tiny_g4m.tied = true;
+    v.push_back(tiny_g4m);
+
+    // Gemma 4 26B-A4B. Uncertain: no config.json was at hand. From NVIDIA's Megatron-Bridge
+    // provider (128 experts, top 8, a dense MLP beside them; sliding layers 8 kv heads of 256,
+    // global 2 of 512, k = v there), llama.cpp's model-type table (30 layers) and model cards
+    // (window 1024, hidden 2816, dense FFN 2112, experts of 704): the sum is the card's 25.2 B
+    // total and 3.8 B active.
+    SynthShape a4b{"gemma4-26b-a4b", "gemma4", "Gemma 4 26B-A4B"};
+    a4b.vocab = 262144, a4b.hidden = 2816, a4b.layers = 30, a4b.heads = 16, a4b.kv_heads = 8;
+    a4b.kv_heads_global = 2, a4b.head_dim = 256, a4b.head_dim_global = 512, a4b.k_eq_v = true;
+    a4b.ffn = 2112, a4b.experts = 128, a4b.experts_used = 8, a4b.expert_ffn = 704;
+    a4b.rope_theta = 1000000, a4b.rope_theta_swa = 10000, a4b.partial_global = 0.25;
+    a4b.swa_period = 6, a4b.sliding_window = 1024, a4b.final_softcap = 30;
+    a4b.rms_eps = 1e-6, a4b.ctx = 262144, a4b.tied = true;
+    v.push_back(a4b);
     return v;
   }();
   return shapes;

@@ -78,6 +78,8 @@ struct SynthShape {
   int64_t kv_shared = 0;
   int64_t ple_dim = 0;
   double final_softcap = 0;
+  int64_t kv_heads_global = 0;  // the global layers' kv heads (0: kv_heads)
+  bool k_eq_v = false;          // the global layers have no v projection
 
   bool gemma4() const { return swa_period > 0; }
   bool global_layer(int64_t l) const { return gemma4() && (l + 1) % swa_period == 0; }
