@@ -213,6 +213,17 @@ const std::vector<SynthShape>& synth_shapes() {
     a4b.swa_period = 6, a4b.sliding_window = 1024, a4b.final_softcap = 30;
     a4b.rms_eps = 1e-6, a4b.ctx = 262144, a4b.tied = true;
     v.push_back(a4b);
+
+    // Gemma 4 31B. Uncertain as well: llama.cpp's model-type table (60 layers) and model cards
+    // (hidden 5376, 32 q heads, sliding 16 kv heads of 256, global 4 of 512 with k = v, FFN 21504,
+    // window 1024); the sum is the card's 30.7 B.
+    SynthShape g31{"gemma4-31b", "gemma4", "Gemma 4 31B"};
+    g31.vocab = 262144, g31.hidden = 5376, g31.layers = 60, g31.heads = 32, g31.kv_heads = 16;
+    g31.kv_heads_global = 4, g31.head_dim = 256, g31.head_dim_global = 512, g31.k_eq_v = true;
+    g31.ffn = 21504, g31.rope_theta = 1000000, g31.rope_theta_swa = 10000;
+    g31.partial_global = 0.25, g31.swa_period = 6, g31.sliding_window = 1024;
+    g31.final_softcap = 30, g31.rms_eps = 1e-6, g31.ctx = 262144, g31.tied = true;
+    v.push_back(g31);
     return v;
   }();
   return shapes;

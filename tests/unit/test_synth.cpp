@@ -388,13 +388,17 @@ TEST(SynthShapes, HybridShapesHaveAboutTheirPublishedSizes) {
   }
 }
 
-// Gemma 4 26B-A4B's card: 25.2 B parameters (its shape is uncertain, synth_shapes.cpp; the sum is
-// the check).
-TEST(SynthShapes, Gemma4MoeHasItsPublishedSize) {
-  SynthOptions o;
-  o.shape = "gemma4-26b-a4b";
-  o.dtype = DType::Q8_0;
-  EXPECT_NEAR(static_cast<double>(plan_synth_model(o).params) / 1e9, 25.2, 25.2 * 0.005);
+// Gemma 4 26B-A4B's and 31B's cards: 25.2 B and 30.7 B parameters (their shapes are uncertain,
+// synth_shapes.cpp; the sums are the check).
+TEST(SynthShapes, Gemma4ShapesHaveTheirPublishedSizes) {
+  for (const auto& [shape, billions] :
+       {std::pair<const char*, double>{"gemma4-26b-a4b", 25.2}, {"gemma4-31b", 30.7}}) {
+    SynthOptions o;
+    o.shape = shape;
+    o.dtype = DType::Q8_0;
+    EXPECT_NEAR(static_cast<double>(plan_synth_model(o).params) / 1e9, billions, billions * 0.005)
+        << shape;
+  }
 }
 
 TEST(SynthShapes, RefusesWhatItCannotWrite) {
