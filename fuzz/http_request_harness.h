@@ -44,12 +44,19 @@ inline bool check_http_request(const uint8_t* data, size_t size) {
       alone.control != v.control)
     violated("the verdict on a head changed with the bytes after it");
   if (v.control && in.substr(0, 4) != "GET ") violated("a non-GET took the control lane");
-  // The body as the chat route reads it.
+  // The body as the route of its path reads it.
   const std::string_view body = in.substr(v.head_bytes);
   const nlohmann::json j = parse_json_or_discarded(body);
   if (j.is_discarded() || !j.is_object()) return false;
   if (json_nesting(body) > kMaxJsonNesting) violated("a body nested past the bound was parsed");
-  std::string framed(1, '\1');  // check_api_request's first byte picks chat
+  // check_api_request's first byte picks the reader: the one the request line's path routes to.
+  const std::string_view line = in.substr(0, in.find('\n'));
+  char endpoint = 1;  // chat completions, for any other path
+  if (line.find(" /v1/completions ") != std::string_view::npos) endpoint = 0;
+  if (line.find(" /api/chat ") != std::string_view::npos) endpoint = 2;
+  if (line.find(" /api/generate ") != std::string_view::npos) endpoint = 3;
+  if (line.find(" /v1/responses ") != std::string_view::npos) endpoint = 4;
+  std::string framed(1, endpoint);
   framed.append(body);
   return check_api_request(reinterpret_cast<const uint8_t*>(framed.data()), framed.size());
 }

@@ -39,6 +39,10 @@ Plugin load() {
   const std::string dir = exe_dir();
   candidates.push_back(dir + "/" + kPluginName);
   candidates.push_back(dir + "/../" + kPluginName);
+#ifdef TURBOSPARK_INSTALLED_PLUGIN_DIR
+  // Where `cmake --install` and the package put it.
+  candidates.push_back(dir + "/" TURBOSPARK_INSTALLED_PLUGIN_DIR "/" + kPluginName);
+#endif
   candidates.emplace_back(kPluginName);
   for (const std::string& c : candidates) {
     p.handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);

@@ -450,8 +450,8 @@ int run_bench(BenchArgs& a) {
   if (machine && !machine->on_device() && a.n_prompt > 0) {
     // The compute peak again, after the tests, and the higher of the two probes (it bounds the
     // prompt only, so only when there was one): a shared VM's speed moves from minute to minute
-    // (its int8 peak read 882 and 1417 GOP/s in runs minutes apart, PERFORMANCE.md, fifteenth
-    // session), and a probe taken in a slow phase would flatter every prompt's fraction. (The
+    // (its int8 peak by more than half in runs minutes apart: docs/PERFORMANCE.md, "Machines and
+    // method"), and a probe taken in a slow phase would flatter every prompt's fraction. (The
     // bandwidth is probed once, before the model takes the memory.)
     const ComputePeak after = measure_compute_peak(threads);
     machine->peak.f32_flops = std::max(machine->peak.f32_flops, after.f32_flops);

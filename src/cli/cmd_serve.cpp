@@ -1,9 +1,11 @@
 // `turbospark serve [-m MODEL] [--host H] [--port P] [--api-key KEY] [--parallel N] [-c CTX]`:
 // an OpenAI-compatible HTTP server. -c is the context of each of the --parallel slots; their KV
-// caches are allocated at start. SIGINT / SIGTERM stop it cleanly.
+// caches are allocated at start. SIGINT / SIGTERM stop it cleanly: no new connections, the
+// requests in progress finish within --shutdown-timeout, then the rest are ended.
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +17,7 @@
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
 #include "core/error.h"
+#include "model/model_spec.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
 #include "server/http_server.h"
@@ -33,6 +36,7 @@ struct ServeArgs {
   std::string chat_template;
   std::string alias;
   std::string max_body = "4M";
+  std::string log_format = "text";
 };
 
 // The name clients use in "model": the file's stem, or the directory's name.
@@ -40,6 +44,30 @@ std::string default_model_id(const std::string& path) {
   std::filesystem::path p(path);
   if (p.filename().empty()) p = p.parent_path();
   return p.has_extension() ? p.stem().string() : p.filename().string();
+}
+
+// What /api/tags and /api/show tell about the model: its family, format, size and age.
+server::ModelInfo model_info(const Engine& engine, const std::string& path, int64_t slot_ctx) {
+  namespace fs = std::filesystem;
+  server::ModelInfo m;
+  const ModelSpec& spec = engine.spec();
+  m.family = family_name(spec.cfg.family);
+  m.format = spec.source->kind() == SourceKind::Gguf ? "gguf" : "safetensors";
+  m.trained_context = spec.cfg.ctx_train;
+  m.slot_context = slot_ctx;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    for (const auto& e : fs::directory_iterator(path, ec))
+      if (e.is_regular_file(ec)) m.size_bytes += e.file_size(ec);
+  } else {
+    m.size_bytes = fs::file_size(path, ec);
+  }
+  const auto written = fs::last_write_time(path, ec);
+  if (!ec)
+    m.modified_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::file_clock::to_sys(written).time_since_epoch())
+                          .count();
+  return m;
 }
 
 int run_serve(ServeArgs& a) {
@@ -73,11 +101,13 @@ int run_serve(ServeArgs& a) {
     std::fprintf(stderr, "turbospark: %s\n", no_chat.c_str());
   }
 
-  server::Scheduler scheduler(
-      *engine, tok, {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue, a.lookup,
-                 a.checkpoint_every});
+  server::Scheduler scheduler(*engine, tok,
+                              {a.parallel, a.model.ctx, engine->options().prefill_batch, a.queue,
+                               a.lookup, a.checkpoint_every});
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
   a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
+  a.http.model_info = model_info(*engine, path, a.model.ctx);
+  a.http.log_format = server::parse_log_format(a.log_format);
   server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
   const int port = http.bind();
   std::fprintf(stderr,
@@ -137,6 +167,20 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--alias", a->alias,
                   "Model name announced by /v1/models (default: the file's name)");
   sub->add_option("--max-body", a->max_body, "Largest request body (e.g. 4M); larger ones get 413");
+  sub->add_option("--cors", a->http.cors,
+                  "Let web pages from ORIGIN call the server (CORS headers, preflight OPTIONS); "
+                  "\"*\": any origin (default: none)");
+  sub->add_option("--log-format", a->log_format,
+                  "The access log on stderr, a line per request: text, json or off")
+      ->check(CLI::IsMember({"text", "json", "off"}));
+  sub->add_option("--shutdown-timeout", a->http.shutdown_timeout_s,
+                  "Seconds the requests in progress may take to finish after SIGTERM / SIGINT "
+                  "before their streams are ended (default 10)")
+      ->check(CLI::Range(0.0, 3600.0));
+  sub->add_option("--store-responses", a->http.stored_responses,
+                  "Responses /v1/responses keeps for previous_response_id (the newest N, at most "
+                  "64 MiB; 0: none)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
   sub->add_option("--http-threads", a->http.http_threads,
                   "Requests in progress at once, each on a worker thread; more get 503 "
                   "(0: --parallel + --queue + 8)")

@@ -33,7 +33,8 @@ std::string weight_dtype_names() {
     if (info && can_quantize_weights(static_cast<DType>(id)))
       s += (s.empty() ? "" : ", ") + std::string(info->name);
   }
-  return s + ", q4_k_m, q5_k_m (q4_k or q5_k and q6_k, as llama.cpp's Q4_K_M, Q5_K_M)";
+  return s + ", q4_k_m, q5_k_m (q4_k or q5_k and q6_k, as llama.cpp's Q4_K_M, Q5_K_M); mxfp4 is " +
+         "llama.cpp's MXFP4_MOE (routed experts mxfp4, other matrices q8_0)";
 }
 
 int list_shapes() {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/number_checks.h"
 #include "core/error.h"
@@ -75,6 +76,13 @@ uint64_t parse_bytes(const std::string& s, const std::string& flag) {
 std::string model_path(const ModelFlags& f, bool default_model) {
   if (!f.model.empty()) return f.model;
   if (!default_model) fail(ErrorKind::Usage, "no model given (-m FILE)");
+  // Installed (cmake --install, the package): beside the binary's prefix; else the source tree's.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path() / TURBOSPARK_INSTALLED_MODEL;
+    if (std::filesystem::is_regular_file(installed, ec)) return installed.lexically_normal();
+  }
   return TURBOSPARK_BUNDLED_MODEL;
 }
 

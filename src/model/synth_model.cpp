@@ -25,11 +25,12 @@ namespace {
 constexpr uint64_t kAlignment = 32;          // GGUF's default: no general.alignment key
 constexpr uint64_t kChunkBytes = 32u << 20;  // output generated and written per step
 
-// Norm: near 1 (RMS norm weights, dt bias). Matrix: uniform with standard deviation
-// 1 / sqrt(row length). RopeFreqs: llama3 divisors. Decay: DeltaNet's A as GGUF stores it,
-// -exp(A_log), which must be negative for the recurrent state to decay rather than grow.
-// RopeFreqsProportional: Gemma 4's global layers, 1 for a rotated pair and 1e30 for the others.
-enum class Init { Norm, Matrix, RopeFreqs, Decay, RopeFreqsProportional };
+// Norm: near 1 (RMS norm weights, dt bias). Bias: near 0 (biases, attention sinks). Matrix: uniform
+// with standard deviation 1 / sqrt(row length). RopeFreqs: llama3 divisors. Decay: DeltaNet's A as
+// GGUF stores it, -exp(A_log), which must be negative for the recurrent state to decay rather than
+// grow. RopeFreqsProportional: Gemma 4's global layers, 1 for a rotated pair and 1e30 for the
+// others.
+enum class Init { Norm, Bias, Matrix, RopeFreqs, Decay, RopeFreqsProportional };
 
 struct PlannedTensor {
   std::string name;
@@ -102,8 +103,9 @@ bool more_bits_layer(int64_t l, int64_t n) {
 }
 
 // The dtype of one matrix; `more_bits` marks the tensors Q4_K_M / Q5_K_M raise to q6_k in this
-// layer.
-DType matrix_dtype(const SynthOptions& o, bool more_bits) {
+// layer, `expert` the routed experts' (MXFP4_MOE's only MXFP4 tensors).
+DType matrix_dtype(const SynthOptions& o, bool more_bits, bool expert) {
+  if (o.dtype == DType::MXFP4 && !expert) return DType::Q8_0;
   return o.k_m_mix && more_bits ? DType::Q6_K : o.dtype;
 }
 
@@ -147,7 +149,11 @@ class PlanBuilder {
   // `more_bits`: a tensor Q4_K_M / Q5_K_M raise to q6_k in this layer.
   void matrix(std::string name, std::vector<uint64_t> dims, bool more_bits = false) {
     p_.tensors.push_back(
-        {std::move(name), matrix_dtype(o_, more_bits), std::move(dims), Init::Matrix});
+        {std::move(name), matrix_dtype(o_, more_bits, false), std::move(dims), Init::Matrix});
+  }
+  void expert_matrix(std::string name, std::vector<uint64_t> dims, bool more_bits = false) {
+    p_.tensors.push_back(
+        {std::move(name), matrix_dtype(o_, more_bits, true), std::move(dims), Init::Matrix});
   }
   // Vectors and whatever else llama.cpp's quantiser leaves f32 (1-D tensors, routers, conv taps).
   void f32(std::string name, std::vector<uint64_t> dims, Init init) {
@@ -173,8 +179,10 @@ class PlanBuilder {
     } else {
       attention(b, more_bits);
     }
-    // The hybrids' converter names the FFN's norm after the checkpoint's post_attention_layernorm.
-    vec(b + (s_.hybrid() ? "post_attention_norm.weight" : "ffn_norm.weight"), dim(s_.hidden));
+    // The hybrids' and gpt-oss's converter names the FFN's norm after the checkpoint's
+    // post_attention_layernorm.
+    vec(b + (s_.hybrid() || gpt_oss() ? "post_attention_norm.weight" : "ffn_norm.weight"),
+        dim(s_.hidden));
     if (s_.experts == 0 || l < s_.dense_layers) {
       dense_ffn(b, more_bits);
     } else {
@@ -183,6 +191,7 @@ class PlanBuilder {
   }
 
   bool mla() const { return std::string(s_.arch) == "deepseek2"; }
+  bool gpt_oss() const { return std::string(s_.arch) == "gpt-oss"; }
 
   // Gemma 4 as llama.cpp's converter writes it: the per-layer embeddings, each layer's own head
   // dim, no k / v where a layer reads an earlier one's rows, sandwich norms, the per-layer input's
@@ -252,7 +261,13 @@ class PlanBuilder {
     matrix(b + "attn_k.weight", {d, kv});
     matrix(b + "attn_v.weight", {d, kv}, more_bits);
     matrix(b + "attn_output.weight", {q, d});
-    if (std::string(s_.arch) != "llama") {
+    if (gpt_oss()) {  // biases on q, k, v and o; a sink logit per head
+      vec(b + "attn_q.bias", q, Init::Bias);
+      vec(b + "attn_k.bias", kv, Init::Bias);
+      vec(b + "attn_v.bias", kv, Init::Bias);
+      vec(b + "attn_output.bias", d, Init::Bias);
+      vec(b + "attn_sinks.weight", dim(s_.heads), Init::Bias);
+    } else if (std::string(s_.arch) != "llama") {
       vec(b + "attn_q_norm.weight", hd);
       vec(b + "attn_k_norm.weight", hd);
     }
@@ -290,9 +305,15 @@ class PlanBuilder {
     const uint64_t d = dim(s_.hidden), ff = dim(s_.expert_ffn), e = dim(s_.experts);
     // The routers stay f32, as llama.cpp's quantiser leaves them.
     f32(b + "ffn_gate_inp.weight", {d, e}, Init::Matrix);
-    matrix(b + "ffn_gate_exps.weight", {d, ff, e});
-    matrix(b + "ffn_up_exps.weight", {d, ff, e});
-    matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+    expert_matrix(b + "ffn_gate_exps.weight", {d, ff, e});
+    expert_matrix(b + "ffn_up_exps.weight", {d, ff, e});
+    expert_matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+    if (gpt_oss()) {  // biases on the router and on each expert's projections
+      vec(b + "ffn_gate_inp.bias", e, Init::Bias);
+      f32(b + "ffn_gate_exps.bias", {ff, e}, Init::Bias);
+      f32(b + "ffn_up_exps.bias", {ff, e}, Init::Bias);
+      f32(b + "ffn_down_exps.bias", {d, e}, Init::Bias);
+    }
     // DeepSeek's selection bias stays f32 (a vector); its shared experts are one GLU.
     if (mla()) vec(b + "exp_probs_b.bias", e);
     const uint64_t sh = mla() ? dim(s_.shared_experts * s_.expert_ffn) : dim(s_.shared_ffn);
@@ -458,6 +479,14 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
     f32("rope.scaling.yarn_log_multiplier", 0.1);  // 0.1 x mscale_all_dim, as the converter
   }
+  if (a == "gpt-oss") {  // the converter writes no layer pattern: every other layer slides
+    u32("attention.sliding_window", s.sliding_window);
+    w.add_kv(a + ".rope.scaling.type", gguf_string("yarn"));
+    f32("rope.scaling.factor", s.yarn_factor);
+    u32("rope.scaling.original_context_length", s.yarn_orig_ctx);
+    f32("rope.scaling.yarn_beta_fast", 32.0);
+    f32("rope.scaling.yarn_beta_slow", 1.0);
+  }
   add_synth_vocab(w, s.vocab);
 }
 
@@ -534,6 +563,10 @@ void fill_row(const Plan& p, const PlannedTensor& t, uint64_t tseed, uint64_t ro
   }
   if (t.init == Init::Decay) {
     for (uint64_t i = 0; i < n; ++i) out[i] = -std::exp(out[i]);
+    return;
+  }
+  if (t.init == Init::Bias) {
+    for (uint64_t i = 0; i < n; ++i) out[i] *= 0.05f;
     return;
   }
   // Uniform on (-a, a) has standard deviation a / sqrt(3).

@@ -15,8 +15,11 @@
 namespace ts {
 
 struct SynthOptions {
-  std::string shape;          // a name from synth_shapes()
-  DType dtype = DType::Q8_0;  // of every matrix; norms, router and rope_freqs stay f32
+  std::string shape;  // a name from synth_shapes()
+  // Of every matrix; norms, routers, biases and rope_freqs stay f32. MXFP4 is llama.cpp's
+  // MXFP4_MOE (the only file type that holds it): the routed experts MXFP4, every other matrix
+  // q8_0.
+  DType dtype = DType::Q8_0;
   // llama.cpp's Q4_K_M / Q5_K_M instead of one dtype (`dtype` then q4_k / q5_k): `dtype` matrices,
   // q6_k for the output (the tied embedding when there is no output matrix) and for attn_v (or
   // a DeltaNet layer's attn_qkv) and ffn_down (routed and shared) in the layers where its

@@ -123,6 +123,15 @@ const std::vector<SynthShape>& synth_shapes() {
     tiny_ds.routed_scale = 2.5, tiny_ds.yarn_factor = 40, tiny_ds.yarn_orig_ctx = 4096;
     v.push_back(tiny_ds);
 
+    // `tiny-gpt-oss` covers sinks, biases, alternating sliding / full layers and YaRN.
+    SynthShape tiny_go{"tiny-gpt-oss", "gpt-oss", "test shape (sinks, biases, sliding window)"};
+    tiny_go.vocab = 512, tiny_go.hidden = 256, tiny_go.layers = 2, tiny_go.heads = 4;
+    tiny_go.kv_heads = 2, tiny_go.head_dim = 64, tiny_go.ffn = 256, tiny_go.experts = 8;
+    tiny_go.experts_used = 2, tiny_go.expert_ffn = 256, tiny_go.rope_theta = 150000;
+    tiny_go.rms_eps = 1e-5, tiny_go.ctx = 4096, tiny_go.sliding_window = 8;
+    tiny_go.yarn_factor = 32, tiny_go.yarn_orig_ctx = 4096;
+    v.push_back(tiny_go);
+
     SynthShape l1b{"llama3.2-1b", "llama", "Llama-3.2-1B"};
     l1b.vocab = 128256, l1b.hidden = 2048, l1b.layers = 16, l1b.heads = 32, l1b.kv_heads = 8;
     l1b.head_dim = 64, l1b.ffn = 8192, l1b.rope_theta = 500000, l1b.rms_eps = 1e-5;
@@ -167,7 +176,7 @@ const std::vector<SynthShape>& synth_shapes() {
     ds3.dense_layers = 3, ds3.routed_scale = 2.5, ds3.yarn_factor = 40, ds3.yarn_orig_ctx = 4096;
     v.push_back(ds3);
 
-    // Gemma 4: a test shape (every width a whole k-quant block; layers 4 and 5 read 2's and 3's
+    // Gemma 4: a test shape (every width a whole k-quant block; layers 4 and 5 read layer 2's
     // KV rows) and E4B (42 layers, hidden 2560, FFN 10240, 8 q / 2 kv heads of 256, global
     // layers' 512 with a quarter of their pairs rotated, every sixth layer global, window 512,
     // the last 18 layers sharing KV, per-layer embeddings of 256, soft-cap 30: as Google's
@@ -224,6 +233,17 @@ const std::vector<SynthShape>& synth_shapes() {
     g31.partial_global = 0.25, g31.swa_period = 6, g31.sliding_window = 1024;
     g31.final_softcap = 30, g31.rms_eps = 1e-6, g31.ctx = 262144, g31.tied = true;
     v.push_back(g31);
+    SynthShape go20{"gpt-oss-20b", "gpt-oss", "gpt-oss-20b"};
+    go20.vocab = 201088, go20.hidden = 2880, go20.layers = 24, go20.heads = 64, go20.kv_heads = 8;
+    go20.head_dim = 64, go20.ffn = 2880, go20.experts = 32, go20.experts_used = 4;
+    go20.expert_ffn = 2880, go20.rope_theta = 150000, go20.rms_eps = 1e-5, go20.ctx = 131072;
+    go20.sliding_window = 128, go20.yarn_factor = 32, go20.yarn_orig_ctx = 4096;
+    v.push_back(go20);
+
+    SynthShape go120 = go20;
+    go120.name = "gpt-oss-120b", go120.model = "gpt-oss-120b";
+    go120.layers = 36, go120.experts = 128;
+    v.push_back(go120);
     return v;
   }();
   return shapes;

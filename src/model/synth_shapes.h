@@ -12,7 +12,7 @@ namespace ts {
 struct SynthShape {
   const char* name;   // as given to --shape
   const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe),
-                      // deepseek2
+                      // deepseek2, gpt-oss
   const char* model;  // the model whose dimensions these are
   int64_t vocab = 0;
   int64_t hidden = 0;
@@ -66,6 +66,9 @@ struct SynthShape {
   double routed_scale = 0;
   double yarn_factor = 0;
   int64_t yarn_orig_ctx = 0;
+  // gpt-oss: the window of its sliding layers (every other one, the first included); its YaRN
+  // uses yarn_factor and yarn_orig_ctx. gemma4: the window of its sliding layers too.
+  int64_t sliding_window = 0;
   // gemma4: every swa_period-th layer global (head_dim_global wide, proportional rope on
   // partial_global of its pairs, rope_theta), the others sliding (head_dim, rope_theta_swa,
   // sliding_window); the last kv_shared layers of the full depth read earlier layers' KV rows;
@@ -74,7 +77,6 @@ struct SynthShape {
   int64_t head_dim_global = 0;
   double partial_global = 0;
   double rope_theta_swa = 0;
-  int64_t sliding_window = 0;
   int64_t kv_shared = 0;
   int64_t ple_dim = 0;
   double final_softcap = 0;

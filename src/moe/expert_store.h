@@ -102,8 +102,9 @@ class ExpertStore {
   const ExpertPages* pages(int64_t layer) const;
   // Paging on the device, around a micro-batch of more than one row: acquire() and ready() then
   // fill the layer's slots from the RAM tier with bulk copies (reading every routed expert in
-  // place from host memory was measured 3.7x slower at pp512), starting from what the device's
-  // paging left in them; afterwards the device's state is rebuilt from the host's.
+  // place from host memory measured several times slower: docs/PERFORMANCE.md, "Measured
+  // choices"), starting from what the device's paging left in them; afterwards the device's state
+  // is rebuilt from the host's.
   void slots_to_host(int64_t layer);
   void slots_to_device(int64_t layer);
 

@@ -18,19 +18,16 @@ struct ScratchPlan;
 
 // The tokens one forward pass processes (a prefill micro-batch) unless --prefill-batch says
 // otherwise (default_prefill_batch); decode is the M = 1 case. On the CPU the GEMM streams the
-// weights from memory once per micro-batch: 128 rows prefill a Llama-3.2-1B-shape q8_0 model 13 %
-// (pp128) to 24 % (pp512) faster than 64 did, and 256 or 512 no faster (its Q4_K_M pp512: 208 /
-// 201 / 195 tok/s at 128 / 256 / 512). An MoE model's routed experts each see only batch x top-k
+// weights from memory once per micro-batch: 128 rows prefill a dense model faster than 64 did,
+// and 256 or 512 are no faster. An MoE model's routed experts each see only batch x top-k
 // / n_expert of a micro-batch's rows (8 of 128 on Qwen3-30B-A3B: the k-quant GEMM's break-even),
-// so MoE models take 512 on the CPU: a 4-layer Qwen3-30B-A3B Q4_K_M runs pp512 at 583 / 641 / 722
-// tok/s at 128 / 256 / 512, and at 330 -> 535 with a quarter of its experts streamed (each is read
-// and packed once per micro-batch). Its workspace at 512 is 204.5 MiB (106.8 at 128), the head's
-// logits being held for kHeadRows rows only. (Medians, 2026-12-03: PERFORMANCE.md, eleventh
-// session.) On a device, where each op is a launch whatever its size, a prompt's time at 512 rows
-// is largely reading weights once per micro-batch (each routed expert through the grouped kernels,
-// each quantised weight dequantised to f16): 2048 rows prefill an H200's Qwen3-30B-A3B shape 1.44x
-// (bf16) to 1.47x (Q4_K_M) and a Llama-3-8B Q4_K_M 1.48x faster than 512 (bf16 1.06x), so device
-// backends take 2048 (llama.cpp's default logical batch too).
+// so MoE models take 512 on the CPU, where each expert also sees more rows and a streamed one is
+// read and packed once per micro-batch; the workspace stays small because the head's logits are
+// held for kHeadRows rows only. On a device, where each op is a launch whatever its size, a
+// prompt's time at 512 rows is largely reading weights once per micro-batch (each routed expert
+// through the grouped kernels, each quantised weight dequantised to f16), so device backends
+// take 2048 (llama.cpp's default logical batch too). The runs behind the three:
+// docs/PERFORMANCE.md, "CPU: MoE prompts, the micro-batch and the head" and "CUDA: prefill".
 constexpr int64_t kCpuPrefillBatch = 128;
 constexpr int64_t kCpuMoePrefillBatch = 512;
 constexpr int64_t kDevicePrefillBatch = 2048;
@@ -38,18 +35,18 @@ constexpr int64_t kDevicePrefillBatch = 2048;
 // row's logits (perplexity) takes the head in chunks of this many, each copied to the caller
 // before the next, so the logits buffer (n_vocab floats a row: 0.6 MB on Qwen3's 151,936-entry
 // vocabulary) stops growing with the micro-batch. 128 is the dense CPU micro-batch, whose prompts
-// still take the head in one matmul with the same bits as before; at 512 the four chunks cost a
-// dense llama3.2-1b's perplexity ~3 % (its q6_k head read four times a window instead of once)
-// and bought the MoE default of 512 its memory (above).
+// still take the head in one matmul with the same bits as before; at 512 the chunks cost a dense
+// model's perplexity a little (a quantised head read four times a window instead of once) and
+// bought the MoE default of 512 its memory (above; the figures in the same PERFORMANCE.md section).
 constexpr int64_t kHeadRows = 128;
 // Chunks of one token each that a forward pass treats as a batched decode step: each token's
 // experts run as in its own decode (by expert id on the device when they are resident, every
 // token's in one matmul_indexed a projection; streamed, grouped on the host, each (token, expert)
 // pair as a one-row matmul), so the rows get the same bits whether the experts stream or not. On
 // a backend that groups resident experts on the host too (the CPU) an expert's rows stay one group
-// either way. Beyond a few tokens, grouping shares the experts' weight reads. Measured on the H200
-// (PERFORMANCE.md, thirteenth session): 6 and 8 sequences of a Qwen3-30B-A3B shape decode 2.4x
-// faster by id than grouped (whose expert lists cross to the host every layer).
+// either way. Beyond a few tokens, grouping shares the experts' weight reads; up to 8, running
+// them by id is faster on a device than grouping, whose expert lists cross to the host every
+// layer (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kDecodeStepRows = 8;
 // Recurrent-state checkpoints a sequence of a hybrid model holds unless told otherwise: one taken
 // before a pass of lookup guesses, one where the last prompt or answer ended.

@@ -29,7 +29,7 @@ struct GenerateOptions {
   // its closing brace the end. Null: free text.
   std::shared_ptr<const JsonSchema> json;
   // The tokenizer's pieces prepared for `json` (made here when null; a chat keeps one for all its
-  // turns: ~100 ms for a 262k vocabulary).
+  // turns: a sort of the whole vocabulary, DESIGN-NOTES "JSON mode").
   std::shared_ptr<const JsonVocabulary> json_vocab;
   const std::atomic<bool>* cancel = nullptr;  // set (e.g. by Ctrl-C) to stop after this token
   // Prompt lookup decoding: each forward pass also feeds up to this many tokens guessed from the

@@ -154,7 +154,7 @@ std::vector<int32_t> token_list(const json& v) {
   return out;
 }
 
-// A string, one string in a list, a list of token ids, or one such list in a list.
+// A string, a list of token ids, or a list of prompts (strings or lists of token ids).
 void read_prompt(const json& body, ApiRequest& r) {
   const json* v = get(body, "prompt");
   if (v == nullptr) bad("prompt", "is required");
@@ -163,20 +163,25 @@ void read_prompt(const json& body, ApiRequest& r) {
     return;
   }
   if (!v->is_array() || v->empty())
-    bad("prompt", "must be a string, a list of token ids or a list of one of these");
+    bad("prompt", "must be a string, a list of token ids or a list of these");
   const json& first = (*v)[0];
   if (first.is_number()) {
     r.prompt_tokens = token_list(*v);
     return;
   }
-  if (v->size() > 1) bad("prompt", "holds several prompts: send one prompt per request");
-  if (first.is_string()) {
-    r.prompt_text = first.get<std::string>();
-  } else if (first.is_array() && !first.empty()) {
-    r.prompt_tokens = token_list(first);
-  } else {
-    bad("prompt", "must be a string, a list of token ids or a list of one of these");
+  std::vector<ApiRequest::Prompt> prompts;
+  for (const json& p : *v) {
+    if (p.is_string()) {
+      prompts.push_back({p.get<std::string>(), {}});
+    } else if (p.is_array() && !p.empty()) {
+      prompts.push_back({"", token_list(p)});
+    } else {
+      bad("prompt", "must be a string, a list of token ids or a list of these");
+    }
   }
+  r.prompt_text = prompts[0].text;
+  r.prompt_tokens = prompts[0].tokens;
+  if (prompts.size() > 1) r.prompt_list = std::move(prompts);
 }
 
 // String content, or a list of parts of which only text parts are understood.
@@ -304,6 +309,11 @@ ApiRequest parse_api_request(ApiKind kind, const json& body) {
     bad("top_logprobs", "needs \"logprobs\": true");
   }
   r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices, 1));
+  // Every answer is a job of its own in the scheduler's queue: prompts x n is bounded as n is.
+  if (!r.prompt_list.empty() && r.prompt_list.size() * r.n > static_cast<size_t>(kMaxChoices))
+    bad("prompt", "holds " + std::to_string(r.prompt_list.size()) +
+                      " prompts, which with n = " + std::to_string(r.n) + " makes more than " +
+                      std::to_string(kMaxChoices) + " answers in one request");
   if (const json* s = get(body, "seed"); s != nullptr) {
     if (!s->is_number_integer()) bad("seed", "must be an integer");
     r.seed =

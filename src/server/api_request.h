@@ -30,6 +30,13 @@ struct ApiRequest {
   // Completion prompt: text, or token ids given directly.
   std::string prompt_text;
   std::vector<int32_t> prompt_tokens;
+  // Completion: a list of prompts, each answered by `n` choices, prompt by prompt (choice index
+  // prompt * n + i, as OpenAI numbers them). Empty for one prompt (prompt_text / prompt_tokens).
+  struct Prompt {
+    std::string text;
+    std::vector<int32_t> tokens;  // when given as ids
+  };
+  std::vector<Prompt> prompt_list;
   // Chat: the messages as the client sent them (tool turns, calls with their arguments parsed,
   // reasoning_content); the template decides how they are written (server/chat_prompt.h).
   std::vector<ChatMessage> messages;

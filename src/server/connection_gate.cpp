@@ -263,6 +263,11 @@ bool ConnectionGate::run() {
     }
   }
   for (const Pending& p : pending) close_fd(p.fd);
+  // Stopped: while the workers finish, new connections are refused (not left in the backlog).
+  if (listen_fd_ >= 0) {
+    close_fd(listen_fd_);
+    listen_fd_ = -1;
+  }
   std::unique_lock<std::mutex> lock(mu_);
   idle_.wait(lock, [this] { return busy_requests_ == 0 && busy_control_ == 0 && draining_ == 0; });
   return ok;

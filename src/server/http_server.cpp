@@ -4,19 +4,25 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <cstdio>
 #include <exception>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "server/api_request.h"
 #include "server/api_response.h"
-#include "server/chat_prompt.h"
+#include "server/chat_page.h"
 #include "server/connection_gate.h"
+#include "server/generation.h"
 #include "server/http_errors.h"
+#include "server/ollama_api.h"
 #include "server/request_server.h"
+#include "server/responses_api.h"
+#include "server/route_support.h"
 #include "server/socket_stream.h"
 #include "server/tokenize_api.h"
 #include "text/reasoning.h"
@@ -91,38 +97,15 @@ size_t request_workers(int asked, const SchedulerOptions& s) {
   return std::min(want, kMaxRequestWorkers);
 }
 
-// A body read through httplib's content reader, so that a chunked one is cut off at the limit
-// while it arrives (httplib applies its payload limit to Content-Length bodies only). False with
-// `res` answered when it cannot be read whole.
+// The body whole, or false with `res` answered (413 or 400).
 bool read_body(const httplib::ContentReader& reader, size_t limit, std::string& body,
                httplib::Response& res) {
-  bool over = false;
-  const bool read = reader([&](const char* data, size_t n) {
-    if (n > limit - body.size()) {
-      over = true;
-      return false;
-    }
-    body.append(data, n);
-    return true;
-  });
-  const SocketStream* conn = current_stream();
-  if (over || (conn != nullptr && conn->over_limit())) {
-    send_error(res, 413,
-               "the request body is larger than the limit of " + std::to_string(limit) + " bytes",
-               "invalid_request_error", "request_too_large");
-    return false;
-  }
-  if (!read) {
-    send_error(res, 400, "the request body could not be read (cut short, too slow or malformed)",
-               "invalid_request_error", "");
-    return false;
-  }
-  return true;
-}
-
-uint64_t random_seed() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return rng();
+  std::string message;
+  const int status = read_request_body(reader, limit, body, message);
+  if (status == 0) return true;
+  send_error(res, status, message, "invalid_request_error",
+             status == 413 ? "request_too_large" : "");
+  return false;
 }
 
 int64_t unix_now() {
@@ -147,7 +130,8 @@ struct Relay {
   ResponseMeta meta;
   const Tokenizer* tok = nullptr;
   bool logprobs = false;
-  Usage usage;  // the prompt once (the first choice's), the completion tokens of them all
+  Usage usage;  // each prompt once (its first choice's), the completion tokens of them all
+  size_t per_prompt = 1;  // choices of each prompt (`n`), prompt by prompt
 };
 
 bool write(httplib::DataSink& sink, const std::string& s) {
@@ -189,11 +173,14 @@ bool take_choice(Relay& r, size_t i, std::chrono::milliseconds wait, JobUpdate& 
   c.done = true;
   c.answer.finish = u.finish;
   c.answer.calls = u.tool_calls;
-  if (i == 0) {
-    r.usage.prompt_tokens = u.usage.prompt_tokens;
-    r.usage.cached_tokens = u.usage.cached_tokens;
+  // A prompt is counted once, by the first of its choices (a list of prompts has several).
+  const bool counts_prompt = i % r.per_prompt == 0;
+  if (counts_prompt) {
+    r.usage.prompt_tokens += u.usage.prompt_tokens;
+    r.usage.cached_tokens += u.usage.cached_tokens;
   }
   r.usage.completion_tokens += u.usage.completion_tokens;
+  access_usage(counts_prompt ? u.usage.prompt_tokens : 0, u.usage.completion_tokens);
   return true;
 }
 
@@ -291,13 +278,23 @@ void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) 
 struct HttpServer::Impl {
   Impl(Scheduler& s, const Tokenizer& t, std::optional<ChatTemplate> c, std::string nc,
        const ServerOptions& opt)
-      : sched(s), tok(t), chat(std::move(c)), no_chat(std::move(nc)), o(opt), created(unix_now()) {}
+      : sched(s),
+        tok(t),
+        chat(std::move(c)),
+        no_chat(std::move(nc)),
+        o(opt),
+        created(unix_now()),
+        responses(opt.stored_responses, opt.stored_response_bytes) {}
 
   void routes();
   void serve_connection(int fd, std::string buffered, size_t head_bytes);
   void generate(ApiKind kind, const std::string& text, httplib::Response& res);
-  // `thinking_open`: whether the prompt leaves the model inside a <think> block.
-  std::vector<int32_t> prompt(const ApiRequest& a, bool& thinking_open) const;
+  // Adds the CORS headers when the request comes from an allowed origin; false otherwise.
+  bool cors_headers(const httplib::Request& req, httplib::Response& res) const;
+  GenerationContext gen_context() const { return {sched, tok, chat, no_chat, o.model_id}; }
+  RouteContext route_context() const {
+    return {gen_context(), o.max_body_bytes, svr, o.model_info};
+  }
   json model_json() const {
     return {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
@@ -309,35 +306,45 @@ struct HttpServer::Impl {
   std::string no_chat;
   ServerOptions o;
   int64_t created;
+  ResponseStore responses;
+  // serve() has seen every worker finish (stop() waits for it up to the shutdown timeout).
+  std::mutex served_mu;
+  std::condition_variable served_cv;
+  bool served = false;
   RequestServer svr;
   std::unique_ptr<ConnectionGate> gate;
 };
+
+bool HttpServer::Impl::cors_headers(const httplib::Request& req, httplib::Response& res) const {
+  if (o.cors.empty() || !req.has_header("Origin")) return false;
+  const std::string origin = req.get_header_value("Origin");
+  if (o.cors != "*" && origin != o.cors) return false;
+  res.set_header("Access-Control-Allow-Origin", o.cors == "*" ? "*" : origin);
+  if (o.cors != "*") res.set_header("Vary", "Origin");
+  if (req.method == "OPTIONS") {
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? "Authorization, Content-Type" : asked);
+    res.set_header("Access-Control-Max-Age", "600");
+  }
+  return true;
+}
 
 void HttpServer::Impl::serve_connection(int fd, std::string buffered, size_t head_bytes) {
   const size_t max_read = head_bytes + o.max_body_bytes + kFramingAllowance;
   SocketStream stream(fd, std::move(buffered), SocketStream::Clock::now() + kRequestReadTime,
                       max_read, kWriteTimeout);
   set_current_stream(&stream);
+  access_begin();
   try {
     svr.serve(stream);
   } catch (const std::exception&) {
     // httplib lets a failed write of a provider's data escape; the connection is closed anyway.
   }
   set_current_stream(nullptr);
-}
-
-std::vector<int32_t> HttpServer::Impl::prompt(const ApiRequest& a, bool& thinking_open) const {
-  if (a.kind == ApiKind::Chat) {
-    if (!chat) fail(ErrorKind::Input, no_chat);
-    const std::string text = chat_prompt_text(*chat, a);
-    thinking_open = prompt_opens_thinking(text);
-    // A required call: the answer opens with the marker, so the model writes only the call.
-    const std::string opening = a.tool_required ? std::string(kToolCallOpen) + "\n" : "";
-    return tok.encode(text + opening, tok.add_bos(), true);
-  }
-  if (!a.prompt_tokens.empty()) return a.prompt_tokens;
-  // As `turbospark run` does: the text is the user's, control-token spellings in it stay text.
-  return tok.encode(a.prompt_text, tok.add_bos(), false);
+  const std::string line = access_end(o.log_format);
+  if (!line.empty()) std::fputs(line.c_str(), stderr);
 }
 
 void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::Response& res) {
@@ -348,70 +355,37 @@ void HttpServer::Impl::generate(ApiKind kind, const std::string& text, httplib::
     return bad_request(res, e.what());
   }
   if (!body.is_object()) return bad_request(res, "the request body must be a JSON object");
-  GenRequest g;
   ResponseMeta meta;
   bool stream = false;
   bool logprobs = false;
-  int n = 1;
+  size_t per_prompt = 1;
+  Generation gen;
   try {
     const ApiRequest a = parse_api_request(kind, body);
-    if (!a.model.empty() && a.model != o.model_id)
-      return send_error(
-          res, 404,
-          "the model '" + a.model + "' does not exist: this server serves '" + o.model_id + "'",
-          "invalid_request_error", "model_not_found");
-    bool thinking_open = false;
-    g.prompt = prompt(a, thinking_open);
-    g.max_tokens = a.max_tokens;
-    g.ignore_eos = a.ignore_eos;
-    g.cache_prompt = a.cache_prompt;
-    g.stop = a.stop;
-    g.sampling = a.sampling;
-    g.json = a.json;
-    g.tools = a.tools;
-    g.tool_required = a.tool_required;
-    g.sampling.seed = a.seed ? *a.seed : random_seed();
-    g.top_logprobs = a.top_logprobs;
+    gen = start_generation(gen_context(), a);
     logprobs = a.top_logprobs >= 0;
+    per_prompt = static_cast<size_t>(a.n);
     meta = ResponseMeta{kind, new_response_id(kind), o.model_id, unix_now(),
                         a.stream && a.include_usage};
-    meta.split_reasoning = kind == ApiKind::Chat && chat->thinks();
-    meta.thinking_open = thinking_open;
+    meta.split_reasoning = gen.split_reasoning;
+    meta.thinking_open = gen.thinking_open;
     stream = a.stream;
-    n = a.n;
   } catch (const Error& e) {
     return bad_request(res, e.what());
+  } catch (const RouteError& e) {
+    return send_error(res, e.status, e.message, e.type, e.code);
   }
-  // A job per choice, each with its own draws (seed + index): all queued, or none.
   auto relay = std::make_shared<Relay>();
   const auto cancel_all = [relay] {
     for (ChoiceRelay& c : relay->choices) c.job->cancel();
   };
-  for (int i = 0; i < n; ++i) {
-    GenRequest gi = g;
-    gi.sampling.seed = g.sampling.seed + static_cast<uint64_t>(i);
-    std::shared_ptr<Job> job;
-    try {
-      job = sched.submit(std::move(gi));
-    } catch (const Error& e) {
-      cancel_all();
-      if (e.kind() == ErrorKind::Runtime) return send_error(res, 503, e.what(), "server_error", "");
-      return bad_request(res, e.what());
-    }
-    if (job == nullptr) {
-      cancel_all();
-      return send_error(res, 503,
-                        "the server is busy: " + std::to_string(sched.options().queue_capacity) +
-                            " requests are already waiting for a slot; retry later",
-                        "server_error", "queue_full");
-    }
-    relay->choices.emplace_back().job = std::move(job);
-  }
+  for (auto& job : gen.jobs) relay->choices.emplace_back().job = std::move(job);
   relay->meta = std::move(meta);
   if (relay->meta.split_reasoning)
     for (ChoiceRelay& c : relay->choices) c.reasoning.emplace(relay->meta.thinking_open);
   relay->tok = &tok;
   relay->logprobs = logprobs;
+  relay->per_prompt = per_prompt;
   if (!stream) {
     answer_whole(*relay, res, svr);
     return cancel_all();  // a no-op unless the client left or a choice failed
@@ -441,19 +415,37 @@ void HttpServer::Impl::routes() {
       },
       refusal_text);
 
+  svr.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    access_response(req.method, req.path, res.status);
+  });
   svr.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (o.api_key.empty() || req.path == "/health")
+    // CORS first: a browser reads no answer, not even a 401, without it, and sends its preflight
+    // without the API key.
+    if (cors_headers(req, res) && req.method == "OPTIONS") {
+      res.status = 204;
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // The chat page itself needs no key: it asks for one, and its requests carry it.
+    const bool page = req.path == "/" && (req.method == "GET" || req.method == "HEAD");
+    if (o.api_key.empty() || req.path == "/health" || page)
       return httplib::Server::HandlerResponse::Unhandled;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + o.api_key))
       return httplib::Server::HandlerResponse::Unhandled;
-    send_error(res, 401, "invalid or missing API key (send the header 'Authorization: Bearer KEY')",
-               "invalid_request_error", "invalid_api_key");
+    if (req.path.starts_with("/api/"))
+      ollama_error(res, 401,
+                   "invalid or missing API key (send the header 'Authorization: Bearer KEY')");
+    else
+      send_error(res, 401,
+                 "invalid or missing API key (send the header 'Authorization: Bearer KEY')",
+                 "invalid_request_error", "invalid_api_key");
     return httplib::Server::HandlerResponse::Handled;
   });
   // httplib's own refusals (unknown route, body too large, malformed HTTP) arrive here bodiless.
   svr.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
-    if (res.status == 404) {
+    if (res.status == 404 && req.path.starts_with("/api/")) {
+      ollama_error(res, 404, "unknown route: " + req.method + " " + req.path);
+    } else if (res.status == 404) {
       send_error(res, 404, "unknown route: " + req.method + " " + req.path, "invalid_request_error",
                  "unknown_url");
     } else if (res.status == 413) {
@@ -495,6 +487,11 @@ void HttpServer::Impl::routes() {
                     {"cached_rows", s.cached_rows}};
     res.set_content(dump(j), "application/json");
   });
+  svr.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Content-Security-Policy", kChatPagePolicy);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(std::string(chat_page_html()), "text/html; charset=utf-8");
+  });
   svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(sched.stats()), "text/plain; version=0.0.4");
   });
@@ -522,6 +519,8 @@ void HttpServer::Impl::routes() {
         bad_request(res, e.what());
       }
     });
+  add_ollama_routes(svr, route_context());
+  add_responses_routes(svr, route_context(), responses);
   for (const auto& [path, kind] :
        {std::pair{"/v1/completions", ApiKind::Completion}, {"/v1/chat/completions", ApiKind::Chat}})
     svr.Post(path, [this, kind](const httplib::Request&, httplib::Response& res,
@@ -554,13 +553,25 @@ int HttpServer::bind() {
 
 bool HttpServer::serve() {
   const bool ok = impl_->gate->run();
+  {
+    std::lock_guard lock(impl_->served_mu);
+    impl_->served = true;
+  }
+  impl_->served_cv.notify_all();
   impl_->svr.stop_idle_loop();
   return ok;
 }
 
 void HttpServer::stop() {
+  // No new connections; gate->run() returns once every worker is done.
   impl_->gate->stop();
-  // Ends the streams and waits in progress, so that serve() returns without waiting for them.
+  {
+    const auto timeout = std::chrono::duration<double>(impl_->o.shutdown_timeout_s);
+    std::unique_lock lock(impl_->served_mu);
+    impl_->served_cv.wait_for(lock, timeout, [this] { return impl_->served; });
+  }
+  // Ends the streams and waits still in progress, so that serve() returns without waiting for
+  // them (their jobs are cancelled as their clients would be).
   impl_->svr.stop_idle_loop();
 }
 

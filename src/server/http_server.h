@@ -1,12 +1,13 @@
-// The OpenAI-compatible HTTP front (cpp-httplib): GET /health, GET /v1/models[/ID],
-// POST /v1/completions and POST /v1/chat/completions, plain or streamed as server-sent events,
-// llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and GET /metrics (the
-// scheduler's counters for Prometheus).
-// A connection gate (server/connection_gate.h) reads and judges every request head before a
-// worker sees it; workers then run httplib's parsing and routing on the connection. Handlers
-// parse, tokenize and queue requests, then relay what the scheduler produces; they never touch
-// the engine. Every failure is an OpenAI-style JSON error with its status. The limits and status
-// codes are listed in docs/SERVER.md.
+// The HTTP front (cpp-httplib): the web chat page at GET / (server/chat_page.h), GET /health, GET
+// /v1/models[/ID], POST /v1/completions and POST /v1/chat/completions, plain or streamed as
+// server-sent events, Ollama's /api/* routes (server/ollama_api.h), OpenAI's /v1/responses
+// (server/responses_api.h), llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and
+// GET /metrics (the scheduler's counters for Prometheus). A connection gate
+// (server/connection_gate.h) reads and judges every request head before a worker sees it; workers
+// then run httplib's parsing and routing on the connection. Handlers parse, tokenize and queue
+// requests, then relay what the scheduler produces; they never touch the engine. Every failure is
+// an OpenAI-style JSON error with its status. The limits and status codes are listed in
+// docs/SERVER.md.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,8 @@
 #include <optional>
 #include <string>
 
+#include "server/access_log.h"
+#include "server/model_info.h"
 #include "server/scheduler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
@@ -27,6 +30,16 @@ struct ServerOptions {
   std::string model_id;
   size_t max_body_bytes = 4u << 20;
   int http_threads = 0;  // requests in progress; 0: every slot and queue place, plus a few
+  ModelInfo model_info;  // for the routes that describe the model (Ollama's tags and show)
+  // /v1/responses kept in memory for previous_response_id: the newest this many, in at most
+  // this many bytes (docs/SERVER.md).
+  size_t stored_responses = 256;
+  size_t stored_response_bytes = 64u << 20;
+  // CORS: the origin browsers may call from ("*": any); empty: no CORS headers.
+  std::string cors;
+  LogFormat log_format = LogFormat::Text;  // the access log on stderr
+  // On stop(): how long requests in progress may take to finish before their streams are ended.
+  double shutdown_timeout_s = 10;
 };
 
 class HttpServer {
@@ -42,7 +55,8 @@ class HttpServer {
   int bind();
   // Serves until stop(); returns false when the listening socket failed.
   bool serve();
-  // Safe from any thread.
+  // Stops accepting connections, lets the requests in progress finish for up to the shutdown
+  // timeout, then ends the ones left. Safe from any thread.
   void stop();
 
  private:

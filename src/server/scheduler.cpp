@@ -204,20 +204,22 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   Slot& s = *p.slot;
   int64_t kept = p.kept;
   const GenRequest& r = job->request();
+  DecodeOptions d;
+  d.max_tokens = r.max_tokens;
+  d.room = s.kv->ctx() - static_cast<int64_t>(r.prompt.size());
+  d.ignore_eos = r.ignore_eos;
+  d.stop = r.stop;
+  d.sampling = r.sampling;
+  d.json = r.json;
+  d.json_vocab = json_vocab_;
+  d.tools = r.tools;
+  d.tool_required = r.tool_required;
   try {
-    s.sampler.emplace(r.sampling);
+    s.dec.emplace(tok_, std::move(d), r.prompt);
   } catch (const std::exception& e) {
     job->fail(e.what());
     return;
   }
-  for (int32_t t : r.prompt) s.sampler->accept(t);
-  if (r.json) s.json.emplace(json_vocab_, r.json);
-  if (r.tool_required) s.tool.emplace(json_vocab_, r.tools);
-  s.call_text.clear();
-  s.text.emplace(tok_);
-  std::vector<std::string> stops = r.stop;
-  if (r.tools && !r.tool_required) stops.emplace_back(kToolCallOpen);
-  s.stops.emplace(std::move(stops));
   if (p.from != nullptr) {  // another slot's rows, and the logits after them if they are a prompt
     kept = s.kv->copy_rows_from(*p.from->kv, kept);
     s.tokens.assign(p.from->tokens.begin(), p.from->tokens.begin() + kept);
@@ -234,7 +236,6 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   cached_rows_.fetch_add(static_cast<uint64_t>(kept));
   s.fed = kept;
   s.cached = kept;
-  s.generated = 0;
   s.admitted = ++admissions_;
   s.job = std::move(job);
   busy_.fetch_add(1);
@@ -250,7 +251,7 @@ void Scheduler::step() {
   for (Slot& s : slots_) {
     if (s.job == nullptr || !s.sample_first) continue;
     s.sample_first = false;
-    sample(s);
+    sample(s, {}, 0);
   }
   chunks_.clear();
   chunk_slots_.clear();
@@ -318,7 +319,7 @@ void Scheduler::step() {
     // Sampling masks and biases s.logits in place: keep the model's own for a repeat.
     std::copy_n(s.logits.begin(), s.prompt_logits.size(), s.prompt_logits.begin());
     s.prompt_logits_rows = s.fed;
-    sample(s);
+    sample(s, {}, 0);
   }
 }
 
@@ -329,22 +330,13 @@ bool Scheduler::decode_pass(Slot& s, int64_t budget) {
   if (!s.replay.empty()) {
     s.pass = s.replay;
     s.pass_first = s.replay.size();
-    s.pass.push_back(s.next);
+    s.pass.push_back(s.dec->next());
     s.replay.clear();
     return true;
   }
-  s.pass.assign(1, s.next);
+  s.pass.assign(1, s.dec->next());
   s.pass_first = 0;
-  const GenRequest& r = s.job->request();
-  // A guess becomes an answer token only with a row after it: at most the answer's room less
-  // one, and the context's (prompt and answer never exceed it).
-  int64_t room = std::min(o_.lookup, budget);
-  if (r.max_tokens >= 0) room = std::min(room, r.max_tokens - s.generated - 1);
-  room = std::min(room, s.kv->ctx() - static_cast<int64_t>(r.prompt.size()) - s.generated - 1);
-  if (room <= 0) return true;
-  s.tokens.push_back(s.next);  // the text so far: the rows, then the token about to be fed
-  const std::vector<int32_t> draft = lookup_draft(s.tokens, room);
-  s.tokens.pop_back();
+  const std::vector<int32_t> draft = s.dec->draft(std::min(o_.lookup, budget));
   s.pass.insert(s.pass.end(), draft.begin(), draft.end());
   drafted_.fetch_add(draft.size());
   return true;
@@ -369,13 +361,7 @@ bool Scheduler::feed_replay(Slot& s) {
 }
 
 void Scheduler::verify_pass(Slot& s) {
-  size_t row = s.pass_first;
-  for (;;) {
-    sample(s, row);
-    if (s.job == nullptr || row + 1 >= s.pass.size() || s.next != s.pass[row + 1]) break;
-    ++row;
-    draft_matched_.fetch_add(1);
-  }
+  const size_t row = sample(s, s.pass, s.pass_first);
   // The rows after `row` hold guesses that were not taken (or came after the answer's end).
   const auto untaken = static_cast<int64_t>(s.pass.size() - row - 1);
   if (untaken == 0) return;
@@ -387,64 +373,31 @@ void Scheduler::verify_pass(Slot& s) {
   s.tokens.resize(static_cast<size_t>(at));
 }
 
-void Scheduler::sample(Slot& s, size_t row) {
-  try {
-    accept_token(s, row);
-  } catch (const std::exception& e) {
-    release(s)->fail(std::string("generation failed: ") + e.what());
-  }
-}
-
-void Scheduler::accept_token(Slot& s, size_t row) {
+size_t Scheduler::sample(Slot& s, std::span<const int32_t> pass, size_t first) {
   const GenRequest& r = s.job->request();
   const size_t vocab = s.prompt_logits.size();
-  const std::span<float> logits(s.logits.data() + row * vocab, vocab);
-  if (s.json) s.json->mask(logits);
-  if (s.tool) s.tool->mask(logits);
-  const int32_t t = s.sampler->sample(logits);
-  // Under a tool constraint an end of generation comes only where the calls are whole.
-  if (tok_.is_eog(t) && (s.tool || !r.ignore_eos))
-    return finish(s, s.tool ? FinishReason::ToolCalls : FinishReason::Stop);
-  if (s.json) s.json->advance(t);
-  if (s.tool) s.tool->advance(t);
-  ++s.generated;
-  s.sampler->accept(t);
-  if (r.top_logprobs >= 0) s.job->record(token_logprobs(logits, t, r.top_logprobs));
-  if (s.tool) {
-    s.call_text += json_vocab_->pieces[static_cast<size_t>(t)];
-    if (s.tool->state().closed()) return finish(s, FinishReason::ToolCalls);
-  } else {
-    s.job->emit(s.stops->push(s.text->push(t)));
-    const bool call = s.stops->stopped() && r.tools && s.stops->matched() == kToolCallOpen;
-    if (call && !start_tool_call(s, s.stops->after())) return finish(s, FinishReason::Stop);
-    if (!call && (s.stops->stopped() || (s.json && s.json->complete())))
-      return finish(s, FinishReason::Stop);
+  size_t row = first;
+  try {
+    row = s.dec->verify(s.logits.data(), vocab, pass, first, [&](std::span<const float> logits) {
+      if (r.top_logprobs >= 0) s.job->record(token_logprobs(logits, s.dec->next(), r.top_logprobs));
+      s.job->emit(s.dec->take_text());
+    });
+  } catch (const std::exception& e) {
+    release(s)->fail(std::string("generation failed: ") + e.what());
+    return row;
   }
-  if (r.max_tokens >= 0 && s.generated >= r.max_tokens) return finish(s, FinishReason::Length);
-  // Prompt and answer together never exceed the context (OpenAI's rule; `generate` stops there
-  // too): the cache holds all but the last token, which is never fed.
-  if (static_cast<int64_t>(r.prompt.size()) + s.generated >= s.kv->ctx())
-    return finish(s, FinishReason::Length);
-  s.next = t;
+  draft_matched_.fetch_add(row - first);
+  if (s.dec->done()) finish(s);
+  return row;
 }
 
-bool Scheduler::start_tool_call(Slot& s, const std::string& after) {
-  s.tool.emplace(json_vocab_, s.job->request().tools);
-  s.call_text = after;
-  return s.tool->advance_text(after);
-}
-
-void Scheduler::finish(Slot& s, FinishReason reason) {
-  if (!s.stops->stopped()) s.job->emit(s.stops->push(s.text->flush()) + s.stops->flush());
-  // Cut by a limit between whole calls, the answer is those calls; inside one, the whole calls
-  // before it (finish reason length).
-  if (reason == FinishReason::Length && s.tool && s.tool->complete())
-    reason = FinishReason::ToolCalls;
-  std::vector<ToolCall> calls;
-  if (reason == FinishReason::ToolCalls || (reason == FinishReason::Length && s.tool))
-    calls = parse_tool_calls(s.call_text);
-  const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.generated, s.cached};
+void Scheduler::finish(Slot& s) {
+  s.job->emit(s.dec->take_text());
+  const Usage usage{static_cast<int64_t>(s.job->request().prompt.size()), s.dec->generated(),
+                    s.cached};
   s.kv->checkpoint();  // where a continued conversation will resume
+  std::vector<ToolCall> calls = s.dec->tool_calls();
+  const FinishReason reason = s.dec->finish_reason();
   release(s)->finish(reason, usage, std::move(calls));
 }
 
@@ -452,14 +405,9 @@ void Scheduler::finish(Slot& s, FinishReason reason) {
 // right after its answer finds the slot free.
 std::shared_ptr<Job> Scheduler::release(Slot& s) {
   std::shared_ptr<Job> job = std::move(s.job);
-  s.sampler.reset();
-  s.text.reset();
-  s.stops.reset();
-  s.json.reset();
-  s.tool.reset();
+  s.dec.reset();
   s.sample_first = false;
   s.fed = 0;
-  s.generated = 0;
   busy_.fetch_sub(1);
   return job;
 }

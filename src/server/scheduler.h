@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -35,10 +36,9 @@
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
+#include "runtime/sequence_decoder.h"
 #include "server/job.h"
-#include "text/detokenizer.h"
 #include "text/json_constraint.h"
-#include "text/stop_strings.h"
 #include "text/tokenizer.h"
 
 namespace ts::server {
@@ -88,19 +88,12 @@ class Scheduler {
  private:
   struct Slot {
     std::unique_ptr<KvCache> kv;
-    std::vector<float> logits;  // [1 + lookup][vocab]: a row per token of the step's pass
-    std::shared_ptr<Job> job;   // null: free
-    std::optional<Sampler> sampler;
-    std::optional<TextStream> text;
-    std::optional<StopStrings> stops;
-    std::optional<JsonConstraint> json;      // JSON mode
-    std::optional<ToolCallConstraint> tool;  // while a tool call is being written
-    std::string call_text;                   // ... its bytes so far
-    int64_t fed = 0;                         // prompt tokens in the cache
-    int64_t cached = 0;                      // of which were there before the job came
-    int64_t generated = 0;                   // tokens sampled and shown
-    int32_t next = -1;                       // the last sampled token, fed in the next step
-    std::vector<int32_t> pass;               // the step's decode rows: next, then the guesses
+    std::vector<float> logits;           // [1 + lookup][vocab]: a row per token of the step's pass
+    std::shared_ptr<Job> job;            // null: free
+    std::optional<SequenceDecoder> dec;  // the answer's tokens: sampled, checked, released
+    int64_t fed = 0;                     // prompt tokens in the cache
+    int64_t cached = 0;                  // of which were there before the job came
+    std::vector<int32_t> pass;  // the step's decode rows: the last sampled token, then guesses
     // Recurrent models: rows a rejected guess took back with the state, fed again before `next`
     // (in a pass without guesses; pass_first is the row of `next` in the pass).
     std::vector<int32_t> replay;
@@ -130,10 +123,10 @@ class Scheduler {
   // Whether a slot is prefilling more of `r`'s prompt than the `kept` rows it could start with now.
   bool shares_a_prefill(const GenRequest& r, int64_t kept) const;
   void start(const Placement& p, std::shared_ptr<Job> job);
-  void sample(Slot& s, size_t row = 0);
-  // The text showed kToolCallOpen: what follows is a call. False when the marker's token went on
-  // with bytes no call can start with.
-  bool start_tool_call(Slot& s, const std::string& after);
+  // Samples from the rows of the slot's logits fed with `pass` (row `first` first) while the
+  // token sampled is the next row's guess; records, emits and finishes as the decoder says.
+  // Returns the last row used.
+  size_t sample(Slot& s, std::span<const int32_t> pass, size_t first);
   void step();
   // The slot's decode rows of the step: next and its guesses (none while the slot prefills, or
   // when `budget` rows are all the step has left), or the rows to feed again and next. False when
@@ -144,9 +137,7 @@ class Scheduler {
   // Samples from each row of the pass until a sampled token is not the next guess (or the answer
   // ends), then forgets the rows after it.
   void verify_pass(Slot& s);
-  // Samples the next token from logits row `row` and takes it.
-  void accept_token(Slot& s, size_t row);
-  void finish(Slot& s, FinishReason reason);
+  void finish(Slot& s);                   // the decoder has finished: the job gets its end
   std::shared_ptr<Job> release(Slot& s);  // frees the slot; returns its job
   void forget_cache(Slot& s);
   bool prefilling(const Slot& s) const;
@@ -155,8 +146,9 @@ class Scheduler {
   const Tokenizer& tok_;
   SchedulerOptions o_;
   // The vocabulary's pieces for JSON mode and tool calls, made once, by the handler thread that
-  // submits the first such request (~100 ms for a 262k vocabulary: not under mu_, not on the
-  // scheduler thread); the queue's mutex orders it before the scheduler reads it.
+  // submits the first such request (a sort of the whole vocabulary, DESIGN-NOTES "JSON mode": not
+  // under mu_, not on the scheduler thread); the queue's mutex orders it before the scheduler
+  // reads it.
   std::once_flag json_vocab_once_;
   std::shared_ptr<const JsonVocabulary> json_vocab_;
   Forward forward_;

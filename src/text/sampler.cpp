@@ -99,7 +99,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
 
   // Top-k: keep the k best, sorted. Otherwise candidates stay in id order unless top-p needs
-  // the best ones first (a full sort of a 262k vocabulary per token would cost ~100 ms).
+  // the best ones first (a full sort of a 262k-entry vocabulary on every token is what this
+  // avoids).
   if (p_.top_k > 0 && static_cast<size_t>(p_.top_k) < c.size()) {
     std::partial_sort(c.begin(), c.begin() + p_.top_k, c.end(), order);
     c.resize(static_cast<size_t>(p_.top_k));

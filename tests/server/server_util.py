@@ -210,3 +210,10 @@ def binary_from_env():
     if not b:
         raise RuntimeError("TS_BINARY is not set: run the tests through run_tests.py --binary PATH")
     return b
+
+
+def client_for(server, key="none"):
+    """An openai client for `server` (imported here: the benchmarks use this module without it)."""
+    import openai
+
+    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)

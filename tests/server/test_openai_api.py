@@ -12,7 +12,7 @@ import unittest
 
 import openai
 
-from server_util import Server, binary_from_env, reference, run_reference, sse_events
+from server_util import Server, binary_from_env, client_for, reference, run_reference, sse_events
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Tom went to the park", "One day, a bird"]
 # Prompts whose greedy answers run past 32 tokens without an end of text.
@@ -23,10 +23,6 @@ LONG_PROMPTS = [
     "Mom said",
     "The sun was shining",
 ]
-
-
-def client_for(server, key="none"):
-    return openai.OpenAI(base_url=server.base_url + "/v1", api_key=key, max_retries=0, timeout=120)
 
 
 class OpenAIApi(unittest.TestCase):
@@ -497,7 +493,8 @@ class OpenAIApi(unittest.TestCase):
         expect(400, None, "POST", "/v1/completions", {"max_tokens": 4})
         expect(400, None, "POST", "/v1/completions", {"prompt": "Hi", "temperature": "hot"})
         expect(400, None, "POST", "/v1/completions", {"prompt": "Hi", "max_tokens": -3})
-        expect(400, None, "POST", "/v1/completions", {"prompt": ["a", "b"]})
+        expect(400, None, "POST", "/v1/completions", {"prompt": ["a", 5]})
+        expect(400, None, "POST", "/v1/completions", {"prompt": ["a"] * 9, "n": 2})
         expect(400, None, "POST", "/v1/completions", {"prompt": [1, 2, 99999999]})
         expect(400, None, "POST", "/v1/completions", {"prompt": "Hi " * 2000})  # > -c 1024
         expect(400, None, "POST", "/v1/chat/completions", {"messages": []})
@@ -533,6 +530,31 @@ class OpenAIApi(unittest.TestCase):
         with self.assertRaises(openai.NotFoundError):
             self.client.completions.create(model="other", prompt="Hi")
         self.assertTrue(self.server.alive())
+
+    def test_prompt_list(self):
+        # A list of prompts gets one choice per prompt (n of them with n), numbered prompt by
+        # prompt, each the answer that prompt gets alone (up to a near-tie: they share forward
+        # passes); usage counts every prompt.
+        prompts = PROMPTS[:3]
+        refs = [reference(self.server, p, 8) for p in prompts]
+        alone = [self.complete(p, max_tokens=8, temperature=0) for p in prompts]
+        r = self.complete(prompts, max_tokens=8, temperature=0)
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2])
+        for ref, c in zip(refs, r.choices):
+            self.assertIsNone(ref.check(c.text))
+        self.assertEqual(r.usage.prompt_tokens, sum(a.usage.prompt_tokens for a in alone))
+        self.assertEqual(r.usage.completion_tokens, sum(a.usage.completion_tokens for a in alone))
+        r = self.complete(prompts[:2], max_tokens=8, temperature=0, n=2)
+        self.assertEqual([c.index for c in r.choices], [0, 1, 2, 3])
+        for i, c in enumerate(r.choices):
+            self.assertIsNone(refs[i // 2].check(c.text))
+        texts = {}
+        for chunk in self.complete(prompts, max_tokens=8, temperature=0, stream=True):
+            for c in chunk.choices:
+                texts[c.index] = texts.get(c.index, "") + c.text
+        self.assertEqual(sorted(texts), [0, 1, 2])
+        for ref, i in zip(refs, range(3)):
+            self.assertIsNone(ref.check(texts[i]))
 
     def test_token_id_prompt(self):
         ids = [1, 100, 200, 300, 400]

@@ -105,6 +105,13 @@ TEST(ServerApi, ReadsEveryField) {
   EXPECT_EQ(completion(R"({"prompt": [5, 6, 7]})").prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
   EXPECT_EQ(completion(R"({"prompt": [[8, 9]]})").prompt_tokens, (std::vector<int32_t>{8, 9}));
   EXPECT_EQ(completion(R"({"prompt": "x", "seed": -1})").seed, ~uint64_t{0});
+  // A list of prompts: each answered in turn (issue 37).
+  const ApiRequest list = completion(R"({"prompt": ["a", [4, 5], "c"], "n": 2})");
+  ASSERT_EQ(list.prompt_list.size(), 3u);
+  EXPECT_EQ(list.prompt_list[0].text, "a");
+  EXPECT_EQ(list.prompt_list[1].tokens, (std::vector<int32_t>{4, 5}));
+  EXPECT_EQ(list.prompt_list[2].text, "c");
+  EXPECT_TRUE(completion(R"({"prompt": ["one"]})").prompt_list.empty());
 }
 
 TEST(ServerApi, ReadsChatMessages) {
@@ -138,7 +145,8 @@ TEST(ServerApi, RefusesWhatIsMalformedOrUnsupported) {
       {R"({})", "'prompt' is required"},
       {R"({"prompt": 3})", "'prompt'"},
       {R"({"prompt": []})", "'prompt'"},
-      {R"({"prompt": ["a", "b"]})", "one prompt per request"},
+      {R"({"prompt": ["a", "b", "c", "d", "e", "f"], "n": 3})", "more than 16 answers"},
+      {R"({"prompt": ["a", 5]})", "'prompt'"},
       {R"({"prompt": [1, -2]})", "non-negative"},
       {R"({"prompt": "x", "max_tokens": 0})", "'max_tokens'"},
       {R"({"prompt": "x", "max_tokens": 1.5})", "'max_tokens' must be an integer"},

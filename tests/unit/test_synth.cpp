@@ -97,7 +97,7 @@ TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
   // tiny-deepseek cut to its first layer: latent attention and a dense FFN (its MoE layer's
   // sigmoid scores sit close enough that any rounding flips choices: DeepSeekShapeRuns).
   const std::pair<const char*, int64_t> shapes[] = {
-      {"tiny", 0}, {"tiny-moe", 0}, {"tiny-deepseek", 1}};
+      {"tiny", 0}, {"tiny-moe", 0}, {"tiny-deepseek", 1}, {"tiny-gpt-oss", 0}};
   for (const auto& [shape, layers] : shapes) {
     int64_t vocab = 0;
     const std::vector<float> ref = prefill_logits(write(shape, DType::F32, layers), &vocab);
@@ -120,7 +120,7 @@ TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
       const double rel = diff / max_abs(ref);
       std::printf("%s %s: max |logit - f32 logit| / max |f32 logit| = %.4f\n", shape, dtype_name(t),
                   rel);
-      const bool moe = std::string(shape) == "tiny-moe";
+      const bool moe = std::string(shape) == "tiny-moe" || std::string(shape) == "tiny-gpt-oss";
       if (t == DType::F16 || t == DType::BF16 || t == DType::Q8_0) {
         EXPECT_LT(rel, 0.05) << shape << " " << dtype_name(t);
       } else if (!moe &&
@@ -283,6 +283,41 @@ TEST_F(SynthTest, Gemma4MoeShapeRuns) {
   EXPECT_LT(max_abs(logits), 30.0);
 }
 
+// tiny-gpt-oss opens as gpt-oss (sinks, biases, every other layer sliding, YaRN) and runs; its
+// mxfp4 file is llama.cpp's MXFP4_MOE: the routed experts MXFP4, every other matrix q8_0.
+TEST_F(SynthTest, GptOssShapeRunsAndMxfp4IsTheMoeMix) {
+  const std::string path = write("tiny-gpt-oss", DType::MXFP4);
+  const ArchConfig c = open_model_spec(path)->cfg;
+  EXPECT_EQ(c.family, Family::GptOss);
+  EXPECT_TRUE(c.attn_sinks);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_TRUE(c.expert_bias);
+  EXPECT_EQ(c.layer_sliding, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.rope_scaling, RopeScaling::Yarn);
+  const auto f = GgufFile::open(path);
+  int experts = 0;
+  for (const GgufTensor& t : f->tensors()) {
+    const bool matrix = t.dims.size() >= 2 && t.name.find("ffn_gate_inp") == std::string::npos &&
+                        t.name.find(".bias") == std::string::npos;
+    if (!matrix) {
+      EXPECT_EQ(t.dtype, DType::F32) << t.name;
+    } else if (t.name.find("_exps.") != std::string::npos) {
+      EXPECT_EQ(t.dtype, DType::MXFP4) << t.name;
+      ++experts;
+    } else {
+      EXPECT_EQ(t.dtype, DType::Q8_0) << t.name;
+    }
+  }
+  EXPECT_EQ(experts, 6);
+  EXPECT_EQ(f->get_int("general.file_type"), 38);
+  int64_t vocab = 0;
+  const std::vector<float> logits = prefill_logits(path, &vocab);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(max_abs(logits), 0.5);
+  EXPECT_LT(max_abs(logits), 50.0);
+}
+
 TEST_F(SynthTest, FileHasLlamaCppNamesMetadataAndVocab) {
   const std::string path = write("tiny-moe", DType::Q8_0);
   auto f = GgufFile::open(path);
@@ -361,7 +396,8 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
   };
   for (const Case& c :
        {Case{"llama3.2-1b", 1.236}, Case{"llama3-8b", 8.030}, Case{"qwen3-8b", 8.191},
-        Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}, Case{"deepseek-v3", 671.03}}) {
+        Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}, Case{"deepseek-v3", 671.03},
+        Case{"gpt-oss-20b", 20.91}, Case{"gpt-oss-120b", 116.83}}) {
     SynthOptions o;
     o.shape = c.shape;
     o.dtype = DType::Q8_0;

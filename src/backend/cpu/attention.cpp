@@ -54,8 +54,8 @@ __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const uint8_t* src, flo
   }
 }
 
-// Rounds to nearest even, as f32_to_f16 does (the prefill's KV stores spent ~2 % of its time in
-// the scalar conversion).
+// Rounds to nearest even, as f32_to_f16 does (the scalar conversion was a visible share of a
+// prefill's time: docs/PERFORMANCE.md, "Measured choices").
 __attribute__((target("f16c,avx"))) void f32_to_f16_f16c(const float* src, uint8_t* dst,
                                                          int64_t n) {
   int64_t i = 0;
@@ -293,7 +293,7 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
     std::vector<float> parts(static_cast<size_t>(G * splits * per_split));
     // Tasks in key-range order: a thread's consecutive tasks are the kv heads of one range of
     // keys, whose slices share the cache's rows, rather than one head's slices of every row (each
-    // 1 / G of a row): 13-25 % more cache bytes a second (PERFORMANCE.md, eighteenth session).
+    // 1 / G of a row): more cache bytes a second (docs/PERFORMANCE.md, "Measured choices").
     pool.parallel_for(G * splits, [&](int64_t t0, int64_t t1) {
       TaskBuffers buf = at.buffers();
       for (int64_t t = t0; t < t1; ++t) {

@@ -20,8 +20,8 @@ namespace ts::cpu {
 namespace {
 
 // The K and V lines of the key this far ahead are requested while one is converted (a kv head's
-// slice of consecutive rows is a row_bytes stride): 5-15 % on a long decode in alternated runs
-// (PERFORMANCE.md, sixteenth session); farther, or into L2, measured the same.
+// slice of consecutive rows is a row_bytes stride): faster on a long decode in alternated runs;
+// nearer, farther, or into L2 measured the same (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kPrefetchKeys = 16;
 
 // Scores of keys [0, nk) of the tile for query vectors [16 v0, 16 (v0 + NV)): NV vectors of

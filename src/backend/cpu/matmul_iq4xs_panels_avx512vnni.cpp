@@ -131,7 +131,7 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // activations (two vpdpbusd per loaded vector) from -128 x their sum, times its scale, summed in
 // int32; then the GEMM's float rescale.
 // The GEMV prefetches the super-block two ahead, an eighth per sub-block, as q5_k's does: without
-// it decode reached 76 % of the read bound, with it 80-82 %.
+// it decode fell short of the read bound (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kAhead = 2;
 void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t) {

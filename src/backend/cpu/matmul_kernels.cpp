@@ -37,8 +37,8 @@ bool takes_f32_activations(DType t) {
 
 #if defined(__x86_64__)
 // Not every compiler's __builtin_cpu_supports knows F16C (clang 14 does not): CPUID leaf 1.
-// cpuid traps to the hypervisor in a VM: asked once, not on every matmul (it was 13 % of a
-// batched decode profile).
+// cpuid traps to the hypervisor in a VM: asked once, not on every matmul (it showed in a batched
+// decode profile: docs/PERFORMANCE.md, "Measured choices").
 bool cpu_has_f16c() {
   static const bool has = [] {
     unsigned eax, ebx, ecx, edx;

@@ -21,7 +21,7 @@ namespace {
 // bound by these dots, and the 512-bit forms do twice the work per instruction.
 struct KDot512 {
   // Weight rows a prompt decodes together (KKernel::chunk): each activation block is then loaded
-  // once for 4 rows (+10-35 % over 2, measured; 8 was slower).
+  // once for 4 rows (faster than 2, and 8 slower: docs/PERFORMANCE.md, "Measured choices").
   static constexpr int kChunkRows = 4;
   struct Chunks {
     __m512i u[4];

@@ -1,7 +1,7 @@
 // Prefill (M >= kGemmMinRows) kernel for the k-quants (q2_k ... q6_k, iq4_xs) in the row layout on
 // AVX512-VNNI: the GEMM of kgemm_vnni_body.h, each panel of kPanelRows weight rows decoded from
 // the rows per chunk of super-blocks (a decode per weight per matmul, shared by all activation
-// rows: 12-18 % of a 64- to 128-row prompt's matmul time, measured).
+// rows: a modest share of a short prompt's matmul time, docs/PERFORMANCE.md, "Measured choices").
 #include <immintrin.h>
 
 #include <algorithm>
@@ -36,7 +36,7 @@ void kpack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int6
     auto* d = reinterpret_cast<float*>(out + P::kD);
     auto* dmin = reinterpret_cast<float*>(out + P::kDmin);
     for (int v = 0; v < kPanelVecs; ++v) {
-      KDecoded k[kVecRows];  // not zeroed as a whole: that memset was 12 % of the packing
+      KDecoded k[kVecRows];  // not zeroed as a whole: that memset showed in the packing's time
       for (int j = 0; j < kVecRows; ++j) {
         const int64_t row = v * kVecRows + j;
         if (row >= valid) {

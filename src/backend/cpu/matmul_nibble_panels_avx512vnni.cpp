@@ -3,8 +3,8 @@
 // from the packed panels. q4_0 and iq4_nl share the block shape (an f16 d and 32 four-bit codes)
 // and so the layout; q4_0's code is its value + 8, iq4_nl's an index into the grid, which a byte
 // shuffle turns into level + 128; q5_0 adds a plane of fifth bits. In the row layout the one-row
-// kernel decodes each row's block alone and was compute-bound at about 70 % of the read bandwidth
-// on 2 cores; packed, one load of a nibble vector gives two code groups of sixteen rows.
+// kernel decodes each row's block alone and was compute-bound below the read bandwidth on 2
+// cores; packed, one load of a nibble vector gives two code groups of sixteen rows.
 //
 // The GEMV sums each block from -offset x its activations' sum, as the GEMM's micro-kernel does,
 // then applies the same float rescale: over a packed weight prefill and decode give the same
@@ -127,7 +127,7 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 
 // The GEMVs prefetch the block this many ahead (2.3 KB for q4_0): one panel's stream of small
 // blocks, read with few operations per byte, was left waiting on DRAM by the hardware prefetchers
-// (q4_0 decode 66 % -> 82 % of the read bound; 2, 8 and 16 ahead measured 76-81 %).
+// (4 ahead came closest to the read bound: docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kAhead = 4;
 
 // A block's exact int32 sums for the panel's two vectors of sixteen rows: the codes dotted with the

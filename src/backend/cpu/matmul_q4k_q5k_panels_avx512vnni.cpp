@@ -4,7 +4,7 @@
 //
 // In the row layout a one-row matmul decodes each row's super-block on its own (nibbles, 6-bit
 // scales, the scale vectors of its chunks: ~60 vector operations for 256 weights), which left
-// decode compute-bound on a core that streams 10-20 GB/s. Packed, sixteen rows are the lanes of
+// decode compute-bound below a core's read bandwidth. Packed, sixteen rows are the lanes of
 // a vector: a pair of code groups is one load, two nibble masks and two vpdpbusd for sixteen rows,
 // and each sub-block's scales and mins are decoded once for sixteen rows.
 //

@@ -70,10 +70,11 @@ inline __m256i fifth_bits32_avx2(const uint8_t* qh) {
 }
 
 // Decode (a tile of one activation row) streams the weights from DRAM, but the work per byte
-// leaves too few cache misses in flight for the hardware prefetchers (measured: q8_0 streamed at
-// a third of the f32 rate). So each weight row is prefetched this far ahead, one prefetch per
-// 64-byte line: 8 KiB is two q8_0 rows of 4096 beyond the one being read (rows are usually
-// contiguous, so a shorter distance lands in the next row of the tile, already on its way).
+// leaves too few cache misses in flight for the hardware prefetchers (q8_0 streamed far below the
+// f32 rate: docs/PERFORMANCE.md, "Measured choices"). So each weight row is prefetched this far
+// ahead, one prefetch per 64-byte line: 8 KiB is two q8_0 rows of 4096 beyond the one being read
+// (rows are usually contiguous, so a shorter distance lands in the next row of the tile, already
+// on its way).
 inline constexpr int64_t kPrefetchBytes = 8192;
 
 template <int MT>
@@ -477,7 +478,8 @@ inline void chunk_scales(__m256i scale16, __m256i* out) {
 // cycles). Ops can substitute a wider version (Ops::KDot).
 template <class Ops>
 struct KDot256 {
-  // Weight rows a prompt decodes together (KKernel::chunk): 4 measured 2-6 % slower here.
+  // Weight rows a prompt decodes together (KKernel::chunk): 4 measured slower here
+  // (docs/PERFORMANCE.md, "Measured choices").
   static constexpr int kChunkRows = 2;
   struct Chunks {
     __m256i scale[8];
@@ -514,7 +516,8 @@ struct KKernel {
   using KDot = typename Ops::KDot;
 
   // Adds super-block b of RT decoded weight rows, dotted with activation block xb, to acc[r].
-  // Always inlined: tile()'s accumulators must stay in registers (a call cost decode 10 %).
+  // Always inlined: tile()'s accumulators must stay in registers (a call slowed decode,
+  // docs/PERFORMANCE.md, "Measured choices").
   template <int RT>
   __attribute__((always_inline)) static void add_block(const KDecoded (&k)[RT],
                                                        const typename KDot::Chunks (&chunks)[RT],

@@ -8,8 +8,8 @@
 // * scores, a key per lane: the lane loads its key's K slice in chunks of 8 elements (16 bytes of
 //   f16) and dots it with the GB query vectors, which sit in shared memory. No cross-lane sum per
 //   key, and each K byte is loaded once for the GB heads. (The kernel before gave a warp to each
-//   key of each head: ~95 instructions and a five-step warp sum per key and head; at 4096 keys of
-//   a Llama-3-8B layer it read the cache at 10 % of the copy rate.)
+//   key of each head: ~95 instructions and a five-step warp sum per key and head, bound by its
+//   instructions, not the cache's bytes: docs/PERFORMANCE.md, "Measured choices".)
 // * the tile's online softmax per head: one warp max per head and tile; the denominator stays a
 //   per-lane partial until the end;
 // * output, E consecutive head dimensions per lane: the warp reads each V row in one coalesced
@@ -333,10 +333,10 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
 // The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads
 // of a kv head (wide). A narrow block does 1 / GB of a wide one's serial work: at short contexts,
 // where a row has a range or a few, the kernel is the latency of that work; at long ones the wide
-// blocks read each K and V byte once for their GB heads (PERFORMANCE.md, eighteenth session). Both
-// give the same bits: a head's keys are walked in the same tiles, warps and order either way. The
-// grid has a block per head and range: in wide rows the blocks of a group's other heads leave at
-// once.
+// blocks read each K and V byte once for their GB heads (docs/PERFORMANCE.md, "Measured
+// choices"). Both give the same bits: a head's keys are walked in the same tiles, warps and order
+// either way. The grid has a block per head and range: in wide rows the blocks of a group's other
+// heads leave at once.
 template <DType T, int E, int GB>
 __global__ void __launch_bounds__(kWarps * 32)
     attn_decode_kernel(AttnParams p, const KvView* each, int splits, int64_t narrow_keys, int* done,
@@ -397,8 +397,9 @@ void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
 }  // namespace
 
 // At most 4: with 8 (Qwen3-30B-A3B's group) a short context ran on 4 blocks in all, one warp doing
-// the 8 heads' work in a row, and that model's decode after a 1-token prompt measured 11 % below
-// the kernel before this one; at 4 it is level there, and faster at long contexts.
+// the 8 heads' work in a row, and that model's short-context decode measured slower than the
+// kernel before this one; at 4 it is level there, and faster at long contexts (docs/PERFORMANCE.md,
+// "Measured choices").
 int decode_heads_per_block(int64_t n_head, int64_t n_head_kv) {
   if (n_head_kv <= 0 || n_head % n_head_kv != 0) return 1;  // refused by the op's own checks
   const int64_t group = n_head / n_head_kv;

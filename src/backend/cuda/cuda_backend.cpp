@@ -370,8 +370,8 @@ class CudaBackend final : public Backend {
 
   // Quantised weights take the int8 GEMV for one row, and for a few rows (the server's batched
   // decode of a few requests; gemv_int8_max_rows): a GEMM would first write the weights out as
-  // f16 and read them back, ~4 more bytes a weight (PERFORMANCE.md, twelfth session: two
-  // sequences of an 8-layer Llama-3-8B Q4_K_M decoded together ran at a third of one's tok/s).
+  // f16 and read them back, ~4 more bytes a weight (two sequences decoded together ran far slower
+  // than one: docs/PERFORMANCE.md, "Measured choices").
   // Each row gets the bits of its own decode.
   void matmul(const Weight& w, const float* x, int64_t M, float* y) override {
     const bool int8 = cuda::gemv_int8_supported(w, sm_major_);
@@ -877,7 +877,7 @@ class CudaBackend final : public Backend {
   // int8 GEMVs have read writes it quantised too (into the int8 scratch), and a GEMV that finds the
   // scratch holding its rows, with no work launched since the kernel that put them there, skips
   // its quantisation kernel (a launch and a dependent step on the token's critical path;
-  // PERFORMANCE.md, eighteenth session). `launch(acts)` runs the producer's kernel, given the
+  // DESIGN-NOTES "CUDA backend"). `launch(acts)` runs the producer's kernel, given the
   // scratch (null where nothing would read its output so), and says whether it wrote it.
   template <class Launch>
   void produce(const float* out, int64_t rows, int64_t n, Launch&& launch) {

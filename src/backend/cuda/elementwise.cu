@@ -84,7 +84,8 @@ __global__ void rms_norm_kernel(float* x, const float* res, const float* w, int6
 // registers between the sum and the scaling, so a row is read from memory once, in one round of
 // 16-byte loads (the hidden-state norm of decode is a single row: latency is all it costs). The
 // residual added first is res's row, or with routed.y the sum of the row's routed experts
-// (routed_sum.cuh: the experts' combine as a kernel of its own cost ~4 us a layer). With acts.q,
+// (routed_sum.cuh: the experts' combine as a kernel of its own was a boundary and a memory round
+// trip more a layer: docs/PERFORMANCE.md, "Measured choices"). With acts.q,
 // the output is also written quantised for the int8 GEMV (act_quant.cuh): eight threads hold a
 // 32-element block (n % 32 == 0).
 template <int kVec>
@@ -255,8 +256,9 @@ __device__ __forceinline__ float glu_unit(float g, float u) {
 // 32 * kPer elements, fully rotated. With neox pairs (i, i + half) lane l holds elements l, l + 32,
 // ..., so that a pair is in one lane and a q8_0 block is one register of every lane; with adjacent
 // pairs (2i, 2i + 1), elements kPer l .. kPer l + kPer - 1. The weights and frequencies are loaded
-// before the wait for the kernel ahead, the head in one round trip: the block-wide norm spent ~6 us
-// a layer on dependent memory trips, and the store as a kernel of its own ~2 us.
+// before the wait for the kernel ahead, the head in one round trip: the block-wide norm spent its
+// time on dependent memory trips, and the store as a kernel of its own added a kernel boundary
+// (docs/PERFORMANCE.md, "Measured choices").
 template <int kPer, bool kNeox, DType T>
 __global__ void __launch_bounds__(32)
     rope_kv_store_kernel(float* x, const float* q_w, const float* k_w, int n_q, int n_k, float eps,
@@ -337,7 +339,8 @@ __global__ void glu_kernel(const float* gate, const float* up, int64_t rows, int
 }
 
 // Row blockIdx.y, four elements per thread with 16-byte loads and stores, no 64-bit division per
-// element (which made glu_kernel run at 40 % of the copy bandwidth). With acts.q, the output is
+// element (which held glu_kernel far below the copy bandwidth: docs/PERFORMANCE.md, "Measured
+// choices"). With acts.q, the output is
 // also written quantised for the int8 GEMV (act_quant.cuh): eight threads hold a 32-element block
 // (n % 32 == 0).
 template <Glu A>

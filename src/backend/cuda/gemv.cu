@@ -53,7 +53,7 @@ __device__ __forceinline__ void finish_rows(const float (&acc)[kRows], int nr, i
 
 // The start of every GEMV kernel: waits for the kernels ahead (pdl.cuh); under an index, GEMV
 // blockIdx.y then takes its expert's weight, its input row and its output row. (Asking L2 for the
-// block's weight rows before the wait was measured: bf16 decode lost 12 %.)
+// block's weight rows before the wait measured slower: docs/PERFORMANCE.md, "Measured choices".)
 __device__ __forceinline__ void gemv_enter(const ExpertIndex& ix, int64_t rows, const uint8_t*& w,
                                            const float*& x, float*& y) {
   pdl_enter();
@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kThreads)
 // kFill (expert paging, an index with fill entries): the chunks loaded are also stored at the same
 // offset from the expert's fill address, when it has one: a weight read from host memory fills its
 // slot as it goes. A template flag, not a runtime test: the extra address arithmetic in the load
-// loop cost resident decode a fifth of its speed (measured: 870 against 1090 tok/s on Qwen3).
+// loop cost resident decode a fifth of its speed (docs/PERFORMANCE.md, "Measured choices").
 // kEarly (no index): the rows are known before the wait for the kernel ahead and no kernel writes
 // weights, so the first loads are issued before it, under that kernel's tail.
 template <DType T, int kGroup, bool kFill, bool kEarly>

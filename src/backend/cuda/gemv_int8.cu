@@ -329,8 +329,8 @@ struct Seg {
   static constexpr int kBuf = kBytes + 32;
   // Rows a thread, and blocks per SM the registers are sized for: two rows take 64 registers (four
   // blocks). q3_k's unit holds its low and high bits at once: with two rows (three blocks, 85
-  // registers) it ran 1 % slower than with one, at six blocks (40 registers; at the 32 of eight
-  // it spilled).
+  // registers) it ran no faster than with one, at six blocks (40 registers; at the 32 of eight
+  // it spilled; docs/PERFORMANCE.md, "Measured choices").
   static constexpr int kThreadRows = T == DType::Q3_K ? 1 : ::ts::cuda::kThreadRows;
   static constexpr int kBlockRows = kRows * kThreadRows;
   static constexpr int kBlocks = T == DType::Q3_K ? 6 : kBlocksPerSm / kThreadRows;
@@ -657,12 +657,12 @@ struct Q6KUnits {
 // Rows of fewer units take 32 or 16 lanes, where the type allows it (Units::kFitLanes), and 8 or 16
 // row sets a block: an MoE expert's rows (q4_k Qwen3-30B-A3B: 32 and 12 units) would otherwise
 // leave half or more of the lanes idle; a row's lanes then sum in their warp, without shared
-// memory. More units per thread on long rows was measured and not taken (16 lanes at 4096 columns:
-// −8 %). A thread's rows are a block's row sets apart, so that the lanes of a warp read one row's
-// units side by side. Each unit's activations are loaded once for its kR rows: with a row a thread,
-// the four rows of a block loaded them four times, and the q4_k GEMV was bound by its L1 traffic
-// rather than by HBM (ncu: L1 90 %, DRAM 52 %; with two rows 70 % and 61 %; PERFORMANCE.md,
-// fifteenth session). A unit's bytes (Units::load) are held one unit ahead: the first unit's go
+// memory. More units per thread on long rows was measured and not taken (16 lanes at 4096 columns
+// ran slower). A thread's rows are a block's row sets apart, so that the lanes of a warp read one
+// row's units side by side. Each unit's activations are loaded once for its kR rows: with a row a
+// thread, the four rows of a block loaded them four times, and the q4_k GEMV was bound by its L1
+// traffic rather than by HBM (ncu's L1 and DRAM throughput, before and after: docs/PERFORMANCE.md,
+// "Measured choices"). A unit's bytes (Units::load) are held one unit ahead: the first unit's go
 // out before the wait for the quantisation kernel ahead (weights are never written while kernels
 // run), each next one as soon as a unit is done, so that no unit waits on more than one memory
 // round trip. The blocks per SM (Units::kBlocks, at the registers two rows take) hide the rest.
@@ -671,10 +671,10 @@ struct Q6KUnits {
 // bytes and its decoding: both are paid once for all of them. Row m's sum takes its units in the
 // order of a one-row launch, so each row gets the bits of its own decode. kX is at most
 // kLaunchRows: the rows' sums and activations take registers, and such launches run at
-// Units::kBlocksBatched blocks per SM, measured (PERFORMANCE.md, thirteenth session): q8_0 and q6_k
-// at 4 (64 registers), q4_k and q5_k at 2 (up to 99; at 3 they spilled and ran slower). Four rows
-// then cost 1.1-1.8x one row's time for q8_0 and q6_k, but 1.7-3x for q4_k and q5_k, whose per-row
-// dot products and scale arithmetic, not their bytes, already bound the one-row GEMV.
+// Units::kBlocksBatched blocks per SM, measured (docs/PERFORMANCE.md, "Measured choices"): q8_0 and
+// q6_k at 4 (64 registers), q4_k and q5_k at 2 (up to 99; at 3 they spilled and ran slower). Extra
+// rows then cost q8_0 and q6_k least and q4_k and q5_k more, since their per-row dot products
+// and scale arithmetic, not their bytes, already bound the one-row GEMV.
 // Rows a block of gemv_direct_kernel<.., kLanes, kX> takes: its row sets (threads / kLanes), each
 // of kThreadRows rows for one activation row, else of one (the launch's grid follows it).
 template <int kLanes, int kX>

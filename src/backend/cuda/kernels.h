@@ -123,9 +123,9 @@ bool gemv_int8_supported(const Weight& w, int sm_major);
 // Rows of a matmul over such weights that take the GEMV (the server's batched decode of a few
 // requests), not a GEMM over the weights dequantised to f16: gemv_int8_max_rows(w), which is
 // kGemvRows for the weights in 16-byte units (the packed q8_0 and q6_k, q4_k, q5_k: a launch reads
-// each weight once for up to 4 rows) and 4 for the others (a launch per row). Measured on the H200
-// (PERFORMANCE.md, thirteenth session) against the GEMM, which costs 4-7 one-row GEMVs from 5
-// rows on.
+// each weight once for up to 4 rows) and 4 for the others (a launch per row). Up to 8 rows the
+// GEMVs cost less than the GEMM, which dequantises the weights first (measured on the H200:
+// docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kGemvRows = 8;
 int64_t gemv_int8_max_rows(const Weight& w);
 // The input rows a launch quantises (M, or an index's rows): its scratch is
@@ -189,8 +189,8 @@ void launch_kv_store(const KvView& kv, const KvView* each, const float* k, const
 // kMaxDecodeHeads heads in all and kMaxDecodeSplits ranges; head_dim a multiple of 8.
 constexpr int kMaxDecodeSplits = 64;   // key ranges per head at most
 constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
-// Rows of fewer keys take a block per query head (measured, PERFORMANCE.md, eighteenth session:
-// 0-5 % faster decode below it, slower above ~1000 keys).
+// Rows of fewer keys take a block per query head: faster at short contexts, slower at long ones,
+// where the group's block reads each K and V byte once (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kDecodeNarrowKeys = 512;
 int decode_heads_per_block(int64_t n_head, int64_t n_head_kv);
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);

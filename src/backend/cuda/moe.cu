@@ -43,8 +43,8 @@ __device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
 // them: 4 up to 128 experts, 8 up to 256, 32 up to 1024). The row is loaded once, with all of a
 // lane's loads in flight together; each of the k selection rounds is a compare over the lane's own
 // scores and a five-step shuffle, with no shared-memory scans and no barriers (a shared-memory
-// version with rolled loops over the row took ~12 us a layer, one global-memory round trip per loop
-// step).
+// version with rolled loops over the row was several times slower, one global-memory round trip
+// per loop step: docs/PERFORMANCE.md, "Measured choices").
 template <int kPerLane>
 __global__ void __launch_bounds__(32)
     route_kernel(const float* logits, int E, int k, RouterScoring scoring, bool norm_topk,

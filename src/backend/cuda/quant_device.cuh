@@ -42,7 +42,8 @@ __device__ __forceinline__ int byte_of(uint64_t v, int k) {
 // q4_k / q5_k sub-block scale and min (see k4_scale_min in quant/blocks.h), 6-bit integers;
 // byte(w, i) gives byte i (0..3) of word w (0..2) of the 12 scale bytes, wherever they are
 // (memory, or registers). The word is always a constant here, so a register accessor picks it at
-// compile time: picking it from a run-time byte index cost the q4_k GEMV 6 % (measured).
+// compile time: picking it from a run-time byte index selected between the registers at run time
+// and slowed the q4_k GEMV (docs/PERFORMANCE.md, "Measured choices").
 template <class Byte>
 __device__ __forceinline__ void k4_scale_min_int(const Byte& byte, int j, int& scale, int& min) {
   if (j < 4) {
