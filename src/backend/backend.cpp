@@ -139,6 +139,13 @@ void Backend::add_gated_rows(float*, const float*, const float*, int64_t, int64_
   fail(ErrorKind::Unsupported, name() + " has no gated shared-expert kernel (add_gated_rows)");
 }
 
+void Backend::scale(float* x, int64_t n, float s) {
+  std::vector<float> host(static_cast<size_t>(n));
+  to_host(host.data(), x, host.size() * sizeof(float));
+  for (float& v : host) v *= s;
+  to_device(x, host.data(), host.size() * sizeof(float));
+}
+
 void Backend::zero(float* x, int64_t n) {
   const std::vector<float> zeros(static_cast<size_t>(n), 0.0f);
   to_device(x, zeros.data(), zeros.size() * sizeof(float));
@@ -147,13 +154,18 @@ void Backend::zero(float* x, int64_t n) {
 void Backend::route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids,
                     float* weights) {
   const size_t E = static_cast<size_t>(a.n_expert), k = static_cast<size_t>(a.k);
-  std::vector<float> host(static_cast<size_t>(M) * E), bias;
+  std::vector<float> host(static_cast<size_t>(M) * E), bias, expert_scale;
   to_host(host.data(), logits, host.size() * sizeof(float));
   RouterArgs h = a;
   if (a.bias != nullptr) {
     bias.resize(E);
     to_host(bias.data(), a.bias, E * sizeof(float));
     h.bias = bias.data();
+  }
+  if (a.expert_scale != nullptr) {
+    expert_scale.resize(E);
+    to_host(expert_scale.data(), a.expert_scale, E * sizeof(float));
+    h.expert_scale = expert_scale.data();
   }
   std::vector<int32_t> host_ids(static_cast<size_t>(M) * k);
   std::vector<float> host_w(host_ids.size());

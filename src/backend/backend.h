@@ -258,6 +258,7 @@ class Backend {
   virtual void add_bias(float* y, const float* b, int64_t M, int64_t n) = 0;
   virtual void add(float* y, const float* x, int64_t n) = 0;  // y += x
   virtual void zero(float* x, int64_t n);                     // x = 0 (default: a host copy)
+  virtual void scale(float* x, int64_t n, float s);           // x *= s (default: through the host)
   // Rotates the first rotary_dim elements of each head; positions are host memory.
   virtual void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos,
                     const RopeArgs& r) = 0;

@@ -101,6 +101,8 @@ void route_token(const float* logits, const RouterArgs& a, int32_t* experts, flo
   }
   if (a.scale != 1.0f)
     for (int64_t i = 0; i < k; ++i) weights[i] *= a.scale;
+  if (a.expert_scale != nullptr)
+    for (int64_t i = 0; i < k; ++i) weights[i] *= a.expert_scale[experts[i]];
 }
 
 const char* router_scoring_name(RouterScoring r) {

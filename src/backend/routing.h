@@ -27,6 +27,9 @@ struct RouterArgs {
   int64_t n_group = 1;          // SigmoidGroupTopk: groups of n_expert / n_group experts
   int64_t topk_group = 1;       // SigmoidGroupTopk: groups the k experts are chosen from
   float scale = 1.0f;           // multiplies the k weights, after any renormalisation
+  // Per expert, a factor on its weight after renormalisation and scale (Gemma 4's
+  // per_expert_scale); null: none. Host memory for route_token, backend memory for route().
+  const float* expert_scale = nullptr;
 };
 
 // Writes k expert ids (ascending score order is not promised) and their weights.

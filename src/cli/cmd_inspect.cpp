@@ -66,8 +66,8 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["attn_output_gate"] = c.attn_output_gate;
   if (c.has_mixer(MixerKind::DeltaNet)) {
     const DeltaNetConfig& d = c.delta;
-    j["deltanet"] = {{"n_k_heads", d.n_k_heads},   {"n_v_heads", d.n_v_heads},
-                     {"k_head_dim", d.k_head_dim}, {"v_head_dim", d.v_head_dim},
+    j["deltanet"] = {{"n_k_heads", d.n_k_heads},     {"n_v_heads", d.n_v_heads},
+                     {"k_head_dim", d.k_head_dim},   {"v_head_dim", d.v_head_dim},
                      {"conv_kernel", d.conv_kernel}, {"v_heads_tiled", d.v_heads_tiled}};
   }
   if (c.has_mixer(MixerKind::Mla)) {
@@ -91,6 +91,18 @@ nlohmann::json arch_json(const ArchConfig& c) {
   j["norm_topk_prob"] = c.norm_topk_prob;
   j["router_bias"] = c.router_bias;
   j["tied_embeddings"] = c.tied_embeddings;
+  if (c.family == Family::Gemma4) {
+    j["layer_head_dim"] = c.layer_head_dim;
+    j["layer_n_head_kv"] = c.layer_n_head_kv;
+    j["layer_n_ff"] = c.layer_n_ff;
+    j["layer_kv_source"] = c.layer_kv_source;
+    j["rope_partial_global"] = c.rope_partial_global;
+    j["attn_v_norm"] = c.attn_v_norm;
+    j["attn_k_eq_v"] = c.attn_k_eq_v;
+    j["n_embd_per_layer"] = c.n_embd_per_layer;
+    j["layer_output_scale"] = c.layer_output_scale;
+    j["moe_dense_beside"] = c.moe_dense_beside;
+  }
   return j;
 }
 
@@ -118,6 +130,7 @@ int run_inspect(const InspectArgs& a) {
   j["arch"] = arch_json(c);
   j["tensor_count_by_dtype"] = by_dtype;
   j["resident_bytes"] = spec->resident_bytes;
+  j["mapped_bytes"] = spec->mapped_bytes;
   j["routed_expert_bytes"] = spec->routed_expert_bytes;
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerIndex& L : spec->layers) {
@@ -156,6 +169,17 @@ int run_inspect(const InspectArgs& a) {
   for (MixerKind m : c.layer_mixer)
     std::printf("%c", m == MixerKind::DeltaNet ? 'D' : m == MixerKind::Mla ? 'M' : 'A');
   std::printf("  (A attention, D Gated DeltaNet, M latent attention)\n");
+  if (!c.layer_kv_source.empty()) {
+    // Which layers hold KV rows, and whose rows the others read (Gemma 4's KV sharing).
+    std::printf("kv rows   ");
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      if (c.holds_kv(l))
+        std::printf(" own");
+      else
+        std::printf(" <%lld", static_cast<long long>(c.kv_source_of(l)));
+    }
+    std::printf("\n");
+  }
   std::printf(
       "sequence   KV %.2f MiB for %lld tokens (%llu bytes a token, %s) + recurrent state "
       "%.2f MiB (x%lld with its checkpoints)\n",

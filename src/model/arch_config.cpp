@@ -1,5 +1,7 @@
 #include "model/arch_config.h"
 
+#include <algorithm>
+
 namespace ts {
 
 const char* family_name(Family f) {
@@ -28,6 +30,8 @@ const char* family_name(Family f) {
       return "gpt-oss";
     case Family::Qwen3VL:
       return "qwen3vl";
+    case Family::Gemma4:
+      return "gemma4";
   }
   return "?";
 }
@@ -54,6 +58,19 @@ int64_t ArchConfig::attention_layers() const {
   int64_t n = 0;
   for (MixerKind k : layer_mixer) n += k == MixerKind::Attention ? 1 : 0;
   return n;
+}
+
+int64_t ArchConfig::max_q_width() const {
+  int64_t w = n_head * head_dim;
+  for (int64_t h : layer_head_dim) w = std::max(w, n_head * h);
+  return w;
+}
+
+int64_t ArchConfig::max_kv_width() const {
+  int64_t w = n_head_kv * head_dim;
+  for (size_t l = 0; l < layer_head_dim.size(); ++l)
+    w = std::max(w, n_head_kv_of(static_cast<int64_t>(l)) * layer_head_dim[l]);
+  return w;
 }
 
 const char* qk_norm_name(QkNorm q) {

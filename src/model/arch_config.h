@@ -23,7 +23,8 @@ enum class Family {
   Qwen35Moe,
   DeepSeek2,  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
   GptOss,
-  Qwen3VL  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
+  Qwen3VL,  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
+  Gemma4
 };
 const char* family_name(Family f);
 
@@ -188,10 +189,49 @@ struct ArchConfig {
 
   bool tied_embeddings = false;
 
+  // Gemma 4. Attention layers of two shapes: per layer its head_dim, kv heads and dense FFN width
+  // (empty: head_dim, n_head_kv and n_ff everywhere).
+  std::vector<int64_t> layer_head_dim;
+  std::vector<int64_t> layer_n_head_kv;
+  std::vector<int64_t> layer_n_ff;
+  // Per layer, the layer whose KV rows it attends over: itself, or an earlier layer's (KV sharing;
+  // such a layer projects no k and v and holds no cache of its own). Empty: every layer its own.
+  std::vector<int32_t> layer_kv_source;
+  // "Proportional" rope on the global layers: the first rope_partial_global of a head's pairs
+  // rotate with base^(-2i / head_dim), the rest with frequency 0 (the pairs still span the head).
+  float rope_partial_global = 1.0f;
+  bool attn_v_norm = false;  // v RMS-normed per head, without a weight
+  bool attn_k_eq_v = false;  // global layers have no v projection: v is k's projection
+  // Per-layer embeddings: a second table of n_layer x n_embd_per_layer values a token, mixed
+  // with a projection of the token's embedding; layer l gates its slice into its residual stream.
+  int64_t n_embd_per_layer = 0;
+  bool layer_output_scale = false;  // each layer's output (the whole stream) times a scalar
+  // MoE layers run a dense FFN beside the routed experts, each branch with its own norms, and the
+  // router reads the residual stream through its own norm and per-dimension scale; the routed
+  // weights are multiplied by a per-expert scale.
+  bool moe_dense_beside = false;
+
   bool is_moe() const { return n_expert > 0; }
   bool mrope() const { return !mrope_sections.empty(); }
   bool has_mixer(MixerKind m) const;
   int64_t attention_layers() const;  // layers that hold KV rows (MLA layers not included)
+
+  int64_t head_dim_of(int64_t l) const {
+    return layer_head_dim.empty() ? head_dim : layer_head_dim[static_cast<size_t>(l)];
+  }
+  int64_t n_head_kv_of(int64_t l) const {
+    return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[static_cast<size_t>(l)];
+  }
+  int64_t n_ff_of(int64_t l) const {
+    return layer_n_ff.empty() ? n_ff : layer_n_ff[static_cast<size_t>(l)];
+  }
+  int64_t kv_source_of(int64_t l) const {
+    return layer_kv_source.empty() ? l : layer_kv_source[static_cast<size_t>(l)];
+  }
+  bool holds_kv(int64_t l) const { return kv_source_of(l) == l; }
+  // Widest q (n_head x head_dim) and k/v (n_head_kv x head_dim) rows of any attention layer.
+  int64_t max_q_width() const;
+  int64_t max_kv_width() const;
 };
 
 }  // namespace ts

@@ -27,7 +27,7 @@ std::string ConfigView::gguf_key(const char* key) const {
 
 const nlohmann::json* ConfigView::hf_value(const char* path) const {
   if (kind_ != SourceKind::HfDir || path == nullptr) return nullptr;
-  const nlohmann::json* node = &source_.hf()->config();
+  const nlohmann::json* node = &source_.hf_config();
   std::string p(path);
   if (p.starts_with('/'))
     p.erase(0, 1);
@@ -78,6 +78,12 @@ std::optional<std::vector<int64_t>> ConfigView::opt_gguf_ints(const char* gk) co
   if (a == nullptr) return std::nullopt;
   if (a->ints.size() != a->size()) invalid(gguf_key(gk), "expected an array of integers or bools");
   return a->ints;
+}
+
+bool ConfigView::gguf_is_array(const char* gk) const {
+  if (kind_ != SourceKind::Gguf) return false;
+  const GgufValue* v = source_.gguf()->find(gguf_key(gk));
+  return v != nullptr && v->type == GgufType::Array;
 }
 
 std::optional<std::string> ConfigView::opt_string(const char* gk, const char* hk) const {

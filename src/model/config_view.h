@@ -30,6 +30,8 @@ class ConfigView {
   std::optional<std::string> opt_string(const char* gguf_key, const char* hf_key) const;
   // A GGUF array of integers or bools (HF configs hold lists as JSON: hf_value()).
   std::optional<std::vector<int64_t>> opt_gguf_ints(const char* gguf_key) const;
+  // Whether the GGUF key is present and an array (keys that hold one value or one per layer).
+  bool gguf_is_array(const char* gguf_key) const;
   // As above, but a missing key is an error naming the file and the key.
   int64_t req_int(const char* gguf_key, const char* hf_key) const;
   double req_float(const char* gguf_key, const char* hf_key) const;

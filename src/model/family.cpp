@@ -35,11 +35,16 @@ constexpr FamilyEntry kFamilies[] = {
     {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
     {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl,
      "text_config"},
+    {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
+    // Multimodal checkpoints: their text decoder (ModelSource::hf_config; the vision part is not
+    // read).
+    {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3},
+    {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, configure_gemma4},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
 constexpr const char* kRefused[][2] = {
-    {"Gemma3ForConditionalGeneration", "only the Gemma 3 text model is supported"},
+    {"Gemma3nForConditionalGeneration", "Gemma 3n is not supported"},
 };
 
 }  // namespace

@@ -27,6 +27,7 @@ void configure_qwen3(const ConfigView& v, ArchConfig& c);
 void configure_qwen3moe(const ConfigView& v, ArchConfig& c);
 void configure_minimax_m2(const ConfigView& v, ArchConfig& c);
 void configure_gemma3(const ConfigView& v, ArchConfig& c);
+void configure_gemma4(const ConfigView& v, ArchConfig& c);  // dense and MoE
 void configure_qwen3next(const ConfigView& v, ArchConfig& c);
 void configure_qwen35(const ConfigView& v, ArchConfig& c);  // dense and MoE
 void configure_gpt_oss(const ConfigView& v, ArchConfig& c);

@@ -32,6 +32,7 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
   if (S_ISDIR(st.st_mode)) {
     s->kind_ = SourceKind::HfDir;
     s->hf_ = HfDirectory::open(path);
+    s->find_text_decoder();
   } else {
     s->kind_ = SourceKind::Gguf;
     s->gguf_ = GgufFile::open(path);
@@ -39,8 +40,48 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
   return s;
 }
 
+namespace {
+
+// Multimodal classes opened as their text decoder (the vision part is not read): only these, so
+// that a class whose other parts are read (an image encoder) still sees the whole checkpoint.
+constexpr const char* kTextDecoderOf[] = {"Gemma3ForConditionalGeneration",
+                                          "Gemma4ForConditionalGeneration"};
+
+}  // namespace
+
+void ModelSource::find_text_decoder() {
+  const nlohmann::json& c = hf_->config();
+  const std::string arch = architecture();
+  bool listed = false;
+  for (const char* a : kTextDecoderOf) listed = listed || arch == a;
+  auto text = c.find("text_config");
+  if (!listed || text == c.end() || !text->is_object()) return;
+  text_config_ = &*text;
+  for (const char* prefix : {"model.language_model.", "language_model.model."})
+    if (hf_->find(std::string(prefix) + "embed_tokens.weight").tensor != nullptr) {
+      text_prefix_ = prefix;
+      return;
+    }
+  fail(ErrorKind::Model, path_ +
+                             ": a multimodal checkpoint without its text decoder's embeddings "
+                             "(model.language_model.embed_tokens.weight)");
+}
+
+const nlohmann::json& ModelSource::hf_config() const {
+  return text_config_ != nullptr ? *text_config_ : hf_->config();
+}
+
 std::optional<TensorRef> ModelSource::find(std::string_view name) const {
   TensorRef r;
+  if (hf_ && !text_prefix_.empty() && name.substr(0, 6) == "model.") {
+    std::string mapped = text_prefix_;
+    mapped += name.substr(6);
+    const auto found = hf_->find(mapped);
+    if (found.tensor != nullptr) {
+      const SafetensorsTensor& t = *found.tensor;
+      return TensorRef{t.name, t.dtype, t.dims, &found.file->file(), t.offset, t.nbytes};
+    }
+  }
   if (gguf_) {
     const GgufTensor* t = gguf_->tensor(name);
     if (t == nullptr) return std::nullopt;

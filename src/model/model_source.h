@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,13 +49,22 @@ class ModelSource {
   std::vector<TensorRef> all_tensors() const;
   // The architecture string: GGUF general.architecture, or HF architectures[0].
   std::string architecture() const;
+  // HF: the configuration the text decoder reads. A Gemma 3 / Gemma 4 multimodal checkpoint
+  // (`...ForConditionalGeneration` with a text_config) is seen as its text decoder: text_config's
+  // values, and find() takes the text model's names ("model.layers.0...") to where the checkpoint
+  // keeps them ("model.language_model.layers.0...", or the older
+  // "language_model.model.layers.0..."), other names as they are.
+  const nlohmann::json& hf_config() const;
 
  private:
   ModelSource() = default;
+  void find_text_decoder();
   SourceKind kind_ = SourceKind::Gguf;
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<HfDirectory> hf_;
+  const nlohmann::json* text_config_ = nullptr;  // HF: text_config of a multimodal checkpoint
+  std::string text_prefix_;                      // what replaces "model." in its tensor names
 };
 
 }  // namespace ts

@@ -47,11 +47,32 @@ class Indexer {
           fail(ErrorKind::Unsupported, s_.source->path() +
                                            ": rope_freqs and a linear rope.scaling.factor "
                                            "together are not supported");
-        c_.rope_freqs_tensor = true;
-        c_.rope_scaling = RopeScaling::Llama3;
-        s_.rope_freqs = need(gguf_name(GlobalTensor::RopeFreqs), {c_.rotary_dim / 2}, false);
+        if (!c_.layer_head_dim.empty()) {
+          // Gemma 4: the global layers' proportional rope (divisors 1 or 1e30), no scaling.
+          s_.rope_freqs = need(gguf_name(GlobalTensor::RopeFreqs), {global_head_dim() / 2}, false);
+        } else {
+          c_.rope_freqs_tensor = true;
+          c_.rope_scaling = RopeScaling::Llama3;
+          s_.rope_freqs = need(gguf_name(GlobalTensor::RopeFreqs), {c_.rotary_dim / 2}, false);
+        }
       }
     }
+    if (c_.n_embd_per_layer > 0) {
+      const int64_t width = c_.n_layer * c_.n_embd_per_layer;
+      s_.per_layer_embd = need(global(GlobalTensor::PerLayerEmbd), {width, c_.n_vocab}, true);
+      s_.per_layer_model_proj =
+          need(global(GlobalTensor::PerLayerModelProj), {c_.n_embd, width}, true);
+      s_.per_layer_proj_norm =
+          need(global(GlobalTensor::PerLayerProjNorm), {c_.n_embd_per_layer}, false);
+    }
+    // A Gemma 4 GGUF states k = v only by the global layers' missing v projection (the converter
+    // writes no key for it; llama.cpp reads it so too).
+    if (gguf && c_.attn_v_norm)
+      for (int64_t l = 0; l < c_.n_layer; ++l)
+        if (!c_.layer_sliding[static_cast<size_t>(l)] && c_.holds_kv(l)) {
+          c_.attn_k_eq_v = !s_.source->find(layer_name(LayerTensor::Wv, l)).has_value();
+          break;
+        }
     s_.layers.resize(static_cast<size_t>(c_.n_layer));
     for (int64_t l = 0; l < c_.n_layer; ++l) index_layer(l);
   }
@@ -59,6 +80,11 @@ class Indexer {
  private:
   std::string global(GlobalTensor t) const {
     return c_.source == SourceKind::Gguf ? gguf_name(t) : hf_name(c_.family, t);
+  }
+  int64_t global_head_dim() const {
+    for (int64_t l = 0; l < c_.n_layer; ++l)
+      if (!c_.layer_sliding[static_cast<size_t>(l)]) return c_.head_dim_of(l);
+    return c_.head_dim;
   }
   std::string layer_name(LayerTensor t, int64_t l, int64_t e = -1) const {
     return c_.source == SourceKind::Gguf ? gguf_name(c_.family, t, l) : hf_name(c_.family, t, l, e);
@@ -103,20 +129,35 @@ class Indexer {
     } else if (c_.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla) {
       index_mla(l, put);
     } else {
-      index_attention(put);
+      index_attention(l, put);
     }
     if (c_.sandwich_norms) {
       put(LayerTensor::AttnPostNorm, {c_.n_embd}, false);
       put(LayerTensor::FfnPostNorm, {c_.n_embd}, false);
     }
     put(LayerTensor::FfnNorm, {c_.n_embd}, false);
-    if (!c_.layer_moe[static_cast<size_t>(l)]) {
-      if (c_.n_ff <= 0)
+    if (c_.n_embd_per_layer > 0) {
+      put(LayerTensor::PleGate, {c_.n_embd, c_.n_embd_per_layer}, true);
+      put(LayerTensor::PleProj, {c_.n_embd_per_layer, c_.n_embd}, true);
+      put(LayerTensor::PleNorm, {c_.n_embd}, false);
+    }
+    if (c_.layer_output_scale) put(LayerTensor::OutScale, {1}, false);
+    const bool moe = c_.layer_moe[static_cast<size_t>(l)] != 0;
+    if (!moe || c_.moe_dense_beside) {
+      const int64_t ff = c_.n_ff_of(l);
+      if (ff <= 0)
         refuse(where_, "layer " + std::to_string(l) + " is dense but the FFN width is 0");
-      put(LayerTensor::FfnGate, {c_.n_embd, c_.n_ff}, true);
-      put(LayerTensor::FfnUp, {c_.n_embd, c_.n_ff}, true);
-      put(LayerTensor::FfnDown, {c_.n_ff, c_.n_embd}, true);
-      return;
+      put(LayerTensor::FfnGate, {c_.n_embd, ff}, true);
+      put(LayerTensor::FfnUp, {c_.n_embd, ff}, true);
+      put(LayerTensor::FfnDown, {ff, c_.n_embd}, true);
+    }
+    if (!moe) return;
+    if (c_.moe_dense_beside) {
+      put(LayerTensor::FfnPostNorm1, {c_.n_embd}, false);
+      put(LayerTensor::FfnPreNorm2, {c_.n_embd}, false);
+      put(LayerTensor::FfnPostNorm2, {c_.n_embd}, false);
+      put(LayerTensor::RouterScale, {c_.n_embd}, false);
+      put(LayerTensor::ExpScale, {c_.n_expert}, false);
     }
     put(LayerTensor::Router, {c_.n_embd, c_.n_expert}, true);
     if (c_.router_bias) put(LayerTensor::RouterBias, {c_.n_expert}, false);
@@ -132,14 +173,18 @@ class Indexer {
   }
 
   template <typename Put>
-  void index_attention(const Put& put) {
-    const int64_t q_width = c_.n_head * c_.head_dim;
-    const int64_t kv_width = c_.n_head_kv * c_.head_dim;
+  void index_attention(int64_t l, const Put& put) {
+    const int64_t hd = c_.head_dim_of(l);
+    const int64_t q_width = c_.n_head * hd;
+    const int64_t kv_width = c_.n_head_kv_of(l) * hd;
+    // A layer that reads another's KV rows projects no k or v; k = v layers no v.
+    const bool holds_kv = c_.holds_kv(l);
+    const bool has_v = holds_kv && !(c_.attn_k_eq_v && !c_.layer_sliding[static_cast<size_t>(l)]);
     // An output gate doubles the q projection: per head, head_dim query rows then head_dim gate
     // rows.
     put(LayerTensor::Wq, {c_.n_embd, c_.attn_output_gate ? 2 * q_width : q_width}, true);
-    put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
-    put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
+    if (holds_kv) put(LayerTensor::Wk, {c_.n_embd, kv_width}, true);
+    if (has_v) put(LayerTensor::Wv, {c_.n_embd, kv_width}, true);
     put(LayerTensor::Wo, {q_width, c_.n_embd}, true);
     if (c_.attn_out_bias) put(LayerTensor::Bo, {c_.n_embd}, false);
     if (c_.attn_sinks) put(LayerTensor::AttnSinks, {c_.n_head}, false);
@@ -149,8 +194,8 @@ class Indexer {
       put(LayerTensor::Bv, {kv_width}, false);
     }
     if (c_.qk_norm == QkNorm::PerHead) {
-      put(LayerTensor::QNorm, {c_.head_dim}, false);
-      put(LayerTensor::KNorm, {c_.head_dim}, false);
+      put(LayerTensor::QNorm, {hd}, false);
+      if (holds_kv) put(LayerTensor::KNorm, {hd}, false);
     } else if (c_.qk_norm == QkNorm::WholeProjection) {
       put(LayerTensor::QNorm, {q_width}, false);
       put(LayerTensor::KNorm, {kv_width}, false);
@@ -294,6 +339,24 @@ class Indexer {
     }
   }
 
+  // Gemma 4 (both formats): per layer one [n_embd, 2 ff, E] tensor, each expert's gate rows then
+  // its up rows, and one [ff, n_embd, E] of the down projections.
+  void index_gate_up_experts(int64_t l, LayerIndex& L) {
+    const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
+    const TensorRef gu = need(layer_name(LayerTensor::ExpGateUp, l), {d, 2 * ff, E}, true);
+    const TensorRef dn = need(layer_name(LayerTensor::ExpDown, l), {ff, d, E}, true);
+    const uint64_t gu_slab = gu.nbytes / static_cast<uint64_t>(E), half = gu_slab / 2;
+    const uint64_t dn_slab = dn.nbytes / static_cast<uint64_t>(E);
+    for (int64_t e = 0; e < E; ++e) {
+      const uint64_t off = gu.offset + gu_slab * static_cast<uint64_t>(e);
+      auto& x = L.experts[static_cast<size_t>(e)];
+      x[kExpGate] = {gu.file, off, half, gu.dtype, ff, d};
+      x[kExpUp] = {gu.file, off + half, half, gu.dtype, ff, d};
+      x[kExpDown] = {dn.file, dn.offset + dn_slab * static_cast<uint64_t>(e), dn_slab, dn.dtype, d,
+                     ff};
+    }
+  }
+
   // A uint8 tensor of exactly these GGML-order dims (MXFP4 planes).
   TensorRef need_bytes(const std::string& name, const std::vector<int64_t>& dims) {
     std::optional<TensorRef> t = s_.source->find(name);
@@ -311,6 +374,7 @@ class Indexer {
     L.experts.resize(static_cast<size_t>(E));
     if (c_.family == Family::GptOss && c_.source == SourceKind::HfDir)
       return index_fused_experts(l, L);
+    if (c_.family == Family::Gemma4) return index_gate_up_experts(l, L);
     const LayerTensor roles[3] = {LayerTensor::ExpGate, LayerTensor::ExpUp, LayerTensor::ExpDown};
     const int64_t rows[3] = {ff, ff, d};
     const int64_t cols[3] = {d, d, ff};
@@ -344,6 +408,8 @@ uint64_t tensor_sum(const ModelSpec& s) {
   add(s.output_norm);
   if (!s.cfg.tied_embeddings) add(s.output);
   if (s.rope_freqs) add(*s.rope_freqs);
+  if (s.per_layer_model_proj) add(*s.per_layer_model_proj);
+  if (s.per_layer_proj_norm) add(*s.per_layer_proj_norm);
   for (const LayerIndex& L : s.layers)
     for (const auto& t : L.tensors)
       if (t) add(*t);
@@ -497,6 +563,7 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   Indexer(*spec).run();
   validate_arch(c, spec->source->path());  // the tensors may have settled rope scaling / tying
   spec->resident_bytes = tensor_sum(*spec);
+  if (spec->per_layer_embd) spec->mapped_bytes = spec->per_layer_embd->nbytes;
   for (const LayerIndex& L : spec->layers) {
     const uint64_t stride = L.expert_stride();
     spec->expert_stride = std::max(spec->expert_stride, stride);

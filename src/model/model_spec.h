@@ -52,7 +52,7 @@ struct ExpertSlice {
 enum ExpertProj { kExpGate = 0, kExpUp = 1, kExpDown = 2 };
 
 struct LayerIndex {
-  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::ExpDownBias) + 1;
+  static constexpr size_t kRoles = static_cast<size_t>(LayerTensor::ExpGateUp) + 1;
   std::array<std::optional<TensorRef>, kRoles> tensors;
   std::vector<std::array<ExpertSlice, 3>> experts;  // [expert][gate, up, down]; MoE layers only
 
@@ -71,9 +71,13 @@ struct ModelSpec {
   TensorRef output_norm;
   TensorRef output;  // token_embd when the embeddings are tied
   std::optional<TensorRef> rope_freqs;
+  // Per-layer embeddings (Gemma 4): the table, read a row a token in place from the file's mapping
+  // (not resident: mapped_bytes), and the projection of the token embedding with its norm.
+  std::optional<TensorRef> per_layer_embd, per_layer_model_proj, per_layer_proj_norm;
   std::vector<LayerIndex> layers;
 
   uint64_t resident_bytes = 0;  // every tensor except routed experts (tied head counted once)
+  uint64_t mapped_bytes = 0;    // read from the file's mapping where they lie (per_layer_embd)
   uint64_t expert_stride = 0;   // largest bytes of one expert (gate + up + down) over layers
   // A slot in every MoE layer, each of its layer's stride: mixes such as Q4_K_M give layers
   // experts of different sizes (q6_k down projections in some), so slots are sized per layer.

@@ -28,8 +28,9 @@ constexpr uint64_t kChunkBytes = 32u << 20;  // output generated and written per
 // Norm: near 1 (RMS norm weights, dt bias). Bias: near 0 (biases, attention sinks). Matrix: uniform
 // with standard deviation 1 / sqrt(row length). RopeFreqs: llama3 divisors. Decay: DeltaNet's A as
 // GGUF stores it, -exp(A_log), which must be negative for the recurrent state to decay rather than
-// grow.
-enum class Init { Norm, Bias, Matrix, RopeFreqs, Decay };
+// grow. RopeFreqsProportional: Gemma 4's global layers, 1 for a rotated pair and 1e30 for the
+// others.
+enum class Init { Norm, Bias, Matrix, RopeFreqs, Decay, RopeFreqsProportional };
 
 struct PlannedTensor {
   std::string name;
@@ -133,6 +134,7 @@ class PlanBuilder {
   void build() {
     const uint64_t d = dim(s_.hidden);
     matrix("token_embd.weight", {d, dim(s_.vocab)}, s_.tied);
+    if (s_.gemma4()) return gemma4();
     if (s_.rope_factor > 0)
       p_.tensors.push_back(
           {"rope_freqs.weight", DType::F32, {dim(s_.head_dim) / 2}, Init::RopeFreqs});
@@ -190,6 +192,66 @@ class PlanBuilder {
 
   bool mla() const { return std::string(s_.arch) == "deepseek2"; }
   bool gpt_oss() const { return std::string(s_.arch) == "gpt-oss"; }
+
+  // Gemma 4 as llama.cpp's converter writes it: the per-layer embeddings, each layer's own head
+  // dim, no k / v where a layer reads an earlier one's rows, sandwich norms, the per-layer input's
+  // gate / projection / norm and the layer's output scalar.
+  void gemma4() {
+    const uint64_t d = dim(s_.hidden), P = dim(s_.ple_dim), L = dim(p_.layers);
+    const uint64_t half_global = dim(s_.head_dim_global) / 2;
+    if (P > 0) {
+      matrix("per_layer_token_embd.weight", {L * P, dim(s_.vocab)});
+      matrix("per_layer_model_proj.weight", {d, L * P});
+      vec("per_layer_proj_norm.weight", P);
+    }
+    f32("rope_freqs.weight", {half_global}, Init::RopeFreqsProportional);
+    const int64_t first_shared = p_.layers - s_.kv_shared_of(p_.layers);
+    for (int64_t l = 0; l < p_.layers; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      const bool more_bits = more_bits_layer(l, p_.layers);
+      const bool global = s_.global_layer(l);
+      const uint64_t hd = dim(global ? s_.head_dim_global : s_.head_dim);
+      const uint64_t q = dim(s_.heads) * hd, kv = dim(kv_heads(l)) * hd;
+      vec(b + "attn_norm.weight", d);
+      matrix(b + "attn_q.weight", {d, q});
+      vec(b + "attn_q_norm.weight", hd);
+      if (l < first_shared) {
+        matrix(b + "attn_k.weight", {d, kv});
+        if (!(global && s_.k_eq_v)) matrix(b + "attn_v.weight", {d, kv}, more_bits);
+        vec(b + "attn_k_norm.weight", hd);
+      }
+      matrix(b + "attn_output.weight", {q, d});
+      vec(b + "post_attention_norm.weight", d);
+      vec(b + "ffn_norm.weight", d);
+      dense_ffn(b, more_bits);
+      vec(b + "post_ffw_norm.weight", d);
+      if (s_.experts > 0) {
+        // Beside the dense FFN: the routed branch's norms, the router's input scale and the
+        // per-expert scale (vectors, f32), the router (f32 as the quantiser leaves it), and the
+        // experts' gate and up stacked per expert.
+        const uint64_t ff = dim(s_.expert_ffn), e = dim(s_.experts);
+        vec(b + "post_ffw_norm_1.weight", d);
+        vec(b + "pre_ffw_norm_2.weight", d);
+        vec(b + "post_ffw_norm_2.weight", d);
+        f32(b + "ffn_gate_inp.weight", {d, e}, Init::Matrix);
+        vec(b + "ffn_gate_inp.scale", d);
+        vec(b + "ffn_down_exps.scale", e);
+        matrix(b + "ffn_gate_up_exps.weight", {d, 2 * ff, e});
+        matrix(b + "ffn_down_exps.weight", {ff, d, e}, more_bits);
+      }
+      if (P > 0) {
+        matrix(b + "inp_gate.weight", {d, P});
+        matrix(b + "proj.weight", {P, d});
+        vec(b + "post_norm.weight", d);
+      }
+      vec(b + "layer_output_scale.weight", 1);
+    }
+    vec("output_norm.weight", d);
+  }
+
+  int64_t kv_heads(int64_t l) const {
+    return s_.global_layer(l) && s_.kv_heads_global > 0 ? s_.kv_heads_global : s_.kv_heads;
+  }
 
   void attention(const std::string& b, bool more_bits) {
     const uint64_t d = dim(s_.hidden), hd = dim(s_.head_dim);
@@ -361,9 +423,11 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
   // qwen35moe's checkpoints state no dense width, so its converter writes none.
   if (s.ffn > 0) u32("feed_forward_length", s.ffn);
   u32("attention.head_count", s.heads);
-  u32("attention.head_count_kv", s.kv_heads);
-  u32("attention.key_length", s.head_dim);
-  u32("attention.value_length", s.v_dim > 0 ? s.v_dim : s.head_dim);
+  if (!s.gemma4() || s.kv_heads_global == 0) u32("attention.head_count_kv", s.kv_heads);
+  if (!s.gemma4()) {
+    u32("attention.key_length", s.head_dim);
+    u32("attention.value_length", s.v_dim > 0 ? s.v_dim : s.head_dim);
+  }
   f32("rope.freq_base", s.rope_theta);
   f32("attention.layer_norm_rms_epsilon", s.rms_eps);
   if (a == "llama") u32("rope.dimension_count", s.head_dim);
@@ -374,6 +438,29 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     if (s.shared_ffn > 0) u32("expert_shared_feed_forward_length", s.shared_ffn);
   }
   if (s.hybrid()) add_hybrid_metadata(w, p);
+  if (s.gemma4()) {
+    std::vector<int64_t> pattern;
+    for (int64_t l = 0; l < p.layers; ++l) pattern.push_back(s.global_layer(l) ? 0 : 1);
+    w.add_kv(a + ".attention.sliding_window_pattern",
+             int_array(GgufType::Bool, std::move(pattern)));
+    u32("attention.key_length", s.head_dim_global);
+    u32("attention.value_length", s.head_dim_global);
+    u32("attention.key_length_swa", s.head_dim);
+    u32("attention.value_length_swa", s.head_dim);
+    u32("rope.dimension_count", s.head_dim_global);
+    u32("rope.dimension_count_swa", s.head_dim);
+    f32("rope.freq_base_swa", s.rope_theta_swa);
+    u32("attention.sliding_window", s.sliding_window);
+    u32("attention.shared_kv_layers", s.kv_shared_of(p.layers));
+    u32("embedding_length_per_layer_input", s.ple_dim);
+    if (s.kv_heads_global > 0) {
+      std::vector<int64_t> kv;
+      for (int64_t l = 0; l < p.layers; ++l)
+        kv.push_back(s.global_layer(l) ? s.kv_heads_global : s.kv_heads);
+      w.add_kv(a + ".attention.head_count_kv", int_array(GgufType::U32, std::move(kv)));
+    }
+    f32("final_logit_softcapping", s.final_softcap);
+  }
   if (a == "deepseek2") {
     u32("attention.q_lora_rank", s.q_lora);
     u32("attention.kv_lora_rank", s.kv_lora);
@@ -463,6 +550,12 @@ void rope_divisors(const SynthShape& s, float* out) {
 void fill_row(const Plan& p, const PlannedTensor& t, uint64_t tseed, uint64_t row, float* out) {
   const uint64_t n = t.dims[0];
   if (t.init == Init::RopeFreqs) return rope_divisors(*p.shape, out);
+  if (t.init == Init::RopeFreqsProportional) {
+    // transformers: int(partial_rotary_factor * head_dim // 2) of the n = head_dim / 2 pairs.
+    const auto rotated = static_cast<uint64_t>(p.shape->partial_global * static_cast<double>(n));
+    for (uint64_t i = 0; i < n; ++i) out[i] = i < rotated ? 1.0f : 1e30f;
+    return;
+  }
   uniform_row(tseed, row, out, n);
   if (t.init == Init::Norm) {
     for (uint64_t i = 0; i < n; ++i) out[i] = 1.0f + 0.05f * out[i];

@@ -176,6 +176,63 @@ const std::vector<SynthShape>& synth_shapes() {
     ds3.dense_layers = 3, ds3.routed_scale = 2.5, ds3.yarn_factor = 40, ds3.yarn_orig_ctx = 4096;
     v.push_back(ds3);
 
+    // Gemma 4: a test shape (every width a whole k-quant block; layers 4 and 5 read layer 2's
+    // KV rows) and E4B (42 layers, hidden 2560, FFN 10240, 8 q / 2 kv heads of 256, global
+    // layers' 512 with a quarter of their pairs rotated, every sixth layer global, window 512,
+    // the last 18 layers sharing KV, per-layer embeddings of 256, soft-cap 30: as Google's
+    // config.json gives them, per NVIDIA's Megatron-Bridge recipe and gemma.cpp's configs).
+    SynthShape tiny_g4{"tiny-gemma4", "gemma4", "test shape (Gemma 4)"};
+    tiny_g4.vocab = 512, tiny_g4.hidden = 256, tiny_g4.layers = 6, tiny_g4.heads = 4;
+    tiny_g4.kv_heads = 2, tiny_g4.head_dim = 64, tiny_g4.head_dim_global = 128;
+    tiny_g4.ffn = 512, tiny_g4.rope_theta = 1000000, tiny_g4.rope_theta_swa = 10000;
+    tiny_g4.partial_global = 0.25, tiny_g4.swa_period = 4, tiny_g4.sliding_window = 8;
+    tiny_g4.kv_shared = 2, tiny_g4.ple_dim = 256, tiny_g4.final_softcap = 30;
+    tiny_g4.rms_eps = 1e-6, tiny_g4.ctx = 4096, tiny_g4.tied = true;
+    v.push_back(tiny_g4);
+
+    SynthShape e4b{"gemma4-e4b", "gemma4", "Gemma 4 E4B"};
+    e4b.vocab = 262144, e4b.hidden = 2560, e4b.layers = 42, e4b.heads = 8, e4b.kv_heads = 2;
+    e4b.head_dim = 256, e4b.head_dim_global = 512, e4b.ffn = 10240;
+    e4b.rope_theta = 1000000, e4b.rope_theta_swa = 10000, e4b.partial_global = 0.25;
+    e4b.swa_period = 6, e4b.sliding_window = 512, e4b.kv_shared = 18, e4b.ple_dim = 256;
+    e4b.final_softcap = 30, e4b.rms_eps = 1e-6, e4b.ctx = 131072, e4b.tied = true;
+    v.push_back(e4b);
+
+    // The MoE layer for tests: a dense FFN beside 8 experts (top 2), k = v on the global layer 5.
+    SynthShape tiny_g4m{"tiny-gemma4-moe", "gemma4", "test shape (Gemma 4 MoE)"};
+    tiny_g4m.vocab = 512, tiny_g4m.hidden = 256, tiny_g4m.layers = 6, tiny_g4m.heads = 4;
+    tiny_g4m.kv_heads = 2, tiny_g4m.kv_heads_global = 1, tiny_g4m.head_dim = 64;
+    tiny_g4m.head_dim_global = 128, tiny_g4m.k_eq_v = true, tiny_g4m.ffn = 256;
+    tiny_g4m.experts = 8, tiny_g4m.experts_used = 2, tiny_g4m.expert_ffn = 256;
+    tiny_g4m.rope_theta = 1000000, tiny_g4m.rope_theta_swa = 10000, tiny_g4m.partial_global = 0.25;
+    tiny_g4m.swa_period = 6, tiny_g4m.sliding_window = 8, tiny_g4m.final_softcap = 30;
+    tiny_g4m.rms_eps = 1e-6, tiny_g4m.ctx = 4096, tiny_g4m.tied = true;
+    v.push_back(tiny_g4m);
+
+    // Gemma 4 26B-A4B. Uncertain: no config.json was at hand. From NVIDIA's Megatron-Bridge
+    // provider (128 experts, top 8, a dense MLP beside them; sliding layers 8 kv heads of 256,
+    // global 2 of 512, k = v there), llama.cpp's model-type table (30 layers) and model cards
+    // (window 1024, hidden 2816, dense FFN 2112, experts of 704): the sum is the card's 25.2 B
+    // total and 3.8 B active.
+    SynthShape a4b{"gemma4-26b-a4b", "gemma4", "Gemma 4 26B-A4B"};
+    a4b.vocab = 262144, a4b.hidden = 2816, a4b.layers = 30, a4b.heads = 16, a4b.kv_heads = 8;
+    a4b.kv_heads_global = 2, a4b.head_dim = 256, a4b.head_dim_global = 512, a4b.k_eq_v = true;
+    a4b.ffn = 2112, a4b.experts = 128, a4b.experts_used = 8, a4b.expert_ffn = 704;
+    a4b.rope_theta = 1000000, a4b.rope_theta_swa = 10000, a4b.partial_global = 0.25;
+    a4b.swa_period = 6, a4b.sliding_window = 1024, a4b.final_softcap = 30;
+    a4b.rms_eps = 1e-6, a4b.ctx = 262144, a4b.tied = true;
+    v.push_back(a4b);
+
+    // Gemma 4 31B. Uncertain as well: llama.cpp's model-type table (60 layers) and model cards
+    // (hidden 5376, 32 q heads, sliding 16 kv heads of 256, global 4 of 512 with k = v, FFN 21504,
+    // window 1024); the sum is the card's 30.7 B.
+    SynthShape g31{"gemma4-31b", "gemma4", "Gemma 4 31B"};
+    g31.vocab = 262144, g31.hidden = 5376, g31.layers = 60, g31.heads = 32, g31.kv_heads = 16;
+    g31.kv_heads_global = 4, g31.head_dim = 256, g31.head_dim_global = 512, g31.k_eq_v = true;
+    g31.ffn = 21504, g31.rope_theta = 1000000, g31.rope_theta_swa = 10000;
+    g31.partial_global = 0.25, g31.swa_period = 6, g31.sliding_window = 1024;
+    g31.final_softcap = 30, g31.rms_eps = 1e-6, g31.ctx = 262144, g31.tied = true;
+    v.push_back(g31);
     SynthShape go20{"gpt-oss-20b", "gpt-oss", "gpt-oss-20b"};
     go20.vocab = 201088, go20.hidden = 2880, go20.layers = 24, go20.heads = 64, go20.kv_heads = 8;
     go20.head_dim = 64, go20.ffn = 2880, go20.experts = 32, go20.experts_used = 4;

@@ -2,6 +2,7 @@
 // ones for tests), so that synthetic files cost per token what the real models cost.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,8 +67,26 @@ struct SynthShape {
   double yarn_factor = 0;
   int64_t yarn_orig_ctx = 0;
   // gpt-oss: the window of its sliding layers (every other one, the first included); its YaRN
-  // uses yarn_factor and yarn_orig_ctx.
+  // uses yarn_factor and yarn_orig_ctx. gemma4: the window of its sliding layers too.
   int64_t sliding_window = 0;
+  // gemma4: every swa_period-th layer global (head_dim_global wide, proportional rope on
+  // partial_global of its pairs, rope_theta), the others sliding (head_dim, rope_theta_swa,
+  // sliding_window); the last kv_shared layers of the full depth read earlier layers' KV rows;
+  // per-layer embeddings ple_dim wide; the final logits soft-capped.
+  int64_t swa_period = 0;
+  int64_t head_dim_global = 0;
+  double partial_global = 0;
+  double rope_theta_swa = 0;
+  int64_t kv_shared = 0;
+  int64_t ple_dim = 0;
+  double final_softcap = 0;
+  int64_t kv_heads_global = 0;  // the global layers' kv heads (0: kv_heads)
+  bool k_eq_v = false;          // the global layers have no v projection
+
+  bool gemma4() const { return swa_period > 0; }
+  bool global_layer(int64_t l) const { return gemma4() && (l + 1) % swa_period == 0; }
+  // Layers of a file cut to `n` that share KV rows: those of the full depth's that it keeps.
+  int64_t kv_shared_of(int64_t n) const { return std::max<int64_t>(0, kv_shared - (layers - n)); }
 };
 
 const std::vector<SynthShape>& synth_shapes();

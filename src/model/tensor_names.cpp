@@ -100,6 +100,26 @@ const char* role_name(LayerTensor t) {
       return "ffn_up_exps.bias";
     case LayerTensor::ExpDownBias:
       return "ffn_down_exps.bias";
+    case LayerTensor::PleGate:
+      return "inp_gate";
+    case LayerTensor::PleProj:
+      return "proj";
+    case LayerTensor::PleNorm:
+      return "post_norm";
+    case LayerTensor::OutScale:
+      return "layer_output_scale";
+    case LayerTensor::FfnPostNorm1:
+      return "post_ffw_norm_1";
+    case LayerTensor::FfnPreNorm2:
+      return "pre_ffw_norm_2";
+    case LayerTensor::FfnPostNorm2:
+      return "post_ffw_norm_2";
+    case LayerTensor::RouterScale:
+      return "ffn_gate_inp.scale";
+    case LayerTensor::ExpScale:
+      return "ffn_down_exps.scale";
+    case LayerTensor::ExpGateUp:
+      return "ffn_gate_up_exps";
   }
   return "?";
 }
@@ -114,6 +134,12 @@ std::string gguf_name(GlobalTensor t) {
       return "output.weight";
     case GlobalTensor::RopeFreqs:
       return "rope_freqs.weight";
+    case GlobalTensor::PerLayerEmbd:
+      return "per_layer_token_embd.weight";
+    case GlobalTensor::PerLayerModelProj:
+      return "per_layer_model_proj.weight";
+    case GlobalTensor::PerLayerProjNorm:
+      return "per_layer_proj_norm.weight";
   }
   return "";
 }
@@ -136,6 +162,8 @@ std::string gguf_name(LayerTensor t, int64_t layer) {
     case LayerTensor::ExpGateBias:
     case LayerTensor::ExpUpBias:
     case LayerTensor::ExpDownBias:
+    case LayerTensor::RouterScale:
+    case LayerTensor::ExpScale:
       return prefix + role_name(t);
     default:
       return prefix + role_name(t) + ".weight";
@@ -187,6 +215,39 @@ std::string language_model_name(std::string name) {
   return name;
 }
 
+// Gemma 4's pieces beside the llama-style ones (its router and experts included); "" for the
+// roles named as in Gemma 3.
+std::string hf_name_gemma4(LayerTensor t, const std::string& p) {
+  switch (t) {
+    case LayerTensor::PleGate:
+      return p + "per_layer_input_gate.weight";
+    case LayerTensor::PleProj:
+      return p + "per_layer_projection.weight";
+    case LayerTensor::PleNorm:
+      return p + "post_per_layer_input_norm.weight";
+    case LayerTensor::OutScale:
+      return p + "layer_scalar";
+    case LayerTensor::FfnPostNorm1:
+      return p + "post_feedforward_layernorm_1.weight";
+    case LayerTensor::FfnPreNorm2:
+      return p + "pre_feedforward_layernorm_2.weight";
+    case LayerTensor::FfnPostNorm2:
+      return p + "post_feedforward_layernorm_2.weight";
+    case LayerTensor::Router:
+      return p + "router.proj.weight";
+    case LayerTensor::RouterScale:
+      return p + "router.scale";
+    case LayerTensor::ExpScale:
+      return p + "router.per_expert_scale";
+    case LayerTensor::ExpGateUp:
+      return p + "experts.gate_up_proj";
+    case LayerTensor::ExpDown:
+      return p + "experts.down_proj";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 std::string hf_name(Family f, GlobalTensor t) {
@@ -200,6 +261,12 @@ std::string hf_name(Family f, GlobalTensor t) {
       return "lm_head.weight";
     case GlobalTensor::RopeFreqs:
       return "";
+    case GlobalTensor::PerLayerEmbd:
+      return "model.embed_tokens_per_layer.weight";
+    case GlobalTensor::PerLayerModelProj:
+      return "model.per_layer_model_projection.weight";
+    case GlobalTensor::PerLayerProjNorm:
+      return "model.per_layer_projection_norm.weight";
   }
   return "";
 }
@@ -207,7 +274,7 @@ std::string hf_name(Family f, GlobalTensor t) {
 std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   if (f == Family::Qwen3VL) return language_model_name(hf_name(Family::Qwen3, t, layer, expert));
   const std::string p = "model.layers." + std::to_string(layer) + ".";
-  const bool gemma = f == Family::Gemma3;
+  const bool gemma = f == Family::Gemma3 || f == Family::Gemma4;
   // Mixtral and MiniMax keep Mixtral's `block_sparse_moe` with w1 (gate), w3 (up), w2 (down);
   // Qwen3-MoE names its MoE block `mlp` with the dense projection names.
   const bool mixtral_moe = f == Family::Llama || f == Family::MiniMaxM2;
@@ -218,6 +285,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   const std::string shexp = moe + (deepseek ? "shared_experts." : "shared_expert.");
   if (f == Family::GptOss) {
     if (const std::string name = hf_name_gpt_oss(t, p); !name.empty()) return name;
+  }
+  if (f == Family::Gemma4) {
+    if (const std::string name = hf_name_gemma4(t, p); !name.empty()) return name;
   }
   switch (t) {
     case LayerTensor::AttnNorm:

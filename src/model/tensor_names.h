@@ -9,7 +9,16 @@
 
 namespace ts {
 
-enum class GlobalTensor { TokenEmbd, OutputNorm, Output, RopeFreqs };
+enum class GlobalTensor {
+  TokenEmbd,
+  OutputNorm,
+  Output,
+  RopeFreqs,
+  // Gemma 4's per-layer embeddings: the table, the projection of the token embedding, its norm
+  PerLayerEmbd,
+  PerLayerModelProj,
+  PerLayerProjNorm,
+};
 
 enum class LayerTensor {
   AttnNorm,
@@ -64,6 +73,19 @@ enum class LayerTensor {
   ExpGateBias,
   ExpUpBias,
   ExpDownBias,
+  // Gemma 4: the per-layer input's gate, projection and norm; the layer's output scalar; the
+  // dense FFN's and the routed branch's own norms beside the experts; the router's input scale and
+  // the per-expert scale of the routed weights; every expert's gate and up stacked
+  PleGate,
+  PleProj,
+  PleNorm,
+  OutScale,
+  FfnPostNorm1,
+  FfnPreNorm2,
+  FfnPostNorm2,
+  RouterScale,
+  ExpScale,
+  ExpGateUp,
 };
 
 const char* role_name(LayerTensor t);

@@ -145,9 +145,9 @@ void MoeFfn::route_into(int64_t l, const float* h, int64_t M, float* out) {
   const int64_t k = c_.n_expert_used;
   b_.matmul(L.router, h, M, router_);
   if (L.router_logit_bias != nullptr) b_.add_bias(router_, L.router_logit_bias, M, c_.n_expert);
-  const RouterArgs ra{c_.router,         c_.n_expert,    k,
-                      c_.norm_topk_prob, L.router_bias,  c_.n_group,
-                      c_.topk_group,     c_.routed_scale};
+  const RouterArgs ra{c_.router,         c_.n_expert,     k,
+                      c_.norm_topk_prob, L.router_bias,   c_.n_group,
+                      c_.topk_group,     c_.routed_scale, L.expert_scale};
   // The weights right after the ids: one copy brings both back to the host.
   b_.route(router_, M, ra, reinterpret_cast<int32_t*>(out), out + M * k);
 }
@@ -348,7 +348,8 @@ void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
                       N.router_bias_host.empty() ? nullptr : N.router_bias_host.data(),
                       c_.n_group,
                       c_.topk_group,
-                      c_.routed_scale};
+                      c_.routed_scale,
+                      N.expert_scale_host.empty() ? nullptr : N.expert_scale_host.data()};
   std::vector<int64_t> votes(static_cast<size_t>(E), 0);
   std::vector<int32_t> ids(static_cast<size_t>(k));
   std::vector<float> w(static_cast<size_t>(k));

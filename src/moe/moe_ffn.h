@@ -38,6 +38,10 @@ struct MoeLayerWeights {
   // [n_expert][n_embd] for down; backend memory, null without.
   const float* gate_up_bias = nullptr;
   const float* down_bias = nullptr;
+  // A factor per expert on its routed weight, after renormalisation (Gemma 4), backend memory and
+  // the same on the host (the prefetch guesses); null / empty without.
+  const float* expert_scale = nullptr;
+  std::vector<float> expert_scale_host;
 };
 
 // Buffers the FFN shares with the rest of the forward pass, each of max_rows rows: the FFN-wide

@@ -77,9 +77,11 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   if (options.prefill_batch < 0 || options.prefill_batch > 4096)
     fail(ErrorKind::Usage,
          "--prefill-batch " + std::to_string(options.prefill_batch) + " is out of range [1, 4096]");
-  if (options.kv_type == DType::Q8_0 && c.head_dim % 32 != 0 && !c.has_mixer(MixerKind::Mla))
-    fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
-                               std::to_string(c.head_dim) + ")");
+  for (int64_t l = 0; l < c.n_layer; ++l)
+    if (options.kv_type == DType::Q8_0 && c.head_dim_of(l) % 32 != 0 &&
+        !c.has_mixer(MixerKind::Mla))
+      fail(ErrorKind::Usage, "--kv-type q8_0 needs head_dim to be a multiple of 32 (it is " +
+                                 std::to_string(c.head_dim_of(l)) + ")");
   if (options.kv_type == DType::Q8_0 && c.has_mixer(MixerKind::Mla) && c.mla.row_width() % 32 != 0)
     fail(ErrorKind::Usage,
          "--kv-type q8_0 needs kv_lora_rank + qk_rope_head_dim to be a multiple of 32 (it is " +
@@ -112,6 +114,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (M-RoPE, DeepStack) is not yet verified on a GPU "
                                      "(--backend cpu runs it)");
+  // Gemma 4's new pieces have no device kernels yet (the per-expert scale in the device's
+  // routing, the per-layer inputs' row copies): refused on a device whatever the variable says.
+  if (!e->backend_->is_host() && c.family == Family::Gemma4)
+    fail(ErrorKind::Unsupported,
+         path + ": " + family_name(c.family) +
+             " (per-layer attention shapes, KV sharing, per-layer embeddings, per-expert scale) is "
+             "not yet verified on a GPU: no GPU kernels yet (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,
@@ -317,7 +326,7 @@ void Engine::load_expert_biases(const LayerIndex& I, MoeLayerWeights& W) {
   W.down_bias = load_vector(I.get(LayerTensor::ExpDownBias));
 }
 
-const float* Engine::upload_inv_freq(bool sliding) {
+std::vector<float> Engine::rope_freqs_divisors() {
   std::vector<float> freqs;
   if (spec_->rope_freqs) {
     const TensorRef& t = *spec_->rope_freqs;
@@ -327,17 +336,71 @@ const float* Engine::upload_inv_freq(bool sliding) {
     freqs.resize(static_cast<size_t>(t.dims[0]));
     dequantize_row(t.dtype, raw.data(), freqs.data(), static_cast<int64_t>(freqs.size()));
   }
-  const std::vector<float> inv = rope_inv_freq(cfg(), sliding, freqs);
-  auto* dev = static_cast<float*>(backend_->alloc(inv.size() * sizeof(float)));
-  backend_->to_device(dev, inv.data(), inv.size() * sizeof(float));
-  owned_.push_back(dev);
-  return dev;
+  return freqs;
+}
+
+const float* Engine::upload_inv_freq(bool sliding) {
+  return upload_floats(rope_inv_freq(cfg(), sliding, rope_freqs_divisors()));
+}
+
+void Engine::load_per_layer_embd() {
+  if (!spec_->per_layer_embd) return;
+  const TensorRef& t = *spec_->per_layer_embd;
+  const size_t stride = static_cast<size_t>(t.nbytes / static_cast<uint64_t>(t.rows()));
+  // Read a row a token and layer group: a host backend reads it where the file is mapped, so the
+  // table (GBs at real size) stays out of the resident set (ModelSpec::mapped_bytes); a device
+  // backend copies it.
+  if (backend_->is_host()) {
+    per_layer_embd_ =
+        backend_->upload_weight(t.dtype, t.rows(), t.cols(), stride, t.file->data() + t.offset);
+  } else {
+    per_layer_embd_ = load_matrix(t);
+  }
+  per_layer_model_proj_ = load_matrix(*spec_->per_layer_model_proj);
+  per_layer_proj_norm_ = load_vector(&*spec_->per_layer_proj_norm);
+}
+
+void Engine::load_gemma4_layer(int64_t l, const LayerIndex& I, LayerWeights& L) {
+  const ArchConfig& c = cfg();
+  const int64_t hd = c.head_dim_of(l);
+  if (c.attn_v_norm) L.v_norm = upload_floats(std::vector<float>(static_cast<size_t>(hd), 1.0f));
+  if (const TensorRef* g = I.get(LayerTensor::PleGate)) {
+    L.ple_gate = load_matrix(*g);
+    L.ple_proj = load_matrix(*I.get(LayerTensor::PleProj));
+    L.ple_norm = load_vector(I.get(LayerTensor::PleNorm));
+  }
+  if (const TensorRef* s = I.get(LayerTensor::OutScale)) L.out_scale = read_floats(*s)[0];
+  if (L.moe && c.moe_dense_beside) {
+    L.ffn_post_norm_1 = load_vector(I.get(LayerTensor::FfnPostNorm1));
+    L.ffn_pre_norm_2 = load_vector(I.get(LayerTensor::FfnPreNorm2));
+    L.ffn_post_norm_2 = load_vector(I.get(LayerTensor::FfnPostNorm2));
+    // The router reads rms_norm(x) * scale * n_embd^-1/2: one norm weight.
+    std::vector<float> w = read_floats(*I.get(LayerTensor::RouterScale));
+    const float root = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+    for (float& x : w) x *= root;
+    L.router_norm = upload_floats(w);
+    L.routed.expert_scale = load_vector(I.get(LayerTensor::ExpScale));
+    L.routed.expert_scale_host = read_floats(*I.get(LayerTensor::ExpScale));
+  }
+  // Each layer its own rotation: its head_dim and, global, its proportional frequencies.
+  L.rope = RopeArgs{hd, hd, true, upload_floats(rope_inv_freq_layer(c, l, rope_freqs_divisors()))};
+  L.attn.n_head_kv = c.n_head_kv_of(l);
+  L.attn.head_dim = hd;
 }
 
 void Engine::load_attention(const LayerIndex& I, LayerWeights& L) {
   const ArchConfig& c = cfg();
   auto mat = [&](LayerTensor t) { return I.get(t) ? load_matrix(*I.get(t)) : Weight{}; };
   const TensorRef& wq = *I.get(LayerTensor::Wq);
+  // A layer reading another's KV rows has only its q projection; a k = v layer no v (Gemma 4).
+  if (I.get(LayerTensor::Wk) == nullptr || I.get(LayerTensor::Wv) == nullptr) {
+    L.wq = mat(LayerTensor::Wq);
+    L.wk = mat(LayerTensor::Wk);
+    L.wo = mat(LayerTensor::Wo);
+    L.q_norm = load_vector(I.get(LayerTensor::QNorm));
+    L.k_norm = load_vector(I.get(LayerTensor::KNorm));
+    return;
+  }
   // With an output gate the q projection holds, per head, head_dim query rows then head_dim gate
   // rows: taken apart into [q heads] and [gate heads].
   const int64_t hd = c.head_dim;
@@ -483,7 +546,9 @@ void Engine::load_weights() {
   token_embd_ = load_matrix(spec_->token_embd);
   output_ = c.tied_embeddings ? token_embd_ : load_matrix(spec_->output);
   output_norm_ = load_vector(&spec_->output_norm);
-  const float* inv_freq_global = upload_inv_freq(false);
+  // Layers of different head dims (Gemma 4) take their frequencies per layer (load_gemma4_layer).
+  const bool per_layer_rope = !c.layer_head_dim.empty();
+  const float* inv_freq_global = per_layer_rope ? nullptr : upload_inv_freq(false);
   const float* inv_freq_local = nullptr;
   mrope_streams_ = mrope_pair_streams(c);
   layers_.resize(static_cast<size_t>(c.n_layer));
@@ -525,7 +590,8 @@ void Engine::load_weights() {
       load_shared_expert(I, L);
     }
     const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;
-    if (sliding && inv_freq_local == nullptr) inv_freq_local = upload_inv_freq(true);
+    if (sliding && inv_freq_local == nullptr && !per_layer_rope)
+      inv_freq_local = upload_inv_freq(true);
     L.rope = RopeArgs{c.head_dim, c.rotary_dim, c.rope_pairing == RopePairing::NeoX,
                       sliding ? inv_freq_local : inv_freq_global,
                       mrope_streams_.empty() ? nullptr : mrope_streams_.data()};
@@ -542,7 +608,9 @@ void Engine::load_weights() {
     // MLA attends in the absorbed form: every head's query and the one key row of a token are
     // [rope part | latent] wide, its rope part rotated.
     if (L.mixer == MixerKind::Mla) L.rope.head_dim = L.attn.head_dim = c.mla.row_width();
+    if (c.family == Family::Gemma4) load_gemma4_layer(l, I, L);
   }
+  load_per_layer_embd();
 }
 
 }  // namespace ts

@@ -84,6 +84,18 @@ struct LayerWeights {
   bool moe = false;
   RopeArgs rope;
   AttentionArgs attn;
+  // Gemma 4. The weightless v norm (ones of head_dim); the per-layer input's gate, projection and
+  // norm; the scalar on the layer's output (1: none). An MoE layer's dense FFN beside its routed
+  // experts: the dense branch's post norm, the routed branch's pre and post norms, and the
+  // router's input norm weight (its scale times n_embd^-1/2).
+  const float* v_norm = nullptr;
+  Weight ple_gate, ple_proj;
+  const float* ple_norm = nullptr;
+  float out_scale = 1.0f;
+  const float* ffn_post_norm_1 = nullptr;
+  const float* ffn_pre_norm_2 = nullptr;
+  const float* ffn_post_norm_2 = nullptr;
+  const float* router_norm = nullptr;
 };
 
 class Engine {
@@ -105,6 +117,11 @@ class Engine {
   const Weight& token_embd() const { return token_embd_; }
   const Weight& output() const { return output_; }
   const float* output_norm() const { return output_norm_; }
+  // Per-layer embeddings (Gemma 4; data null without): the table (a host backend reads it where
+  // the file is mapped), the projection of the token embedding and its per-layer norm.
+  const Weight& per_layer_embd() const { return per_layer_embd_; }
+  const Weight& per_layer_model_proj() const { return per_layer_model_proj_; }
+  const float* per_layer_proj_norm() const { return per_layer_proj_norm_; }
 
  private:
   Engine() = default;
@@ -138,6 +155,10 @@ class Engine {
   std::vector<float> read_floats(const TensorRef& t);
   const float* upload_floats(const std::vector<float>& f);
   const float* upload_inv_freq(bool sliding);
+  std::vector<float> rope_freqs_divisors();
+  // Gemma 4's pieces of layer l beyond the llama-style ones, and its per-layer embeddings.
+  void load_gemma4_layer(int64_t l, const LayerIndex& I, LayerWeights& L);
+  void load_per_layer_embd();
 
   std::unique_ptr<ModelSpec> spec_;
   EngineOptions options_;
@@ -148,6 +169,8 @@ class Engine {
   std::vector<Weight> uploaded_;
   Weight token_embd_, output_;
   const float* output_norm_ = nullptr;
+  Weight per_layer_embd_, per_layer_model_proj_;
+  const float* per_layer_proj_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
   std::unique_ptr<ExpertStore> experts_;
 };

@@ -9,6 +9,7 @@
 #include "model/model_spec.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
+#include "runtime/per_layer_inputs.h"
 
 namespace ts {
 namespace {
@@ -48,15 +49,21 @@ uint64_t bytes_per_row(const TensorRef& t) {
 }  // namespace
 
 int64_t ffn_row_floats(const ArchConfig& c) {
-  const bool dense_layers = moe_layers(c) < c.n_layer;
-  return std::max({dense_layers ? c.n_ff : 0, c.is_moe() ? c.n_expert_used * c.n_ff_expert : 0,
-                   c.n_ff_shared});
+  const bool dense_layers = moe_layers(c) < c.n_layer || c.moe_dense_beside;
+  return std::max(
+      {dense_layers ? c.n_ff : 0, c.is_moe() ? c.n_expert_used * c.n_ff_expert : 0, c.n_ff_shared});
 }
 
 uint64_t kv_bytes_per_token(const ArchConfig& c, DType kv_type) {
-  const uint64_t kv_row =
-      row_bytes(kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "KV cache row");
-  uint64_t bytes = checked_mul(2 * static_cast<uint64_t>(c.attention_layers()), kv_row, "KV row");
+  // K and V rows of each attention layer that holds its own (a layer sharing another's holds
+  // none), of its own width.
+  uint64_t bytes = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    if (c.layer_mixer[static_cast<size_t>(l)] != MixerKind::Attention || !c.holds_kv(l)) continue;
+    const uint64_t kv_row = row_bytes(
+        kv_type, static_cast<uint64_t>(c.n_head_kv_of(l) * c.head_dim_of(l)), "KV cache row");
+    bytes = checked_add(bytes, checked_mul(2, kv_row, "KV row"), "KV row");
+  }
   if (c.has_mixer(MixerKind::Mla)) {
     const auto mla_layers = static_cast<uint64_t>(
         std::count(c.layer_mixer.begin(), c.layer_mixer.end(), MixerKind::Mla));
@@ -77,8 +84,10 @@ uint64_t recurrent_state_bytes(const ArchConfig& c) {
 
 int64_t mixer_row_floats(const ArchConfig& c) {
   const int64_t gate = c.attn_output_gate ? c.n_head * c.head_dim : 0;
+  // Gemma 4: the per-layer inputs, and the routed branch's input and output beside a dense FFN.
+  const int64_t gemma4 = PerLayerInputs::row_floats(c) + (c.moe_dense_beside ? 2 * c.n_embd : 0);
   return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0) +
-         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0);
+         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0) + gemma4;
 }
 
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
@@ -144,6 +153,7 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   f.streaming = c.is_moe() && req.expert_slots > 0 && req.expert_slots < c.n_expert;
   f.slots_per_layer = f.streaming ? req.expert_slots : c.n_expert;
   f.resident = spec.resident_bytes;
+  f.mapped = spec.mapped_bytes;
   // Experts live in slots of their layer's stride (ExpertStore): slots_per_layer in every MoE
   // layer, all of a layer's experts when resident.
   const uint64_t slots =
@@ -161,8 +171,8 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   // Activations of one micro-batch: the stream, q/k/v, attention output, FFN halves, and the
   // logits of the head's rows.
   const uint64_t B = static_cast<uint64_t>(req.prefill_batch);
-  const uint64_t q = static_cast<uint64_t>(c.n_head * c.head_dim),
-                 kv = static_cast<uint64_t>(c.n_head_kv * c.head_dim);
+  const uint64_t q = static_cast<uint64_t>(c.max_q_width()),
+                 kv = static_cast<uint64_t>(c.max_kv_width());
   // Exactly what Forward allocates per row: three hidden-width buffers (stream, norm, output), q
   // and attention output, k and v, the router logits and the routing (ids and weights of k
   // experts); the gathered rows and the expert output take k rows per row of an MoE micro-batch
@@ -178,9 +188,10 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   const uint64_t head_rows = std::min<uint64_t>(B, kHeadRows);
   // A gated attention's stacked q/k/v buffer holds one token's gate too.
   const uint64_t once = c.attn_output_gate ? q : 0;
-  const uint64_t floats = once + checked_add(
-      checked_mul(B, per_row, "workspace"),
-      checked_mul(head_rows, static_cast<uint64_t>(c.n_vocab), "workspace"), "workspace");
+  const uint64_t floats =
+      once + checked_add(checked_mul(B, per_row, "workspace"),
+                         checked_mul(head_rows, static_cast<uint64_t>(c.n_vocab), "workspace"),
+                         "workspace");
   f.workspace = checked_mul(floats, 4, "workspace");
   // Resident experts: the Engine's tables of their gate / up / down pointers per MoE layer.
   if (c.is_moe() && !f.streaming)
@@ -225,8 +236,8 @@ int64_t slots_for_budget(const ModelSpec& spec, FootprintRequest req, uint64_t b
     fail(ErrorKind::Budget,
          "memory budget " + std::to_string(budget) + " bytes cannot hold resident weights (" +
              std::to_string(min.resident) + ") + KV cache (" + std::to_string(min.kv_cache) +
-             ") + recurrent state (" + std::to_string(min.recurrent_state) +
-             ") + workspace (" + std::to_string(min.workspace) + ") + backend scratch (" +
+             ") + recurrent state (" + std::to_string(min.recurrent_state) + ") + workspace (" +
+             std::to_string(min.workspace) + ") + backend scratch (" +
              std::to_string(min.backend_scratch) + ") + top-k " + std::to_string(c.n_expert_used) +
              " expert slots per layer (" + std::to_string(min.expert_slots) + "): needs " +
              std::to_string(min.total));
@@ -247,6 +258,7 @@ nlohmann::json footprint_json(const Footprint& f) {
           {"backend_scratch_bytes", f.backend_scratch},
           {"ram_tier_bytes", f.ram_tier},
           {"ram_tier_experts", f.ram_tier_entries},
+          {"mapped_bytes", f.mapped},
           {"total_bytes", f.total}};
 }
 
@@ -257,8 +269,10 @@ void print_footprint(const Footprint& f, std::FILE* out) {
                "%.2f MiB\n",
                mib(f.resident), mib(f.expert_slots), static_cast<long long>(f.slots_per_layer),
                f.streaming ? ", streaming" : ", resident", mib(f.kv_cache), mib(f.recurrent_state),
-               mib(f.workspace),
-               mib(f.backend_scratch), mib(f.total));
+               mib(f.workspace), mib(f.backend_scratch), mib(f.total));
+  if (f.mapped > 0)
+    std::fprintf(out, "footprint  per-layer embeddings %.2f MiB read where the file is mapped\n",
+                 mib(f.mapped));
   if (f.ram_tier > 0)
     std::fprintf(out, "footprint  pinned RAM tier %.2f MiB (%lld experts)\n", mib(f.ram_tier),
                  static_cast<long long>(f.ram_tier_entries));

@@ -67,7 +67,7 @@ struct Footprint {
   uint64_t expert_slots = 0;  // slots x MoE layers x expert stride (streaming only)
   int64_t slots_per_layer = 0;
   bool streaming = false;
-  uint64_t kv_cache = 0;        // attention layers' K and V rows
+  uint64_t kv_cache = 0;         // attention layers' K and V rows
   uint64_t recurrent_state = 0;  // DeltaNet layers' state, with its checkpoints
   uint64_t workspace = 0;        // activations of one micro-batch
   uint64_t backend_scratch = 0;  // what the backend holds for itself (device backends)
@@ -75,6 +75,9 @@ struct Footprint {
   // whole experts (streaming on a device backend only).
   uint64_t ram_tier = 0;
   int64_t ram_tier_entries = 0;
+  // Not part of total either: weights read in place from the file's mapping, a row at a time
+  // (Gemma 4's per-layer embeddings); the page cache holds what was read lately.
+  uint64_t mapped = 0;
   uint64_t total = 0;
 };
 

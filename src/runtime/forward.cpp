@@ -7,6 +7,7 @@
 #include "runtime/mixers/attention_mixer.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
+#include "runtime/per_layer_inputs.h"
 
 namespace ts {
 namespace {
@@ -75,6 +76,12 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
     moe_ =
         std::make_unique<MoeFfn>(b_, c_, engine_.experts(), std::move(moe_layers), max_rows_,
                                  FfnBuffers{ff_gate_, ff_up_, ff_act_, ff_rows_, ff_out_}, alloc);
+  }
+  if (c_.n_embd_per_layer > 0)
+    per_layer_ = std::make_unique<PerLayerInputs>(engine_, max_rows_, alloc);
+  if (c_.moe_dense_beside) {
+    h2_ = scratch(B * d);
+    o2_ = scratch(B * d);
   }
   logits_ = scratch(static_cast<size_t>(std::min(max_rows_, head_rows_) * c_.n_vocab));
   ids_.resize(B);
@@ -199,6 +206,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
     if (media_) media_rows(chunks, -1);
   }
+  if (from < 0 && per_layer_) per_layer_->prepare(ids_.data(), x_, M);
   // norm -> mixer -> norm -> FFN. Each residual add is fused with the norm after it: the FFN's
   // output joins x_ in the next layer's first norm, and the last layer's in the head's norm.
   for (int64_t l = std::max<int64_t>(from, 0); l < c_.n_layer; ++l) {
@@ -212,17 +220,20 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       mixers_[static_cast<size_t>(l)]->run(l, rows, h_, o_);
       if (c_.sandwich_norms) b_.rms_norm(o_, L.attn_post_norm, M, d, eps, plus_one, o_);
       b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, eps, plus_one, h_);
-      if (L.moe) moe_->route(l, h_, M);
+      if (L.moe && !c_.moe_dense_beside) moe_->route(l, h_, M);
       // A recorded step of one token with streamed experts ends here: the host makes this layer's
       // experts present, then the next piece starts with them (run()).
       if (l == stop) return moe_->read_back_routing(l, h_);
     }
-    if (L.moe) {
+    if (L.moe && c_.moe_dense_beside) {
+      ffn_dense_beside_experts(l, M);
+    } else if (L.moe) {
       moe_->run(l, h_, M, decode_step_, o_);
     } else {
       ffn_dense(l, M);
     }
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, eps, plus_one, o_);
+    if (per_layer_ || c_.layer_output_scale) layer_tail(l, M);
     // x_ still lacks this FFN's output (added with the next norm): the sum is the same.
     if (media_ && l < c_.n_deepstack) media_rows(chunks, l);
   }
@@ -244,6 +255,32 @@ void Forward::media_rows(const std::vector<SeqChunk>& chunks, int64_t l) {
     }
     row += ch.n;
   }
+}
+
+void Forward::ffn_dense_beside_experts(int64_t l, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t d = c_.n_embd;
+  const float eps = c_.rms_eps;
+  const bool plus_one = c_.norm_plus_one;
+  ffn_dense(l, M);
+  b_.rms_norm(o_, L.ffn_post_norm_1, M, d, eps, plus_one, o_);
+  // The router and the experts read the residual stream, each through its own norm.
+  b_.rms_norm(x_, L.router_norm, M, d, eps, false, h2_);
+  moe_->route(l, h2_, M);
+  b_.rms_norm(x_, L.ffn_pre_norm_2, M, d, eps, plus_one, h2_);
+  moe_->run(l, h2_, M, decode_step_, o2_);
+  moe_->sum_output(M, o2_);
+  b_.rms_norm(o2_, L.ffn_post_norm_2, M, d, eps, plus_one, o2_);
+  b_.add(o_, o2_, M * d);
+}
+
+void Forward::layer_tail(int64_t l, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t n = M * c_.n_embd;
+  b_.add(x_, o_, n);
+  if (per_layer_) per_layer_->add(l, x_, M);
+  if (L.out_scale != 1.0f) b_.scale(x_, n, L.out_scale);
+  b_.zero(o_, n);
 }
 
 void Forward::head(int64_t M) {
@@ -297,7 +334,7 @@ void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
 
 void Forward::ffn_dense(int64_t l, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
-  const int64_t ff = c_.n_ff;
+  const int64_t ff = c_.n_ff_of(l);
   if (L.ffn_gate_up.data != nullptr) {
     b_.matmul(L.ffn_gate_up, h_, M, ff_gate_);
     b_.glu(glu_kind(), ff_gate_, ff_gate_ + ff, M, ff, 2 * ff, ff_act_);

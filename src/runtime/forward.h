@@ -22,6 +22,7 @@ class DeltaNetMixer;
 class MlaMixer;
 class Mixer;
 class MoeFfn;
+class PerLayerInputs;
 
 class Forward {
  public:
@@ -42,6 +43,12 @@ class Forward {
   // through the last layer (stop = n_layer).
   void layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop);
   void ffn_dense(int64_t l, int64_t M);
+  // Gemma 4's MoE layer: the dense FFN over h_ beside the routed experts over the residual
+  // stream x_ (each branch normed before and after), summed into o_.
+  void ffn_dense_beside_experts(int64_t l, int64_t M);
+  // Gemma 4's end of layer l: x_ += o_, the per-layer input, x_ *= the layer's scalar; o_ zeroed
+  // (the next norm adds it).
+  void layer_tail(int64_t l, int64_t M);
   Glu glu_kind() const;
   // x_ += the last FFN's output, then h_ = rms_norm(x_) with weight w.
   void add_ffn_out_norm(const float* w, int64_t M);
@@ -79,7 +86,10 @@ class Forward {
   std::unique_ptr<DeltaNetMixer> delta_net_;
   std::unique_ptr<MlaMixer> mla_;
   std::vector<Mixer*> mixers_;
-  std::unique_ptr<MoeFfn> moe_;  // MoE models
+  std::unique_ptr<MoeFfn> moe_;                // MoE models
+  std::unique_ptr<PerLayerInputs> per_layer_;  // per-layer embeddings (Gemma 4 E2B / E4B)
+  // The routed branch's input and output beside a dense FFN (Gemma 4 MoE), [max_rows][n_embd].
+  float *h2_ = nullptr, *o2_ = nullptr;
 };
 
 }  // namespace ts

@@ -11,9 +11,6 @@ namespace ts {
 KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_(ctx) {
   const ArchConfig& c = engine.cfg();
   const DType type = engine.options().kv_type;
-  const int64_t width = c.n_head_kv * c.head_dim;
-  const uint64_t row = row_bytes(type, static_cast<uint64_t>(width), "KV cache row");
-  const uint64_t layer_bytes = checked_mul(row, static_cast<uint64_t>(ctx), "KV cache");
   const DeltaNetConfig& d = c.delta;
   const int64_t window = (d.conv_kernel - 1) * d.conv_channels();
   layers_.resize(static_cast<size_t>(c.n_layer));
@@ -31,15 +28,26 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
       const uint64_t mla_bytes = checked_mul(mla_row, static_cast<uint64_t>(ctx), "MLA cache");
       void* buf = backend_.alloc(mla_bytes);
       layers_[l] = KvView{type, ctx, mla_width, static_cast<size_t>(mla_row), buf, buf};
+      owns_.push_back(l);
       bytes_ += mla_bytes;
       continue;
     }
+    // A layer that reads an earlier layer's rows (KV sharing) holds none: its view is that one's.
+    const auto li = static_cast<int64_t>(l);
+    if (!c.holds_kv(li)) {
+      layers_[l] = layers_[static_cast<size_t>(c.kv_source_of(li))];
+      continue;
+    }
+    const int64_t width = c.n_head_kv_of(li) * c.head_dim_of(li);
+    const uint64_t row = row_bytes(type, static_cast<uint64_t>(width), "KV cache row");
+    const uint64_t layer_bytes = checked_mul(row, static_cast<uint64_t>(ctx), "KV cache");
     layers_[l] = KvView{type,
                         ctx,
                         width,
                         static_cast<size_t>(row),
                         backend_.alloc(layer_bytes),
                         backend_.alloc(layer_bytes)};
+    owns_.push_back(l);
     bytes_ += 2 * layer_bytes;
   }
   if (delta_layers_.empty()) return;
@@ -59,9 +67,9 @@ KvCache::KvCache(Engine& engine, int64_t ctx) : backend_(engine.backend()), ctx_
 }
 
 KvCache::~KvCache() {
-  for (KvView& kv : layers_) {
-    backend_.free(kv.k);
-    if (kv.v != kv.k) backend_.free(kv.v);
+  for (size_t l : owns_) {
+    backend_.free(layers_[l].k);
+    if (layers_[l].v != layers_[l].k) backend_.free(layers_[l].v);
   }
   for (size_t l : delta_layers_) backend_.free(live(l));
   for (Checkpoint& cp : checkpoints_)
@@ -148,8 +156,7 @@ int64_t KvCache::copy_rows_from(const KvCache& from, int64_t rows) {
   shifts_.clear();
   for (const auto& s : from.shifts_)
     if (s.first <= rows) shifts_.push_back(s);
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    if (layers_[l].k == nullptr) continue;
+  for (size_t l : owns_) {
     const size_t bytes = static_cast<size_t>(rows) * layers_[l].row_bytes;
     backend_.copy(layers_[l].k, from.layers_[l].k, bytes);
     if (layers_[l].v != layers_[l].k) backend_.copy(layers_[l].v, from.layers_[l].v, bytes);

@@ -82,6 +82,7 @@ class KvCache {
   int64_t n_past_ = 0;
   uint64_t bytes_ = 0;
   std::vector<KvView> layers_;         // per layer; empty views for DeltaNet layers
+  std::vector<size_t> owns_;           // the layers whose rows this cache allocated
   std::vector<DeltaStateView> delta_;  // per layer; empty views for attention layers
   std::vector<size_t> delta_layers_;   // which layers are DeltaNet
   int64_t state_floats_ = 0;           // per DeltaNet layer

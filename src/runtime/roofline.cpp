@@ -48,8 +48,16 @@ DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) 
   DecodeBytes b;
   b.weights = spec.output.nbytes + spec.output_norm.nbytes +
               spec.token_embd.nbytes / static_cast<uint64_t>(c.n_vocab);
-  const double kv_row = static_cast<double>(
-      row_bytes(kv_type, static_cast<uint64_t>(c.n_head_kv * c.head_dim), "kv row"));
+  // Per-layer embeddings: one row of the mapped table a token, and the projection (Gemma 4).
+  if (spec.per_layer_embd)
+    b.weights += spec.per_layer_embd->nbytes / static_cast<uint64_t>(c.n_vocab) +
+                 spec.per_layer_model_proj->nbytes + spec.per_layer_proj_norm->nbytes;
+  // A layer's rows are its own, or (KV sharing) the ones it reads: of that layer's width.
+  const auto kv_row_of = [&](int64_t l) {
+    const int64_t src = c.kv_source_of(l);
+    return static_cast<double>(row_bytes(
+        kv_type, static_cast<uint64_t>(c.n_head_kv_of(src) * c.head_dim_of(src)), "kv row"));
+  };
   const double mla_row = c.has_mixer(MixerKind::Mla)
                              ? static_cast<double>(row_bytes(
                                    kv_type, static_cast<uint64_t>(c.mla.row_width()), "MLA row"))
@@ -63,7 +71,7 @@ DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) 
           static_cast<uint64_t>(static_cast<double>(c.n_expert_used) * mean_expert_bytes(L));
     // An MLA layer reads one latent + rope row a position, as its key and as its value.
     const bool mla = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla;
-    b.kv += (mla ? mla_row : 2 * kv_row) * seen(c, l, attended - 1);
+    b.kv += (mla ? mla_row : 2 * kv_row_of(l)) * seen(c, l, attended - 1);
   }
   return b;
 }
@@ -78,8 +86,9 @@ double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
     double attended = 0;
     for (int64_t i = 0; i < n; ++i) attended += seen(c, l, static_cast<double>(n_past + i));
     // q.k and p.v: head_dim multiply-adds per head per seen position, each (MLA: its row's).
-    const int64_t width =
-        c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width() : c.head_dim;
+    const int64_t width = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla
+                              ? c.mla.row_width()
+                              : c.head_dim_of(l);
     macs +=
         per_token * static_cast<double>(n) + 2.0 * static_cast<double>(c.n_head * width) * attended;
   }

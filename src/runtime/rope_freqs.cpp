@@ -103,4 +103,26 @@ std::vector<uint8_t> mrope_pair_streams(const ArchConfig& c) {
   return streams;
 }
 
+std::vector<float> rope_inv_freq_layer(const ArchConfig& c, int64_t l,
+                                       const std::vector<float>& divisors) {
+  const int64_t hd = c.head_dim_of(l), half = hd / 2;
+  const bool sliding = c.layer_sliding[static_cast<size_t>(l)] != 0;
+  const float base = sliding ? c.rope_theta_local : c.rope_theta;
+  // transformers: int(partial_rotary_factor * head_dim // 2) pairs rotate.
+  const auto rotated = sliding ? half
+                               : static_cast<int64_t>(static_cast<double>(c.rope_partial_global) *
+                                                      static_cast<double>(hd) / 2.0);
+  std::vector<float> inv(static_cast<size_t>(half), 0.0f);
+  for (int64_t i = 0; i < rotated; ++i)
+    inv[static_cast<size_t>(i)] =
+        1.0f / std::pow(base, static_cast<float>(2 * i) / static_cast<float>(hd));
+  if (sliding || divisors.empty()) return inv;
+  if (static_cast<int64_t>(divisors.size()) != half)
+    fail(ErrorKind::Model, "rope_freqs has " + std::to_string(divisors.size()) +
+                               " entries, expected " + std::to_string(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv[static_cast<size_t>(i)] /= divisors[static_cast<size_t>(i)];
+  return inv;
+}
+
 }  // namespace ts

@@ -126,13 +126,18 @@ void Tokenizer::index_tokens() {
       std::snprintf(buf, sizeof(buf), "<0x%02X>", b);
       if (const auto id = find_token(buf)) byte_token_[b] = *id;
     }
+    index_merges();
   } else {
-    merge_rank_.reserve(spec_.merges.size());
-    for (size_t r = 0; r < spec_.merges.size(); ++r) {
-      const auto& [a, b] = spec_.merges[r];
-      merge_rank_.emplace(a + '\0' + b, static_cast<int32_t>(r));
-    }
+    index_merges();
     pre_ = std::make_unique<PreTokenizer>(spec_.pre_patterns, spec_.source);
+  }
+}
+
+void Tokenizer::index_merges() {
+  merge_rank_.reserve(spec_.merges.size());
+  for (size_t r = 0; r < spec_.merges.size(); ++r) {
+    const auto& [a, b] = spec_.merges[r];
+    merge_rank_.emplace(a + '\0' + b, static_cast<int32_t>(r));
   }
 }
 

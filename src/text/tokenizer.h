@@ -42,9 +42,11 @@ struct TokenizerSpec {
   std::vector<std::string> tokens;
   std::vector<float> scores;  // SentencePiece merge priority per token (higher merges first)
   std::vector<TokenType> types;
-  std::vector<std::pair<std::string, std::string>> merges;  // byte-level BPE, rank = index
-  std::string pre_name;                                     // byte-level BPE, for display
-  std::vector<std::string> pre_patterns;                    // byte-level BPE
+  // Byte-level BPE, rank = index; a SentencePiece-style vocabulary that has them (Gemma 4's GGUF)
+  // merges by their rank instead of its scores.
+  std::vector<std::pair<std::string, std::string>> merges;
+  std::string pre_name;                   // byte-level BPE, for display
+  std::vector<std::string> pre_patterns;  // byte-level BPE
   bool ignore_merges = false;     // a word that is itself a token is not merged up from bytes
   bool add_space_prefix = false;  // SentencePiece: a space before the text (dummy prefix)
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
@@ -124,6 +126,7 @@ class Tokenizer {
   void check_id(int32_t id) const;
   std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
   void encode_spm(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+  void index_merges();
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void push_bytes(std::string_view piece, std::vector<int32_t>& out) const;

@@ -40,6 +40,20 @@ const GgufArray& array_key(const GgufFile& f, const char* key, GgufType elem, si
   return *a;
 }
 
+std::vector<std::pair<std::string, std::string>> read_merges(const GgufFile& f) {
+  std::vector<std::pair<std::string, std::string>> merges;
+  for (const std::string& m : array_key(f, "tokenizer.ggml.merges", GgufType::String, 0).strings) {
+    // Tokens never contain a space (byte-level BPE spells it, SentencePiece writes U+2581), so
+    // the first space after the first character separates the two halves.
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos)
+      fail(ErrorKind::Model,
+           where(f, "tokenizer.ggml.merges") + " has entry '" + m + "' without a space");
+    merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
+  }
+  return merges;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
@@ -51,6 +65,10 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     s.kind = TokenizerKind::SentencePiece;
   } else if (*model == "gpt2") {
     s.kind = TokenizerKind::ByteLevelBpe;
+  } else if (*model == "gemma4") {
+    // SentencePiece-style (spaces as U+2581, <0xNN> byte fallback) merged by the listed merges'
+    // rank, as llama.cpp reads it; the file's scores are placeholders.
+    s.kind = TokenizerKind::SentencePiece;
   } else if (*model == "bert") {
     fail(ErrorKind::Unsupported,
          where(f, "tokenizer.ggml.model") +
@@ -58,7 +76,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   } else {
     fail(ErrorKind::Unsupported,
          where(f, "tokenizer.ggml.model") + " = '" + *model +
-             "' is not supported (only 'llama' SentencePiece and 'gpt2' byte-level BPE)");
+             "' is not supported (only 'llama' SentencePiece, 'gemma4' and 'gpt2' byte-level "
+             "BPE)");
   }
 
   s.tokens = array_key(f, "tokenizer.ggml.tokens", GgufType::String, 0).strings;
@@ -73,7 +92,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     }
   }
 
-  if (s.kind == TokenizerKind::SentencePiece) {
+  const bool by_merges = *model == "gemma4";
+  if (by_merges) s.merges = read_merges(f);
+  if (s.kind == TokenizerKind::SentencePiece && !by_merges) {
     if (f.get_array("tokenizer.ggml.scores") == nullptr) {
       fail(ErrorKind::Model, where(f, "tokenizer.ggml.scores") +
                                  " is missing (a SentencePiece vocabulary merges by score)");
@@ -90,17 +111,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     s.bos = n > 1 ? 1 : -1;
     s.eos = n > 2 ? 2 : -1;
     s.unk = 0;
+  } else if (by_merges) {
+    s.scores.assign(n, 0.0f);
+    // llama.cpp's gemma4 vocabulary: no dummy prefix unless the file says so, BOS added.
+    s.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(false);
+    s.add_bos = true;
   } else {
-    for (const std::string& m :
-         array_key(f, "tokenizer.ggml.merges", GgufType::String, 0).strings) {
-      // Byte-level tokens never contain a space, so the first space after the first character
-      // separates the two halves.
-      const size_t sp = m.find(' ', 1);
-      if (sp == std::string::npos)
-        fail(ErrorKind::Model,
-             where(f, "tokenizer.ggml.merges") + " has entry '" + m + "' without a space");
-      s.merges.emplace_back(m.substr(0, sp), m.substr(sp + 1));
-    }
+    s.merges = read_merges(f);
     s.pre_name = f.get_string("tokenizer.ggml.pre").value_or("");
     s.pre_patterns = pre_tokenizer_patterns(s.pre_name, f.path());
     s.ignore_merges = pre_tokenizer_ignores_merges(s.pre_name);

@@ -41,6 +41,16 @@ void Tokenizer::encode_spm(std::string_view fragment, bool after_special,
   }
 
   const auto cost = [&](std::string_view a, std::string_view b) -> std::optional<double> {
+    if (!spec_.merges.empty()) {
+      // Merges listed by rank (Gemma 4's GGUF, whose scores are placeholders): the pair's rank.
+      std::string key;
+      key.reserve(a.size() + b.size() + 1);
+      key.append(a).push_back('\0');
+      key.append(b);
+      const auto it = merge_rank_.find(key);
+      if (it == merge_rank_.end()) return std::nullopt;
+      return static_cast<double>(it->second);
+    }
     std::string joined;
     joined.reserve(a.size() + b.size());
     joined.append(a).append(b);

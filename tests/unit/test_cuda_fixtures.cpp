@@ -110,6 +110,24 @@ TEST(CudaGptOss, RefusedAtOpen) {
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
+// Gemma 4's pieces (per-layer embeddings, the per-expert routing scale...) have no CUDA kernels
+// yet: refused at open, even where unverified ops are asked for.
+TEST(CudaGemma4, RefusedAtOpen) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
+  for (const auto& f : test::fixture_forms({"gemma4", "gemma4_moe"})) {
+    try {
+      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
+      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
+          << e.what();
+    }
+  }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+}
+
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
 // factor scales the scores) against transformers, prefill and decode, as on the CPU.
 TEST(CudaRopeScaling, MatchesTransformers) {

@@ -111,6 +111,49 @@ TEST(FixtureTokenizer, GgufMatchesSentencePiece) {
   expect_matches_sentencepiece(tok);
 }
 
+// Gemma 4's GGUF vocabulary (tokenizer.ggml.model = gemma4): the fixture's pieces merged by the
+// merges llama.cpp's converter lists, without a dummy prefix: a text with a leading space gives
+// the SentencePiece library's ids of the text.
+TEST(FixtureTokenizer, Gemma4GgufMergesMatchSentencePiece) {
+  const std::string path = ts::test::shared_path("fixtures/gemma4/model-f32.gguf");
+  TS_REQUIRE_SHARED(path);
+  const auto file = ts::GgufFile::open(path);
+  const ts::Tokenizer tok = ts::Tokenizer::from_gguf(*file);
+  EXPECT_EQ(tok.kind(), ts::TokenizerKind::SentencePiece);
+  EXPECT_FALSE(tok.add_space_prefix());
+  EXPECT_TRUE(tok.add_bos());
+  std::istringstream lines(read_file(kDir + "/spm_expected.jsonl"));
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    const std::string text = j["text"].get<std::string>();
+    if (text.empty()) continue;
+    EXPECT_EQ(tok.encode(" " + text, false, false), j["ids"].get<std::vector<int32_t>>())
+        << "text '" << text << "'";
+    ++n;
+  }
+  EXPECT_EQ(n, 50);
+  // And the corpus stream (valid.tokens: BOS + ids + EOS of each non-empty line of valid.txt).
+  const std::string txt = ts::test::shared_path("corpus/valid.txt");
+  const std::string bin = ts::test::shared_path("corpus/valid.tokens");
+  if (txt.empty() || bin.empty()) return;
+  const std::string raw = read_file(bin);
+  std::vector<int32_t> want(raw.size() / 4), got;
+  std::memcpy(want.data(), raw.data(), want.size() * 4);
+  std::istringstream corpus(read_file(txt));
+  while (std::getline(corpus, line)) {
+    if (line.empty()) continue;
+    const std::vector<int32_t> ids = tok.encode(" " + line, true, false);
+    got.insert(got.end(), ids.begin(), ids.end());
+    got.push_back(tok.eos());
+  }
+  ASSERT_EQ(got.size(), want.size());
+  size_t first_diff = 0;
+  while (first_diff < got.size() && got[first_diff] == want[first_diff]) ++first_diff;
+  EXPECT_EQ(first_diff, got.size()) << "first difference at stream position " << first_diff;
+}
+
 TEST(FixtureTokenizer, HfDirReproducesCorpusStream) {
   expect_corpus_stream(ts::Tokenizer::from_hf_dir(kDir));
 }

@@ -175,6 +175,12 @@ class CpuBackend final : public Backend {
     std::memset(x, 0, static_cast<size_t>(n) * sizeof(float));
   }
 
+  void scale(float* x, int64_t n, float s) override {
+    spans(n, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) x[i] *= s;
+    });
+  }
+
   void add(float* y, const float* x, int64_t n) override {
     spans(n, 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) y[i] += x[i];

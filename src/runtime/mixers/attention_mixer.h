@@ -6,6 +6,9 @@
 //   att     = softmax(q k^T * scale) v per head, over each sequence's own rows (a head's sink
 //             logit, where the model has them, joining each softmax's denominator)
 //   out     = o_proj(att), or o_proj(att * sigmoid(gate)) with an output gate (+ o_proj's bias)
+// Layers may differ in head_dim and kv heads (their AttentionArgs say); a layer may RMS-norm v per
+// head (LayerWeights::v_norm), take v from its k projection (no wv: k = v), or read an earlier
+// layer's KV rows and store none (no wk: KV sharing, the cache's view of it being that layer's).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +34,7 @@ class AttentionMixer final : public Mixer {
 
  private:
   // Layer l's k and v rows (rotated) into the caches and the attention of the q rows into att_.
+  // k null: the layer stores nothing and attends over the rows its cache view holds.
   void store_and_attend(int64_t l, const PassRows& rows, const float* q, const float* k,
                         const float* v);
 
@@ -47,8 +51,8 @@ template <class Scratch>
 AttentionMixer::AttentionMixer(Engine& engine, int64_t max_rows, Scratch&& scratch)
     : engine_(engine), b_(engine.backend()), c_(engine.cfg()) {
   const auto B = static_cast<size_t>(max_rows);
-  const auto qw = static_cast<size_t>(c_.n_head * c_.head_dim),
-             kvw = static_cast<size_t>(c_.n_head_kv * c_.head_dim);
+  const auto qw = static_cast<size_t>(c_.max_q_width()),
+             kvw = static_cast<size_t>(c_.max_kv_width());
   // One token's output gate after its q, k and v: one row more of q width.
   const size_t gw = c_.attn_output_gate ? qw : 0;
   q_ = scratch(B * (qw + 2 * kvw) + gw);
