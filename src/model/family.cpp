@@ -40,6 +40,8 @@ constexpr FamilyEntry kFamilies[] = {
     // read).
     {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3},
     {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, configure_gemma4},
+    {"qwen35", "Qwen3_5ForConditionalGeneration", Family::Qwen35, configure_qwen35},
+    {"qwen35moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe, configure_qwen35},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".

@@ -44,8 +44,9 @@ namespace {
 
 // Multimodal classes opened as their text decoder (the vision part is not read): only these, so
 // that a class whose other parts are read (an image encoder) still sees the whole checkpoint.
-constexpr const char* kTextDecoderOf[] = {"Gemma3ForConditionalGeneration",
-                                          "Gemma4ForConditionalGeneration"};
+constexpr const char* kTextDecoderOf[] = {
+    "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration",
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"};
 
 }  // namespace
 
