@@ -174,6 +174,20 @@ void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_c
   }
 }
 
+void read_hf_sliding_layers(const ConfigView& v, ArchConfig& c) {
+  const auto n = static_cast<size_t>(c.n_layer);
+  const nlohmann::json* types = v.hf_value("layer_types");
+  if (types == nullptr || !types->is_array() || types->size() != n)
+    v.invalid("layer_types", "expected one entry per layer (" + std::to_string(n) + ")");
+  for (size_t l = 0; l < n; ++l) {
+    const auto& t = (*types)[l];
+    if (t != "sliding_attention" && t != "full_attention")
+      v.invalid("layer_types", "entry " + std::to_string(l) +
+                                   " is neither \"sliding_attention\" nor \"full_attention\"");
+    c.layer_sliding[l] = t == "sliding_attention";
+  }
+}
+
 void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params_path) {
   const nlohmann::json* p = v.hf_value(params_path);
   if (p == nullptr) p = v.hf_value("rope_scaling");

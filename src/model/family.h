@@ -15,6 +15,8 @@ class ModelSource;
 void read_common(const ConfigView& v, ArchConfig& c);
 // MoE fields shared by the MoE families (expert counts, expert FFN width, every layer MoE).
 void read_moe_common(const ConfigView& v, ArchConfig& c, const char* hf_expert_count_key);
+// HF `layer_types` ("sliding_attention" / "full_attention", one per layer): sets layer_sliding.
+void read_hf_sliding_layers(const ConfigView& v, ArchConfig& c);
 // HF `rope_parameters` (transformers 5) or legacy `rope_scaling`: sets the scaling fields.
 void read_hf_rope_scaling(const ConfigView& v, ArchConfig& c, const char* params_path);
 // GGUF's linear scaling keys, for every family (read_common). llama3 scaling is the rope_freqs

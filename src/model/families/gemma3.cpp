@@ -1,7 +1,6 @@
 // gemma3: embeddings x sqrt(hidden), (1 + w) RMS norms, sandwich norms, GELU-tanh gated FFN,
 // per-head q/k norm, interleaved sliding-window / global layers with their own rope bases.
 #include <cmath>
-#include <nlohmann/json.hpp>
 
 #include "model/config_view.h"
 #include "model/family.h"
@@ -38,15 +37,7 @@ void configure_gemma3(const ConfigView& v, ArchConfig& c) {
     }
     return;
   }
-  const nlohmann::json* types = v.hf_value("layer_types");
-  if (types == nullptr || !types->is_array() || static_cast<int64_t>(types->size()) != c.n_layer)
-    v.invalid("layer_types", "expected one entry per layer");
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const auto& t = (*types)[static_cast<size_t>(l)];
-    if (t != "sliding_attention" && t != "full_attention")
-      v.invalid("layer_types", "unknown layer type");
-    c.layer_sliding[static_cast<size_t>(l)] = t == "sliding_attention";
-  }
+  read_hf_sliding_layers(v, c);
   auto theta = v.opt_float(nullptr, "rope_parameters/full_attention/rope_theta");
   auto local = v.opt_float(nullptr, "rope_parameters/sliding_attention/rope_theta");
   if (!theta) theta = v.opt_float(nullptr, "rope_theta");

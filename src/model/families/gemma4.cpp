@@ -106,15 +106,7 @@ void read_gguf(const ConfigView& v, ArchConfig& c) {
 // head_dim and kv heads; without it the global layers take global_head_dim and, with
 // attention_k_eq_v, num_global_key_value_heads.
 void read_hf(const ConfigView& v, ArchConfig& c) {
-  const nlohmann::json* types = v.hf_value("layer_types");
-  if (types == nullptr || !types->is_array() || static_cast<int64_t>(types->size()) != c.n_layer)
-    v.invalid("layer_types", "expected one entry per layer");
-  for (int64_t l = 0; l < c.n_layer; ++l) {
-    const auto& t = (*types)[static_cast<size_t>(l)];
-    if (t != "sliding_attention" && t != "full_attention")
-      v.invalid("layer_types", "unknown layer type");
-    c.layer_sliding[static_cast<size_t>(l)] = t == "sliding_attention";
-  }
+  read_hf_sliding_layers(v, c);
   const int64_t hd = v.req_int(nullptr, "head_dim");
   const int64_t kv = v.opt_int(nullptr, "num_key_value_heads").value_or(c.n_head);
   c.attn_k_eq_v = v.opt_bool(nullptr, "attention_k_eq_v").value_or(false);

@@ -2,8 +2,6 @@
 // attention sinks and biases on q, k, v and o; YaRN rope; every layer MoE, the router a linear
 // layer with a bias, top-k of its logits softmaxed over the k chosen; experts with biases and
 // a clamped SwiGLU.
-#include <nlohmann/json.hpp>
-
 #include "model/config_view.h"
 #include "model/family.h"
 
@@ -14,19 +12,7 @@ namespace {
 // slides when l % period < period - 1; gpt-oss's converter writes neither, the period is 2).
 void read_layer_pattern(const ConfigView& v, ArchConfig& c) {
   const auto n = static_cast<size_t>(c.n_layer);
-  if (!v.is_gguf()) {
-    const nlohmann::json* types = v.hf_value("layer_types");
-    if (types == nullptr || !types->is_array() || types->size() != n)
-      v.invalid("layer_types", "expected one entry per layer (" + std::to_string(n) + ")");
-    for (size_t l = 0; l < n; ++l) {
-      const auto& t = (*types)[l];
-      if (t != "sliding_attention" && t != "full_attention")
-        v.invalid("layer_types", "entry " + std::to_string(l) +
-                                     " is neither \"sliding_attention\" nor \"full_attention\"");
-      c.layer_sliding[l] = t == "sliding_attention";
-    }
-    return;
-  }
+  if (!v.is_gguf()) return read_hf_sliding_layers(v, c);
   if (const auto per_layer = v.opt_gguf_ints("attention.sliding_window_pattern")) {
     if (per_layer->size() != n)
       v.invalid(

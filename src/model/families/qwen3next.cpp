@@ -60,8 +60,8 @@ void read_layer_pattern(const ConfigView& v, ArchConfig& c) {
       v.opt_int("full_attention_interval", "full_attention_interval").value_or(4);
   if (interval <= 0) v.invalid("full_attention_interval", "must be positive");
   for (size_t l = 0; l < n; ++l)
-    c.layer_mixer[l] = (static_cast<int64_t>(l) + 1) % interval == 0 ? MixerKind::Attention
-                                                                       : MixerKind::DeltaNet;
+    c.layer_mixer[l] =
+        (static_cast<int64_t>(l) + 1) % interval == 0 ? MixerKind::Attention : MixerKind::DeltaNet;
 }
 
 void read_rotary(const ConfigView& v, ArchConfig& c) {
