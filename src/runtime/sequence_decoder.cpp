@@ -68,14 +68,16 @@ bool SequenceDecoder::step(std::span<float> logits) {
     }
   }
   if (done_) return false;
-  const int64_t limit = o_.max_tokens < 0 ? o_.room : std::min(o_.max_tokens, o_.room);
-  if (generated() >= limit) end(FinishReason::Length);
+  if (generated() >= limit()) end(FinishReason::Length);
   return !done_;
 }
 
+int64_t SequenceDecoder::limit() const {
+  return o_.max_tokens < 0 ? o_.room : std::min(o_.max_tokens, o_.room);
+}
+
 std::vector<int32_t> SequenceDecoder::draft(int64_t most) {
-  const int64_t limit = o_.max_tokens < 0 ? o_.room : std::min(o_.max_tokens, o_.room);
-  most = std::min(most, limit - generated() - 1);
+  most = std::min(most, limit() - generated() - 1);
   if (most <= 0 || done_) return {};
   std::vector<int32_t> guess = lookup_draft(history_, most);
   drafted_ += static_cast<int64_t>(guess.size());

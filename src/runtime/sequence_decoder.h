@@ -103,6 +103,7 @@ class SequenceDecoder {
   std::vector<ToolCall> tool_calls() const;
 
  private:
+  int64_t limit() const;  // the most tokens the answer may have
   void end(FinishReason reason);
   bool start_tool_call(const std::string& after);
 
