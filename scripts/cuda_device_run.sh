@@ -12,9 +12,10 @@
 # Building there costs minutes of device time per call. The binaries built here (Debian 12, glibc
 # 2.36) run there too, so the cheaper way is to build here and carry only them:
 #
-#   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin/bin.txz, ~15 MB)
+#   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin: bin.txz, ~10 MB,
+#                                                  and the hybrid fixtures of ../shared, ~11 MB)
 #
-# then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: the cuda tests, the
+# then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: every cuda test program, the
 # GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight decoding together), in
 # about a minute. To compare builds in one run, add other plugins to the archive and point
 # TURBOSPARK_CUDA_PLUGIN at each in turn.
@@ -28,18 +29,27 @@ if [ "${1:-}" = "--pack" ]; then
   b=${2:?usage: --pack BUILD_DIR}
   stage=$(mktemp -d)
   mkdir -p "$stage/lib"
-  cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_ops $b/tests/test_cuda_fixtures \
-    $b/tests/test_cuda_memory \
-    $b/bench/bench_cuda_gemv "$stage/"
+  cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_* $b/bench/bench_cuda_gemv "$stage/"
+  rm -f "$stage"/*.cmake
   strip "$stage"/turbospark "$stage"/libturbospark_cuda.so "$stage"/test_cuda_* "$stage"/bench_cuda_gemv
   for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
-    libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6; do
+    libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6 \
+    libpng16.so.16 libjpeg.so.62 libwebp.so.7 libz.so.1; do
     cp -L /lib/x86_64-linux-gnu/$l "$stage/lib/"
   done
   rm -rf .gpubin
   mkdir -p .gpubin
-  tar cJf .gpubin/bin.txz -C "$stage" .
+  # xz -9's 64 MiB window finds the CUDA fat binary that every test program links again: the
+  # archive is a quarter of what the default level writes.
+  tar cf - -C "$stage" . | xz -9 -T2 -c >.gpubin/bin.txz
   rm -rf "$stage"
+  # The fixtures that live only in ../shared (the repository keeps the older families' copies),
+  # without their HF directories: the device's tests find them through a /work/shared link.
+  for f in qwen3_next qwen3_5 qwen3_5_moe; do
+    [ -d ../shared/fixtures/$f ] || continue
+    mkdir -p .gpubin/shared/fixtures/$f
+    cp ../shared/fixtures/$f/{meta.json,model-f32.gguf,ref_logits.f32} .gpubin/shared/fixtures/$f/
+  done
   du -sh .gpubin
   exit 0
 fi
@@ -51,13 +61,14 @@ if [ "${1:-}" = "--prebuilt" ]; then
   export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
   # The tests find their fixtures at the absolute path of the checkout they were built in.
   [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+  [ -e /work/shared ] || [ ! -d .gpubin/shared ] || ln -s "$PWD/.gpubin/shared" /work/shared
   # ...and the tests that run the binary (test_cuda_memory) at the build folder's.
   mkdir -p build && cp $B/turbospark $B/libturbospark_cuda.so build/
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"
   $B/test_cuda_ops --gtest_list_tests >/dev/null 2>&1 ||
     { echo "prebuilt binaries do not run here:"; ldd $B/turbospark | grep "not found"; exit 1; }
   start=$(date +%s)
-  for t in test_cuda_ops test_cuda_fixtures test_cuda_memory; do
+  for t in $(cd "$B" && ls test_cuda_*); do
     timeout 200 $B/$t >"$out/$t.log" 2>&1
     echo "$t rc=$? $(( $(date +%s) - start )) s"
     grep -E "FAILED|Failure|PASSED" "$out/$t.log" | head -20
