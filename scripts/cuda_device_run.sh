@@ -13,7 +13,8 @@
 # 2.36) run there too, so the cheaper way is to build here and carry only them:
 #
 #   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin: bin.txz, ~10 MB,
-#                                                  and the hybrid fixtures of ../shared, ~11 MB)
+#                                                  and the hybrid fixtures, ~11 MB, when the build
+#                                                  was configured with its shared data folder)
 #
 # then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: every cuda test program, the
 # GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight decoding together), in
@@ -43,12 +44,14 @@ if [ "${1:-}" = "--pack" ]; then
   # archive is a quarter of what the default level writes.
   tar cf - -C "$stage" . | xz -9 -T2 -c >.gpubin/bin.txz
   rm -rf "$stage"
-  # The fixtures that live only in ../shared (the repository keeps the older families' copies),
-  # without their HF directories: the device's tests find them through a /work/shared link.
+  # The hybrid fixtures the repository does not keep (they live in the shared data folder the
+  # build was configured with, TURBOSPARK_SHARED_DIR), without their HF directories: the device's
+  # tests find them through a /work/shared link. Without that folder their tests skip there too.
+  shared=$(sed -n 's/^TURBOSPARK_SHARED_DIR:PATH=//p' "$b/CMakeCache.txt")
   for f in qwen3_next qwen3_5 qwen3_5_moe; do
-    [ -d ../shared/fixtures/$f ] || continue
+    [ -n "$shared" ] && [ -d "$shared/fixtures/$f" ] || continue
     mkdir -p .gpubin/shared/fixtures/$f
-    cp ../shared/fixtures/$f/{meta.json,model-f32.gguf,ref_logits.f32} .gpubin/shared/fixtures/$f/
+    cp "$shared/fixtures/$f/"{meta.json,model-f32.gguf,ref_logits.f32} .gpubin/shared/fixtures/$f/
   done
   du -sh .gpubin
   exit 0

@@ -74,10 +74,8 @@ std::shared_ptr<const ToolSet> ToolSet::in_format(const ToolFormat& format) cons
   return set;
 }
 
-std::string ToolSet::system_block() const {
-  std::string out =
-      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+std::string ToolSet::functions_listed() const {
+  std::string out;
   for (const Tool& t : tools_) {
     nlohmann::ordered_json function = {{"name", t.name}};
     if (!t.description.empty()) function["description"] = t.description;
@@ -85,6 +83,14 @@ std::string ToolSet::system_block() const {
     out += '\n';
     out += python_style(nlohmann::ordered_json{{"type", "function"}, {"function", function}});
   }
+  return out;
+}
+
+std::string ToolSet::system_block() const {
+  std::string out =
+      "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+      "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+  out += functions_listed();
   return out +
          "\n</tools>\n\nFor each function call, return a json object with function name and "
          "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
@@ -97,13 +103,7 @@ std::string ToolSet::format_system_block() const {
   std::string out =
       "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
       "The functions, as JSON:";
-  for (const Tool& t : tools_) {
-    nlohmann::ordered_json function = {{"name", t.name}};
-    if (!t.description.empty()) function["description"] = t.description;
-    function["parameters"] = nlohmann::ordered_json::parse(t.parameters.dump());
-    out += '\n';
-    out += python_style(nlohmann::ordered_json{{"type", "function"}, {"function", function}});
-  }
+  out += functions_listed();
   // An example call spelled by the envelope the calls are held to.
   const std::string example = std::string(env->head) + "function_name" + env->name_end +
                               std::string(env->middle) + R"({"argument": "value"})" +

@@ -63,6 +63,8 @@ class ToolSet {
   bool several() const { return parallel_ && !envelope().single; }
 
  private:
+  // Each tool as a line of its function JSON, python-style (the blocks above list them so).
+  std::string functions_listed() const;
   void name_calls();
 
   std::vector<Tool> tools_;
