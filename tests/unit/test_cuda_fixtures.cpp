@@ -30,16 +30,20 @@ double tolerance(const std::string& form) {
 
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
-// The hybrid families' kernels (Gated DeltaNet, gated attention and shared expert) run on CUDA only
-// when asked, until this suite has passed on a GPU: it asks.
-bool is_hybrid(const std::string& fixture) {
-  return fixture == "qwen3_next" || fixture == "qwen3_5" || fixture == "qwen3_5_moe";
+// The kernels of the hybrid families (Gated DeltaNet, gated attention and shared expert), of MLA
+// and group-limited routing (deepseek_v3) and of Gemma 4 run on CUDA only when asked, until this
+// suite has passed on a GPU: it asks.
+bool is_unverified(const std::string& fixture) {
+  for (const char* f :
+       {"qwen3_next", "qwen3_5", "qwen3_5_moe", "deepseek_v3", "gemma4", "gemma4_moe"})
+    if (fixture == f) return true;
+  return false;
 }
 
 TEST_P(CudaFixtures, MatchReferenceAndCpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const test::FixtureForm& f = GetParam();
-  if (is_hybrid(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
+  if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
   const std::vector<int32_t> ids = test::fixture_prompt(f);
   const std::vector<float> ref = test::read_f32_file(f.dir + "/ref_logits.f32");
   const int64_t V = static_cast<int64_t>(ref.size() / ids.size());
@@ -73,7 +77,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                          ::testing::ValuesIn(test::fixture_forms(
                              {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma3",
                               "mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5",
-                              "qwen3_5_moe"})),
+                              "qwen3_5_moe", "deepseek_v3", "gemma4", "gemma4_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 TEST(CudaHybrid, RefusedUntilVerified) {
@@ -83,18 +87,18 @@ TEST(CudaHybrid, RefusedUntilVerified) {
     EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error);
 }
 
-// MLA and group-limited routing have no device kernels: refused at open, even where unverified
-// kernels are allowed.
-TEST(CudaDeepSeek, RefusedAtOpen) {
+// MLA and group-limited routing (deepseek_v3) and Gemma 4: refused at open until asked for.
+TEST(CudaUnverified, RefusedUntilAsked) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const auto& f : test::fixture_forms({"deepseek_v3"})) {
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+  for (const auto& f : test::fixture_forms({"deepseek_v3", "gemma4", "gemma4_moe"})) {
     try {
       test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.form << ": opened on CUDA";
+      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("no GPU kernels yet"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
+          << e.what();
     }
   }
 }
@@ -107,24 +111,6 @@ TEST(CudaGptOss, RefusedAtOpen) {
   for (const auto& f : test::fixture_forms({"gpt_oss", "gpt_oss_mxfp4"}))
     EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error)
         << f.fixture << " " << f.form;
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-}
-
-// Gemma 4's pieces (per-layer embeddings, the per-expert routing scale...) have no CUDA kernels
-// yet: refused at open, even where unverified ops are asked for.
-TEST(CudaGemma4, RefusedAtOpen) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const auto& f : test::fixture_forms({"gemma4", "gemma4_moe"})) {
-    try {
-      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-          << e.what();
-    }
-  }
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
@@ -172,7 +158,9 @@ TEST(CudaWeightTypes, Iq4ModelsFollowTheCpu) {
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2"})) {
+  for (const auto& f :
+       test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2", "deepseek_v3", "gemma4_moe"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     for (bool decode : {false, true}) {
       const std::vector<float> resident =
@@ -192,6 +180,7 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill") << ", RAM tier";
     }
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // A batched decode step of three sequences on the GPU: resident, each token's experts run by id;
