@@ -1,12 +1,10 @@
-// The CUDA ops that multi-head latent attention, group-limited routing and Gemma 4 add (ctest label
+// The CUDA ops that multi-head latent attention and Gemma 4's per-layer inputs add (ctest label
 // `cuda`; skips without a device): matmul_heads as the per-head matmuls it stands for, copy_rows
-// and scale as the CPU backend's, and the device's routing with groups, a weight scale and a
-// per-expert scale as route_token().
+// and scale as the CPU backend's. (Their routing is test_cuda_ops' RouteMatchesHostRouting.)
 #include <gtest/gtest.h>
 
 #ifdef TURBOSPARK_HAVE_CUDA
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -14,7 +12,6 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/routing.h"
 #include "cuda_op_test.h"
 #include "fixture_models.h"
 #include "quant/blocks.h"
@@ -114,62 +111,6 @@ TEST_F(CudaLatentOps, CopyRowsAndScaleAsTheCpu) {
   cpu_->scale(want.data(), static_cast<int64_t>(want.size()), 0.7071f);
   gpu_->scale(d_dst, static_cast<int64_t>(want.size()), 0.7071f);
   EXPECT_EQ(download(d_dst, want.size()), want) << "scale";
-}
-
-// The device's routing picks route_token()'s experts in its order, with its weights up to expf's
-// rounding: DeepSeek-V3's group-limited choice (sigmoid scores, a selection bias, renormalised,
-// times routed_scaling_factor) and Gemma 4's softmax top-k with a per-expert scale; expert counts
-// on both sides of the kernel's register layouts, logits rounded to halves for ties.
-TEST_F(CudaLatentOps, RouteGroupsAndScalesAsHostRouting) {
-  struct Case {
-    RouterScoring scoring;
-    int64_t n_group, topk_group;
-    float scale;
-    bool expert_scale;
-  };
-  const int64_t M = 5, k = 6;
-  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{384}})
-    for (const bool ties : {false, true})
-      for (const Case& c : {Case{RouterScoring::SigmoidGroupTopk, 4, 2, 2.5f, false},
-                            Case{RouterScoring::SigmoidGroupTopk, 8, 3, 1.0f, false},
-                            Case{RouterScoring::SigmoidGroupTopk, 32, 4, 1.0f, false},
-                            Case{RouterScoring::SoftmaxTopk, 1, 1, 1.0f, true},
-                            Case{RouterScoring::SigmoidBiasTopk, 1, 1, 2.5f, true}}) {
-        if (E % c.n_group != 0) continue;
-        const std::string what = std::string(router_scoring_name(c.scoring)) + " of " +
-                                 std::to_string(E) + " in " + std::to_string(c.n_group) +
-                                 " groups" + (ties ? " with ties" : "");
-        std::vector<float> logits = randn(static_cast<size_t>(M * E), 2.0f);
-        if (ties)
-          for (float& x : logits) x = std::round(2.0f * x) / 2.0f;
-        const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
-        std::vector<float> expert_scale = randn(static_cast<size_t>(E), 0.5f);
-        for (float& s : expert_scale) s = std::fabs(s) + 0.5f;
-        const bool sigmoid = c.scoring != RouterScoring::SoftmaxTopk;
-        const RouterArgs host{c.scoring,
-                              E,
-                              k,
-                              true,
-                              sigmoid ? bias.data() : nullptr,
-                              c.n_group,
-                              c.topk_group,
-                              c.scale,
-                              c.expert_scale ? expert_scale.data() : nullptr};
-        std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
-        std::vector<float> want_w(want_ids.size());
-        for (int64_t m = 0; m < M; ++m)
-          route_token(logits.data() + m * E, host, want_ids.data() + m * k, want_w.data() + m * k);
-        RouterArgs dev = host;
-        dev.bias = sigmoid ? upload(bias) : nullptr;
-        dev.expert_scale = c.expert_scale ? upload(expert_scale) : nullptr;
-        auto* ids = static_cast<int32_t*>(device_bytes(want_ids.size() * sizeof(int32_t)));
-        float* w = upload(std::vector<float>(want_w.size()));
-        gpu_->route(upload(logits), M, dev, ids, w);
-        std::vector<int32_t> got_ids(want_ids.size());
-        gpu_->to_host(got_ids.data(), ids, got_ids.size() * sizeof(int32_t));
-        EXPECT_EQ(got_ids, want_ids) << what;
-        test::expect_close(download(w, want_w.size()), want_w, 0.0f, 1e-6f, what);
-      }
 }
 
 }  // namespace
