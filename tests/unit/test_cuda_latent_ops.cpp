@@ -100,6 +100,28 @@ TEST_F(CudaLatentOps, MatmulHeadsAsPerHeadMatmuls) {
         }
 }
 
+// A prefill's rows over many heads, taken in several launches (their gathered rows would pass the
+// backend's scratch bound in one), against the CPU backend.
+TEST_F(CudaLatentOps, MatmulHeadsOverManyRowsAsTheCpu) {
+  const int64_t H = 512, rows = 8, cols = 32, pad = 8, M = 300;
+  const size_t stride = static_cast<size_t>(cols) * sizeof(float);
+  const std::vector<uint8_t> host = random_weight(DType::F32, H * rows, cols);
+  Weight w = gpu_->upload_weight(DType::F32, H * rows, cols, stride, host.data());
+  const Weight wc = cpu_->upload_weight(DType::F32, H * rows, cols, stride, host.data());
+  for (const bool spread_inputs : {false, true}) {
+    const int64_t x_head = spread_inputs ? cols + pad : cols;
+    const int64_t y_head = spread_inputs ? rows : rows + pad;
+    const std::vector<float> x = randn(static_cast<size_t>(M * H * x_head));
+    std::vector<float> want(static_cast<size_t>(M * H * y_head), 7.0f);
+    float* dy = upload(want);
+    cpu_->matmul_heads(wc, H, x.data(), H * x_head, x_head, M, want.data(), H * y_head, y_head);
+    gpu_->matmul_heads(w, H, upload(x), H * x_head, x_head, M, dy, H * y_head, y_head);
+    test::expect_close(download(dy, want.size()), want, 1e-6f, 1e-5f,
+                       spread_inputs ? "v_b layout" : "k_b layout");
+  }
+  gpu_->release_weight(w);
+}
+
 TEST_F(CudaLatentOps, CopyRowsAndScaleAsTheCpu) {
   const int64_t rows = 7, n = 300, src_stride = 333, dst_stride = 310;
   const std::vector<float> src = randn(static_cast<size_t>(rows * src_stride));

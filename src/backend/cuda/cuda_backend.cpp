@@ -38,6 +38,9 @@ constexpr size_t kTailSlack = 16;
 constexpr int64_t kMaxHeadDim = 256;
 // Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
 constexpr int64_t kMaxGridY = 65535;
+// matmul_heads' gathered inputs and outputs at most, but for a single row's: it takes a
+// micro-batch's rows in launches of as many as fit.
+constexpr int64_t kHeadsScratchBytes = int64_t{16} << 20;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
@@ -539,7 +542,11 @@ class CudaBackend final : public Backend {
     head.rows = rows;
     const void* const* table = head_table(w, n_heads);
     const int32_t* ids = head_ids(n_heads);
-    const int64_t per_launch = kMaxGridY / n_heads;  // rows of x a launch takes
+    // Rows of x a launch takes: as many as a grid holds, fewer where their gathered rows would
+    // pass kHeadsScratchBytes (a prefill's rows, not a decode step's).
+    const int64_t row_bytes = n_heads * (cols + rows) * static_cast<int64_t>(sizeof(float));
+    const int64_t per_launch =
+        std::clamp<int64_t>(kHeadsScratchBytes / row_bytes, 1, kMaxGridY / n_heads);
     for (int64_t m0 = 0; m0 < M; m0 += per_launch) {
       const int64_t m = std::min(per_launch, M - m0), n = m * n_heads;
       const float* xm = x + m0 * x_stride;
