@@ -47,8 +47,10 @@ if [ "${1:-}" = "--pack" ]; then
   # The hybrid fixtures the repository does not keep (they live in the shared data folder the
   # build was configured with, TURBOSPARK_SHARED_DIR), without their HF directories: the device's
   # tests find them through a /work/shared link. Without that folder their tests skip there too.
+  # FIXTURES names others instead (deepseek_v3 gemma4 gemma4_moe minimax_m2; ~3 MB each): beside
+  # the tree and the binaries, the device tool's 64 MiB holds about six, so a run takes a few.
   shared=$(sed -n 's/^TURBOSPARK_SHARED_DIR:PATH=//p' "$b/CMakeCache.txt")
-  for f in qwen3_next qwen3_5 qwen3_5_moe; do
+  for f in ${FIXTURES:-qwen3_next qwen3_5 qwen3_5_moe}; do
     [ -n "$shared" ] && [ -d "$shared/fixtures/$f" ] || continue
     mkdir -p .gpubin/shared/fixtures/$f
     cp "$shared/fixtures/$f/"{meta.json,model-f32.gguf,ref_logits.f32} .gpubin/shared/fixtures/$f/
