@@ -188,7 +188,8 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
 TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const std::vector<int32_t> next = {3, 1, 4};
-  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe"})) {
+  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "deepseek_v3", "gemma4_moe"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto batched = [&](int64_t slots) {
       EngineOptions o;
@@ -215,6 +216,7 @@ TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
     EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
@@ -239,7 +241,8 @@ TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
 TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   constexpr size_t kSeqs = 3, kSteps = 4;
-  for (const auto& f : test::fixture_forms({"llama", "qwen3_moe"})) {
+  for (const auto& f : test::fixture_forms({"llama", "qwen3_moe", "deepseek_v3", "gemma4"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto decode = [&] {
       EngineOptions o;
@@ -271,6 +274,7 @@ TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 }  // namespace
