@@ -316,8 +316,7 @@ class CudaBackend final : public Backend {
     if (row_stride < row)
       fail(ErrorKind::Model, "weight upload: row stride " + std::to_string(row_stride) +
                                  " is shorter than a row of " + std::to_string(row) + " bytes");
-    // The kernels read f16 scales and 16-bit fields of every block format in place.
-    const size_t elem_align = dtype == DType::F32 ? 4 : 2;
+    const auto elem_align = static_cast<size_t>(cuda::weight_alignment(dtype));
     if (row_stride % elem_align != 0)
       fail(ErrorKind::Unsupported, "weight upload: row stride " + std::to_string(row_stride) +
                                        " is not a multiple of " + std::to_string(elem_align) +
@@ -650,6 +649,11 @@ class CudaBackend final : public Backend {
     produce(out, rows, n, [&](void* acts) {
       return cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_, acts);
     });
+  }
+
+  void glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                   const ClampedSwiGlu& p, float* out) override {
+    cuda::launch_glu_clamped(gate, up, rows, n, stride, p, out, stream_);
   }
 
   void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,

@@ -710,6 +710,29 @@ bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64
   return false;
 }
 
+namespace {
+
+__global__ void glu_clamped_kernel(const float* gate, const float* up, int64_t rows, int64_t n,
+                                   int64_t stride, ClampedSwiGlu p, float* out) {
+  pdl_enter();
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / n, at = r * stride + (e - r * n);
+    const float g = fminf(gate[at], p.limit);
+    const float u = fminf(fmaxf(up[at], -p.limit), p.limit);
+    const float glu = g * (1.0f / (1.0f + expf(-(g * p.alpha))));
+    out[e] = (u + 1.0f) * glu;
+  }
+}
+
+}  // namespace
+
+void launch_glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                        const ClampedSwiGlu& p, float* out, cudaStream_t stream) {
+  launch("glu clamped", glu_clamped_kernel, grid_for(rows * n), kThreads, 0, stream, gate, up, rows,
+         n, stride, p, out);
+}
+
 void launch_add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n,
                            cudaStream_t stream) {
   const dim3 grid(grid_for(n), static_cast<unsigned>(std::clamp<int64_t>(M, 1, 65535)));
