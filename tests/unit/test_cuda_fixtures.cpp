@@ -84,38 +84,18 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                               "gemma4_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
-TEST(CudaHybrid, RefusedUntilVerified) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"qwen3_5"}))
-    EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error);
-}
-
-// MLA and group-limited routing (deepseek_v3) and Gemma 4: refused at open until asked for.
+// Each family of unverified kernels (the hybrid layers, gpt-oss's, MLA and group-limited routing,
+// Gemma 4's) is refused at open until asked for.
 TEST(CudaUnverified, RefusedUntilAsked) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"deepseek_v3", "gemma4", "gemma4_moe"})) {
+  for (const auto& f : test::fixture_forms(
+           {"qwen3_5", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4", "gemma4_moe"})) {
     try {
       test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
       ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-          << e.what();
-    }
-  }
-}
-
-// gpt-oss (sinks, clamped SwiGLU) and MXFP4 run on CUDA only when asked, until verified.
-TEST(CudaGptOss, RefusedUntilVerified) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"gpt_oss", "gpt_oss_mxfp4"})) {
-    try {
-      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
-    } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
           << e.what();
     }
