@@ -97,13 +97,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (Gated DeltaNet, gated attention, gated shared expert) is "
                                      "not yet verified on a GPU (--backend cpu runs it)");
-  // MLA and group-limited routing have no device kernels yet (matmul_heads, copy_rows, the group
-  // choice in route): refused on a device whatever the variable says.
-  if (!e->backend_->is_host() &&
+  // MLA's and group-limited routing's kernels (matmul_heads, copy_rows, the group choice in
+  // route): written, not yet run on a GPU.
+  if (!e->backend_->is_host() && !allow_unverified &&
       (c.has_mixer(MixerKind::Mla) || c.router == RouterScoring::SigmoidGroupTopk))
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
-                                     " (multi-head latent attention, group-limited routing) has "
-                                     "no GPU kernels yet (--backend cpu runs it)");
+                                     " (multi-head latent attention, group-limited routing) is "
+                                     "not yet verified on a GPU (--backend cpu runs it)");
   // gpt-oss's sinks and clamped SwiGLU: written, not yet run on a GPU (as the hybrid layers).
   if (!e->backend_->is_host() && !allow_unverified &&
       (c.attn_sinks || c.ffn_act == FfnActivation::SwiGluClamped))
@@ -115,13 +115,13 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (M-RoPE, DeepStack) is not yet verified on a GPU "
                                      "(--backend cpu runs it)");
-  // Gemma 4's new pieces have no device kernels yet (the per-expert scale in the device's
-  // routing, the per-layer inputs' row copies): refused on a device whatever the variable says.
-  if (!e->backend_->is_host() && c.family == Family::Gemma4)
+  // Gemma 4's pieces on the device (the per-expert scale in route, the per-layer inputs' row
+  // copies and scales): written, not yet run on a GPU.
+  if (!e->backend_->is_host() && !allow_unverified && c.family == Family::Gemma4)
     fail(ErrorKind::Unsupported,
          path + ": " + family_name(c.family) +
              " (per-layer attention shapes, KV sharing, per-layer embeddings, per-expert scale) is "
-             "not yet verified on a GPU: no GPU kernels yet (--backend cpu runs it)");
+             "not yet verified on a GPU (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

@@ -34,11 +34,13 @@ double tolerance(const std::string& form, bool decode = false) {
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
 // The families whose kernels run on CUDA only when asked, until this suite has passed on a GPU
-// (Gated DeltaNet, gated attention and shared expert; gpt-oss's sinks, clamped SwiGLU and MXFP4):
-// it asks.
+// (Gated DeltaNet, gated attention and shared expert; gpt-oss's sinks, clamped SwiGLU and MXFP4;
+// MLA and group-limited routing; Gemma 4): it asks.
 bool is_unverified(const std::string& fixture) {
-  return fixture == "qwen3_next" || fixture == "qwen3_5" || fixture == "qwen3_5_moe" ||
-         fixture == "gpt_oss" || fixture == "gpt_oss_mxfp4";
+  for (const char* f : {"qwen3_next", "qwen3_5", "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4",
+                        "deepseek_v3", "gemma4", "gemma4_moe"})
+    if (fixture == f) return true;
+  return false;
 }
 
 TEST_P(CudaFixtures, MatchReferenceAndCpu) {
@@ -78,53 +80,17 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                          ::testing::ValuesIn(test::fixture_forms(
                              {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma3",
                               "mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5",
-                              "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4"})),
+                              "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4",
+                              "gemma4_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
-TEST(CudaHybrid, RefusedUntilVerified) {
+// Each family of unverified kernels (the hybrid layers, gpt-oss's, MLA and group-limited routing,
+// Gemma 4's) is refused at open until asked for.
+TEST(CudaUnverified, RefusedUntilAsked) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"qwen3_5"}))
-    EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error);
-}
-
-// MLA and group-limited routing have no device kernels: refused at open, even where unverified
-// kernels are allowed.
-TEST(CudaDeepSeek, RefusedAtOpen) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const auto& f : test::fixture_forms({"deepseek_v3"})) {
-    try {
-      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.form << ": opened on CUDA";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("no GPU kernels yet"), std::string::npos) << e.what();
-    }
-  }
-}
-
-// gpt-oss (sinks, clamped SwiGLU) and MXFP4 run on CUDA only when asked, until verified.
-TEST(CudaGptOss, RefusedUntilVerified) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"gpt_oss", "gpt_oss_mxfp4"})) {
-    try {
-      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-          << e.what();
-    }
-  }
-}
-
-// Gemma 4's pieces (per-layer embeddings, the per-expert routing scale...) have no CUDA kernels
-// yet: refused at open, even where unverified ops are asked for.
-TEST(CudaGemma4, RefusedAtOpen) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const auto& f : test::fixture_forms({"gemma4", "gemma4_moe"})) {
+  for (const auto& f : test::fixture_forms(
+           {"qwen3_5", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4", "gemma4_moe"})) {
     try {
       test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
       ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
@@ -134,7 +100,6 @@ TEST(CudaGemma4, RefusedAtOpen) {
           << e.what();
     }
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
@@ -181,8 +146,8 @@ TEST(CudaWeightTypes, Iq4ModelsFollowTheCpu) {
 
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  for (const auto& f :
-       test::fixture_forms({"mixtral", "qwen3_moe", "minimax_m2", "gpt_oss_mxfp4"})) {
+  for (const auto& f : test::fixture_forms(
+           {"mixtral", "qwen3_moe", "minimax_m2", "gpt_oss_mxfp4", "deepseek_v3", "gemma4_moe"})) {
     if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const int64_t slots = f.fixture == "gpt_oss_mxfp4" ? 4 : 2;  // top-k of 4 there
@@ -204,6 +169,7 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill") << ", RAM tier";
     }
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // A batched decode step of three sequences on the GPU: resident, each token's experts run by id;
@@ -211,7 +177,8 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
 TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const std::vector<int32_t> next = {3, 1, 4};
-  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe"})) {
+  for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "deepseek_v3", "gemma4_moe"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto batched = [&](int64_t slots) {
       EngineOptions o;
@@ -238,11 +205,14 @@ TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
     EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  for (const auto& f : test::fixture_forms({"llama", "qwen3", "gemma3"})) {
+  for (const auto& f :
+       test::fixture_forms({"llama", "qwen3", "gemma3", "deepseek_v3", "gemma4", "gemma4_moe"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const test::LogitsRun run{.backend = "cuda", .decode = true, .kv = DType::F16};
     ASSERT_EQ(0, setenv("TURBOSPARK_CUDA_GRAPHS", "0", 1));
@@ -252,6 +222,7 @@ TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // Three sequences decoding together for four steps: the first step runs eagerly, the second is
@@ -259,7 +230,8 @@ TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
 TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   constexpr size_t kSeqs = 3, kSteps = 4;
-  for (const auto& f : test::fixture_forms({"llama", "qwen3_moe"})) {
+  for (const auto& f : test::fixture_forms({"llama", "qwen3_moe", "deepseek_v3", "gemma4"})) {
+    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto decode = [&] {
       EngineOptions o;
@@ -291,6 +263,7 @@ TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
+  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 }  // namespace

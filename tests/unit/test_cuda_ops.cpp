@@ -1030,10 +1030,11 @@ TEST_F(CudaOps, GatherAndScatterRows) {
 
 // Routing on the device picks the experts route_token() picks, in its order (random logits, and
 // logits rounded to halves, where scores tie and the lower index comes first), with the same
-// weights up to expf's rounding, for every scoring rule.
+// weights up to expf's rounding, for every scoring rule: DeepSeek-V3's group-limited choice
+// (renormalised, times routed_scaling_factor) and per-expert scales (Gemma 4's) included.
 // Expert counts on both sides of the kernel's register layouts (4, 8 and 32 per lane).
 TEST_F(CudaOps, RouteMatchesHostRouting) {
-  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}})
+  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}, int64_t{384}})
     for (const bool ties : {false, true}) route_case(E, ties);
 }
 
@@ -1045,23 +1046,46 @@ void CudaOps::route_case(int64_t E, bool ties) {
   if (ties)
     for (float& x : logits) x = std::round(2.0f * x) / 2.0f;
   const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
+  std::vector<float> expert_scale = randn(static_cast<size_t>(E), 0.5f);
+  for (float& s : expert_scale) s = std::fabs(s) + 0.5f;
   struct Case {
     RouterScoring scoring;
     bool norm;
     bool biased;
+    int64_t n_group = 1, topk_group = 1;
+    float scale = 1.0f;
+    bool expert_scaled = false;
   };
   for (const Case& c : {Case{RouterScoring::TopkSoftmax, false, false},
                         Case{RouterScoring::SoftmaxTopk, false, false},
                         Case{RouterScoring::SoftmaxTopk, true, false},
-                        Case{RouterScoring::SigmoidBiasTopk, true, true}}) {
+                        Case{RouterScoring::SoftmaxTopk, true, false, 1, 1, 1.0f, true},
+                        Case{RouterScoring::SigmoidBiasTopk, true, true},
+                        Case{RouterScoring::SigmoidBiasTopk, true, true, 1, 1, 2.5f, true},
+                        Case{RouterScoring::SigmoidGroupTopk, true, true, 4, 2, 2.5f},
+                        Case{RouterScoring::SigmoidGroupTopk, false, true, 8, 3},
+                        Case{RouterScoring::SigmoidGroupTopk, true, true, 32, 4}}) {
+    if (E % c.n_group != 0) continue;
     const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "") +
-                             " of " + std::to_string(E) + (ties ? " with ties" : "");
+                             " of " + std::to_string(E) + " in " + std::to_string(c.n_group) +
+                             " groups" + (c.expert_scaled ? ", scaled" : "") +
+                             (ties ? " with ties" : "");
     std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
     std::vector<float> want_w(want_ids.size());
-    const RouterArgs host{c.scoring, E, k, c.norm, c.biased ? bias.data() : nullptr};
+    const RouterArgs host{c.scoring,
+                          E,
+                          k,
+                          c.norm,
+                          c.biased ? bias.data() : nullptr,
+                          c.n_group,
+                          c.topk_group,
+                          c.scale,
+                          c.expert_scaled ? expert_scale.data() : nullptr};
     for (int64_t m = 0; m < M; ++m)
       route_token(logits.data() + m * E, host, want_ids.data() + m * k, want_w.data() + m * k);
-    const RouterArgs dev{c.scoring, E, k, c.norm, c.biased ? upload(bias) : nullptr};
+    RouterArgs dev = host;
+    dev.bias = c.biased ? upload(bias) : nullptr;
+    dev.expert_scale = c.expert_scaled ? upload(expert_scale) : nullptr;
     auto* ids = static_cast<int32_t*>(device_bytes(want_ids.size() * sizeof(int32_t)));
     float* w = upload(std::vector<float>(want_w.size()));
     gpu_->route(upload(logits), M, dev, ids, w);
