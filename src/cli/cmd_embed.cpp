@@ -44,7 +44,8 @@ int run_embed(const EmbedArgs& a) {
   for (size_t i = 0; i < a.texts.size(); ++i) embed(a.texts[i], "text " + std::to_string(i + 1));
   if (!a.texts.empty()) return 0;
   std::string line;
-  for (size_t n = 1; std::getline(std::cin, line); ++n) embed(line, "stdin line " + std::to_string(n));
+  for (size_t n = 1; std::getline(std::cin, line); ++n)
+    embed(line, "stdin line " + std::to_string(n));
   return 0;
 }
 

@@ -62,8 +62,9 @@ Pooling pooling_mode(const json& cfg, const std::string& path) {
   if (mode == "cls") return Pooling::Cls;
   if (mode == "lasttoken") return Pooling::Last;
   fail(ErrorKind::Unsupported,
-       path + ": pooling mode not supported (mean, cls and lasttoken are); the file sets none of "
-              "them");
+       path +
+           ": pooling mode not supported (mean, cls and lasttoken are); the file sets none of "
+           "them");
 }
 
 EmbeddingSpec from_hf_dir(const ModelSource& source) {

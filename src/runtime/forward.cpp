@@ -19,8 +19,7 @@ int64_t first_wanted(const SeqChunk& ch) {
   return ch.targets != nullptr ? ch.score_from : ch.n;
 }
 int64_t last_wanted(const SeqChunk& ch) {
-  return ch.logits != nullptr || ch.hidden != nullptr || ch.targets == nullptr ? ch.n
-                                                                                : ch.score_to;
+  return ch.logits != nullptr || ch.hidden != nullptr || ch.targets == nullptr ? ch.n : ch.score_to;
 }
 
 // The scoring fields of a chunk that wants rows scored, checked (targets are token ids of the

@@ -71,7 +71,7 @@ class Forward {
   int64_t max_rows_, head_rows_;
   std::vector<void*> buffers_;
   std::vector<int32_t> ids_, pos_, wanted_rows_;
-  int64_t head_wanted_ = 0;  // wanted_rows_ that go through the head (the rest: hidden rows)
+  int64_t head_wanted_ = 0;        // wanted_rows_ that go through the head (the rest: hidden rows)
   std::vector<int32_t> rope_pos_;  // [max_rows][3] with M-RoPE: each row's T, H, W positions
   bool media_ = false;             // a chunk of the pass has RowInputs embeddings or DeepStack
   float* media_row_ = nullptr;     // one DeepStack row on its way to x_

@@ -1,8 +1,8 @@
 // Embeddings of a Qwen3-Embedding-style fixture (tools/reference/make_embedding_fixture.py): the
-// HF directory (sentence-transformers' modules, a bare-decoder checkpoint) and its GGUF (llama.cpp's
-// converter, pooling_type 3) give sentence-transformers' vectors, tokens included (the EOS the
-// tokenizer appends); mean and first-token pooling give transformers' pooled hidden states, in
-// one chunk or many. A pass that mixes logits and hidden-state rows gives each what it gives
+// HF directory (sentence-transformers' modules, a bare-decoder checkpoint) and its GGUF
+// (llama.cpp's converter, pooling_type 3) give sentence-transformers' vectors, tokens included (the
+// EOS the tokenizer appends); mean and first-token pooling give transformers' pooled hidden states,
+// in one chunk or many. A pass that mixes logits and hidden-state rows gives each what it gives
 // alone. Models without pooling, or with a pooling not served, are refused by name.
 #include <gtest/gtest.h>
 
