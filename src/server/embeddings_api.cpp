@@ -63,7 +63,6 @@ bool embed_all(const RouteContext& ctx, const char* field,
       GenRequest g;
       g.prompt = inputs[next];
       g.embed = true;
-      g.cache_prompt = false;
       try {
         jobs[next] = sched.submit(std::move(g));
       } catch (const Error& e) {

@@ -45,8 +45,8 @@ struct GenRequest {
   // taken through an image's rows only where the cache holds the same image (its key).
   std::shared_ptr<const ImageRows> images;
   int64_t first_image_row = -1;
-  // An embedding: the prompt is prefilled whole (no cached rows) and its final hidden states
-  // pooled as the model declares; nothing is generated and the LM head never runs.
+  // An embedding: the prompt is prefilled whole (the scheduler turns cache_prompt off) and its
+  // final hidden states pooled as the model declares; nothing is generated, no LM head runs.
   bool embed = false;
 };
 

@@ -65,6 +65,8 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
   for (int32_t t : request.prompt) check_id(t, "");
   if (request.embed && embedding_.pooling == Pooling::None)
     fail(ErrorKind::Input, embedding_.why_none);
+  // Every row of an embedding's prompt is pooled, so none may come from a cache.
+  if (request.embed) request.cache_prompt = false;
   for (const auto& [t, bias] : request.sampling.logit_bias) check_id(t, "logit_bias: ");
   if (request.max_tokens == 0) fail(ErrorKind::Input, "max_tokens must be at least 1");
   if (request.top_logprobs > kMaxTopLogprobs)

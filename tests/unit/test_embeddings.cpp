@@ -52,6 +52,7 @@ std::unique_ptr<Engine> open_engine(const std::string& path, int64_t prefill_bat
   o.threads = 2;
   o.ctx = 128;
   o.prefill_batch = prefill_batch;
+  o.kv_type = DType::F32;  // the reference ran in f32 throughout
   return Engine::open(path, o);
 }
 
