@@ -105,6 +105,27 @@ class EmbeddingsApi(unittest.TestCase):
             self.assertGreaterEqual(cosine(r.data[i].embedding, alone.data[0].embedding), 0.9999)
         self.assertEqual(self.server.health()["slots_free"], 2)
 
+    def test_beside_a_generation(self):
+        # An embedding's prompt rows share forward passes with another slot's decode rows.
+        import threading
+
+        done = {}
+
+        def generate():
+            done["r"] = self.client.completions.create(
+                model=MODEL, prompt="The river", max_tokens=40, temperature=0
+            )
+
+        t = threading.Thread(target=generate)
+        t.start()
+        for _ in range(3):
+            r = self.client.embeddings.create(
+                model=MODEL, input=self.ref["inputs"], encoding_format="float"
+            )
+            self.assert_matches([d.embedding for d in r.data])
+        t.join()
+        self.assertEqual(done["r"].usage.completion_tokens, 40)
+
     def test_hostile_inputs(self):
         p = "/v1/embeddings"
         self.assert_refused(p, {}, 400, "'input' is required")
