@@ -232,13 +232,17 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
       mixers_[static_cast<size_t>(l)]->run(l, rows, h_, o_);
       if (c_.sandwich_norms) b_.rms_norm(o_, L.attn_post_norm, M, d, eps, plus_one, o_);
       b_.add_rms_norm(x_, o_, L.ffn_norm, M, d, eps, plus_one, h_);
-      if (L.moe && !c_.moe_dense_beside) moe_->route(l, h_, M);
-      // A recorded step of one token with streamed experts ends here: the host makes this layer's
-      // experts present, then the next piece starts with them (run()).
+      if (L.moe && c_.moe_dense_beside) {
+        dense_ffn_then_route(l, M);
+      } else if (L.moe) {
+        moe_->route(l, h_, M);
+      }
+      // A recorded step of one token with streamed experts ends here, once the layer is routed:
+      // the host makes its experts present, then the next piece starts with them (run()).
       if (l == stop) return moe_->read_back_routing(l, h_);
     }
     if (L.moe && c_.moe_dense_beside) {
-      ffn_dense_beside_experts(l, M);
+      experts_beside_dense_ffn(l, M);
     } else if (L.moe) {
       moe_->run(l, h_, M, decode_step_, o_);
     } else {
@@ -269,16 +273,21 @@ void Forward::media_rows(const std::vector<SeqChunk>& chunks, int64_t l) {
   }
 }
 
-void Forward::ffn_dense_beside_experts(int64_t l, int64_t M) {
+void Forward::dense_ffn_then_route(int64_t l, int64_t M) {
+  const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
+  const int64_t d = c_.n_embd;
+  ffn_dense(l, M);
+  b_.rms_norm(o_, L.ffn_post_norm_1, M, d, c_.rms_eps, c_.norm_plus_one, o_);
+  // The router and the experts read the residual stream, each through its own norm.
+  b_.rms_norm(x_, L.router_norm, M, d, c_.rms_eps, false, h2_);
+  moe_->route(l, h2_, M);
+}
+
+void Forward::experts_beside_dense_ffn(int64_t l, int64_t M) {
   const LayerWeights& L = engine_.layers()[static_cast<size_t>(l)];
   const int64_t d = c_.n_embd;
   const float eps = c_.rms_eps;
   const bool plus_one = c_.norm_plus_one;
-  ffn_dense(l, M);
-  b_.rms_norm(o_, L.ffn_post_norm_1, M, d, eps, plus_one, o_);
-  // The router and the experts read the residual stream, each through its own norm.
-  b_.rms_norm(x_, L.router_norm, M, d, eps, false, h2_);
-  moe_->route(l, h2_, M);
   b_.rms_norm(x_, L.ffn_pre_norm_2, M, d, eps, plus_one, h2_);
   moe_->run(l, h2_, M, decode_step_, o2_);
   moe_->sum_output(M, o2_);

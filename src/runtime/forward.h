@@ -44,8 +44,10 @@ class Forward {
   void layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop);
   void ffn_dense(int64_t l, int64_t M);
   // Gemma 4's MoE layer: the dense FFN over h_ beside the routed experts over the residual
-  // stream x_ (each branch normed before and after), summed into o_.
-  void ffn_dense_beside_experts(int64_t l, int64_t M);
+  // stream x_ (each branch normed before and after), summed into o_; in two halves, the dense FFN
+  // and the routing, then the experts, so that a streamed step's piece can end between them.
+  void dense_ffn_then_route(int64_t l, int64_t M);
+  void experts_beside_dense_ffn(int64_t l, int64_t M);
   // Gemma 4's end of layer l: x_ += o_, the per-layer input, x_ *= the layer's scalar; o_ zeroed
   // (the next norm adds it).
   void layer_tail(int64_t l, int64_t M);

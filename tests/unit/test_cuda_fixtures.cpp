@@ -34,13 +34,9 @@ double tolerance(const std::string& form, bool decode = false) {
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
 // The families whose kernels run on CUDA only when asked, until this suite has passed on a GPU
-// (Gated DeltaNet, gated attention and shared expert; gpt-oss's sinks, clamped SwiGLU and MXFP4;
-// MLA and group-limited routing; Gemma 4): it asks.
+// (Gemma 4): it asks.
 bool is_unverified(const std::string& fixture) {
-  for (const char* f : {"qwen3_next", "qwen3_5", "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4",
-                        "deepseek_v3", "gemma4", "gemma4_moe"})
-    if (fixture == f) return true;
-  return false;
+  return fixture == "gemma4" || fixture == "gemma4_moe";
 }
 
 TEST_P(CudaFixtures, MatchReferenceAndCpu) {
@@ -64,13 +60,17 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
       EXPECT_LE(vs_cpu.rel, tolerance(f.form, decode)) << "CUDA vs CPU: " << vs_cpu.summary();
     }
   // The default f16 cache, whose prefill attention runs on the tensor cores (q and the softmax
-  // weights rounded to f16): held to the bound of f16 weights, against the reference and against
-  // the CPU with the same cache.
+  // weights rounded to f16): held to the bound of f16 weights against the CPU with the same cache,
+  // and against the reference too, unless the cache's rounding alone moves the CPU further than
+  // that (Gemma 4's fixture, 0.011): then to the CPU's distance plus that bound.
   const test::LogitsRun f16_cache{.backend = "cuda", .kv = DType::F16};
   const std::vector<float> gpu16 = test::run_logits(f.path, ids, f16_cache);
   const std::vector<float> cpu16 = test::run_logits(f.path, ids, {.kv = DType::F16});
+  const double cpu16_rel = test::compare_logits(cpu16, ref, V).rel;
+  const double bound16 =
+      cpu16_rel <= tolerance("f16") ? tolerance("f16") : cpu16_rel + tolerance("f16");
   const auto c16 = test::compare_logits(gpu16, ref, V);
-  EXPECT_LE(c16.rel, tolerance("f16")) << "f16 cache: " << c16.summary();
+  EXPECT_LE(c16.rel, bound16) << "f16 cache: " << c16.summary();
   EXPECT_EQ(c16.argmax_mismatches, 0) << "f16 cache: " << c16.summary();
   const auto c16_cpu = test::compare_logits(gpu16, cpu16, V);
   EXPECT_LE(c16_cpu.rel, tolerance("f16")) << "f16 cache, CUDA vs CPU: " << c16_cpu.summary();
@@ -89,8 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
 TEST(CudaUnverified, RefusedUntilAsked) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms(
-           {"qwen3_5", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4", "gemma4_moe"})) {
+  for (const auto& f : test::fixture_forms({"gemma4", "gemma4_moe"})) {
     try {
       test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
       ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
