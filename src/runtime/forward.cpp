@@ -120,6 +120,11 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     if (ch.in.deepstack != nullptr && c_.n_deepstack == 0)
       fail(ErrorKind::Input, std::string("DeepStack features given to a model without them (") +
                                  family_name(c_.family) + ")");
+    if (ch.in.whole_images(ch.n) != ch.n)
+      fail(ErrorKind::Input,
+           "an image's rows, which attend to each other, do not fit in one pass "
+           "of " +
+               std::to_string(ch.n) + " rows (raise --prefill-batch)");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
@@ -137,7 +142,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   }
   if (M == 0) return;
   media_ = false;
-  for (const SeqChunk& ch : chunks) media_ = media_ || ch.in.embeds || ch.in.deepstack;
+  for (const SeqChunk& ch : chunks)
+    media_ = media_ || ch.in.embeds || ch.in.deepstack || ch.in.span;
   // A pass with image rows is never a recorded step: its inputs change every time.
   decode_step_ = M <= kDecodeStepRows && !media_;
   for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
