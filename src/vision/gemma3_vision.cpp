@@ -12,6 +12,7 @@
 #include "model/config_view.h"
 #include "vision/image_decode.h"
 #include "vision/image_preprocess.h"
+#include "vision/vision_config.h"
 #include "vision/vision_ops.h"
 
 namespace ts {
@@ -32,13 +33,7 @@ void read_gguf(const ModelSource& s, Gemma3VisionConfig& c) {
   c.pool = v.opt_int("vision.projector.scale_factor", nullptr).value_or(4);
   c.eps = static_cast<float>(
       v.opt_float("vision.attention.layer_norm_epsilon", nullptr).value_or(1e-6));
-  for (const char* key : {"vision.image_mean", "vision.image_std"}) {
-    const GgufArray* a = s.gguf()->get_array(std::string("clip.") + key);
-    if (a == nullptr) continue;
-    if (a->floats.size() != 3) v.invalid(std::string("clip.") + key, "expected 3 floats");
-    auto& dst = std::string(key).ends_with("mean") ? c.mean : c.std;
-    for (size_t i = 0; i < 3; ++i) dst[i] = static_cast<float>(a->floats[i]);
-  }
+  read_gguf_normalisation(s, c.mean, c.std);
 }
 
 // config.json as a whole (the source's own view of it is the text decoder's text_config).
@@ -246,13 +241,8 @@ std::vector<float> Gemma3Vision::tower(const float* pixels) {
     w_->apply(B.v, h.data(), N, v.data());
     full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
                    att.data());
-    w_->apply(B.out, att.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
-    layer_norm(*pool_, x.data(), B.ln2.w.data(), B.ln2.b.data(), N, H, c_.eps, h.data());
-    w_->apply(B.fc1, h.data(), N, ff.data());
-    gelu(*pool_, ff.data(), N * c_.ff, c_.mlp_gelu_tanh);
-    w_->apply(B.fc2, ff.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
+    w_->block_tail(*pool_, B.out, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
+                   x.data(), h.data(), ff.data());
   }
   layer_norm(*pool_, x.data(), post_.w.data(), post_.b.data(), N, H, c_.eps, x.data());
   return x;

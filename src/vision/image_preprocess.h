@@ -1,8 +1,8 @@
-// Image processors: Qwen2-VL / Qwen3-VL's (transformers' Qwen2VLImageProcessorPil): the size
-// chosen by smart_resize (multiples of patch x merge, the pixel count within [min, max]), PIL's
-// bicubic resampling of the 8-bit image, rescale and normalisation, and the patch order the tower
-// reads (each merge window's patches together, each patch's values as channel, frame, row,
-// column, the image repeated over the temporal frames).
+// Image processors: Gemma 3's (square_planes, below) and Qwen2-VL / Qwen3-VL's (transformers'
+// Qwen2VLImageProcessorPil): the size chosen by smart_resize (multiples of patch x merge, the pixel
+// count within [min, max]), PIL's bicubic resampling of the 8-bit image, rescale and normalisation,
+// and the patch order the tower reads (each merge window's patches together, each patch's values as
+// channel, frame, row, column, the image repeated over the temporal frames).
 #pragma once
 
 #include <array>

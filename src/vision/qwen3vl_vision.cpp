@@ -196,13 +196,8 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
     cpu_->rope(k.data(), N, c_.heads, pos.data(), rope);
     full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, c_.head_dim(), scale,
                    att.data());
-    w_->apply(B.proj, att.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
-    layer_norm(*pool_, x.data(), B.ln2.w.data(), B.ln2.b.data(), N, H, c_.eps, h.data());
-    w_->apply(B.fc1, h.data(), N, ff.data());
-    gelu(*pool_, ff.data(), N * c_.ff, c_.mlp_gelu_tanh);
-    w_->apply(B.fc2, ff.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
+    w_->block_tail(*pool_, B.proj, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
+                   x.data(), h.data(), ff.data());
     for (size_t d = 0; d < c_.deepstack_layers.size(); ++d)
       if (c_.deepstack_layers[d] == l) {
         const std::vector<float> f = run_merger(deepstack_[d], x.data(), N, false);

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "quant/dequant.h"
+#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {
@@ -63,6 +64,19 @@ VisionWeights::Norm VisionWeights::norm(const std::string& w, const std::string&
 void VisionWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
   cpu_.matmul(l.w, x, rows, y);
   cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
+}
+
+void VisionWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att,
+                               const Norm& ln, const Linear& fc1, const Linear& fc2, float eps,
+                               bool gelu_tanh, int64_t rows, float* x, float* h, float* ff) const {
+  const int64_t width = out.w.rows;
+  apply(out, att, rows, h);
+  cpu_.add(x, h, rows * width);
+  layer_norm(pool, x, ln.w.data(), ln.b.data(), rows, width, eps, h);
+  apply(fc1, h, rows, ff);
+  gelu(pool, ff, rows * fc1.w.rows, gelu_tanh);
+  apply(fc2, ff, rows, h);
+  cpu_.add(x, h, rows * width);
 }
 
 }  // namespace ts

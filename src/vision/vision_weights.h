@@ -12,6 +12,8 @@
 
 namespace ts {
 
+class ThreadPool;
+
 class VisionWeights {
  public:
   struct Linear {
@@ -33,6 +35,11 @@ class VisionWeights {
   Linear linear(const std::string& w, const std::string& b, int64_t in, int64_t out) const;
   Norm norm(const std::string& w, const std::string& b, int64_t n) const;
   void apply(const Linear& l, const float* x, int64_t rows, float* y) const;
+  // The rest of a pre-LN ViT block after its attention: x += out(att), then
+  // x += fc2(gelu(fc1(LN(x)))); h [rows][width] and ff [rows][fc1's width] are scratch.
+  void block_tail(ThreadPool& pool, const Linear& out, const float* att, const Norm& ln,
+                  const Linear& fc1, const Linear& fc2, float eps, bool gelu_tanh, int64_t rows,
+                  float* x, float* h, float* ff) const;
 
  private:
   const ModelSource& source_;

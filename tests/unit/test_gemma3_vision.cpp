@@ -38,16 +38,6 @@ std::vector<uint8_t> bytes_of(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double top = 0, diff = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    top = std::max(top, static_cast<double>(std::fabs(want[i])));
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
-  }
-  return diff / top;
-}
-
 // The processor (PIL's bilinear resize to 32 x 32, rescale, SigLIP's 0.5 / 0.5 normalisation)
 // gives Gemma3ImageProcessorPil's values for every test image.
 TEST(Gemma3Vision, PreprocessingMatchesTheHfProcessor) {
@@ -123,8 +113,8 @@ TEST_P(Gemma3VisionForm, TowerAndProjectorMatchTransformers) {
     EXPECT_EQ(im.tokens(), 16);
     embeds.insert(embeds.end(), im.embeds.begin(), im.embeds.end());
   }
-  const double t = rel_error(tower_out, test::read_f32_file(file("image_vision.f32")));
-  const double e = rel_error(embeds, test::read_f32_file(file("image_embeds.f32")));
+  const double t = test::max_rel_error(tower_out, test::read_f32_file(file("image_vision.f32")));
+  const double e = test::max_rel_error(embeds, test::read_f32_file(file("image_embeds.f32")));
   std::cout << GetParam() << ": tower rel " << t << ", projector rel " << e << "\n";
   EXPECT_LE(t, 1e-4);
   EXPECT_LE(e, 1e-4);
@@ -156,7 +146,7 @@ TEST_P(Gemma3VisionForm, ImageFilesEndToEnd) {
     EXPECT_NE(im.key, 0u);
     embeds.insert(embeds.end(), im.embeds.begin(), im.embeds.end());
   }
-  EXPECT_LE(rel_error(embeds, test::read_f32_file(file("image_embeds.f32"))), 1e-4);
+  EXPECT_LE(test::max_rel_error(embeds, test::read_f32_file(file("image_embeds.f32"))), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, Gemma3VisionForm, ::testing::Values("hf", "gguf"));
