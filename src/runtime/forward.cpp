@@ -122,9 +122,10 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
                                  family_name(c_.family) + ")");
     if (ch.in.whole_images(ch.n) != ch.n)
       fail(ErrorKind::Input,
-           "an image's rows, which attend to each other, do not fit in one pass "
-           "of " +
-               std::to_string(ch.n) + " rows (raise --prefill-batch)");
+           "an image's rows, which attend to each other, do not fit in one pass of " +
+               std::to_string(ch.n) +
+               " rows (an image goes whole into one prefill pass: raise "
+               "--prefill-batch; token by token cannot feed it)");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +

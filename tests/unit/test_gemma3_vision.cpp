@@ -61,6 +61,21 @@ TEST(Gemma3Vision, PreprocessingMatchesTheHfProcessor) {
   EXPECT_EQ(checked, 5);
 }
 
+// Images of any shape down to one pixel are resized to the square the tower takes.
+TEST(Gemma3Vision, ExtremeShapesResizeToTheSquare) {
+  for (const auto& [w, h] : {std::pair<int64_t, int64_t>{1, 1}, {1, 700}, {900, 2}, {32, 32}}) {
+    RgbImage im;
+    im.width = w;
+    im.height = h;
+    im.rgb.resize(static_cast<size_t>(w * h * 3));
+    for (size_t i = 0; i < im.rgb.size(); ++i) im.rgb[i] = static_cast<uint8_t>(i * 37);
+    const std::vector<float> p =
+        square_planes(im, 32, 1.0 / 255.0, {0.5f, 0.5f, 0.5f}, {0.5f, 0.5f, 0.5f});
+    ASSERT_EQ(p.size(), 3u * 32 * 32) << w << " x " << h;
+    for (float x : p) ASSERT_TRUE(x >= -1.0f && x <= 1.0f) << w << " x " << h;
+  }
+}
+
 class Gemma3VisionForm : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
