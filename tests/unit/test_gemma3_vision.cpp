@@ -16,8 +16,12 @@
 #include "core/error.h"
 #include "fixture_models.h"
 #include "runtime/engine.h"
+#include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
+#include "server/image_parts.h"
+#include "server/image_prompt.h"
 #include "test_paths.h"
+#include "text/tokenizer.h"
 #include "vision/gemma3_vision.h"
 #include "vision/image_decode.h"
 #include "vision/image_preprocess.h"
@@ -184,15 +188,19 @@ TEST(Gemma3Vision, AnImageLargerThanAPassIsRefused) {
   auto v = Gemma3Vision::open(file("hf"), 2);
   const auto png = bytes_of(file("image0.png"));
   const std::vector<EncodedImage> images = {v->encode_file(png.data(), png.size())};
-  const std::vector<int32_t> ids = {2,  17, 90, 92, 92, 92, 92, 92, 92, 92, 92,
-                                    92, 92, 92, 92, 92, 92, 92, 92, 91, 5};
+  // BOS, a text token, the image's block (start, 16 placeholders, end), a text token.
+  const int32_t image = meta["image"]["image_token_id"].get<int32_t>();
+  std::vector<int32_t> ids = {2, 17, meta["image"]["boi"].get<int32_t>()};
+  ids.insert(ids.end(), 16, image);
+  ids.push_back(meta["image"]["eoi"].get<int32_t>());
+  ids.push_back(5);
   EngineOptions o;
   o.backend = "cpu";
   o.threads = 2;
   o.ctx = 64;
   o.prefill_batch = 8;
   auto engine = Engine::open(file("hf"), o);
-  const ImageRows rows(ids, 92, images, engine->cfg().n_embd, 0, ImageLayout::Bidirectional);
+  const ImageRows rows(ids, image, images, engine->cfg().n_embd, 0, ImageLayout::Bidirectional);
   Session s(*engine);
   std::vector<float> logits(kVocab);
   try {
@@ -202,6 +210,23 @@ TEST(Gemma3Vision, AnImageLargerThanAPassIsRefused) {
     EXPECT_EQ(e.kind(), ErrorKind::Input);
     EXPECT_NE(std::string(e.what()).find("do not fit in one pass"), std::string::npos) << e.what();
   }
+}
+
+// The server's image block, as Gemma3Processor lays it out: "\n\n" joined to the text on each side
+// of start, the placeholders, end (here with the bundled model's tokenizer and made-up ids).
+TEST(Gemma3Vision, ImageBlockHasItsMargins) {
+  const auto engine = test::open_bundled_model(64);
+  const Tokenizer tok = load_tokenizer(engine->spec());
+  EncodedImage im;
+  im.grid_h = im.grid_w = 2;
+  const std::string text = "Look" + std::string(server::kImageMarker) + "there";
+  std::vector<int32_t> want = tok.encode("Look\n\n", false, true);
+  for (int32_t id : {6, 5, 5, 5, 5, 7}) want.push_back(id);
+  const std::vector<int32_t> after = tok.encode("\n\nthere", false, true);
+  want.insert(want.end(), after.begin(), after.end());
+  int64_t first = -1;
+  EXPECT_EQ(server::image_block_ids(text, {im}, tok, false, 5, 6, 7, "\n\n", &first), want);
+  EXPECT_EQ(first, static_cast<int64_t>(tok.encode("Look\n\n", false, true).size()) + 1);
 }
 
 // `turbospark logits --image` from the HF directory and from the mmproj GGUF beside it.
