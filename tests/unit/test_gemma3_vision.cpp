@@ -219,7 +219,8 @@ TEST(Gemma3Vision, ImageBlockHasItsMargins) {
   const Tokenizer tok = load_tokenizer(engine->spec());
   EncodedImage im;
   im.grid_h = im.grid_w = 2;
-  const std::string text = "Look" + std::string(server::kImageMarker) + "there";
+  std::string text = "Look";
+  text.append(server::kImageMarker).append("there");
   std::vector<int32_t> want = tok.encode("Look\n\n", false, true);
   for (int32_t id : {6, 5, 5, 5, 5, 7}) want.push_back(id);
   const std::vector<int32_t> after = tok.encode("\n\nthere", false, true);
