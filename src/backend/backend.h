@@ -60,6 +60,10 @@ struct AttentionArgs {
   // Per query head, a logit that joins the softmax's denominator and has no value (gpt-oss's
   // attention sinks), backend memory; null: none.
   const float* sinks = nullptr;
+  // Per query row, host memory: keys j < key_end[m] where that is past pos[m] + 1 (the later rows
+  // of the row's image, which Gemma 3 attends to both ways); the window still bounds j from
+  // below. Null: causal.
+  const int32_t* key_end = nullptr;
 };
 
 // gpt-oss's SwiGLU: g = min(gate, limit), u = clamp(up, -limit, limit),

@@ -29,7 +29,7 @@
 #include "text/harmony.h"
 #include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
-#include "vision/qwen3vl_vision.h"
+#include "vision/vision_tower.h"
 
 namespace ts::cli {
 namespace {
@@ -91,9 +91,10 @@ int run_chat(const ChatArgs& a) {
   warn_beyond_trained_context(*engine, a.model);
   // Images: --image FILE goes with the first message, `/image FILE` with the next one; each
   // encoded once, its block where its marker is in the rendered conversation.
-  const std::shared_ptr<Qwen3VLVision> vision =
+  const std::shared_ptr<VisionTower> vision =
       open_vision(a.images, *engine, path, engine->options().threads, !a.images.images.empty());
-  const ImageTokens image_ids = vision ? image_tokens(a.images, path, &tok) : ImageTokens{};
+  const ImageTokens image_ids =
+      vision ? image_tokens(a.images, path, &tok, vision->block_margin()) : ImageTokens{};
   std::vector<EncodedImage> encoded;  // every image of the conversation, in order
   size_t pending = 0;                 // of which the last `pending` go with the next message
   const auto add_image = [&](const std::string& file) {
@@ -162,14 +163,15 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     const std::vector<int32_t> all =
-        encoded.empty() ? tok.encode(prompt, tok.add_bos(), true)
-                        : server::image_block_ids(prompt, encoded, tok, tok.add_bos(),
-                                                  image_ids.image, image_ids.start, image_ids.end);
+        encoded.empty()
+            ? tok.encode(prompt, tok.add_bos(), true)
+            : server::image_block_ids(prompt, encoded, tok, tok.add_bos(), image_ids.image,
+                                      image_ids.start, image_ids.end, vision->block_margin());
     pending = 0;
     std::unique_ptr<ImageRows> rows;
     if (!encoded.empty())
       rows = std::make_unique<ImageRows>(all, image_ids.image, encoded, engine->cfg().n_embd,
-                                         engine->cfg().n_deepstack);
+                                         engine->cfg().n_deepstack, vision->layout());
     // Reuse the longest prefix the cache already holds; feed the rest.
     size_t keep = 0;
     while (keep < in_cache.size() && keep < all.size() && in_cache[keep] == all[keep]) ++keep;

@@ -50,12 +50,12 @@ int run_logits(const LogitsArgs& a) {
   std::vector<float> logits(ids.size() * static_cast<size_t>(V));
   // With --image, the ids hold each image's placeholder tokens (as transformers' processor lays
   // them out); the images' features take those rows.
-  const std::vector<EncodedImage> images =
-      encode_images(a.images, *engine, path, engine->options().threads);
+  const CommandImages images = encode_images(a.images, *engine, path, engine->options().threads);
   std::unique_ptr<ImageRows> rows;
-  if (!images.empty())
-    rows = std::make_unique<ImageRows>(ids, image_tokens(a.images, path, nullptr).image, images,
-                                       engine->cfg().n_embd, engine->cfg().n_deepstack);
+  if (!images.encoded.empty())
+    rows = std::make_unique<ImageRows>(ids, image_tokens(a.images, path, nullptr, {}).image,
+                                       images.encoded, engine->cfg().n_embd,
+                                       engine->cfg().n_deepstack, images.layout);
   const RowInputs in = rows ? rows->inputs() : RowInputs{};
   if (a.mode == "prefill") {
     session.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true, in);

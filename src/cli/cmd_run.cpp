@@ -68,14 +68,13 @@ int run_run(const RunArgs& a) {
   std::vector<int32_t> prompt = tok.encode(text, bos, false);
   // --image: each image's block (vision start, its placeholder tokens, vision end) before the
   // text, its features in those rows.
-  const std::vector<EncodedImage> images =
-      encode_images(a.images, *engine, path, engine->options().threads);
+  const CommandImages images = encode_images(a.images, *engine, path, engine->options().threads);
   std::unique_ptr<ImageRows> rows;
-  if (!images.empty()) {
-    const ImageTokens t = image_tokens(a.images, path, &tok);
-    prompt = with_image_blocks(prompt, bos, images, t);
-    rows = std::make_unique<ImageRows>(prompt, t.image, images, engine->cfg().n_embd,
-                                       engine->cfg().n_deepstack);
+  if (!images.encoded.empty()) {
+    const ImageTokens t = image_tokens(a.images, path, &tok, images.margin);
+    prompt = with_image_blocks(prompt, bos, images.encoded, t);
+    rows = std::make_unique<ImageRows>(prompt, t.image, images.encoded, engine->cfg().n_embd,
+                                       engine->cfg().n_deepstack, images.layout);
     options.prompt_inputs = rows->inputs();
   }
   Session session(*engine);

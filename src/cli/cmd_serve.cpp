@@ -25,6 +25,7 @@
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "text/reasoning_budget.h"
+#include "vision/vision_tower.h"
 
 namespace ts::cli {
 namespace {
@@ -96,9 +97,11 @@ int run_serve(ServeArgs& a) {
   // A vision model (its HF directory, or --mmproj) takes chat image_url parts.
   if (auto tower = open_vision(a.images, *engine, path, engine->options().threads, false)) {
     auto v = std::make_shared<server::VisionService>();
-    const ImageTokens t = image_tokens(a.images, path, &tok);
+    const ImageTokens t = image_tokens(a.images, path, &tok, tower->block_margin());
     if (t.start < 0 || t.end < 0)
       fail(ErrorKind::Usage, path + ": the model's vision start / end tokens were not found");
+    v->layout = tower->layout();
+    v->margin = tower->block_margin();
     v->tower = std::move(tower);
     v->image = t.image;
     v->start = t.start;

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "text/tokenizer.h"
-#include "vision/qwen3vl_vision.h"
+#include "vision/vision_tower.h"
 
 namespace ts::cli {
 namespace {
@@ -48,51 +48,56 @@ void add_image_flags(CLI::App* app, ImageFlags& f, bool files) {
                   "The processor's largest image in pixels (default: the model's)");
 }
 
-std::shared_ptr<Qwen3VLVision> open_vision(const ImageFlags& f, const Engine& engine,
-                                           const std::string& model_path, int threads,
-                                           bool required) {
+std::shared_ptr<VisionTower> open_vision(const ImageFlags& f, Engine& engine,
+                                         const std::string& model_path, int threads,
+                                         bool required) {
   const ArchConfig& c = engine.cfg();
   const nlohmann::json cfg = hf_config(model_path);
   const bool own_tower = cfg.is_object() && cfg.contains("vision_config");
   if (f.mmproj.empty() && !own_tower) {
     if (!required) return nullptr;
-    if (!c.mrope())
+    if (!c.mrope() && c.family != Family::Gemma3)
       fail(ErrorKind::Usage,
            model_path + ": family " + family_name(c.family) + " takes no images (--image)");
     fail(ErrorKind::Usage, model_path + ": a GGUF text model needs --mmproj FILE for images");
   }
-  if (!c.mrope())
-    fail(ErrorKind::Usage,
-         model_path + ": family " + family_name(c.family) + " takes no images (--mmproj)");
   const std::string tower = f.mmproj.empty() ? model_path : f.mmproj;
-  std::shared_ptr<Qwen3VLVision> vision = Qwen3VLVision::open(tower, threads);
-  const VisionConfig& v = vision->config();
-  if (v.out_hidden != c.n_embd)
+  std::shared_ptr<VisionTower> vision = open_vision_tower(tower, threads);
+  // Qwen3-VL's tower feeds an M-RoPE decoder, Gemma 3's a Gemma 3 one.
+  const bool mrope = vision->layout() == ImageLayout::MRope;
+  if (mrope ? !c.mrope() : c.family != Family::Gemma3)
+    fail(ErrorKind::Usage, tower + ": its vision tower is " + (mrope ? "Qwen3-VL's" : "Gemma 3's") +
+                               ", not one family " + family_name(c.family) + " takes");
+  if (!mrope && !engine.backend().is_host())
+    fail(ErrorKind::Unsupported, tower +
+                                     ": Gemma 3's images (image rows attending to each other) are "
+                                     "not yet verified on a GPU (--backend cpu runs them)");
+  if (vision->out_hidden() != c.n_embd)
     fail(ErrorKind::Model, tower + ": the vision tower's projection width " +
-                               std::to_string(v.out_hidden) + " does not match the text model's " +
-                               std::to_string(c.n_embd));
-  if (static_cast<int64_t>(v.deepstack_layers.size()) != c.n_deepstack)
+                               std::to_string(vision->out_hidden()) +
+                               " does not match the text model's " + std::to_string(c.n_embd));
+  if (vision->n_deepstack() != c.n_deepstack)
     fail(ErrorKind::Model,
-         tower + ": the vision tower gives " + std::to_string(v.deepstack_layers.size()) +
+         tower + ": the vision tower gives " + std::to_string(vision->n_deepstack()) +
              " DeepStack features, the text model takes " + std::to_string(c.n_deepstack));
-  if (f.min_pixels > 0 || f.max_pixels > 0)
-    vision->set_pixel_bounds(f.min_pixels > 0 ? f.min_pixels : vision->processor().min_pixels,
-                             f.max_pixels > 0 ? f.max_pixels : vision->processor().max_pixels);
+  if (f.min_pixels > 0 || f.max_pixels > 0) vision->set_pixel_bounds(f.min_pixels, f.max_pixels);
   return vision;
 }
 
-std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engine,
-                                        const std::string& model_path, int threads) {
+CommandImages encode_images(const ImageFlags& f, Engine& engine, const std::string& model_path,
+                            int threads) {
   if (f.images.empty()) {
     if (!f.mmproj.empty()) fail(ErrorKind::Usage, "--mmproj without --image");
     return {};
   }
-  const std::shared_ptr<Qwen3VLVision> vision = open_vision(f, engine, model_path, threads, true);
-  std::vector<EncodedImage> out;
+  const std::shared_ptr<VisionTower> vision = open_vision(f, engine, model_path, threads, true);
+  CommandImages out;
+  out.layout = vision->layout();
+  out.margin = vision->block_margin();
   for (const std::string& path : f.images) {
     const std::vector<uint8_t> bytes = read_file(path);
     try {
-      out.push_back(vision->encode_file(bytes.data(), bytes.size()));
+      out.encoded.push_back(vision->encode_file(bytes.data(), bytes.size()));
     } catch (const Error& e) {
       fail(e.kind(), path + ": " + e.what());
     }
@@ -100,26 +105,31 @@ std::vector<EncodedImage> encode_images(const ImageFlags& f, const Engine& engin
   return out;
 }
 
-ImageTokens image_tokens(const ImageFlags& f, const std::string& model_path, const Tokenizer* tok) {
+ImageTokens image_tokens(const ImageFlags& f, const std::string& model_path, const Tokenizer* tok,
+                         const std::string& margin) {
   ImageTokens t;
   const nlohmann::json cfg = hf_config(model_path);
-  const auto from_config = [&](const char* key) -> int32_t {
-    if (cfg.is_object() && cfg.contains(key) && cfg[key].is_number_integer())
-      return cfg[key].get<int32_t>();
+  // Qwen3-VL's key or piece, else Gemma 3's.
+  const auto from_config = [&](const char* key, const char* gemma3_key) -> int32_t {
+    for (const char* k : {key, gemma3_key})
+      if (cfg.is_object() && cfg.contains(k) && cfg[k].is_number_integer())
+        return cfg[k].get<int32_t>();
     return -1;
   };
-  const auto from_vocab = [&](const char* piece) -> int32_t {
+  const auto from_vocab = [&](const char* piece, const char* gemma3_piece) -> int32_t {
     if (tok == nullptr) return -1;
-    const auto id = tok->find_token(piece);
+    auto id = tok->find_token(piece);
+    if (!id) id = tok->find_token(gemma3_piece);
     return id ? *id : -1;
   };
-  t.image =
-      f.image_token >= 0 ? static_cast<int32_t>(f.image_token) : from_config("image_token_id");
-  if (t.image < 0) t.image = from_vocab("<|image_pad|>");
-  t.start = from_config("vision_start_token_id");
-  if (t.start < 0) t.start = from_vocab("<|vision_start|>");
-  t.end = from_config("vision_end_token_id");
-  if (t.end < 0) t.end = from_vocab("<|vision_end|>");
+  t.image = f.image_token >= 0 ? static_cast<int32_t>(f.image_token)
+                               : from_config("image_token_id", "image_token_index");
+  if (t.image < 0) t.image = from_vocab("<|image_pad|>", "<image_soft_token>");
+  t.start = from_config("vision_start_token_id", "boi_token_index");
+  if (t.start < 0) t.start = from_vocab("<|vision_start|>", "<start_of_image>");
+  t.end = from_config("vision_end_token_id", "eoi_token_index");
+  if (t.end < 0) t.end = from_vocab("<|vision_end|>", "<end_of_image>");
+  if (tok != nullptr && !margin.empty()) t.margin = tok->encode(margin, false, false);
   if (t.image < 0)
     fail(ErrorKind::Usage, model_path + ": no image placeholder token found (give --image-token)");
   return t;
@@ -135,9 +145,11 @@ std::vector<int32_t> with_image_blocks(const std::vector<int32_t>& prompt, bool 
   const size_t head = has_bos && !prompt.empty() ? 1 : 0;
   out.insert(out.end(), prompt.begin(), prompt.begin() + static_cast<long>(head));
   for (const EncodedImage& im : images) {
+    out.insert(out.end(), t.margin.begin(), t.margin.end());
     out.push_back(t.start);
     out.insert(out.end(), static_cast<size_t>(im.tokens()), t.image);
     out.push_back(t.end);
+    out.insert(out.end(), t.margin.begin(), t.margin.end());
   }
   out.insert(out.end(), prompt.begin() + static_cast<long>(head), prompt.end());
   return out;

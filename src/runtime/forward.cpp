@@ -121,6 +121,12 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
     if (ch.in.deepstack != nullptr && c_.n_deepstack == 0)
       fail(ErrorKind::Input, std::string("DeepStack features given to a model without them (") +
                                  family_name(c_.family) + ")");
+    if (ch.in.whole_images(ch.n) != ch.n)
+      fail(ErrorKind::Input,
+           "an image's rows, which attend to each other, do not fit in one pass of " +
+               std::to_string(ch.n) +
+               " rows (an image goes whole into one prefill pass: raise "
+               "--prefill-batch; token by token cannot feed it)");
     for (int64_t i = 0; i < ch.n; ++i, ++M) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
@@ -140,7 +146,7 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   media_ = false;
   bool hidden = false;
   for (const SeqChunk& ch : chunks) {
-    media_ = media_ || ch.in.embeds || ch.in.deepstack;
+    media_ = media_ || ch.in.embeds || ch.in.deepstack || ch.in.span;
     hidden = hidden || ch.hidden != nullptr;
   }
   // A pass with image rows is never a recorded step: its inputs change every time; nor is one

@@ -11,17 +11,31 @@ class KvCache;
 // any may be null). rope_pos: [n][3] M-RoPE positions (T, H, W), else each row's position is
 // n_past + i shifted by the cache's rope_shift(); embeds: per row nullptr (the token's embedding)
 // or n_embd floats that replace it (an image token's vision feature); deepstack: per row nullptr
-// or [n_deepstack][n_embd] floats added to the row's hidden state after layers 0, 1, ...
+// or [n_deepstack][n_embd] floats added to the row's hidden state after layers 0, 1, ...;
+// span: per row, how many rows after it the row also attends to (the rest of its image, which
+// Gemma 3 attends to both ways; those rows must come in the same forward pass).
 struct RowInputs {
   const int32_t* rope_pos = nullptr;
   const float* const* embeds = nullptr;
   const float* const* deepstack = nullptr;
+  const int32_t* span = nullptr;
 
-  bool any() const { return rope_pos != nullptr || embeds != nullptr || deepstack != nullptr; }
+  bool any() const {
+    return rope_pos != nullptr || embeds != nullptr || deepstack != nullptr || span != nullptr;
+  }
   // The same inputs from row i on.
   RowInputs from(int64_t i) const {
     return {rope_pos ? rope_pos + 3 * i : nullptr, embeds ? embeds + i : nullptr,
-            deepstack ? deepstack + i : nullptr};
+            deepstack ? deepstack + i : nullptr, span ? span + i : nullptr};
+  }
+  // The most of the next n rows that one pass can take without parting an image whose rows
+  // attend to each other (0: the first rows' image does not fit in n).
+  int64_t whole_images(int64_t n) const {
+    if (span == nullptr) return n;
+    int64_t cut = n;
+    for (int64_t i = 0; i < cut; ++i)
+      if (i + span[i] >= n) cut = i;
+    return cut;
   }
 };
 

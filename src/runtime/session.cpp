@@ -62,8 +62,11 @@ void Session::feed(const int32_t* tokens, int64_t n, float* logits, bool all_row
                    const RowInputs& in) {
   check_feed(tokens, n);
   const int64_t batch = forward_.max_rows();
-  for (int64_t start = 0; start < n; start += batch) {
-    const int64_t M = std::min(batch, n - start);
+  for (int64_t start = 0, M = 0; start < n; start += M) {
+    M = std::min(batch, n - start);
+    // An image whose rows attend to each other starts the next pass rather than being parted
+    // (one that does not fit a pass at all is refused by the forward).
+    if (in.any()) M = std::max<int64_t>(in.from(start).whole_images(M), 1);
     const bool last = start + M == n;
     float* out = all_rows ? logits + start * vocab_ : (last ? logits : nullptr);
     SeqChunk ch{&kv_, tokens + start, M, out, all_rows};

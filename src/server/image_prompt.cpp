@@ -4,14 +4,14 @@
 #include "server/image_fetch.h"
 #include "server/image_parts.h"
 #include "text/tokenizer.h"
-#include "vision/qwen3vl_vision.h"
+#include "vision/vision_tower.h"
 
 namespace ts::server {
 
 std::vector<int32_t> image_block_ids(const std::string& text,
                                      const std::vector<EncodedImage>& encoded, const Tokenizer& tok,
                                      bool bos, int32_t image, int32_t start, int32_t end,
-                                     int64_t* first_image_row) {
+                                     const std::string& margin, int64_t* first_image_row) {
   std::vector<std::string> pieces;
   for (size_t at = 0;;) {
     const size_t next = text.find(kImageMarker, at);
@@ -23,6 +23,10 @@ std::vector<int32_t> image_block_ids(const std::string& text,
     fail(ErrorKind::Input, std::to_string(encoded.size()) + " image(s) but " +
                                std::to_string(pieces.size() - 1) +
                                " image places in the rendered prompt");
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    pieces[i] += margin;
+    pieces[i + 1].insert(0, margin);
+  }
   std::vector<int32_t> ids;
   if (first_image_row != nullptr) *first_image_row = -1;
   for (size_t i = 0; i < pieces.size(); ++i) {
@@ -67,9 +71,9 @@ ImagePrompt image_prompt(const std::string& text, const std::vector<std::string>
   }
   ImagePrompt out;
   out.ids = image_block_ids(text, encoded, tok, bos, vision->image, vision->start, vision->end,
-                            &out.first_image_row);
+                            vision->margin, &out.first_image_row);
   out.rows = std::make_shared<const ImageRows>(out.ids, vision->image, encoded, vision->width,
-                                               vision->n_deepstack);
+                                               vision->n_deepstack, vision->layout);
   return out;
 }
 

@@ -12,18 +12,20 @@
 #include "vision/image_rows.h"
 
 namespace ts {
-class Qwen3VLVision;
 class Tokenizer;
+class VisionTower;
 }  // namespace ts
 
 namespace ts::server {
 
 // What the server needs to take images: the tower (one encode at a time) and the model's ids.
 struct VisionService {
-  std::shared_ptr<Qwen3VLVision> tower;
+  std::shared_ptr<VisionTower> tower;
   std::mutex mu;
   int32_t image = -1, start = -1, end = -1;
   int64_t width = 0, n_deepstack = 0;
+  ImageLayout layout = ImageLayout::MRope;
+  std::string margin;       // the tower's block_margin()
   bool allow_urls = false;  // --allow-image-urls: http(s) image URLs are fetched
   size_t max_url_bytes = 0;
 };
@@ -35,12 +37,14 @@ struct ImagePrompt {
 };
 
 // The ids of `text` with its i-th marker replaced by encoded[i]'s block (start, its placeholders,
-// end), text tokenized around them with special tokens parsed; *first_image_row (if given): the
-// first placeholder row, -1 without images. An Input error when the counts differ.
+// end), text tokenized around them with special tokens parsed, `margin` joined to the text on
+// each side of a block (as Gemma 3's processor puts "\n\n" there before tokenizing);
+// *first_image_row (if given): the first placeholder row, -1 without images. An Input error when
+// the counts differ.
 std::vector<int32_t> image_block_ids(const std::string& text,
                                      const std::vector<EncodedImage>& encoded, const Tokenizer& tok,
                                      bool bos, int32_t image, int32_t start, int32_t end,
-                                     int64_t* first_image_row = nullptr);
+                                     const std::string& margin, int64_t* first_image_row = nullptr);
 
 // Errors (ErrorKind::Input) name the image: a model without vision, a marker count that does not
 // match, an image that does not decode.

@@ -319,6 +319,13 @@ void Scheduler::step() {
     // A chunk ends at each checkpoint position of a recurrent model.
     if (o_.checkpoint_every > 0 && s->kv->recurrent())
       n = std::min(n, o_.checkpoint_every - s->fed % o_.checkpoint_every);
+    // An image whose rows attend to each other goes whole into one pass: it waits for a pass
+    // with room (one that cannot fit even a whole pass is refused by the forward).
+    if (s->job->request().images) {
+      const int64_t whole = s->job->request().images->inputs().from(s->fed).whole_images(n);
+      if (whole == 0 && budget < forward_.max_rows()) continue;
+      if (whole > 0) n = whole;
+    }
     const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
     chunks_.push_back(SeqChunk{s->kv.get(), prompt.data() + s->fed, n,
                                last && !s->pooler ? s->logits.data() : nullptr, false});

@@ -9,9 +9,14 @@
 namespace ts {
 namespace {
 
-// PIL's bicubic kernel (a = -0.5) and its coefficient tables (Resample.c: precompute_coeffs,
-// normalize_coeffs_8bpc), 22 fractional bits.
+// PIL's bilinear (triangle) and bicubic (a = -0.5) kernels and its coefficient tables
+// (Resample.c: precompute_coeffs, normalize_coeffs_8bpc), 22 fractional bits.
 constexpr int kPrecisionBits = 32 - 8 - 2;
+
+double bilinear(double x) {
+  if (x < 0.0) x = -x;
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
 
 double bicubic(double x) {
   constexpr double a = -0.5;
@@ -27,10 +32,11 @@ struct Coeffs {
   std::vector<int32_t> k;       // [out][ksize]
 };
 
-Coeffs precompute(int64_t in_size, int64_t out_size) {
+Coeffs precompute(int64_t in_size, int64_t out_size, Resample filter) {
   const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
   const double filterscale = std::max(scale, 1.0);
-  const double support = 2.0 * filterscale;
+  const bool cubic = filter == Resample::Bicubic;
+  const double support = (cubic ? 2.0 : 1.0) * filterscale;
   Coeffs c;
   c.ksize = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
   c.bounds.resize(static_cast<size_t>(2 * out_size));
@@ -46,7 +52,8 @@ Coeffs precompute(int64_t in_size, int64_t out_size) {
     xmax -= xmin;
     double ww = 0.0;
     for (int64_t x = 0; x < xmax; ++x) {
-      const double w = bicubic((static_cast<double>(x + xmin) - center + 0.5) * ss);
+      const double t = (static_cast<double>(x + xmin) - center + 0.5) * ss;
+      const double w = cubic ? bicubic(t) : bilinear(t);
       kk[static_cast<size_t>(x)] = w;
       ww += w;
     }
@@ -95,6 +102,31 @@ RgbImage pass(const RgbImage& in, const Coeffs& c, bool horizontal, int64_t out_
 
 }  // namespace
 
+std::array<std::array<float, 256>, 3> normalisation_table(double rescale,
+                                                          const std::array<float, 3>& mean,
+                                                          const std::array<float, 3>& std) {
+  // transformers: float64 product with the rescale factor to float32, then (x - mean) / std in
+  // float32.
+  std::array<std::array<float, 256>, 3> lut;
+  for (size_t c = 0; c < 3; ++c)
+    for (size_t v = 0; v < 256; ++v)
+      lut[c][v] = (static_cast<float>(static_cast<double>(v) * rescale) - mean[c]) / std[c];
+  return lut;
+}
+
+std::vector<float> square_planes(const RgbImage& image, int64_t size, double rescale,
+                                 const std::array<float, 3>& mean,
+                                 const std::array<float, 3>& std) {
+  const RgbImage r = resize_pil(image, size, size, Resample::Bilinear);
+  const auto lut = normalisation_table(rescale, mean, std);
+  std::vector<float> out(static_cast<size_t>(3 * size * size));
+  for (int64_t c = 0; c < 3; ++c)
+    for (int64_t i = 0; i < size * size; ++i)
+      out[static_cast<size_t>(c * size * size + i)] =
+          lut[static_cast<size_t>(c)][r.rgb[static_cast<size_t>(i * 3 + c)]];
+  return out;
+}
+
 std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t factor,
                                     int64_t min_pixels, int64_t max_pixels) {
   const double h = static_cast<double>(height), w = static_cast<double>(width);
@@ -117,9 +149,9 @@ std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t facto
   return {h_bar, w_bar};
 }
 
-RgbImage resize_bicubic(const RgbImage& in, int64_t width, int64_t height) {
+RgbImage resize_pil(const RgbImage& in, int64_t width, int64_t height, Resample filter) {
   if (width == in.width && height == in.height) return in;
-  const Coeffs ch = precompute(in.width, width), cv = precompute(in.height, height);
+  const Coeffs ch = precompute(in.width, width, filter), cv = precompute(in.height, height, filter);
   // Two passes, each rounding to 8 bits; a pass whose size does not change is skipped. Pillow 13
   // runs the vertical pass first when the height shrinks by more than twice as many pixels as
   // the width (earlier Pillows always ran the horizontal one first: their results differ there).
@@ -148,21 +180,13 @@ ImagePatches preprocess_image(const RgbImage& image, const ProcessorConfig& p) {
   if (h <= 0 || w <= 0 || h > 65536 || w > 65536 || h * w > kMaxImagePixels)
     fail(ErrorKind::Input, "image: resized to " + std::to_string(w) + " x " + std::to_string(h) +
                                ", outside what the processor takes");
-  const RgbImage r = resize_bicubic(image, w, h);
+  const RgbImage r = resize_pil(image, w, h, Resample::Bicubic);
   ImagePatches out;
   out.grid_h = h / p.patch;
   out.grid_w = w / p.patch;
   const int64_t P = p.patch, T = p.temporal, m = p.merge, per = 3 * T * P * P;
   out.values.resize(static_cast<size_t>(out.grid_h * out.grid_w * per));
-  // transformers: float64 product with the rescale factor to float32, then (x - mean) / std in
-  // float32.
-  std::array<std::array<float, 256>, 3> lut;
-  for (int c = 0; c < 3; ++c)
-    for (int v = 0; v < 256; ++v) {
-      const auto scaled = static_cast<float>(static_cast<double>(v) * p.rescale);
-      lut[static_cast<size_t>(c)][static_cast<size_t>(v)] =
-          (scaled - p.mean[static_cast<size_t>(c)]) / p.std[static_cast<size_t>(c)];
-    }
+  const auto lut = normalisation_table(p.rescale, p.mean, p.std);
   const int64_t bw = out.grid_w / m;
   for (int64_t idx = 0; idx < out.grid_h * out.grid_w; ++idx) {
     const int64_t ix = idx % m, iy = (idx / m) % m, block = idx / (m * m);

@@ -1,8 +1,8 @@
-// Qwen2-VL / Qwen3-VL's image processor (transformers' Qwen2VLImageProcessorPil): the size
-// chosen by smart_resize (multiples of patch x merge, the pixel count within [min, max]), PIL's
-// bicubic resampling of the 8-bit image, rescale and normalisation, and the patch order the tower
-// reads (each merge window's patches together, each patch's values as channel, frame, row,
-// column, the image repeated over the temporal frames).
+// Image processors: Gemma 3's (square_planes, below) and Qwen2-VL / Qwen3-VL's (transformers'
+// Qwen2VLImageProcessorPil): the size chosen by smart_resize (multiples of patch x merge, the pixel
+// count within [min, max]), PIL's bicubic resampling of the 8-bit image, rescale and normalisation,
+// and the patch order the tower reads (each merge window's patches together, each patch's values as
+// channel, frame, row, column, the image repeated over the temporal frames).
 #pragma once
 
 #include <array>
@@ -28,8 +28,21 @@ struct ProcessorConfig {
 std::array<int64_t, 2> smart_resize(int64_t height, int64_t width, int64_t factor,
                                     int64_t min_pixels, int64_t max_pixels);
 
-// PIL's Image.resize(..., BICUBIC) of an 8-bit RGB image (its fixed-point two-pass resampler).
-RgbImage resize_bicubic(const RgbImage& in, int64_t width, int64_t height);
+enum class Resample { Bilinear, Bicubic };
+
+// PIL's Image.resize(..., BILINEAR / BICUBIC) of an 8-bit RGB image (its fixed-point two-pass
+// resampler).
+RgbImage resize_pil(const RgbImage& in, int64_t width, int64_t height, Resample filter);
+
+// Per channel, each 8-bit value's (v * rescale - mean) / std as transformers computes it.
+std::array<std::array<float, 256>, 3> normalisation_table(double rescale,
+                                                          const std::array<float, 3>& mean,
+                                                          const std::array<float, 3>& std);
+
+// Gemma 3's processor (transformers' Gemma3ImageProcessorPil, no pan and scan): PIL's bilinear
+// resize to size x size, rescale and normalisation: [3][size][size].
+std::vector<float> square_planes(const RgbImage& image, int64_t size, double rescale,
+                                 const std::array<float, 3>& mean, const std::array<float, 3>& std);
 
 struct ImagePatches {
   int64_t grid_h = 0, grid_w = 0;  // in patches

@@ -8,9 +8,12 @@
 namespace ts {
 
 ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
-                     const std::vector<EncodedImage>& images, int64_t width, int64_t n_deepstack) {
+                     const std::vector<EncodedImage>& images, int64_t width, int64_t n_deepstack,
+                     ImageLayout layout)
+    : layout_(layout) {
   const size_t n = ids.size();
   rope_pos_.resize(3 * n);
+  span_.assign(n, 0);
   embeds_.assign(n, nullptr);
   deepstack_rows_.assign(n, nullptr);
   keys_.assign(n, 0);
@@ -52,6 +55,7 @@ ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
       rope_pos_[3 * r] = static_cast<int32_t>(start);
       rope_pos_[3 * r + 1] = static_cast<int32_t>(start + t / im.grid_w);
       rope_pos_[3 * r + 2] = static_cast<int32_t>(start + t % im.grid_w);
+      span_[r] = static_cast<int32_t>(im.tokens() - 1 - t);
       float* e = embed_data_.data() + ds_row * width;
       std::copy_n(im.embeds.data() + t * width, width, e);
       embeds_[r] = e;
@@ -74,7 +78,9 @@ ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
 }
 
 RowInputs ImageRows::inputs() const {
-  return {rope_pos_.data(), embeds_.data(), deepstack_.empty() ? nullptr : deepstack_rows_.data()};
+  const bool mrope = layout_ == ImageLayout::MRope;
+  return {mrope ? rope_pos_.data() : nullptr, embeds_.data(),
+          deepstack_.empty() ? nullptr : deepstack_rows_.data(), mrope ? nullptr : span_.data()};
 }
 
 }  // namespace ts

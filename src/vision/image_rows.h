@@ -1,9 +1,10 @@
 // ImageRows: a prompt's token ids with image placeholders, and the encoded images, turned into
 // what the forward pass takes per row (RowInputs): each placeholder row's vision feature and
-// DeepStack features, and every row's M-RoPE positions as Qwen3-VL lays them out (transformers'
-// get_rope_index): text rows count on from the largest position before them; an image's rows of
-// a merged grid h x w share T = s and take H = s + y, W = s + x, where s is the position after
-// the text before it.
+// DeepStack features, and, by the model's layout, either every row's M-RoPE positions as Qwen3-VL
+// lays them out (transformers' get_rope_index: text rows count on from the largest position
+// before them; an image's rows of a merged grid h x w share T = s and take H = s + y, W = s + x,
+// where s is the position after the text before it), or Gemma 3's: ordinary positions, each
+// image row attending to its image's later rows too (transformers' token_type_ids mask).
 #pragma once
 
 #include <cstddef>
@@ -13,6 +14,8 @@
 #include "runtime/seq_chunk.h"
 
 namespace ts {
+
+enum class ImageLayout { MRope, Bidirectional };
 
 // One image through the vision tower: its grid of merged tokens (one frame) and their features.
 struct EncodedImage {
@@ -28,11 +31,12 @@ class ImageRows {
   // Each maximal run of `image_token` in ids is one image, in order; its length must be that
   // image's token count. Errors (ErrorKind::Input) name the mismatch.
   ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
-            const std::vector<EncodedImage>& images, int64_t width, int64_t n_deepstack);
+            const std::vector<EncodedImage>& images, int64_t width, int64_t n_deepstack,
+            ImageLayout layout = ImageLayout::MRope);
 
   // Views into this object (it copies the features), row i for ids[i]; valid while it lives.
   RowInputs inputs() const;
-  const std::vector<int32_t>& rope_pos() const { return rope_pos_; }  // [n][3]
+  const std::vector<int32_t>& rope_pos() const { return rope_pos_; }  // [n][3]: MRope only
   // What row i holds for a prompt cache: 0 for a text row, else its image's key mixed with the
   // row's place in the image (0 past the end).
   uint64_t key(int64_t row) const {
@@ -41,7 +45,9 @@ class ImageRows {
   }
 
  private:
-  std::vector<int32_t> rope_pos_;
+  ImageLayout layout_;
+  std::vector<int32_t> rope_pos_;  // MRope: [n][3]
+  std::vector<int32_t> span_;      // Bidirectional: [n]
   std::vector<uint64_t> keys_;
   std::vector<float> embed_data_;  // [image rows][width]
   std::vector<float> deepstack_;   // [image rows][n_deepstack][width]

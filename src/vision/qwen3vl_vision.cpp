@@ -5,28 +5,9 @@
 #include <thread>
 
 #include "core/error.h"
-#include "quant/dequant.h"
 #include "vision/vision_ops.h"
 
 namespace ts {
-namespace {
-
-std::string dims_string(const std::vector<uint64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
-std::vector<float> to_f32(const TensorRef& t) {
-  std::vector<float> out(static_cast<size_t>(t.cols() * t.rows()));
-  const uint64_t row = t.nbytes / static_cast<uint64_t>(t.rows());
-  for (int64_t r = 0; r < t.rows(); ++r)
-    dequantize_row(t.dtype, t.data() + static_cast<uint64_t>(r) * row, out.data() + r * t.cols(),
-                   t.cols());
-  return out;
-}
-
-}  // namespace
 
 Qwen3VLVision::~Qwen3VLVision() = default;
 
@@ -37,6 +18,7 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
+  v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, "Qwen3-VL vision");
   v->load();
   ProcessorConfig& p = v->processor_;
   p.patch = v->c_.patch;
@@ -49,54 +31,20 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   return v;
 }
 
-TensorRef Qwen3VLVision::need(const std::string& name, const std::vector<int64_t>& dims) const {
-  const auto t = source_->find(name);
-  if (!t) fail(ErrorKind::Model, path() + ": missing tensor '" + name + "' (Qwen3-VL vision)");
-  bool ok = t->dims.size() == dims.size();
-  for (size_t i = 0; ok && i < dims.size(); ++i) ok = static_cast<int64_t>(t->dims[i]) == dims[i];
-  if (!ok) {
-    std::vector<uint64_t> want(dims.begin(), dims.end());
-    fail(ErrorKind::Model, path() + ": tensor '" + name + "' has shape " + dims_string(t->dims) +
-                               ", expected " + dims_string(want) + " (GGML order)");
-  }
-  if (dims.size() == 1 && t->dtype != DType::F32 && t->dtype != DType::F16 &&
-      t->dtype != DType::BF16)
-    fail(ErrorKind::Unsupported, path() + ": tensor '" + name + "' has type " +
-                                     dtype_name(t->dtype) + ", expected f32, f16 or bf16");
-  if (dims.size() > 1 && !cpu_->has_weight_kernels(t->dtype))
-    fail(ErrorKind::Unsupported, path() + ": tensor '" + name + "' has type " +
-                                     dtype_name(t->dtype) +
-                                     ", which the matmul kernels do not support");
-  return *t;
-}
-
-Qwen3VLVision::Linear Qwen3VLVision::linear(const std::string& w, const std::string& b, int64_t in,
-                                            int64_t out) {
-  const TensorRef t = need(w, {in, out});
-  Linear l;
-  l.w = cpu_->upload_weight(t.dtype, out, in, t.nbytes / static_cast<uint64_t>(out), t.data());
-  l.b = to_f32(need(b, {out}));
-  return l;
-}
-
-Qwen3VLVision::Norm Qwen3VLVision::norm(const std::string& w, const std::string& b, int64_t n) {
-  return {to_f32(need(w, {n})), to_f32(need(b, {n}))};
-}
-
 Qwen3VLVision::Merger Qwen3VLVision::merger(const std::string& p, bool gguf_final,
                                             int64_t norm_width) {
   const bool gguf = source_->gguf() != nullptr;
   const int64_t wide = c_.hidden * c_.merge * c_.merge;
   Merger m;
   if (gguf && gguf_final) {
-    m.norm = norm("v.post_ln.weight", "v.post_ln.bias", norm_width);
-    m.fc1 = linear("mm.0.weight", "mm.0.bias", wide, wide);
-    m.fc2 = linear("mm.2.weight", "mm.2.bias", wide, c_.out_hidden);
+    m.norm = w_->norm("v.post_ln.weight", "v.post_ln.bias", norm_width);
+    m.fc1 = w_->linear("mm.0.weight", "mm.0.bias", wide, wide);
+    m.fc2 = w_->linear("mm.2.weight", "mm.2.bias", wide, c_.out_hidden);
   } else {
     const std::string fc = gguf ? "fc" : "linear_fc";
-    m.norm = norm(p + "norm.weight", p + "norm.bias", norm_width);
-    m.fc1 = linear(p + fc + "1.weight", p + fc + "1.bias", wide, wide);
-    m.fc2 = linear(p + fc + "2.weight", p + fc + "2.bias", wide, c_.out_hidden);
+    m.norm = w_->norm(p + "norm.weight", p + "norm.bias", norm_width);
+    m.fc1 = w_->linear(p + fc + "1.weight", p + fc + "1.bias", wide, wide);
+    m.fc2 = w_->linear(p + fc + "2.weight", p + fc + "2.bias", wide, c_.out_hidden);
   }
   return m;
 }
@@ -110,7 +58,7 @@ void Qwen3VLVision::load() {
     for (int64_t t = 0; t < T; ++t) {
       const std::string name =
           t == 0 ? "v.patch_embd.weight" : "v.patch_embd.weight." + std::to_string(t);
-      const std::vector<float> k = to_f32(need(name, {P, P, C, H}));
+      const std::vector<float> k = w_->floats(name, {P, P, C, H});
       for (int64_t o = 0; o < H; ++o)
         for (int64_t ch = 0; ch < C; ++ch)
           std::copy_n(k.data() + ((o * C + ch) * P * P), P * P,
@@ -119,35 +67,35 @@ void Qwen3VLVision::load() {
     patch_.w = cpu_->upload_weight(DType::F32, H, c_.patch_values(),
                                    static_cast<size_t>(c_.patch_values()) * sizeof(float),
                                    patch_host_.data());
-    patch_.b = to_f32(need("v.patch_embd.bias", {H}));
-    pos_table_ = to_f32(need("v.position_embd.weight", {H, c_.n_pos}));
+    patch_.b = w_->floats("v.patch_embd.bias", {H});
+    pos_table_ = w_->floats("v.position_embd.weight", {H, c_.n_pos});
   } else {
-    const TensorRef w = need("model.visual.patch_embed.proj.weight", {P, P, T, C, H});
+    const TensorRef w = w_->need("model.visual.patch_embed.proj.weight", {P, P, T, C, H});
     if (!cpu_->has_weight_kernels(w.dtype))
       fail(ErrorKind::Unsupported, path() + ": the patch embedding's type is not supported");
     patch_.w = cpu_->upload_weight(w.dtype, H, c_.patch_values(),
                                    w.nbytes / static_cast<uint64_t>(H), w.data());
-    patch_.b = to_f32(need("model.visual.patch_embed.proj.bias", {H}));
-    pos_table_ = to_f32(need("model.visual.pos_embed.weight", {H, c_.n_pos}));
+    patch_.b = w_->floats("model.visual.patch_embed.proj.bias", {H});
+    pos_table_ = w_->floats("model.visual.pos_embed.weight", {H, c_.n_pos});
   }
   for (int64_t l = 0; l < c_.depth; ++l) {
     Block b;
     if (gguf) {
       const std::string p = "v.blk." + std::to_string(l) + ".";
-      b.ln1 = norm(p + "ln1.weight", p + "ln1.bias", H);
-      b.ln2 = norm(p + "ln2.weight", p + "ln2.bias", H);
-      b.qkv = linear(p + "attn_qkv.weight", p + "attn_qkv.bias", H, 3 * H);
-      b.proj = linear(p + "attn_out.weight", p + "attn_out.bias", H, H);
-      b.fc1 = linear(p + "ffn_up.weight", p + "ffn_up.bias", H, c_.ff);
-      b.fc2 = linear(p + "ffn_down.weight", p + "ffn_down.bias", c_.ff, H);
+      b.ln1 = w_->norm(p + "ln1.weight", p + "ln1.bias", H);
+      b.ln2 = w_->norm(p + "ln2.weight", p + "ln2.bias", H);
+      b.qkv = w_->linear(p + "attn_qkv.weight", p + "attn_qkv.bias", H, 3 * H);
+      b.proj = w_->linear(p + "attn_out.weight", p + "attn_out.bias", H, H);
+      b.fc1 = w_->linear(p + "ffn_up.weight", p + "ffn_up.bias", H, c_.ff);
+      b.fc2 = w_->linear(p + "ffn_down.weight", p + "ffn_down.bias", c_.ff, H);
     } else {
       const std::string p = "model.visual.blocks." + std::to_string(l) + ".";
-      b.ln1 = norm(p + "norm1.weight", p + "norm1.bias", H);
-      b.ln2 = norm(p + "norm2.weight", p + "norm2.bias", H);
-      b.qkv = linear(p + "attn.qkv.weight", p + "attn.qkv.bias", H, 3 * H);
-      b.proj = linear(p + "attn.proj.weight", p + "attn.proj.bias", H, H);
-      b.fc1 = linear(p + "mlp.linear_fc1.weight", p + "mlp.linear_fc1.bias", H, c_.ff);
-      b.fc2 = linear(p + "mlp.linear_fc2.weight", p + "mlp.linear_fc2.bias", c_.ff, H);
+      b.ln1 = w_->norm(p + "norm1.weight", p + "norm1.bias", H);
+      b.ln2 = w_->norm(p + "norm2.weight", p + "norm2.bias", H);
+      b.qkv = w_->linear(p + "attn.qkv.weight", p + "attn.qkv.bias", H, 3 * H);
+      b.proj = w_->linear(p + "attn.proj.weight", p + "attn.proj.bias", H, H);
+      b.fc1 = w_->linear(p + "mlp.linear_fc1.weight", p + "mlp.linear_fc1.bias", H, c_.ff);
+      b.fc2 = w_->linear(p + "mlp.linear_fc2.weight", p + "mlp.linear_fc2.bias", c_.ff, H);
     }
     blocks_.push_back(std::move(b));
   }
@@ -169,11 +117,6 @@ void Qwen3VLVision::load() {
     }
 }
 
-void Qwen3VLVision::apply(const Linear& l, const float* x, int64_t rows, float* y) {
-  cpu_->matmul(l.w, x, rows, y);
-  cpu_->add_bias(y, l.b.data(), rows, l.w.rows);
-}
-
 std::vector<float> Qwen3VLVision::run_merger(const Merger& m, const float* x, int64_t patches,
                                              bool per_patch) {
   const int64_t unit = c_.merge * c_.merge, wide = c_.hidden * unit, tokens = patches / unit;
@@ -183,10 +126,10 @@ std::vector<float> Qwen3VLVision::run_merger(const Merger& m, const float* x, in
   else
     layer_norm(*pool_, x, m.norm.w.data(), m.norm.b.data(), tokens, wide, c_.eps, h.data());
   std::vector<float> mid(static_cast<size_t>(tokens * wide));
-  apply(m.fc1, h.data(), tokens, mid.data());
+  w_->apply(m.fc1, h.data(), tokens, mid.data());
   gelu(*pool_, mid.data(), tokens * wide, false);  // nn.GELU(): the erf form
   std::vector<float> out(static_cast<size_t>(tokens * c_.out_hidden));
-  apply(m.fc2, mid.data(), tokens, out.data());
+  w_->apply(m.fc2, mid.data(), tokens, out.data());
   return out;
 }
 
@@ -199,7 +142,7 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
                                std::to_string(m) + " up to 4096 are taken)");
   const int64_t N = grid_h * grid_w;
   std::vector<float> x(static_cast<size_t>(N * H));
-  apply(patch_, pixels, N, x.data());
+  w_->apply(patch_, pixels, N, x.data());
   // Each patch's row and column (patches come merge window by merge window), the position
   // table resampled to the grid at them, and the rotary's positions.
   std::vector<int32_t> pos(static_cast<size_t>(3 * N), 0);
@@ -242,7 +185,7 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
   for (int64_t l = 0; l < c_.depth; ++l) {
     const Block& B = blocks_[static_cast<size_t>(l)];
     layer_norm(*pool_, x.data(), B.ln1.w.data(), B.ln1.b.data(), N, H, c_.eps, h.data());
-    apply(B.qkv, h.data(), N, qkv.data());
+    w_->apply(B.qkv, h.data(), N, qkv.data());
     for (int64_t i = 0; i < N; ++i) {
       const float* r = qkv.data() + i * 3 * H;
       std::copy_n(r, H, q.data() + i * H);
@@ -253,13 +196,8 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
     cpu_->rope(k.data(), N, c_.heads, pos.data(), rope);
     full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, c_.head_dim(), scale,
                    att.data());
-    apply(B.proj, att.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
-    layer_norm(*pool_, x.data(), B.ln2.w.data(), B.ln2.b.data(), N, H, c_.eps, h.data());
-    apply(B.fc1, h.data(), N, ff.data());
-    gelu(*pool_, ff.data(), N * c_.ff, c_.mlp_gelu_tanh);
-    apply(B.fc2, ff.data(), N, h.data());
-    cpu_->add(x.data(), h.data(), N * H);
+    w_->block_tail(*pool_, B.proj, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
+                   x.data(), h.data(), ff.data());
     for (size_t d = 0; d < c_.deepstack_layers.size(); ++d)
       if (c_.deepstack_layers[d] == l) {
         const std::vector<float> f = run_merger(deepstack_[d], x.data(), N, false);
@@ -271,6 +209,8 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
 }
 
 void Qwen3VLVision::set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) {
+  if (min_pixels == 0) min_pixels = processor_.min_pixels;
+  if (max_pixels == 0) max_pixels = processor_.max_pixels;
   if (min_pixels <= 0 || max_pixels < min_pixels || max_pixels > kMaxImagePixels)
     fail(ErrorKind::Usage, "image pixel bounds [" + std::to_string(min_pixels) + ", " +
                                std::to_string(max_pixels) + "] are not within [1, " +
@@ -282,10 +222,7 @@ void Qwen3VLVision::set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) {
 EncodedImage Qwen3VLVision::encode_file(const uint8_t* data, size_t size) {
   const ImagePatches patches = preprocess_image(decode_image(data, size), processor_);
   EncodedImage out = encode(patches.values.data(), patches.grid_h, patches.grid_w);
-  // FNV-1a over the bytes: what a prompt cache tells two images apart by.
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
-  out.key = h;
+  out.key = image_key(data, size);
   return out;
 }
 

@@ -21,36 +21,35 @@
 #include "vision/image_preprocess.h"
 #include "vision/image_rows.h"
 #include "vision/vision_config.h"
+#include "vision/vision_tower.h"
+#include "vision/vision_weights.h"
 
 namespace ts {
 
-class Qwen3VLVision {
+class Qwen3VLVision : public VisionTower {
  public:
   // Opens and checks every tensor (errors name the file and tensor).
   static std::unique_ptr<Qwen3VLVision> open(const std::string& path, int threads);
-  ~Qwen3VLVision();
+  ~Qwen3VLVision() override;
 
   const VisionConfig& config() const { return c_; }
   // The image processor that feeds this tower (its pixel bounds from the HF directory's
   // preprocessor_config.json, Qwen3-VL's defaults for an mmproj GGUF, or set_pixel_bounds()).
   const ProcessorConfig& processor() const { return processor_; }
-  void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels);
-  // An image file's bytes: decoded, processed and encoded.
-  EncodedImage encode_file(const uint8_t* data, size_t size);
-  const std::string& path() const { return source_->path(); }
+  void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) override;
+  EncodedImage encode_file(const uint8_t* data, size_t size) override;
+  const std::string& path() const override { return source_->path(); }
+  int64_t out_hidden() const override { return c_.out_hidden; }
+  int64_t n_deepstack() const override { return static_cast<int64_t>(c_.deepstack_layers.size()); }
+  ImageLayout layout() const override { return ImageLayout::MRope; }
   // One image: pixel values [grid_h * grid_w][patch_values()] in the processor's order (each
   // merge window's patches together, windows in raster order), grid in patches (multiples of
   // merge). The result's grid is in merged tokens.
   EncodedImage encode(const float* pixels, int64_t grid_h, int64_t grid_w);
 
  private:
-  struct Linear {
-    Weight w;
-    std::vector<float> b;
-  };
-  struct Norm {
-    std::vector<float> w, b;
-  };
+  using Linear = VisionWeights::Linear;
+  using Norm = VisionWeights::Norm;
   struct Block {
     Norm ln1, ln2;
     Linear qkv, proj, fc1, fc2;
@@ -62,18 +61,14 @@ class Qwen3VLVision {
 
   Qwen3VLVision() = default;
   void load();
-  TensorRef need(const std::string& name, const std::vector<int64_t>& dims) const;
-  Linear linear(const std::string& w, const std::string& b, int64_t in, int64_t out);
-  Norm norm(const std::string& w, const std::string& b, int64_t n);
   Merger merger(const std::string& prefix, bool gguf_final, int64_t norm_width);
-  // y = x W^T + b over rows.
-  void apply(const Linear& l, const float* x, int64_t rows, float* y);
   std::vector<float> run_merger(const Merger& m, const float* x, int64_t patches, bool per_patch);
 
   std::unique_ptr<ModelSource> source_;
   VisionConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<VisionWeights> w_;
   ProcessorConfig processor_;
   std::vector<float> patch_host_;  // the GGUF's two per-frame kernels as one [hidden][C][T][P][P]
   Linear patch_;

@@ -40,13 +40,7 @@ void read_gguf(const ModelSource& s, const ConfigView& v, VisionConfig& c) {
   const auto pos = s.find("v.position_embd.weight");
   if (!pos || pos->dims.size() != 2) v.invalid("v.position_embd.weight", "missing or not 2-D");
   c.n_pos = static_cast<int64_t>(pos->dims[1]);
-  for (const char* key : {"vision.image_mean", "vision.image_std"}) {
-    const GgufArray* a = s.gguf()->get_array(std::string("clip.") + key);
-    if (a == nullptr) continue;
-    if (a->floats.size() != 3) v.invalid(std::string("clip.") + key, "expected 3 floats");
-    auto& dst = std::string(key).ends_with("mean") ? c.mean : c.std;
-    for (int i = 0; i < 3; ++i) dst[static_cast<size_t>(i)] = static_cast<float>(a->floats[i]);
-  }
+  read_gguf_normalisation(s, c.mean, c.std);
 }
 
 void read_hf(const ModelSource& s, const ConfigView& v, VisionConfig& c) {
@@ -107,6 +101,18 @@ void read_hf(const ModelSource& s, const ConfigView& v, VisionConfig& c) {
 }
 
 }  // namespace
+
+void read_gguf_normalisation(const ModelSource& source, std::array<float, 3>& mean,
+                             std::array<float, 3>& std) {
+  for (const char* key : {"clip.vision.image_mean", "clip.vision.image_std"}) {
+    const GgufArray* a = source.gguf()->get_array(key);
+    if (a == nullptr) continue;
+    if (a->floats.size() != 3)
+      fail(ErrorKind::Model, source.path() + ": '" + key + "': expected 3 floats");
+    auto& dst = std::string(key).ends_with("mean") ? mean : std;
+    for (size_t i = 0; i < 3; ++i) dst[i] = static_cast<float>(a->floats[i]);
+  }
+}
 
 VisionConfig read_vision_config(const ModelSource& source) {
   VisionConfig c;

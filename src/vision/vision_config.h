@@ -40,4 +40,8 @@ struct VisionConfig {
 // Reads and checks the configuration; errors (ErrorKind::Model) name the file and key.
 VisionConfig read_vision_config(const ModelSource& source);
 
+// An mmproj GGUF's clip.vision.image_mean / image_std, where it has them.
+void read_gguf_normalisation(const ModelSource& source, std::array<float, 3>& mean,
+                             std::array<float, 3>& std);
+
 }  // namespace ts

@@ -82,6 +82,16 @@ std::string LogitsComparison::summary() const {
   return s.str();
 }
 
+double max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double top = 0, diff = 0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    top = std::max(top, static_cast<double>(std::fabs(want[i])));
+    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
+  }
+  return diff / top;
+}
+
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab) {
   LogitsComparison c;

@@ -48,6 +48,8 @@ struct LogitsComparison {
 
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab);
+// max |got - want| / max |want| (the sizes must agree: a test failure otherwise).
+double max_rel_error(const std::vector<float>& got, const std::vector<float>& want);
 // Mean over rows of KL(softmax(ref) || softmax(x)).
 // Every element within atol + rtol * |want| (the first few misses reported, named `what`).
 void expect_close(const std::vector<float>& got, const std::vector<float>& want, float atol,

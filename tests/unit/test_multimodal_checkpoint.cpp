@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -95,6 +96,27 @@ TEST(MultimodalCheckpoint, TextDecoderGivesTheTextModelsLogits) {
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
     }
+  }
+}
+
+// A real Gemma3ForConditionalGeneration directory as transformers saves it (text decoder under
+// language_model.model, a SigLIP tower under vision_tower.vision_model, the projector): its text
+// logits are transformers', which the fixture's script checked equal the text-only class's.
+TEST(MultimodalCheckpoint, Gemma3ConditionalGenerationDirectory) {
+  const std::string dir = test::fixture_file("gemma3_vision", "hf");
+  ASSERT_FALSE(dir.empty());
+  EXPECT_EQ(read_arch_config(*ModelSource::open(dir)).family, Family::Gemma3);
+  const nlohmann::json meta =
+      nlohmann::json::parse(std::ifstream(test::fixture_file("gemma3_vision", "meta.json")));
+  const auto ids = meta["prompt_ids"].get<std::vector<int32_t>>();
+  const auto want = test::read_f32_file(test::fixture_file("gemma3_vision", "ref_logits.f32"));
+  for (const bool decode : {false, true}) {
+    test::LogitsRun r;
+    r.decode = decode;
+    const auto c = test::compare_logits(test::run_logits(dir, ids, r), want, 96);
+    std::cout << (decode ? "decode " : "prefill ") << c.summary() << "\n";
+    EXPECT_LE(c.rel, 1e-4) << c.summary();
+    EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
   }
 }
 

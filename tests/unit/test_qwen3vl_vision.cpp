@@ -26,16 +26,6 @@ namespace {
 
 constexpr const char* kFixture = "qwen3_vl";
 
-double rel_error(const std::vector<float>& got, const std::vector<float>& want) {
-  EXPECT_EQ(got.size(), want.size());
-  double top = 0, diff = 0;
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    top = std::max(top, static_cast<double>(std::fabs(want[i])));
-    diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
-  }
-  return diff / top;
-}
-
 class Qwen3VlVision : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -65,9 +55,9 @@ TEST_P(Qwen3VlVision, OutputsMatchTransformers) {
   const EncodedImage im = encode();
   EXPECT_EQ(im.grid_h, 2);
   EXPECT_EQ(im.grid_w, 3);
-  const double e =
-      rel_error(im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
-  const double d = rel_error(
+  const double e = test::max_rel_error(
+      im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
+  const double d = test::max_rel_error(
       im.deepstack, test::read_f32_file(test::fixture_file(kFixture, "image_deepstack.f32")));
   std::cout << GetParam() << ": vision output rel " << e << ", DeepStack rel " << d << "\n";
   EXPECT_LE(e, 1e-5);
@@ -114,8 +104,8 @@ TEST_P(Qwen3VlVision, ImageFileEndToEnd) {
   std::cout << GetParam() << ": pixel values max |difference| " << worst << "\n";
   EXPECT_LE(worst, 1e-5);
   const EncodedImage im = v->encode_file(png.data(), png.size());
-  const double e =
-      rel_error(im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
+  const double e = test::max_rel_error(
+      im.embeds, test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32")));
   EXPECT_LE(e, 1e-5);
 }
 

@@ -159,7 +159,8 @@ class Attention {
     lo_.resize(static_cast<size_t>(M));
     hi_.resize(static_cast<size_t>(M));
     for (int64_t m = 0; m < M; ++m) {
-      hi_[static_cast<size_t>(m)] = pos[m] + 1;  // keys [lo, hi)
+      hi_[static_cast<size_t>(m)] =  // keys [lo, hi)
+          a.key_end != nullptr ? std::max(pos[m] + 1, a.key_end[m]) : pos[m] + 1;
       lo_[static_cast<size_t>(m)] = a.window > 0 ? std::max<int64_t>(0, pos[m] + 1 - a.window) : 0;
       key_lo_ = std::min(key_lo_, lo_[static_cast<size_t>(m)]);
       key_hi_ = std::max(key_hi_, hi_[static_cast<size_t>(m)]);

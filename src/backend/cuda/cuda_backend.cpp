@@ -959,6 +959,10 @@ class CudaBackend final : public Backend {
                                        str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
                                        " do not fit a cache row of " + str(kv.width));
     check_head_dim(a.head_dim);
+    if (a.key_end != nullptr)
+      fail(ErrorKind::Unsupported,
+           "attention: rows that attend to later rows (Gemma 3's images) are not yet verified on "
+           "a GPU (--backend cpu runs them)");
   }
 
   // The head sizes the attention kernels take; checked at open too (scratch_bytes), so that a

@@ -54,8 +54,7 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
   // Adjacent: k right after q and v right after k (layers of different widths share buffers
   // sized for the widest, so the views line up only for some). M-RoPE rotates by other positions
   // than the cache row: the separate ops below.
-  const bool qkv_adjacent =
-      M == 1 && k == q + qw && v == k + kvw && rows.rope_pos == rows.pos;
+  const bool qkv_adjacent = M == 1 && k == q + qw && v == k + kvw && rows.rope_pos == rows.pos;
   if (c_.qk_norm == QkNorm::WholeProjection) {
     b_.rms_norm(q, L.q_norm, M, qw, c_.rms_eps, c_.norm_plus_one, q);
     b_.rms_norm(k, L.k_norm, M, kvw, c_.rms_eps, c_.norm_plus_one, k);
@@ -99,7 +98,14 @@ void AttentionMixer::store_and_attend(int64_t l, const PassRows& rows, const flo
       const KvView& kv = ch.kv->layer(l);
       const int32_t* pos = rows.pos + row;
       if (k != nullptr) b_.kv_store(kv, k + row * kvw, v + row * kvw, ch.n, pos);
-      b_.attention(q + row * qw, kv, ch.n, pos, L.attn, att_ + row * qw);
+      AttentionArgs a = L.attn;
+      if (ch.in.span != nullptr) {
+        key_end_.resize(static_cast<size_t>(ch.n));
+        for (int64_t i = 0; i < ch.n; ++i)
+          key_end_[static_cast<size_t>(i)] = pos[i] + 1 + ch.in.span[i];
+        a.key_end = key_end_.data();
+      }
+      b_.attention(q + row * qw, kv, ch.n, pos, a, att_ + row * qw);
       row += ch.n;
     }
   }

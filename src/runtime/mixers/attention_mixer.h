@@ -44,7 +44,8 @@ class AttentionMixer final : public Mixer {
   // [max_rows][width] each; k_ and v_ point into q_'s buffer (a stacked matmul writes a token's
   // q, k, v (and gate) side by side)
   float *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *att_ = nullptr, *gate_ = nullptr;
-  std::vector<KvView> step_kv_;  // [n_layer][kDecodeStepRows]
+  std::vector<KvView> step_kv_;   // [n_layer][kDecodeStepRows]
+  std::vector<int32_t> key_end_;  // a chunk's AttentionArgs::key_end
 };
 
 template <class Scratch>

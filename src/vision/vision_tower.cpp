@@ -1,0 +1,35 @@
+#include "vision/vision_tower.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/safetensors.h"
+#include "model/model_source.h"
+#include "vision/gemma3_vision.h"
+#include "vision/qwen3vl_vision.h"
+
+namespace ts {
+
+std::unique_ptr<VisionTower> open_vision_tower(const std::string& path, int threads) {
+  bool gemma3 = false;
+  {
+    const auto source = ModelSource::open(path);
+    if (source->gguf() != nullptr) {
+      gemma3 = source->gguf()->get_string("clip.projector_type").value_or("") == "gemma3";
+    } else {
+      const auto& c = source->hf()->config();
+      gemma3 = c.is_object() && c.value("model_type", "") == "gemma3";
+    }
+  }
+  if (gemma3) return Gemma3Vision::open(path, threads);
+  return Qwen3VLVision::open(path, threads);
+}
+
+uint64_t image_key(const uint8_t* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace ts

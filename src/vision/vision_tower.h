@@ -1,0 +1,36 @@
+// What the CLI and the server take images through: a model's vision tower (Qwen3-VL's ViT or
+// Gemma 3's SigLIP), opened from an mmproj GGUF or an HF directory by what the file says it is.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "vision/image_rows.h"
+
+namespace ts {
+
+class VisionTower {
+ public:
+  virtual ~VisionTower() = default;
+  virtual const std::string& path() const = 0;
+  virtual int64_t out_hidden() const = 0;  // the width of its features: the text model's
+  virtual int64_t n_deepstack() const = 0;
+  virtual ImageLayout layout() const = 0;
+  // Text the processor puts on each side of an image's block of tokens (Gemma 3's "\n\n").
+  virtual std::string block_margin() const { return {}; }
+  // The processor's pixel bounds, 0 keeping its own. Errors (ErrorKind::Usage): bounds out of
+  // range, or a tower whose images are resized to one fixed size.
+  virtual void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) = 0;
+  // An image file's bytes: decoded, processed and encoded; its key is image_key() of the bytes.
+  virtual EncodedImage encode_file(const uint8_t* data, size_t size) = 0;
+};
+
+// Errors (ErrorKind::Model) name the file: a projector type or model type of no tower here.
+std::unique_ptr<VisionTower> open_vision_tower(const std::string& path, int threads);
+
+// FNV-1a over an image file's bytes: what a prompt cache tells two images apart by.
+uint64_t image_key(const uint8_t* data, size_t size);
+
+}  // namespace ts

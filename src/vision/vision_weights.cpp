@@ -1,0 +1,82 @@
+#include "vision/vision_weights.h"
+
+#include "core/error.h"
+#include "quant/dequant.h"
+#include "vision/vision_ops.h"
+
+namespace ts {
+namespace {
+
+std::string dims_string(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+TensorRef VisionWeights::need(const std::string& name, const std::vector<int64_t>& dims) const {
+  const std::string& path = source_.path();
+  const auto t = source_.find(name);
+  if (!t) fail(ErrorKind::Model, path + ": missing tensor '" + name + "' (" + tower_ + ")");
+  bool ok = t->dims.size() == dims.size();
+  for (size_t i = 0; ok && i < dims.size(); ++i) ok = static_cast<int64_t>(t->dims[i]) == dims[i];
+  if (!ok) {
+    std::vector<uint64_t> want(dims.begin(), dims.end());
+    fail(ErrorKind::Model, path + ": tensor '" + name + "' has shape " + dims_string(t->dims) +
+                               ", expected " + dims_string(want) + " (GGML order)");
+  }
+  if (dims.size() == 1 && t->dtype != DType::F32 && t->dtype != DType::F16 &&
+      t->dtype != DType::BF16)
+    fail(ErrorKind::Unsupported, path + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                                     ", expected f32, f16 or bf16");
+  if (dims.size() > 1 && !cpu_.has_weight_kernels(t->dtype))
+    fail(ErrorKind::Unsupported, path + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
+                                     ", which the matmul kernels do not support");
+  return *t;
+}
+
+std::vector<float> VisionWeights::floats(const std::string& name,
+                                         const std::vector<int64_t>& dims) const {
+  const TensorRef t = need(name, dims);
+  std::vector<float> out(static_cast<size_t>(t.cols() * t.rows()));
+  const uint64_t row = t.nbytes / static_cast<uint64_t>(t.rows());
+  for (int64_t r = 0; r < t.rows(); ++r)
+    dequantize_row(t.dtype, t.data() + static_cast<uint64_t>(r) * row, out.data() + r * t.cols(),
+                   t.cols());
+  return out;
+}
+
+VisionWeights::Linear VisionWeights::linear(const std::string& w, const std::string& b, int64_t in,
+                                            int64_t out) const {
+  const TensorRef t = need(w, {in, out});
+  Linear l;
+  l.w = cpu_.upload_weight(t.dtype, out, in, t.nbytes / static_cast<uint64_t>(out), t.data());
+  l.b = floats(b, {out});
+  return l;
+}
+
+VisionWeights::Norm VisionWeights::norm(const std::string& w, const std::string& b,
+                                        int64_t n) const {
+  return {floats(w, {n}), floats(b, {n})};
+}
+
+void VisionWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
+  cpu_.matmul(l.w, x, rows, y);
+  cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
+}
+
+void VisionWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att,
+                               const Norm& ln, const Linear& fc1, const Linear& fc2, float eps,
+                               bool gelu_tanh, int64_t rows, float* x, float* h, float* ff) const {
+  const int64_t width = out.w.rows;
+  apply(out, att, rows, h);
+  cpu_.add(x, h, rows * width);
+  layer_norm(pool, x, ln.w.data(), ln.b.data(), rows, width, eps, h);
+  apply(fc1, h, rows, ff);
+  gelu(pool, ff, rows * fc1.w.rows, gelu_tanh);
+  apply(fc2, ff, rows, h);
+  cpu_.add(x, h, rows * width);
+}
+
+}  // namespace ts

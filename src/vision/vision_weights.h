@@ -1,0 +1,50 @@
+// A vision tower's weights, read from its ModelSource for the CPU backend: every tensor's shape
+// and type checked as it is read (errors name the file and tensor), vectors as host floats,
+// matrices as backend weights, and the linear layers' y = x W^T + b.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_source.h"
+
+namespace ts {
+
+class ThreadPool;
+
+class VisionWeights {
+ public:
+  struct Linear {
+    Weight w;
+    std::vector<float> b;
+  };
+  struct Norm {
+    std::vector<float> w, b;
+  };
+
+  // `tower` names the tower in errors ("Qwen3-VL vision").
+  VisionWeights(const ModelSource& source, Backend& cpu, std::string tower)
+      : source_(source), cpu_(cpu), tower_(std::move(tower)) {}
+
+  // The tensor, its dims (GGML order: the fastest-varying first) checked; a vector must be f32,
+  // f16 or bf16, a matrix of a type the matmul kernels take.
+  TensorRef need(const std::string& name, const std::vector<int64_t>& dims) const;
+  std::vector<float> floats(const std::string& name, const std::vector<int64_t>& dims) const;
+  Linear linear(const std::string& w, const std::string& b, int64_t in, int64_t out) const;
+  Norm norm(const std::string& w, const std::string& b, int64_t n) const;
+  void apply(const Linear& l, const float* x, int64_t rows, float* y) const;
+  // The rest of a pre-LN ViT block after its attention: x += out(att), then
+  // x += fc2(gelu(fc1(LN(x)))); h [rows][width] and ff [rows][fc1's width] are scratch.
+  void block_tail(ThreadPool& pool, const Linear& out, const float* att, const Norm& ln,
+                  const Linear& fc1, const Linear& fc2, float eps, bool gelu_tanh, int64_t rows,
+                  float* x, float* h, float* ff) const;
+
+ private:
+  const ModelSource& source_;
+  Backend& cpu_;
+  std::string tower_;
+};
+
+}  // namespace ts
