@@ -33,16 +33,9 @@ double tolerance(const std::string& form, bool decode = false) {
 
 class CudaFixtures : public ::testing::TestWithParam<test::FixtureForm> {};
 
-// The families whose kernels run on CUDA only when asked, until this suite has passed on a GPU
-// (Gemma 4): it asks.
-bool is_unverified(const std::string& fixture) {
-  return fixture == "gemma4" || fixture == "gemma4_moe";
-}
-
 TEST_P(CudaFixtures, MatchReferenceAndCpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const test::FixtureForm& f = GetParam();
-  if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
   const std::vector<int32_t> ids = test::fixture_prompt(f);
   const std::vector<float> ref = test::read_f32_file(test::fixture_ref_logits(f));
   const int64_t V = static_cast<int64_t>(ref.size() / ids.size());
@@ -86,20 +79,6 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
 
 // Each family of unverified kernels (the hybrid layers, gpt-oss's, MLA and group-limited routing,
 // Gemma 4's) is refused at open until asked for.
-TEST(CudaUnverified, RefusedUntilAsked) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  for (const auto& f : test::fixture_forms({"gemma4", "gemma4_moe"})) {
-    try {
-      test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
-      ADD_FAILURE() << f.fixture << " " << f.form << ": opened on CUDA";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-          << e.what();
-    }
-  }
-}
 
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
 // factor scales the scores) against transformers, prefill and decode, as on the CPU.
@@ -147,7 +126,6 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   for (const auto& f : test::fixture_forms(
            {"mixtral", "qwen3_moe", "minimax_m2", "gpt_oss_mxfp4", "deepseek_v3", "gemma4_moe"})) {
-    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const int64_t slots = f.fixture == "gpt_oss_mxfp4" ? 4 : 2;  // top-k of 4 there
     for (bool decode : {false, true}) {
@@ -168,7 +146,6 @@ TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
           << f.fixture << "_" << f.form << (decode ? " decode" : " prefill") << ", RAM tier";
     }
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // A batched decode step of three sequences on the GPU: resident, each token's experts run by id;
@@ -177,7 +154,6 @@ TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const std::vector<int32_t> next = {3, 1, 4};
   for (const auto& f : test::fixture_forms({"mixtral", "qwen3_moe", "deepseek_v3", "gemma4_moe"})) {
-    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto batched = [&](int64_t slots) {
       EngineOptions o;
@@ -204,14 +180,12 @@ TEST(CudaStreaming, BatchedDecodeBitIdenticalToResident) {
     EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   for (const auto& f :
        test::fixture_forms({"llama", "qwen3", "gemma3", "deepseek_v3", "gemma4", "gemma4_moe"})) {
-    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const test::LogitsRun run{.backend = "cuda", .decode = true, .kv = DType::F16};
     ASSERT_EQ(0, setenv("TURBOSPARK_CUDA_GRAPHS", "0", 1));
@@ -221,7 +195,6 @@ TEST(CudaGraphs, ReplayedDecodeIsBitIdenticalToEager) {
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 // Three sequences decoding together for four steps: the first step runs eagerly, the second is
@@ -230,7 +203,6 @@ TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   constexpr size_t kSeqs = 3, kSteps = 4;
   for (const auto& f : test::fixture_forms({"llama", "qwen3_moe", "deepseek_v3", "gemma4"})) {
-    if (is_unverified(f.fixture)) setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
     const std::vector<int32_t> ids = test::fixture_prompt(f);
     const auto decode = [&] {
       EngineOptions o;
@@ -262,7 +234,6 @@ TEST(CudaGraphs, ReplayedBatchedDecodeIsBitIdenticalToEager) {
     EXPECT_EQ(0, std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)))
         << f.fixture << "_" << f.form;
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 }  // namespace
