@@ -48,12 +48,6 @@ bool is_lowbit(DType t) {
          t == DType::TQ2_0;
 }
 
-// MXFP4 decodes exactly to f32, the low-bit types are decoded to f32 rows: their kernels take the
-// activations unquantised.
-bool takes_f32_activations(DType t) {
-  return is_float(t) || t == DType::MXFP4 || is_lowbit(t);
-}
-
 // Byte offsets of the f16 scale fields (d, and dmin / m) in each block, as in blocks.h.
 std::vector<int> scale_offsets(DType t) {
   switch (t) {

@@ -31,12 +31,6 @@ bool is_float_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// Weight types whose kernels take the activations as f32 rows (MXFP4 decodes exactly to f32; the
-// low-bit types are decoded to f32 rows, matmul_lowbit.h).
-bool takes_f32_activations(DType t) {
-  return is_float_type(t) || t == DType::MXFP4 || is_lowbit_type(t);
-}
-
 #if defined(__x86_64__)
 // Not every compiler's __builtin_cpu_supports knows F16C (clang 14 does not): CPUID leaf 1.
 // cpuid traps to the hypervisor in a VM: asked once, not on every matmul (it showed in a batched
@@ -59,7 +53,8 @@ bool cpu_has_vnni() {
 }
 
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
-  if (t == DType::MXFP4) return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
+  if (t == DType::MXFP4 && f32_activations_requested())
+    return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
   if (is_lowbit_type(t)) {
     if (isa == Isa::Scalar) return lowbit_kernel_scalar();
     return isa == Isa::Avx2 ? lowbit_kernel_avx2() : lowbit_kernel_avx512();
@@ -194,6 +189,21 @@ Isa active_isa() {
 
 const char* matmul_isa() {
   return isa_name(active_isa());
+}
+
+bool f32_activations_requested() {
+  static const bool f32 = [] {
+    const char* v = std::getenv("TURBOSPARK_ACTS");
+    if (v == nullptr || *v == '\0' || std::string(v) == "q8") return false;
+    if (std::string(v) == "f32") return true;
+    fail(ErrorKind::Usage, std::string("TURBOSPARK_ACTS=") + v + ": expected f32 or q8");
+  }();
+  return f32;
+}
+
+bool takes_f32_activations(DType t) {
+  return is_float_type(t) || is_lowbit_type(t) ||
+         (t == DType::MXFP4 && f32_activations_requested());
 }
 
 namespace {

@@ -52,6 +52,14 @@ void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 // once at run time. TURBOSPARK_ISA=scalar|avx2|avx512 forces a lower path (tests compare them).
 const char* matmul_isa();
 
+// How activations meet the weights: rounded to int8 per block (q8, the integer dots of the
+// quantised types), or kept in f32 (float weights; the low-bit types, whose rows are decoded to
+// f32; MXFP4 when TURBOSPARK_ACTS=f32). MXFP4's values are exact in f32, so its f32 path is the
+// exact product, the reference the fixtures hold to 1e-4; its default is q8, as llama.cpp's.
+// TURBOSPARK_ACTS=q8|f32 is read once; an unknown value fails (Usage).
+bool f32_activations_requested();
+bool takes_f32_activations(DType t);
+
 // The kernel families, lowest first. avx2 needs AVX2 + FMA + F16C; avx512 needs AVX-512 F/BW/VL
 // on top: 512-bit float kernels, and 256-bit VNNI integer dots when the CPU has AVX512-VNNI (the
 // AVX2 integer kernels otherwise).
