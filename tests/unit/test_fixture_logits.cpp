@@ -17,21 +17,25 @@ const std::vector<std::string> kFixtures = {
 
 // The README's bounds: f32 weights with an f32 KV cache 1e-4 of the largest logit; f16 5e-3.
 // MXFP4 is against its own exact reference (the experts dequantised): 1e-4 with its activations
-// kept in f32 (TURBOSPARK_ACTS=f32, the ctest run "f32acts/"); the default int8 activation
-// blocks no further from it than llama.cpp's own logits on that GGUF, which round the same way.
+// kept in f32 (TURBOSPARK_ACTS=f32, the ctest run "f32acts/"); with the default two int8 planes,
+// no further from it than llama.cpp's own logits on that GGUF (one int8 plane, as ours once was,
+// is a coin toss there: a routing flip put it at 0.19 against llama.cpp's 0.14).
 struct Bound {
   double rel = 1e-4;
   int64_t argmax_mismatches = 0;
+  // Prefill and decode run the same kernels on different row counts: float rounding only. Where
+  // activations are rounded to int8 that noise can flip a rounding: each is held to `rel` alone.
+  bool prefill_is_decode = true;
 };
 
 Bound bound(const test::FixtureForm& f, int64_t vocab) {
-  if (f.form == "f16") return {5e-3, 0};
+  if (f.form == "f16") return {.rel = 5e-3};
   if (f.fixture != "gpt_oss_mxfp4" || cpu::takes_f32_activations(DType::MXFP4)) return {};
   const std::string llama = test::fixture_file(f.fixture, "llamacpp_logits_mxfp4.f32");
-  if (llama.empty()) return {-1, 0};
+  if (llama.empty()) return {.rel = -1};
   const auto c = test::compare_logits(test::read_f32_file(llama),
                                       test::read_f32_file(test::fixture_ref_logits(f)), vocab);
-  return {c.rel, c.argmax_mismatches};
+  return {c.rel, c.argmax_mismatches, false};
 }
 
 class FixtureLogits : public ::testing::TestWithParam<test::FixtureForm> {};
@@ -50,9 +54,9 @@ TEST_P(FixtureLogits, MatchesReferenceInPrefillAndDecode) {
     EXPECT_LE(c.rel, b.rel) << "prefill batch " << batch << ": " << c.summary();
     EXPECT_LE(c.argmax_mismatches, b.argmax_mismatches)
         << "prefill batch " << batch << ": " << c.summary();
-    // Prefill and decode run the same kernels on different row counts: float rounding only.
     const auto pd = test::compare_logits(prefill, decode, V);
-    EXPECT_LE(pd.rel, 1e-5) << "prefill batch " << batch << " vs decode: " << pd.summary();
+    if (b.prefill_is_decode)
+      EXPECT_LE(pd.rel, 1e-5) << "prefill batch " << batch << " vs decode: " << pd.summary();
   }
   const auto c = test::compare_logits(decode, ref, V);
   EXPECT_LE(c.rel, b.rel) << "decode: " << c.summary();

@@ -5,7 +5,8 @@
 // * Quantised weights: the kernels quantise each activation block symmetrically to int8 with
 //   d = max|x| / 127, so |x_k - d q_k| <= d / 2 (plus a few ulp from the f32 reciprocal). The
 //   weights are used exactly (integer codes and scales), so |y - y_ref| <= sum_k |w_k| d_k / 2,
-//   plus f32 rounding of the per-block float terms (bounded as below).
+//   plus f32 rounding of the per-block float terms (bounded as below). MXFP4's activations are
+//   packed in two planes, the second rounding the first one's error: the bound shrinks by 127.
 // * f32 / f16 / bf16 weights: only f32 rounding. A chain of n FMAs accumulating terms t_i errs
 //   by at most n * eps * sum |t_i|; the longest chain is K / 4 (the scalar path's four
 //   accumulators), plus a few for the final reduction.
@@ -169,6 +170,14 @@ float act_step(DType t, const float* x, int64_t k) {
   return amax / 127.0f;
 }
 
+// The activation rounding error per step: half a step (and a few ulp from the f32 reciprocal).
+// MXFP4's second plane rounds the first one's error with a step of its own, at most 1 / 127 of
+// that half step.
+double error_per_step(DType t) {
+  const double half = 0.5 + 1e-4;
+  return t == DType::MXFP4 ? half * half / 127 : half;
+}
+
 struct Reference {
   std::vector<double> y;      // M x rows, exact-ish dot of the dequantised weight
   std::vector<double> quant;  // M x rows, bound on the activation-quantisation error
@@ -190,7 +199,7 @@ Reference reference(const Matrix& w, const std::vector<float>& x, int64_t M) {
       for (int64_t k = 0; k < K; ++k) {
         const double wk = w.dequant[r * K + k], xk = x[m * K + k];
         dot += wk * xk;
-        qerr += std::fabs(wk) * step[k] * (0.5 + 1e-4);
+        qerr += std::fabs(wk) * step[k] * error_per_step(w.dtype);
         mag += w.magnitude[r * K + k] * (std::fabs(xk) + step[k]);
       }
       ref.y[m * w.rows + r] = dot;

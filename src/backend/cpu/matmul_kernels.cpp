@@ -2,8 +2,10 @@
 // instruction set (once, from cpuid and TURBOSPARK_ISA).
 #include "backend/cpu/matmul_kernels.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -213,6 +215,7 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
   out.wtype = wtype;
   out.M = M;
   out.K = K;
+  out.planes = 1;
   out.f32 = nullptr;
   if (takes_f32_activations(wtype)) {
     if (wtype == DType::MXFP4 && K % kQK32 != 0)
@@ -231,22 +234,60 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
     fail(ErrorKind::Model, "matmul: " + std::to_string(K) + " columns is not a whole number of " +
                                dtype_name(wtype) + " blocks of " + std::to_string(block));
   const size_t block_bytes = k_quant ? sizeof(BlockQ8K) : sizeof(BlockQ8A32);
+  out.planes = wtype == DType::MXFP4 ? 2 : 1;
+  out.M = M * out.planes;
   out.row_bytes = checked_mul(static_cast<uint64_t>(K / block), block_bytes, "matmul activations");
-  out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(M), "matmul activations"));
+  out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(out.M), "matmul activations"));
   return true;
 }
 
+void quantize_row_q8a32_active(const float* x, BlockQ8A32* y, int64_t n) {
+  if (active_isa() == Isa::Avx512)
+    quantize_row_q8a32_avx512(x, y, n);
+  else
+    quantize_row_q8a32(x, y, n);
+}
+
+// Activation rows [m0, m1) of x (the packing's M / planes rows). The second plane rounds the first
+// one's error, x - d q, which the fused multiply-add gives exactly (|x - d q| <= d / 2 needs no
+// more bits than d).
 void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
-  const bool wide = active_isa() == Isa::Avx512;
+  const int64_t rows = out.M / out.planes;
+  std::vector<float> rest(out.planes > 1 ? static_cast<size_t>(out.K) : 0);
   for (int64_t m = m0; m < m1; ++m) {
+    const float* xm = x + m * out.K;
     uint8_t* row = out.data.data() + m * out.row_bytes;
-    if (is_q8k_type(out.wtype))
-      quantize_row_q8k(x + m * out.K, reinterpret_cast<BlockQ8K*>(row), out.K);
-    else if (wide)
-      quantize_row_q8a32_avx512(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
-    else
-      quantize_row_q8a32(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
+    if (is_q8k_type(out.wtype)) {
+      quantize_row_q8k(xm, reinterpret_cast<BlockQ8K*>(row), out.K);
+      continue;
+    }
+    auto* blocks = reinterpret_cast<BlockQ8A32*>(row);
+    quantize_row_q8a32_active(xm, blocks, out.K);
+    if (out.planes == 1) continue;
+    for (int64_t k = 0; k < out.K; ++k) {
+      const BlockQ8A32& b = blocks[k / kQK32];
+      rest[static_cast<size_t>(k)] = std::fma(-b.d, static_cast<float>(b.qs[k % kQK32]), xm[k]);
+    }
+    quantize_row_q8a32_active(rest.data(),
+                              reinterpret_cast<BlockQ8A32*>(row + rows * out.row_bytes), out.K);
   }
+}
+
+// A weight against two-plane activations: both planes' products for rows [r0, r1) into a buffer,
+// then their sum, the first plane's plus the second's.
+void two_plane_rows(RowsKernel k, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                    float* y, int64_t ldy) {
+  const int64_t n = r1 - r0, rows = x.M / 2;
+  thread_local std::vector<float> both;
+  both.resize(static_cast<size_t>(x.M * n));
+  WeightView part = w;
+  part.data = w.data + r0 * w.row_stride;
+  part.rows = n;
+  k(part, x, 0, n, both.data(), n);
+  for (int64_t m = 0; m < rows; ++m)
+    for (int64_t i = 0; i < n; ++i)
+      y[m * ldy + r0 + i] =
+          both[static_cast<size_t>(m * n + i)] + both[static_cast<size_t>((rows + m) * n + i)];
 }
 
 }  // namespace
@@ -269,6 +310,7 @@ void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t 
   if (r0 == r1 || x.M == 0) return;
   const RowsKernel k = w.layout == WeightLayout::Panels ? panel_kernel_for(isa, w.dtype, x.M)
                                                         : kernel_for(isa, w.dtype, x.M);
+  if (x.planes == 2) return two_plane_rows(k, w, x, r0, r1, y, ldy);
   k(w, x, r0, r1, y, ldy);
 }
 
