@@ -352,10 +352,10 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
-// q8_0 and q4_k to q6_k weights packed into the panel layout (panel_layout.h), read by the
-// AVX512-VNNI panel kernels: within the same bounds as above of the dequantised dot and of the
-// scalar kernel on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the
-// GEMM's bits.
+// q8_0, the 32-element 4- and 5-bit types (mxfp4 too), q4_k to q6_k and iq4_xs weights packed into
+// the panel layout (panel_layout.h), read by the AVX512-VNNI panel kernels: within the same bounds
+// as above of the dequantised dot and of the scalar kernel on the unpacked weight, for whole-panel
+// row ranges; the one-row GEMV gives the GEMM's bits.
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);
@@ -387,6 +387,7 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::Q5_K, k_quant_shapes},
                                                                    {DType::Q4_0, block32_shapes},
                                                                    {DType::IQ4_NL, block32_shapes},
+                                                                   {DType::MXFP4, block32_shapes},
                                                                    {DType::Q5_0, block32_shapes},
                                                                    {DType::Q4_1, block32_shapes},
                                                                    {DType::Q5_1, block32_shapes},
@@ -394,6 +395,7 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
     for (const Shape& s : shapes) {
+      if (!panel_layout_fits(t, kPanelRows)) continue;  // mxfp4 under TURBOSPARK_ACTS=f32
       SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +
                    std::to_string(s.cols) + " M " + std::to_string(s.M));
       const Matrix w = random_weights(t, s.rows, s.cols, rng);

@@ -119,6 +119,7 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
     case DType::Q5_0:
     case DType::Q4_1:
     case DType::Q5_1:
+    case DType::MXFP4:
       return avx512vnni_nibble_panel_kernel(t, M);
     case DType::Q4_K:
       return avx512vnni_q4k_panel_kernel(M);
@@ -337,6 +338,7 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
     case DType::Q5_0:
     case DType::Q4_1:
     case DType::Q5_1:
+    case DType::MXFP4:
       return avx512vnni_pack_nibble_panels(t, data, cols, row_stride, p0, p1);
     case DType::Q4_K:
       return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);
