@@ -260,7 +260,7 @@ void register_all() {
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q5_0, DType::Q4_1, DType::Q5_1,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::MXFP4}) {
     const std::string type = dtype_name(t);
     for (int threads : {1, 2})
       timed(benchmark::RegisterBenchmark(

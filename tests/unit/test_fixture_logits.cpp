@@ -18,8 +18,8 @@ const std::vector<std::string> kFixtures = {
 // The README's bounds: f32 weights with an f32 KV cache 1e-4 of the largest logit; f16 5e-3.
 // MXFP4 is against its own exact reference (the experts dequantised): 1e-4 with its activations
 // kept in f32 (TURBOSPARK_ACTS=f32, the ctest run "f32acts/"); with the default two int8 planes,
-// no further from it than llama.cpp's own logits on that GGUF (one int8 plane, as ours once was,
-// is a coin toss there: a routing flip put it at 0.19 against llama.cpp's 0.14).
+// no further from it than llama.cpp's own logits on that GGUF (one int8 plane, llama.cpp's
+// rounding, is a coin toss there: a routing flip put it at 0.19 against llama.cpp's 0.14).
 struct Bound {
   double rel = 1e-4;
   int64_t argmax_mismatches = 0;
