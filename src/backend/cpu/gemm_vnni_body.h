@@ -202,12 +202,15 @@ inline __m512i move_bit512(__m512i v, int from, int to) {
   return from <= to ? _mm512_slli_epi16(v, to - from) : _mm512_srli_epi16(v, from - to);
 }
 
-// The iq4 grid's levels + 128 (kIq4Levels as vpdpbusd's unsigned operand) in every 128-bit lane:
-// a byte shuffle by grid indices gives the codes.
-inline __m512i iq4_unsigned_levels512() {
+// A table's values + 128 (vpdpbusd's unsigned operand; kIq4Levels, kMxfp4Doubled) in every
+// 128-bit lane: a byte shuffle by the codes gives the GEMM's unsigned codes.
+inline __m512i unsigned_table512(const int8_t (&table)[16]) {
   return _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))),
       _mm512_set1_epi8(-128));
+}
+inline __m512i iq4_unsigned_levels512() {
+  return unsigned_table512(kIq4Levels);
 }
 
 // y rows m0..m0+T-1, columns [r, r + 16 kPanelVecs) (masked) += the packed blocks [b0, b1) at

@@ -73,16 +73,20 @@ using Q5_0Panel =
 using Q4_1Panel = NibblePanel<DecQ4_1, DType::Q4_1, kQ4_1PanelBytes, 0, kQ4_1PanelD, kQ4_1PanelM>;
 using Q5_1Panel =
     NibblePanel<DecQ5_1, DType::Q5_1, kQ5_1PanelBytes, kQ5_1PanelFifth, kQ5_1PanelD, kQ5_1PanelM>;
-struct Iq4NlPanel : Q4_0Panel {
-  using Dec = DecIQ4_NL;
-  __m512i levels;
-  Iq4NlPanel() : levels(iq4_unsigned_levels512()) {}
+// A type whose nibbles index a table of values (iq4_nl's grid, mxfp4's doubled e2m1 values): the
+// table's byte shuffle gives vpdpbusd's unsigned operand, value + 128.
+template <class Base, class D, const int8_t (&kTable)[16]>
+struct TablePanel : Base {
+  using Dec = D;
+  __m512i values;
+  TablePanel() : values(unsigned_table512(kTable)) {}
   void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
     nibble_pair(pb, h, v, even, odd);
-    even = _mm512_shuffle_epi8(levels, even);
-    odd = _mm512_shuffle_epi8(levels, odd);
+    even = _mm512_shuffle_epi8(values, even);
+    odd = _mm512_shuffle_epi8(values, odd);
   }
 };
+using Iq4NlPanel = TablePanel<Q4_0Panel, DecIQ4_NL, kIq4Levels>;
 
 // MXFP4's row-layout block as plain nibbles, for the packer (its e8m0 byte the rows' scale).
 struct DecMXFP4Nibbles {
@@ -95,24 +99,9 @@ struct DecMXFP4Nibbles {
   }
 };
 
-// The doubled e2m1 values + 128 (kMxfp4Doubled as vpdpbusd's unsigned operand) in every 128-bit
-// lane: a byte shuffle by the codes gives the GEMM's unsigned codes.
-inline __m512i mxfp4_unsigned_values512() {
-  return _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Doubled))),
-      _mm512_set1_epi8(-128));
-}
-
-struct Mxfp4Panel : NibblePanel<DecMXFP4, DType::MXFP4, kMxfp4PanelBytes, 0, kMxfp4PanelE, 0> {
-  using PackDec = DecMXFP4Nibbles;
-  __m512i values;
-  Mxfp4Panel() : values(mxfp4_unsigned_values512()) {}
-  void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
-    nibble_pair(pb, h, v, even, odd);
-    even = _mm512_shuffle_epi8(values, even);
-    odd = _mm512_shuffle_epi8(values, odd);
-  }
-};
+struct Mxfp4Panel
+    : TablePanel<NibblePanel<DecMXFP4Nibbles, DType::MXFP4, kMxfp4PanelBytes, 0, kMxfp4PanelE, 0>,
+                 DecMXFP4, kMxfp4Doubled> {};
 
 // The GEMM reads blocks [b0, b1) of a panel unpacked into the 32-element GEMM's layout.
 template <class L>

@@ -219,10 +219,13 @@ struct DecQ8_0 {
   }
 };
 
-// The iq4 grid (kIq4Levels) in both 128-bit lanes: a byte shuffle by the nibble codes gives the
-// signed levels.
+// A table of 16 signed values (the iq4 grid kIq4Levels, MXFP4's doubled e2m1 values
+// kMxfp4Doubled) in both 128-bit lanes: a byte shuffle by the nibble codes gives the values.
+inline __m256i table256(const int8_t (&table)[16]) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+}
 inline __m256i iq4_levels256() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+  return table256(kIq4Levels);
 }
 
 // Signed values, as q8_0's.
@@ -238,18 +241,13 @@ struct DecIQ4_NL {
 
 // MXFP4: the doubled e2m1 values (kMxfp4Doubled, integers within +-12) by a byte shuffle, signed
 // as q8_0's; the block's scale is the halved e8m0 one (block_scale), exact in f32.
-inline __m256i mxfp4_values256() {
-  return _mm256_broadcastsi128_si256(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kMxfp4Doubled)));
-}
-
 struct DecMXFP4 {
   using Block = BlockMXFP4;
   static constexpr int kOffset = 128;
   static constexpr bool kMin = false, kSigned = true;
   template <class Ops>
   static __m256i codes(const Block& b) {
-    return _mm256_shuffle_epi8(mxfp4_values256(), nibbles32(b.qs));
+    return _mm256_shuffle_epi8(table256(kMxfp4Doubled), nibbles32(b.qs));
   }
 };
 
