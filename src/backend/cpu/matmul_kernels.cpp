@@ -2,6 +2,7 @@
 // instruction set (once, from cpuid and TURBOSPARK_ISA).
 #include "backend/cpu/matmul_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -274,21 +275,26 @@ void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
   }
 }
 
-// A weight against two-plane activations: both planes' products for rows [r0, r1) into a buffer,
-// then their sum, the first plane's plus the second's.
+// A weight against two-plane activations: both planes' products for a piece of rows [r0, r1) at a
+// time into a buffer (a few hundred KB for a prompt's micro-batch), then their sum, the first
+// plane's plus the second's. Pieces of whole panels, so that a packed weight's views stay panels.
 void two_plane_rows(RowsKernel k, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
                     float* y, int64_t ldy) {
-  const int64_t n = r1 - r0, rows = x.M / 2;
+  constexpr int64_t kPiece = 2 * kPanelRows;
+  const int64_t rows = x.M / 2;
   thread_local std::vector<float> both;
-  both.resize(static_cast<size_t>(x.M * n));
-  WeightView part = w;
-  part.data = w.data + r0 * w.row_stride;
-  part.rows = n;
-  k(part, x, 0, n, both.data(), n);
-  for (int64_t m = 0; m < rows; ++m)
-    for (int64_t i = 0; i < n; ++i)
-      y[m * ldy + r0 + i] =
-          both[static_cast<size_t>(m * n + i)] + both[static_cast<size_t>((rows + m) * n + i)];
+  both.resize(static_cast<size_t>(x.M * kPiece));
+  for (int64_t p0 = r0; p0 < r1; p0 += kPiece) {
+    const int64_t n = std::min(kPiece, r1 - p0);
+    WeightView part = w;
+    part.data = w.data + p0 * w.row_stride;
+    part.rows = n;
+    k(part, x, 0, n, both.data(), n);
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t i = 0; i < n; ++i)
+        y[m * ldy + p0 + i] =
+            both[static_cast<size_t>(m * n + i)] + both[static_cast<size_t>((rows + m) * n + i)];
+  }
 }
 
 }  // namespace

@@ -48,7 +48,8 @@ void pack_activations_parallel(ThreadPool& pool, DType wtype, const float* x, in
 // y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M / planes).
 // Float weights: f32 FMA accumulation. Quantised weights: exact integer dots against the
 // activations as packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its
-// block. A weight in the panel layout takes whole panels: r0 and r1 multiples of kPanelRows.
+// block (MXFP4: about d / 254, by its second plane). A weight in the panel layout takes whole
+// panels: r0 and r1 multiples of kPanelRows.
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy);
 
@@ -59,7 +60,8 @@ const char* matmul_isa();
 // How activations meet the weights: rounded to int8 per block (q8, the integer dots of the
 // quantised types), or kept in f32 (float weights; the low-bit types, whose rows are decoded to
 // f32; MXFP4 when TURBOSPARK_ACTS=f32). MXFP4's values are exact in f32, so its f32 path is the
-// exact product, the reference the fixtures hold to 1e-4; its default is q8, as llama.cpp's.
+// exact product, the reference the fixtures hold to 1e-4; its default is two int8 planes
+// (PackedActs).
 // TURBOSPARK_ACTS=q8|f32 is read once; an unknown value fails (Usage).
 bool f32_activations_requested();
 bool takes_f32_activations(DType t);
