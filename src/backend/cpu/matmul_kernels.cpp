@@ -255,7 +255,8 @@ void quantize_row_q8a32_active(const float* x, BlockQ8A32* y, int64_t n) {
 // more bits than d).
 void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
   const int64_t rows = out.M / out.planes;
-  std::vector<float> rest(out.planes > 1 ? static_cast<size_t>(out.K) : 0);
+  thread_local std::vector<float> rest;
+  if (out.planes > 1) rest.resize(static_cast<size_t>(out.K));
   for (int64_t m = m0; m < m1; ++m) {
     const float* xm = x + m * out.K;
     uint8_t* row = out.data.data() + m * out.row_bytes;
