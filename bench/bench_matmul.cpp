@@ -39,7 +39,7 @@ const DType kTypes[] = {DType::F32,     DType::F16,    DType::BF16,  DType::Q4_0
                         DType::Q5_0,    DType::Q5_1,   DType::Q8_0,  DType::Q2_K,    DType::Q3_K,
                         DType::Q4_K,    DType::Q5_K,   DType::Q6_K,  DType::IQ4_NL,  DType::IQ4_XS,
                         DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
-                        DType::IQ1_S,   DType::IQ1_M,  DType::TQ1_0, DType::TQ2_0};
+                        DType::IQ1_S,   DType::IQ1_M,  DType::TQ1_0, DType::TQ2_0,   DType::MXFP4};
 
 uint64_t next_random(uint64_t& s) {
   s ^= s << 13;
@@ -67,7 +67,8 @@ std::vector<int> scale_fields(DType t) {
     case DType::TQ2_0:
       return {64};
     case DType::IQ1_M:
-      return {};  // its f16 scale is the top nibbles of four u16 (random_weight)
+    case DType::MXFP4:
+      return {};  // f16 scale: the top nibbles of four u16; mxfp4: an e8m0 byte (random_weight)
     default:
       return {0};
   }
@@ -118,6 +119,9 @@ std::vector<uint8_t> random_weight(DType t, int64_t rows, uint64_t seed) {
       for (int i = 0; i < 4; ++i)
         bytes[b + 49 + 2 * i] = static_cast<uint8_t>((bytes[b + 49 + 2 * i] & 0x0F) |
                                                      (((0x1C00 >> (4 * i)) & 0xF) << 4));
+    // mxfp4: e8m0 exponents 2^-8 .. 2^-1.
+    for (size_t b = 0; t == DType::MXFP4 && b + block_bytes <= bytes.size(); b += block_bytes)
+      bytes[b] = static_cast<uint8_t>(119 + bytes[b] % 8);
   }
   return bytes;
 }
@@ -256,7 +260,7 @@ void register_all() {
                                      [threads](benchmark::State& st) { stream_read(st, threads); }),
         threads, benchmark::kMillisecond);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q5_0, DType::Q4_1, DType::Q5_1,
-                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+                  DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::MXFP4}) {
     const std::string type = dtype_name(t);
     for (int threads : {1, 2})
       timed(benchmark::RegisterBenchmark(

@@ -1,7 +1,8 @@
-// The q8_0, q4_k, q5_k and q6_k panel layouts (backend/cpu/panel_layout.h): the AVX512-VNNI packers
-// write what the layout describes (every row read back through the portable reader is the row it
-// packed, bit for bit), packs in place without touching other panels, and the CPU backend packs
-// exactly the weights it can read that way and still embeds and multiplies by them as before.
+// The q8_0, 32-element 4- and 5-bit (mxfp4 among them), q4_k, q5_k, q6_k and iq4_xs panel layouts
+// (backend/cpu/panel_layout.h): the AVX512-VNNI packers write what the layout describes (every row
+// read back through the portable reader is the row it packed, bit for bit), packs in place without
+// touching other panels, and the CPU backend packs exactly the weights it can read that way and
+// still embeds and multiplies by them as before.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,6 +38,12 @@ std::vector<uint8_t> random_rows(DType t, int64_t rows, int64_t cols, std::mt199
   std::uniform_real_distribution<float> scale(-0.05f, 0.05f);
   for (auto& b : bytes) b = static_cast<uint8_t>(byte(rng));
   const uint32_t block = dtype_info(t).block_bytes;
+  // mxfp4's scale is an e8m0 byte: 2^-8 .. 2^-1.
+  if (t == DType::MXFP4) {
+    for (size_t blk = 0; blk < bytes.size() / block; ++blk)
+      bytes[blk * block] = static_cast<uint8_t>(120 + byte(rng) % 8);
+    return bytes;
+  }
   const std::vector<size_t> fields = has_min(t) ? std::vector<size_t>{0, 2}
                                      : t == DType::Q6_K
                                          ? std::vector<size_t>{offsetof(BlockQ6_K, d)}
@@ -194,7 +201,7 @@ TEST_P(PanelLayout, BackendPacksWhatFitsAndKeepsResults) {
 INSTANTIATE_TEST_SUITE_P(PanelTypes, PanelLayout,
                          ::testing::Values(DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q5_0,
                                            DType::Q4_1, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K, DType::IQ4_XS),
+                                           DType::Q6_K, DType::IQ4_XS, DType::MXFP4),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace

@@ -5,7 +5,8 @@
 // * Quantised weights: the kernels quantise each activation block symmetrically to int8 with
 //   d = max|x| / 127, so |x_k - d q_k| <= d / 2 (plus a few ulp from the f32 reciprocal). The
 //   weights are used exactly (integer codes and scales), so |y - y_ref| <= sum_k |w_k| d_k / 2,
-//   plus f32 rounding of the per-block float terms (bounded as below).
+//   plus f32 rounding of the per-block float terms (bounded as below). MXFP4's activations are
+//   packed in two planes, the second rounding the first one's error: the bound shrinks by 127.
 // * f32 / f16 / bf16 weights: only f32 rounding. A chain of n FMAs accumulating terms t_i errs
 //   by at most n * eps * sum |t_i|; the longest chain is K / 4 (the scalar path's four
 //   accumulators), plus a few for the final reduction.
@@ -46,12 +47,6 @@ bool is_lowbit(DType t) {
   return t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ2_S || t == DType::IQ3_XXS ||
          t == DType::IQ3_S || t == DType::IQ1_S || t == DType::IQ1_M || t == DType::TQ1_0 ||
          t == DType::TQ2_0;
-}
-
-// MXFP4 decodes exactly to f32, the low-bit types are decoded to f32 rows: their kernels take the
-// activations unquantised.
-bool takes_f32_activations(DType t) {
-  return is_float(t) || t == DType::MXFP4 || is_lowbit(t);
 }
 
 // Byte offsets of the f16 scale fields (d, and dmin / m) in each block, as in blocks.h.
@@ -175,6 +170,14 @@ float act_step(DType t, const float* x, int64_t k) {
   return amax / 127.0f;
 }
 
+// The activation rounding error per step: half a step (and a few ulp from the f32 reciprocal).
+// MXFP4's second plane rounds the first one's error with a step of its own, at most 1 / 127 of
+// that half step.
+double error_per_step(DType t) {
+  const double half = 0.5 + 1e-4;
+  return t == DType::MXFP4 ? half * half / 127 : half;
+}
+
 struct Reference {
   std::vector<double> y;      // M x rows, exact-ish dot of the dequantised weight
   std::vector<double> quant;  // M x rows, bound on the activation-quantisation error
@@ -196,7 +199,7 @@ Reference reference(const Matrix& w, const std::vector<float>& x, int64_t M) {
       for (int64_t k = 0; k < K; ++k) {
         const double wk = w.dequant[r * K + k], xk = x[m * K + k];
         dot += wk * xk;
-        qerr += std::fabs(wk) * step[k] * (0.5 + 1e-4);
+        qerr += std::fabs(wk) * step[k] * error_per_step(w.dtype);
         mag += w.magnitude[r * K + k] * (std::fabs(xk) + step[k]);
       }
       ref.y[m * w.rows + r] = dot;
@@ -349,10 +352,10 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
-// q8_0 and q4_k to q6_k weights packed into the panel layout (panel_layout.h), read by the
-// AVX512-VNNI panel kernels: within the same bounds as above of the dequantised dot and of the
-// scalar kernel on the unpacked weight, for whole-panel row ranges; the one-row GEMV gives the
-// GEMM's bits.
+// q8_0, the 32-element 4- and 5-bit types (mxfp4 too), q4_k to q6_k and iq4_xs weights packed into
+// the panel layout (panel_layout.h), read by the AVX512-VNNI panel kernels: within the same bounds
+// as above of the dequantised dot and of the scalar kernel on the unpacked weight, for whole-panel
+// row ranges; the one-row GEMV gives the GEMM's bits.
 TEST(PanelKernels, MatchScalarOnTheRowLayout) {
   if (!panel_kernels_active()) GTEST_SKIP() << "no AVX512-VNNI on the active path: no panels";
   std::mt19937 rng(99);
@@ -384,6 +387,7 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::Q5_K, k_quant_shapes},
                                                                    {DType::Q4_0, block32_shapes},
                                                                    {DType::IQ4_NL, block32_shapes},
+                                                                   {DType::MXFP4, block32_shapes},
                                                                    {DType::Q5_0, block32_shapes},
                                                                    {DType::Q4_1, block32_shapes},
                                                                    {DType::Q5_1, block32_shapes},
@@ -391,6 +395,7 @@ TEST(PanelKernels, MatchScalarOnTheRowLayout) {
                                                                    {DType::IQ4_XS, k_quant_shapes}};
   for (const auto& [t, shapes] : cases)
     for (const Shape& s : shapes) {
+      if (!panel_layout_fits(t, kPanelRows)) continue;  // mxfp4 under TURBOSPARK_ACTS=f32
       SCOPED_TRACE(std::string(dtype_name(t)) + " rows " + std::to_string(s.rows) + " K " +
                    std::to_string(s.cols) + " M " + std::to_string(s.M));
       const Matrix w = random_weights(t, s.rows, s.cols, rng);

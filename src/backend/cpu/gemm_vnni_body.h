@@ -45,9 +45,31 @@ constexpr int64_t kChunkBlocks = 16;
 // their f16 mins m. For q8_0 this is the panel layout of panel_layout.h.
 constexpr size_t kScaleBytes = kPanelRows * sizeof(uint16_t);
 
+// The rows' float scales in a packed block: f16 d for the 32-element types, MXFP4's e8m0 byte for
+// it (2^(e - 128): halved, as its values are doubled; exact, subnormal for e < 2).
+template <class Block>
+struct PanelScale {
+  using T = uint16_t;
+  static T of(const Block& b) { return b.d; }
+  static __m512 load16(const uint8_t* p) { return _mm512_cvtph_ps(load256(p)); }
+};
+template <>
+struct PanelScale<BlockMXFP4> {
+  using T = uint8_t;
+  static T of(const BlockMXFP4& b) { return b.e; }
+  static __m512 load16(const uint8_t* p) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_scalef_ps(_mm512_set1_ps(1.0f),
+                            _mm512_cvtepi32_ps(_mm512_sub_epi32(e, _mm512_set1_epi32(128))));
+  }
+};
+template <class Dec>
+using ScaleOf = PanelScale<typename Dec::Block>;
+
 template <class Dec>
 constexpr size_t packed_block_bytes() {
-  return kPanelCodeBytes + (Dec::kMin ? 2 : 1) * kScaleBytes;
+  return kPanelCodeBytes + kPanelRows * sizeof(typename ScaleOf<Dec>::T) +
+         (Dec::kMin ? kScaleBytes : 0);
 }
 
 struct GemmOps {
@@ -91,7 +113,8 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
   constexpr size_t stride = packed_block_bytes<Dec>();
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* out = dst + (b - b0) * stride;
-    uint16_t d[kPanelRows] = {}, m[kPanelRows] = {};
+    typename ScaleOf<Dec>::T d[kPanelRows] = {};
+    uint16_t m[kPanelRows] = {};
     for (int v = 0; v < kPanelVecs; ++v) {
       __m256i codes[kVecRows];
       for (int j = 0; j < kVecRows; ++j) {
@@ -102,7 +125,7 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
         }
         const Block& blk = reinterpret_cast<const Block*>(w.data + (r + row) * w.row_stride)[b];
         codes[j] = Dec::template codes<GemmOps>(blk);
-        d[row] = blk.d;
+        d[row] = ScaleOf<Dec>::of(blk);
         if constexpr (Dec::kMin) m[row] = blk.m;
       }
       __m512i pairs[8], words[8];
@@ -114,7 +137,7 @@ void pack_panel(const WeightView& w, int64_t r, int64_t valid, int64_t b0, int64
       transpose16x8(pairs, words);
       for (int g = 0; g < 8; ++g) _mm512_storeu_si512(out + (g * kPanelVecs + v) * 64, words[g]);
     }
-    std::memcpy(out + kPanelCodeBytes, d, kScaleBytes);
+    std::memcpy(out + kPanelCodeBytes, d, sizeof(d));
     if constexpr (Dec::kMin) std::memcpy(out + kPanelCodeBytes + kScaleBytes, m, kScaleBytes);
   }
 }
@@ -179,12 +202,15 @@ inline __m512i move_bit512(__m512i v, int from, int to) {
   return from <= to ? _mm512_slli_epi16(v, to - from) : _mm512_srli_epi16(v, from - to);
 }
 
-// The iq4 grid's levels + 128 (kIq4Levels as vpdpbusd's unsigned operand) in every 128-bit lane:
-// a byte shuffle by grid indices gives the codes.
-inline __m512i iq4_unsigned_levels512() {
+// A table's values + 128 (vpdpbusd's unsigned operand; kIq4Levels, kMxfp4Doubled) in every
+// 128-bit lane: a byte shuffle by the codes gives the GEMM's unsigned codes.
+inline __m512i unsigned_table512(const int8_t (&table)[16]) {
   return _mm512_xor_si512(
-      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels))),
+      _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table))),
       _mm512_set1_epi8(-128));
+}
+inline __m512i iq4_unsigned_levels512() {
+  return unsigned_table512(kIq4Levels);
 }
 
 // y rows m0..m0+T-1, columns [r, r + 16 kPanelVecs) (masked) += the packed blocks [b0, b1) at
@@ -224,7 +250,8 @@ void micro(const uint8_t* panel, const PackedActs& x, const int32_t* starts, int
     }
     const uint8_t* scales = pb + kPanelCodeBytes;
     for (int v = 0; v < kPanelVecs; ++v) {
-      const __m512 dv = load_f16x16(scales + v * kVecRows * sizeof(uint16_t));
+      const __m512 dv =
+          ScaleOf<Dec>::load16(scales + v * kVecRows * sizeof(typename ScaleOf<Dec>::T));
       for (int t = 0; t < T; ++t) {
         const __m512 scale = _mm512_mul_ps(dv, _mm512_set1_ps(xs[t][b].d));
         acc[v][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[v][t]), scale, acc[v][t]);

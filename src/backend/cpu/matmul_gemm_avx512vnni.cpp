@@ -61,6 +61,8 @@ RowsKernel avx512vnni_gemm_kernel(DType t) {
       return gemm_rows<DecQ8_0>;
     case DType::IQ4_NL:
       return gemm_rows<DecIQ4_NL>;
+    case DType::MXFP4:
+      return gemm_rows<DecMXFP4>;
     default:
       return nullptr;
   }

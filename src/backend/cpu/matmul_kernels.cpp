@@ -2,8 +2,11 @@
 // instruction set (once, from cpuid and TURBOSPARK_ISA).
 #include "backend/cpu/matmul_kernels.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -31,12 +34,6 @@ bool is_float_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
-// Weight types whose kernels take the activations as f32 rows (MXFP4 decodes exactly to f32; the
-// low-bit types are decoded to f32 rows, matmul_lowbit.h).
-bool takes_f32_activations(DType t) {
-  return is_float_type(t) || t == DType::MXFP4 || is_lowbit_type(t);
-}
-
 #if defined(__x86_64__)
 // Not every compiler's __builtin_cpu_supports knows F16C (clang 14 does not): CPUID leaf 1.
 // cpuid traps to the hypervisor in a VM: asked once, not on every matmul (it showed in a batched
@@ -59,7 +56,8 @@ bool cpu_has_vnni() {
 }
 
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
-  if (t == DType::MXFP4) return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
+  if (t == DType::MXFP4 && f32_activations_requested())
+    return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
   if (is_lowbit_type(t)) {
     if (isa == Isa::Scalar) return lowbit_kernel_scalar();
     return isa == Isa::Avx2 ? lowbit_kernel_avx2() : lowbit_kernel_avx512();
@@ -122,6 +120,7 @@ RowsKernel panel_kernel_for(Isa isa, DType t, int64_t M) {
     case DType::Q5_0:
     case DType::Q4_1:
     case DType::Q5_1:
+    case DType::MXFP4:
       return avx512vnni_nibble_panel_kernel(t, M);
     case DType::Q4_K:
       return avx512vnni_q4k_panel_kernel(M);
@@ -196,6 +195,21 @@ const char* matmul_isa() {
   return isa_name(active_isa());
 }
 
+bool f32_activations_requested() {
+  static const bool f32 = [] {
+    const char* v = std::getenv("TURBOSPARK_ACTS");
+    if (v == nullptr || *v == '\0' || std::string(v) == "q8") return false;
+    if (std::string(v) == "f32") return true;
+    fail(ErrorKind::Usage, std::string("TURBOSPARK_ACTS=") + v + ": expected f32 or q8");
+  }();
+  return f32;
+}
+
+bool takes_f32_activations(DType t) {
+  return is_float_type(t) || is_lowbit_type(t) ||
+         (t == DType::MXFP4 && f32_activations_requested());
+}
+
 namespace {
 
 // Sets out's shape and sizes its buffer; false when the weight type takes the f32 rows as they are.
@@ -203,6 +217,7 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
   out.wtype = wtype;
   out.M = M;
   out.K = K;
+  out.planes = 1;
   out.f32 = nullptr;
   if (takes_f32_activations(wtype)) {
     if (wtype == DType::MXFP4 && K % kQK32 != 0)
@@ -221,21 +236,65 @@ bool shape_packing(DType wtype, const float* x, int64_t M, int64_t K, PackedActs
     fail(ErrorKind::Model, "matmul: " + std::to_string(K) + " columns is not a whole number of " +
                                dtype_name(wtype) + " blocks of " + std::to_string(block));
   const size_t block_bytes = k_quant ? sizeof(BlockQ8K) : sizeof(BlockQ8A32);
+  out.planes = wtype == DType::MXFP4 ? 2 : 1;
+  out.M = M * out.planes;
   out.row_bytes = checked_mul(static_cast<uint64_t>(K / block), block_bytes, "matmul activations");
-  out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(M), "matmul activations"));
+  out.data.resize(checked_mul(out.row_bytes, static_cast<uint64_t>(out.M), "matmul activations"));
   return true;
 }
 
+void quantize_row_q8a32_active(const float* x, BlockQ8A32* y, int64_t n) {
+  if (active_isa() == Isa::Avx512)
+    quantize_row_q8a32_avx512(x, y, n);
+  else
+    quantize_row_q8a32(x, y, n);
+}
+
+// Activation rows [m0, m1) of x (the packing's M / planes rows). The second plane rounds the first
+// one's error, x - d q, which the fused multiply-add gives exactly (|x - d q| <= d / 2 needs no
+// more bits than d).
 void quantize_rows(const float* x, int64_t m0, int64_t m1, PackedActs& out) {
-  const bool wide = active_isa() == Isa::Avx512;
+  const int64_t rows = out.M / out.planes;
+  thread_local std::vector<float> rest;
+  if (out.planes > 1) rest.resize(static_cast<size_t>(out.K));
   for (int64_t m = m0; m < m1; ++m) {
+    const float* xm = x + m * out.K;
     uint8_t* row = out.data.data() + m * out.row_bytes;
-    if (is_q8k_type(out.wtype))
-      quantize_row_q8k(x + m * out.K, reinterpret_cast<BlockQ8K*>(row), out.K);
-    else if (wide)
-      quantize_row_q8a32_avx512(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
-    else
-      quantize_row_q8a32(x + m * out.K, reinterpret_cast<BlockQ8A32*>(row), out.K);
+    if (is_q8k_type(out.wtype)) {
+      quantize_row_q8k(xm, reinterpret_cast<BlockQ8K*>(row), out.K);
+      continue;
+    }
+    auto* blocks = reinterpret_cast<BlockQ8A32*>(row);
+    quantize_row_q8a32_active(xm, blocks, out.K);
+    if (out.planes == 1) continue;
+    for (int64_t k = 0; k < out.K; ++k) {
+      const BlockQ8A32& b = blocks[k / kQK32];
+      rest[static_cast<size_t>(k)] = std::fma(-b.d, static_cast<float>(b.qs[k % kQK32]), xm[k]);
+    }
+    quantize_row_q8a32_active(rest.data(),
+                              reinterpret_cast<BlockQ8A32*>(row + rows * out.row_bytes), out.K);
+  }
+}
+
+// A weight against two-plane activations: both planes' products for a piece of rows [r0, r1) at a
+// time into a buffer (a few hundred KB for a prompt's micro-batch), then their sum, the first
+// plane's plus the second's. Pieces of whole panels, so that a packed weight's views stay panels.
+void two_plane_rows(RowsKernel k, const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                    float* y, int64_t ldy) {
+  constexpr int64_t kPiece = 2 * kPanelRows;
+  const int64_t rows = x.M / 2;
+  thread_local std::vector<float> both;
+  both.resize(static_cast<size_t>(x.M * kPiece));
+  for (int64_t p0 = r0; p0 < r1; p0 += kPiece) {
+    const int64_t n = std::min(kPiece, r1 - p0);
+    WeightView part = w;
+    part.data = w.data + p0 * w.row_stride;
+    part.rows = n;
+    k(part, x, 0, n, both.data(), n);
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t i = 0; i < n; ++i)
+        y[m * ldy + p0 + i] =
+            both[static_cast<size_t>(m * n + i)] + both[static_cast<size_t>((rows + m) * n + i)];
   }
 }
 
@@ -259,6 +318,7 @@ void matmul_rows_isa(Isa isa, const WeightView& w, const PackedActs& x, int64_t 
   if (r0 == r1 || x.M == 0) return;
   const RowsKernel k = w.layout == WeightLayout::Panels ? panel_kernel_for(isa, w.dtype, x.M)
                                                         : kernel_for(isa, w.dtype, x.M);
+  if (x.planes == 2) return two_plane_rows(k, w, x, r0, r1, y, ldy);
   k(w, x, r0, r1, y, ldy);
 }
 
@@ -285,6 +345,7 @@ void pack_panels(DType t, uint8_t* data, int64_t rows, int64_t cols, size_t row_
     case DType::Q5_0:
     case DType::Q4_1:
     case DType::Q5_1:
+    case DType::MXFP4:
       return avx512vnni_pack_nibble_panels(t, data, cols, row_stride, p0, p1);
     case DType::Q4_K:
       return avx512vnni_pack_q4k_panels(data, cols, row_stride, p0, p1);

@@ -26,11 +26,15 @@ struct WeightView {
 };
 
 // Activations in the form the kernel for `wtype` consumes: f32 as given, or blocks of int8 with a
-// scale (q8_0-like for the 32-element types, q8_K-like for the k-quants).
+// scale (q8_0-like for the 32-element types, q8_K-like for the k-quants). MXFP4 packs each row in
+// two planes: its int8 rounding, then the int8 rounding of what that left, so that the sum of the
+// two products is within ~1 / 32000 of each block's largest activation (one plane's 1 / 254 moved
+// gpt-oss's expert routing: the fixture's logits further from the exact ones than llama.cpp's).
 struct PackedActs {
   DType wtype = DType::F32;
-  int64_t M = 0;
+  int64_t M = 0;  // packed rows: planes x the activation rows, plane p's rows from p x M / planes
   int64_t K = 0;
+  int planes = 1;
   size_t row_bytes = 0;  // bytes of one packed row in `data`
   std::vector<uint8_t> data;
   const float* f32 = nullptr;  // when no packing is needed: points at the caller's x (M x K)
@@ -41,16 +45,26 @@ void pack_activations(DType wtype, const float* x, int64_t M, int64_t K, PackedA
 void pack_activations_parallel(ThreadPool& pool, DType wtype, const float* x, int64_t M, int64_t K,
                                PackedActs& out);
 
-// y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M). Float
-// weights: f32 FMA accumulation. Quantised weights: exact integer dots against the activations as
-// packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its block. A weight
-// in the panel layout takes whole panels: r0 and r1 multiples of kPanelRows.
+// y[m * ldy + r] = dot(row r of w, activation row m) for r in [r0, r1) and m in [0, M / planes).
+// Float weights: f32 FMA accumulation. Quantised weights: exact integer dots against the
+// activations as packed, i.e. each activation is off by at most d / 2, d = max|x| / 127 over its
+// block (MXFP4: about d / 254, by its second plane). A weight in the panel layout takes whole
+// panels: r0 and r1 multiples of kPanelRows.
 void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
                  int64_t ldy);
 
 // Which instruction set matmul_rows uses on this machine ("avx512", "avx2" or "scalar"); chosen
 // once at run time. TURBOSPARK_ISA=scalar|avx2|avx512 forces a lower path (tests compare them).
 const char* matmul_isa();
+
+// How activations meet the weights: rounded to int8 per block (q8, the integer dots of the
+// quantised types), or kept in f32 (float weights; the low-bit types, whose rows are decoded to
+// f32; MXFP4 when TURBOSPARK_ACTS=f32). MXFP4's values are exact in f32, so its f32 path is the
+// exact product, the reference the fixtures hold to 1e-4; its default is two int8 planes
+// (PackedActs).
+// TURBOSPARK_ACTS=q8|f32 is read once; an unknown value fails (Usage).
+bool f32_activations_requested();
+bool takes_f32_activations(DType t);
 
 // The kernel families, lowest first. avx2 needs AVX2 + FMA + F16C; avx512 needs AVX-512 F/BW/VL
 // on top: 512-bit float kernels, and 256-bit VNNI integer dots when the CPU has AVX512-VNNI (the

@@ -26,7 +26,8 @@ RowsKernel avx512vnni_kgemm_kernel(DType t);
 // Weights in the panel layout (panel_layout.h: q8_0, the 32-element 4- and 5-bit types, q4_k, q5_k,
 // q6_k, iq4_xs), rows [r0, r1) whole panels: the GEMV for one activation row, the GEMM for more.
 RowsKernel avx512vnni_panel_kernel(int64_t M);  // q8_0
-// q4_0, iq4_nl, q5_0, q4_1, q5_1 (nullptr for others).
+// q4_0, iq4_nl, q5_0, q4_1, q5_1, mxfp4 (nullptr for others; mxfp4's M counts both activation
+// planes, PackedActs).
 RowsKernel avx512vnni_nibble_panel_kernel(DType t, int64_t M);
 RowsKernel avx512vnni_q4k_panel_kernel(int64_t M);
 RowsKernel avx512vnni_q5k_panel_kernel(int64_t M);

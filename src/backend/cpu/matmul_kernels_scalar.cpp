@@ -109,6 +109,12 @@ void decode(const BlockIQ4_NL& b, Decoded32& o) {
   o.d = f16_to_f32(b.d), o.m = 0, o.offset = 0;
 }
 
+// The doubled e2m1 values are integers, the halved e8m0 scale exact in f32.
+void decode(const BlockMXFP4& b, Decoded32& o) {
+  for (int i = 0; i < kQK32; ++i) o.q[i] = kMxfp4Doubled[nibble(b.qs, i)];
+  o.d = mxfp4_half_scale(b.e), o.m = 0, o.offset = 0;
+}
+
 // sum_i (d (q_i - offset) + m) * dx * xq_i = d dx (sum q_i xq_i - offset sum xq) + m dx sum xq.
 float block_dot(const Decoded32& w, const BlockQ8A32& x) {
   int32_t isum = 0;
@@ -254,6 +260,8 @@ RowsKernel scalar_kernel(DType t) {
       return rows_quant<BlockQ6_K, DecodedK, BlockQ8K>;
     case DType::IQ4_NL:
       return rows_quant<BlockIQ4_NL, Decoded32, BlockQ8A32>;
+    case DType::MXFP4:
+      return rows_quant<BlockMXFP4, Decoded32, BlockQ8A32>;
     case DType::IQ4_XS:
       return rows_quant<BlockIQ4_XS, DecodedK, BlockQ8K>;
     default:

@@ -1,10 +1,10 @@
-// Kernels over q4_0, iq4_nl and q5_0 weights in the panel layout (panel_layout.h) on AVX512-VNNI:
-// the in-place packer run at load, the decode GEMV, and the prefill GEMM of gemm_vnni_body.h fed
-// from the packed panels. q4_0 and iq4_nl share the block shape (an f16 d and 32 four-bit codes)
-// and so the layout; q4_0's code is its value + 8, iq4_nl's an index into the grid, which a byte
-// shuffle turns into level + 128; q5_0 adds a plane of fifth bits. In the row layout the one-row
-// kernel decodes each row's block alone and was compute-bound below the read bandwidth on 2
-// cores; packed, one load of a nibble vector gives two code groups of sixteen rows.
+// Kernels over q4_0, iq4_nl, q5_0 (q4_1, q5_1, mxfp4) weights in the panel layout (panel_layout.h)
+// on AVX512-VNNI: the in-place packer run at load, the decode GEMV, and the prefill GEMM of
+// gemm_vnni_body.h fed from the packed panels. q4_0 and iq4_nl share the block shape (an f16 d and
+// 32 four-bit codes) and so the layout; q4_0's code is its value + 8, iq4_nl's an index into the
+// grid, which a byte shuffle turns into level + 128; q5_0 adds a plane of fifth bits. In the row
+// layout the one-row kernel decodes each row's block alone and was compute-bound below the read
+// bandwidth on 2 cores; packed, one load of a nibble vector gives two code groups of sixteen rows.
 //
 // The GEMV sums each block from -offset x its activations' sum, as the GEMM's micro-kernel does,
 // then applies the same float rescale: over a packed weight prefill and decode give the same
@@ -73,16 +73,35 @@ using Q5_0Panel =
 using Q4_1Panel = NibblePanel<DecQ4_1, DType::Q4_1, kQ4_1PanelBytes, 0, kQ4_1PanelD, kQ4_1PanelM>;
 using Q5_1Panel =
     NibblePanel<DecQ5_1, DType::Q5_1, kQ5_1PanelBytes, kQ5_1PanelFifth, kQ5_1PanelD, kQ5_1PanelM>;
-struct Iq4NlPanel : Q4_0Panel {
-  using Dec = DecIQ4_NL;
-  __m512i levels;
-  Iq4NlPanel() : levels(iq4_unsigned_levels512()) {}
+// A type whose nibbles index a table of values (iq4_nl's grid, mxfp4's doubled e2m1 values): the
+// table's byte shuffle gives vpdpbusd's unsigned operand, value + 128.
+template <class Base, class D, const int8_t (&kTable)[16]>
+struct TablePanel : Base {
+  using Dec = D;
+  __m512i values;
+  TablePanel() : values(unsigned_table512(kTable)) {}
   void pair(const uint8_t* pb, int h, int v, __m512i& even, __m512i& odd) const {
     nibble_pair(pb, h, v, even, odd);
-    even = _mm512_shuffle_epi8(levels, even);
-    odd = _mm512_shuffle_epi8(levels, odd);
+    even = _mm512_shuffle_epi8(values, even);
+    odd = _mm512_shuffle_epi8(values, odd);
   }
 };
+using Iq4NlPanel = TablePanel<Q4_0Panel, DecIQ4_NL, kIq4Levels>;
+
+// MXFP4's row-layout block as plain nibbles, for the packer (its e8m0 byte the rows' scale).
+struct DecMXFP4Nibbles {
+  using Block = BlockMXFP4;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false, kSigned = false;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return nibbles32(b.qs);
+  }
+};
+
+struct Mxfp4Panel
+    : TablePanel<NibblePanel<DecMXFP4Nibbles, DType::MXFP4, kMxfp4PanelBytes, 0, kMxfp4PanelE, 0>,
+                 DecMXFP4, kMxfp4Doubled> {};
 
 // The GEMM reads blocks [b0, b1) of a panel unpacked into the 32-element GEMM's layout.
 template <class L>
@@ -109,7 +128,8 @@ void gemm_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
               _mm512_storeu_si512(out + static_cast<size_t>(((2 * h + 1) * kPanelVecs + v) * 64),
                                   odd);
             }
-          std::memcpy(out + kPanelCodeBytes, pb + L::kD, kPanelRows * sizeof(uint16_t));
+          std::memcpy(out + kPanelCodeBytes, pb + L::kD,
+                      kPanelRows * sizeof(typename ScaleOf<Dec>::T));
           if constexpr (Dec::kMin)
             std::memcpy(out + kPanelCodeBytes + kPanelRows * sizeof(uint16_t), pb + L::kM,
                         kPanelRows * sizeof(uint16_t));
@@ -163,6 +183,64 @@ void gemv_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
       w, x, r0, r1, y, kQK32, L::kBytes, L::kD, 0,
       [&](const uint8_t* pb, const BlockQ8A32& xb, __m512i(&itot)[kPanelVecs],
           __m512i(&)[kPanelVecs]) { block_sums(layout, pb, xb, itot); });
+}
+
+// One activation row of MXFP4 in its two planes (packed rows 0 and 1, PackedActs): each block's
+// codes looked up once for both planes' sums, then the GEMM's float rescale per plane, into y rows
+// 0 and 1 (which matmul_rows adds): the GEMM's bits.
+template <class L>
+void gemv_two_plane_panels(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
+                           float* y, int64_t ldy) {
+  using Scale = ScaleOf<typename L::Dec>;
+  constexpr int kPlanes = 2;
+  const L layout;
+  const int64_t nb = x.K / kQK32;
+  const BlockQ8A32* xs[kPlanes];
+  for (int p = 0; p < kPlanes; ++p)
+    xs[p] = reinterpret_cast<const BlockQ8A32*>(x.data.data() + p * x.row_bytes);
+  for (int64_t r = r0; r < r1; r += kPanelRows) {
+    const uint8_t* panel = w.data + r * w.row_stride;
+    __m512 acc[kPlanes][kPanelVecs];
+    for (auto& plane : acc)
+      for (auto& a : plane) a = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* pb = panel + b * L::kBytes;
+      prefetch_span(pb + kAhead * L::kBytes, L::kBytes);
+      __m512i even_sum[kPlanes][kPanelVecs], odd_sum[kPlanes][kPanelVecs];
+      for (int p = 0; p < kPlanes; ++p)
+        for (int v = 0; v < kPanelVecs; ++v) {
+          even_sum[p][v] = _mm512_set1_epi32(-L::Dec::kOffset * xs[p][b].sum);
+          odd_sum[p][v] = _mm512_setzero_si512();
+        }
+      for (int h = 0; h < 4; ++h) {
+        __m512i x0[kPlanes], x1[kPlanes];
+        for (int p = 0; p < kPlanes; ++p) {
+          const auto* xq = reinterpret_cast<const uint8_t*>(xs[p][b].qs);
+          x0[p] = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h)));
+          x1[p] = _mm512_set1_epi32(static_cast<int>(load_u32(xq + 8 * h + 4)));
+        }
+        for (int v = 0; v < kPanelVecs; ++v) {
+          __m512i even, odd;
+          layout.pair(pb, h, v, even, odd);
+          for (int p = 0; p < kPlanes; ++p) {
+            even_sum[p][v] = _mm512_dpbusd_epi32(even_sum[p][v], even, x0[p]);
+            odd_sum[p][v] = _mm512_dpbusd_epi32(odd_sum[p][v], odd, x1[p]);
+          }
+        }
+      }
+      for (int v = 0; v < kPanelVecs; ++v) {
+        const __m512 dv = Scale::load16(pb + L::kD + v * kVecRows * sizeof(typename Scale::T));
+        for (int p = 0; p < kPlanes; ++p) {
+          const __m512i itot = _mm512_add_epi32(even_sum[p][v], odd_sum[p][v]);
+          acc[p][v] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot),
+                                      _mm512_mul_ps(dv, _mm512_set1_ps(xs[p][b].d)), acc[p][v]);
+        }
+      }
+    }
+    for (int p = 0; p < kPlanes; ++p)
+      for (int v = 0; v < kPanelVecs; ++v)
+        _mm512_storeu_ps(y + p * ldy + r + v * kVecRows, acc[p][v]);
+  }
 }
 
 // One activation row of a type with a min (q4_1, q5_1): the block's sums, then micro()'s
@@ -229,7 +307,8 @@ void pack_panel_rows(const uint8_t* rows, size_t row_stride, int64_t cols, uint8
       if constexpr (L::kFifth)
         _mm512_storeu_si512(out + L::kFifthPlane + static_cast<size_t>(v * 64), fifth);
     }
-    std::memcpy(out + L::kD, in + kPanelCodeBytes, kPanelRows * sizeof(uint16_t));
+    std::memcpy(out + L::kD, in + kPanelCodeBytes,
+                kPanelRows * sizeof(typename ScaleOf<PackDec>::T));
     if constexpr (PackDec::kMin)
       std::memcpy(out + L::kM, in + kPanelCodeBytes + kPanelRows * sizeof(uint16_t),
                   kPanelRows * sizeof(uint16_t));
@@ -253,6 +332,8 @@ RowsKernel avx512vnni_nibble_panel_kernel(DType t, int64_t M) {
       return M == 1 ? gemv_panels<Iq4NlPanel> : gemm_panels<Iq4NlPanel>;
     case DType::Q5_0:
       return M == 1 ? gemv_panels<Q5_0Panel> : gemm_panels<Q5_0Panel>;
+    case DType::MXFP4:  // one activation row is M = 2: its two planes
+      return M == 2 ? gemv_two_plane_panels<Mxfp4Panel> : gemm_panels<Mxfp4Panel>;
     case DType::Q4_1:
       return M == 1 ? gemv_min_panels<Q4_1Panel> : gemm_panels<Q4_1Panel>;
     case DType::Q5_1:
@@ -270,6 +351,8 @@ void avx512vnni_pack_nibble_panels(DType t, uint8_t* data, int64_t cols, size_t 
       return pack_panels_of<Q4_0Panel>(data, cols, row_stride, p0, p1);
     case DType::Q5_0:
       return pack_panels_of<Q5_0Panel>(data, cols, row_stride, p0, p1);
+    case DType::MXFP4:
+      return pack_panels_of<Mxfp4Panel>(data, cols, row_stride, p0, p1);
     case DType::Q4_1:
       return pack_panels_of<Q4_1Panel>(data, cols, row_stride, p0, p1);
     case DType::Q5_1:

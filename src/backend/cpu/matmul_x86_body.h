@@ -219,10 +219,13 @@ struct DecQ8_0 {
   }
 };
 
-// The iq4 grid (kIq4Levels) in both 128-bit lanes: a byte shuffle by the nibble codes gives the
-// signed levels.
+// A table of 16 signed values (the iq4 grid kIq4Levels, MXFP4's doubled e2m1 values
+// kMxfp4Doubled) in both 128-bit lanes: a byte shuffle by the nibble codes gives the values.
+inline __m256i table256(const int8_t (&table)[16]) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(table)));
+}
 inline __m256i iq4_levels256() {
-  return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Levels)));
+  return table256(kIq4Levels);
 }
 
 // Signed values, as q8_0's.
@@ -235,6 +238,27 @@ struct DecIQ4_NL {
     return _mm256_shuffle_epi8(iq4_levels256(), nibbles32(b.qs));
   }
 };
+
+// MXFP4: the doubled e2m1 values (kMxfp4Doubled, integers within +-12) by a byte shuffle, signed
+// as q8_0's; the block's scale is the halved e8m0 one (block_scale), exact in f32.
+struct DecMXFP4 {
+  using Block = BlockMXFP4;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false, kSigned = true;
+  template <class Ops>
+  static __m256i codes(const Block& b) {
+    return _mm256_shuffle_epi8(table256(kMxfp4Doubled), nibbles32(b.qs));
+  }
+};
+
+// A 32-element block's float scale: its f16 d, or MXFP4's halved e8m0 exponent.
+template <class Block>
+inline float block_scale(const Block& b) {
+  return _cvtsh_ss(b.d);
+}
+inline float block_scale(const BlockMXFP4& b) {
+  return mxfp4_half_scale(b.e);
+}
 
 template <class Ops, class Dec>
 struct Q32Kernel {
@@ -268,7 +292,7 @@ struct Q32Kernel {
       for (int r = 0; r < RT; ++r) {
         prefetch_ahead<MT>(&w[r][b], sizeof(Block));
         q[r] = Dec::template codes<Ops>(w[r][b]);
-        d[r] = _cvtsh_ss(w[r][b].d);
+        d[r] = block_scale(w[r][b]);
       }
       for (int t = 0; t < MT; ++t) {
         const BlockQ8A32& xb = xs[t][b];
@@ -703,6 +727,8 @@ RowsKernel x86_int_kernel(DType t) {
       return rows_driver<Q32Kernel<Ops, DecQ8_0>>;
     case DType::IQ4_NL:
       return rows_driver<Q32Kernel<Ops, DecIQ4_NL>>;
+    case DType::MXFP4:
+      return rows_driver<Q32Kernel<Ops, DecMXFP4>>;
     case DType::Q2_K:
       return krows_driver<KKernel<Ops, DecQ2_K>>;
     case DType::Q3_K:

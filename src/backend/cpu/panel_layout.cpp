@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 
@@ -116,9 +117,10 @@ struct NibbleLayout {
   size_t bytes, fifth, d, m;
 };
 
-// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl / q5_0 / q4_1 / q5_1 panel (d,
-// m where the type has one, qh where it has fifth bits, then 16 bytes of nibbles, element i < 16
-// low and i + 16 high in qs[i]; bit i of qh the fifth bit of element i), dequantised.
+// Row `row`'s blocks as they were in the file, from a q4_0 / iq4_nl / q5_0 / q4_1 / q5_1 / mxfp4
+// panel (d or e, m where the type has one, qh where it has fifth bits, then 16 bytes of nibbles,
+// element i < 16 low and i + 16 high in qs[i]; bit i of qh the fifth bit of element i),
+// dequantised.
 template <class Block>
 void nibble_row_to_f32(DType t, NibbleLayout at, const uint8_t* data, size_t row_stride,
                        int64_t row, int64_t cols, float* out) {
@@ -129,7 +131,10 @@ void nibble_row_to_f32(DType t, NibbleLayout at, const uint8_t* data, size_t row
     uint8_t code[kQK32];
     panel_nibbles(block, r, kQK32, code);
     Block blk;
-    std::memcpy(&blk.d, block + at.d + r * sizeof(uint16_t), sizeof(blk.d));
+    if constexpr (requires { blk.e; })
+      blk.e = block[at.d + r];
+    else
+      std::memcpy(&blk.d, block + at.d + r * sizeof(uint16_t), sizeof(blk.d));
     for (int i = 0; i < kQK32 / 2; ++i)
       blk.qs[i] = static_cast<uint8_t>(code[i] | code[i + 16] << 4);
     if constexpr (requires { blk.m; })
@@ -169,7 +174,8 @@ void q8_0_row_to_f32(const uint8_t* data, size_t row_stride, int64_t row, int64_
 bool panel_layout_fits(DType t, int64_t rows) {
   return (t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q5_0 ||
           t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K ||
-          t == DType::Q6_K || t == DType::IQ4_XS) &&
+          t == DType::Q6_K || t == DType::IQ4_XS ||
+          (t == DType::MXFP4 && !f32_activations_requested())) &&
          rows > 0 && rows % kPanelRows == 0;
 }
 
@@ -181,6 +187,9 @@ void panel_row_to_f32(DType t, const uint8_t* data, size_t row_stride, int64_t r
     return nibble_row_to_f32<BlockQ4_0>(t, nibbles, data, row_stride, row, cols, out);
   if (t == DType::IQ4_NL)
     return nibble_row_to_f32<BlockIQ4_NL>(t, nibbles, data, row_stride, row, cols, out);
+  if (t == DType::MXFP4)
+    return nibble_row_to_f32<BlockMXFP4>(t, {kMxfp4PanelBytes, 0, kMxfp4PanelE, 0}, data,
+                                         row_stride, row, cols, out);
   if (t == DType::Q5_0)
     return nibble_row_to_f32<BlockQ5_0>(t, {kQ5_0PanelBytes, kQ5_0PanelFifth, kQ5_0PanelD, 0}, data,
                                         row_stride, row, cols, out);

@@ -1,9 +1,10 @@
-// The panel layouts of q8_0, the 32-element 4- and 5-bit types, q4_k, q5_k, q6_k and iq4_xs weights
-// (WeightLayout::Panels), which the AVX512-VNNI kernels of matmul_panels_avx512vnni.cpp,
-// matmul_nibble_panels_avx512vnni.cpp, matmul_q4k_q5k_panels_avx512vnni.cpp,
-// matmul_q6k_panels_avx512vnni.cpp and matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that
-// a prefill matmul no longer regroups the weight rows for every micro-batch and a decode matmul
-// reads one stream per panel instead of 32 row streams.
+// The panel layouts of q8_0, the 32-element 4- and 5-bit types (mxfp4 among them), q4_k, q5_k, q6_k
+// and iq4_xs weights (WeightLayout::Panels), which the AVX512-VNNI kernels of
+// matmul_panels_avx512vnni.cpp, matmul_nibble_panels_avx512vnni.cpp,
+// matmul_q4k_q5k_panels_avx512vnni.cpp, matmul_q6k_panels_avx512vnni.cpp and
+// matmul_iq4xs_panels_avx512vnni.cpp read as they are, so that a prefill matmul no longer regroups
+// the weight rows for every micro-batch and a decode matmul reads one stream per panel instead of
+// 32 row streams.
 //
 // The rows are taken kPanelRows at a time. A panel occupies exactly its rows' bytes in the row
 // layout (kPanelRows x row_stride from data + panel x kPanelRows x row_stride) but orders them by
@@ -41,6 +42,9 @@
 //   nibbles[q][v][j][i] as q4_k's, of the grid indices;
 //   scales_l[32] (u32) and scales_h[32] (u16): each row's scale fields as in its block;
 //   d[32]: the rows' f16 scales.
+// mxfp4: as q4_0 with kMxfp4PanelBytes per block: the nibbles (e2m1 codes), then e[32], the rows'
+//   e8m0 scale bytes. Packed only for the int8-activation kernels (not under TURBOSPARK_ACTS=f32,
+//   whose kernels read rows).
 // Only weights whose row count is a multiple of kPanelRows are packed; a view of whole panels
 // (rows [a, b) with a and b multiples of kPanelRows) is itself a weight in this layout.
 #pragma once
@@ -57,6 +61,8 @@ inline constexpr size_t kPanelCodeBytes = 1024;
 inline constexpr size_t kPanelBlockBytes = kPanelCodeBytes + kPanelRows * sizeof(uint16_t);
 inline constexpr size_t kNibblePanelD = 512;
 inline constexpr size_t kNibblePanelBytes = kNibblePanelD + kPanelRows * sizeof(uint16_t);
+inline constexpr size_t kMxfp4PanelE = 512;
+inline constexpr size_t kMxfp4PanelBytes = kMxfp4PanelE + kPanelRows;
 inline constexpr size_t kQ5_0PanelFifth = 512;
 inline constexpr size_t kQ5_0PanelD = kQ5_0PanelFifth + 128;
 inline constexpr size_t kQ5_0PanelBytes = kQ5_0PanelD + kPanelRows * sizeof(uint16_t);
