@@ -83,12 +83,12 @@ TEST(CudaHybrid, RefusedUntilVerified) {
     EXPECT_THROW(test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"}), Error);
 }
 
-// MLA and group-limited routing have no device kernels: refused at open, even where unverified
-// kernels are allowed.
+// MLA and group-limited routing have no device kernels: DeepSeek-V3 and GLM-4.5 refused at open,
+// even where unverified kernels are allowed.
 TEST(CudaDeepSeek, RefusedAtOpen) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-  for (const auto& f : test::fixture_forms({"deepseek_v3"})) {
+  for (const auto& f : test::fixture_forms({"deepseek_v3", "glm4_moe"})) {
     try {
       test::run_logits(f.path, test::fixture_prompt(f), {.backend = "cuda"});
       ADD_FAILURE() << f.form << ": opened on CUDA";

@@ -246,6 +246,26 @@ TEST_F(SynthTest, DeepSeekShapeRuns) {
   EXPECT_LT(max_abs(logits), 50.0);
 }
 
+// The whole tiny-glm in an 8-bit file: opens as GLM-4.5 (biases, partial rotary, grouped sigmoid
+// routing, shared expert, a dense first layer) and gives logits of order 1.
+TEST_F(SynthTest, GlmShapeRuns) {
+  const std::string path = write("tiny-glm", DType::Q8_0);
+  const ArchConfig c = open_model_spec(path)->cfg;
+  EXPECT_EQ(c.family, Family::Glm4Moe);
+  EXPECT_EQ(c.layer_moe, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(c.rotary_dim, 32);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_EQ(c.qk_norm, QkNorm::None);
+  EXPECT_EQ(c.router, RouterScoring::SigmoidGroupTopk);
+  EXPECT_EQ(c.n_group, 2);
+  EXPECT_EQ(c.n_ff_shared, 256);
+  int64_t vocab = 0;
+  const std::vector<float> logits = prefill_logits(path, &vocab);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(max_abs(logits), 0.5);
+  EXPECT_LT(max_abs(logits), 50.0);
+}
+
 // tiny-gemma4 in 8-bit and 4-bit files: opens as Gemma 4 with its per-layer shapes,
 // KV sharing and per-layer embeddings, and gives finite logits of order 1.
 TEST_F(SynthTest, Gemma4ShapeRuns) {
@@ -397,7 +417,7 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
   for (const Case& c :
        {Case{"llama3.2-1b", 1.236}, Case{"llama3-8b", 8.030}, Case{"qwen3-8b", 8.191},
         Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}, Case{"deepseek-v3", 671.03},
-        Case{"gpt-oss-20b", 20.91}, Case{"gpt-oss-120b", 116.83}}) {
+        Case{"gpt-oss-20b", 20.91}, Case{"gpt-oss-120b", 116.83}, Case{"kimi-k2", 1026.41}}) {
     SynthOptions o;
     o.shape = c.shape;
     o.dtype = DType::Q8_0;
@@ -406,15 +426,17 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
   }
 }
 
-// The hybrids' model cards give rounded totals that also count the vision tower (Qwen3.5) or the
-// MTP layer, which synth does not write: the text models' sums land within 1.5 % of them.
+// The hybrids' (and GLM-4.5-Air's) model cards give rounded totals that also count the vision tower
+// (Qwen3.5) or the MTP layer, which synth does not write: the text models' sums land within 1.5 %
+// of them.
 TEST(SynthShapes, HybridShapesHaveAboutTheirPublishedSizes) {
   struct Case {
     const char* shape;
     double billions;
   };
-  for (const Case& c : {Case{"qwen3-next-80b-a3b", 80}, Case{"qwen3.6-35b-a3b", 35},
-                        Case{"qwen3.5-397b-a17b", 397}, Case{"qwen3.5-27b", 27}}) {
+  for (const Case& c :
+       {Case{"qwen3-next-80b-a3b", 80}, Case{"qwen3.6-35b-a3b", 35}, Case{"qwen3.5-397b-a17b", 397},
+        Case{"qwen3.5-27b", 27}, Case{"glm-4.5-air", 106}}) {
     SynthOptions o;
     o.shape = c.shape;
     o.dtype = DType::Q4_K;
