@@ -82,7 +82,8 @@ TEST(Glm4MoeConfig, FixtureReadsAsGlmInBothForms) {
 }
 
 TEST(Glm4MoeConfig, MtpLayersMustLeaveADecoder) {
-  test::expect_refused(rewritten(set_u32("nextn_predict_layers", 3)), "nextn_predict_layers 3");
+  test::expect_refused(rewritten(set_u32("nextn_predict_layers", 3)),
+                       "'nextn_predict_layers': 3 is not within [0, block_count 3)");
 }
 
 TEST(Glm4MoeConfig, GroupsAndScaleAreChecked) {
