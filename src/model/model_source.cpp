@@ -53,6 +53,13 @@ constexpr const char* kTextDecoderOf[] = {
 void ModelSource::find_text_decoder() {
   const nlohmann::json& c = hf_->config();
   const std::string arch = architecture();
+  // A decoder saved without its LM head's wrapper (sentence-transformers saves Qwen3-Embedding
+  // from Qwen3Model: "embed_tokens.weight", "layers.0. ...") keeps its names without "model.".
+  if (hf_->find("model.embed_tokens.weight").tensor == nullptr &&
+      hf_->find("embed_tokens.weight").tensor != nullptr) {
+    bare_decoder_ = true;
+    return;
+  }
   bool listed = false;
   for (const char* a : kTextDecoderOf) listed = listed || arch == a;
   auto text = c.find("text_config");
@@ -74,7 +81,7 @@ const nlohmann::json& ModelSource::hf_config() const {
 
 std::optional<TensorRef> ModelSource::find(std::string_view name) const {
   TensorRef r;
-  if (hf_ && !text_prefix_.empty() && name.substr(0, 6) == "model.") {
+  if (hf_ && (bare_decoder_ || !text_prefix_.empty()) && name.substr(0, 6) == "model.") {
     std::string mapped = text_prefix_;
     mapped += name.substr(6);
     const auto found = hf_->find(mapped);

@@ -53,7 +53,8 @@ class ModelSource {
   // (`...ForConditionalGeneration` with a text_config) is seen as its text decoder: text_config's
   // values, and find() takes the text model's names ("model.layers.0...") to where the checkpoint
   // keeps them ("model.language_model.layers.0...", or the older
-  // "language_model.model.layers.0..."), other names as they are.
+  // "language_model.model.layers.0..."), other names as they are. A bare decoder's checkpoint
+  // (names without "model.", as Qwen3-Embedding ships) is found under the same "model." names.
   const nlohmann::json& hf_config() const;
 
  private:
@@ -65,6 +66,7 @@ class ModelSource {
   std::unique_ptr<HfDirectory> hf_;
   const nlohmann::json* text_config_ = nullptr;  // HF: text_config of a multimodal checkpoint
   std::string text_prefix_;                      // what replaces "model." in its tensor names
+  bool bare_decoder_ = false;                    // HF: names without "model." (text_prefix_ "")
 };
 
 }  // namespace ts
