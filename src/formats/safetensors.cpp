@@ -10,6 +10,7 @@
 
 #include "core/checked.h"
 #include "core/error.h"
+#include "formats/fp8_blocks.h"
 
 namespace ts {
 namespace {
@@ -28,13 +29,13 @@ struct StDType {
   DType dtype;
 };
 constexpr StDType kStDTypes[] = {
-    {"F64", DType::F64}, {"F32", DType::F32},   {"F16", DType::F16}, {"BF16", DType::BF16},
-    {"I64", DType::I64}, {"I32", DType::I32},   {"I16", DType::I16}, {"I8", DType::I8},
-    {"U8", DType::U8},   {"BOOL", DType::Bool},
+    {"F64", DType::F64}, {"F32", DType::F32},   {"F16", DType::F16},         {"BF16", DType::BF16},
+    {"I64", DType::I64}, {"I32", DType::I32},   {"I16", DType::I16},         {"I8", DType::I8},
+    {"U8", DType::U8},   {"BOOL", DType::Bool}, {"F8_E4M3", DType::F8_E4M3},
 };
 // Valid safetensors dtypes this build cannot compute with: refused as unsupported, not malformed.
-constexpr const char* kKnownUnsupported[] = {"F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
-                                             "F4",      "U16",     "U32",     "U64",     "C64"};
+constexpr const char* kKnownUnsupported[] = {"F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",
+                                             "U16",     "U32",     "U64",     "C64"};
 
 // Deeper JSON is refused while parsing: every level of a 100 MB "[[[[..." costs the DOM tens of
 // bytes per input byte, gigabytes in all. Headers nest 3 levels, configs about 5.
@@ -249,7 +250,32 @@ std::unique_ptr<HfDirectory> HfDirectory::open(const std::string& dir) {
   } else {
     fail(ErrorKind::Model, dir + ": neither model.safetensors nor model.safetensors.index.json");
   }
+  d->dequantise_fp8();
   return d;
+}
+
+void HfDirectory::dequantise_fp8() {
+  std::vector<Fp8Weight> weights;
+  for (const auto& [name, found] : index_) {
+    if (found.tensor->dtype != DType::F8_E4M3) continue;
+    const Found scale = find(name + "_scale_inv");
+    weights.push_back({found.tensor, found.file, scale.tensor, scale.file});
+  }
+  if (weights.empty()) return;
+  // DeepSeek's FP8 releases: quantization_config.weight_block_size, [128, 128] when absent.
+  int64_t block[2] = {128, 128};
+  const std::string key = "quantization_config/weight_block_size";
+  const auto q = config_->find("quantization_config");
+  if (q != config_->end() && q->is_object() && q->contains("weight_block_size")) {
+    const json& b = (*q)["weight_block_size"];
+    if (!b.is_array() || b.size() != 2 || !b[0].is_number_unsigned() ||
+        !b[1].is_number_unsigned() || b[0].get<int64_t>() < 1 || b[1].get<int64_t>() < 1)
+      fail(ErrorKind::Model, dir_ + "/config.json: " + key + " is not two positive integers");
+    block[0] = b[0].get<int64_t>();
+    block[1] = b[1].get<int64_t>();
+  }
+  fp8_ = dequantise_fp8_blocks(weights, block[0], block[1], dir_);
+  for (const SafetensorsTensor& t : fp8_->tensors()) index_[t.name] = Found{fp8_.get(), &t};
 }
 
 void HfDirectory::add_shard(const std::string& path) {

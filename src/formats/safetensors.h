@@ -44,7 +44,8 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// A Hugging Face model directory. Tensor names are unique across shards (checked).
+// A Hugging Face model directory. Tensor names are unique across shards (checked). FP8
+// block-quantised weights are read as their dequantised float32 values (fp8_blocks.h).
 class HfDirectory {
  public:
   static std::unique_ptr<HfDirectory> open(const std::string& dir);
@@ -65,11 +66,14 @@ class HfDirectory {
   HfDirectory() = default;
   void add_shard(const std::string& path);
   void open_sharded(const std::string& index_path);
+  // FP8 block-quantised weights (fp8_blocks.h) found by their float32 values from here on.
+  void dequantise_fp8();
 
   std::string dir_;
   std::unique_ptr<nlohmann::json> config_;
   std::vector<std::unique_ptr<SafetensorsFile>> shards_;
   std::map<std::string, Found, std::less<>> index_;
+  std::unique_ptr<SafetensorsFile> fp8_;  // the dequantised FP8 weights, when there are any
 };
 
 }  // namespace ts

@@ -32,6 +32,8 @@ const char* family_name(Family f) {
       return "qwen3vl";
     case Family::Gemma4:
       return "gemma4";
+    case Family::Glm4Moe:
+      return "glm4moe";
   }
   return "?";
 }

@@ -24,7 +24,8 @@ enum class Family {
   DeepSeek2,  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
   GptOss,
   Qwen3VL,  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
-  Gemma4
+  Gemma4,
+  Glm4Moe  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
 };
 const char* family_name(Family f);
 

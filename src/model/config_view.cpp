@@ -16,6 +16,10 @@ ConfigView::ConfigView(const ModelSource& source, const char* hf_root)
       arch_(source.architecture()),
       hf_root_(hf_root != nullptr ? hf_root : "") {}
 
+bool ConfigView::has_tensor(const std::string& name) const {
+  return source_.find(name).has_value();
+}
+
 std::string ConfigView::where() const {
   return kind_ == SourceKind::Gguf ? source_.path() : source_.path() + "/config.json";
 }

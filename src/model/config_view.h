@@ -37,6 +37,8 @@ class ConfigView {
   double req_float(const char* gguf_key, const char* hf_key) const;
   // config.json value at `path`, or nullptr (always nullptr for GGUF).
   const nlohmann::json* hf_value(const char* path) const;
+  // Whether the source holds a tensor of this name (for the keys a converter does not write).
+  bool has_tensor(const std::string& name) const;
 
   [[noreturn]] void missing(const char* gguf_key, const char* hf_key) const;
   [[noreturn]] void invalid(const std::string& key, const std::string& why) const;

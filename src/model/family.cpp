@@ -36,6 +36,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl,
      "text_config"},
     {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
+    {"glm4moe", "Glm4MoeForCausalLM", Family::Glm4Moe, configure_glm4moe},
     // Multimodal checkpoints: their text decoder (ModelSource::hf_config; the vision part is not
     // read).
     {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3},
@@ -47,6 +48,8 @@ constexpr FamilyEntry kFamilies[] = {
 // Architectures we know and refuse with a reason rather than "unknown".
 constexpr const char* kRefused[][2] = {
     {"Gemma3nForConditionalGeneration", "Gemma 3n is not supported"},
+    {"GlmMoeDsaForCausalLM", "GLM-5's DSA (sparse) attention is not supported"},
+    {"glm-dsa", "GLM-5's DSA (sparse) attention is not supported"},
 };
 
 }  // namespace

@@ -34,6 +34,10 @@ void configure_qwen3next(const ConfigView& v, ArchConfig& c);
 void configure_qwen35(const ConfigView& v, ArchConfig& c);  // dense and MoE
 void configure_gpt_oss(const ConfigView& v, ArchConfig& c);
 void configure_deepseek2(const ConfigView& v, ArchConfig& c);
+void configure_glm4moe(const ConfigView& v, ArchConfig& c);
+// DeepSeek-V3's routed experts (GLM-4.5's too): sigmoid scores with a correction bias chosen
+// within the best expert groups, routed_scaling_factor, shared experts, leading dense layers.
+void read_deepseek_routing(const ConfigView& v, ArchConfig& c);
 void configure_qwen3vl(const ConfigView& v, ArchConfig& c);
 
 // YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.

@@ -179,9 +179,9 @@ class PlanBuilder {
     } else {
       attention(b, more_bits);
     }
-    // The hybrids' and gpt-oss's converter names the FFN's norm after the checkpoint's
+    // The hybrids', gpt-oss's and GLM's converter names the FFN's norm after the checkpoint's
     // post_attention_layernorm.
-    vec(b + (s_.hybrid() || gpt_oss() ? "post_attention_norm.weight" : "ffn_norm.weight"),
+    vec(b + (s_.hybrid() || gpt_oss() || glm() ? "post_attention_norm.weight" : "ffn_norm.weight"),
         dim(s_.hidden));
     if (s_.experts == 0 || l < s_.dense_layers) {
       dense_ffn(b, more_bits);
@@ -192,6 +192,7 @@ class PlanBuilder {
 
   bool mla() const { return std::string(s_.arch) == "deepseek2"; }
   bool gpt_oss() const { return std::string(s_.arch) == "gpt-oss"; }
+  bool glm() const { return std::string(s_.arch) == "glm4moe"; }
 
   // Gemma 4 as llama.cpp's converter writes it: the per-layer embeddings, each layer's own head
   // dim, no k / v where a layer reads an earlier one's rows, sandwich norms, the per-layer input's
@@ -267,6 +268,10 @@ class PlanBuilder {
       vec(b + "attn_v.bias", kv, Init::Bias);
       vec(b + "attn_output.bias", d, Init::Bias);
       vec(b + "attn_sinks.weight", dim(s_.heads), Init::Bias);
+    } else if (glm()) {  // GLM-4.5-Air: biases on q, k and v, no q/k norm
+      vec(b + "attn_q.bias", q, Init::Bias);
+      vec(b + "attn_k.bias", kv, Init::Bias);
+      vec(b + "attn_v.bias", kv, Init::Bias);
     } else if (std::string(s_.arch) != "llama") {
       vec(b + "attn_q_norm.weight", hd);
       vec(b + "attn_k_norm.weight", hd);
@@ -314,9 +319,11 @@ class PlanBuilder {
       f32(b + "ffn_up_exps.bias", {ff, e}, Init::Bias);
       f32(b + "ffn_down_exps.bias", {d, e}, Init::Bias);
     }
-    // DeepSeek's selection bias stays f32 (a vector); its shared experts are one GLU.
-    if (mla()) vec(b + "exp_probs_b.bias", e);
-    const uint64_t sh = mla() ? dim(s_.shared_experts * s_.expert_ffn) : dim(s_.shared_ffn);
+    // DeepSeek's (and GLM's) selection bias stays f32 (a vector); its shared experts are one GLU.
+    const bool deepseek_routing = mla() || glm();
+    if (deepseek_routing) vec(b + "exp_probs_b.bias", e);
+    const uint64_t sh =
+        deepseek_routing ? dim(s_.shared_experts * s_.expert_ffn) : dim(s_.shared_ffn);
     if (sh == 0) return;
     matrix(b + "ffn_gate_shexp.weight", {d, sh});
     matrix(b + "ffn_up_shexp.weight", {d, sh});
@@ -461,12 +468,7 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     }
     f32("final_logit_softcapping", s.final_softcap);
   }
-  if (a == "deepseek2") {
-    u32("attention.q_lora_rank", s.q_lora);
-    u32("attention.kv_lora_rank", s.kv_lora);
-    u32("attention.key_length_mla", s.head_dim);
-    u32("attention.value_length_mla", s.v_dim);
-    u32("rope.dimension_count", s.qk_rope);
+  if (a == "deepseek2" || a == "glm4moe") {  // DeepSeek's routing (GLM-4.5 took it over)
     u32("leading_dense_block_count", s.dense_layers);
     u32("expert_shared_count", s.shared_experts);
     u32("expert_group_count", s.expert_groups);
@@ -474,6 +476,14 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     u32("expert_gating_func", 2);  // sigmoid
     f32("expert_weights_scale", s.routed_scale);
     w.add_kv(a + ".expert_weights_norm", gguf_int(GgufType::Bool, 1));
+  }
+  if (a == "glm4moe") u32("rope.dimension_count", s.rotary_dim);
+  if (a == "deepseek2") {
+    u32("attention.q_lora_rank", s.q_lora);
+    u32("attention.kv_lora_rank", s.kv_lora);
+    u32("attention.key_length_mla", s.head_dim);
+    u32("attention.value_length_mla", s.v_dim);
+    u32("rope.dimension_count", s.qk_rope);
     w.add_kv(a + ".rope.scaling.type", gguf_string("yarn"));
     f32("rope.scaling.factor", s.yarn_factor);
     u32("rope.scaling.original_context_length", s.yarn_orig_ctx);

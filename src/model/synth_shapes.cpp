@@ -123,6 +123,17 @@ const std::vector<SynthShape>& synth_shapes() {
     tiny_ds.routed_scale = 2.5, tiny_ds.yarn_factor = 40, tiny_ds.yarn_orig_ctx = 4096;
     v.push_back(tiny_ds);
 
+    // `tiny-glm` covers GLM-4.5's attention (biases, half of each head rotated) beside
+    // DeepSeek's routing.
+    SynthShape tiny_glm{"tiny-glm", "glm4moe", "test shape (GLM-4.5)"};
+    tiny_glm.vocab = 512, tiny_glm.hidden = 256, tiny_glm.layers = 2, tiny_glm.heads = 4;
+    tiny_glm.kv_heads = 2, tiny_glm.head_dim = 64, tiny_glm.rotary_dim = 32, tiny_glm.ffn = 512;
+    tiny_glm.experts = 8, tiny_glm.experts_used = 2, tiny_glm.expert_ffn = 256;
+    tiny_glm.rope_theta = 1000000, tiny_glm.rms_eps = 1e-5, tiny_glm.ctx = 4096;
+    tiny_glm.expert_groups = 2, tiny_glm.expert_groups_used = 1, tiny_glm.shared_experts = 1;
+    tiny_glm.dense_layers = 1, tiny_glm.routed_scale = 2.5;
+    v.push_back(tiny_glm);
+
     // `tiny-gpt-oss` covers sinks, biases, alternating sliding / full layers and YaRN.
     SynthShape tiny_go{"tiny-gpt-oss", "gpt-oss", "test shape (sinks, biases, sliding window)"};
     tiny_go.vocab = 512, tiny_go.hidden = 256, tiny_go.layers = 2, tiny_go.heads = 4;
@@ -175,6 +186,29 @@ const std::vector<SynthShape>& synth_shapes() {
     ds3.expert_groups = 8, ds3.expert_groups_used = 4, ds3.shared_experts = 1;
     ds3.dense_layers = 3, ds3.routed_scale = 2.5, ds3.yarn_factor = 40, ds3.yarn_orig_ctx = 4096;
     v.push_back(ds3);
+
+    // Kimi K2 (moonshotai/Kimi-K2-Instruct's config.json): DeepSeek-V3's layers with 64 heads,
+    // 384 experts in one group, one dense layer, routed_scaling_factor 2.827, YaRN factor 32 over
+    // 4096 (its beta_fast / beta_slow of 1 are not written: they change no cost).
+    SynthShape k2{"kimi-k2", "deepseek2", "Kimi K2"};
+    k2.vocab = 163840, k2.hidden = 7168, k2.layers = 61, k2.heads = 64, k2.kv_heads = 1;
+    k2.head_dim = 128 + 64, k2.ffn = 18432, k2.experts = 384, k2.experts_used = 8;
+    k2.expert_ffn = 2048, k2.rope_theta = 50000, k2.rms_eps = 1e-6, k2.ctx = 131072;
+    k2.q_lora = 1536, k2.kv_lora = 512, k2.qk_rope = 64, k2.v_dim = 128;
+    k2.expert_groups = 1, k2.expert_groups_used = 1, k2.shared_experts = 1;
+    k2.dense_layers = 1, k2.routed_scale = 2.827, k2.yarn_factor = 32, k2.yarn_orig_ctx = 4096;
+    v.push_back(k2);
+
+    // GLM-4.5-Air (zai-org/GLM-4.5-Air's config.json): GQA 96 q / 8 kv heads of 128 with q/k/v
+    // biases and half of each head rotated, 128 experts top-8 beside one shared, one dense layer.
+    // The multi-token-prediction layer is not part of the shape.
+    SynthShape air{"glm-4.5-air", "glm4moe", "GLM-4.5-Air"};
+    air.vocab = 151552, air.hidden = 4096, air.layers = 46, air.heads = 96, air.kv_heads = 8;
+    air.head_dim = 128, air.rotary_dim = 64, air.ffn = 10944, air.experts = 128;
+    air.experts_used = 8, air.expert_ffn = 1408, air.rope_theta = 1000000, air.rms_eps = 1e-5;
+    air.ctx = 131072, air.expert_groups = 1, air.expert_groups_used = 1, air.shared_experts = 1;
+    air.dense_layers = 1, air.routed_scale = 1.0;
+    v.push_back(air);
 
     // Gemma 4: a test shape (every width a whole k-quant block; layers 4 and 5 read layer 2's
     // KV rows) and E4B (42 layers, hidden 2560, FFN 10240, 8 q / 2 kv heads of 256, global

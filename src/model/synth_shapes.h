@@ -12,7 +12,7 @@ namespace ts {
 struct SynthShape {
   const char* name;   // as given to --shape
   const char* arch;   // GGUF general.architecture: llama, qwen3, qwen3moe, qwen3next, qwen35(moe),
-                      // deepseek2, gpt-oss
+                      // deepseek2, gpt-oss, glm4moe
   const char* model;  // the model whose dimensions these are
   int64_t vocab = 0;
   int64_t hidden = 0;

@@ -173,7 +173,7 @@ std::string gguf_name(LayerTensor t, int64_t layer) {
 std::string gguf_name(Family f, LayerTensor t, int64_t layer) {
   const bool hybrid = f == Family::Qwen3Next || f == Family::Qwen35 || f == Family::Qwen35Moe;
   const std::string prefix = "blk." + std::to_string(layer) + ".";
-  if ((hybrid || f == Family::GptOss) && t == LayerTensor::FfnNorm)
+  if ((hybrid || f == Family::GptOss || f == Family::Glm4Moe) && t == LayerTensor::FfnNorm)
     return prefix + "post_attention_norm.weight";
   if (f == Family::Qwen3Next && t == LayerTensor::DnBeta) return prefix + "ssm_ba.weight";
   return gguf_name(t, layer);
@@ -280,8 +280,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   const bool mixtral_moe = f == Family::Llama || f == Family::MiniMaxM2;
   const std::string moe = mixtral_moe ? p + "block_sparse_moe." : p + "mlp.";
   const std::string e = moe + "experts." + std::to_string(expert) + ".";
-  // DeepSeek keeps its correction bias in the router and calls its shared expert(s) plural.
-  const bool deepseek = f == Family::DeepSeek2;
+  // DeepSeek (and GLM after it) keeps its correction bias in the router and calls its shared
+  // expert(s) plural.
+  const bool deepseek = f == Family::DeepSeek2 || f == Family::Glm4Moe;
   const std::string shexp = moe + (deepseek ? "shared_experts." : "shared_expert.");
   if (f == Family::GptOss) {
     if (const std::string name = hf_name_gpt_oss(t, p); !name.empty()) return name;

@@ -18,7 +18,7 @@ struct Entry {
 // nibble bytes = 144 bytes per 256 elements. Every GGML weight type is listed, also those without
 // kernels here (most i-quants, the ternary and fp4 types), so that a file holding one opens to an
 // error naming its type rather than an unknown id.
-constexpr std::array<Entry, 34> kTable = {{
+constexpr std::array<Entry, 35> kTable = {{
     {DType::F32, {"f32", 1, 4}},
     {DType::F16, {"f16", 1, 2}},
     {DType::Q4_0, {"q4_0", 32, 18}},
@@ -53,6 +53,7 @@ constexpr std::array<Entry, 34> kTable = {{
     {DType::MXFP4, {"mxfp4", 32, 17}},
     {DType::U8, {"u8", 1, 1}},
     {DType::Bool, {"bool", 1, 1}},
+    {DType::F8_E4M3, {"f8_e4m3", 1, 1}},
 }};
 
 constexpr uint32_t kFirstNonGgmlId = static_cast<uint32_t>(DType::U8);

@@ -45,6 +45,7 @@ enum class DType : uint32_t {
   // so that a GGUF tensor-info type field can never name them.
   U8 = 0x10000,
   Bool = 0x10001,
+  F8_E4M3 = 0x10002,  // FP8 (1 sign, 4 exponent, 3 mantissa bits), block-scaled checkpoints
 };
 
 struct DTypeInfo {

@@ -35,6 +35,21 @@ const char* const kGpt4o =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+// Kimi K2's tiktoken pattern: Han runs alone, then GPT-4o's words of non-Han letters. Its class
+// intersections ([...&&[^\p{Han}]]) are written as a negative lookahead before each letter, which
+// PCRE2 has; its case-insensitive contractions as the [sS] classes. llama.cpp's hand-written
+// splitter for it does not split camel case (HelloWorld) as the model's own tokenizer does: this
+// follows the model's.
+const char* const kKimiK2 =
+    "\\p{Han}+|"
+    "[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])*"
+    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])+"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "[^\\r\\n\\p{L}\\p{N}]?(?:(?!\\p{Han})[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}])+"
+    "(?:(?!\\p{Han})[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}])*"
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
 // DeepSeek LLM: letters of the Latin, Greek, Cyrillic, ... blocks listed explicitly (the model's
 // own class), ASCII / full-width punctuation runs, trailing whitespace, CJK runs, digit runs.
 const char* const kDeepseekLlmLetters =
@@ -102,6 +117,7 @@ const std::map<std::string, Patterns>& table() {
     m["tekken"] = {kTekken};
     m["gpt-4o"] = {kGpt4o};
     m["llama4"] = {kGpt4o};
+    m["kimi-k2"] = {kKimiK2};
     m["seed-coder"] = {
         "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
         "\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"};

@@ -33,8 +33,7 @@ std::vector<FixtureForm> fixture_forms(const std::vector<std::string>& fixtures)
     const std::string shared = shared_path("fixtures/" + name);
     const std::string local = fixtures_dir() + "/models/" + name;
     const std::string dir = shared.empty() ? local : shared;
-    if (!shared.empty() && file_exists(shared + "/hf/config.json"))
-      out.push_back({name, "hf", shared + "/hf", dir});
+    if (file_exists(dir + "/hf/config.json")) out.push_back({name, "hf", dir + "/hf", dir});
     for (const char* dt : {"f32", "f16", "mxfp4"}) {
       const std::string file = "/model-" + std::string(dt) + ".gguf";
       if (file_exists(dir + file)) out.push_back({name, dt, dir + file, dir});

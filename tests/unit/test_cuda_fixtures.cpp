@@ -74,11 +74,9 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                              {"llama", "llama_rope_llama3", "mistral", "qwen2", "qwen3", "gemma3",
                               "mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5",
                               "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4",
-                              "gemma4_moe"})),
+                              "gemma4_moe", "glm4_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
-// Each family of unverified kernels (the hybrid layers, gpt-oss's, MLA and group-limited routing,
-// Gemma 4's) is refused at open until asked for.
 
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
 // factor scales the scores) against transformers, prefill and decode, as on the CPU.

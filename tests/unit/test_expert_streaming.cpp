@@ -55,7 +55,8 @@ TEST_P(Streaming, EverySlotCountIsBitIdenticalToResident) {
 INSTANTIATE_TEST_SUITE_P(MoeFixtures, Streaming,
                          ::testing::ValuesIn(test::fixture_forms(
                              {"mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5_moe",
-                              "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4", "gemma4_moe"})),
+                              "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4", "gemma4_moe", "glm4_moe",
+                              "glm4_moe_fp8"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 TEST(Streaming, SlotsBelowTopKAreRefused) {

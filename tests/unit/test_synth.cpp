@@ -93,6 +93,15 @@ double max_abs(const std::vector<float>& x) {
   return m;
 }
 
+// A random-weight model's prefill logits: finite and of order 1 (neither collapsed nor blown up).
+void expect_logits_of_order_one(const std::string& path) {
+  int64_t vocab = 0;
+  const std::vector<float> logits = prefill_logits(path, &vocab);
+  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_GT(max_abs(logits), 0.5);
+  EXPECT_LT(max_abs(logits), 50.0);
+}
+
 TEST_F(SynthTest, EveryDtypeRunsDenseAndMoe) {
   // tiny-deepseek cut to its first layer: latent attention and a dense FFN (its MoE layer's
   // sigmoid scores sit close enough that any rounding flips choices: DeepSeekShapeRuns).
@@ -239,11 +248,23 @@ TEST_F(SynthTest, DeepSeekShapeRuns) {
   EXPECT_EQ(c.layer_moe, (std::vector<uint8_t>{0, 1}));
   EXPECT_EQ(c.router, RouterScoring::SigmoidGroupTopk);
   EXPECT_EQ(c.n_ff_shared, 256);
-  int64_t vocab = 0;
-  const std::vector<float> logits = prefill_logits(path, &vocab);
-  for (float v : logits) ASSERT_TRUE(std::isfinite(v));
-  EXPECT_GT(max_abs(logits), 0.5);
-  EXPECT_LT(max_abs(logits), 50.0);
+  expect_logits_of_order_one(path);
+}
+
+// The whole tiny-glm in an 8-bit file: opens as GLM-4.5 (biases, partial rotary, grouped sigmoid
+// routing, shared expert, a dense first layer) and gives logits of order 1.
+TEST_F(SynthTest, GlmShapeRuns) {
+  const std::string path = write("tiny-glm", DType::Q8_0);
+  const ArchConfig c = open_model_spec(path)->cfg;
+  EXPECT_EQ(c.family, Family::Glm4Moe);
+  EXPECT_EQ(c.layer_moe, (std::vector<uint8_t>{0, 1}));
+  EXPECT_EQ(c.rotary_dim, 32);
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_EQ(c.qk_norm, QkNorm::None);
+  EXPECT_EQ(c.router, RouterScoring::SigmoidGroupTopk);
+  EXPECT_EQ(c.n_group, 2);
+  EXPECT_EQ(c.n_ff_shared, 256);
+  expect_logits_of_order_one(path);
 }
 
 // tiny-gemma4 in 8-bit and 4-bit files: opens as Gemma 4 with its per-layer shapes,
@@ -397,7 +418,7 @@ TEST(SynthShapes, RealShapesHaveTheirPublishedSizes) {
   for (const Case& c :
        {Case{"llama3.2-1b", 1.236}, Case{"llama3-8b", 8.030}, Case{"qwen3-8b", 8.191},
         Case{"mixtral-8x7b", 46.70}, Case{"qwen3-30b-a3b", 30.53}, Case{"deepseek-v3", 671.03},
-        Case{"gpt-oss-20b", 20.91}, Case{"gpt-oss-120b", 116.83}}) {
+        Case{"gpt-oss-20b", 20.91}, Case{"gpt-oss-120b", 116.83}, Case{"kimi-k2", 1026.41}}) {
     SynthOptions o;
     o.shape = c.shape;
     o.dtype = DType::Q8_0;
@@ -422,6 +443,15 @@ TEST(SynthShapes, HybridShapesHaveAboutTheirPublishedSizes) {
     const SynthSummary s = plan_synth_model(o);
     EXPECT_NEAR(static_cast<double>(s.params) / 1e9, c.billions, c.billions * 0.015) << c.shape;
   }
+}
+
+// GLM-4.5-Air's card: 106 B parameters, rounded (synth writes no MTP layer). Its
+// widths (10944, 1408) are not whole k-quant blocks: an 8-bit file.
+TEST(SynthShapes, GlmAirHasAboutItsPublishedSize) {
+  SynthOptions o;
+  o.shape = "glm-4.5-air";
+  o.dtype = DType::Q8_0;
+  EXPECT_NEAR(static_cast<double>(plan_synth_model(o).params) / 1e9, 106, 106 * 0.015);
 }
 
 // Gemma 4 26B-A4B's and 31B's cards: 25.2 B and 30.7 B parameters (their shapes are uncertain,

@@ -92,6 +92,34 @@ TEST(PreTokenizer, SequenceOfPatternsCutsEachPieceFurther) {
   EXPECT_TRUE(pre.split("").empty());
 }
 
+TEST(PreTokenizer, KimiK2SplitsAsItsTiktokenPattern) {
+  // The pieces Python's `regex` (V1: class intersections) gives for tokenization_kimi.py's own
+  // pattern: Han runs apart from other letters, camel case split, kana with letters.
+  const ts::PreTokenizer pre(ts::pre_tokenizer_patterns("kimi-k2", "test"), "test");
+  const std::vector<std::string_view> want = {"Hello",
+                                              "World",
+                                              " ",
+                                              "\xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c",
+                                              "abc",
+                                              " DON'T",
+                                              " stop",
+                                              ",",
+                                              " ",
+                                              "123",
+                                              "45",
+                                              " \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82",
+                                              "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e",
+                                              "\xe3\x82\xab\xe3\x82\xbf\xe3\x82\xab\xe3\x83\x8a",
+                                              "!\n\n",
+                                              " ",
+                                              " x"};
+  EXPECT_EQ(pre.split("HelloWorld \xe4\xbd\xa0\xe5\xa5\xbd\xe4\xb8\x96\xe7\x95\x8c"
+                      "abc DON'T stop, 12345 \xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82"
+                      "\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x82\xab\xe3\x82\xbf\xe3\x82\xab\xe3"
+                      "\x83\x8a!\n\n  x"),
+            want);
+}
+
 TEST(PreTokenizer, UnknownNameIsRefusedNamingTheKey) {
   try {
     ts::pre_tokenizer_patterns("no-such-pre", "model.gguf");

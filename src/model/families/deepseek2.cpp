@@ -43,7 +43,9 @@ void read_mla(const ConfigView& v, ArchConfig& c) {
   c.attn_scale = 1.0f / std::sqrt(static_cast<float>(m.qk_head_dim()));
 }
 
-void read_routing(const ConfigView& v, ArchConfig& c) {
+}  // namespace
+
+void read_deepseek_routing(const ConfigView& v, ArchConfig& c) {
   read_moe_common(v, c, "n_routed_experts");
   c.router = RouterScoring::SigmoidGroupTopk;
   c.router_bias = true;
@@ -78,8 +80,6 @@ void read_routing(const ConfigView& v, ArchConfig& c) {
     v.invalid("topk_method", "'" + *method + "' (only \"noaux_tc\", DeepSeek-V3's, is supported)");
 }
 
-}  // namespace
-
 void configure_deepseek2(const ConfigView& v, ArchConfig& c) {
   read_common(v, c);
   if (!v.is_gguf()) {
@@ -96,7 +96,7 @@ void configure_deepseek2(const ConfigView& v, ArchConfig& c) {
     }
   }
   read_mla(v, c);
-  read_routing(v, c);
+  read_deepseek_routing(v, c);
 }
 
 }  // namespace ts
