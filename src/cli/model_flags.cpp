@@ -42,6 +42,10 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
       "--expert-prefetch", f.expert_prefetch,
       "Read the experts the next MoE layer's router predicts ahead of time (streaming; on a "
       "GPU, copies from the --ram-budget tier)");
+  app->add_option("--expert-io", f.expert_io,
+                  "How streamed experts are read on the CPU: direct (io_uring, O_DIRECT: no page "
+                  "cache), buffered (io_uring through the page cache) or pread")
+      ->check(CLI::IsMember({"direct", "buffered", "pread"}));
   app->add_option("--state-checkpoints", f.state_checkpoints,
                   "Recurrent-state checkpoints per sequence (hybrid models): positions a sequence "
                   "can return to without recomputing from the start")
@@ -99,6 +103,7 @@ EngineOptions engine_options(const ModelFlags& f) {
   if (!f.ram_budget.empty()) o.ram_budget = parse_bytes(f.ram_budget, "--ram-budget");
   o.cache_policy = cache_policy_from_name(f.cache_policy);
   o.expert_prefetch = f.expert_prefetch;
+  o.expert_io = expert_io_from_name(f.expert_io);
   o.state_checkpoints = f.state_checkpoints;
   return o;
 }

@@ -10,6 +10,7 @@
 #include "core/file_io.h"
 #include "model/model_spec.h"
 #include "moe/expert_slice_read.h"
+#include "moe/io_fault.h"
 
 namespace ts {
 namespace {
@@ -49,6 +50,8 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     fail(ErrorKind::Budget, "--expert-slots " + std::to_string(slots_) + " is below the " +
                                 std::to_string(c.n_expert_used) + " experts each token uses");
   io_ = std::make_unique<IoQueue>(backend.is_host() ? kReadThreads : kDeviceReadThreads);
+  if (backend.is_host() && streaming_ && options.io != ExpertIo::Pread)
+    reader_ = UringReader::open(options.io == ExpertIo::Direct);
   layers_.resize(spec.layers.size());
   stats_.resize(spec.layers.size());
   busy_ns_ = std::make_unique<std::atomic<uint64_t>[]>(spec.layers.size());
@@ -72,7 +75,7 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     std::vector<std::pair<int64_t, int32_t>> all;
     for (int32_t e = 0; e < c.n_expert; ++e) all.emplace_back(e, e);
     if (backend.is_host()) {
-      for (const auto& [slot, e] : all) fill(static_cast<int64_t>(l), L.slots[slot], e);
+      for (const auto& [slot, e] : all) fill(static_cast<int64_t>(l), L.slots[slot], e, true);
       for (Slot& s : L.slots) {
         s.loading.get();
         s.loading = {};
@@ -230,6 +233,7 @@ const ExpertPages* ExpertStore::pages(int64_t layer) const {
 
 ExpertStore::~ExpertStore() {
   drain_reads();
+  reader_.reset();         // waits for the reads in flight, whose packing goes to io_
   io_.reset();             // joins the readers before their slots go away
   backend_.synchronize();  // no copy still reads staging memory or writes a slot
   for (Layer& L : layers_) {
@@ -358,12 +362,15 @@ void ExpertStore::read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64
                              uint64_t end) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+  const std::string what = "layer " + std::to_string(layer) + " expert " + std::to_string(expert);
+  if (const IoFault f = take_io_fault(); f != IoFault::None)
+    fail(ErrorKind::Runtime, x[0].file->path() + ": " + what +
+                                 (f == IoFault::Error ? ": read failed: Input/output error"
+                                                      : ": short read (file truncated?)"));
   uint64_t off = 0;
   for (const ExpertSlice& s : x) {
     const uint64_t b = std::max(begin, off), e = std::min(end, off + s.nbytes);
-    if (b < e)
-      read_expert_slice(s, dst + b, b - off, e - off,
-                        "layer " + std::to_string(layer) + " expert " + std::to_string(expert));
+    if (b < e) read_expert_slice(s, dst + b, b - off, e - off, what);
     off += s.nbytes;
   }
   busy_ns_[static_cast<size_t>(layer)] += static_cast<uint64_t>(
@@ -379,7 +386,7 @@ int64_t ExpertStore::find(const Layer& L, int32_t expert) const {
 
 // Host backends: the read goes to the slot in the background. The slot claims the expert at
 // once; whoever uses it waits on `loading`, and a failed read resets the claim (see ready()).
-void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
+void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert, bool demand) {
   if (slot.loading.valid()) {
     try {
       slot.loading.wait();  // never overwrite memory a read is still writing
@@ -392,6 +399,7 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   slot.weights = view(layer, expert, static_cast<const uint8_t*>(slot.memory));
   stats_[static_cast<size_t>(layer)].bytes_read +=
       spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
+  if (fill_uring(layer, slot, expert, demand)) return;
   void* dst = slot.memory;
   // The reader packs what it read (host backends); the slot's weights are read only after
   // `loading` is waited for.
@@ -400,6 +408,55 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
     read_expert(layer, expert, dst);
     pack_expert(*weights, [this](Weight& w) { backend_.pack_expert_weight(w); });
   });
+}
+
+// The expert's slices as io_uring reads into the slot; on completion a reader thread checks and
+// packs them, then `loading` is ready. Slices stored otherwise than as rows need pread.
+bool ExpertStore::fill_uring(int64_t layer, Slot& slot, int32_t expert, bool demand) {
+  if (!reader_) return false;
+  const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+  std::vector<UringReader::Range> ranges;
+  auto* dst = static_cast<uint8_t*>(slot.memory);
+  uint64_t off = 0;
+  for (const ExpertSlice& s : x) {
+    if (s.layout != SliceLayout::Rows) return false;
+    ranges.push_back({s.file->fd(), s.file->path(), s.offset, s.nbytes, dst + off});
+    off += s.nbytes;
+  }
+  const std::string what =
+      x[0].file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert);
+  auto done = std::make_shared<std::promise<void>>();
+  slot.loading = done->get_future().share();
+  ExpertWeights* weights = &slot.weights;
+  const auto t0 = std::chrono::steady_clock::now();
+  slot.ticket = reader_->read(
+      std::move(ranges), demand, what,
+      [this, done, weights, layer, expert, dst, what, t0](std::exception_ptr error) {
+        busy_ns_[static_cast<size_t>(layer)] +=
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count());
+        if (error) {
+          done->set_exception(error);
+          return;
+        }
+        io_->submit([this, done, weights, layer, expert, dst, what] {
+          try {
+            const auto& slices =
+                spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+            uint64_t o = 0;
+            for (const ExpertSlice& s : slices) {
+              check_expert_slice(s, dst + o, what);
+              o += s.nbytes;
+            }
+            pack_expert(*weights, [this](Weight& w) { backend_.pack_expert_weight(w); });
+            done->set_value();
+          } catch (...) {
+            done->set_exception(std::current_exception());
+          }
+        });
+      });
+  return true;
 }
 
 // Device backends: each miss of a wave is copied to its slot from a host tier entry: the one
@@ -512,6 +569,7 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     Slot& slot = L.slots[static_cast<size_t>(s)];
     if (slot.prefetched) {
       st.prefetch_hits++;
+      if (slot.ticket) reader_->promote(slot.ticket);  // still queued: ahead of other guesses
       backend_.compute_waits_for(slot.copy);
     }
     slot.prefetched = false;
@@ -526,7 +584,7 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     L.current[static_cast<size_t>(i)] = v;
     st.misses++;
     if (backend_.is_host()) {
-      fill(layer, L.slots[static_cast<size_t>(v)], experts[i]);
+      fill(layer, L.slots[static_cast<size_t>(v)], experts[i], true);
     } else {
       L.current_read[static_cast<size_t>(i)] = static_cast<int64_t>(reads.size());
       reads.emplace_back(v, experts[i]);
@@ -583,7 +641,7 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
     pinned[static_cast<size_t>(v)] = 1;
     Slot& slot = L.slots[static_cast<size_t>(v)];
     if (backend_.is_host()) {
-      fill(layer, slot, experts[i]);
+      fill(layer, slot, experts[i], false);
     } else {
       if (!ordered) backend_.copy_after_compute();  // queued ops may still read the victims
       ordered = true;

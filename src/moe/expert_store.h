@@ -17,6 +17,7 @@
 #include "moe/cache_policy.h"
 #include "moe/host_tier.h"
 #include "moe/io_queue.h"
+#include "moe/uring_reader.h"
 
 namespace ts {
 
@@ -61,6 +62,9 @@ class ExpertStore {
     bool prefetch = false;
     // Device backends, streaming: experts the pinned host-RAM tier holds (0: no RAM tier).
     int64_t ram_tier_entries = 0;
+    // Host backends, streaming: how the experts are read (io_uring when this build and the
+    // kernel allow it, else pread).
+    ExpertIo io = ExpertIo::Direct;
   };
   ExpertStore(const ModelSpec& spec, Backend& backend, Options options);
   ~ExpertStore();
@@ -120,7 +124,8 @@ class ExpertStore {
     ExpertWeights weights;
     std::shared_future<void> loading;  // the read that fills it (valid once one was issued)
     bool prefetched = false;           // filled by prefetch() and not used since
-    uint64_t copy = 0;  // device backends: the ticket of prefetch()'s copy into the slot
+    uint64_t copy = 0;           // device backends: the ticket of prefetch()'s copy into the slot
+    UringReader::Ticket ticket;  // its read through io_uring, if that is how it was read
   };
   struct Layer {
     std::vector<Slot> slots;
@@ -153,7 +158,9 @@ class ExpertStore {
   };
   void read_expert(int64_t layer, int32_t expert, void* dst);
   void read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64_t begin, uint64_t end);
-  void fill(int64_t layer, Slot& slot, int32_t expert);
+  void fill(int64_t layer, Slot& slot, int32_t expert, bool demand);
+  // fill()'s read through io_uring; false when the expert's slices need pread.
+  bool fill_uring(int64_t layer, Slot& slot, int32_t expert, bool demand);
   void start_reads(int64_t layer, const std::vector<std::pair<int64_t, int32_t>>& misses);
   void submit_read(int64_t layer, size_t k);
   void finish_read(int64_t layer, size_t k);
@@ -185,6 +192,8 @@ class ExpertStore {
   int64_t reads_layer_ = 0;         // the layer of reads_
   std::vector<int64_t> wave_user_;  // per host entry: the last read of reads_ using it, or -1
   std::unique_ptr<IoQueue> io_;
+  std::unique_ptr<UringReader> reader_;  // host backends, streaming, unless pread; after io_: its
+                                         // completions hand packing to io_
 };
 
 }  // namespace ts
