@@ -36,16 +36,18 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
                   "slots are derived");
   app->add_option("--ram-budget", f.ram_budget,
                   "Pinned host RAM (e.g. 16G) caching streamed experts (device backends)");
-  app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
-      ->check(CLI::IsMember({"lru", "lfu"}));
+  app->add_option("--cache-policy", f.cache_policy,
+                  "Expert cache policy: lru, lfu, flru (frequency-weighted LRU)")
+      ->check(CLI::IsMember({"lru", "lfu", "flru"}));
   app->add_flag(
       "--expert-prefetch", f.expert_prefetch,
       "Read the experts the next MoE layer's router predicts ahead of time (streaming; on a "
       "GPU, copies from the --ram-budget tier)");
   app->add_option("--expert-io", f.expert_io,
                   "How streamed experts are read on the CPU: direct (io_uring, O_DIRECT: no page "
-                  "cache), buffered (io_uring through the page cache) or pread")
-      ->check(CLI::IsMember({"direct", "buffered", "pread"}));
+                  "cache), buffered (io_uring through the page cache), pread, or auto (pread "
+                  "when the page cache can hold every expert beside the slots, else direct)")
+      ->check(CLI::IsMember({"auto", "direct", "buffered", "pread"}));
   app->add_option("--state-checkpoints", f.state_checkpoints,
                   "Recurrent-state checkpoints per sequence (hybrid models): positions a sequence "
                   "can return to without recomputing from the start")

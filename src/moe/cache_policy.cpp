@@ -1,5 +1,7 @@
 #include "moe/cache_policy.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace ts {
@@ -60,21 +62,66 @@ class LfuPolicy final : public CachePolicy {
   uint64_t clock_ = 0;
 };
 
+// LRU on a clock of uses where an expert's slot counts as used later by a number of uses that grows
+// with the expert's (capped) use count over the run: an expert routed often survives a burst of
+// one-off experts that plain LRU would let push it out, and one routed once ages like LRU.
+class FrequencyLruPolicy final : public CachePolicy {
+ public:
+  FrequencyLruPolicy(int64_t slots, int64_t n_expert)
+      : count_(static_cast<size_t>(n_expert), 0),
+        slot_expert_(static_cast<size_t>(slots), -1),
+        last_(static_cast<size_t>(slots), 0),
+        bonus_(static_cast<uint64_t>(slots)) {}
+  void touch(int64_t slot, int32_t e) override {
+    uint32_t& c = count_[static_cast<size_t>(e)];
+    c = std::min(c + 1, kCap);
+    last_[static_cast<size_t>(slot)] = ++clock_;
+  }
+  void filled(int64_t slot, int32_t e) override {
+    slot_expert_[static_cast<size_t>(slot)] = e;
+    touch(slot, e);
+  }
+  int64_t victim(const std::vector<uint8_t>& pinned) const override {
+    int64_t best = -1;
+    uint64_t best_score = 0;
+    for (size_t s = 0; s < slot_expert_.size(); ++s) {
+      if (pinned[s]) continue;
+      const int32_t e = slot_expert_[s];
+      const uint64_t score = last_[s] + (e < 0 ? 0 : bonus_ * (count_[static_cast<size_t>(e)] - 1));
+      if (best < 0 || score < best_score) {
+        best = static_cast<int64_t>(s);
+        best_score = score;
+      }
+    }
+    return best;
+  }
+
+ private:
+  static constexpr uint32_t kCap = 8;
+  std::vector<uint32_t> count_;
+  std::vector<int32_t> slot_expert_;
+  std::vector<uint64_t> last_;
+  uint64_t bonus_;  // uses of the clock a past use is worth: one pass over the slots
+  uint64_t clock_ = 0;
+};
+
 }  // namespace
 
 CachePolicyKind cache_policy_from_name(const std::string& name) {
   if (name == "lru") return CachePolicyKind::Lru;
   if (name == "lfu") return CachePolicyKind::Lfu;
-  fail(ErrorKind::Usage, "unknown cache policy '" + name + "' (lru, lfu)");
+  if (name == "flru") return CachePolicyKind::Flru;
+  fail(ErrorKind::Usage, "unknown cache policy '" + name + "' (lru, lfu, flru)");
 }
 
 const char* cache_policy_name(CachePolicyKind k) {
-  return k == CachePolicyKind::Lru ? "lru" : "lfu";
+  return k == CachePolicyKind::Lru ? "lru" : k == CachePolicyKind::Lfu ? "lfu" : "flru";
 }
 
 std::unique_ptr<CachePolicy> make_cache_policy(CachePolicyKind kind, int64_t slots,
                                                int64_t n_expert) {
   if (kind == CachePolicyKind::Lfu) return std::make_unique<LfuPolicy>(slots, n_expert);
+  if (kind == CachePolicyKind::Flru) return std::make_unique<FrequencyLruPolicy>(slots, n_expert);
   return std::make_unique<LruPolicy>(slots);
 }
 

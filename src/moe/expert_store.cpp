@@ -36,6 +36,10 @@ void ExpertStats::add(const ExpertStats& o) {
   prefetch_hits += o.prefetch_hits;
   read_seconds += o.read_seconds;
   busy_seconds += o.busy_seconds;
+  for (int d = 0; d < 2; ++d) {
+    ahead_hits[d] += o.ahead_hits[d];
+    ahead_total[d] += o.ahead_total[d];
+  }
 }
 
 ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options options)
@@ -50,8 +54,6 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     fail(ErrorKind::Budget, "--expert-slots " + std::to_string(slots_) + " is below the " +
                                 std::to_string(c.n_expert_used) + " experts each token uses");
   io_ = std::make_unique<IoQueue>(backend.is_host() ? kReadThreads : kDeviceReadThreads);
-  if (backend.is_host() && streaming_ && options.io != ExpertIo::Pread)
-    reader_ = UringReader::open(options.io == ExpertIo::Direct);
   layers_.resize(spec.layers.size());
   stats_.resize(spec.layers.size());
   busy_ns_ = std::make_unique<std::atomic<uint64_t>[]>(spec.layers.size());
@@ -93,7 +95,17 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     }
   }
   if (streaming_ && can_page(options)) start_paging();
+  if (backend.is_host() && streaming_) open_reader(options.io);
   reset_stats();
+}
+
+// After the slots are allocated: what is left available decides whether the page cache can hold
+// every routed expert (Auto).
+void ExpertStore::open_reader(ExpertIo io) {
+  if (io == ExpertIo::Auto)
+    io = spec_.routed_expert_bytes <= available_memory() ? ExpertIo::Pread : ExpertIo::Direct;
+  if (io != ExpertIo::Pread) reader_ = UringReader::open(io == ExpertIo::Direct);
+  io_mode_ = !reader_ ? ExpertIo::Pread : io;
 }
 
 bool ExpertStore::can_page(const Options& options) const {
@@ -378,6 +390,34 @@ void ExpertStore::read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64
           .count());
 }
 
+void ExpertStore::score_absent_guesses(Layer& L, const int32_t* experts, int64_t n) {
+  if (L.absent_guess.empty()) return;
+  for (int64_t i = 0; i < n; ++i) L.absent_right += L.absent_guess[static_cast<size_t>(experts[i])];
+  for (uint8_t& g : L.absent_guess) {
+    L.absent_guessed += g;
+    g = 0;
+  }
+}
+
+// Reads on a guess go on while at least half the absent experts guessed turn out used (and over
+// the first few guesses, which measure that).
+bool ExpertStore::guesses_pay(const Layer& L) const {
+  constexpr uint64_t kProbe = 32;
+  return L.absent_guessed < kProbe || 2 * L.absent_right >= L.absent_guessed;
+}
+
+int64_t ExpertStore::victim(const Layer& L, const std::vector<uint8_t>& pinned) const {
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (!pinned[s] && (L.slots[s].expert < 0 || L.slots[s].stale)) return static_cast<int64_t>(s);
+  return L.policy->victim(pinned);
+}
+
+void ExpertStore::note_lookahead(int64_t layer, int distance, int64_t hits, int64_t n) {
+  ExpertStats& st = stats_[static_cast<size_t>(layer)];
+  st.ahead_hits[distance - 1] += static_cast<uint64_t>(hits);
+  st.ahead_total[distance - 1] += static_cast<uint64_t>(n);
+}
+
 int64_t ExpertStore::find(const Layer& L, int32_t expert) const {
   for (size_t s = 0; s < L.slots.size(); ++s)
     if (L.slots[s].expert == expert) return static_cast<int64_t>(s);
@@ -396,6 +436,7 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert, bool demand) {
   }
   slot.expert = expert;
   slot.prefetched = false;
+  slot.stale = false;
   slot.weights = view(layer, expert, static_cast<const uint8_t*>(slot.memory));
   stats_[static_cast<size_t>(layer)].bytes_read +=
       spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
@@ -533,6 +574,7 @@ void ExpertStore::finish_read(int64_t layer, size_t k) {
   backend_.compute_waits_for(copy);  // the copy stream runs in order: every chunk is in
   r.done = true;
   slot.expert = r.expert;
+  slot.stale = false;
   slot.weights = view(layer, r.expert, static_cast<const uint8_t*>(slot.memory));
   if (r.then >= 0) submit_read(layer, static_cast<size_t>(r.then));
 }
@@ -560,6 +602,7 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
   if (n > slots_) fail(ErrorKind::Runtime, "internal: more experts requested than slots");
   std::vector<uint8_t> pinned(L.slots.size(), 0);
   L.current.assign(static_cast<size_t>(n), -1);
+  score_absent_guesses(L, experts, n);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = find(L, experts[i]);
     if (s < 0) continue;
@@ -573,13 +616,20 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
       backend_.compute_waits_for(slot.copy);
     }
     slot.prefetched = false;
+    slot.stale = false;
     L.policy->touch(s, experts[i]);
   }
+  // The step has passed the guesses for this layer that it did not use.
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (L.slots[s].prefetched && !pinned[s]) {
+      L.slots[s].prefetched = false;
+      L.slots[s].stale = true;
+    }
   std::vector<std::pair<int64_t, int32_t>> reads;
   L.current_read.assign(static_cast<size_t>(n), -1);
   for (int64_t i = 0; i < n; ++i) {
     if (L.current[static_cast<size_t>(i)] >= 0) continue;
-    const int64_t v = L.policy->victim(pinned);
+    const int64_t v = victim(L, pinned);
     pinned[static_cast<size_t>(v)] = 1;
     L.current[static_cast<size_t>(i)] = v;
     st.misses++;
@@ -624,9 +674,12 @@ const ExpertWeights& ExpertStore::ready(int64_t layer, int64_t i) {
 void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
   if (!prefetch_) return;
   Layer& L = layers_[static_cast<size_t>(layer)];
-  // Never evict what the layer's current step holds, nor what this hint already placed.
+  // Never evict what the layer's last step used (hotter than any guess), another guess for the
+  // step to come (1 and 2 layers ahead guess the same step), nor what this hint already placed.
   std::vector<uint8_t> pinned(L.slots.size(), 0);
   for (int64_t s : L.current) pinned[static_cast<size_t>(s)] = 1;
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (L.slots[s].prefetched) pinned[s] = 1;
   bool ordered = false;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t have = find(L, experts[i]);
@@ -634,12 +687,15 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
       pinned[static_cast<size_t>(have)] = 1;
       continue;
     }
+    L.absent_guess.resize(static_cast<size_t>(spec_.cfg.n_expert), 0);
+    L.absent_guess[static_cast<size_t>(experts[i])] = 1;
+    if (!guesses_pay(L)) continue;
     const int64_t entry = backend_.is_host() ? -1 : host_->find(layer, experts[i]);
     if (!backend_.is_host() && entry < 0) continue;
-    const int64_t v = L.policy->victim(pinned);
+    const int64_t v = victim(L, pinned);
     if (v < 0) return;
-    pinned[static_cast<size_t>(v)] = 1;
     Slot& slot = L.slots[static_cast<size_t>(v)];
+    pinned[static_cast<size_t>(v)] = 1;
     if (backend_.is_host()) {
       fill(layer, slot, experts[i], false);
     } else {
@@ -654,6 +710,7 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
       slot.weights = view(layer, experts[i], static_cast<const uint8_t*>(slot.memory));
     }
     slot.prefetched = true;
+    slot.stale = false;
     L.policy->filled(v, experts[i]);
     stats_[static_cast<size_t>(layer)].prefetched++;
   }
@@ -715,9 +772,13 @@ nlohmann::json ExpertStore::stats_json() const {
       j["layer"] = l;
       layers.push_back(j);
     }
-  return {{"streaming", streaming_},     {"prefetch", prefetch_},
-          {"slots_per_layer", slots_},   {"ram_tier_entries", ram_tier_},
-          {"total", one(total_stats())}, {"layers", layers}};
+  return {{"streaming", streaming_},
+          {"prefetch", prefetch_},
+          {"io", expert_io_name(io_mode_)},
+          {"slots_per_layer", slots_},
+          {"ram_tier_entries", ram_tier_},
+          {"total", one(total_stats())},
+          {"layers", layers}};
 }
 
 }  // namespace ts

@@ -25,14 +25,36 @@
 namespace ts {
 
 ExpertIo expert_io_from_name(const std::string& name) {
+  if (name == "auto") return ExpertIo::Auto;
   if (name == "direct") return ExpertIo::Direct;
   if (name == "buffered") return ExpertIo::Buffered;
   if (name == "pread") return ExpertIo::Pread;
-  fail(ErrorKind::Usage, "unknown expert I/O mode '" + name + "' (direct, buffered, pread)");
+  fail(ErrorKind::Usage, "unknown expert I/O mode '" + name + "' (auto, direct, buffered, pread)");
 }
 
 const char* expert_io_name(ExpertIo io) {
-  return io == ExpertIo::Direct ? "direct" : io == ExpertIo::Buffered ? "buffered" : "pread";
+  switch (io) {
+    case ExpertIo::Auto:
+      return "auto";
+    case ExpertIo::Direct:
+      return "direct";
+    case ExpertIo::Buffered:
+      return "buffered";
+    case ExpertIo::Pread:
+      break;
+  }
+  return "pread";
+}
+
+uint64_t available_memory() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  unsigned long long kib = 0;
+  while (std::fgets(line, sizeof(line), f) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1) break;
+  std::fclose(f);
+  return static_cast<uint64_t>(kib) * 1024;
 }
 
 #if TS_HAVE_LIBURING

@@ -16,12 +16,17 @@
 namespace ts {
 
 enum class ExpertIo {
+  // Pread when every routed expert fits in the memory the slots leave available (the page cache
+  // then holds them all after one read), else Direct.
+  Auto,
   Direct,    // io_uring, O_DIRECT: the page cache is not used
   Buffered,  // io_uring through the page cache
   Pread,     // positional reads from reader threads, through the page cache
 };
 ExpertIo expert_io_from_name(const std::string& name);
 const char* expert_io_name(ExpertIo io);
+// MemAvailable of /proc/meminfo in bytes (0 where it can't be read).
+uint64_t available_memory();
 
 class UringReader {
  public:

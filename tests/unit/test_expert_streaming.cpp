@@ -41,7 +41,7 @@ TEST_P(Streaming, EverySlotCountIsBitIdenticalToResident) {
   for (bool decode : {false, true}) {
     const std::vector<float> resident = run(f.path, ids, 0, decode);
     for (int64_t slots = k; slots < E; ++slots) {
-      for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu})
+      for (auto policy : {CachePolicyKind::Lru, CachePolicyKind::Lfu, CachePolicyKind::Flru})
         for (bool prefetch : {false, true}) {
           const std::vector<float> streamed = run(f.path, ids, slots, decode, policy, prefetch);
           ASSERT_EQ(0,
