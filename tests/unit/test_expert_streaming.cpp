@@ -80,6 +80,36 @@ TEST_P(Streaming, EveryReadModeIsBitIdenticalToResident) {
     }
 }
 
+// Decode steps score the guesses 1 and 2 MoE layers ahead against the routing: counted for every
+// MoE layer with one (two) before it, never more hits than experts routed.
+TEST(Streaming, LookaheadHitRatesAreCountedPerLayer) {
+  const auto forms = test::fixture_forms({"qwen3_moe"});
+  EngineOptions o;
+  o.backend = "cpu";
+  o.ctx = 128;
+  o.expert_slots = open_model_spec(forms.back().path)->cfg.n_expert_used + 1;
+  o.expert_prefetch = true;
+  auto engine = Engine::open(forms.back().path, o);
+  Session s(*engine);
+  std::vector<float> logits(static_cast<size_t>(engine->cfg().n_vocab));
+  const std::vector<int32_t> ids = test::fixture_prompt(forms.back());
+  for (int32_t id : ids) s.feed(&id, 1, logits.data(), false);
+  int64_t moe_layers = 0;
+  for (int64_t l = 0; l < engine->cfg().n_layer; ++l) {
+    const ExpertStats st = engine->experts().layer_stats(l);
+    if (st.hits + st.misses == 0) continue;
+    for (int d = 0; d < 2; ++d) {
+      EXPECT_LE(st.ahead_hits[d], st.ahead_total[d]) << "layer " << l;
+      const bool guessed = moe_layers > d;
+      EXPECT_EQ(guessed ? static_cast<uint64_t>(ids.size()) * engine->cfg().n_expert_used : 0,
+                st.ahead_total[d])
+          << "layer " << l << ", " << d + 1 << " ahead";
+    }
+    ++moe_layers;
+  }
+  EXPECT_GE(moe_layers, 2);
+}
+
 TEST(Streaming, SlotsBelowTopKAreRefused) {
   const auto forms = test::fixture_forms({"mixtral"});
   EngineOptions o;
