@@ -106,6 +106,10 @@ void ExpertStore::open_reader(ExpertIo io) {
     io = spec_.routed_expert_bytes <= available_memory() ? ExpertIo::Pread : ExpertIo::Direct;
   if (io != ExpertIo::Pread) reader_ = UringReader::open(io == ExpertIo::Direct);
   io_mode_ = !reader_ ? ExpertIo::Pread : io;
+  // Read through pread, an expert comes from the page cache (auto picks pread when the cache holds
+  // them all): a miss costs a copy, which a guess can only add to, and the guesses themselves (two
+  // router matmuls a layer) cost the bundled model more than its misses.
+  if (!reader_) prefetch_ = false;
 }
 
 bool ExpertStore::can_page(const Options& options) const {
