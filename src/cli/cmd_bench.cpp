@@ -13,12 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/bench_streaming.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/model_spec.h"
+#include "moe/uring_reader.h"
 #include "runtime/bandwidth.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -245,6 +247,7 @@ struct Report {
   int threads;
   const Machine* machine;  // null without --roofline
   std::vector<TestResult> tests;
+  double disk_bps = 0;  // the model file's O_DIRECT read rate (streaming on the host), else 0
 
   bool moe() const { return engine.cfg().is_moe(); }
   bool streaming() const { return moe() && engine.experts().streaming(); }
@@ -271,7 +274,8 @@ struct Report {
             {"read_gbps", gbps},
             // The token rate the expert reads alone allow at the achieved read bandwidth.
             {"io_bound_ts", per_tok > 0 && gbps > 0 ? nlohmann::json(gbps * 1e9 / per_tok)
-                                                    : nlohmann::json(nullptr)}};
+                                                    : nlohmann::json(nullptr)},
+            {"read_rate", read_rate_json(disk_bps, t.mean(), per_tok)}};
   }
 
   nlohmann::json roofline_json(const TestResult& t) const {
@@ -358,6 +362,10 @@ struct Report {
       if (machine != nullptr) r["roofline"] = roofline_json(t);
       j["tests"].push_back(std::move(r));
     }
+    if (streaming()) {
+      j["experts"] = {{"io", expert_io_name(engine.experts().io())},
+                      {"lookahead", lookahead_json(engine)}};
+    }
     return j;
   }
 
@@ -399,6 +407,11 @@ struct Report {
           "\nhit %% = expert lookups found in a slot; MB read/tok = expert bytes read from the "
           "file "
           "per token; read GB/s = those bytes / the time compute waited for them.\n");
+    if (streaming() && !tests.empty()) {
+      const TestResult& t = tests.back();
+      print_streaming_notes(engine, disk_bps, t.name, t.mean(),
+                            moe_json(t)["bytes_read_per_token"].get<double>());
+    }
     if (machine != nullptr && machine->on_device()) {
       std::printf(
           "\nbounds: device copy %.0f GB/s (read + write), bf16 GEMM %.1f TFLOP/s (cuBLAS), pinned "
@@ -442,7 +455,7 @@ int run_bench(BenchArgs& a) {
   if (machine) machine->device = engine->backend().measure_ceilings();
   Session session(*engine);
   std::mt19937_64 rng(1234);
-  Report report{*engine, a, threads, machine.get(), {}};
+  Report report{*engine, a, threads, machine.get(), {}, measure_disk_rate(*engine)};
   if (a.n_prompt > 0) report.tests.push_back(run_pp(*engine, session, a, rng));
   if (a.n_gen > 0)
     report.tests.push_back(a.parallel > 1 ? run_tg_parallel(*engine, a, rng)

@@ -36,12 +36,18 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
                   "slots are derived");
   app->add_option("--ram-budget", f.ram_budget,
                   "Pinned host RAM (e.g. 16G) caching streamed experts (device backends)");
-  app->add_option("--cache-policy", f.cache_policy, "Expert cache policy: lru, lfu")
-      ->check(CLI::IsMember({"lru", "lfu"}));
+  app->add_option("--cache-policy", f.cache_policy,
+                  "Expert cache policy: lru, lfu, flru (frequency-weighted LRU)")
+      ->check(CLI::IsMember({"lru", "lfu", "flru"}));
   app->add_flag(
       "--expert-prefetch", f.expert_prefetch,
       "Read the experts the next MoE layer's router predicts ahead of time (streaming; on a "
       "GPU, copies from the --ram-budget tier)");
+  app->add_option("--expert-io", f.expert_io,
+                  "How streamed experts are read on the CPU: direct (io_uring, O_DIRECT: no page "
+                  "cache), buffered (io_uring through the page cache), pread, or auto (pread "
+                  "when the page cache can hold every expert beside the slots, else direct)")
+      ->check(CLI::IsMember({"auto", "direct", "buffered", "pread"}));
   app->add_option("--state-checkpoints", f.state_checkpoints,
                   "Recurrent-state checkpoints per sequence (hybrid models): positions a sequence "
                   "can return to without recomputing from the start")
@@ -99,6 +105,7 @@ EngineOptions engine_options(const ModelFlags& f) {
   if (!f.ram_budget.empty()) o.ram_budget = parse_bytes(f.ram_budget, "--ram-budget");
   o.cache_policy = cache_policy_from_name(f.cache_policy);
   o.expert_prefetch = f.expert_prefetch;
+  o.expert_io = expert_io_from_name(f.expert_io);
   o.state_checkpoints = f.state_checkpoints;
   return o;
 }

@@ -25,6 +25,7 @@ struct ModelFlags {
   std::string ram_budget;
   std::string cache_policy = "lru";
   bool expert_prefetch = false;
+  std::string expert_io = "auto";
   int64_t state_checkpoints = kDefaultStateCheckpoints;
   std::string backend = "auto";
   int device = 0;

@@ -1,5 +1,7 @@
 // Which expert slot to evict. LRU evicts the least recently used; LFU the least often used
-// (ties: least recent). Both are per layer and never evict an expert the current step needs.
+// (ties: least recent); frequency-weighted LRU the least recently used once each expert's past
+// uses have lengthened its stay. All are per layer and never evict an expert the current step
+// needs.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +11,7 @@
 
 namespace ts {
 
-enum class CachePolicyKind { Lru, Lfu };
+enum class CachePolicyKind { Lru, Lfu, Flru };
 CachePolicyKind cache_policy_from_name(const std::string& name);
 const char* cache_policy_name(CachePolicyKind k);
 

@@ -62,6 +62,10 @@ void mxfp4_planes_to_blocks(const uint8_t* planes, const uint8_t* scales, int64_
   }
 }
 
+void check_expert_slice(const ExpertSlice& s, const uint8_t* bytes, const std::string& what) {
+  if (s.dtype == DType::MXFP4) check_mxfp4_scales(bytes, 0, s.nbytes, what);
+}
+
 void read_expert_slice(const ExpertSlice& s, uint8_t* dst, uint64_t begin, uint64_t end,
                        const std::string& what) {
   const std::string where = s.file->path() + ": " + what;

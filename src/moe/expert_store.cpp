@@ -10,6 +10,7 @@
 #include "core/file_io.h"
 #include "model/model_spec.h"
 #include "moe/expert_slice_read.h"
+#include "moe/io_fault.h"
 
 namespace ts {
 namespace {
@@ -35,6 +36,10 @@ void ExpertStats::add(const ExpertStats& o) {
   prefetch_hits += o.prefetch_hits;
   read_seconds += o.read_seconds;
   busy_seconds += o.busy_seconds;
+  for (int d = 0; d < 2; ++d) {
+    ahead_hits[d] += o.ahead_hits[d];
+    ahead_total[d] += o.ahead_total[d];
+  }
 }
 
 ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options options)
@@ -72,7 +77,7 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     std::vector<std::pair<int64_t, int32_t>> all;
     for (int32_t e = 0; e < c.n_expert; ++e) all.emplace_back(e, e);
     if (backend.is_host()) {
-      for (const auto& [slot, e] : all) fill(static_cast<int64_t>(l), L.slots[slot], e);
+      for (const auto& [slot, e] : all) fill(static_cast<int64_t>(l), L.slots[slot], e, true);
       for (Slot& s : L.slots) {
         s.loading.get();
         s.loading = {};
@@ -90,7 +95,21 @@ ExpertStore::ExpertStore(const ModelSpec& spec, Backend& backend, Options option
     }
   }
   if (streaming_ && can_page(options)) start_paging();
+  if (backend.is_host() && streaming_) open_reader(options.io);
   reset_stats();
+}
+
+// After the slots are allocated: what is left available decides whether the page cache can hold
+// every routed expert (Auto).
+void ExpertStore::open_reader(ExpertIo io) {
+  if (io == ExpertIo::Auto)
+    io = spec_.routed_expert_bytes <= available_memory() ? ExpertIo::Pread : ExpertIo::Direct;
+  if (io != ExpertIo::Pread) reader_ = UringReader::open(io == ExpertIo::Direct);
+  io_mode_ = !reader_ ? ExpertIo::Pread : io;
+  // Read through pread, an expert comes from the page cache (auto picks pread when the cache holds
+  // them all): a miss costs a copy, which a guess can only add to, and the guesses themselves (two
+  // router matmuls a layer) cost the bundled model more than its misses.
+  if (!reader_) prefetch_ = false;
 }
 
 bool ExpertStore::can_page(const Options& options) const {
@@ -230,6 +249,7 @@ const ExpertPages* ExpertStore::pages(int64_t layer) const {
 
 ExpertStore::~ExpertStore() {
   drain_reads();
+  reader_.reset();         // waits for the reads in flight, whose packing goes to io_
   io_.reset();             // joins the readers before their slots go away
   backend_.synchronize();  // no copy still reads staging memory or writes a slot
   for (Layer& L : layers_) {
@@ -358,17 +378,48 @@ void ExpertStore::read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64
                              uint64_t end) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+  const std::string what = "layer " + std::to_string(layer) + " expert " + std::to_string(expert);
+  if (const IoFault f = take_io_fault(); f != IoFault::None)
+    fail(ErrorKind::Runtime, x[0].file->path() + ": " + what +
+                                 (f == IoFault::Error ? ": read failed: Input/output error"
+                                                      : ": short read (file truncated?)"));
   uint64_t off = 0;
   for (const ExpertSlice& s : x) {
     const uint64_t b = std::max(begin, off), e = std::min(end, off + s.nbytes);
-    if (b < e)
-      read_expert_slice(s, dst + b, b - off, e - off,
-                        "layer " + std::to_string(layer) + " expert " + std::to_string(expert));
+    if (b < e) read_expert_slice(s, dst + b, b - off, e - off, what);
     off += s.nbytes;
   }
   busy_ns_[static_cast<size_t>(layer)] += static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count());
+}
+
+void ExpertStore::score_absent_guesses(Layer& L, const int32_t* experts, int64_t n) {
+  if (L.absent_guess.empty()) return;
+  for (int64_t i = 0; i < n; ++i) L.absent_right += L.absent_guess[static_cast<size_t>(experts[i])];
+  for (uint8_t& g : L.absent_guess) {
+    L.absent_guessed += g;
+    g = 0;
+  }
+}
+
+// Reads on a guess go on while at least half the absent experts guessed turn out used (and over
+// the first few guesses, which measure that).
+bool ExpertStore::guesses_pay(const Layer& L) const {
+  constexpr uint64_t kProbe = 32;
+  return L.absent_guessed < kProbe || 2 * L.absent_right >= L.absent_guessed;
+}
+
+int64_t ExpertStore::victim(const Layer& L, const std::vector<uint8_t>& pinned) const {
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (!pinned[s] && (L.slots[s].expert < 0 || L.slots[s].stale)) return static_cast<int64_t>(s);
+  return L.policy->victim(pinned);
+}
+
+void ExpertStore::note_lookahead(int64_t layer, int distance, int64_t hits, int64_t n) {
+  ExpertStats& st = stats_[static_cast<size_t>(layer)];
+  st.ahead_hits[distance - 1] += static_cast<uint64_t>(hits);
+  st.ahead_total[distance - 1] += static_cast<uint64_t>(n);
 }
 
 int64_t ExpertStore::find(const Layer& L, int32_t expert) const {
@@ -379,7 +430,7 @@ int64_t ExpertStore::find(const Layer& L, int32_t expert) const {
 
 // Host backends: the read goes to the slot in the background. The slot claims the expert at
 // once; whoever uses it waits on `loading`, and a failed read resets the claim (see ready()).
-void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
+void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert, bool demand) {
   if (slot.loading.valid()) {
     try {
       slot.loading.wait();  // never overwrite memory a read is still writing
@@ -389,9 +440,11 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
   }
   slot.expert = expert;
   slot.prefetched = false;
+  slot.stale = false;
   slot.weights = view(layer, expert, static_cast<const uint8_t*>(slot.memory));
   stats_[static_cast<size_t>(layer)].bytes_read +=
       spec_.layers[static_cast<size_t>(layer)].expert_bytes(expert);
+  if (fill_uring(layer, slot, expert, demand)) return;
   void* dst = slot.memory;
   // The reader packs what it read (host backends); the slot's weights are read only after
   // `loading` is waited for.
@@ -400,6 +453,55 @@ void ExpertStore::fill(int64_t layer, Slot& slot, int32_t expert) {
     read_expert(layer, expert, dst);
     pack_expert(*weights, [this](Weight& w) { backend_.pack_expert_weight(w); });
   });
+}
+
+// The expert's slices as io_uring reads into the slot; on completion a reader thread checks and
+// packs them, then `loading` is ready. Slices stored otherwise than as rows need pread.
+bool ExpertStore::fill_uring(int64_t layer, Slot& slot, int32_t expert, bool demand) {
+  if (!reader_) return false;
+  const auto& x = spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+  std::vector<UringReader::Range> ranges;
+  auto* dst = static_cast<uint8_t*>(slot.memory);
+  uint64_t off = 0;
+  for (const ExpertSlice& s : x) {
+    if (s.layout != SliceLayout::Rows) return false;
+    ranges.push_back({s.file->fd(), s.file->path(), s.offset, s.nbytes, dst + off});
+    off += s.nbytes;
+  }
+  const std::string what =
+      x[0].file->path() + ": layer " + std::to_string(layer) + " expert " + std::to_string(expert);
+  auto done = std::make_shared<std::promise<void>>();
+  slot.loading = done->get_future().share();
+  ExpertWeights* weights = &slot.weights;
+  const auto t0 = std::chrono::steady_clock::now();
+  slot.ticket = reader_->read(
+      std::move(ranges), demand, what,
+      [this, done, weights, layer, expert, dst, what, t0](std::exception_ptr error) {
+        busy_ns_[static_cast<size_t>(layer)] +=
+            static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                      std::chrono::steady_clock::now() - t0)
+                                      .count());
+        if (error) {
+          done->set_exception(error);
+          return;
+        }
+        io_->submit([this, done, weights, layer, expert, dst, what] {
+          try {
+            const auto& slices =
+                spec_.layers[static_cast<size_t>(layer)].experts[static_cast<size_t>(expert)];
+            uint64_t o = 0;
+            for (const ExpertSlice& s : slices) {
+              check_expert_slice(s, dst + o, what);
+              o += s.nbytes;
+            }
+            pack_expert(*weights, [this](Weight& w) { backend_.pack_expert_weight(w); });
+            done->set_value();
+          } catch (...) {
+            done->set_exception(std::current_exception());
+          }
+        });
+      });
+  return true;
 }
 
 // Device backends: each miss of a wave is copied to its slot from a host tier entry: the one
@@ -476,6 +578,7 @@ void ExpertStore::finish_read(int64_t layer, size_t k) {
   backend_.compute_waits_for(copy);  // the copy stream runs in order: every chunk is in
   r.done = true;
   slot.expert = r.expert;
+  slot.stale = false;
   slot.weights = view(layer, r.expert, static_cast<const uint8_t*>(slot.memory));
   if (r.then >= 0) submit_read(layer, static_cast<size_t>(r.then));
 }
@@ -503,6 +606,7 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
   if (n > slots_) fail(ErrorKind::Runtime, "internal: more experts requested than slots");
   std::vector<uint8_t> pinned(L.slots.size(), 0);
   L.current.assign(static_cast<size_t>(n), -1);
+  score_absent_guesses(L, experts, n);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t s = find(L, experts[i]);
     if (s < 0) continue;
@@ -512,21 +616,29 @@ void ExpertStore::acquire(int64_t layer, const int32_t* experts, int64_t n) {
     Slot& slot = L.slots[static_cast<size_t>(s)];
     if (slot.prefetched) {
       st.prefetch_hits++;
+      if (slot.ticket) reader_->promote(slot.ticket);  // still queued: ahead of other guesses
       backend_.compute_waits_for(slot.copy);
     }
     slot.prefetched = false;
+    slot.stale = false;
     L.policy->touch(s, experts[i]);
   }
+  // The step has passed the guesses for this layer that it did not use.
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (L.slots[s].prefetched && !pinned[s]) {
+      L.slots[s].prefetched = false;
+      L.slots[s].stale = true;
+    }
   std::vector<std::pair<int64_t, int32_t>> reads;
   L.current_read.assign(static_cast<size_t>(n), -1);
   for (int64_t i = 0; i < n; ++i) {
     if (L.current[static_cast<size_t>(i)] >= 0) continue;
-    const int64_t v = L.policy->victim(pinned);
+    const int64_t v = victim(L, pinned);
     pinned[static_cast<size_t>(v)] = 1;
     L.current[static_cast<size_t>(i)] = v;
     st.misses++;
     if (backend_.is_host()) {
-      fill(layer, L.slots[static_cast<size_t>(v)], experts[i]);
+      fill(layer, L.slots[static_cast<size_t>(v)], experts[i], true);
     } else {
       L.current_read[static_cast<size_t>(i)] = static_cast<int64_t>(reads.size());
       reads.emplace_back(v, experts[i]);
@@ -566,9 +678,12 @@ const ExpertWeights& ExpertStore::ready(int64_t layer, int64_t i) {
 void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
   if (!prefetch_) return;
   Layer& L = layers_[static_cast<size_t>(layer)];
-  // Never evict what the layer's current step holds, nor what this hint already placed.
+  // Never evict what the layer's last step used (hotter than any guess), another guess for the
+  // step to come (1 and 2 layers ahead guess the same step), nor what this hint already placed.
   std::vector<uint8_t> pinned(L.slots.size(), 0);
   for (int64_t s : L.current) pinned[static_cast<size_t>(s)] = 1;
+  for (size_t s = 0; s < L.slots.size(); ++s)
+    if (L.slots[s].prefetched) pinned[s] = 1;
   bool ordered = false;
   for (int64_t i = 0; i < n; ++i) {
     const int64_t have = find(L, experts[i]);
@@ -576,14 +691,17 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
       pinned[static_cast<size_t>(have)] = 1;
       continue;
     }
+    L.absent_guess.resize(static_cast<size_t>(spec_.cfg.n_expert), 0);
+    L.absent_guess[static_cast<size_t>(experts[i])] = 1;
+    if (!guesses_pay(L)) continue;
     const int64_t entry = backend_.is_host() ? -1 : host_->find(layer, experts[i]);
     if (!backend_.is_host() && entry < 0) continue;
-    const int64_t v = L.policy->victim(pinned);
+    const int64_t v = victim(L, pinned);
     if (v < 0) return;
-    pinned[static_cast<size_t>(v)] = 1;
     Slot& slot = L.slots[static_cast<size_t>(v)];
+    pinned[static_cast<size_t>(v)] = 1;
     if (backend_.is_host()) {
-      fill(layer, slot, experts[i]);
+      fill(layer, slot, experts[i], false);
     } else {
       if (!ordered) backend_.copy_after_compute();  // queued ops may still read the victims
       ordered = true;
@@ -596,6 +714,7 @@ void ExpertStore::prefetch(int64_t layer, const int32_t* experts, int64_t n) {
       slot.weights = view(layer, experts[i], static_cast<const uint8_t*>(slot.memory));
     }
     slot.prefetched = true;
+    slot.stale = false;
     L.policy->filled(v, experts[i]);
     stats_[static_cast<size_t>(layer)].prefetched++;
   }
@@ -657,9 +776,13 @@ nlohmann::json ExpertStore::stats_json() const {
       j["layer"] = l;
       layers.push_back(j);
     }
-  return {{"streaming", streaming_},     {"prefetch", prefetch_},
-          {"slots_per_layer", slots_},   {"ram_tier_entries", ram_tier_},
-          {"total", one(total_stats())}, {"layers", layers}};
+  return {{"streaming", streaming_},
+          {"prefetch", prefetch_},
+          {"io", expert_io_name(io_mode_)},
+          {"slots_per_layer", slots_},
+          {"ram_tier_entries", ram_tier_},
+          {"total", one(total_stats())},
+          {"layers", layers}};
 }
 
 }  // namespace ts

@@ -17,6 +17,7 @@
 #include "moe/cache_policy.h"
 #include "moe/host_tier.h"
 #include "moe/io_queue.h"
+#include "moe/uring_reader.h"
 
 namespace ts {
 
@@ -49,6 +50,10 @@ struct ExpertStats {
   uint64_t prefetch_hits = 0;  // hits on experts a prefetch brought in
   double read_seconds = 0;     // wall time compute spent waiting on expert reads
   double busy_seconds = 0;     // time the reads themselves took (summed over reader threads)
+  // Decode steps: of the experts routed, how many the router of a layer d = 1, 2 MoE layers
+  // before had predicted (ahead_total counts the routed experts that had a prediction).
+  uint64_t ahead_hits[2] = {};
+  uint64_t ahead_total[2] = {};
   void add(const ExpertStats& o);
 };
 
@@ -61,6 +66,9 @@ class ExpertStore {
     bool prefetch = false;
     // Device backends, streaming: experts the pinned host-RAM tier holds (0: no RAM tier).
     int64_t ram_tier_entries = 0;
+    // Host backends, streaming: how the experts are read (io_uring when this build and the
+    // kernel allow it, else pread).
+    ExpertIo io = ExpertIo::Auto;
   };
   ExpertStore(const ModelSpec& spec, Backend& backend, Options options);
   ~ExpertStore();
@@ -69,6 +77,7 @@ class ExpertStore {
   bool prefetching() const { return prefetch_; }
   int64_t slots_per_layer() const { return slots_; }
   int64_t ram_tier_entries() const { return ram_tier_; }
+  ExpertIo io() const { return io_mode_; }
 
   // Starts making the `n` distinct experts of `layer` present (n <= slots_per_layer()) and
   // returns at once; ready(layer, i) then waits for the i-th of them, so compute can start on
@@ -82,6 +91,9 @@ class ExpertStore {
   // those the RAM tier holds; a file read would delay the copies compute waits for). No-op
   // unless prefetching.
   void prefetch(int64_t layer, const int32_t* experts, int64_t n);
+  // A decode step's routing of `layer`: `hits` of its `n` experts were predicted `distance` (1 or
+  // 2) MoE layers before (statistics only).
+  void note_lookahead(int64_t layer, int distance, int64_t hits, int64_t n);
 
   // Streaming on a device backend, when the layer's experts share their shapes: the layer's
   // table in backend memory. Its entries are right for the experts present after
@@ -120,13 +132,19 @@ class ExpertStore {
     ExpertWeights weights;
     std::shared_future<void> loading;  // the read that fills it (valid once one was issued)
     bool prefetched = false;           // filled by prefetch() and not used since
-    uint64_t copy = 0;  // device backends: the ticket of prefetch()'s copy into the slot
+    bool stale = false;          // a prefetch its layer's step passed by unused: the first to evict
+    uint64_t copy = 0;           // device backends: the ticket of prefetch()'s copy into the slot
+    UringReader::Ticket ticket;  // its read through io_uring, if that is how it was read
   };
   struct Layer {
     std::vector<Slot> slots;
     std::unique_ptr<CachePolicy> policy;
     std::vector<int64_t> current;       // slots of the last acquire(), in request order
     std::vector<int64_t> current_read;  // device backends: index in reads_ per entry, or -1
+    // Whether guesses pay here: of the experts guessed while absent (read or not), how many the
+    // next step used. A wrong guess costs a read; only a right one saves one.
+    uint64_t absent_guessed = 0, absent_right = 0;
+    std::vector<uint8_t> absent_guess;  // per expert: guessed while absent, for the coming step
     // The table (streaming on a device): in backend memory, its host mirror in pinned memory
     // (the source of the copies that update it) and the ticket of the last such copy.
     ExpertTable table;
@@ -153,12 +171,19 @@ class ExpertStore {
   };
   void read_expert(int64_t layer, int32_t expert, void* dst);
   void read_range(int64_t layer, int32_t expert, uint8_t* dst, uint64_t begin, uint64_t end);
-  void fill(int64_t layer, Slot& slot, int32_t expert);
+  void fill(int64_t layer, Slot& slot, int32_t expert, bool demand);
+  // fill()'s read through io_uring; false when the expert's slices need pread.
+  bool fill_uring(int64_t layer, Slot& slot, int32_t expert, bool demand);
   void start_reads(int64_t layer, const std::vector<std::pair<int64_t, int32_t>>& misses);
   void submit_read(int64_t layer, size_t k);
   void finish_read(int64_t layer, size_t k);
   void drain_reads();
   int64_t find(const Layer& L, int32_t expert) const;
+  // The slot to fill among the unpinned: an empty or stale one, else the policy's victim.
+  int64_t victim(const Layer& L, const std::vector<uint8_t>& pinned) const;
+  // Counts how many of the experts guessed absent for this step it uses (acquire()).
+  void score_absent_guesses(Layer& L, const int32_t* experts, int64_t n);
+  bool guesses_pay(const Layer& L) const;
   ExpertWeights view(int64_t layer, int32_t expert, const uint8_t* base) const;
   void make_table(int64_t layer);
   void pack_resident(int64_t layer);
@@ -167,6 +192,7 @@ class ExpertStore {
   template <class Pack>
   void pack_expert(ExpertWeights& w, const Pack& pack) const;
   bool can_page(const Options& options) const;
+  void open_reader(ExpertIo io);
   void start_paging();
   void make_pages(int64_t layer);
 
@@ -180,11 +206,14 @@ class ExpertStore {
   std::vector<ExpertStats> stats_;
   std::unique_ptr<std::atomic<uint64_t>[]> busy_ns_;  // per layer, written by reader threads
   int64_t ram_tier_ = 0;
+  ExpertIo io_mode_ = ExpertIo::Pread;
   std::unique_ptr<HostTier> host_;  // device backends: the staging buffers or the RAM tier
   std::vector<DeviceRead> reads_;   // the misses of the last acquire() on a device backend
   int64_t reads_layer_ = 0;         // the layer of reads_
   std::vector<int64_t> wave_user_;  // per host entry: the last read of reads_ using it, or -1
   std::unique_ptr<IoQueue> io_;
+  std::unique_ptr<UringReader> reader_;  // host backends, streaming, unless pread; after io_: its
+                                         // completions hand packing to io_
 };
 
 }  // namespace ts

@@ -12,6 +12,7 @@ MoeFfn::MoeFfn(Backend& b, const ArchConfig& c, ExpertStore& store,
                std::vector<const MoeLayerWeights*> layers, int64_t max_rows,
                const FfnBuffers& buffers, const std::function<float*(size_t)>& scratch)
     : b_(b), c_(c), store_(store), layers_(std::move(layers)), buf_(buffers) {
+  guesses_.resize(static_cast<size_t>(c_.n_layer));
   const auto B = static_cast<size_t>(max_rows), k = static_cast<size_t>(c_.n_expert_used);
   router_ = scratch(B * static_cast<size_t>(c_.n_expert));
   routing_ = scratch(B * 2 * k);
@@ -233,6 +234,7 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
       routed_scale_[p] = weights_host[m * k + i];
     }
   b_.gather_rows(h, routed_src_.data(), P, d, buf_.rows);
+  if (M == 1 && store_.prefetching()) score_guesses(l);
   if (store_.prefetching()) prefetch_next_layer(l, h, M);
   const int64_t G = static_cast<int64_t>(expert_ids_.size());
   if (!store_.streaming()) {
@@ -328,14 +330,34 @@ void MoeFfn::experts(int64_t l, const int32_t* ids, const ExpertWeights* const* 
   add_down_bias(W, ids, row0, rows, G);
 }
 
+// The next MoE layers' routers applied to this layer's FFN input predict which experts they will
+// want (the residual stream changes little from layer to layer); their reads then overlap this
+// layer's expert compute and the attention of the layers between. One layer ahead first: its
+// guess is the likelier one. On the host two layers ahead; a device prefetches from its RAM tier
+// one layer ahead.
 void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
-  // The next MoE layer's router applied to this layer's FFN input predicts which experts it
-  // will want (the residual stream changes little between adjacent layers); their reads then
-  // overlap this layer's expert compute and the next layer's attention.
+  const int depth = b_.is_host() ? kLookahead : 1;
+  int64_t target = l;
+  for (int d = 1; d <= depth; ++d) {
+    target = next_moe_layer(target);
+    if (target >= c_.n_layer) return;
+    std::vector<int32_t> order = guess_experts(target, h, M);
+    if (static_cast<int64_t>(order.size()) > store_.slots_per_layer())
+      order.resize(static_cast<size_t>(store_.slots_per_layer()));
+    if (M == 1) guesses_[static_cast<size_t>(target)][static_cast<size_t>(d - 1)] = order;
+    store_.prefetch(target, order.data(), static_cast<int64_t>(order.size()));
+  }
+}
+
+int64_t MoeFfn::next_moe_layer(int64_t l) const {
   int64_t next = l + 1;
   while (next < c_.n_layer && layers_[static_cast<size_t>(next)] == nullptr) ++next;
-  if (next >= c_.n_layer) return;
-  const MoeLayerWeights& N = *layers_[static_cast<size_t>(next)];
+  return next;
+}
+
+// Layer `target`'s router over h: the experts its rows would pick, most voted first.
+std::vector<int32_t> MoeFfn::guess_experts(int64_t target, const float* h, int64_t M) {
+  const MoeLayerWeights& N = *layers_[static_cast<size_t>(target)];
   const int64_t E = c_.n_expert, k = c_.n_expert_used;
   b_.matmul(N.router, h, M, router_);
   if (N.router_logit_bias != nullptr) b_.add_bias(router_, N.router_logit_bias, M, E);
@@ -363,9 +385,21 @@ void MoeFfn::prefetch_next_layer(int64_t l, const float* h, int64_t M) {
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
     return votes[static_cast<size_t>(a)] > votes[static_cast<size_t>(b)];
   });
-  if (static_cast<int64_t>(order.size()) > store_.slots_per_layer())
-    order.resize(static_cast<size_t>(store_.slots_per_layer()));
-  store_.prefetch(next, order.data(), static_cast<int64_t>(order.size()));
+  return order;
+}
+
+// A decode step's routing of layer l against what the layers before guessed for it; the guesses
+// expire here.
+void MoeFfn::score_guesses(int64_t l) {
+  auto& guesses = guesses_[static_cast<size_t>(l)];
+  for (int d = 1; d <= kLookahead; ++d) {
+    std::vector<int32_t>& g = guesses[static_cast<size_t>(d - 1)];
+    if (g.empty()) continue;
+    int64_t hits = 0;
+    for (int32_t e : ids_host_) hits += std::find(g.begin(), g.end(), e) != g.end() ? 1 : 0;
+    store_.note_lookahead(l, d, hits, static_cast<int64_t>(ids_host_.size()));
+    g.clear();
+  }
 }
 
 }  // namespace ts

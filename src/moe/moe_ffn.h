@@ -10,6 +10,7 @@
 // Which way each step goes is decided once at construction from the backend and the store.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -112,6 +113,9 @@ class MoeFfn {
   void experts(int64_t l, const int32_t* ids, const ExpertWeights* const* ew, const int64_t* row0,
                const int64_t* rows, int64_t G);
   void prefetch_next_layer(int64_t l, const float* h, int64_t M);
+  int64_t next_moe_layer(int64_t l) const;  // the first MoE layer after l, or n_layer
+  std::vector<int32_t> guess_experts(int64_t target, const float* h, int64_t M);
+  void score_guesses(int64_t l);
   // out += the layer's shared expert over h (scaled by its sigmoid gate when it has one).
   void shared_expert(int64_t l, const float* h, int64_t M, float* out);
 
@@ -136,6 +140,9 @@ class MoeFfn {
   std::vector<int64_t> group_row0_, group_rows_;
   std::vector<const ExpertWeights*> group_weights_;
   std::vector<const void*> group_ptrs_;
+  // Decode steps, prefetching: per layer, the experts guessed for it 1 and 2 MoE layers before.
+  static constexpr int kLookahead = 2;
+  std::vector<std::array<std::vector<int32_t>, kLookahead>> guesses_;
 };
 
 }  // namespace ts

@@ -127,7 +127,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   e->experts_ = std::make_unique<ExpertStore>(
       *e->spec_, *e->backend_,
       ExpertStore::Options{req.expert_slots, options.cache_policy, options.expert_prefetch,
-                           e->footprint_.ram_tier_entries});
+                           e->footprint_.ram_tier_entries, options.expert_io});
   return e;
 }
 

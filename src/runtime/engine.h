@@ -29,6 +29,7 @@ struct EngineOptions {
   uint64_t ram_budget = 0;     // bytes of pinned host RAM caching streamed experts (device only)
   CachePolicyKind cache_policy = CachePolicyKind::Lru;
   bool expert_prefetch = false;  // predict the next MoE layer's experts and read them ahead
+  ExpertIo expert_io = ExpertIo::Auto;  // how streamed experts are read (CPU)
   // Recurrent-state checkpoints each sequence holds (models with DeltaNet layers): what lets a
   // sequence return to an earlier position (a rejected lookup guess, a shared prompt prefix).
   int64_t state_checkpoints = kDefaultStateCheckpoints;

@@ -164,6 +164,7 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
   o.expert_slots = r.slots;
   o.cache_policy = r.policy;
   o.expert_prefetch = r.prefetch;
+  o.expert_io = r.io;
   o.ram_budget = r.ram_budget;
   auto engine = Engine::open(path, o);
   Session s(*engine);

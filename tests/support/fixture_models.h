@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "moe/cache_policy.h"
+#include "moe/uring_reader.h"
 #include "quant/dtype.h"
 
 namespace ts {
@@ -67,7 +68,8 @@ struct LogitsRun {
   int64_t slots = 0;    // expert slots (0: resident)
   CachePolicyKind policy = CachePolicyKind::Lru;
   bool prefetch = false;
-  uint64_t ram_budget = 0;  // pinned host RAM tier for streamed experts (device backends)
+  ExpertIo io = ExpertIo::Direct;  // how streamed experts are read (CPU)
+  uint64_t ram_budget = 0;         // pinned host RAM tier for streamed experts (device backends)
   DType kv = DType::F32;
   int64_t ctx = 64;
   int threads = 2;

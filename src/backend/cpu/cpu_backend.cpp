@@ -30,9 +30,11 @@ class CpuBackend final : public Backend {
   }
 
   void* alloc(size_t bytes) override {
-    // 64-byte alignment: whole cache lines and aligned AVX-512 loads.
-    const size_t rounded = (bytes + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    // 64-byte alignment: whole cache lines and aligned AVX-512 loads; page alignment for large
+    // buffers (expert slots), which O_DIRECT reads fill in place.
+    const size_t align = bytes >= (size_t{1} << 20) ? 4096 : 64;
+    const size_t rounded = (bytes + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
     if (p == nullptr)
       fail(ErrorKind::Runtime, "out of memory allocating " + std::to_string(bytes) + " bytes");
     std::memset(p, 0, rounded == 0 ? 64 : rounded);
