@@ -32,13 +32,13 @@
 #include <utility>
 #include <vector>
 
+#include "constrain/json_constraint.h"
 #include "core/mapped_file.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
 #include "runtime/sequence_decoder.h"
 #include "server/job.h"
-#include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
 #include "text/tokenizer.h"
 
