@@ -44,14 +44,15 @@ if [ "${1:-}" = "--pack" ]; then
   # archive is a quarter of what the default level writes.
   tar cf - -C "$stage" . | xz -9 -T2 -c >.gpubin/bin.txz
   rm -rf "$stage"
-  # The hybrid fixtures the repository does not keep (they live in the shared data folder the
-  # build was configured with, TURBOSPARK_SHARED_DIR), without their HF directories: the device's
-  # tests find them through a /work/shared link. Without that folder their tests skip there too.
+  # Fixtures the repository does not keep (they live in the shared data folder the build was
+  # configured with, TURBOSPARK_SHARED_DIR), without their HF directories: the device's tests find
+  # them through a /work/shared link. Without that folder their tests skip there too. $FIXTURES
+  # picks them (the device tool carries 64 MiB with the tracked tree: a few at a time).
   shared=$(sed -n 's/^TURBOSPARK_SHARED_DIR:PATH=//p' "$b/CMakeCache.txt")
-  for f in qwen3_next qwen3_5 qwen3_5_moe; do
+  for f in ${FIXTURES:-qwen3_next qwen3_5 qwen3_5_moe}; do
     [ -n "$shared" ] && [ -d "$shared/fixtures/$f" ] || continue
     mkdir -p .gpubin/shared/fixtures/$f
-    cp "$shared/fixtures/$f/"{meta.json,model-f32.gguf,ref_logits.f32} .gpubin/shared/fixtures/$f/
+    cp "$shared/fixtures/$f/"{meta.json,model-*.gguf,ref_logits*.f32} .gpubin/shared/fixtures/$f/
   done
   du -sh .gpubin
   exit 0
@@ -71,13 +72,13 @@ if [ "${1:-}" = "--prebuilt" ]; then
   $B/test_cuda_ops --gtest_list_tests >/dev/null 2>&1 ||
     { echo "prebuilt binaries do not run here:"; ldd $B/turbospark | grep "not found"; exit 1; }
   start=$(date +%s)
-  for t in $(cd "$B" && ls test_cuda_*); do
+  for t in $(cd "$B" && ls ${TESTS:-test_cuda_*}); do
     timeout 200 $B/$t >"$out/$t.log" 2>&1
     echo "$t rc=$? $(( $(date +%s) - start )) s"
     grep -E "FAILED|Failure|PASSED" "$out/$t.log" | head -20
   done
   timeout 120 $B/bench_cuda_gemv --quick 2>&1 | tee "$out/gemv.log" | grep -E "copy|bf16|q8_0|q4_k|q6_k"
-  for spec in ${SHAPES:-llama3-8b:q8_0:8 qwen3-30b-a3b:bf16:12}; do
+  for spec in ${SHAPES-llama3-8b:q8_0:8 qwen3-30b-a3b:bf16:12}; do
     IFS=: read -r shape dtype layers <<<"$spec"
     f=/tmp/$shape-$dtype-$layers.gguf
     $B/turbospark synth --shape "$shape" --dtype "$dtype" --layers "$layers" -o "$f" -t 16 \

@@ -43,8 +43,16 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
 
 void ModelSource::find_text_decoder() {
   const nlohmann::json& c = hf_->config();
+  const std::string arch = architecture();
+  // A decoder saved without its LM head's wrapper (sentence-transformers saves Qwen3-Embedding
+  // from Qwen3Model: "embed_tokens.weight", "layers.0. ...") keeps its names without "model.".
+  if (hf_->find("model.embed_tokens.weight").tensor == nullptr &&
+      hf_->find("embed_tokens.weight").tensor != nullptr) {
+    bare_decoder_ = true;
+    return;
+  }
   auto text = c.find("text_config");
-  if (!is_multimodal_class(architecture()) || text == c.end() || !text->is_object()) return;
+  if (!is_multimodal_class(arch) || text == c.end() || !text->is_object()) return;
   text_root_ = "text_config";
   for (const char* prefix : {"model.language_model.", "language_model.model."})
     if (hf_->find(std::string(prefix) + "embed_tokens.weight").tensor != nullptr) {
@@ -58,7 +66,7 @@ void ModelSource::find_text_decoder() {
 
 std::optional<TensorRef> ModelSource::find(std::string_view name) const {
   TensorRef r;
-  if (hf_ && !text_prefix_.empty() && name.substr(0, 6) == "model.") {
+  if (hf_ && (bare_decoder_ || !text_prefix_.empty()) && name.substr(0, 6) == "model.") {
     std::string mapped = text_prefix_;
     mapped += name.substr(6);
     const auto found = hf_->find(mapped);

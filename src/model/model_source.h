@@ -53,7 +53,9 @@ class ModelSource {
   // multimodal checkpoint that a family reads as its text decoder (is_multimodal_class, with a
   // text_config) is seen as that decoder: "text_config", and find() takes the text model's names
   // ("model.layers.0...") to where the checkpoint keeps them ("model.language_model.layers.0...",
-  // or the older "language_model.model.layers.0..."), other names as they are.
+  // or the older "language_model.model.layers.0..."), other names as they are. A bare decoder's
+  // checkpoint (names without "model.", as Qwen3-Embedding ships) is found under the same "model."
+  // names.
   const std::string& text_config_root() const { return text_root_; }
 
  private:
@@ -63,8 +65,9 @@ class ModelSource {
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<HfDirectory> hf_;
-  std::string text_root_;    // HF: "text_config" for a multimodal checkpoint
-  std::string text_prefix_;  // what replaces "model." in its tensor names
+  std::string text_root_;      // HF: "text_config" for a multimodal checkpoint
+  std::string text_prefix_;    // what replaces "model." in its tensor names
+  bool bare_decoder_ = false;  // HF: names without "model." (text_prefix_ "")
 };
 
 }  // namespace ts

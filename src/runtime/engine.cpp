@@ -19,8 +19,8 @@ namespace {
 
 // A matrix of a type the backend has no kernels for refuses the model before anything sizeable
 // is allocated (else the load would fail part way, or a streamed expert at its first use). The
-// low-bit types' device kernels are written but have not run on a GPU yet: refused on a device
-// unless the run that verifies them asks for them (`allow_unverified`).
+// low-bit types' and MXFP4's device kernels are written but have not run on a GPU yet: refused on
+// a device unless the run that verifies them asks for them (`allow_unverified`).
 void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allow_unverified) {
   const auto check = [&](const std::string& name, DType t) {
     if (!backend.has_weight_kernels(t))
@@ -28,7 +28,7 @@ void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allo
                                        ", which the " + backend.name() +
                                        " backend has no kernels for" +
                                        (backend.is_host() ? "" : " (--backend cpu runs it)"));
-    if (!backend.is_host() && !allow_unverified && is_lowbit_dtype(t))
+    if (!backend.is_host() && !allow_unverified && (is_lowbit_dtype(t) || t == DType::MXFP4))
       fail(ErrorKind::Unsupported, "tensor '" + name + "' has type " + dtype_name(t) + ", whose " +
                                        backend.name() +
                                        " kernels are not yet verified on a GPU (--backend cpu "
@@ -97,30 +97,31 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (Gated DeltaNet, gated attention, gated shared expert) is "
                                      "not yet verified on a GPU (--backend cpu runs it)");
-  // MLA and group-limited routing have no device kernels yet (matmul_heads, copy_rows, the group
-  // choice in route): refused on a device whatever the variable says.
-  if (!e->backend_->is_host() &&
+  // MLA's and group-limited routing's kernels (matmul_heads, copy_rows, the group choice in
+  // route): written, not yet run on a GPU.
+  if (!e->backend_->is_host() && !allow_unverified &&
       (c.has_mixer(MixerKind::Mla) || c.router == RouterScoring::SigmoidGroupTopk))
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
-                                     " (multi-head latent attention, group-limited routing) has "
-                                     "no GPU kernels yet (--backend cpu runs it)");
-  // gpt-oss's sinks and clamped SwiGLU have no CUDA kernels yet: refused whatever the variable.
-  if (!e->backend_->is_host() && (c.attn_sinks || c.ffn_act == FfnActivation::SwiGluClamped))
+                                     " (multi-head latent attention, group-limited routing) is "
+                                     "not yet verified on a GPU (--backend cpu runs it)");
+  // gpt-oss's sinks and clamped SwiGLU: written, not yet run on a GPU (as the hybrid layers).
+  if (!e->backend_->is_host() && !allow_unverified &&
+      (c.attn_sinks || c.ffn_act == FfnActivation::SwiGluClamped))
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
-                                     " (attention sinks, clamped SwiGLU) has no GPU kernels yet "
-                                     "(--backend cpu runs it)");
+                                     " (attention sinks, clamped SwiGLU) is not yet verified on a "
+                                     "GPU (--backend cpu runs it)");
   // M-RoPE (three positions a row) and DeepStack have no device kernels yet.
   if (!e->backend_->is_host() && c.mrope())
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (M-RoPE, DeepStack) is not yet verified on a GPU "
                                      "(--backend cpu runs it)");
-  // Gemma 4's new pieces have no device kernels yet (the per-expert scale in the device's
-  // routing, the per-layer inputs' row copies): refused on a device whatever the variable says.
-  if (!e->backend_->is_host() && c.family == Family::Gemma4)
+  // Gemma 4's pieces on the device (the per-expert scale in route, the per-layer inputs' row
+  // copies and scales): written, not yet run on a GPU.
+  if (!e->backend_->is_host() && !allow_unverified && c.family == Family::Gemma4)
     fail(ErrorKind::Unsupported,
          path + ": " + family_name(c.family) +
              " (per-layer attention shapes, KV sharing, per-layer embeddings, per-expert scale) is "
-             "not yet verified on a GPU: no GPU kernels yet (--backend cpu runs it)");
+             "not yet verified on a GPU (--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

@@ -107,8 +107,14 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
-  p.n_head_kv = c.n_head_kv;
-  p.head_dim = c.head_dim;
+  // The attention of the widest layer: an MLA layer's heads read one shared row of row_width().
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const bool mla = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla;
+    const int64_t hd = mla ? c.mla.row_width() : c.head_dim_of(l);
+    if (hd <= p.head_dim) continue;
+    p.head_dim = hd;
+    p.n_head_kv = mla ? 1 : c.n_head_kv_of(l);
+  }
   p.dense.push_back(shape_of(spec.output));
   for (const LayerIndex& L : spec.layers) {
     const auto stack = [&](std::initializer_list<LayerTensor> roles) {

@@ -12,13 +12,14 @@
 namespace ts {
 namespace {
 
-// The rows [first, last) of a chunk whose logits are wanted, copied out or scored.
+// The rows [first, last) of a chunk whose logits (or final hidden states) are wanted, copied out
+// or scored.
 int64_t first_wanted(const SeqChunk& ch) {
-  if (ch.logits != nullptr) return ch.all_rows ? 0 : ch.n - 1;
+  if (ch.logits != nullptr || ch.hidden != nullptr) return ch.all_rows ? 0 : ch.n - 1;
   return ch.targets != nullptr ? ch.score_from : ch.n;
 }
 int64_t last_wanted(const SeqChunk& ch) {
-  return ch.logits != nullptr || ch.targets == nullptr ? ch.n : ch.score_to;
+  return ch.logits != nullptr || ch.hidden != nullptr || ch.targets == nullptr ? ch.n : ch.score_to;
 }
 
 // The scoring fields of a chunk that wants rows scored, checked (targets are token ids of the
@@ -137,19 +138,29 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   }
   if (M == 0) return;
   media_ = false;
-  for (const SeqChunk& ch : chunks) media_ = media_ || ch.in.embeds || ch.in.deepstack;
-  // A pass with image rows is never a recorded step: its inputs change every time.
-  decode_step_ = M <= kDecodeStepRows && !media_;
+  bool hidden = false;
+  for (const SeqChunk& ch : chunks) {
+    media_ = media_ || ch.in.embeds || ch.in.deepstack;
+    hidden = hidden || ch.hidden != nullptr;
+  }
+  // A pass with image rows is never a recorded step: its inputs change every time; nor is one
+  // with hidden states wanted, whose head runs over fewer rows than it norms.
+  decode_step_ = M <= kDecodeStepRows && !media_ && !hidden;
   for (const SeqChunk& ch : chunks) decode_step_ = decode_step_ && ch.n == 1;
   if (decode_step_ && M > 1 && attention_) attention_->prepare_step(chunks);
-  // The head runs only on the rows whose logits are wanted. Listed here, outside a recorded step,
-  // whose ops a replay does not run again.
+  // The head runs only on the rows whose logits are wanted; the rows whose hidden states are
+  // wanted are listed after them, normed with them and copied out without the head. Listed here,
+  // outside a recorded step, whose ops a replay does not run again.
   wanted_rows_.clear();
-  int64_t row = 0;
-  for (const SeqChunk& ch : chunks) {
-    for (int64_t i = first_wanted(ch); i < last_wanted(ch); ++i)
-      wanted_rows_.push_back(static_cast<int32_t>(row + i));
-    row += ch.n;
+  for (const bool want_hidden : {false, true}) {
+    int64_t row = 0;
+    for (const SeqChunk& ch : chunks) {
+      if ((ch.hidden != nullptr) == want_hidden)
+        for (int64_t i = first_wanted(ch); i < last_wanted(ch); ++i)
+          wanted_rows_.push_back(static_cast<int32_t>(row + i));
+      row += ch.n;
+    }
+    if (!want_hidden) head_wanted_ = static_cast<int64_t>(wanted_rows_.size());
   }
   const auto wanted = static_cast<int64_t>(wanted_rows_.size());
   // A decode step (one token of each of a few sequences) queues the same ops every step, over
@@ -190,10 +201,11 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   // head() queued the logits of the first head_rows_ wanted rows (decode's one row inside its
   // recorded step, as before); the rest follow a chunk at a time through the same buffer, each
   // copied out before the next overwrites it (a device's to_host waits for the chunk).
-  for (int64_t r0 = 0; r0 < wanted; r0 += head_rows_) {
+  for (int64_t r0 = 0; r0 < head_wanted_; r0 += head_rows_) {
     if (r0 > 0) head_logits(r0);
     copy_logits(chunks, r0);
   }
+  if (hidden) copy_hidden(chunks);
 }
 
 void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t from, int64_t stop) {
@@ -286,8 +298,9 @@ void Forward::layer_tail(int64_t l, int64_t M) {
 void Forward::head(int64_t M) {
   if (wanted_rows_.empty()) return;
   const int64_t d = c_.n_embd, R = static_cast<int64_t>(wanted_rows_.size());
-  // x_ still lacks the last layer's FFN output (see layers()).
-  if (R < M) {
+  // x_ still lacks the last layer's FFN output (see layers()). Hidden rows listed after the
+  // logits' rows put the list out of order: then it is gathered too.
+  if (R < M || !std::is_sorted(wanted_rows_.begin(), wanted_rows_.end())) {
     if (moe_) moe_->sum_output(M, o_);
     b_.add(x_, o_, M * d);
     b_.gather_rows(x_, wanted_rows_.data(), R, d, ff_rows_);
@@ -295,7 +308,7 @@ void Forward::head(int64_t M) {
   } else {
     add_ffn_out_norm(engine_.output_norm(), M);
   }
-  head_logits(0);
+  if (head_wanted_ > 0) head_logits(0);
 }
 
 void Forward::add_ffn_out_norm(const float* w, int64_t M) {
@@ -309,18 +322,19 @@ Glu Forward::glu_kind() const {
 
 void Forward::head_logits(int64_t r0) {
   const int64_t V = c_.n_vocab;
-  const int64_t n = std::min(head_rows_, static_cast<int64_t>(wanted_rows_.size()) - r0);
+  const int64_t n = std::min(head_rows_, head_wanted_ - r0);
   b_.matmul(engine_.output(), h_ + r0 * c_.n_embd, n, logits_);
   if (c_.final_softcap > 0) b_.softcap(logits_, n * V, c_.final_softcap);
 }
 
 void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
   const int64_t V = c_.n_vocab;
-  const int64_t r1 = std::min(r0 + head_rows_, static_cast<int64_t>(wanted_rows_.size()));
+  const int64_t r1 = std::min(r0 + head_rows_, head_wanted_);
   // Each chunk's wanted rows are a run [r, r + rows) of wanted_rows_; the part of it in
   // [r0, r1) is contiguous on both sides, so it takes one copy (or one scoring).
   int64_t r = 0;
   for (const SeqChunk& ch : chunks) {
+    if (ch.hidden != nullptr) continue;
     const int64_t rows = last_wanted(ch) - first_wanted(ch);
     const int64_t lo = std::max(r, r0), hi = std::min(r + rows, r1);
     if (lo < hi && ch.logits != nullptr)
@@ -328,6 +342,17 @@ void Forward::copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0) {
                  static_cast<size_t>((hi - lo) * V) * sizeof(float));
     else if (lo < hi)
       b_.nll_rows(logits_ + (lo - r0) * V, hi - lo, V, ch.targets + (lo - r), ch.nll + (lo - r));
+    r += rows;
+  }
+}
+
+void Forward::copy_hidden(const std::vector<SeqChunk>& chunks) {
+  const int64_t d = c_.n_embd;
+  int64_t r = head_wanted_;
+  for (const SeqChunk& ch : chunks) {
+    if (ch.hidden == nullptr) continue;
+    const int64_t rows = last_wanted(ch) - first_wanted(ch);
+    b_.to_host(ch.hidden, h_ + r * d, static_cast<size_t>(rows * d) * sizeof(float));
     r += rows;
   }
 }

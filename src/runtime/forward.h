@@ -58,6 +58,8 @@ class Forward {
   void head_logits(int64_t r0);
   // Copies those rows from logits_ to the chunks' host buffers, or scores them.
   void copy_logits(const std::vector<SeqChunk>& chunks, int64_t r0);
+  // Copies the normed hidden rows (after the logits' rows in h_) to the chunks that want them.
+  void copy_hidden(const std::vector<SeqChunk>& chunks);
   float* scratch(size_t floats);
   // Multimodal rows (RowInputs): at layer -1 the given embeddings replace the rows' token
   // embeddings in x_; at layer l the rows' DeepStack features of layer l are added to x_.
@@ -69,6 +71,7 @@ class Forward {
   int64_t max_rows_, head_rows_;
   std::vector<void*> buffers_;
   std::vector<int32_t> ids_, pos_, wanted_rows_;
+  int64_t head_wanted_ = 0;        // wanted_rows_ that go through the head (the rest: hidden rows)
   std::vector<int32_t> rope_pos_;  // [max_rows][3] with M-RoPE: each row's T, H, W positions
   bool media_ = false;             // a chunk of the pass has RowInputs embeddings or DeepStack
   float* media_row_ = nullptr;     // one DeepStack row on its way to x_

@@ -29,6 +29,9 @@ struct RowInputs {
 // every row ([n][vocab]) when all_rows, else of the last row only; nullptr: none wanted. Or, with
 // `targets` set (and logits null), rows [score_from, score_to) are scored where their logits are
 // (Backend::nll_rows): nll[i] (host) = -log softmax(row score_from + i)[targets[i]].
+// Or, with `hidden` set (and logits, targets null), it receives the final hidden state after the
+// output norm ([n][n_embd] when all_rows, else the last row's), what an embedding pools; such
+// rows skip the head.
 struct SeqChunk {
   KvCache* kv = nullptr;
   const int32_t* tokens = nullptr;
@@ -38,6 +41,7 @@ struct SeqChunk {
   const int32_t* targets = nullptr;
   int64_t score_from = 0, score_to = 0;
   double* nll = nullptr;
+  float* hidden = nullptr;
   RowInputs in{};
 };
 

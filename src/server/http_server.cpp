@@ -17,6 +17,7 @@
 #include "server/api_response.h"
 #include "server/chat_page.h"
 #include "server/connection_gate.h"
+#include "server/embeddings_api.h"
 #include "server/generation.h"
 #include "server/http_errors.h"
 #include "server/ollama_api.h"
@@ -521,6 +522,7 @@ void HttpServer::Impl::routes() {
       }
     });
   add_ollama_routes(svr, route_context());
+  add_embedding_routes(svr, route_context());
   add_responses_routes(svr, route_context(), responses);
   for (const auto& [path, kind] :
        {std::pair{"/v1/completions", ApiKind::Completion}, {"/v1/chat/completions", ApiKind::Chat}})

@@ -1,6 +1,7 @@
 // The HTTP front (cpp-httplib): the web chat page at GET / (server/chat_page.h), GET /health, GET
 // /v1/models[/ID], POST /v1/completions and POST /v1/chat/completions, plain or streamed as
-// server-sent events, Ollama's /api/* routes (server/ollama_api.h), OpenAI's /v1/responses
+// server-sent events, Ollama's /api/* routes (server/ollama_api.h), the embedding routes
+// (server/embeddings_api.h), OpenAI's /v1/responses
 // (server/responses_api.h), llama.cpp's POST /tokenize and /detokenize (server/tokenize_api.h), and
 // GET /metrics (the scheduler's counters for Prometheus). A connection gate
 // (server/connection_gate.h) reads and judges every request head before a worker sees it; workers

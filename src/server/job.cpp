@@ -13,6 +13,7 @@ JobUpdate Job::take(std::chrono::milliseconds timeout) {
   u.error = error_;
   u.usage = usage_;
   if (done_) u.tool_calls = tool_calls_;
+  if (done_) u.embedding = embedding_;
   return u;
 }
 
@@ -35,6 +36,14 @@ void Job::record(TokenLogprobs lp) {
 
 void Job::finish(FinishReason reason, Usage usage, std::vector<ToolCall> calls) {
   close(reason, usage, {}, std::move(calls));
+}
+
+void Job::finish_embedding(std::vector<float> embedding, Usage usage) {
+  {
+    std::lock_guard lock(mu_);
+    embedding_ = std::move(embedding);
+  }
+  close(FinishReason::Stop, usage, {}, {});
 }
 
 void Job::fail(std::string message) {

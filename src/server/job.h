@@ -45,6 +45,9 @@ struct GenRequest {
   // taken through an image's rows only where the cache holds the same image (its key).
   std::shared_ptr<const ImageRows> images;
   int64_t first_image_row = -1;
+  // An embedding: the prompt is prefilled whole (the scheduler turns cache_prompt off) and its
+  // final hidden states pooled as the model declares; nothing is generated, no LM head runs.
+  bool embed = false;
 };
 
 struct Usage {
@@ -62,6 +65,7 @@ struct JobUpdate {
   std::string error;  // non-empty: generation failed (done is then true)
   Usage usage;
   std::vector<ToolCall> tool_calls;  // with done and FinishReason::ToolCalls
+  std::vector<float> embedding;      // with done, for an embedding request
 };
 
 class Job {
@@ -81,6 +85,7 @@ class Job {
   void emit(std::string text);
   void record(TokenLogprobs lp);
   void finish(FinishReason reason, Usage usage, std::vector<ToolCall> calls = {});
+  void finish_embedding(std::vector<float> embedding, Usage usage);
   void fail(std::string message);
 
  private:
@@ -97,6 +102,7 @@ class Job {
   std::string error_;
   Usage usage_;
   std::vector<ToolCall> tool_calls_;
+  std::vector<float> embedding_;
 };
 
 }  // namespace ts::server

@@ -26,6 +26,14 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, const Scheduler
     s.logits.resize(vocab * static_cast<size_t>(1 + o_.lookup));
     s.prompt_logits.resize(vocab);
   }
+  // A pooling the model declares wrongly fails its embedding requests, not the server.
+  try {
+    embedding_ = read_embedding_spec(*engine_.spec().source);
+  } catch (const Error& e) {
+    embedding_.why_none = e.what();
+  }
+  if (embedding_.pooling != Pooling::None)
+    hidden_rows_.resize(static_cast<size_t>(forward_.max_rows() * engine_.cfg().n_embd));
   for (const TensorRef& t : engine_.spec().source->all_tensors())
     if (std::find(model_files_.begin(), model_files_.end(), t.file) == model_files_.end())
       model_files_.push_back(t.file);
@@ -56,6 +64,10 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
                                  " is outside the vocabulary of " + std::to_string(vocab));
   };
   for (int32_t t : request.prompt) check_id(t, "");
+  if (request.embed && embedding_.pooling == Pooling::None)
+    fail(ErrorKind::Input, embedding_.why_none);
+  // Every row of an embedding's prompt is pooled, so none may come from a cache.
+  if (request.embed) request.cache_prompt = false;
   for (const auto& [t, bias] : request.sampling.logit_bias) check_id(t, "logit_bias: ");
   if (request.max_tokens == 0) fail(ErrorKind::Input, "max_tokens must be at least 1");
   if (request.top_logprobs > kMaxTopLogprobs)
@@ -231,7 +243,10 @@ void Scheduler::start(const Placement& p, std::shared_ptr<Job> job) {
   d.reasoning_budget = r.reasoning_budget;
   d.reasoning_open = r.reasoning_open;
   try {
-    s.dec.emplace(tok_, std::move(d), r.prompt);
+    if (r.embed)
+      s.pooler.emplace(embedding_, engine_.cfg().n_embd);
+    else
+      s.dec.emplace(tok_, std::move(d), r.prompt);
   } catch (const std::exception& e) {
     job->fail(e.what());
     return;
@@ -304,8 +319,12 @@ void Scheduler::step() {
     if (o_.checkpoint_every > 0 && s->kv->recurrent())
       n = std::min(n, o_.checkpoint_every - s->fed % o_.checkpoint_every);
     const bool last = s->fed + n == static_cast<int64_t>(prompt.size());
-    chunks_.push_back(
-        SeqChunk{s->kv.get(), prompt.data() + s->fed, n, last ? s->logits.data() : nullptr, false});
+    chunks_.push_back(SeqChunk{s->kv.get(), prompt.data() + s->fed, n,
+                               last && !s->pooler ? s->logits.data() : nullptr, false});
+    // Each chunk's rows of the pass are its own rows of hidden_rows_.
+    if (s->pooler)
+      s->pooler->want(chunks_.back(), s->fed, static_cast<int64_t>(prompt.size()),
+                      hidden_rows_.data() + rows * engine_.cfg().n_embd);
     if (s->job->request().images)
       chunks_.back().in = s->job->request().images->inputs().from(s->fed);
     chunk_slots_.push_back(s);
@@ -333,6 +352,11 @@ void Scheduler::step() {
       continue;
     }
     s.fed += chunks_[i].n;
+    if (s.pooler) {
+      s.pooler->add(chunks_[i], s.fed - chunks_[i].n);
+      if (!prefilling(s)) finish_embedding(s);
+      continue;
+    }
     const bool at_interval = o_.checkpoint_every > 0 && s.fed % o_.checkpoint_every == 0;
     if (chunks_[i].logits != nullptr || at_interval) s.kv->checkpoint();
     if (chunks_[i].logits == nullptr) continue;
@@ -421,11 +445,18 @@ void Scheduler::finish(Slot& s) {
   release(s)->finish(reason, usage, std::move(calls));
 }
 
+void Scheduler::finish_embedding(Slot& s) {
+  const auto n = static_cast<int64_t>(s.job->request().prompt.size());
+  std::vector<float> v = s.pooler->finish(n);
+  release(s)->finish_embedding(std::move(v), Usage{n, 0, 0});
+}
+
 // The slot is free (and counted so) before its job is told it ended: a client that reads /health
 // right after its answer finds the slot free.
 std::shared_ptr<Job> Scheduler::release(Slot& s) {
   std::shared_ptr<Job> job = std::move(s.job);
   s.dec.reset();
+  s.pooler.reset();
   s.sample_first = false;
   s.fed = 0;
   busy_.fetch_sub(1);

@@ -16,6 +16,10 @@
 // or not) are copied into the free slot when they cover more of the prompt than its own, and a
 // request whose prompt another slot is prefilling waits for those rows (the `n` choices of one
 // request: one prefill, then copies).
+//
+// An embedding request (GenRequest::embed) takes a slot like any other: its prompt is prefilled
+// in the same passes, its final hidden states handed back instead of logits and pooled
+// (runtime/embedding.h), and the slot is free again once the prompt is in.
 #pragma once
 
 #include <atomic>
@@ -34,6 +38,8 @@
 
 #include "constrain/json_constraint.h"
 #include "core/mapped_file.h"
+#include "model/pooling.h"
+#include "runtime/embedding.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -83,10 +89,15 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a request; nullptr when the queue is full. An Input error for a prompt that is empty,
-  // longer than a slot's context or holds an id outside the vocabulary.
+  // longer than a slot's context or holds an id outside the vocabulary, and for an embedding
+  // when the model declares no pooling.
   std::shared_ptr<Job> submit(GenRequest request);
   SchedulerStats stats();
   const SchedulerOptions& options() const { return o_; }
+  // How embedding requests are pooled (Pooling::None and why_none: they are refused), and the
+  // size of their vectors.
+  const EmbeddingSpec& embedding() const { return embedding_; }
+  int64_t embedding_size() const { return engine_.cfg().n_embd; }
   uint64_t kv_bytes() const;  // every slot's KV cache
   // Fails every queued and running job and joins the thread; the destructor calls it.
   void stop();
@@ -113,6 +124,7 @@ class Scheduler {
     std::shared_ptr<const ImageRows> images;  // the keys of those rows that hold an image
     std::vector<float> prompt_logits;
     int64_t prompt_logits_rows = 0;
+    std::optional<Pooler> pooler;  // an embedding job's
   };
 
   void loop();
@@ -145,6 +157,7 @@ class Scheduler {
   // ends), then forgets the rows after it.
   void verify_pass(Slot& s);
   void finish(Slot& s);                   // the decoder has finished: the job gets its end
+  void finish_embedding(Slot& s);         // the prompt is in: the job gets its pooled vector
   std::shared_ptr<Job> release(Slot& s);  // frees the slot; returns its job
   void forget_cache(Slot& s);
   bool prefilling(const Slot& s) const;
@@ -162,6 +175,10 @@ class Scheduler {
   std::vector<Slot> slots_;
   std::vector<SeqChunk> chunks_;
   std::vector<Slot*> chunk_slots_;
+  // How the model pools (why_none: why it cannot), and the pass's hidden rows of embedding jobs,
+  // [max_rows][n_embd] (only where the model pools).
+  EmbeddingSpec embedding_;
+  std::vector<float> hidden_rows_;
   uint64_t admissions_ = 0;
 
   // After each forward pass: whether a file the weights come from was rewritten since it was

@@ -254,8 +254,16 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   const json config = read_json(config_path).value_or(json::object());
   if (const std::string bos = token_content(config, "bos_token"); !bos.empty())
     s.bos = id_of(s, bos, config_path + ": bos_token");
+  // The token the post-processor appends stays the one add_eos appends (a Qwen3-Embedding
+  // model's <|endoftext|>, whose state it pools); a different eos_token ends generation as the
+  // end-of-turn, as gguf-py converts it.
+  const int32_t appended = s.add_eos ? s.eos : -1;
   if (const std::string eos = token_content(config, "eos_token"); !eos.empty())
     s.eos = id_of(s, eos, config_path + ": eos_token");
+  if (appended >= 0 && s.eos != appended) {
+    if (s.eot < 0) s.eot = s.eos;
+    s.eos = appended;
+  }
   if (const std::string unk = token_content(config, "unk_token"); !unk.empty())
     s.unk = id_of(s, unk, config_path + ": unk_token");
   if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean())

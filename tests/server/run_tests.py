@@ -66,6 +66,7 @@ def main():
         "test_server_ops",
         "test_load_short",
         "test_vision_api",
+        "test_embeddings_api",
     ]
     if not ensure("ollama"):
         # The OpenAI tests still run; the Ollama ones are left out, as said above.

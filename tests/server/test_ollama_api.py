@@ -224,7 +224,9 @@ class OllamaApi(unittest.TestCase):
         self.assert_error("/api/generate", {**gen, "prompt": 3}, 400, "'prompt'")
         self.assert_error("/api/show", {"model": 3}, 400, "'model'")
         self.assert_error("/api/show", {}, 400, "'model'")
-        self.assert_error("/api/embed", {"model": MODEL, "input": "x"}, 404, "/api/embed")
+        self.assert_error("/api/pull", {"model": MODEL}, 404, "/api/pull")
+        # The bundled model is no embedding model (test_embeddings_api serves one).
+        self.assert_error("/api/embed", {"model": MODEL, "input": "x"}, 400, "declares no pooling")
         # The client raises Ollama's error with its status.
         with self.assertRaises(ollama.ResponseError) as e:
             self.client.chat(model="nope", messages=[{"role": "user", "content": "x"}])

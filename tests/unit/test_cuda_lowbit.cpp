@@ -1,9 +1,9 @@
-// The low-bit types on CUDA (ctest label `cuda`; skips without a device or the shared data): their
-// device kernels are written but not yet verified on a GPU, so the tiny-moe files that hold them
-// are refused at open unless TURBOSPARK_UNVERIFIED_GPU_OPS=1 asks for them; asked, each file's
-// logits on the GPU match the CPU's, and experts streamed on the GPU give the resident GPU bits.
-// The kernels themselves are in test_cuda_ops (every weight type against a double reference and
-// the CPU, and the grouped experts against their f16 dequantisation).
+// The low-bit types and MXFP4 on CUDA (ctest label `cuda`; skips without a device or the shared
+// data): their device kernels are written but not yet verified on a GPU, so the tiny-moe files
+// that hold them are refused at open unless TURBOSPARK_UNVERIFIED_GPU_OPS=1 asks for them; asked,
+// each file's logits on the GPU match the CPU's, and experts streamed on the GPU give the resident
+// GPU bits. The kernels themselves are in test_cuda_ops (every weight type against a double
+// reference and the CPU, and the grouped experts against their f16 dequantisation).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -20,7 +20,8 @@
 namespace ts {
 namespace {
 
-const char* const kFiles[] = {"IQ1_S", "IQ2_XXS", "IQ2_S", "IQ3_XXS", "IQ3_S", "TQ1_0", "TQ2_0"};
+const char* const kFiles[] = {"IQ1_S", "IQ2_XXS", "IQ2_S", "IQ3_XXS",
+                              "IQ3_S", "TQ1_0",   "TQ2_0", "MXFP4_MOE"};
 
 std::string quant_path(const char* name) {
   return test::shared_path(std::string("models/tiny-moe/quants/tiny-moe-") + name + ".gguf");

@@ -132,6 +132,10 @@ std::vector<uint8_t> random_weight(DType t, int64_t rows, int64_t cols, size_t r
         const uint16_t h = f32_to_f16(scale(rng));
         std::memcpy(row + b * info.block_bytes + off, &h, 2);
       }
+    // MXFP4's e8m0 scale: 2^-10 .. 2^-2 (any byte would reach 2^127).
+    std::uniform_int_distribution<int> exponent(118, 126);
+    for (size_t b = 0; b < rb / info.block_bytes && t == DType::MXFP4; ++b)
+      row[b * info.block_bytes + offsetof(BlockMXFP4, e)] = static_cast<uint8_t>(exponent(rng));
     for (size_t b = 0; b < rb / info.block_bytes && t == DType::IQ1_M; ++b) {
       const uint16_t h = f32_to_f16(scale(rng));
       uint8_t* sc = row + b * info.block_bytes + offsetof(BlockIQ1_M, scales);
@@ -147,7 +151,8 @@ const DType kWeightTypes[] = {
     DType::F32,     DType::F16,    DType::BF16,   DType::Q4_0,    DType::Q4_1,   DType::Q5_0,
     DType::Q5_1,    DType::Q8_0,   DType::Q2_K,   DType::Q3_K,    DType::Q4_K,   DType::Q5_K,
     DType::Q6_K,    DType::IQ4_NL, DType::IQ4_XS, DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
-    DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0,  DType::TQ2_0};
+    DType::IQ3_XXS, DType::IQ3_S,  DType::IQ1_S,  DType::IQ1_M,   DType::TQ1_0,  DType::TQ2_0,
+    DType::MXFP4};
 
 TEST_F(CudaOps, NameSaysCuda) {
   EXPECT_NE(gpu_->name().find("cuda"), std::string::npos);
@@ -327,6 +332,8 @@ TEST_F(CudaOps, MatmulEveryWeightTypeAgainstDoubleReferenceAndCpu) {
       {70, 768, 1, 0},    // GEMV of short rows (a warp per rows), a partial last block and step
       {9, 12288, 1, 0},   // GEMV with more int8 units per row than threads (the direct kernel)
       {41, 2048, 1, 0},   // GEMV of rows that take 32 lanes (q4_k), a partial last block
+      {33, 96, 1, 0},     // GEMV of rows at odd addresses (MXFP4's 51-byte rows)
+      {33, 96, 9, 0},     // ... and their dequantisation for cuBLAS
   };
   for (DType t : kWeightTypes) {
     for (const MatmulCase& c : cases) {
@@ -750,7 +757,7 @@ TEST_F(CudaOps, MatmulGroupedOtherTypesAsTheirF16Dequantisation) {
         Case{DType::Q6_K, 136, 768}, Case{DType::Q6_K, 130, 2048, true}, Case{DType::Q8_0, 96, 96},
         Case{DType::Q5_0, 33, 64}, Case{DType::IQ4_NL, 33, 64}, Case{DType::IQ4_XS, 40, 512},
         Case{DType::IQ2_XXS, 40, 512}, Case{DType::IQ3_S, 24, 768}, Case{DType::IQ1_M, 40, 256},
-        Case{DType::TQ1_0, 33, 512}, Case{DType::Q4_K, 4096, 8192}}) {
+        Case{DType::TQ1_0, 33, 512}, Case{DType::MXFP4, 33, 96}, Case{DType::Q4_K, 4096, 8192}}) {
     const size_t stride = row_bytes(c.t, c.cols, "test");
     const int64_t G = 5;
     std::vector<Weight> wq, wf;
@@ -969,6 +976,15 @@ TEST_F(CudaOps, ElementwiseOps) {
       }
   }
   {
+    // gpt-oss's clamped SwiGLU, with a limit inside the inputs' spread so that both clamps act.
+    const ClampedSwiGlu p{1.702f, 1.5f};
+    std::vector<float> want(N);
+    cpu_->glu_clamped(a.data(), b.data(), M, n, n, p, want.data());
+    float* y = upload(std::vector<float>(N));
+    gpu_->glu_clamped(upload(a), upload(b), M, n, n, p, y);
+    test::expect_close(download(y, N), want, 1e-7f, 1e-6f, "clamped swiglu");
+  }
+  {
     std::vector<float> want = a;
     cpu_->softcap(want.data(), static_cast<int64_t>(N), 1.5f);
     float* y = upload(a);
@@ -1014,10 +1030,11 @@ TEST_F(CudaOps, GatherAndScatterRows) {
 
 // Routing on the device picks the experts route_token() picks, in its order (random logits, and
 // logits rounded to halves, where scores tie and the lower index comes first), with the same
-// weights up to expf's rounding, for every scoring rule.
+// weights up to expf's rounding, for every scoring rule: DeepSeek-V3's group-limited choice
+// (renormalised, times routed_scaling_factor) and per-expert scales (Gemma 4's) included.
 // Expert counts on both sides of the kernel's register layouts (4, 8 and 32 per lane).
 TEST_F(CudaOps, RouteMatchesHostRouting) {
-  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}})
+  for (const int64_t E : {int64_t{40}, int64_t{128}, int64_t{256}, int64_t{300}, int64_t{384}})
     for (const bool ties : {false, true}) route_case(E, ties);
 }
 
@@ -1029,23 +1046,46 @@ void CudaOps::route_case(int64_t E, bool ties) {
   if (ties)
     for (float& x : logits) x = std::round(2.0f * x) / 2.0f;
   const std::vector<float> bias = randn(static_cast<size_t>(E), 0.3f);
+  std::vector<float> expert_scale = randn(static_cast<size_t>(E), 0.5f);
+  for (float& s : expert_scale) s = std::fabs(s) + 0.5f;
   struct Case {
     RouterScoring scoring;
     bool norm;
     bool biased;
+    int64_t n_group = 1, topk_group = 1;
+    float scale = 1.0f;
+    bool expert_scaled = false;
   };
   for (const Case& c : {Case{RouterScoring::TopkSoftmax, false, false},
                         Case{RouterScoring::SoftmaxTopk, false, false},
                         Case{RouterScoring::SoftmaxTopk, true, false},
-                        Case{RouterScoring::SigmoidBiasTopk, true, true}}) {
+                        Case{RouterScoring::SoftmaxTopk, true, false, 1, 1, 1.0f, true},
+                        Case{RouterScoring::SigmoidBiasTopk, true, true},
+                        Case{RouterScoring::SigmoidBiasTopk, true, true, 1, 1, 2.5f, true},
+                        Case{RouterScoring::SigmoidGroupTopk, true, true, 4, 2, 2.5f},
+                        Case{RouterScoring::SigmoidGroupTopk, false, true, 8, 3},
+                        Case{RouterScoring::SigmoidGroupTopk, true, true, 32, 4}}) {
+    if (E % c.n_group != 0) continue;
     const std::string what = std::string(router_scoring_name(c.scoring)) + (c.norm ? " norm" : "") +
-                             " of " + std::to_string(E) + (ties ? " with ties" : "");
+                             " of " + std::to_string(E) + " in " + std::to_string(c.n_group) +
+                             " groups" + (c.expert_scaled ? ", scaled" : "") +
+                             (ties ? " with ties" : "");
     std::vector<int32_t> want_ids(static_cast<size_t>(M * k));
     std::vector<float> want_w(want_ids.size());
-    const RouterArgs host{c.scoring, E, k, c.norm, c.biased ? bias.data() : nullptr};
+    const RouterArgs host{c.scoring,
+                          E,
+                          k,
+                          c.norm,
+                          c.biased ? bias.data() : nullptr,
+                          c.n_group,
+                          c.topk_group,
+                          c.scale,
+                          c.expert_scaled ? expert_scale.data() : nullptr};
     for (int64_t m = 0; m < M; ++m)
       route_token(logits.data() + m * E, host, want_ids.data() + m * k, want_w.data() + m * k);
-    const RouterArgs dev{c.scoring, E, k, c.norm, c.biased ? upload(bias) : nullptr};
+    RouterArgs dev = host;
+    dev.bias = c.biased ? upload(bias) : nullptr;
+    dev.expert_scale = c.expert_scaled ? upload(expert_scale) : nullptr;
     auto* ids = static_cast<int32_t*>(device_bytes(want_ids.size() * sizeof(int32_t)));
     float* w = upload(std::vector<float>(want_w.size()));
     gpu_->route(upload(logits), M, dev, ids, w);
@@ -1470,16 +1510,23 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
 
       const int64_t M = static_cast<int64_t>(c.pos.size());
       const std::vector<float> q = randn(static_cast<size_t>(M * c.n_head * c.head_dim));
-      const AttentionArgs args{c.n_head,   c.n_head_kv,
-                               c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
-                               c.softcap,  c.window};
-      std::vector<float> want(q.size());
-      cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
-      float* out = upload(std::vector<float>(q.size()));
-      gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
-      test::expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
-                         std::string("attention ") + dtype_name(dt) +
-                             " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M));
+      // Without and with a sink per query head (gpt-oss), of the scores' size.
+      const std::vector<float> sinks = randn(static_cast<size_t>(c.n_head), 2.0f);
+      for (bool sink : {false, true}) {
+        AttentionArgs args{c.n_head,   c.n_head_kv,
+                           c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
+                           c.softcap,  c.window};
+        std::vector<float> want(q.size());
+        args.sinks = sink ? sinks.data() : nullptr;
+        cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
+        float* out = upload(std::vector<float>(q.size()));
+        args.sinks = sink ? upload(sinks) : nullptr;
+        gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
+        test::expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
+                           std::string("attention ") + dtype_name(dt) +
+                               " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M) +
+                               (sink ? " sinks" : ""));
+      }
       gpu_->free(kv.gpu.k);
       gpu_->free(kv.gpu.v);
     }
@@ -1792,10 +1839,16 @@ TEST_F(CudaOps, AttentionPrefillTensorCores) {
       for (float& x : q)
         x = dt == DType::F16 ? f16_to_f32(f32_to_f16(x)) : bf16_to_f32(f32_to_bf16(x));
       const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-      const AttentionArgs args{c.n_head, c.n_head_kv, D, scale, c.softcap, c.window};
+      // Sinks on every other case: they only add to each row's denominator, so the bound below
+      // (relative to the softmax weights) holds with them.
+      const std::vector<float> sinks = randn(static_cast<size_t>(c.n_head), 2.0f);
+      const bool sink = (&c - cases) % 2 == 1;
+      AttentionArgs args{c.n_head, c.n_head_kv, D, scale, c.softcap, c.window};
       std::vector<float> want(q.size());
+      args.sinks = sink ? sinks.data() : nullptr;
       cpu_->attention(q.data(), kv.cpu, c.M, pos.data(), args, want.data());
       float* out = upload(std::vector<float>(q.size()));
+      args.sinks = sink ? upload(sinks) : nullptr;
       gpu_->attention(upload(q), kv.gpu, c.M, pos.data(), args, out);
       const std::vector<float> got = download(out, q.size());
 

@@ -138,10 +138,11 @@ __global__ void __launch_bounds__(kPrefillThreads) attn_prefill_kernel(AttnParam
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int64_t m = m0 + warp * kRowsPerWarp + i;
     if (m >= p.M) continue;
+    const float l = with_sink(l_run[i], m_run[i], p.sinks, h);
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const int d = lane + 32 * e;
-      if (d < D) out[m * q_stride + static_cast<int64_t>(h) * D + d] = acc[i][e] / l_run[i];
+      if (d < D) out[m * q_stride + static_cast<int64_t>(h) * D + d] = acc[i][e] / l;
     }
   }
 }

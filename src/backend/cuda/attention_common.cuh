@@ -26,6 +26,7 @@ struct AttnParams {
   float scale;
   float softcap;
   int64_t window;
+  const float* sinks;  // [n_head] or null (AttentionArgs::sinks)
 };
 
 // Element e of one cache row.
@@ -42,6 +43,12 @@ __device__ __forceinline__ float kv_elem(const uint8_t* row, int64_t e) {
 
 __device__ __forceinline__ float cap_score(float s, float softcap) {
   return softcap > 0.0f ? softcap * tanhf(s / softcap) : s;
+}
+
+// A softmax denominator l over scores whose max is m, with query head h's sink added: a logit with
+// no value (gpt-oss), in the CPU's order (after the keys' sum).
+__device__ __forceinline__ float with_sink(float l, float m, const float* sinks, int64_t h) {
+  return sinks != nullptr ? l + expf(sinks[h] - m) : l;
 }
 
 // Keys [lo, hi) that query position p may see.
@@ -78,7 +85,8 @@ inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, 
                     static_cast<int>(a.head_dim),
                     a.scale,
                     a.softcap,
-                    a.window};
+                    a.window,
+                    a.sinks};
 }
 
 }  // namespace ts::cuda

@@ -145,7 +145,7 @@ __device__ __forceinline__ void write_output(float* head_out, ActsView acts, int
 // at the end of the kernel.
 template <int GB, int E>
 __device__ void combine_splits(const float* partials, int64_t h0, int splits, int ranges, int D,
-                               float* head_out, ActsView acts) {
+                               const float* sinks, int sink_h0, float* head_out, ActsView acts) {
   __shared__ float weight[GB][kMaxDecodeSplits];
   __shared__ float inv_den[GB];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -163,7 +163,7 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
       den += l * w;
     }
     den = warp_sum(den);
-    if (lane == 0) inv_den[h] = 1.0f / den;
+    if (lane == 0) inv_den[h] = 1.0f / with_sink(den, mx, sinks, sink_h0 + h);
   }
   __syncthreads();
   constexpr int kOutputs = (GB * 32 * E + kWarps * 32 - 1) / (kWarps * 32);
@@ -305,7 +305,7 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
       }
     const int64_t head = row_heads + h0 + h;
     if (ranges == 1) {
-      write_output(head_out, acts, head * D + d, o / den, true);
+      write_output(head_out, acts, head * D + d, o / with_sink(den, mx, p.sinks, h0 + h), true);
     } else {
       float* part = partials + (head * splits + s) * (D + 2);
       part[2 + d] = o;
@@ -327,7 +327,7 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, head_out, acts);
+  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, p.sinks, h0, head_out, acts);
 }
 
 // The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads

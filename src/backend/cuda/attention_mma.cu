@@ -68,6 +68,7 @@ struct MmaParams {
   float scale;
   float softcap;
   int64_t window;
+  const float* sinks;  // [n_head] or null
 };
 
 template <DType T>
@@ -275,8 +276,10 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(MmaParams p,
     const int r = warp * 16 + g + 8 * hr;
     const int m = row_m(r);
     if (m < 0) continue;
+    const int head = h0 + r % p.heads_per_block;
+    if (p.sinks != nullptr) l += exp2f((p.sinks[head] - row_max[hr]) * kLog2e);  // as with_sink
     const float inv = 1.0f / l;
-    float* dst = out + m * q_stride + static_cast<int64_t>(h0 + r % p.heads_per_block) * D + 2 * t4;
+    float* dst = out + m * q_stride + static_cast<int64_t>(head) * D + 2 * t4;
 #pragma unroll
     for (int db = 0; db < DB; ++db)
       *reinterpret_cast<float2*>(dst + db * 8) =
@@ -333,7 +336,8 @@ bool launch_attention_prefill_mma(const float* q, const KvView& kv, int64_t M, c
                     kRows / hb,
                     a.scale,
                     a.softcap,
-                    a.window};
+                    a.window,
+                    a.sinks};
   const dim3 grid(static_cast<unsigned>((M + p.positions - 1) / p.positions),
                   static_cast<unsigned>(a.n_head_kv * (group / hb)));
   const int D = static_cast<int>(a.head_dim);

@@ -7,8 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "backend/cuda/grouped_mma.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
+#include "backend/cuda/row_ops.h"
 #include "backend/cuda/step_graph.h"
 #include "core/checked.h"
 #include "core/error.h"
@@ -35,6 +38,9 @@ constexpr size_t kTailSlack = 16;
 constexpr int64_t kMaxHeadDim = 256;
 // Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
 constexpr int64_t kMaxGridY = 65535;
+// matmul_heads' gathered inputs and outputs at most, but for a single row's: it takes a
+// micro-batch's rows in launches of as many as fit.
+constexpr int64_t kHeadsScratchBytes = int64_t{16} << 20;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
@@ -86,6 +92,7 @@ class CudaBackend final : public Backend {
     int8_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     grouped_acts_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     nll_ = std::make_unique<cuda::DeviceBuffer>(stream_);
+    heads_ = std::make_unique<cuda::DeviceBuffer>(stream_);
     // TURBOSPARK_CUDA_GRAPHS=0 runs every step eagerly (to measure what the graphs save).
     const char* graphs = std::getenv("TURBOSPARK_CUDA_GRAPHS");
     graphs_enabled_ = graphs == nullptr || std::strcmp(graphs, "0") != 0;
@@ -97,6 +104,9 @@ class CudaBackend final : public Backend {
     warmups_.clear();
     grouped_acts_.reset();
     nll_.reset();
+    heads_.reset();
+    head_tables_.clear();
+    head_ids_.clear();
     int8_acts_.reset();
     partials_.reset();
     gemm_.reset();
@@ -306,8 +316,7 @@ class CudaBackend final : public Backend {
     if (row_stride < row)
       fail(ErrorKind::Model, "weight upload: row stride " + std::to_string(row_stride) +
                                  " is shorter than a row of " + std::to_string(row) + " bytes");
-    // The kernels read f16 scales and 16-bit fields of every block format in place.
-    const size_t elem_align = dtype == DType::F32 ? 4 : 2;
+    const auto elem_align = static_cast<size_t>(cuda::weight_alignment(dtype));
     if (row_stride % elem_align != 0)
       fail(ErrorKind::Unsupported, "weight upload: row stride " + std::to_string(row_stride) +
                                        " is not a multiple of " + std::to_string(elem_align) +
@@ -501,6 +510,69 @@ class CudaBackend final : public Backend {
     cuda::note_launch();
   }
 
+  void scale(float* x, int64_t n, float s) override {
+    if (n > 0) cuda::launch_scale(x, n, s, stream_);
+  }
+
+  void copy_rows(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                 int64_t n) override {
+    if (rows > 0 && n > 0)
+      cuda::launch_copy_heads(dst, dst_stride, 0, src, src_stride, 0, rows, 1, n, stream_);
+  }
+
+  // The M x n_heads products as the GEMVs of one launch under an index whose experts are the head
+  // blocks (as matmul_indexed runs a token's experts): inputs gathered into rows of w.cols first
+  // where they lie apart, outputs put in place after where theirs do.
+  void matmul_heads(const Weight& w, int64_t n_heads, const float* x, int64_t x_stride,
+                    int64_t x_head, int64_t M, float* y, int64_t y_stride,
+                    int64_t y_head) override {
+    if (n_heads < 1 || n_heads > kMaxGridY || w.rows % n_heads != 0)
+      fail(ErrorKind::Unsupported,
+           "matmul_heads: " + str(w.rows) + " rows in " + str(n_heads) + " heads");
+    const int64_t rows = w.rows / n_heads, cols = w.cols;
+    // Every head's block lies like the first (the index's rule): same alignment, whole groups of a
+    // packed layout.
+    if (rows % weight_row_group(w.dtype) != 0 || static_cast<size_t>(rows) * w.row_stride % 16 != 0)
+      fail(ErrorKind::Unsupported, "matmul_heads: heads of " + str(rows) + " rows of " +
+                                       std::to_string(w.row_stride) +
+                                       " bytes (CUDA: whole 16-byte multiples and row groups)");
+    if (M <= 0) return;
+    Weight head = w;
+    head.rows = rows;
+    const void* const* table = head_table(w, n_heads);
+    const int32_t* ids = head_ids(n_heads);
+    // Rows of x a launch takes: as many as a grid holds, fewer where their gathered rows would
+    // pass kHeadsScratchBytes (a prefill's rows, not a decode step's).
+    const int64_t row_bytes = n_heads * (cols + rows) * static_cast<int64_t>(sizeof(float));
+    const int64_t per_launch =
+        std::clamp<int64_t>(kHeadsScratchBytes / row_bytes, 1, kMaxGridY / n_heads);
+    for (int64_t m0 = 0; m0 < M; m0 += per_launch) {
+      const int64_t m = std::min(per_launch, M - m0), n = m * n_heads;
+      const float* xm = x + m0 * x_stride;
+      float* ym = y + m0 * y_stride;
+      const bool x_packed = x_head == cols && (m == 1 || x_stride == n_heads * cols);
+      const bool y_packed = y_head == rows && (m == 1 || y_stride == n_heads * rows);
+      auto* buf = static_cast<float*>(heads_->get(
+          static_cast<size_t>(n * ((x_packed ? 0 : cols) + (y_packed ? 0 : rows))) * sizeof(float),
+          "matmul_heads rows"));
+      const float* xin = xm;
+      if (!x_packed) {
+        cuda::launch_copy_heads(buf, n_heads * cols, cols, xm, x_stride, x_head, m, n_heads, cols,
+                                stream_);
+        xin = buf;
+      }
+      float* yout = y_packed ? ym : buf + (x_packed ? 0 : n * cols);
+      const cuda::ExpertIndex ix = index(table, ids, n, cols, 1, nullptr);
+      if (cuda::gemv_int8_supported(head, sm_major_))
+        int8_gemv(head, xin, 1, yout, ix);
+      else
+        cuda::launch_gemv(head, xin, yout, stream_, ix);
+      if (!y_packed)
+        cuda::launch_copy_heads(ym, y_stride, y_head, yout, n_heads * rows, rows, m, n_heads, rows,
+                                stream_);
+    }
+  }
+
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
     check_rope(r);
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
@@ -577,6 +649,11 @@ class CudaBackend final : public Backend {
     produce(out, rows, n, [&](void* acts) {
       return cuda::launch_glu(act, gate, up, rows, n, stride, out, stream_, acts);
     });
+  }
+
+  void glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                   const ClampedSwiGlu& p, float* out) override {
+    cuda::launch_glu_clamped(gate, up, rows, n, stride, p, out, stream_);
   }
 
   void conv_silu(float* x, int64_t M, int64_t channels, const float* taps, int64_t kernel,
@@ -741,6 +818,37 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // matmul_heads' index: per weight, its head blocks' addresses (device memory, made by the eager
+  // first call, so that a recorded step finds them), and per head count the ids i % n_heads of
+  // as many GEMVs as a launch takes.
+  const void* const* head_table(const Weight& w, int64_t n_heads) {
+    const auto key = std::make_tuple(w.data, w.rows, w.row_stride, n_heads);
+    auto& buf = head_tables_[key];
+    if (buf == nullptr) {
+      const int64_t rows = w.rows / n_heads;
+      std::vector<const void*> heads(static_cast<size_t>(n_heads));
+      for (int64_t h = 0; h < n_heads; ++h)
+        heads[static_cast<size_t>(h)] =
+            static_cast<const uint8_t*>(w.data) + static_cast<size_t>(h * rows) * w.row_stride;
+      buf = std::make_unique<cuda::DeviceBuffer>(stream_);
+      const size_t bytes = heads.size() * sizeof(void*);
+      to_device(buf->get(bytes, "matmul_heads table"), heads.data(), bytes);
+    }
+    return static_cast<const void* const*>(buf->get(0, "matmul_heads table"));
+  }
+
+  const int32_t* head_ids(int64_t n_heads) {
+    auto& buf = head_ids_[n_heads];
+    if (buf == nullptr) {
+      std::vector<int32_t> ids(static_cast<size_t>(kMaxGridY / n_heads * n_heads));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i % n_heads);
+      buf = std::make_unique<cuda::DeviceBuffer>(stream_);
+      const size_t bytes = ids.size() * sizeof(int32_t);
+      to_device(buf->get(bytes, "matmul_heads ids"), ids.data(), bytes);
+    }
+    return static_cast<const int32_t*>(buf->get(0, "matmul_heads ids"));
+  }
+
   // The ExpertIndex of a matmul_indexed call, its counts checked.
   static cuda::ExpertIndex index(const void* const* experts, const int32_t* ids, int64_t n,
                                  int64_t x_stride, int64_t experts_per_x, void* const* fill) {
@@ -771,7 +879,9 @@ class CudaBackend final : public Backend {
     recordings_.erase(oldest);
   }
 
-  uint64_t scratch_generation() const { return partials_->generation() + int8_acts_->generation(); }
+  uint64_t scratch_generation() const {
+    return partials_->generation() + int8_acts_->generation() + heads_->generation();
+  }
 
   // Runs the eager first pass of a new key (and returns null), or captures the second pass.
   Recording* record(const StepKey& key, const std::function<void()>& ops) {
@@ -961,7 +1071,11 @@ class CudaBackend final : public Backend {
   std::vector<std::pair<const float*, int64_t>> int8_inputs_;
   std::unique_ptr<cuda::DeviceBuffer> grouped_acts_;  // 16-bit activations of matmul_grouped
   std::unique_ptr<cuda::DeviceBuffer> nll_;           // nll_rows' values
-  std::vector<cuda::GroupTile> tiles_;                // matmul_grouped's row tiles
+  std::unique_ptr<cuda::DeviceBuffer> heads_;         // matmul_heads' gathered inputs and outputs
+  std::map<std::tuple<const void*, int64_t, size_t, int64_t>, std::unique_ptr<cuda::DeviceBuffer>>
+      head_tables_;
+  std::map<int64_t, std::unique_ptr<cuda::DeviceBuffer>> head_ids_;
+  std::vector<cuda::GroupTile> tiles_;                            // matmul_grouped's row tiles
   std::vector<int32_t> scatter_dst_, scatter_off_, scatter_src_;  // scatter_add_rows by destination
   bool graphs_enabled_ = true;
   std::vector<std::pair<StepKey, size_t>> warmups_;  // keys run once eagerly, and their arg bytes

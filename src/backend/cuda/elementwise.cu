@@ -14,6 +14,7 @@
 #include "backend/cuda/q8_groups.cuh"
 #include "backend/cuda/quant_device.cuh"
 #include "backend/cuda/routed_sum.cuh"
+#include "backend/cuda/row_ops.h"
 #include "backend/cuda/warp.cuh"
 #include "core/error.h"
 
@@ -154,6 +155,27 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     y[i] += x[i];
+}
+
+__global__ void scale_kernel(float* x, int64_t n, float s) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    x[i] *= s;
+}
+
+// Row r = m * H + h of the M x H rows, one per blockIdx.y step.
+__global__ void copy_heads_kernel(float* dst, int64_t dst_stride, int64_t dst_head,
+                                  const float* src, int64_t src_stride, int64_t src_head, int64_t M,
+                                  int64_t H, int64_t n) {
+  pdl_enter();
+  for (int64_t r = blockIdx.y; r < M * H; r += gridDim.y) {
+    float* d = dst + r / H * dst_stride + r % H * dst_head;
+    const float* s = src + r / H * src_stride + r % H * src_head;
+    for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+      d[i] = s[i];
+  }
 }
 
 // The pair (x0, x1) rotated by the angle whose sine and cosine are s and c: the one expression of
@@ -611,6 +633,20 @@ void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
   launch("add", add_kernel, grid_for(n), kThreads, 0, stream, y, x, n);
 }
 
+void launch_scale(float* x, int64_t n, float s, cudaStream_t stream) {
+  launch("scale", scale_kernel, grid_for(n), kThreads, 0, stream, x, n, s);
+}
+
+void launch_copy_heads(float* dst, int64_t dst_stride, int64_t dst_head, const float* src,
+                       int64_t src_stride, int64_t src_head, int64_t M, int64_t H, int64_t n,
+                       cudaStream_t stream) {
+  const dim3 grid(
+      static_cast<unsigned>(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535)),
+      static_cast<unsigned>(std::clamp<int64_t>(M * H, 1, 65535)));
+  launch("copy heads", copy_heads_kernel, grid, kThreads, 0, stream, dst, dst_stride, dst_head, src,
+         src_stride, src_head, M, H, n);
+}
+
 void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
                  cudaStream_t stream) {
   const int64_t half = r.rotary_dim / 2;
@@ -672,6 +708,29 @@ bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64
            out);
   });
   return false;
+}
+
+namespace {
+
+__global__ void glu_clamped_kernel(const float* gate, const float* up, int64_t rows, int64_t n,
+                                   int64_t stride, ClampedSwiGlu p, float* out) {
+  pdl_enter();
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < rows * n;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = e / n, at = r * stride + (e - r * n);
+    const float g = fminf(gate[at], p.limit);
+    const float u = fminf(fmaxf(up[at], -p.limit), p.limit);
+    const float glu = g * (1.0f / (1.0f + expf(-(g * p.alpha))));
+    out[e] = (u + 1.0f) * glu;
+  }
+}
+
+}  // namespace
+
+void launch_glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                        const ClampedSwiGlu& p, float* out, cudaStream_t stream) {
+  launch("glu clamped", glu_clamped_kernel, grid_for(rows * n), kThreads, 0, stream, gate, up, rows,
+         n, stride, p, out);
 }
 
 void launch_add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n,

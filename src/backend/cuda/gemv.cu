@@ -329,7 +329,8 @@ void launch_gemv(const Weight& w, const float* x, float* y, cudaStream_t stream,
         launch("gemv plain scalar", gemv_plain_scalar_kernel<T>, grid, kThreads, 0, stream, data,
                w.row_stride, w.rows, w.cols, x, y, ix);
     } else {
-      if (addr % 2 != 0 || w.row_stride % 2 != 0)
+      constexpr int kAlign = weight_alignment(T);
+      if (addr % kAlign != 0 || w.row_stride % kAlign != 0)
         fail(ErrorKind::Unsupported,
              std::string("matmul: ") + dtype_name(T) +
                  " weight rows must start at even addresses (16-bit scales)");

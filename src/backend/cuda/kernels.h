@@ -29,6 +29,11 @@ struct ExpertIndex {
 
 // Whether launch_gemv and the embedding take weights of type t (gemv.cu).
 bool has_weight_kernels(DType t);
+// The byte alignment the weight kernels need of a row of type t: f32's, the 16-bit scales and
+// fields of the block formats, or none for MXFP4's 17-byte blocks (read a byte at a time).
+constexpr int weight_alignment(DType t) {
+  return t == DType::F32 ? 4 : t == DType::MXFP4 ? 1 : 2;
+}
 
 // Elementwise and row ops (elementwise.cu).
 void launch_embed(const Weight& table, const int32_t* ids, int64_t M, float scale, float* out,
@@ -61,6 +66,9 @@ void launch_rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_
                           const KvView& kv, cudaStream_t stream);
 bool launch_glu(Glu act, const float* gate, const float* up, int64_t rows, int64_t n,
                 int64_t stride, float* out, cudaStream_t stream, void* acts = nullptr);
+// Backend::glu_clamped (gpt-oss's SwiGLU), in the CPU's order of operations.
+void launch_glu_clamped(const float* gate, const float* up, int64_t rows, int64_t n, int64_t stride,
+                        const ClampedSwiGlu& p, float* out, cudaStream_t stream);
 // y[m] += sigmoid(g[m]) * x[m] for M rows of n (Backend::add_gated_rows).
 void launch_add_gated_rows(float* y, const float* x, const float* g, int64_t M, int64_t n,
                            cudaStream_t stream);

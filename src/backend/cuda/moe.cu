@@ -3,6 +3,7 @@
 // reads the routing back to the host, so it can be recorded as a graph.
 #include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <string>
 
 #include "backend/cuda/kernels.h"
@@ -14,6 +15,9 @@
 
 namespace ts::cuda {
 namespace {
+
+// Expert groups of a group-limited choice at most: a group a lane in limit_to_groups.
+constexpr int kMaxRouteGroups = 32;
 
 // A score and its expert as one key whose unsigned order is the routing order: higher scores first,
 // the lower index on ties (-0 counts as +0, as the host's float compare has it). Never 0, the key
@@ -39,6 +43,49 @@ __device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
   return static_cast<uint64_t>(best_hi) << 32 | best_lo;
 }
 
+// route_token's group-limited choice on a row's choice scores (lane l's experts l, l + 32, ...):
+// groups of E / n_group consecutive experts, each scored by the sum of its two best scores (its
+// one score for groups of one), scanned in expert order as the host does; the topk_group best
+// groups (the lower index on ties) are kept and every other expert's score becomes -inf.
+template <int kPerLane>
+__device__ void limit_to_groups(float (&score)[kPerLane], int E, int n_group, int topk_group) {
+  __shared__ float s[kMaxDeviceRoutedExperts];
+  __shared__ float group_score[kMaxRouteGroups];
+  __shared__ bool keep[kMaxRouteGroups];
+  const int lane = threadIdx.x, size = E / n_group;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j)
+    if (lane + 32 * j < E) s[lane + 32 * j] = score[j];
+  __syncwarp();
+  if (lane < n_group) {
+    const float* g = s + lane * size;
+    float best = -INFINITY, second = -INFINITY;
+    for (int i = 0; i < size; ++i) {
+      if (g[i] > best) {
+        second = best;
+        best = g[i];
+      } else if (g[i] > second) {
+        second = g[i];
+      }
+    }
+    group_score[lane] = size > 1 ? best + second : best;
+  }
+  __syncwarp();
+  if (lane < n_group) {
+    const float mine = group_score[lane];
+    int ahead = 0;  // groups before this one in the host's sorted order
+    for (int g = 0; g < n_group; ++g)
+      ahead += group_score[g] > mine || (group_score[g] == mine && g < lane);
+    keep[lane] = ahead < topk_group;
+  }
+  __syncwarp();
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) {
+    const int e = lane + 32 * j;
+    if (e < E && !keep[e / size]) score[j] = -INFINITY;
+  }
+}
+
 // One warp per row, every score in registers: lane l holds experts l, l + 32, ... (kPerLane of
 // them: 4 up to 128 experts, 8 up to 256, 32 up to 1024). The row is loaded once, with all of a
 // lane's loads in flight together; each of the k selection rounds is a compare over the lane's own
@@ -47,10 +94,11 @@ __device__ __forceinline__ uint64_t warp_max_key(uint64_t key) {
 // per loop step: docs/PERFORMANCE.md, "Measured choices").
 template <int kPerLane>
 __global__ void __launch_bounds__(32)
-    route_kernel(const float* logits, int E, int k, RouterScoring scoring, bool norm_topk,
-                 const float* bias, int32_t* ids, float* weights) {
+    route_kernel(const float* logits, RouterArgs a, int32_t* ids, float* weights) {
   pdl_enter();
   const int lane = threadIdx.x;
+  const int E = static_cast<int>(a.n_expert), k = static_cast<int>(a.k);
+  const RouterScoring scoring = a.scoring;
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * E;
   float raw[kPerLane], p[kPerLane], score[kPerLane];
 #pragma unroll
@@ -72,14 +120,18 @@ __global__ void __launch_bounds__(32)
     sum = warp_sum(sum);
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = p[j] / sum;
-  } else if (scoring == RouterScoring::SigmoidBiasTopk) {
+  } else if (scoring == RouterScoring::SigmoidBiasTopk ||
+             scoring == RouterScoring::SigmoidGroupTopk) {
     // The bias decides which experts run; the weights stay the unbiased sigmoids.
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int e = lane + 32 * j;
       p[j] = 1.0f / (1.0f + expf(-raw[j]));
-      score[j] = e < E ? p[j] + (bias != nullptr ? bias[e] : 0.0f) : -FLT_MAX;
+      score[j] = e < E ? p[j] + (a.bias != nullptr ? a.bias[e] : 0.0f) : -FLT_MAX;
     }
+    if (scoring == RouterScoring::SigmoidGroupTopk)
+      limit_to_groups<kPerLane>(score, E, static_cast<int>(a.n_group),
+                                static_cast<int>(a.topk_group));
   } else {
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) score[j] = p[j] = raw[j];
@@ -121,10 +173,17 @@ __global__ void __launch_bounds__(32)
     float sum = 0.0f;
     for (int i = 0; i < k; ++i) sum += term[i] = expf(term[i] - mx);
     for (int i = 0; i < k; ++i) term[i] /= sum;
-  } else if (norm_topk) {
-    float sum = 0.0f;
-    for (int i = 0; i < k; ++i) sum += term[i];
-    for (int i = 0; i < k; ++i) term[i] /= sum;
+  } else {
+    // route_token's order: renormalised, then scaled, then each expert's own factor.
+    if (a.norm_topk) {
+      float sum = 0.0f;
+      for (int i = 0; i < k; ++i) sum += term[i];
+      for (int i = 0; i < k; ++i) term[i] /= sum;
+    }
+    if (a.scale != 1.0f)
+      for (int i = 0; i < k; ++i) term[i] *= a.scale;
+    if (a.expert_scale != nullptr)
+      for (int i = 0; i < k; ++i) term[i] *= a.expert_scale[chosen[i]];
   }
   for (int i = 0; i < k; ++i) {
     ids[static_cast<int64_t>(blockIdx.x) * k + i] = chosen[i];
@@ -198,17 +257,17 @@ void launch_fill_experts(const Weight& shape, const void* const* experts, void* 
 
 void launch_route(const float* logits, int64_t M, const RouterArgs& a, int32_t* ids, float* weights,
                   cudaStream_t stream) {
-  // Group-limited choice and scaled weights have no kernel yet (the engine refuses such models
-  // on a GPU at open; this keeps any other caller from getting plain top-k).
-  if (a.scoring == RouterScoring::SigmoidGroupTopk || a.scale != 1.0f)
-    fail(ErrorKind::Unsupported, std::string("CUDA route: ") + router_scoring_name(a.scoring) +
-                                     " routing (groups, scaled weights) has no kernel");
+  if (a.scoring == RouterScoring::SigmoidGroupTopk &&
+      (a.n_group < 1 || a.n_group > kMaxRouteGroups || a.n_expert % a.n_group != 0 ||
+       a.topk_group < 1 || a.topk_group > a.n_group))
+    fail(ErrorKind::Unsupported, "CUDA route: " + std::to_string(a.n_expert) + " experts in " +
+                                     std::to_string(a.n_group) + " groups, " +
+                                     std::to_string(a.topk_group) + " kept (the kernel takes " +
+                                     std::to_string(kMaxRouteGroups) + " equal groups at most)");
   const auto kernel = a.n_expert <= 128   ? route_kernel<4>
                       : a.n_expert <= 256 ? route_kernel<8>
                                           : route_kernel<32>;
-  launch("route", kernel, static_cast<unsigned>(M), 32, 0, stream, logits,
-         static_cast<int>(a.n_expert), static_cast<int>(a.k), a.scoring, a.norm_topk, a.bias, ids,
-         weights);
+  launch("route", kernel, static_cast<unsigned>(M), 32, 0, stream, logits, a, ids, weights);
 }
 
 void launch_combine_experts(const RoutedRows& r, int64_t M, int64_t n, float* out,

@@ -1,8 +1,8 @@
 // Device-side decoding of the GGML block formats of quant/blocks.h: eight consecutive elements of
 // one block at a time (the unit the GEMV, dequantisation and embedding kernels give each thread).
 // The operations follow quant/dequant.cpp in order, so that the results are the reference's bit
-// for bit. Blocks must be 2-byte aligned (every block size and field offset is even); the backend
-// checks this when a weight is uploaded.
+// for bit. Blocks must be 2-byte aligned (every block size and field offset is even), but MXFP4's
+// 17-byte ones (weight_alignment); the backend checks this when a weight is uploaded.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -89,31 +89,51 @@ __device__ __forceinline__ int iq4xs_scale_dev(const BlockIQ4_XS* blk, int j) {
   return (lo | (hi << 4)) - 32;
 }
 
-// The iq4 grid (kIq4Levels) as four words of four int8 levels: level i is byte i % 4 of word i / 4.
-constexpr uint32_t iq4_level_word(int w) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w])) |
-         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 1])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 2])) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(kIq4Levels[4 * w + 3])) << 24;
+// A 16-entry int8 grid (kIq4Levels, kMxfp4Doubled) as four words of four levels: level i is byte
+// i % 4 of word i / 4.
+constexpr uint32_t level_word(const int8_t (&levels)[16], int w) {
+  return static_cast<uint32_t>(static_cast<uint8_t>(levels[4 * w])) |
+         static_cast<uint32_t>(static_cast<uint8_t>(levels[4 * w + 1])) << 8 |
+         static_cast<uint32_t>(static_cast<uint8_t>(levels[4 * w + 2])) << 16 |
+         static_cast<uint32_t>(static_cast<uint8_t>(levels[4 * w + 3])) << 24;
 }
-constexpr uint32_t kIq4Word0 = iq4_level_word(0), kIq4Word1 = iq4_level_word(1);
-constexpr uint32_t kIq4Word2 = iq4_level_word(2), kIq4Word3 = iq4_level_word(3);
 
-// The int8 levels of the four indices (0..15) in the bytes of idx, as bytes: a byte permute
-// picks each from levels 0..7 and from 8..15 (selector nibbles of 3 bits: bit 3 would
-// sign-extend), and each index's bit 3 chooses between the two.
-__device__ __forceinline__ uint32_t iq4_levels4(uint32_t idx) {
+// (Scalars: device code may read a host constexpr scalar, not an aggregate.)
+constexpr uint32_t kIq4Word0 = level_word(kIq4Levels, 0), kIq4Word1 = level_word(kIq4Levels, 1);
+constexpr uint32_t kIq4Word2 = level_word(kIq4Levels, 2), kIq4Word3 = level_word(kIq4Levels, 3);
+constexpr uint32_t kMxfp4Word0 = level_word(kMxfp4Doubled, 0);
+constexpr uint32_t kMxfp4Word1 = level_word(kMxfp4Doubled, 1);
+constexpr uint32_t kMxfp4Word2 = level_word(kMxfp4Doubled, 2);
+constexpr uint32_t kMxfp4Word3 = level_word(kMxfp4Doubled, 3);
+
+// The grid's int8 levels of the four indices (0..15) in the bytes of idx, as bytes: a byte permute
+// picks each from levels 0..7 (words w0, w1) and from 8..15 (w2, w3) (selector nibbles of 3 bits:
+// bit 3 would sign-extend), and each index's bit 3 chooses between the two.
+__device__ __forceinline__ uint32_t grid_levels4(uint32_t idx, uint32_t w0, uint32_t w1,
+                                                 uint32_t w2, uint32_t w3) {
   const uint32_t sel =
       (idx & 0x7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
-  const uint32_t low = __byte_perm(kIq4Word0, kIq4Word1, sel);
-  const uint32_t high = __byte_perm(kIq4Word2, kIq4Word3, sel);
+  const uint32_t low = __byte_perm(w0, w1, sel);
+  const uint32_t high = __byte_perm(w2, w3, sel);
   const uint32_t upper = ((idx >> 3) & 0x01010101u) * 0xFFu;
   return (low & ~upper) | (high & upper);
+}
+
+__device__ __forceinline__ uint32_t iq4_levels4(uint32_t idx) {
+  return grid_levels4(idx, kIq4Word0, kIq4Word1, kIq4Word2, kIq4Word3);
 }
 
 __device__ __forceinline__ uint64_t iq4_levels8(uint64_t idx) {
   return static_cast<uint64_t>(iq4_levels4(static_cast<uint32_t>(idx))) |
          static_cast<uint64_t>(iq4_levels4(static_cast<uint32_t>(idx >> 32))) << 32;
+}
+
+__device__ __forceinline__ uint64_t mxfp4_grid8(uint64_t idx) {
+  const auto four = [](uint32_t i) {
+    return grid_levels4(i, kMxfp4Word0, kMxfp4Word1, kMxfp4Word2, kMxfp4Word3);
+  };
+  return static_cast<uint64_t>(four(static_cast<uint32_t>(idx))) |
+         static_cast<uint64_t>(four(static_cast<uint32_t>(idx >> 32))) << 32;
 }
 
 // Each block type's struct (quant/blocks.h), its elements and its bytes.
@@ -178,6 +198,12 @@ template <>
 struct BlockTraits<DType::IQ4_XS> {
   using Block = BlockIQ4_XS;
   static constexpr int kElems = kQKK, kBytes = sizeof(Block);
+};
+// 17 bytes: MXFP4's blocks lie at any address, so its kernels read them a byte at a time.
+template <>
+struct BlockTraits<DType::MXFP4> {
+  using Block = BlockMXFP4;
+  static constexpr int kElems = kQK32, kBytes = sizeof(Block);
 };
 
 // Elements i0 .. i0 + 7 of the block at `b` (i0 a multiple of 8) into y.
@@ -358,6 +384,35 @@ __device__ __forceinline__ void dequant8<DType::IQ4_XS>(const uint8_t* b, int i0
   iq4_dequant8(blk->qs + 16 * j, i0 % 32, dl, y);
 }
 
+// Eight bytes at any address, one byte load each (little-endian).
+__device__ __forceinline__ uint64_t load8_bytes_unaligned(const uint8_t* p) {
+  uint64_t v = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) v |= static_cast<uint64_t>(p[k]) << (8 * k);
+  return v;
+}
+
+// Elements i0 .. i0 + 7 of an MXFP4 block's 32 nibbles (as nibble_bytes), the doubled e2m1 values
+// as int8 bytes.
+__device__ __forceinline__ uint64_t mxfp4_levels8(const uint8_t* b, int i0) {
+  const uint64_t v = load8_bytes_unaligned(b + offsetof(BlockMXFP4, qs) + (i0 & 15));
+  return mxfp4_grid8((i0 < 16 ? v : v >> 4) & 0x0F0F0F0F0F0F0F0Full);
+}
+
+// Half the block's e8m0 scale, 2^(e - 128), exactly as mxfp4_half_scale (quant/blocks.h).
+__device__ __forceinline__ float mxfp4_half_scale_dev(uint8_t e) {
+  return __uint_as_float(e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23);
+}
+
+template <>
+__device__ __forceinline__ void dequant8<DType::MXFP4>(const uint8_t* b, int i0, float* y) {
+  const float d = mxfp4_half_scale_dev(b[offsetof(BlockMXFP4, e)]);
+  const uint64_t levels = mxfp4_levels8(b, i0);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    y[k] = d * static_cast<float>(static_cast<int8_t>(byte_of(levels, k)));
+}
+
 // ---- GEMV dot products ----
 // dot8<T>(block, i0, x) = sum over k < 8 of element i0 + k of the block times x[k]. The scales are
 // factored out of the sum (d * sum(q x) - dmin * min * sum(x)), and the small integers become
@@ -503,6 +558,12 @@ __device__ __forceinline__ float dot8<DType::IQ4_XS>(const uint8_t* b, int i0, c
   return dl * dot8_words(v ^ 0x8080808080808080ull, 128.0f, x);
 }
 
+template <>
+__device__ __forceinline__ float dot8<DType::MXFP4>(const uint8_t* b, int i0, const float* x) {
+  const float d = mxfp4_half_scale_dev(b[offsetof(BlockMXFP4, e)]);
+  return d * dot8_words(mxfp4_levels8(b, i0) ^ 0x8080808080808080ull, 128.0f, x);
+}
+
 }  // namespace ts::cuda
 
 // The low-bit types' traits, dequant8 and dot8 (specialisations of the templates above).
@@ -572,6 +633,9 @@ bool dispatch_weight_type(DType t, F&& f) {
       return true;
     case DType::IQ4_XS:
       f.template operator()<DType::IQ4_XS>();
+      return true;
+    case DType::MXFP4:
+      f.template operator()<DType::MXFP4>();
       return true;
     case DType::IQ2_XXS:
       f.template operator()<DType::IQ2_XXS>();

@@ -20,8 +20,8 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
   float *q = q_, *k = k_, *v = v_, *gate = gate_;
   // One token through stacked q/k/v weights: one matmul, its row holding q, k and v side by side
   // (and the output gate after them). Rows of a micro-batch would interleave that way, so they take
-  // the views instead. A v norm has no fused decode op: such layers take the views too.
-  if (M == 1 && L.wqkv.data != nullptr && L.v_norm == nullptr) {
+  // the views instead. A v norm (Gemma 4) is applied to the v view below, before the store.
+  if (M == 1 && L.wqkv.data != nullptr) {
     b_.matmul(L.wqkv, h, 1, q_);
     k = q + qw;
     v = k + kvw;

@@ -1,0 +1,229 @@
+"""Embeddings through the official `openai` and `ollama` clients (and raw HTTP where a client hides
+what is checked: statuses, error bodies, base64), on the Qwen3-Embedding-style fixture whose
+sentence-transformers vectors are in its ref.json; the bundled model, which declares no pooling, is
+refused. Also `turbospark embed`."""
+
+import base64
+import json
+import math
+import os
+import struct
+import subprocess
+import unittest
+
+import openai
+
+from server_util import Server, binary_from_env, client_for
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "..", "fixtures", "models", "qwen3_embedding")
+GGUF = os.path.join(FIXTURE, "model-f32.gguf")
+MODEL = "qwen3-embed"
+
+
+def reference():
+    with open(os.path.join(FIXTURE, "ref.json")) as f:
+        return json.load(f)
+
+
+def cosine(a, b):
+    ab = sum(x * y for x, y in zip(a, b))
+    return ab / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+
+class EmbeddingsApi(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.binary = binary_from_env()
+        cls.ref = reference()
+        cls.server = Server(
+            cls.binary, "-m", GGUF, "--alias", MODEL, "--parallel", "2", "-c", "128"
+        ).__enter__()
+        cls.client = client_for(cls.server)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        assert cls.server.exit_code == 0, cls.server.log()
+
+    def assert_matches(self, vectors, key="embeddings"):
+        self.assertEqual(len(vectors), len(self.ref[key]))
+        for got, want in zip(vectors, self.ref[key]):
+            self.assertEqual(len(got), len(want))
+            self.assertGreaterEqual(cosine(got, want), 0.9999)
+
+    def assert_refused(self, path, body, status, words):
+        """A raw request refused with `status` and a one-line message holding `words`."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        got, j, text = self.server.request("POST", path, raw)
+        self.assertEqual(got, status, text[:300])
+        message = j["error"] if path.startswith("/api/") else j["error"]["message"]
+        self.assertIn(words, message)
+        self.assertNotIn("\n", message)
+        self.assertTrue(self.server.alive())
+
+    def test_batch_of_texts_float_and_base64(self):
+        inputs = self.ref["inputs"]
+        # The client asks for base64 unless told otherwise, and decodes it.
+        r = self.client.embeddings.create(model=MODEL, input=inputs)
+        self.assertEqual([d.index for d in r.data], list(range(len(inputs))))
+        self.assert_matches([d.embedding for d in r.data])
+        self.assertEqual(r.model, MODEL)
+        self.assertEqual(r.usage.prompt_tokens, sum(len(i) for i in self.ref["ids"]))
+        self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens)
+        f = self.client.embeddings.create(model=MODEL, input=inputs, encoding_format="float")
+        self.assert_matches([d.embedding for d in f.data])
+        # base64 is the float vector's little-endian float32 bytes.
+        status, j, _ = self.server.request(
+            "POST", "/v1/embeddings", {"input": inputs[0], "encoding_format": "base64"}
+        )
+        self.assertEqual(status, 200)
+        raw = base64.b64decode(j["data"][0]["embedding"])
+        unpacked = list(struct.unpack("<%df" % (len(raw) // 4), raw))
+        self.assertEqual(unpacked, f.data[0].embedding)
+        one = self.client.embeddings.create(model=MODEL, input=inputs[1], dimensions=64)
+        self.assertEqual(len(one.data), 1)
+        self.assertGreaterEqual(cosine(one.data[0].embedding, self.ref["embeddings"][1]), 0.9999)
+
+    def test_token_id_inputs(self):
+        ids = self.ref["ids"]
+        r = self.client.embeddings.create(model=MODEL, input=ids, encoding_format="float")
+        self.assert_matches([d.embedding for d in r.data])
+        self.assertEqual(r.usage.prompt_tokens, sum(len(i) for i in ids))
+        one = self.client.embeddings.create(model=MODEL, input=ids[0], encoding_format="float")
+        self.assertGreaterEqual(cosine(one.data[0].embedding, self.ref["embeddings"][0]), 0.9999)
+
+    def test_large_batch_in_order(self):
+        # More inputs than the queue holds (64): the route keeps --parallel of them queued.
+        inputs = ["item number %d of the batch" % i for i in range(150)]
+        r = self.client.embeddings.create(model=MODEL, input=inputs, encoding_format="float")
+        self.assertEqual([d.index for d in r.data], list(range(150)))
+        for i in (0, 77, 149):
+            alone = self.client.embeddings.create(
+                model=MODEL, input=inputs[i], encoding_format="float"
+            )
+            self.assertGreaterEqual(cosine(r.data[i].embedding, alone.data[0].embedding), 0.9999)
+        self.assertEqual(self.server.health()["slots_free"], 2)
+
+    def test_beside_a_generation(self):
+        # An embedding's prompt rows share forward passes with another slot's decode rows.
+        import threading
+
+        done = {}
+
+        def generate():
+            done["r"] = self.client.completions.create(
+                model=MODEL, prompt="The river", max_tokens=40, temperature=0
+            )
+
+        t = threading.Thread(target=generate)
+        t.start()
+        for _ in range(3):
+            r = self.client.embeddings.create(
+                model=MODEL, input=self.ref["inputs"], encoding_format="float"
+            )
+            self.assert_matches([d.embedding for d in r.data])
+        t.join()
+        self.assertEqual(done["r"].usage.completion_tokens, 40)
+
+    def test_hostile_inputs(self):
+        p = "/v1/embeddings"
+        self.assert_refused(p, {}, 400, "'input' is required")
+        self.assert_refused(p, {"input": []}, 400, "'input' is an empty list")
+        self.assert_refused(p, {"input": ""}, 400, "'input' is an empty string")
+        self.assert_refused(p, {"input": ["a", ""]}, 400, "'input[1]' is an empty string")
+        self.assert_refused(p, {"input": ["x"] * 2049}, 400, "more than the 2048")
+        self.assert_refused(p, {"input": [[1, "x"]]}, 400, "'input[0]' must hold token ids")
+        self.assert_refused(p, {"input": [1.5, 2]}, 400, "must hold token ids")
+        self.assert_refused(p, {"input": ["a", 5]}, 400, "'input[1]' must be a string or a list")
+        self.assert_refused(p, {"input": [[]]}, 400, "'input[0]' is an empty list of token ids")
+        self.assert_refused(p, {"input": [[5, 99999]]}, 400, "outside the vocabulary")
+        self.assert_refused(p, {"input": [-1]}, 400, "token id -1")
+        self.assert_refused(p, {"input": {"a": 1}}, 400, "'input' must be a string")
+        self.assert_refused(p, {"input": "a", "encoding_format": "hex"}, 400, "encoding_format")
+        self.assert_refused(p, {"input": "a", "dimensions": 32}, 400, "'dimensions' must be 64")
+        self.assert_refused(p, {"input": "a", "dimensions": "x"}, 400, "'dimensions'")
+        self.assert_refused(p, {"input": "a", "model": "other"}, 404, "does not exist")
+        self.assert_refused(p, {"input": list(range(200))}, 400, "context")
+        self.assert_refused(p, b"[1, 2", 400, "not valid JSON")
+        with self.assertRaises(openai.BadRequestError):
+            self.client.embeddings.create(model=MODEL, input="")
+
+    def test_ollama_embed(self):
+        try:
+            import ollama
+        except ImportError:
+            self.skipTest("the 'ollama' package is missing (run_tests.py installs it)")
+
+        client = ollama.Client(host=self.server.base_url, timeout=120)
+        r = client.embed(model=MODEL, input=self.ref["inputs"])
+        self.assert_matches(r.embeddings)
+        self.assertEqual(r.prompt_eval_count, sum(len(i) for i in self.ref["ids"]))
+        one = client.embed(model=MODEL + ":latest", input=self.ref["inputs"][2])
+        self.assertGreaterEqual(cosine(one.embeddings[0], self.ref["embeddings"][2]), 0.9999)
+        legacy = client.embeddings(model=MODEL, prompt=self.ref["inputs"][3])
+        self.assertGreaterEqual(cosine(legacy.embedding, self.ref["embeddings"][3]), 0.9999)
+        # truncate (on by default) keeps the context's first tokens; off, a long input is refused.
+        long_text = " ".join(["word"] * 300)
+        self.assertEqual(len(client.embed(model=MODEL, input=long_text).embeddings[0]), 64)
+        self.assert_refused(
+            "/api/embed", {"model": MODEL, "input": long_text, "truncate": False}, 400, "context"
+        )
+        self.assert_refused("/api/embed", {"model": "other", "input": "a"}, 404, "not found")
+        self.assert_refused("/api/embed", {"model": MODEL, "input": []}, 400, "empty list")
+        self.assert_refused("/api/embed", {"model": MODEL, "input": [[1, 2]]}, 400, "must be")
+        self.assert_refused("/api/embed", {"input": "a"}, 400, "'model' is required")
+        self.assert_refused("/api/embed", {"model": MODEL, "input": "a", "x": 1}, 400, "'x'")
+        self.assert_refused("/api/embeddings", {"model": MODEL, "prompt": ["a"]}, 400, "'prompt'")
+
+
+class NoPooling(unittest.TestCase):
+    def test_refused_with_400(self):
+        with Server(binary_from_env(), "--parallel", "1", "-c", "256") as s:
+            model = s.request("GET", "/v1/models")[1]["data"][0]["id"]
+            for path, body in (
+                ("/v1/embeddings", {"input": "hello"}),
+                ("/api/embed", {"model": model, "input": "hello"}),
+                ("/api/embeddings", {"model": model, "prompt": "hello"}),
+            ):
+                status, j, text = s.request("POST", path, body)
+                self.assertEqual(status, 400, text[:300])
+                message = j["error"] if path.startswith("/api/") else j["error"]["message"]
+                self.assertTrue(message.startswith("model declares no pooling;"), message)
+
+
+class EmbedCommand(unittest.TestCase):
+    def run_embed(self, *args, stdin=None):
+        return subprocess.run(
+            [binary_from_env(), "embed", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def test_texts_and_stdin_lines(self):
+        ref = reference()
+        r = self.run_embed("-m", GGUF, ref["inputs"][0], ref["inputs"][1])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 2)
+        for line, want in zip(lines, ref["embeddings"]):
+            self.assertGreaterEqual(cosine(json.loads(line), want), 0.9999)
+        r = self.run_embed("-m", os.path.join(FIXTURE, "hf"), stdin="\n".join(ref["inputs"]) + "\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual(len(got), len(ref["inputs"]))
+        for g, want in zip(got, ref["embeddings"]):
+            self.assertGreaterEqual(cosine(g, want), 0.9999)
+
+    def test_model_without_pooling(self):
+        plain = os.path.join(HERE, "..", "fixtures", "models", "qwen3", "model-f32.gguf")
+        r = self.run_embed("-m", plain, "hello")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("model declares no pooling", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
