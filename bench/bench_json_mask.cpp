@@ -11,9 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "constrain/json_constraint.h"
+#include "constrain/json_schema.h"
 #include "formats/gguf.h"
-#include "text/json_constraint.h"
-#include "text/json_schema.h"
+#include "text/constraint_vocabulary.h"
 #include "text/tokenizer.h"
 
 namespace ts {
@@ -45,7 +46,7 @@ const char* kSchema = R"({
 
 void mask_document(benchmark::State& state, const Tokenizer* tok,
                    std::shared_ptr<const JsonSchema> schema) {
-  const auto vocab = std::make_shared<const JsonVocabulary>(*tok);
+  const auto vocab = json_vocabulary(*tok);
   const std::vector<int32_t> tokens = tok->encode(kDocument, false, false);
   std::vector<float> logits(vocab->pieces.size());
   for (auto _ : state) {

@@ -15,8 +15,8 @@
 #include <string>
 #include <string_view>
 
+#include "constrain/json_prefix.h"
 #include "parser_harness.h"
-#include "text/json_prefix.h"
 
 namespace ts::fuzz {
 

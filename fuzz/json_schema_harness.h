@@ -20,12 +20,12 @@
 #include <string_view>
 #include <vector>
 
+#include "constrain/json_schema.h"
+#include "constrain/schema_prefix.h"
+#include "constrain/tool_calls.h"
 #include "core/error.h"
 #include "json_prefix_harness.h"
 #include "parser_harness.h"
-#include "text/json_schema.h"
-#include "text/schema_prefix.h"
-#include "text/tool_calls.h"
 
 namespace ts::fuzz {
 

@@ -1,5 +1,5 @@
-// What one tool-call fuzz input checks: the first byte picks a format (text/tool_format.h), the
-// rest is model output. Shared by the libFuzzer target and the replay test.
+// What one tool-call fuzz input checks: the first byte picks a format (constrain/tool_format.h),
+// the rest is model output. Shared by the libFuzzer target and the replay test.
 //  * The format's parser reads any text without throwing, and every call it returns has a valid
 //    name and arguments that are one JSON object.
 //  * For a constrained format, the longest prefix of the text its envelope (ToolCallPrefix)
@@ -14,11 +14,11 @@
 #include <string_view>
 #include <vector>
 
+#include "constrain/tool_calls.h"
+#include "constrain/tool_format.h"
+#include "constrain/tool_formats/call_text.h"
 #include "json_schema_harness.h"
 #include "parser_harness.h"
-#include "text/tool_calls.h"
-#include "text/tool_format.h"
-#include "text/tool_formats/call_text.h"
 
 namespace ts::fuzz {
 

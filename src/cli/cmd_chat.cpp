@@ -26,8 +26,8 @@
 #include "server/chat_prompt.h"
 #include "server/image_parts.h"
 #include "server/image_prompt.h"
+#include "text/constraint_vocabulary.h"
 #include "text/harmony.h"
-#include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
 #include "vision/vision_tower.h"
 
@@ -127,8 +127,7 @@ int run_chat(const ChatArgs& a) {
   sigaction(SIGINT, &sa, nullptr);
 
   // Made once: the vocabulary the schema masks with.
-  const auto json_vocab =
-      options.json != nullptr ? std::make_shared<const JsonVocabulary>(tok) : nullptr;
+  const auto json_vocab = options.json != nullptr ? json_vocabulary(tok) : nullptr;
   // gpt-oss's channel markers, shown so that its analysis and final channels can be told apart.
   const std::vector<int32_t> shown =
       tmpl.harmony() ? server::chat_shown_tokens(tmpl, tok) : std::vector<int32_t>{};

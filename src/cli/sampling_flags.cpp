@@ -10,10 +10,10 @@
 #include <string>
 #include <utility>
 
+#include "constrain/json_schema.h"
 #include "core/error.h"
 #include "core/json_nesting.h"
 #include "runtime/prompt_lookup.h"
-#include "text/json_schema.h"
 
 namespace ts::cli {
 namespace {

@@ -14,7 +14,7 @@ ConfigView::ConfigView(const ModelSource& source, const char* hf_root)
     : source_(source),
       kind_(source.kind()),
       arch_(source.architecture()),
-      hf_root_(hf_root != nullptr ? hf_root : "") {}
+      hf_root_(hf_root != nullptr ? hf_root : source.text_config_root()) {}
 
 bool ConfigView::has_tensor(const std::string& name) const {
   return source_.find(name).has_value();
@@ -31,7 +31,7 @@ std::string ConfigView::gguf_key(const char* key) const {
 
 const nlohmann::json* ConfigView::hf_value(const char* path) const {
   if (kind_ != SourceKind::HfDir || path == nullptr) return nullptr;
-  const nlohmann::json* node = &source_.hf_config();
+  const nlohmann::json* node = &source_.hf()->config();
   std::string p(path);
   if (p.starts_with('/'))
     p.erase(0, 1);

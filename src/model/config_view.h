@@ -17,8 +17,8 @@ class ModelSource;
 
 class ConfigView {
  public:
-  // `hf_root`: the config.json object a family's values live in ("text_config" for a
-  // multimodal checkpoint's text model); a path starting with '/' still reads from the top.
+  // `hf_root`: the config.json object the values live in ("vision_config"); by default the text
+  // decoder's (ModelSource::text_config_root). A path starting with '/' reads from the top.
   explicit ConfigView(const ModelSource& source, const char* hf_root = nullptr);
 
   SourceKind kind() const { return kind_; }

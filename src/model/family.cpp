@@ -16,8 +16,10 @@ struct FamilyEntry {
   const char* hf_class;
   Family family;
   void (*configure)(const ConfigView&, ArchConfig&);
-  const char* hf_root = nullptr;  // where config.json keeps the text model's values
+  bool multimodal = false;  // is_multimodal_class
 };
+
+constexpr bool kMultimodal = true;
 
 constexpr FamilyEntry kFamilies[] = {
     {"llama", "LlamaForCausalLM", Family::Llama, configure_llama},
@@ -33,16 +35,16 @@ constexpr FamilyEntry kFamilies[] = {
     {"qwen35moe", "Qwen3_5MoeForCausalLM", Family::Qwen35Moe, configure_qwen35},
     {"deepseek2", "DeepseekV3ForCausalLM", Family::DeepSeek2, configure_deepseek2},
     {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
-    {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl,
-     "text_config"},
     {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
     {"glm4moe", "Glm4MoeForCausalLM", Family::Glm4Moe, configure_glm4moe},
-    // Multimodal checkpoints: their text decoder (ModelSource::hf_config; the vision part is not
-    // read).
-    {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3},
-    {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, configure_gemma4},
-    {"qwen35", "Qwen3_5ForConditionalGeneration", Family::Qwen35, configure_qwen35},
-    {"qwen35moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe, configure_qwen35},
+    // Multimodal checkpoints, read as their text decoder (ModelSource presents it; Qwen3-VL's and
+    // Gemma 3's vision towers are read by vision/, the others' vision part is not read).
+    {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl, kMultimodal},
+    {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3, kMultimodal},
+    {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, configure_gemma4, kMultimodal},
+    {"qwen35", "Qwen3_5ForConditionalGeneration", Family::Qwen35, configure_qwen35, kMultimodal},
+    {"qwen35moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe, configure_qwen35,
+     kMultimodal},
 };
 
 // Architectures we know and refuse with a reason rather than "unknown".
@@ -252,13 +254,19 @@ ArchConfig read_arch_config(const ModelSource& source) {
   const bool gguf = source.kind() == SourceKind::Gguf;
   for (const FamilyEntry& f : kFamilies) {
     if (arch != (gguf ? f.gguf_arch : f.hf_class)) continue;
-    const ConfigView view(source, f.hf_root);
+    const ConfigView view(source);
     ArchConfig c;
     c.family = f.family;
     f.configure(view, c);
     return c;
   }
   fail(ErrorKind::Unsupported, source.path() + ": unsupported architecture '" + arch + "'");
+}
+
+bool is_multimodal_class(std::string_view hf_class) {
+  for (const FamilyEntry& f : kFamilies)
+    if (f.multimodal && hf_class == f.hf_class) return true;
+  return false;
 }
 
 }  // namespace ts

@@ -3,6 +3,8 @@
 // families/ states only what differs from the common llama-style reading in read_common().
 #pragma once
 
+#include <string_view>
+
 #include "model/arch_config.h"
 
 namespace ts {
@@ -46,5 +48,10 @@ float yarn_mscale(double factor, double mscale = 1.0);
 // Identifies the family of `source` and fills an ArchConfig by its rules. Errors name the
 // architecture string when it is unknown or a family we refuse (e.g. qwen3next).
 ArchConfig read_arch_config(const ModelSource& source);
+
+// Whether `hf_class` is a multimodal checkpoint (`...ForConditionalGeneration`) that a family
+// reads as its text decoder: ModelSource then presents that decoder (its text_config, the text
+// model's tensor names).
+bool is_multimodal_class(std::string_view hf_class);
 
 }  // namespace ts

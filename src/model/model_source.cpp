@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
+#include "model/family.h"
 
 namespace ts {
 
@@ -40,16 +41,6 @@ std::unique_ptr<ModelSource> ModelSource::open(const std::string& path) {
   return s;
 }
 
-namespace {
-
-// Multimodal classes opened as their text decoder (the vision part is not read): only these, so
-// that a class whose other parts are read (an image encoder) still sees the whole checkpoint.
-constexpr const char* kTextDecoderOf[] = {
-    "Gemma3ForConditionalGeneration", "Gemma4ForConditionalGeneration",
-    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration"};
-
-}  // namespace
-
 void ModelSource::find_text_decoder() {
   const nlohmann::json& c = hf_->config();
   const std::string arch = architecture();
@@ -60,11 +51,9 @@ void ModelSource::find_text_decoder() {
     bare_decoder_ = true;
     return;
   }
-  bool listed = false;
-  for (const char* a : kTextDecoderOf) listed = listed || arch == a;
   auto text = c.find("text_config");
-  if (!listed || text == c.end() || !text->is_object()) return;
-  text_config_ = &*text;
+  if (!is_multimodal_class(arch) || text == c.end() || !text->is_object()) return;
+  text_root_ = "text_config";
   for (const char* prefix : {"model.language_model.", "language_model.model."})
     if (hf_->find(std::string(prefix) + "embed_tokens.weight").tensor != nullptr) {
       text_prefix_ = prefix;
@@ -73,10 +62,6 @@ void ModelSource::find_text_decoder() {
   fail(ErrorKind::Model, path_ +
                              ": a multimodal checkpoint without its text decoder's embeddings "
                              "(model.language_model.embed_tokens.weight)");
-}
-
-const nlohmann::json& ModelSource::hf_config() const {
-  return text_config_ != nullptr ? *text_config_ : hf_->config();
 }
 
 std::optional<TensorRef> ModelSource::find(std::string_view name) const {

@@ -49,13 +49,14 @@ class ModelSource {
   std::vector<TensorRef> all_tensors() const;
   // The architecture string: GGUF general.architecture, or HF architectures[0].
   std::string architecture() const;
-  // HF: the configuration the text decoder reads. A Gemma 3 / Gemma 4 multimodal checkpoint
-  // (`...ForConditionalGeneration` with a text_config) is seen as its text decoder: text_config's
-  // values, and find() takes the text model's names ("model.layers.0...") to where the checkpoint
-  // keeps them ("model.language_model.layers.0...", or the older
-  // "language_model.model.layers.0..."), other names as they are. A bare decoder's checkpoint
-  // (names without "model.", as Qwen3-Embedding ships) is found under the same "model." names.
-  const nlohmann::json& hf_config() const;
+  // HF: the object of config.json that holds the text decoder's values, "" for the top level. A
+  // multimodal checkpoint that a family reads as its text decoder (is_multimodal_class, with a
+  // text_config) is seen as that decoder: "text_config", and find() takes the text model's names
+  // ("model.layers.0...") to where the checkpoint keeps them ("model.language_model.layers.0...",
+  // or the older "language_model.model.layers.0..."), other names as they are. A bare decoder's
+  // checkpoint (names without "model.", as Qwen3-Embedding ships) is found under the same "model."
+  // names.
+  const std::string& text_config_root() const { return text_root_; }
 
  private:
   ModelSource() = default;
@@ -64,9 +65,9 @@ class ModelSource {
   std::string path_;
   std::unique_ptr<GgufFile> gguf_;
   std::unique_ptr<HfDirectory> hf_;
-  const nlohmann::json* text_config_ = nullptr;  // HF: text_config of a multimodal checkpoint
-  std::string text_prefix_;                      // what replaces "model." in its tensor names
-  bool bare_decoder_ = false;                    // HF: names without "model." (text_prefix_ "")
+  std::string text_root_;      // HF: "text_config" for a multimodal checkpoint
+  std::string text_prefix_;    // what replaces "model." in its tensor names
+  bool bare_decoder_ = false;  // HF: names without "model." (text_prefix_ "")
 };
 
 }  // namespace ts

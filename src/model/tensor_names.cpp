@@ -209,12 +209,6 @@ std::string hf_name_gpt_oss(LayerTensor t, const std::string& p) {
   }
 }
 
-// A multimodal checkpoint (Qwen3-VL) keeps its text model under model.language_model.
-std::string language_model_name(std::string name) {
-  if (name.starts_with("model.")) name.insert(6, "language_model.");
-  return name;
-}
-
 // Gemma 4's pieces beside the llama-style ones (its router and experts included); "" for the
 // roles named as in Gemma 3.
 std::string hf_name_gemma4(LayerTensor t, const std::string& p) {
@@ -250,8 +244,7 @@ std::string hf_name_gemma4(LayerTensor t, const std::string& p) {
 
 }  // namespace
 
-std::string hf_name(Family f, GlobalTensor t) {
-  if (f == Family::Qwen3VL) return language_model_name(hf_name(Family::Qwen3, t));
+std::string hf_name(Family, GlobalTensor t) {
   switch (t) {
     case GlobalTensor::TokenEmbd:
       return "model.embed_tokens.weight";
@@ -272,7 +265,6 @@ std::string hf_name(Family f, GlobalTensor t) {
 }
 
 std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
-  if (f == Family::Qwen3VL) return language_model_name(hf_name(Family::Qwen3, t, layer, expert));
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   const bool gemma = f == Family::Gemma3 || f == Family::Gemma4;
   // Mixtral and MiniMax keep Mixtral's `block_sparse_moe` with w1 (gate), w3 (up), w2 (down);

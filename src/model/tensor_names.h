@@ -97,7 +97,7 @@ std::string gguf_name(LayerTensor t, int64_t layer);
 // post_attention_norm, Qwen3-Next stores beta and alpha as one ssm_ba).
 std::string gguf_name(Family f, LayerTensor t, int64_t layer);
 
-// "" when the family has no HF name for that role (e.g. RopeFreqs).
+// "" when the family has no HF name for that role (e.g. RopeFreqs); every family names them alike.
 std::string hf_name(Family f, GlobalTensor t);
 // `expert` selects one expert's tensor for ExpGate/ExpUp/ExpDown (HF stores them one by one).
 std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert = -1);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "runtime/prompt_lookup.h"
+#include "text/constraint_vocabulary.h"
 #include "text/tokenizer.h"
 
 namespace ts {
@@ -25,7 +26,7 @@ SequenceDecoder::SequenceDecoder(const Tokenizer& tok, DecodeOptions o,
   history_.insert(history_.end(), prompt.begin(), prompt.end());
   for (int32_t t : prompt) sampler_.accept(t);
   if ((o_.json || o_.tools) && o_.json_vocab == nullptr)
-    o_.json_vocab = std::make_shared<const JsonVocabulary>(tok, o_.shown_tokens);
+    o_.json_vocab = json_vocabulary(tok, o_.shown_tokens);
   if (o_.json) json_.emplace(o_.json_vocab, o_.json);
   // A required call: the prompt ends with the format's opening marker.
   if (o_.tools && o_.tool_required && !start_tool_call(""))

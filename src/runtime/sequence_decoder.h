@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "constrain/json_constraint.h"
+#include "constrain/tool_calls.h"
 #include "runtime/generator.h"
 #include "text/detokenizer.h"
-#include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
 #include "text/sampler.h"
 #include "text/stop_strings.h"
-#include "text/tool_calls.h"
 
 namespace ts {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "constrain/json_schema.h"
+#include "constrain/tool_calls.h"
 #include "text/chat_template.h"
-#include "text/json_schema.h"
 #include "text/sampler.h"
-#include "text/tool_calls.h"
 
 namespace ts::server {
 

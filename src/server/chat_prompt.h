@@ -1,9 +1,9 @@
 // The prompt text of a chat request: the model's template (or built-in format) on its messages.
 // A template that writes tools itself (ChatTemplate::renders_tools) gets the request's tools and
-// its tool turns as they are, and its calls are read in its family's format (text/tool_format.h);
-// any other gets the conversation in the Hermes form, the tools described in the system message
-// (server/tool_request.h). A conversation that ends with an assistant message is continued from
-// where that message stops (a prefill).
+// its tool turns as they are, and its calls are read in its family's format
+// (constrain/tool_format.h); any other gets the conversation in the Hermes form, the tools
+// described in the system message (server/tool_request.h). A conversation that ends with an
+// assistant message is continued from where that message stops (a prefill).
 #pragma once
 
 #include <cstdint>

@@ -3,11 +3,11 @@
 #include <random>
 #include <utility>
 
+#include "constrain/tool_calls.h"
 #include "core/error.h"
 #include "server/access_log.h"
 #include "server/chat_prompt.h"
 #include "text/harmony.h"
-#include "text/tool_calls.h"
 
 namespace ts::server {
 
@@ -17,8 +17,7 @@ uint64_t random_seed() {
 }
 
 std::vector<int32_t> request_prompt(const GenerationContext& ctx, const ApiRequest& a,
-                                    bool& thinking_open, std::string* channel,
-                                    GenRequest* images) {
+                                    bool& thinking_open, std::string* channel, GenRequest* images) {
   if (a.kind == ApiKind::Chat) {
     if (!ctx.chat) fail(ErrorKind::Input, ctx.no_chat);
     const std::string text = chat_prompt_text(*ctx.chat, a);
@@ -114,7 +113,9 @@ std::unique_ptr<AnswerSplitter> answer_splitter(const Generation& gen) {
 }
 
 AnswerReader::AnswerReader(std::shared_ptr<Job> job, const Generation& gen)
-    : job_(std::move(job)), split_(answer_splitter(gen)), start_(std::chrono::steady_clock::now()) {}
+    : job_(std::move(job)),
+      split_(answer_splitter(gen)),
+      start_(std::chrono::steady_clock::now()) {}
 
 AnswerSplitter::Parts AnswerReader::take(std::chrono::milliseconds wait) {
   AnswerSplitter::Parts out;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "constrain/tool_calls.h"
 #include "runtime/generator.h"
 #include "server/logprobs.h"
 #include "text/sampler.h"
-#include "text/tool_calls.h"
 #include "vision/image_rows.h"
 
 namespace ts::server {

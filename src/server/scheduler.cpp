@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "runtime/prompt_lookup.h"
+#include "text/constraint_vocabulary.h"
 
 namespace ts::server {
 
@@ -74,9 +75,7 @@ std::shared_ptr<Job> Scheduler::submit(GenRequest request) {
          "at most " + std::to_string(kMaxTopLogprobs) + " top log-probabilities per token");
   const Sampler check(request.sampling);  // a bad parameter is the caller's error, not the thread's
   if (request.json || request.tools)
-    std::call_once(json_vocab_once_, [&] {
-      json_vocab_ = std::make_shared<const JsonVocabulary>(tok_, o_.shown_tokens);
-    });
+    std::call_once(json_vocab_once_, [&] { json_vocab_ = json_vocabulary(tok_, o_.shown_tokens); });
   auto job = std::make_shared<Job>(std::move(request));
   {
     std::lock_guard lock(mu_);

@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "constrain/json_constraint.h"
 #include "core/mapped_file.h"
 #include "model/pooling.h"
 #include "runtime/embedding.h"
@@ -44,7 +45,6 @@
 #include "runtime/kv_cache.h"
 #include "runtime/sequence_decoder.h"
 #include "server/job.h"
-#include "text/json_constraint.h"
 #include "text/reasoning_budget.h"
 #include "text/tokenizer.h"
 

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "core/utf8.h"
 #include "server/json_fields.h"
-#include "text/utf8.h"
 
 namespace ts::server {
 

@@ -1,6 +1,6 @@
 // The tool-calling fields of a chat request (OpenAI's tools, tool_choice, parallel_tool_calls)
 // and the tool turns of its messages, read into the Hermes text the model is prompted with
-// (text/tool_calls.h). A malformed field is an Input error naming it (a 400).
+// (constrain/tool_calls.h). A malformed field is an Input error naming it (a 400).
 #pragma once
 
 #include <memory>
@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "constrain/tool_calls.h"
 #include "text/chat_template.h"
-#include "text/tool_calls.h"
 
 namespace ts::server {
 

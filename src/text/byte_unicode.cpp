@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace ts {
 namespace {

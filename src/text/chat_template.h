@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "text/tool_format.h"
+#include "constrain/tool_format.h"
 
 namespace ts {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "core/utf8.h"
 #include "text/tokenizer.h"
-#include "text/utf8.h"
 
 namespace ts {
 namespace {

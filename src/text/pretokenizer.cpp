@@ -4,7 +4,7 @@
 #include <pcre2.h>
 
 #include "core/error.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace ts {
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "text/byte_unicode.h"
 #include "text/pretokenizer.h"
-#include "text/utf8.h"
 
 namespace ts {
 namespace {

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "constrain/json_constraint.h"
+#include "constrain/json_prefix.h"
 #include "fixture_models.h"
 #include "formats/gguf.h"
 #include "runtime/engine.h"
@@ -17,8 +19,7 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 #include "test_paths.h"
-#include "text/json_constraint.h"
-#include "text/json_prefix.h"
+#include "text/constraint_vocabulary.h"
 #include "text/tokenizer.h"
 
 namespace ts {
@@ -140,7 +141,7 @@ TEST(JsonPrefix, RefusalLeavesTheStateAsItWas) {
 // The mask allows exactly the tokens whose bytes the recognizer accepts, at states of every kind
 // (inside strings, where plain tokens skip the walk, too).
 void expect_mask_matches(const Tokenizer& tok) {
-  const auto vocab = std::make_shared<const JsonVocabulary>(tok);
+  const auto vocab = json_vocabulary(tok);
   const std::vector<std::string> prefixes = {"",
                                              "{",
                                              R"({"ke)",

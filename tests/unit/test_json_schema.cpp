@@ -15,15 +15,16 @@
 #include <vector>
 
 #include "../../fuzz/json_schema_harness.h"
+#include "constrain/json_constraint.h"
+#include "constrain/json_schema.h"
+#include "constrain/schema_prefix.h"
 #include "core/error.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/session.h"
 #include "test_paths.h"
-#include "text/json_constraint.h"
-#include "text/json_schema.h"
-#include "text/schema_prefix.h"
+#include "text/constraint_vocabulary.h"
 #include "text/tokenizer.h"
 
 namespace ts {
@@ -284,7 +285,7 @@ TEST(SchemaPrefix, RandomWalksEndInValidInstances) {
 TEST(SchemaConstraint, MaskAllowsExactlyTheTokensThatContinue) {
   auto engine = Engine::open(test::repo_dir() + "/models/tiny-moe-q8_0.gguf", {});
   const Tokenizer tok = load_tokenizer(engine->spec());
-  const auto vocab = std::make_shared<const JsonVocabulary>(tok);
+  const auto vocab = json_vocabulary(tok);
   const auto schema = compiled(kPerson);
   for (const std::string& prefix :
        {std::string(""), std::string("{"), std::string(R"({"na)"), std::string(R"({"name": "Ad)"),

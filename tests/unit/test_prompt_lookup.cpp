@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "constrain/json_schema.h"
 #include "fixture_models.h"
 #include "runtime/engine.h"
 #include "runtime/generator.h"
@@ -20,7 +21,6 @@
 #include "runtime/prompt_lookup.h"
 #include "runtime/session.h"
 #include "test_paths.h"
-#include "text/json_schema.h"
 #include "text/tokenizer.h"
 
 namespace ts {

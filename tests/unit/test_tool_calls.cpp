@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "../../fuzz/json_schema_harness.h"
+#include "constrain/tool_calls.h"
 #include "core/error.h"
 #include "text/stop_strings.h"
-#include "text/tool_calls.h"
 
 namespace ts {
 namespace {

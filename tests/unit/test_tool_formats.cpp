@@ -1,4 +1,4 @@
-// The tool-call formats of the model families (text/tool_format.h): each real template in
+// The tool-call formats of the model families (constrain/tool_format.h): each real template in
 // tests/fixtures/chat_templates/ is recognised as its family's format; a conversation whose
 // assistant turn made calls, rendered by that template, reads back as those calls (the parser
 // reads what the model was taught to write); what the model writes in its own form reads too;
@@ -15,12 +15,12 @@
 #include <vector>
 
 #include "../../fuzz/tool_calls_harness.h"
+#include "constrain/tool_calls.h"
+#include "constrain/tool_format.h"
 #include "core/error.h"
 #include "server/chat_prompt.h"
 #include "test_paths.h"
 #include "text/chat_template.h"
-#include "text/tool_calls.h"
-#include "text/tool_format.h"
 
 namespace ts {
 namespace {

@@ -1,7 +1,7 @@
 // qwen3vl: Qwen3-VL's text decoder. Qwen3 (per-head q/k norm) with M-RoPE, each frequency pair
 // rotated by one of a token's three positions (time, height, width; interleaved in Qwen3-VL), and
 // DeepStack: features of the first vision layers added to the hidden states at the image rows.
-// The HF checkpoint keeps the text model's values under text_config (family.cpp's hf_root).
+// The HF checkpoint keeps the text model's values under text_config (ModelSource's text decoder).
 #include <nlohmann/json.hpp>
 
 #include "model/config_view.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace ts::jinja {
 namespace {

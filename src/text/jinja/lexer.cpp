@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/utf8.h"
 #include "text/jinja/template_error.h"
-#include "text/utf8.h"
 
 namespace ts::jinja {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace ts::jinja::py {
 namespace {

@@ -12,9 +12,9 @@
 // behind ToolCallPrefix do not describe (docs/SERVER.md).
 #include <nlohmann/json.hpp>
 
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 #include "core/json_nesting.h"
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {

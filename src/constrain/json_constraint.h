@@ -1,7 +1,8 @@
 // Constrained JSON: a row of logits masked to the tokens whose bytes can continue one JSON object
 // satisfying a schema (SchemaPrefix; JsonSchema::any_object() for plain JSON mode) or one tool
 // call (ToolCallPrefix), then the chosen token followed. The vocabulary's pieces are prepared once
-// per tokenizer (JsonVocabulary) and shared by every constrained generation over it. Tokens that
+// per tokenizer (JsonVocabulary, from each token's text: text/constraint_vocabulary.h builds it
+// from a Tokenizer) and shared by every constrained generation over it. Tokens that
 // add no text (control tokens, end of generation among them) are never allowed: the object's
 // closing brace ends the generation instead.
 #pragma once
@@ -13,18 +14,16 @@
 #include <string_view>
 #include <vector>
 
-#include "text/json_schema.h"
-#include "text/schema_prefix.h"
-#include "text/tool_calls.h"
+#include "constrain/json_schema.h"
+#include "constrain/schema_prefix.h"
+#include "constrain/tool_calls.h"
 
 namespace ts {
 
-class Tokenizer;
-
 struct JsonVocabulary {
-  // `shown`: control tokens whose text is part of the generated text (TextStream's `shown`): a
-  // tool-call format's markers, which its envelope spells.
-  explicit JsonVocabulary(const Tokenizer& tok, const std::vector<int32_t>& shown = {});
+  // `token_pieces`: each token's bytes in generated text, by id ("" for one that adds none);
+  // `eog_ids`: the end-of-generation tokens.
+  JsonVocabulary(std::vector<std::string> token_pieces, std::vector<int32_t> eog_ids);
 
   // Tokens in byte order of their pieces, and how many leading bytes each shares with the one
   // before it: a trie walked as an array (JsonConstraint::mask).

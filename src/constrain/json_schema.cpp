@@ -1,4 +1,4 @@
-#include "text/json_schema.h"
+#include "constrain/json_schema.h"
 
 #include <algorithm>
 #include <climits>
@@ -8,8 +8,8 @@
 #include <set>
 #include <string_view>
 
+#include "constrain/json_prefix.h"
 #include "core/error.h"
-#include "text/json_prefix.h"
 
 namespace ts {
 

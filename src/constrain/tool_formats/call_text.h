@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-#include "text/tool_calls.h"
+#include "constrain/tool_calls.h"
 
 namespace ts::tool_text {
 

@@ -4,7 +4,7 @@
 //   <tool_call>
 //   {"name": "get_weather", "arguments": {"city": "Paris"}}
 //   </tool_call>
-// ); a ToolSet bound to another family's format (text/tool_format.h) reads and constrains that
+// ); a ToolSet bound to another family's format (constrain/tool_format.h) reads and constrains that
 // family's spelling instead. A call is generated under ToolCallPrefix, which holds it to the
 // format's envelope, a declared name and that tool's parameter schema, byte by byte (the same
 // promise as SchemaPrefix: an accepted prefix can always be completed), so every call the server
@@ -18,10 +18,10 @@
 #include <string_view>
 #include <vector>
 
-#include "text/byte_recognizer.h"
-#include "text/json_schema.h"
-#include "text/schema_prefix.h"
-#include "text/tool_format.h"
+#include "constrain/byte_recognizer.h"
+#include "constrain/json_schema.h"
+#include "constrain/schema_prefix.h"
+#include "constrain/tool_format.h"
 
 namespace ts {
 
@@ -106,7 +106,7 @@ class ToolCallPrefix : public ByteRecognizer<ToolCallPrefix> {
   }
 
  private:
-  // The envelope's parts in order (text/tool_format.h); an empty literal is passed over.
+  // The envelope's parts in order (constrain/tool_format.h); an empty literal is passed over.
   enum class Phase : uint8_t {
     Start,      // the envelope's start, once
     Lead,       // whitespace before the head (a line break, some indentation), or its first byte

@@ -1,6 +1,6 @@
-#include "text/tool_format.h"
+#include "constrain/tool_format.h"
 
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts {
 namespace {

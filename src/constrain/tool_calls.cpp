@@ -1,4 +1,4 @@
-#include "text/tool_calls.h"
+#include "constrain/tool_calls.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "text/tool_formats/call_text.h"
+#include "constrain/tool_formats/call_text.h"
 
 #include <cctype>
 #include <nlohmann/json.hpp>

@@ -3,8 +3,8 @@
 // (a [CALL_ID]id may sit before [ARGS] in history). Earlier ones (Mistral Nemo, v3):
 //   [TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "..."}]
 // [TOOL_CALLS] and [ARGS] are control tokens, shown so that the calls can be read.
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {

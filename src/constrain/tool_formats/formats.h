@@ -1,7 +1,7 @@
-// The formats of text/tool_format.h, one file each; tool_format.cpp chooses among them.
+// The formats of constrain/tool_format.h, one file each; tool_format.cpp chooses among them.
 #pragma once
 
-#include "text/tool_format.h"
+#include "constrain/tool_format.h"
 
 namespace ts::tool_formats {
 

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "text/byte_recognizer.h"
-#include "text/json_prefix.h"
-#include "text/json_schema.h"
+#include "constrain/byte_recognizer.h"
+#include "constrain/json_prefix.h"
+#include "constrain/json_schema.h"
 
 namespace ts {
 

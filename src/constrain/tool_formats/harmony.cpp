@@ -5,8 +5,8 @@
 // to=functions.get_weather<|channel|>commentary json<|message|>": both are read). <|call|> ends
 // the generation, so an answer holds one call. The channel markers are control tokens, shown so
 // that the call (and, in text/harmony.h, the analysis and final channels) can be read.
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {

@@ -2,8 +2,8 @@
 // spelling (Hermes' <tool_call>{json}</tool_call>, Mistral's [TOOL_CALLS]name[ARGS]{json},
 // DeepSeek's <｜tool▁call▁begin｜> tokens, gpt-oss's commentary channel, Qwen3-Coder's XML, a
 // bare Llama 3 JSON object); the server must read the one the model's template teaches, or the
-// calls come back as plain text. One ToolFormat per family (text/tool_formats/), chosen from the
-// template source by the markers its tool-call section writes (tool_format_for_template).
+// calls come back as plain text. One ToolFormat per family (constrain/tool_formats/), chosen from
+// the template source by the markers its tool-call section writes (tool_format_for_template).
 //
 // Every format has an opening marker: while the model writes freely it is a stop string, and
 // what follows it is the call (or calls). Formats whose arguments are one JSON object also give

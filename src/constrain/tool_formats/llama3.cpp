@@ -3,8 +3,8 @@
 // (the templates refuse more than one call per message). There is no marker, so the object's
 // own opening is the marker: an answer of prose that quotes it would be read as a call, which is
 // what llama.cpp does too.
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {

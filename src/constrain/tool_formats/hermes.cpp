@@ -3,8 +3,8 @@
 //   <tool_call>
 //   {"name": "get_weather", "arguments": {"city": "Paris"}}
 //   </tool_call>
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {

@@ -1,4 +1,4 @@
-#include "text/json_constraint.h"
+#include "constrain/json_constraint.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,7 @@
 #include <utility>
 
 #include "core/error.h"
-#include "text/tokenizer.h"
-#include "text/utf8.h"
+#include "core/utf8.h"
 
 namespace ts {
 namespace {
@@ -39,27 +38,24 @@ JsonVocabulary::Sorted sorted_by_piece(const std::vector<std::string>& pieces,
 
 }  // namespace
 
-JsonVocabulary::JsonVocabulary(const Tokenizer& tok, const std::vector<int32_t>& shown) {
-  const auto n = static_cast<size_t>(tok.vocab_size());
-  pieces.reserve(n);
+JsonVocabulary::JsonVocabulary(std::vector<std::string> token_pieces, std::vector<int32_t> eog_ids)
+    : pieces(std::move(token_pieces)), eog(std::move(eog_ids)) {
+  const size_t n = pieces.size();
   plain.reserve(n);
+  chars.reserve(n);
   std::vector<int32_t> nonempty, not_plain_ids;
   for (size_t id = 0; id < n; ++id) {
-    const bool show =
-        std::find(shown.begin(), shown.end(), static_cast<int32_t>(id)) != shown.end();
-    pieces.push_back(tok.token_to_piece(static_cast<int32_t>(id), show));
-    plain.push_back(continues_any_string(pieces.back()) ? 1 : 0);
-    chars.push_back(
-        static_cast<uint32_t>(std::count_if(pieces.back().begin(), pieces.back().end(), [](char c) {
-          return (static_cast<uint8_t>(c) & 0xC0) != 0x80;
-        })));
-    longest = std::max(longest, pieces.back().size());
-    if (pieces.back().empty()) continue;
+    const std::string& piece = pieces[id];
+    plain.push_back(continues_any_string(piece) ? 1 : 0);
+    chars.push_back(static_cast<uint32_t>(std::count_if(piece.begin(), piece.end(), [](char c) {
+      return (static_cast<uint8_t>(c) & 0xC0) != 0x80;
+    })));
+    longest = std::max(longest, piece.size());
+    if (piece.empty()) continue;
     nonempty.push_back(static_cast<int32_t>(id));
     if (plain.back() == 0) not_plain_ids.push_back(static_cast<int32_t>(id));
   }
   all = sorted_by_piece(pieces, std::move(nonempty));
-  eog = tok.eog_ids();
   not_plain = sorted_by_piece(pieces, std::move(not_plain_ids));
 }
 

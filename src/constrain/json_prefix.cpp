@@ -1,4 +1,4 @@
-#include "text/json_prefix.h"
+#include "constrain/json_prefix.h"
 
 namespace ts {
 namespace {

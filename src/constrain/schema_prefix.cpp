@@ -1,4 +1,4 @@
-#include "text/schema_prefix.h"
+#include "constrain/schema_prefix.h"
 
 #include <algorithm>
 #include <climits>

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "text/byte_recognizer.h"
+#include "constrain/byte_recognizer.h"
 
 namespace ts {
 

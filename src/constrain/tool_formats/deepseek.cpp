@@ -7,8 +7,8 @@
 //   <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{"city":
 //   "Paris"}<｜tool▁call▁end｜>...
 // The parser reads both, whichever the template taught.
-#include "text/tool_formats/call_text.h"
-#include "text/tool_formats/formats.h"
+#include "constrain/tool_formats/call_text.h"
+#include "constrain/tool_formats/formats.h"
 
 namespace ts::tool_formats {
 namespace {
