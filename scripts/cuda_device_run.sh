@@ -35,7 +35,7 @@ if [ "${1:-}" = "--pack" ]; then
   strip "$stage"/turbospark "$stage"/libturbospark_cuda.so "$stage"/test_cuda_* "$stage"/bench_cuda_gemv
   for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
     libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6 \
-    libpng16.so.16 libjpeg.so.62 libwebp.so.7 libz.so.1; do
+    libpng16.so.16 libjpeg.so.62 libwebp.so.7 libz.so.1 liburing.so.2; do
     cp -L /lib/x86_64-linux-gnu/$l "$stage/lib/"
   done
   rm -rf .gpubin

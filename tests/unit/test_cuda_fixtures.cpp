@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "backend/cpu/matmul_kernels.h"
 #include "core/error.h"
 #include "fixture_models.h"
 #include "model/synth_model.h"
@@ -40,6 +41,11 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
   const std::vector<float> ref = test::read_f32_file(test::fixture_ref_logits(f));
   const int64_t V = static_cast<int64_t>(ref.size() / ids.size());
   const std::vector<float> cpu = test::run_logits(f.path, ids, {});
+  // Where the CPU rounds activations to int8 (MXFP4's two planes) its own distance from the
+  // reference joins the bound against it: the GPU multiplies those weights in f32.
+  const double cpu_own = cpu::takes_f32_activations(DType::MXFP4) || f.form != "mxfp4"
+                             ? 0.0
+                             : test::compare_logits(cpu, ref, V).rel;
   for (bool decode : {false, true})
     for (int64_t batch : {64, 7}) {
       if (decode && batch != 64) continue;
@@ -50,7 +56,8 @@ TEST_P(CudaFixtures, MatchReferenceAndCpu) {
           << (decode ? "decode" : "prefill") << " batch " << batch << ": " << c.summary();
       EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
       const auto vs_cpu = test::compare_logits(gpu, cpu, V);
-      EXPECT_LE(vs_cpu.rel, tolerance(f.form, decode)) << "CUDA vs CPU: " << vs_cpu.summary();
+      EXPECT_LE(vs_cpu.rel, tolerance(f.form, decode) + cpu_own)
+          << "CUDA vs CPU: " << vs_cpu.summary();
     }
   // The default f16 cache, whose prefill attention runs on the tensor cores (q and the softmax
   // weights rounded to f16): held to the bound of f16 weights against the CPU with the same cache,
@@ -76,7 +83,6 @@ INSTANTIATE_TEST_SUITE_P(Families, CudaFixtures,
                               "qwen3_5_moe", "gpt_oss", "gpt_oss_mxfp4", "deepseek_v3", "gemma4",
                               "gemma4_moe", "glm4_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
-
 
 // Rope scaling on the device: linear (gemma3's global layers) and YaRN (qwen3, whose attention
 // factor scales the scores) against transformers, prefill and decode, as on the CPU.
