@@ -27,7 +27,8 @@ struct ScratchPlan;
 // prompt's time at 512 rows is largely reading weights once per micro-batch (each routed expert
 // through the grouped kernels, each quantised weight dequantised to f16), so device backends
 // take 2048 (llama.cpp's default logical batch too). The runs behind the three:
-// docs/PERFORMANCE.md, "CPU: MoE prompts, the micro-batch and the head" and "CUDA: prefill".
+// docs/history/PERFORMANCE-2026-12.md, "CPU: MoE prompts, the micro-batch and the head", and
+// docs/PERFORMANCE.md, "CUDA: prefill".
 constexpr int64_t kCpuPrefillBatch = 128;
 constexpr int64_t kCpuMoePrefillBatch = 512;
 constexpr int64_t kDevicePrefillBatch = 2048;
