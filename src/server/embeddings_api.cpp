@@ -67,7 +67,8 @@ bool embed_all(const RouteContext& ctx, const char* field,
         jobs[next] = sched.submit(std::move(g));
       } catch (const Error& e) {
         if (e.kind() == ErrorKind::Runtime) throw RouteError{503, e.what(), "server_error", ""};
-        throw RouteError{400, "'" + input_name(field, next, n) + "': " + e.what()};
+        throw RouteError{400, "'" + input_name(field, next, n) + "': " + e.what(),
+                         "invalid_request_error", ""};
       }
       if (jobs[next] == nullptr) {
         if (next > first) break;  // ours come back first
@@ -184,7 +185,8 @@ void ollama_embed(const RouteContext& ctx, const json& body, bool legacy, httpli
   std::string model = string(body, "model");
   if (model.empty()) bad("model", "is required");
   if (model.ends_with(":latest")) model.resize(model.size() - 7);
-  if (model != ctx.gen.model_id) throw RouteError{404, "model '" + model + "' not found"};
+  if (model != ctx.gen.model_id)
+    throw RouteError{404, "model '" + model + "' not found", "invalid_request_error", ""};
   if (const json* opts = get(body, "options"); opts != nullptr && !opts->is_object())
     bad("options", "must be an object");
   check_model(ctx.gen.sched, body);

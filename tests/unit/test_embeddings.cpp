@@ -73,7 +73,9 @@ void expect_references(const std::string& path, const EmbeddingSpec& spec, const
     EXPECT_GE(cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
     double norm = 0;
     for (float v : got) norm += double(v) * v;
-    if (spec.normalize) EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
+    if (spec.normalize) {
+      EXPECT_NEAR(std::sqrt(norm), 1.0, 1e-5);
+    }
   }
 }
 
