@@ -54,6 +54,12 @@ if [ "${1:-}" = "--pack" ]; then
     mkdir -p .gpubin/shared/fixtures/$f
     cp "$shared/fixtures/$f/"{meta.json,model-*.gguf,ref_logits*.f32} .gpubin/shared/fixtures/$f/
   done
+  # $QUANTS: tiny-moe's quantised files by type (IQ1_S, TQ2_0, ...; 4-8 MB each), for
+  # test_cuda_lowbit.
+  for q in ${QUANTS:-}; do
+    mkdir -p .gpubin/shared/models/tiny-moe/quants
+    cp "$shared/models/tiny-moe/quants/tiny-moe-$q.gguf" .gpubin/shared/models/tiny-moe/quants/
+  done
   du -sh .gpubin
   exit 0
 fi
