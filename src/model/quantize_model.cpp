@@ -12,6 +12,7 @@
 #include "formats/gguf_writer.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
+#include "quant/row_fallback.h"
 
 namespace ts {
 namespace {
@@ -37,12 +38,6 @@ bool quantizable(const GgufTensor& t) {
          !contains(n, "token_types");
 }
 
-// Where a row is not a whole number of the type's blocks, llama.cpp falls back to a type of 32
-// (its list, for the types written here).
-DType fallback(DType t) {
-  return t == DType::Q6_K ? DType::Q8_0 : t;
-}
-
 // llama_tensor_get_type's rules for the file types written here (q8_0, q4_0, q4_1, q5_0, q5_1,
 // q6_k): the others in its list name only the k-quant mixes and the i-quants.
 DType tensor_type(const GgufTensor& t, DType base, bool has_output, int64_t n_expert) {
@@ -58,8 +53,7 @@ DType tensor_type(const GgufTensor& t, DType base, bool has_output, int64_t n_ex
     // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
     if (n_expert == 8) to = DType::Q8_0;
   }
-  if (t.dims[0] % dtype_info(to).block_elems != 0) to = fallback(to);
-  return to;
+  return row_fallback_dtype(to, t.dims[0]);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "model/synth_shapes.h"
 #include "model/synth_vocab.h"
 #include "quant/quantize.h"
+#include "quant/row_fallback.h"
 
 namespace ts {
 namespace {
@@ -339,14 +340,13 @@ class PlanBuilder {
   const SynthShape& s_;
 };
 
-// Offsets in the data section, sizes and the parameter count; refuses rows that are not whole
-// blocks of their dtype.
+// Offsets in the data section, sizes and the parameter count. A row that is not whole blocks of
+// its dtype takes the type llama.cpp's quantiser would (DeepSeek's 128-wide attn_k_b in q4_k_m:
+// q5_0).
 void place_tensors(Plan& p) {
   for (PlannedTensor& t : p.tensors) {
     const std::string what = std::string("shape ") + p.shape->name + ": tensor '" + t.name + "'";
-    if (t.dims[0] % dtype_info(t.dtype).block_elems != 0)
-      fail(ErrorKind::Usage, what + " has rows of " + std::to_string(t.dims[0]) +
-                                 ", not a whole number of " + dtype_name(t.dtype) + " blocks");
+    t.dtype = row_fallback_dtype(t.dtype, t.dims[0]);
     t.nbytes = checked_mul(row_bytes(t.dtype, t.dims[0], what), t.rows(), what);
     t.offset = p.data_bytes;
     p.data_bytes = align_up(checked_add(p.data_bytes, t.nbytes, what), kAlignment, what);

@@ -20,6 +20,7 @@
 #include "model/model_spec.h"
 #include "model/synth_model.h"
 #include "model/synth_shapes.h"
+#include "quant/row_fallback.h"
 #include "runtime/engine.h"
 #include "runtime/footprint.h"
 #include "runtime/model_tokenizer.h"
@@ -465,6 +466,26 @@ TEST(SynthShapes, Gemma4ShapesHaveTheirPublishedSizes) {
     EXPECT_NEAR(static_cast<double>(plan_synth_model(o).params) / 1e9, billions, billions * 0.005)
         << shape;
   }
+}
+
+// A row that is not whole blocks of the dtype takes llama.cpp's fallback (DeepSeek-V3's 128-wide
+// attn_k_b under q4_k_m: q5_0), as its quantiser writes such files; f16 where no 32-element type
+// divides the row.
+TEST(SynthShapes, RowsThatAreNotWholeBlocksFallBackAsLlamaCppDoes) {
+  EXPECT_EQ(row_fallback_dtype(DType::Q4_K, 128), DType::Q5_0);
+  EXPECT_EQ(row_fallback_dtype(DType::Q4_K, 512), DType::Q4_K);
+  EXPECT_EQ(row_fallback_dtype(DType::Q5_K, 1408), DType::Q5_1);
+  EXPECT_EQ(row_fallback_dtype(DType::Q6_K, 96), DType::Q8_0);
+  EXPECT_EQ(row_fallback_dtype(DType::IQ2_XXS, 160), DType::IQ4_NL);
+  EXPECT_EQ(row_fallback_dtype(DType::Q3_K, 64), DType::Q4_0);
+  EXPECT_EQ(row_fallback_dtype(DType::Q4_K, 100), DType::F16);
+  EXPECT_EQ(row_fallback_dtype(DType::Q8_0, 100), DType::F16);
+  SynthOptions o;
+  o.shape = "deepseek-v3";
+  o.layers = 4;
+  o.dtype = DType::Q4_K;
+  o.k_m_mix = true;
+  EXPECT_GT(plan_synth_model(o).params, 0u);
 }
 
 TEST(SynthShapes, RefusesWhatItCannotWrite) {
