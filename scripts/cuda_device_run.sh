@@ -13,12 +13,11 @@
 # 2.36) run there too, so the cheaper way is to build here and carry only them:
 #
 #   scripts/cuda_device_run.sh --pack build-dir   (writes the ignored .gpubin: bin.txz, ~10 MB,
-#                                                  and the hybrid fixtures, ~11 MB, when the build
-#                                                  was configured with its shared data folder)
+#                                                  and the data files $DATA names, see below)
 #
-# then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: every cuda test program, the
-# GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight decoding together), in
-# about a minute. To compare builds in one run, add other plugins to the archive and point
+# then carry .gpubin and call scripts/cuda_device_run.sh --prebuilt there: every cuda test program
+# ($TESTS: which ones), the GEMV bench and `turbospark bench` on $SHAPES (one sequence, and eight
+# decoding together; SHAPES="": none), in about a minute. To compare builds in one run, add other plugins to the archive and point
 # TURBOSPARK_CUDA_PLUGIN at each in turn.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,21 +43,18 @@ if [ "${1:-}" = "--pack" ]; then
   # archive is a quarter of what the default level writes.
   tar cf - -C "$stage" . | xz -9 -T2 -c >.gpubin/bin.txz
   rm -rf "$stage"
-  # Fixtures the repository does not keep (they live in the shared data folder the build was
-  # configured with, TURBOSPARK_SHARED_DIR), without their HF directories: the device's tests find
-  # them through a /work/shared link. Without that folder their tests skip there too. $FIXTURES
-  # picks them (the device tool carries 64 MiB with the tracked tree: a few at a time).
-  shared=$(sed -n 's/^TURBOSPARK_SHARED_DIR:PATH=//p' "$b/CMakeCache.txt")
-  for f in ${FIXTURES:-qwen3_next qwen3_5 qwen3_5_moe}; do
-    [ -n "$shared" ] && [ -d "$shared/fixtures/$f" ] || continue
-    mkdir -p .gpubin/shared/fixtures/$f
-    cp "$shared/fixtures/$f/"{meta.json,model-*.gguf,ref_logits*.f32} .gpubin/shared/fixtures/$f/
-  done
-  # $QUANTS: tiny-moe's quantised files by type (IQ1_S, TQ2_0, ...; 4-8 MB each), for
-  # test_cuda_lowbit.
-  for q in ${QUANTS:-}; do
-    mkdir -p .gpubin/shared/models/tiny-moe/quants
-    cp "$shared/models/tiny-moe/quants/tiny-moe-$q.gguf" .gpubin/shared/models/tiny-moe/quants/
+  # Data the repository does not keep: $DATA lists files by their path inside the data folder
+  # the build was configured with (TURBOSPARK_SHARED_DIR), e.g. DATA="fixtures/gpt_oss/meta.json
+  # fixtures/gpt_oss/model-f32.gguf fixtures/gpt_oss/ref_logits.f32" (the device tool carries 64
+  # MiB with the tracked tree: a few files at a time). On the device that folder's path leads to
+  # them; tests whose files are not there skip.
+  data_dir=$(sed -n 's/^TURBOSPARK_SHARED_DIR:PATH=//p' "$b/CMakeCache.txt")
+  sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$b/CMakeCache.txt" >.gpubin/source_dir
+  echo "$data_dir" >.gpubin/data_dir
+  for f in ${DATA:-}; do
+    [ -n "$data_dir" ] && [ -f "$data_dir/$f" ] || { echo "not in the data folder: $f" >&2; exit 2; }
+    mkdir -p ".gpubin/data/$(dirname "$f")"
+    cp "$data_dir/$f" ".gpubin/data/$f"
   done
   du -sh .gpubin
   exit 0
@@ -69,9 +65,12 @@ if [ "${1:-}" = "--prebuilt" ]; then
   B=$(mktemp -d)
   tar xJf .gpubin/bin.txz -C "$B"
   export LD_LIBRARY_PATH=$B/lib:${LD_LIBRARY_PATH:-}
-  # The tests find their fixtures at the absolute path of the checkout they were built in.
-  [ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
-  [ -e /work/shared ] || [ ! -d .gpubin/shared ] || ln -s "$PWD/.gpubin/shared" /work/shared
+  # The tests find their fixtures at the absolute paths of the checkout they were built in and
+  # of its data folder.
+  src=$(cat .gpubin/source_dir) data_dir=$(cat .gpubin/data_dir)
+  [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
+  [ -z "$data_dir" ] || [ -e "$data_dir" ] || [ ! -d .gpubin/data ] ||
+    { mkdir -p "$(dirname "$data_dir")" && ln -s "$PWD/.gpubin/data" "$data_dir"; }
   # ...and the tests that run the binary (test_cuda_memory) at the build folder's.
   mkdir -p build && cp $B/turbospark $B/libturbospark_cuda.so build/
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$out/gpu.txt"

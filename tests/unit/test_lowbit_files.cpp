@@ -1,9 +1,10 @@
-// The low-bit tiny-moe files llama.cpp's llama-quantize made with an importance matrix (shared
-// data, ../shared/models/tiny-moe/quants: the named type holds the expert tensors, other tensors
-// fall back to k-quants, q8_0 or iq4_nl). Default run: each opens, its experts streamed through 2
-// slots a layer give the resident logits bit for bit, in prefill and in decode. Slow run
-// (test_lowbit_files_slow): llama.cpp-method perplexity within 0.5 % of llama.cpp's own figure on
-// the same file.
+// The low-bit tiny-moe files llama.cpp's llama-quantize made with an importance matrix (in the
+// shared data folder, test::shared_path; 4-8 MB each, too large to keep here: the named type holds
+// the expert tensors, other tensors fall back to k-quants, q8_0 or iq4_nl). Default run: each
+// opens, its experts streamed through 2 slots a layer give the resident logits bit for bit, in
+// prefill and in decode. Slow run (test_lowbit_files_slow): llama.cpp-method perplexity within
+// 0.5 % of llama.cpp's own figure on the same file.
+
 #include <gtest/gtest.h>
 
 #include <cmath>
