@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "constrain/tool_formats/call_text.h"
 #include "core/error.h"
 #include "core/json_nesting.h"
 
@@ -134,25 +135,11 @@ ToolCall parse_tool_call(std::string_view text) {
 // quote, while a call's strings may hold anything (even "</tool_call>"), so they are skipped.
 std::vector<ToolCall> parse_tool_calls(std::string_view text) {
   std::vector<ToolCall> calls;
-  int depth = 0;
-  bool in_string = false, escape = false;
-  size_t start = 0;
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (in_string) {
-      if (escape)
-        escape = false;
-      else if (c == '\\')
-        escape = true;
-      else if (c == '"')
-        in_string = false;
-    } else if (depth > 0 && c == '"') {
-      in_string = true;
-    } else if (c == '{' || (depth > 0 && c == '[')) {
-      if (depth++ == 0) start = i;
-    } else if (depth > 0 && (c == '}' || c == ']') && --depth == 0) {
-      calls.push_back(parse_tool_call(text.substr(start, i + 1 - start)));
-    }
+  for (size_t i = text.find('{'); i != std::string_view::npos; i = text.find('{', i)) {
+    const size_t end = tool_text::json_end(text, i);
+    if (end == std::string_view::npos) break;  // an unclosed call: not one yet
+    calls.push_back(parse_tool_call(text.substr(i, end - i)));
+    i = end;
   }
   return calls;
 }
