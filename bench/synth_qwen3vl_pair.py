@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """A Qwen3-VL-2B-shaped vision tower (mmproj GGUF, as llama.cpp's converter writes it) and a
-one-layer text model of the width it projects to, with seeded random weights: what `turbospark
-bench --image` and llama.cpp's llama-mtmd-cli time an image's encoding on. The vision tower is the
-real model's shape (24 blocks of 1024, 16 heads, MLP 4096, patch 16, merge 2, DeepStack taps at 5,
-11 and 17, projection 2048); the text model only has to be accepted beside it, so it keeps the
-three layers the DeepStack taps feed and takes its tokenizer from an existing qwen3vl GGUF (a
-fixture's).
+small text model of the width it projects to, with seeded random weights: what `turbospark bench
+--image` and llama.cpp's llama-mtmd-cli time an image's encoding on. The vision tower is the real
+model's shape (24 blocks of 1024, 16 heads, MLP 4096, patch 16, merge 2, DeepStack taps at 5, 11
+and 17, projection 2048); the text model only has to be accepted beside it, so it keeps four
+layers (llama.cpp needs one more than the three DeepStack taps) and takes its tokenizer from an
+existing qwen3vl GGUF (a fixture's).
+
+  llama-mtmd-cli -m DIR/text.gguf --mmproj DIR/mmproj-f16.gguf --image IMG --chat-template chatml
+      -p x -n 1 -t 2        (prints "image slice encoded in N ms")
+  turbospark bench -m DIR/text.gguf --mmproj DIR/mmproj-f16.gguf --image IMG -p 0 -n 0 -t 2
 
   python3 bench/synth_qwen3vl_pair.py --tokenizer-from FIXTURE_TEXT.gguf --out DIR
 
@@ -20,7 +24,7 @@ import gguf
 
 VISION = dict(hidden=1024, heads=16, depth=24, ff=4096, patch=16, merge=2, out=2048,
               n_pos=2304, deepstack=(5, 11, 17), image_size=768)
-TEXT = dict(layers=3, hidden=2048, heads=16, kv_heads=8, head_dim=128, ff=6144, sections=[24, 20, 20, 0])
+TEXT = dict(layers=4, hidden=2048, heads=16, kv_heads=8, head_dim=128, ff=6144, sections=[24, 20, 20, 0])
 
 
 def matrix(rng, cols, rows):
