@@ -1390,16 +1390,19 @@ TEST_F(CudaOps, MRopeThreeStreamsAgainstCpuAndOrdinaryWhenEqual) {
     const RopeArgs r{hd, hd, neox, upload(inv)};
     RopeArgs rm = r;
     rm.pair_stream = streams.data();
-    RopeArgs cpu_rm{hd, hd, neox, inv.data(), streams.data()};
+    const RopeArgs cpu_rm{hd, hd, neox, inv.data(), streams.data()};
     const std::vector<float> x = randn(n);
     std::vector<float> want = x;
     cpu_->rope(want.data(), M, heads, pos3.data(), cpu_rm);
-    float* all = upload(x);
-    float* one = upload(x);
-    gpu_->rope(all, M, heads, pos3.data(), rm);
-    for (int64_t m = 0; m < M; ++m)
-      gpu_->rope(one + m * heads * hd, 1, heads, &pos3[static_cast<size_t>(3 * m)], rm);
-    const std::vector<float> a = download(all, n), b = download(one, n);
+    // x rotated on the GPU by M-RoPE: all rows in one call (the row kernel) or a row at a time.
+    const auto mrope = [&](const std::vector<int32_t>& positions, bool all_rows) {
+      float* d = upload(x);
+      if (all_rows) gpu_->rope(d, M, heads, positions.data(), rm);
+      for (int64_t m = 0; !all_rows && m < M; ++m)
+        gpu_->rope(d + m * heads * hd, 1, heads, &positions[static_cast<size_t>(3 * m)], rm);
+      return download(d, n);
+    };
+    const std::vector<float> a = mrope(pos3, true), b = mrope(pos3, false);
     test::expect_close(a, want, 2e-6f, 2e-6f, neox ? "m-rope rows, neox" : "m-rope rows");
     test::expect_close(b, want, 2e-6f, 2e-6f, neox ? "m-rope a row, neox" : "m-rope a row");
     // The H and W positions differ from T on some rows: those rows differ from ordinary rope.
@@ -1409,12 +1412,7 @@ TEST_F(CudaOps, MRopeThreeStreamsAgainstCpuAndOrdinaryWhenEqual) {
     EXPECT_NE(0, std::memcmp(a.data() + row, p.data() + row, row * sizeof(float)))
         << "row 1's H position did not change it";
     // Equal streams: ordinary rope, bit for bit, in both kernels.
-    float* eq_all = upload(x);
-    float* eq_one = upload(x);
-    gpu_->rope(eq_all, M, heads, equal3.data(), rm);
-    for (int64_t m = 0; m < M; ++m)
-      gpu_->rope(eq_one + m * heads * hd, 1, heads, &equal3[static_cast<size_t>(3 * m)], rm);
-    const std::vector<float> ea = download(eq_all, n), eo = download(eq_one, n);
+    const std::vector<float> ea = mrope(equal3, true), eo = mrope(equal3, false);
     EXPECT_EQ(0, std::memcmp(ea.data(), p.data(), n * sizeof(float)))
         << "equal streams, rows kernel, neox " << neox << ": max rel diff "
         << test::max_rel_error(ea, p);

@@ -11,15 +11,14 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "core/error.h"
 #include "fixture_models.h"
+#include "qwen3vl_image_prompt.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/kv_cache.h"
@@ -43,30 +42,13 @@ class UnverifiedOps {
   UnverifiedOps& operator=(const UnverifiedOps&) = delete;
 };
 
-// The fixture's image prompt (meta.json's "image") and the tower's stored outputs.
-struct ImagePrompt {
-  std::vector<int32_t> ids;  // with the placeholder tokens
-  EncodedImage image;
-  int32_t image_token = 0;
-  int64_t vision_end_row = 0;
-  std::vector<float> ref;  // ref_logits_image.f32
+// The fixture's image prompt and its reference logits (ref_logits_image.f32).
+struct ImagePrompt : test::Qwen3VlImagePrompt {
+  std::vector<float> ref;
 };
 
 ImagePrompt load_image_prompt() {
-  std::ifstream in(test::fixture_file(kFixture, "meta.json"));
-  const auto meta = nlohmann::json::parse(in);
-  const auto& im = meta["image"];
-  ImagePrompt p;
-  p.ids = im["prompt_ids"].get<std::vector<int32_t>>();
-  p.image_token = meta["config"]["image_token_id"].get<int32_t>();
-  const int32_t vision_end = meta["config"]["vision_end_token_id"].get<int32_t>();
-  for (size_t i = 0; i < p.ids.size(); ++i)
-    if (p.ids[i] == vision_end) p.vision_end_row = static_cast<int64_t>(i);
-  const auto grid = im["image_grid_thw"][0].get<std::vector<int64_t>>();
-  p.image.grid_h = grid[1] / 2;  // the merger's 2 x 2
-  p.image.grid_w = grid[2] / 2;
-  p.image.embeds = test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32"));
-  p.image.deepstack = test::read_f32_file(test::fixture_file(kFixture, "image_deepstack.f32"));
+  ImagePrompt p{test::load_qwen3vl_image_prompt()};
   p.ref = test::read_f32_file(test::fixture_file(kFixture, "ref_logits_image.f32"));
   return p;
 }
@@ -179,28 +161,6 @@ TEST_P(CudaQwen3Vl, ImagePromptMatchesReferenceAndCpu) {
   const std::vector<float> cpu16 = image_logits(f.path, "cpu", p, 64, false, DType::F16);
   const std::vector<float> gpu16 = image_logits(f.path, "cuda", p, 64, false, DType::F16);
   expect_match(gpu16, p.ref, cpu16, V, kF16Bound, f.form + " image, f16 cache");
-}
-
-// The comparison can tell: on the GPU too, the image prompt without its DeepStack features, or
-// with one position a row, is far from the reference.
-TEST_P(CudaQwen3Vl, DeepStackAndPositionsMatter) {
-  TS_REQUIRE_SHARED(test::fixture_file(kFixture, "image_embeds.f32"));
-  const ImagePrompt p = load_image_prompt();
-  auto engine = open_engine(GetParam().path, "cuda", 64);
-  const ImageRows rows = image_rows(p, *engine);
-  const int64_t n = static_cast<int64_t>(p.ids.size()), V = engine->cfg().n_vocab;
-  std::vector<float> logits(static_cast<size_t>(n * V));
-  RowInputs no_deepstack = rows.inputs();
-  no_deepstack.deepstack = nullptr;
-  RowInputs flat = rows.inputs();
-  flat.rope_pos = nullptr;
-  for (const RowInputs& in : {no_deepstack, flat}) {
-    Session s(*engine);
-    s.feed(p.ids.data(), n, logits.data(), true, in);
-    const auto c = test::compare_logits(logits, p.ref, V);
-    EXPECT_GT(c.rel, 1e-2) << (in.deepstack == nullptr ? "without DeepStack" : "1-D positions")
-                           << ": " << c.summary();
-  }
 }
 
 // Decode replayed from CUDA graphs (the three positions a row re-read at every replay, shifted
