@@ -581,8 +581,11 @@ class CudaBackend final : public Backend {
     const bool mrope = r.pair_stream != nullptr;
     const auto* d_pos =
         static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M * (mrope ? 3 : 1)));
-    const auto* d_streams =
-        mrope ? static_cast<const uint8_t*>(args_->put(r.pair_stream, r.rotary_dim / 2)) : nullptr;
+    const uint8_t* d_streams = nullptr;
+    if (mrope) {
+      const auto pairs = static_cast<size_t>(r.rotary_dim / 2);
+      d_streams = static_cast<const uint8_t*>(args_->put(r.pair_stream, pairs));
+    }
     cuda::launch_rope(x, M, n_heads, d_pos, d_streams, r, stream_);
   }
 
