@@ -134,6 +134,45 @@ TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
   return s;
 }
 
+// A WordPiece tokenizer.json: its vocabulary, [UNK], the continuation prefix and the longest
+// word, and BERT's normaliser and pre-tokenizer, the only ones read with it.
+TokenizerSpec wordpiece_spec(const json& j, const std::string& path) {
+  const json& model = j["model"];
+  TokenizerSpec s;
+  s.kind = TokenizerKind::WordPiece;
+  s.source = path;
+  if (!model.contains("vocab") || !model["vocab"].is_object())
+    fail(ErrorKind::Model, path + ": model.vocab is missing");
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      fail(ErrorKind::Model, path + ": model.vocab['" + text + "'] is not a token id");
+    const auto i = static_cast<size_t>(id.get<int64_t>());
+    if (i >= s.tokens.size()) s.tokens.resize(i + 1);
+    s.tokens[i] = text;
+  }
+  s.continuing_prefix = model.value("continuing_subword_prefix", std::string("##"));
+  s.max_word_chars = model.value("max_input_chars_per_word", int64_t{100});
+  s.unk = id_of(s, model.value("unk_token", std::string("[UNK]")), path + ": model.unk_token");
+  const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
+  if (norm.is_null() || norm.value("type", "") != "BertNormalizer")
+    fail(ErrorKind::Unsupported, path + ": normalizer '" +
+                                     (norm.is_object() ? norm.value("type", "?") : "none") +
+                                     "' is not supported with WordPiece (BertNormalizer)");
+  const auto flag = [&](const char* key, bool fallback) {
+    return norm.contains(key) && norm[key].is_boolean() ? norm[key].get<bool>() : fallback;
+  };
+  s.bert.clean_text = flag("clean_text", true);
+  s.bert.chinese_chars = flag("handle_chinese_chars", true);
+  s.bert.lowercase = flag("lowercase", true);
+  s.bert.strip_accents = flag("strip_accents", s.bert.lowercase);  // null: as lowercase
+  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  if (pre.is_null() || pre.value("type", "") != "BertPreTokenizer")
+    fail(ErrorKind::Unsupported, path + ": pre_tokenizer '" +
+                                     (pre.is_object() ? pre.value("type", "?") : "none") +
+                                     "' is not supported with WordPiece (BertPreTokenizer)");
+  return s;
+}
+
 bool is_byte_level(const json& j) {
   const auto has_byte_level = [](const json& node, auto&& self) -> bool {
     if (!node.is_object()) return false;
@@ -174,10 +213,22 @@ void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path
   }
 }
 
-// BOS / EOS added by the post-processor template, e.g. "<s> $A".
+// BOS / EOS added by the post-processor template, e.g. "<s> $A"; BERT's [CLS] $A [SEP].
 void apply_post_processor(const json& j, TokenizerSpec& s, const std::string& path) {
   if (!j.contains("post_processor") || !j["post_processor"].is_object()) return;
   const json* tp = &j["post_processor"];
+  if (tp->value("type", "") == "BertProcessing") {
+    const auto named = [&](const char* key) {
+      const json v = tp->value(key, json());
+      if (!v.is_array() || v.empty() || !v[0].is_string())
+        fail(ErrorKind::Model, path + ": post_processor." + key + " is not [token, id]");
+      return id_of(s, v[0].get<std::string>(), path + ": post_processor." + key);
+    };
+    s.bos = named("cls");
+    s.eos = named("sep");
+    s.add_bos = s.add_eos = true;
+    return;
+  }
   if (tp->value("type", "") == "Sequence" && tp->contains("processors")) {
     const json* found = nullptr;
     for (const json& p : (*tp)["processors"])
@@ -227,6 +278,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "BPE" &&
       is_byte_level(*tj)) {
     s = byte_level_spec(*tj, json_path);
+  } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "WordPiece") {
+    s = wordpiece_spec(*tj, json_path);
   } else if (exists(model_path)) {
     s = spm_spec(model_path);
   } else if (tj) {
