@@ -1,6 +1,7 @@
-// The vision tower's host ops that the Backend op set has no form of: LayerNorm with a bias, the
-// two GELUs, and bidirectional attention over one image's patches. f32, [rows][width] row-major,
-// split over the rows by a thread pool.
+// Host ops of the stacks that run on the CPU only (the vision towers, the BERT encoder) that the
+// Backend op set has no form of: LayerNorm with a bias, the two GELUs, and bidirectional attention
+// over one image's patches or one text. f32, [rows][width] row-major, split over the rows by a
+// thread pool.
 #pragma once
 
 #include <cstdint>
