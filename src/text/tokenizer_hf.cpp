@@ -90,11 +90,8 @@ TokenizerSpec spm_spec(const std::string& path) {
   return s;
 }
 
-TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
-  const json& model = j["model"];
-  TokenizerSpec s;
-  s.kind = TokenizerKind::ByteLevelBpe;
-  s.source = path;
+// tokenizer.json's model.vocab ({"text": id, ...}) into s.tokens.
+void read_vocab(const json& model, const std::string& path, TokenizerSpec& s) {
   if (!model.contains("vocab") || !model["vocab"].is_object())
     fail(ErrorKind::Model, path + ": model.vocab is missing");
   for (const auto& [text, id] : model["vocab"].items()) {
@@ -104,6 +101,14 @@ TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
     if (i >= s.tokens.size()) s.tokens.resize(i + 1);
     s.tokens[i] = text;
   }
+}
+
+TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
+  const json& model = j["model"];
+  TokenizerSpec s;
+  s.kind = TokenizerKind::ByteLevelBpe;
+  s.source = path;
+  read_vocab(model, path, s);
   if (!model.contains("merges") || !model["merges"].is_array())
     fail(ErrorKind::Model, path + ": model.merges is missing");
   for (const json& m : model["merges"]) {
@@ -141,15 +146,7 @@ TokenizerSpec wordpiece_spec(const json& j, const std::string& path) {
   TokenizerSpec s;
   s.kind = TokenizerKind::WordPiece;
   s.source = path;
-  if (!model.contains("vocab") || !model["vocab"].is_object())
-    fail(ErrorKind::Model, path + ": model.vocab is missing");
-  for (const auto& [text, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      fail(ErrorKind::Model, path + ": model.vocab['" + text + "'] is not a token id");
-    const auto i = static_cast<size_t>(id.get<int64_t>());
-    if (i >= s.tokens.size()) s.tokens.resize(i + 1);
-    s.tokens[i] = text;
-  }
+  read_vocab(model, path, s);
   s.continuing_prefix = model.value("continuing_subword_prefix", std::string("##"));
   s.max_word_chars = model.value("max_input_chars_per_word", int64_t{100});
   s.unk = id_of(s, model.value("unk_token", std::string("[UNK]")), path + ": model.unk_token");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fixture_models.h"
 #include "model/model_source.h"
 #include "model/pooling.h"
 #include "runtime/embedding.h"
@@ -33,16 +34,6 @@ std::string fixture(const std::string& file) {
 json reference() {
   std::ifstream f(fixture("ref.json"));
   return json::parse(f);
-}
-
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -67,7 +58,7 @@ void expect_references(const std::string& path, const EmbeddingSpec& spec, const
     const std::vector<float> got = encoder->embed(ids, pooler);
     const auto want = ref[key][i].get<std::vector<float>>();
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_GE(cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
+    EXPECT_GE(test::cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
     EXPECT_LE(max_abs_diff(got, want), tol) << key << " input " << i << " of " << path;
   }
 }
@@ -146,7 +137,7 @@ TEST(BertEmbedding, EmbedCommandPrintsTheVectors) {
     for (const int i : {0, 2}) {
       ASSERT_TRUE(std::getline(lines, line)) << out;
       const auto got = json::parse(line).get<std::vector<float>>();
-      EXPECT_GE(cosine(got, ref["embeddings"][i].get<std::vector<float>>()), 0.9999) << form;
+      EXPECT_GE(test::cosine(got, ref["embeddings"][i].get<std::vector<float>>()), 0.9999) << form;
     }
   }
   std::string out;

@@ -7,22 +7,24 @@ DIR/hf/      a random-init BertModel (hidden 32, 2 layers, 4 heads, GELU FFN of 
              2 token types) saved as sentence-transformers models ship: architectures BertModel,
              a WordPiece tokenizer.json (BertNormalizer lowercasing and stripping accents,
              BertPreTokenizer, [CLS] $A [SEP]) trained on the corpus below, and the modules
-             Transformer, Pooling (mean) and Normalize.
+             Transformer, Pooling (mean) and Normalize (st_fixture.py).
 DIR/model-f32.gguf   llama.cpp's convert_hf_to_gguf.py of hf/ (arch bert, pooling_type 1).
 DIR/ref.json         {"inputs", "ids", "embeddings", "cls", "tricky", "tricky_ids"}:
                      sentence-transformers' encode() of each input (float32, CPU), the ids its
                      tokenizer gave, transformers' first-token hidden state of each (cls pooling,
                      unnormalised), and the tokenizer's ids for strings that exercise the
                      normaliser and pre-tokenizer.
+tokenizers' WordPiece trainer orders tokens of equal count differently from run to run: a new run
+makes a different fixture, as valid, whose references are its own.
 """
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import torch
+
+from st_fixture import convert, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -119,26 +121,6 @@ def make_model(out_dir, vocab, pad):
         json.dump(c, f, indent=1, sort_keys=True)
 
 
-def write_st_modules(out_dir):
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    with open(os.path.join(out_dir, "modules.json"), "w") as f:
-        json.dump(modules, f, indent=1)
-    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
-    os.makedirs(os.path.join(out_dir, "2_Normalize"), exist_ok=True)
-    pooling = {"word_embedding_dimension": HIDDEN, "pooling_mode_cls_token": False,
-               "pooling_mode_mean_tokens": True, "pooling_mode_max_tokens": False,
-               "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
-               "pooling_mode_lasttoken": False, "include_prompt": True}
-    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
-        json.dump(pooling, f, indent=1)
-    with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
-        json.dump({"max_seq_length": 64, "do_lower_case": False}, f, indent=1)
-
-
 def floats(v):
     return [float(np.float32(x)) for x in v]
 
@@ -165,20 +147,6 @@ def references(hf_dir):
             "tricky": TRICKY, "tricky_ids": [tok(s)["input_ids"] for s in TRICKY]}
 
 
-def convert(converter, hf_dir, out):
-    # The converter names a pre-tokenizer by the hash of its output on a test text, which a tiny
-    # vocabulary cannot match: it is named here (WordPiece reads no pre-tokenizer name).
-    code = ("import os, runpy, sys\n"
-            "conv = sys.argv[1]\n"
-            "sys.path[:0] = [conv, os.path.join(conv, 'gguf-py')]\n"
-            "from conversion.base import TextModel\n"
-            "TextModel.get_vocab_base_pre = lambda self, tokenizer: 'bert-bge'\n"
-            "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[2:]\n"
-            "runpy.run_path(os.path.join(conv, 'convert_hf_to_gguf.py'), run_name='__main__')\n")
-    subprocess.run([sys.executable, "-c", code, converter, hf_dir, "--outtype", "f32", "--outfile",
-                    out], check=True)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--converter", required=True)
@@ -188,10 +156,10 @@ def main():
     os.makedirs(hf, exist_ok=True)
     vocab, pad = train_tokenizer(hf)
     make_model(hf, vocab, pad)
-    write_st_modules(hf)
+    write_st_modules(hf, HIDDEN, "mean_tokens", 64)
     with open(os.path.join(a.out, "ref.json"), "w") as f:
         json.dump(references(hf), f, ensure_ascii=False)
-    convert(a.converter, hf, os.path.join(a.out, "model-f32.gguf"))
+    convert(a.converter, hf, os.path.join(a.out, "model-f32.gguf"), "bert-bge")
 
 
 if __name__ == "__main__":
