@@ -112,6 +112,7 @@ void Encoder::load() {
   const auto table = [&](const TensorName& n, int64_t rows) {
     const TensorRef r = t.need(n, -1, ".weight", {d, rows});
     const int64_t n_rows = r.rows();
+    if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
     return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
                                r.data());
   };

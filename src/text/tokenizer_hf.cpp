@@ -1,6 +1,7 @@
-// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE comes from
+// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE and WordPiece come from
 // tokenizer.json; SentencePiece comes from tokenizer.model (its scores drive the merges, which
-// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top.
+// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top;
+// WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -170,6 +171,48 @@ TokenizerSpec wordpiece_spec(const json& j, const std::string& path) {
   return s;
 }
 
+// A BERT checkpoint without tokenizer.json (transformers' slow BertTokenizer): vocab.txt, one
+// token a line, and tokenizer_config.json's do_lower_case / strip_accents /
+// tokenize_chinese_chars and special tokens ([CLS] text [SEP]).
+TokenizerSpec vocab_txt_spec(const std::string& dir) {
+  const std::string path = dir + "/vocab.txt";
+  TokenizerSpec s;
+  s.kind = TokenizerKind::WordPiece;
+  s.source = path;
+  const MappedFile file(path);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    s.tokens.emplace_back(line);
+    pos = end + 1;
+  }
+  const std::string config_path = dir + "/tokenizer_config.json";
+  const json config = read_json(config_path).value_or(json::object());
+  const auto flag = [&](const char* key, bool fallback) {
+    return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
+  };
+  s.bert.lowercase = flag("do_lower_case", true);
+  s.bert.strip_accents = flag("strip_accents", s.bert.lowercase);  // null: as lowercase
+  s.bert.chinese_chars = flag("tokenize_chinese_chars", true);
+  s.types.assign(s.tokens.size(), TokenType::Normal);
+  const auto special = [&](const char* key, const char* fallback) {
+    std::string name = token_content(config, key);
+    const int32_t id = id_of(s, name.empty() ? fallback : name, config_path + ": " + key);
+    s.types[static_cast<size_t>(id)] = TokenType::Control;
+    return id;
+  };
+  s.unk = special("unk_token", "[UNK]");
+  s.bos = special("cls_token", "[CLS]");
+  s.eos = special("sep_token", "[SEP]");
+  special("pad_token", "[PAD]");
+  special("mask_token", "[MASK]");
+  s.add_bos = s.add_eos = true;
+  return s;
+}
+
 bool is_byte_level(const json& j) {
   const auto has_byte_level = [](const json& node, auto&& self) -> bool {
     if (!node.is_object()) return false;
@@ -279,6 +322,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
     s = wordpiece_spec(*tj, json_path);
   } else if (exists(model_path)) {
     s = spm_spec(model_path);
+  } else if (!tj && exists(dir + "/vocab.txt")) {
+    s = vocab_txt_spec(dir);
   } else if (tj) {
     const std::string type = tj->contains("model") ? (*tj)["model"].value("type", "?") : "?";
     fail(ErrorKind::Unsupported,
@@ -286,7 +331,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
              "' without byte-level pre-tokenizer is not supported; a SentencePiece model "
              "needs its tokenizer.model beside it");
   } else {
-    fail(ErrorKind::Model, dir + ": neither tokenizer.json nor tokenizer.model found");
+    fail(ErrorKind::Model,
+         dir + ": neither tokenizer.json, tokenizer.model nor (WordPiece) vocab.txt found");
   }
   s.types.resize(s.tokens.size(), TokenType::Normal);
   if (tj) {

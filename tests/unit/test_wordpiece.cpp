@@ -2,7 +2,8 @@
 // (tools/reference/make_bert_fixture.py): the same ids from its tokenizer.json and from the GGUF
 // llama.cpp's converter wrote, for strings that exercise the normaliser (accents composed and
 // decomposed, case, control and CJK characters) and the pre-tokenizer (punctuation, whitespace,
-// over-long and unknown words). Plus the Unicode steps on their own.
+// over-long and unknown words); the same from vocab.txt alone. Plus the Unicode steps on their
+// own.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -50,6 +51,16 @@ TEST(WordPiece, HfTokenizerJsonMatchesTokenizers) {
 
 TEST(WordPiece, GgufVocabularyMatchesTokenizers) {
   expect_hf_ids(Tokenizer::from_gguf(*GgufFile::open(fixture("model-f32.gguf"))), "gguf");
+}
+
+// A checkpoint without tokenizer.json: vocab.txt and tokenizer_config.json (BertTokenizer).
+TEST(WordPiece, VocabTxtMatchesTokenizers) {
+  const std::string dir = test::scratch_path("vocab_txt");
+  ASSERT_EQ(test::run_command("rm -rf " + dir + " && mkdir -p " + dir + " && cp " +
+                              fixture("hf/vocab.txt") + " " + fixture("hf/tokenizer_config.json") +
+                              " " + dir),
+            0);
+  expect_hf_ids(Tokenizer::from_hf_dir(dir), "vocab.txt");
 }
 
 TEST(WordPiece, DecodeJoinsContinuations) {
