@@ -1,4 +1,4 @@
-#include "vision/vision_ops.h"
+#include "backend/cpu/host_ops.h"
 
 #include <cmath>
 #include <numeric>
