@@ -25,6 +25,17 @@ void qwen2_keys(const Hparams&, const ModelSource& source, KeyWriter& w) {
   write_pooling_type(source, w);
 }
 
+// Qwen3VLTextModel: Qwen3's, and how many vision layers feed the decoder (deepstack).
+void qwen3vl_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  qwen2_keys(hp, source, w);
+  const json* vision = hp.get("vision_config");
+  const json* layers = vision != nullptr && vision->contains("deepstack_visual_indexes")
+                           ? &(*vision)["deepstack_visual_indexes"]
+                           : nullptr;
+  w.u32("n_deepstack_layers",
+        layers != nullptr && layers->is_array() ? static_cast<int64_t>(layers->size()) : 0);
+}
+
 // Qwen2MoeModel (Qwen3-MoE's base): the routed and shared experts' widths.
 void qwen2moe_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32_from("expert_feed_forward_length", hp.get("moe_intermediate_size"));
@@ -98,6 +109,8 @@ const ConvertFamily kConvertFamilies[] = {
     {"Qwen3MoeForCausalLM", "qwen3moe", Family::Qwen3Moe, qwen2moe_keys, 0, "qwen2"},
     {"MiniMaxM2ForCausalLM", "minimax-m2", Family::MiniMaxM2, minimax_m2_keys, 0, "minimax-m2"},
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
+    // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
+    {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4",
      "num_nextn_predict_layers", kGlmSpecial},
 };
