@@ -1,0 +1,258 @@
+// `turbospark convert`: each family fixture's HF directory converted with --type f32 is the GGUF
+// llama.cpp's converter made of it (the same keys and values, tensor names, shapes, types and
+// bytes; the few differences listed with their reasons), and runs to the HF directory's logits;
+// the other types are the quantisers' bytes of the same values; `quantize` of the directory is
+// `quantize` of the converted file; bad input is refused with one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "fixture_models.h"
+#include "formats/gguf.h"
+#include "quant/dequant.h"
+#include "quant/quantize.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Family {
+  const char* fixture;
+  // Keys whose value differs from the fixture's GGUF, and its tensors the HF directory lacks.
+  std::set<std::string> keys_differing;
+  const char* missing_tensor_prefix = nullptr;
+};
+
+// glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
+// "full", an MTP layer included); hf/ is that checkpoint without the MTP layer's tensors, so the
+// name, the size label and blk.2 (the MTP layer) differ. qwen3_embedding's GGUF has no name.
+const Family kFamilies[] = {
+    {"llama", {}},
+    {"llama_rope_llama3", {}},
+    {"mistral", {}},
+    {"mixtral", {}},
+    {"qwen2", {}},
+    {"qwen3", {}},
+    {"qwen3_moe", {}},
+    {"gemma3", {}},
+    {"minimax_m2", {}},
+    {"qwen3_vl", {}},
+    {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
+    {"qwen3_embedding", {"general.name"}},
+};
+
+std::string hf_dir(const std::string& fixture) {
+  const std::string config = test::fixture_file(fixture, "hf/config.json");
+  return config.empty() ? "" : fs::path(config).parent_path().string();
+}
+
+int convert(const std::string& in, const std::string& out, const std::string& type,
+            std::string* log = nullptr) {
+  return test::run_command(test::binary_path() + " convert " + in + " " + out + " --type " + type,
+                           log);
+}
+
+bool same_value(const GgufValue& a, const GgufValue& b) {
+  if (a.type != b.type) return false;
+  if (a.type == GgufType::String) return a.s == b.s;
+  if (a.type == GgufType::F32 || a.type == GgufType::F64) return a.f == b.f;
+  if (a.type != GgufType::Array) return a.i == b.i;
+  const GgufArray &x = *a.arr, &y = *b.arr;
+  if (x.elem != y.elem || x.ints != y.ints || x.floats != y.floats || x.strings != y.strings ||
+      x.nested.size() != y.nested.size())
+    return false;
+  for (size_t i = 0; i < x.nested.size(); ++i)
+    if (!same_value(x.nested[i], y.nested[i])) return false;
+  return true;
+}
+
+class ConvertFamily : public testing::TestWithParam<Family> {};
+
+TEST_P(ConvertFamily, IsTheConvertersGgufAndRunsToTheDirectorysLogits) {
+  const Family& f = GetParam();
+  const std::string hf = hf_dir(f.fixture);
+  const std::string ref = test::fixture_file(f.fixture, "model-f32.gguf");
+  if (hf.empty() || ref.empty()) GTEST_SKIP() << f.fixture << ": no hf/ or model-f32.gguf";
+  const std::string out = test::scratch_path(std::string(f.fixture) + ".gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  const auto got = GgufFile::open(out);
+  const auto want = GgufFile::open(ref);
+
+  std::set<std::string> keys;
+  for (const auto& [key, value] : want->metadata()) {
+    keys.insert(key);
+    if (f.keys_differing.count(key)) continue;
+    const GgufValue* g = got->find(key);
+    if (g == nullptr) {
+      ADD_FAILURE() << f.fixture << ": missing key " << key;
+    } else {
+      EXPECT_TRUE(same_value(*g, value)) << f.fixture << ": key " << key << " differs";
+    }
+  }
+  for (const auto& [key, value] : got->metadata())
+    if (!keys.count(key) && !f.keys_differing.count(key))
+      ADD_FAILURE() << f.fixture << ": key " << key << " is not in the converter's file";
+
+  size_t compared = 0;
+  for (const GgufTensor& w : want->tensors()) {
+    const GgufTensor* g = got->tensor(w.name);
+    if (f.missing_tensor_prefix != nullptr && w.name.starts_with(f.missing_tensor_prefix)) {
+      EXPECT_EQ(g, nullptr) << w.name;
+      continue;
+    }
+    ASSERT_NE(g, nullptr) << f.fixture << ": missing tensor " << w.name;
+    EXPECT_EQ(g->dims, w.dims) << w.name;
+    EXPECT_EQ(g->dtype, w.dtype) << w.name;
+    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(got->tensor_data(*g), want->tensor_data(w), w.nbytes), 0)
+        << f.fixture << ": tensor " << w.name << " differs";
+    ++compared;
+  }
+  EXPECT_EQ(got->tensors().size(), compared)
+      << f.fixture << ": tensors the converter did not write";
+
+  // Ids under every fixture's vocabulary (glm4_moe's has 64).
+  const std::vector<int32_t> ids = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61};
+  const std::vector<float> from_file = test::run_logits(out, ids, {});
+  const std::vector<float> from_dir = test::run_logits(hf, ids, {});
+  const auto vocab = static_cast<int64_t>(from_dir.size() / ids.size());
+  const auto c = test::compare_logits(from_file, from_dir, vocab);
+  EXPECT_LE(c.rel, 1e-4) << f.fixture << ": " << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << f.fixture << ": " << c.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ConvertFamily, testing::ValuesIn(kFamilies),
+                         [](const testing::TestParamInfo<Family>& i) {
+                           return std::string(i.param.fixture);
+                         });
+
+// f16, bf16 and q8_0: every tensor the converter keeps in f32 is the f32 file's, every other the
+// quantiser's rows of the f32 file's values (q8_0 rows that are not whole blocks in f16); the file
+// runs.
+TEST(Convert, OtherTypesAreTheQuantisersBytesOfTheF32Values) {
+  const std::string hf = test::fixtures_dir() + "/models/qwen3_embedding/hf";
+  const std::string f32 = test::scratch_path("f32.gguf");
+  ASSERT_EQ(convert(hf, f32, "f32"), 0);
+  const auto base = GgufFile::open(f32);
+  const std::vector<int32_t> ids = {1, 17, 42, 99, 7, 230, 5, 64};
+  const std::vector<float> base_logits = test::run_logits(f32, ids, {});
+  for (const auto& [type, dtype, file_type] :
+       {std::tuple{"f16", DType::F16, 1}, {"bf16", DType::BF16, 32}, {"q8_0", DType::Q8_0, 7}}) {
+    const std::string out = test::scratch_path(std::string(type) + ".gguf");
+    ASSERT_EQ(convert(hf, out, type), 0) << type;
+    const auto q = GgufFile::open(out);
+    EXPECT_EQ(q->get_int("general.file_type"), file_type) << type;
+    ASSERT_EQ(q->tensors().size(), base->tensors().size());
+    int converted = 0;
+    for (const GgufTensor& s : base->tensors()) {
+      const GgufTensor* t = q->tensor(s.name);
+      ASSERT_NE(t, nullptr) << s.name;
+      EXPECT_EQ(t->dims, s.dims) << s.name;
+      const bool kept = s.dims.size() == 1 || s.name.ends_with("_norm.weight");
+      DType expect = kept ? DType::F32 : dtype;
+      if (expect == DType::Q8_0 && s.dims[0] % 32 != 0) expect = DType::F16;
+      ASSERT_EQ(t->dtype, expect) << type << " " << s.name;
+      converted += expect != DType::F32;
+      const auto cols = static_cast<int64_t>(s.dims[0]);
+      const int64_t rows = static_cast<int64_t>(s.elements()) / cols;
+      const size_t row = row_bytes(expect, s.dims[0], s.name);
+      std::vector<uint8_t> bytes(row * static_cast<size_t>(rows));
+      const auto* values = reinterpret_cast<const float*>(base->tensor_data(s));
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row_weights(expect, values + r * cols, bytes.data() + r * row, cols);
+      ASSERT_EQ(t->nbytes, bytes.size()) << s.name;
+      EXPECT_EQ(std::memcmp(q->tensor_data(*t), bytes.data(), bytes.size()), 0)
+          << type << " " << s.name;
+    }
+    EXPECT_GT(converted, 0) << type;
+    // Runs: finite logits; f16 held to the fixtures' bound for f16 files.
+    const std::vector<float> logits = test::run_logits(out, ids, {});
+    ASSERT_EQ(logits.size(), base_logits.size());
+    EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
+        << type;
+    if (dtype == DType::F16) {
+      EXPECT_LE(test::max_rel_error(logits, base_logits), 5e-3);
+    }
+  }
+}
+
+TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
+  const std::string hf = test::fixtures_dir() + "/models/glm4_moe/hf";
+  const std::string f32 = test::scratch_path("glm.gguf");
+  ASSERT_EQ(convert(hf, f32, "f32"), 0);
+  const std::string a = test::scratch_path("from-dir.gguf"),
+                    b = test::scratch_path("from-file.gguf");
+  std::string log;
+  const std::string q = test::binary_path() + " quantize ";
+  ASSERT_EQ(test::run_command(q + hf + " " + a + " q8_0 -t 2", &log), 0) << log;
+  ASSERT_EQ(test::run_command(q + f32 + " " + b + " q8_0 -t 2", &log), 0) << log;
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  const std::string da((std::istreambuf_iterator<char>(fa)), {});
+  const std::string db((std::istreambuf_iterator<char>(fb)), {});
+  EXPECT_GT(da.size(), 0u);
+  EXPECT_TRUE(da == db) << "quantize of the directory differs from quantize of its conversion";
+}
+
+// A copy of qwen3_embedding's directory (links to its files) with `change` applied.
+std::string directory_copy(const std::string& name, const std::vector<std::string>& files,
+                           const std::string& architecture = "") {
+  const std::string src = test::fixtures_dir() + "/models/qwen3_embedding/hf";
+  const std::string dir = test::scratch_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const std::string& f : files) fs::create_symlink(src + "/" + f, dir + "/" + f);
+  std::ifstream in(src + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  if (!architecture.empty()) {
+    const size_t at = config.find("Qwen3ForCausalLM");
+    config.replace(at, std::strlen("Qwen3ForCausalLM"), architecture);
+  }
+  std::ofstream(dir + "/config.json") << config;
+  return dir;
+}
+
+void expect_refused(const std::string& in, const std::string& out, int code,
+                    const std::string& what) {
+  std::string log;
+  EXPECT_EQ(convert(in, out, "f16", &log), code) << log;
+  EXPECT_NE(log.find(what), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+TEST(Convert, BadInputIsRefusedWithOneLine) {
+  const std::string out = test::scratch_path("out.gguf");
+  const std::vector<std::string> all = {"model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+  expect_refused(directory_copy("other", all, "FooForCausalLM"), out, 2,
+                 "convert does not handle 'FooForCausalLM'");
+  expect_refused(directory_copy("notok", {"model.safetensors"}), out, 2,
+                 "no tokenizer (tokenizer.model or tokenizer.json)");
+  const std::string hf = directory_copy("same", all);
+  expect_refused(hf, hf + "/model.gguf", 1, "would be written into the input");
+  expect_refused(hf, hf, 1, "would be written into the input");
+  expect_refused(hf, test::scratch_path("no-such-dir") + "/x.gguf", 1, "cannot open for writing");
+  expect_refused(test::fixtures_dir() + "/models/qwen3_embedding/model-f32.gguf", out, 1,
+                 "is not a Hugging Face directory");
+  std::string log;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " convert " + hf + " " + out + " --type q4_k", &log),
+      1)
+      << log;
+  EXPECT_NE(log.find("type 'q4_k' is not one of f32, f16, bf16, q8_0"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(out)) << "a refused conversion leaves no file";
+}
+
+}  // namespace
+}  // namespace ts
