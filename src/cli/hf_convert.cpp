@@ -36,6 +36,7 @@ void write_all(int fd, uint64_t pos, const void* data, size_t n, const std::stri
 // The type a tensor is written in: the converter's rules (ConvertTensor::keep_f32; a q8_0 row
 // that is not whole blocks falls back to f16).
 DType tensor_dtype(const ConvertTensor& t, DType type) {
+  if (t.raw_bytes) return t.raw_dtype;
   if (t.keep_f32) return DType::F32;
   if (type == DType::Q8_0 && t.dims[0] % dtype_info(DType::Q8_0).block_elems != 0)
     return DType::F16;
@@ -46,7 +47,10 @@ ConvertSummary write_model(const ConvertedModel& m, const GgufKeyValues& vocab, 
                            const std::string& what, const ConvertType& type,
                            const std::function<void(uint64_t, uint64_t)>& progress) {
   GgufKvList kv = m.kv;
-  kv.set("general.file_type", gguf_int(GgufType::U32, type.file_type));
+  const bool is_float =
+      type.dtype == DType::F32 || type.dtype == DType::F16 || type.dtype == DType::BF16;
+  const int64_t file_type = is_float && m.float_file_type >= 0 ? m.float_file_type : type.file_type;
+  kv.set("general.file_type", gguf_int(GgufType::U32, file_type));
   GgufWriter w;
   for (const auto& [k, v] : kv.items()) w.add_kv(k, v);
   for (const auto& [k, v] : vocab) w.add_kv(k, v);
@@ -70,6 +74,14 @@ ConvertSummary write_model(const ConvertedModel& m, const GgufKeyValues& vocab, 
   std::vector<uint8_t> out;
   for (size_t i = 0; i < m.tensors.size(); ++i) {
     const ConvertTensor& t = m.tensors[i];
+    if (t.raw_bytes) {
+      out.assign(row_bytes(types[i], t.dims[0], t.name) * (t.elements() / t.dims[0]), 0);
+      t.raw_bytes(out.data());
+      write_all(fd, header.size() + offsets[i], out.data(), out.size(), what);
+      done += t.elements();
+      if (progress) progress(done, total);
+      continue;
+    }
     values.assign(t.elements(), 0.0f);
     t.values(values.data());
     const auto cols = static_cast<int64_t>(t.dims[0]);

@@ -90,6 +90,12 @@ void glm4moe_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32_from("nextn_predict_layers", hp.get("num_nextn_predict_layers"));
 }
 
+// GptOssModel: the sliding window and the experts' width.
+void gpt_oss_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
+  w.u32("attention.sliding_window", hp.req_int("sliding_window"));
+  w.u32("expert_feed_forward_length", hp.req_int("intermediate_size"));
+}
+
 constexpr uint32_t kLlamaFixes = kPermuteQK | kRopeFreqs | kAddPrefixSpaceKey;
 constexpr uint32_t kGemmaFixes = kNormPlusOne | kTrimEmbd | kNoSpacePrefix;
 
@@ -109,6 +115,8 @@ const ConvertFamily kConvertFamilies[] = {
     {"Qwen3MoeForCausalLM", "qwen3moe", Family::Qwen3Moe, qwen2moe_keys, 0, "qwen2"},
     {"MiniMaxM2ForCausalLM", "minimax-m2", Family::MiniMaxM2, minimax_m2_keys, 0, "minimax-m2"},
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
+    {"GptOssForCausalLM", "gpt-oss", Family::GptOss, gpt_oss_keys, 0, "gpt-4o", nullptr, nullptr,
+     gpt_oss_tensor},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4",

@@ -13,6 +13,7 @@
 namespace ts {
 
 class ModelSource;
+struct TensorRef;
 
 // config.json with its text_config's values over the top level's, and rope_parameters completed
 // from the older top-level keys, as the converter's TextModel reads them.
@@ -89,7 +90,20 @@ struct ConvertFamily {
   // MTP layers after the decoder's (GLM-4.5: num_nextn_predict_layers) are counted as blocks.
   const char* nextn_key = nullptr;
   const SpecialToken* special = nullptr;  // ends at an entry of type nullptr
+  // Tensors the class makes its own way from one HF tensor of layer `layer` (gpt-oss's fused
+  // experts); false for a tensor renamed by its role.
+  bool (*own_tensor)(const TensorRef& t, int64_t layer, const ModelSource& src,
+                     std::vector<ConvertTensor>& out) = nullptr;
 };
+
+// The converter's rule: vectors, norms, routers, convolution taps and tensors not named *.weight
+// stay f32 whatever the output type.
+bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
+// A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
+void read_f32(const TensorRef& t, float* out);
+
+bool gpt_oss_tensor(const TensorRef& t, int64_t layer, const ModelSource& src,
+                    std::vector<ConvertTensor>& out);
 
 // The ConvertFamily's tensors of `source` (convert_tensors.cpp); `n_vocab`: the rows of the
 // embedding table to keep (kTrimEmbd).

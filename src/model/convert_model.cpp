@@ -73,9 +73,9 @@ std::string gguf_size_label(const std::vector<ConvertTensor>& tensors) {
   uint64_t total = 0, shared = 0, expert = 0, expert_sum = 0, expert_tensors = 0;
   for (const ConvertTensor& t : tensors) {
     const uint64_t size = t.elements();
-    // Stacked experts: the expert count is the outermost dimension (a bias's second).
-    if (t.name.find("_exps.") != std::string::npos && t.dims.size() >= 2 &&
-        (t.dims.size() >= 3 || t.name.ends_with(".bias"))) {
+    // Stacked experts of three dimensions or more: the expert count is the outermost (a bias's
+    // second); the stacked biases of two count as shared, as gguf-py counts them.
+    if (t.name.find("_exps.") != std::string::npos && t.dims.size() >= 3) {
       const uint64_t n = t.name.ends_with(".bias") ? t.dims[1] : t.dims[2];
       expert += size / n;
       expert_sum += n;
@@ -164,6 +164,9 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   if (const auto* n = hp.get("vocab_size"); n != nullptr && n->is_number_integer())
     m.vocab.n_vocab = n->get<int64_t>();
 
+  if (const auto* q = hp.get("quantization_config");
+      q != nullptr && q->is_object() && q->value("quant_method", "") == "mxfp4")
+    m.float_file_type = 38;  // llama_ftype MOSTLY_MXFP4_MOE
   m.vocab.bpe_pre = f->bpe_pre;
   m.vocab.no_space_prefix = (f->fixes & kNoSpacePrefix) != 0;
   m.vocab.add_prefix_space_key = (f->fixes & kAddPrefixSpaceKey) != 0;

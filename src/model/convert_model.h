@@ -12,6 +12,7 @@
 
 #include "formats/gguf.h"
 #include "formats/vocab_rules.h"
+#include "quant/dtype.h"
 
 namespace ts {
 
@@ -30,12 +31,19 @@ class GgufKvList {
 };
 
 struct ConvertTensor {
+  ConvertTensor(std::string n, std::vector<uint64_t> d, bool f32, std::function<void(float*)> v)
+      : name(std::move(n)), dims(std::move(d)), keep_f32(f32), values(std::move(v)) {}
+
   std::string name;            // GGUF name
   std::vector<uint64_t> dims;  // GGML order: dims[0] is the row
   // The converter keeps it f32 whatever the output type: vectors, norms, the routers, the
   // convolution taps and every tensor not named *.weight.
   bool keep_f32 = false;
   std::function<void(float* out)> values;  // writes the elements, rows end to end
+  // A tensor kept in the checkpoint's own type whatever the output type (gpt-oss's MXFP4
+  // experts): its bytes instead of values.
+  DType raw_dtype = DType::F32;
+  std::function<void(uint8_t* out)> raw_bytes;
   uint64_t elements() const;
 };
 
@@ -44,6 +52,9 @@ struct ConvertedModel {
   GgufKvList kv;     // general.* and the architecture's keys, without tokenizer.* and file_type
   std::vector<ConvertTensor> tensors;  // in the converter's order
   VocabRules vocab;
+  // general.file_type of f32 / f16 / bf16 outputs when the checkpoint's experts are MXFP4 (38,
+  // llama.cpp's MOSTLY_MXFP4_MOE); -1 otherwise.
+  int64_t float_file_type = -1;
 };
 
 // The model of the HF directory `source` (ModelSource::open of a directory). Unsupported: a class

@@ -3,6 +3,7 @@
 // and what the family's class does to the values (convert_family.h, ConvertFix).
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -22,10 +23,6 @@ uint64_t count(const std::vector<uint64_t>& dims) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
   return n;
-}
-
-void read_values(const TensorRef& t, float* out) {
-  dequantize_row(t.dtype, t.data(), out, static_cast<int64_t>(count(t.dims)));
 }
 
 // llama's q/k rows: per head, the converter reorders rotate-half pairs (i, i + hd/2) into
@@ -84,11 +81,11 @@ bool skipped_by_converter(const std::string& name) {
   return ends_with(name, ".rotary_emb.inv_freq") || ends_with(name, ".attention.masked_bias");
 }
 
-bool keeps_f32(const std::string& gguf, size_t n_dims) {
-  return n_dims <= 1 || ends_with(gguf, "_norm.weight") || !ends_with(gguf, ".weight") ||
-         gguf.find("ffn_gate_inp.weight") != std::string::npos ||
-         gguf.find("ffn_gate_inp_shexp.weight") != std::string::npos ||
-         gguf.find("ssm_conv1d.weight") != std::string::npos;
+// The layer a tensor name belongs to ("model.layers.3.mlp..." -> 3), -1 for none.
+int64_t layer_of(const std::string& name) {
+  const size_t at = name.find("layers.");
+  if (at == std::string::npos) return -1;
+  return std::strtoll(name.c_str() + at + 7, nullptr, 10);
 }
 
 struct ExpertSlot {
@@ -148,6 +145,7 @@ class TensorPlan {
               [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
     std::map<int64_t, std::map<std::pair<LayerTensor, int64_t>, TensorRef>> pending;
     for (const TensorRef& t : all) {
+      if (f_.own_tensor != nullptr && f_.own_tensor(t, layer_of(t.name), src_, out)) continue;
       if (auto it = names_.find(t.name); it != names_.end()) {
         out.push_back(plain(t, it->second.first, it->second.second));
       } else if (auto ex = experts_.find(t.name); ex != experts_.end()) {
@@ -176,7 +174,7 @@ class TensorPlan {
   }
 
   ConvertTensor plain(const TensorRef& t, const std::string& gguf, LayerTensor role) {
-    ConvertTensor c{gguf, t.dims, keeps_f32(gguf, t.dims.size()), nullptr};
+    ConvertTensor c{gguf, t.dims, converter_keeps_f32(gguf, t.dims.size()), nullptr};
     const bool trim = (f_.fixes & kTrimEmbd) && gguf == gguf_name(GlobalTensor::TokenEmbd) &&
                       n_vocab_ > 0 && static_cast<int64_t>(t.dims[1]) > n_vocab_;
     if (trim) c.dims[1] = static_cast<uint64_t>(n_vocab_);
@@ -193,10 +191,10 @@ class TensorPlan {
     c.values = [t, n, trim, plus_one, permute_heads](float* v) {
       if (trim) {
         std::vector<float> whole(count(t.dims));
-        read_values(t, whole.data());
+        read_f32(t, whole.data());
         std::copy(whole.begin(), whole.begin() + static_cast<int64_t>(n), v);
       } else {
-        read_values(t, v);
+        read_f32(t, v);
       }
       if (plus_one)
         for (uint64_t i = 0; i < n; ++i) v[i] += 1.0f;
@@ -228,8 +226,8 @@ class TensorPlan {
       dims.push_back(static_cast<uint64_t>(n_expert_));
       const std::string gguf = gguf_name(f_.family, role, layer);
       const uint64_t each = count(refs[0].dims);
-      out.push_back({gguf, dims, keeps_f32(gguf, dims.size()), [refs, each](float* v) {
-                       for (size_t x = 0; x < refs.size(); ++x) read_values(refs[x], v + x * each);
+      out.push_back({gguf, dims, converter_keeps_f32(gguf, dims.size()), [refs, each](float* v) {
+                       for (size_t x = 0; x < refs.size(); ++x) read_f32(refs[x], v + x * each);
                      }});
     }
   }
@@ -247,6 +245,17 @@ class TensorPlan {
 
 uint64_t ConvertTensor::elements() const {
   return count(dims);
+}
+
+void read_f32(const TensorRef& t, float* out) {
+  dequantize_row(t.dtype, t.data(), out, static_cast<int64_t>(count(t.dims)));
+}
+
+bool converter_keeps_f32(const std::string& gguf, size_t n_dims) {
+  return n_dims <= 1 || ends_with(gguf, "_norm.weight") || !ends_with(gguf, ".weight") ||
+         gguf.find("ffn_gate_inp.weight") != std::string::npos ||
+         gguf.find("ffn_gate_inp_shexp.weight") != std::string::npos ||
+         gguf.find("ssm_conv1d.weight") != std::string::npos;
 }
 
 std::vector<ConvertTensor> convert_tensors(const ConvertFamily& f, const Hparams& hp,

@@ -32,6 +32,7 @@ struct Family {
   // Keys whose value differs from the fixture's GGUF, and its tensors the HF directory lacks.
   std::set<std::string> keys_differing;
   const char* missing_tensor_prefix = nullptr;
+  const char* gguf = "model-f32.gguf";  // the converter's file
 };
 
 // glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
@@ -48,6 +49,8 @@ const Family kFamilies[] = {
     {"gemma3", {}},
     {"minimax_m2", {}},
     {"qwen3_vl", {}},
+    {"gpt_oss", {}},
+    {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
     {"qwen3_embedding", {"general.name"}},
 };
@@ -82,8 +85,8 @@ class ConvertFamily : public testing::TestWithParam<Family> {};
 TEST_P(ConvertFamily, IsTheConvertersGgufAndRunsToTheDirectorysLogits) {
   const Family& f = GetParam();
   const std::string hf = hf_dir(f.fixture);
-  const std::string ref = test::fixture_file(f.fixture, "model-f32.gguf");
-  if (hf.empty() || ref.empty()) GTEST_SKIP() << f.fixture << ": no hf/ or model-f32.gguf";
+  const std::string ref = test::fixture_file(f.fixture, f.gguf);
+  if (hf.empty() || ref.empty()) GTEST_SKIP() << f.fixture << ": no hf/ or " << f.gguf;
   const std::string out = test::scratch_path(std::string(f.fixture) + ".gguf");
   std::string log;
   ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
