@@ -117,6 +117,8 @@ const ConvertFamily kConvertFamilies[] = {
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
     {"GptOssForCausalLM", "gpt-oss", Family::GptOss, gpt_oss_keys, 0, "gpt-4o", nullptr, nullptr,
      gpt_oss_tensor},
+    {"DeepseekV3ForCausalLM", "deepseek2", Family::DeepSeek2, deepseek2_keys, 0, "deepseek-v3",
+     nullptr, nullptr, deepseek2_tensor},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4",

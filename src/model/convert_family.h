@@ -92,7 +92,7 @@ struct ConvertFamily {
   const SpecialToken* special = nullptr;  // ends at an entry of type nullptr
   // Tensors the class makes its own way from one HF tensor of layer `layer` (gpt-oss's fused
   // experts); false for a tensor renamed by its role.
-  bool (*own_tensor)(const TensorRef& t, int64_t layer, const ModelSource& src,
+  bool (*own_tensor)(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                      std::vector<ConvertTensor>& out) = nullptr;
 };
 
@@ -102,7 +102,10 @@ bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
 // A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
 void read_f32(const TensorRef& t, float* out);
 
-bool gpt_oss_tensor(const TensorRef& t, int64_t layer, const ModelSource& src,
+void deepseek2_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool deepseek2_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                      std::vector<ConvertTensor>& out);
+bool gpt_oss_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                     std::vector<ConvertTensor>& out);
 
 // The ConvertFamily's tensors of `source` (convert_tensors.cpp); `n_vocab`: the rows of the

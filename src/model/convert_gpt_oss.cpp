@@ -71,7 +71,7 @@ ConvertTensor mxfp4(const TensorRef& planes, const TensorRef& scales, const std:
 
 }  // namespace
 
-bool gpt_oss_tensor(const TensorRef& t, int64_t l, const ModelSource& src,
+bool gpt_oss_tensor(const TensorRef& t, int64_t l, const Hparams&, const ModelSource& src,
                     std::vector<ConvertTensor>& out) {
   const std::string& n = t.name;
   const auto name = [&](LayerTensor r) { return gguf_name(Family::GptOss, r, l); };

@@ -144,8 +144,11 @@ class TensorPlan {
     std::sort(all.begin(), all.end(),
               [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
     std::map<int64_t, std::map<std::pair<LayerTensor, int64_t>, TensorRef>> pending;
-    for (const TensorRef& t : all) {
-      if (f_.own_tensor != nullptr && f_.own_tensor(t, layer_of(t.name), src_, out)) continue;
+    for (const TensorRef& stored : all) {
+      // FP8 block-quantised weights as their f32 values (HfDirectory), their scales consumed.
+      if (stored.name.ends_with("weight_scale_inv")) continue;
+      const TensorRef t = src_.find(stored.name).value_or(stored);
+      if (f_.own_tensor != nullptr && f_.own_tensor(t, layer_of(t.name), hp_, src_, out)) continue;
       if (auto it = names_.find(t.name); it != names_.end()) {
         out.push_back(plain(t, it->second.first, it->second.second));
       } else if (auto ex = experts_.find(t.name); ex != experts_.end()) {

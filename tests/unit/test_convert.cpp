@@ -51,6 +51,7 @@ const Family kFamilies[] = {
     {"qwen3_vl", {}},
     {"gpt_oss", {}},
     {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
+    {"deepseek_v3", {}},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
     {"qwen3_embedding", {"general.name"}},
 };
