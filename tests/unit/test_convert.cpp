@@ -1,7 +1,7 @@
 // `turbospark convert`: each family fixture's HF directory converted with --type f32 is the GGUF
 // llama.cpp's converter made of it (the same keys and values, tensor names, shapes, types and
 // bytes; the few differences listed with their reasons), and runs to the HF directory's logits;
-// the other types are the quantisers' bytes of the same values; `quantize` of the directory is
+// f16, bf16 and q8_0 are the converter's files too; `quantize` of the directory is
 // `quantize` of the converted file; bad input is refused with one line.
 #include <gtest/gtest.h>
 
@@ -10,16 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <set>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "fixture_models.h"
 #include "formats/gguf.h"
-#include "quant/dequant.h"
-#include "quant/quantize.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -81,6 +77,44 @@ bool same_value(const GgufValue& a, const GgufValue& b) {
   return true;
 }
 
+// `got` has `want`'s keys with equal values and its tensors with equal names, shapes, types and
+// bytes, but for the keys in `differing` and the tensors named from `missing_prefix`, which the
+// HF directory lacks.
+void expect_same_gguf(const std::string& what, const GgufFile& got, const GgufFile& want,
+                      const std::set<std::string>& differing, const char* missing_prefix) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : want.metadata()) {
+    keys.insert(key);
+    if (differing.count(key)) continue;
+    const GgufValue* g = got.find(key);
+    if (g == nullptr) {
+      ADD_FAILURE() << what << ": missing key " << key;
+    } else {
+      EXPECT_TRUE(same_value(*g, value)) << what << ": key " << key << " differs";
+    }
+  }
+  for (const auto& [key, value] : got.metadata())
+    if (!keys.count(key) && !differing.count(key))
+      ADD_FAILURE() << what << ": key " << key << " is not in the converter's file";
+
+  size_t compared = 0;
+  for (const GgufTensor& w : want.tensors()) {
+    const GgufTensor* g = got.tensor(w.name);
+    if (missing_prefix != nullptr && w.name.starts_with(missing_prefix)) {
+      EXPECT_EQ(g, nullptr) << w.name;
+      continue;
+    }
+    ASSERT_NE(g, nullptr) << what << ": missing tensor " << w.name;
+    EXPECT_EQ(g->dims, w.dims) << w.name;
+    EXPECT_EQ(g->dtype, w.dtype) << w.name;
+    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(got.tensor_data(*g), want.tensor_data(w), w.nbytes), 0)
+        << what << ": tensor " << w.name << " differs";
+    ++compared;
+  }
+  EXPECT_EQ(got.tensors().size(), compared) << what << ": tensors the converter did not write";
+}
+
 class ConvertFamily : public testing::TestWithParam<Family> {};
 
 TEST_P(ConvertFamily, IsTheConvertersGgufAndRunsToTheDirectorysLogits) {
@@ -94,38 +128,7 @@ TEST_P(ConvertFamily, IsTheConvertersGgufAndRunsToTheDirectorysLogits) {
   const auto got = GgufFile::open(out);
   const auto want = GgufFile::open(ref);
 
-  std::set<std::string> keys;
-  for (const auto& [key, value] : want->metadata()) {
-    keys.insert(key);
-    if (f.keys_differing.count(key)) continue;
-    const GgufValue* g = got->find(key);
-    if (g == nullptr) {
-      ADD_FAILURE() << f.fixture << ": missing key " << key;
-    } else {
-      EXPECT_TRUE(same_value(*g, value)) << f.fixture << ": key " << key << " differs";
-    }
-  }
-  for (const auto& [key, value] : got->metadata())
-    if (!keys.count(key) && !f.keys_differing.count(key))
-      ADD_FAILURE() << f.fixture << ": key " << key << " is not in the converter's file";
-
-  size_t compared = 0;
-  for (const GgufTensor& w : want->tensors()) {
-    const GgufTensor* g = got->tensor(w.name);
-    if (f.missing_tensor_prefix != nullptr && w.name.starts_with(f.missing_tensor_prefix)) {
-      EXPECT_EQ(g, nullptr) << w.name;
-      continue;
-    }
-    ASSERT_NE(g, nullptr) << f.fixture << ": missing tensor " << w.name;
-    EXPECT_EQ(g->dims, w.dims) << w.name;
-    EXPECT_EQ(g->dtype, w.dtype) << w.name;
-    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
-    EXPECT_EQ(std::memcmp(got->tensor_data(*g), want->tensor_data(w), w.nbytes), 0)
-        << f.fixture << ": tensor " << w.name << " differs";
-    ++compared;
-  }
-  EXPECT_EQ(got->tensors().size(), compared)
-      << f.fixture << ": tensors the converter did not write";
+  expect_same_gguf(f.fixture, *got, *want, f.keys_differing, f.missing_tensor_prefix);
 
   // Ids under every fixture's vocabulary (glm4_moe's has 64).
   const std::vector<int32_t> ids = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61};
@@ -142,52 +145,26 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ConvertFamily, testing::ValuesIn(kFamilies),
                            return std::string(i.param.fixture);
                          });
 
-// f16, bf16 and q8_0: every tensor the converter keeps in f32 is the f32 file's, every other the
-// quantiser's rows of the f32 file's values (q8_0 rows that are not whole blocks in f16); the file
-// runs.
-TEST(Convert, OtherTypesAreTheQuantisersBytesOfTheF32Values) {
-  const std::string hf = test::fixtures_dir() + "/models/qwen3_embedding/hf";
+// f16, bf16 and q8_0 as the converter writes them (tests/tools/make_convert_refs.py), byte for
+// byte; each runs (f16 to the fixtures' bound for f16 files).
+TEST(Convert, OtherTypesAreTheConvertersFiles) {
+  const std::string dir = test::fixtures_dir() + "/models/glm4_moe";
   const std::string f32 = test::scratch_path("f32.gguf");
-  ASSERT_EQ(convert(hf, f32, "f32"), 0);
-  const auto base = GgufFile::open(f32);
-  const std::vector<int32_t> ids = {1, 17, 42, 99, 7, 230, 5, 64};
-  const std::vector<float> base_logits = test::run_logits(f32, ids, {});
-  for (const auto& [type, dtype, file_type] :
-       {std::tuple{"f16", DType::F16, 1}, {"bf16", DType::BF16, 32}, {"q8_0", DType::Q8_0, 7}}) {
+  ASSERT_EQ(convert(dir + "/hf", f32, "f32"), 0);
+  const std::vector<int32_t> ids = {2, 60, 45, 35, 39, 27, 21, 29};
+  const std::vector<float> base = test::run_logits(f32, ids, {});
+  for (const char* type : {"f16", "bf16", "q8_0"}) {
     const std::string out = test::scratch_path(std::string(type) + ".gguf");
-    ASSERT_EQ(convert(hf, out, type), 0) << type;
-    const auto q = GgufFile::open(out);
-    EXPECT_EQ(q->get_int("general.file_type"), file_type) << type;
-    ASSERT_EQ(q->tensors().size(), base->tensors().size());
-    int converted = 0;
-    for (const GgufTensor& s : base->tensors()) {
-      const GgufTensor* t = q->tensor(s.name);
-      ASSERT_NE(t, nullptr) << s.name;
-      EXPECT_EQ(t->dims, s.dims) << s.name;
-      const bool kept = s.dims.size() == 1 || s.name.ends_with("_norm.weight");
-      DType expect = kept ? DType::F32 : dtype;
-      if (expect == DType::Q8_0 && s.dims[0] % 32 != 0) expect = DType::F16;
-      ASSERT_EQ(t->dtype, expect) << type << " " << s.name;
-      converted += expect != DType::F32;
-      const auto cols = static_cast<int64_t>(s.dims[0]);
-      const int64_t rows = static_cast<int64_t>(s.elements()) / cols;
-      const size_t row = row_bytes(expect, s.dims[0], s.name);
-      std::vector<uint8_t> bytes(row * static_cast<size_t>(rows));
-      const auto* values = reinterpret_cast<const float*>(base->tensor_data(s));
-      for (int64_t r = 0; r < rows; ++r)
-        quantize_row_weights(expect, values + r * cols, bytes.data() + r * row, cols);
-      ASSERT_EQ(t->nbytes, bytes.size()) << s.name;
-      EXPECT_EQ(std::memcmp(q->tensor_data(*t), bytes.data(), bytes.size()), 0)
-          << type << " " << s.name;
-    }
-    EXPECT_GT(converted, 0) << type;
-    // Runs: finite logits; f16 held to the fixtures' bound for f16 files.
+    std::string log;
+    ASSERT_EQ(convert(dir + "/hf", out, type, &log), 0) << log;
+    expect_same_gguf(type, *GgufFile::open(out),
+                     *GgufFile::open(dir + "/convert-" + type + ".gguf"), {}, nullptr);
     const std::vector<float> logits = test::run_logits(out, ids, {});
-    ASSERT_EQ(logits.size(), base_logits.size());
+    ASSERT_EQ(logits.size(), base.size());
     EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
         << type;
-    if (dtype == DType::F16) {
-      EXPECT_LE(test::max_rel_error(logits, base_logits), 5e-3);
+    if (std::string(type) == "f16") {
+      EXPECT_LE(test::max_rel_error(logits, base), 5e-3);
     }
   }
 }
