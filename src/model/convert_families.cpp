@@ -36,11 +36,15 @@ void qwen3vl_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
         layers != nullptr && layers->is_array() ? static_cast<int64_t>(layers->size()) : 0);
 }
 
+}  // namespace
+
 // Qwen2MoeModel (Qwen3-MoE's base): the routed and shared experts' widths.
 void qwen2moe_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32_from("expert_feed_forward_length", hp.get("moe_intermediate_size"));
   w.u32_from("expert_shared_feed_forward_length", hp.get("shared_expert_intermediate_size"));
 }
+
+namespace {
 
 void minimax_m2_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32("expert_feed_forward_length", hp.req_int("intermediate_size"));
@@ -117,6 +121,8 @@ const ConvertFamily kConvertFamilies[] = {
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
     {"GptOssForCausalLM", "gpt-oss", Family::GptOss, gpt_oss_keys, 0, "gpt-4o", nullptr, nullptr,
      gpt_oss_tensor},
+    {"Qwen3NextForCausalLM", "qwen3next", Family::Qwen3Next, qwen3next_keys, kNormPlusOne, "qwen2",
+     nullptr, nullptr, qwen3next_tensor},
     {"DeepseekV3ForCausalLM", "deepseek2", Family::DeepSeek2, deepseek2_keys, 0, "deepseek-v3",
      nullptr, nullptr, deepseek2_tensor},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).

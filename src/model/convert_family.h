@@ -46,6 +46,7 @@ class KeyWriter {
   void boolean(const std::string& key, bool v);
   void str(const std::string& key, std::string v);
   void i32_array(const std::string& key, const std::vector<int64_t>& v);
+  void bool_array(const std::string& key, const std::vector<int64_t>& v);
   // The value of `hf` (when present and not null) as u32 / f32.
   void u32_from(const std::string& key, const nlohmann::json* hf);
   void f32_from(const std::string& key, const nlohmann::json* hf);
@@ -102,6 +103,11 @@ bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
 // A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
 void read_f32(const TensorRef& t, float* out);
 
+// Qwen2MoeModel's keys, which Qwen3-Next's class extends.
+void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+void qwen3next_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool qwen3next_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                      std::vector<ConvertTensor>& out);
 void deepseek2_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool deepseek2_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                       std::vector<ConvertTensor>& out);

@@ -82,6 +82,13 @@ void KeyWriter::i32_array(const std::string& key, const std::vector<int64_t>& v)
   kv_.set(full(key), gguf_array(std::move(a)));
 }
 
+void KeyWriter::bool_array(const std::string& key, const std::vector<int64_t>& v) {
+  GgufArray a;
+  a.elem = GgufType::Bool;
+  a.ints = v;
+  kv_.set(full(key), gguf_array(std::move(a)));
+}
+
 void KeyWriter::u32_from(const std::string& key, const json* hf) {
   if (hf == nullptr) return;
   if (!hf->is_number())

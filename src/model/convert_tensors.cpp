@@ -181,7 +181,9 @@ class TensorPlan {
     const bool trim = (f_.fixes & kTrimEmbd) && gguf == gguf_name(GlobalTensor::TokenEmbd) &&
                       n_vocab_ > 0 && static_cast<int64_t>(t.dims[1]) > n_vocab_;
     if (trim) c.dims[1] = static_cast<uint64_t>(n_vocab_);
-    const bool plus_one = (f_.fixes & kNormPlusOne) && ends_with(t.name, "norm.weight");
+    // Every norm but the DeltaNet's gated one (Qwen3-Next), which is applied as stored.
+    const bool plus_one = (f_.fixes & kNormPlusOne) && ends_with(t.name, "norm.weight") &&
+                          !ends_with(t.name, "linear_attn.norm.weight");
     int64_t permute_heads = 0;
     if (f_.fixes & kPermuteQK) {
       const int64_t n_head = hp_.req_int("num_attention_heads");

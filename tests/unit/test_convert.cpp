@@ -34,6 +34,8 @@ struct Family {
 // glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
 // "full", an MTP layer included); hf/ is that checkpoint without the MTP layer's tensors, so the
 // name, the size label and blk.2 (the MTP layer) differ. qwen3_embedding's GGUF has no name.
+// qwen3_next's GGUF was made by an older converter, which wrote no attention.recurrent_layers
+// (the vendored one writes it from layer_types, as convert does).
 const Family kFamilies[] = {
     {"llama", {}},
     {"llama_rope_llama3", {}},
@@ -48,6 +50,7 @@ const Family kFamilies[] = {
     {"gpt_oss", {}},
     {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
     {"deepseek_v3", {}},
+    {"qwen3_next", {"qwen3next.attention.recurrent_layers"}},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
     {"qwen3_embedding", {"general.name"}},
 };
