@@ -123,10 +123,18 @@ const ConvertFamily kConvertFamilies[] = {
      gpt_oss_tensor},
     {"Qwen3NextForCausalLM", "qwen3next", Family::Qwen3Next, qwen3next_keys, kNormPlusOne, "qwen2",
      nullptr, nullptr, qwen3next_tensor},
+    {"Qwen3_5ForCausalLM", "qwen35", Family::Qwen35, qwen35_keys, kNormPlusOne, "qwen35", nullptr,
+     nullptr, qwen35_tensor},
+    {"Qwen3_5MoeForCausalLM", "qwen35moe", Family::Qwen35Moe, qwen35_keys, kNormPlusOne, "qwen35",
+     nullptr, nullptr, qwen35_tensor},
     {"DeepseekV3ForCausalLM", "deepseek2", Family::DeepSeek2, deepseek2_keys, 0, "deepseek-v3",
      nullptr, nullptr, deepseek2_tensor},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
+    {"Qwen3_5ForConditionalGeneration", "qwen35", Family::Qwen35, qwen35_keys, kNormPlusOne,
+     "qwen35", nullptr, nullptr, qwen35_tensor},
+    {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", Family::Qwen35Moe, qwen35_keys,
+     kNormPlusOne, "qwen35", nullptr, nullptr, qwen35_tensor},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4",
      "num_nextn_predict_layers", kGlmSpecial},
 };

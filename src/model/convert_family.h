@@ -108,6 +108,9 @@ void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 void qwen3next_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool qwen3next_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                       std::vector<ConvertTensor>& out);
+void qwen35_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool qwen35_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                   std::vector<ConvertTensor>& out);
 void deepseek2_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool deepseek2_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                       std::vector<ConvertTensor>& out);

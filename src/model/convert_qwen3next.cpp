@@ -96,4 +96,88 @@ bool qwen3next_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, cons
   return true;
 }
 
+namespace {
+
+// Qwen3.5 keeps value heads grouped by key head ([k][r][dim]); the converter tiles them
+// ([r][k][dim]) so that ggml broadcasts key heads over value heads: element (j, k, d) of the
+// result is (k, j, d) of the source, over `n` = nk * r * dim consecutive rows (or columns).
+int64_t tiled(int64_t i, int64_t nk, int64_t r, int64_t dim) {
+  const int64_t d = i % dim, head = i / dim, j = head / nk, k = head % nk;
+  return (k * r + j) * dim + d;
+}
+
+struct VHeads {
+  int64_t nk, r, hk, hv;
+};
+
+// Rows [first, first + nk * r * dim) of a [rows][cols] matrix reordered; the others as they are.
+void tile_rows(const TensorRef& t, float* v, int64_t first, const VHeads& h, int64_t dim) {
+  const int64_t cols = t.dims.size() > 1 ? static_cast<int64_t>(t.dims[0]) : 1;
+  const int64_t rows = t.cols() * t.rows() / cols;
+  std::vector<float> src(static_cast<size_t>(rows * cols));
+  read_f32(t, src.data());
+  std::copy(src.begin(), src.end(), v);
+  const int64_t n = h.nk * h.r * dim;
+  for (int64_t i = 0; i < n; ++i)
+    std::copy(src.begin() + (first + tiled(i, h.nk, h.r, dim)) * cols,
+              src.begin() + (first + tiled(i, h.nk, h.r, dim) + 1) * cols, v + (first + i) * cols);
+}
+
+}  // namespace
+
+void qwen35_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  qwen3next_keys(hp, source, w);
+  if (!hp.rope().contains("mrope_section")) w.i32_array("rope.dimension_sections", {11, 11, 10, 0});
+}
+
+bool qwen35_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource&,
+                   std::vector<ConvertTensor>& out) {
+  if (t.name.starts_with("mtp.") || t.name.starts_with("model.mtp.")) return true;
+  if (t.name.find(".linear_attn.") == std::string::npos) return false;
+  const Family f = hp.get("num_experts") != nullptr || hp.get("num_local_experts") != nullptr
+                       ? Family::Qwen35Moe
+                       : Family::Qwen35;
+  const auto name = [&](LayerTensor r) { return gguf_name(f, r, layer); };
+  const int64_t nk = hp.req_int("linear_num_key_heads"), nv = hp.req_int("linear_num_value_heads");
+  const VHeads h{nk, nv / nk, hp.req_int("linear_key_head_dim"),
+                 hp.req_int("linear_value_head_dim")};
+  const auto rows = [&](LayerTensor role, std::vector<uint64_t> dims, int64_t first, int64_t dim,
+                        bool keep_f32, bool negate_exp) {
+    out.emplace_back(name(role), std::move(dims), keep_f32,
+                     [t, h, first, dim, negate_exp](float* v) {
+                       tile_rows(t, v, first, h, dim);
+                       if (negate_exp)
+                         for (uint64_t i = 0; i < static_cast<uint64_t>(t.cols() * t.rows()); ++i)
+                           v[i] = -std::exp(v[i]);
+                     });
+    return true;
+  };
+  const std::string& n = t.name;
+  if (n.ends_with(".in_proj_qkv.weight"))
+    return rows(LayerTensor::DnQkv, t.dims, 2 * h.nk * h.hk, h.hv, false, false);
+  if (n.ends_with(".in_proj_z.weight"))
+    return rows(LayerTensor::DnZ, t.dims, 0, h.hv, false, false);
+  if (n.ends_with(".in_proj_b.weight"))
+    return rows(LayerTensor::DnBeta, t.dims, 0, 1, false, false);
+  if (n.ends_with(".in_proj_a.weight"))
+    return rows(LayerTensor::DnAlpha, t.dims, 0, 1, false, false);
+  if (n.ends_with(".A_log")) return rows(LayerTensor::DnA, t.dims, 0, 1, true, true);
+  if (n.ends_with(".dt_bias")) return rows(LayerTensor::DnDtBias, t.dims, 0, 1, true, false);
+  if (n.ends_with(".conv1d.weight"))  // [channels][1][kernel] squeezed; the v channels tiled
+    return rows(LayerTensor::DnConv, {t.dims[0], t.dims[2]}, 2 * h.nk * h.hk, h.hv, true, false);
+  if (n.ends_with(".out_proj.weight")) {
+    // The v heads are its columns: each row tiled.
+    out.emplace_back(name(LayerTensor::DnOut), t.dims, false, [t, h](float* v) {
+      const auto cols = static_cast<int64_t>(t.dims[0]), rows_n = static_cast<int64_t>(t.dims[1]);
+      std::vector<float> src(static_cast<size_t>(t.cols() * t.rows()));
+      read_f32(t, src.data());
+      for (int64_t r = 0; r < rows_n; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+          v[r * cols + c] = src[static_cast<size_t>(r * cols + tiled(c, h.nk, h.r, h.hv))];
+    });
+    return true;
+  }
+  return false;  // the gated norm: renamed as it is
+}
+
 }  // namespace ts

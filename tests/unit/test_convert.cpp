@@ -51,6 +51,8 @@ const Family kFamilies[] = {
     {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
     {"deepseek_v3", {}},
     {"qwen3_next", {"qwen3next.attention.recurrent_layers"}},
+    {"qwen3_5", {}},
+    {"qwen3_5_moe", {}},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
     {"qwen3_embedding", {"general.name"}},
 };
