@@ -19,9 +19,7 @@ namespace fs = std::filesystem;
 
 std::optional<json> read_json(const std::string& path) {
   if (!fs::is_regular_file(path)) return std::nullopt;
-  const MappedFile file(path);
-  return parse_json_bounded({reinterpret_cast<const char*>(file.data()), file.size()}, path,
-                            ErrorKind::Model);
+  return parse_json_file(path);
 }
 
 std::string read_text(const std::string& path) {

@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/json_nesting.h"
-#include "core/mapped_file.h"
 #include "formats/gguf_writer.h"
 #include "text/hf_pretokenizer.h"
 #include "text/pretokenizer.h"
@@ -21,12 +20,6 @@ namespace {
 
 using nlohmann::json;
 namespace fs = std::filesystem;
-
-json read_json_file(const std::string& path) {
-  const MappedFile file(path);
-  return parse_json_bounded({reinterpret_cast<const char*>(file.data()), file.size()}, path,
-                            ErrorKind::Model);
-}
 
 // U+2581 (SentencePiece's space) as a space: user-defined tokens are stored pre-normalised.
 std::string unescape_spaces(const std::string& s) {
@@ -75,7 +68,7 @@ Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
     v.types[i] = static_cast<int64_t>(kept ? t : TokenType::Normal);
   }
   if (fs::is_regular_file(dir + "/added_tokens.json")) {
-    const json added = read_json_file(dir + "/added_tokens.json");
+    const json added = parse_json_file(dir + "/added_tokens.json");
     for (const auto& [text, id] : added.items()) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<size_t>() >= size) continue;
       v.tokens[id.get<size_t>()] = text;
@@ -84,7 +77,7 @@ Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
     }
   }
   if (fs::is_regular_file(dir + "/tokenizer_config.json")) {
-    const json cfg = read_json_file(dir + "/tokenizer_config.json");
+    const json cfg = parse_json_file(dir + "/tokenizer_config.json");
     const json decoder =
         cfg.is_object() ? cfg.value("added_tokens_decoder", json::object()) : json();
     if (decoder.is_object())
@@ -181,7 +174,7 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
   GgufKeyValues out;
   const std::string cfg_path = dir + "/tokenizer_config.json";
   if (rules.add_prefix_space_key && fs::is_regular_file(cfg_path)) {
-    const json cfg = read_json_file(cfg_path);
+    const json cfg = parse_json_file(cfg_path);
     if (cfg.is_object() && cfg.contains("add_prefix_space") && cfg["add_prefix_space"].is_boolean())
       out.emplace_back("tokenizer.ggml.add_space_prefix",
                        gguf_int(GgufType::Bool, cfg["add_prefix_space"].get<bool>() ? 1 : 0));
@@ -207,7 +200,7 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
     special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.json")) {
     const std::string path = dir + "/tokenizer.json";
-    const json tok = read_json_file(path);
+    const json tok = parse_json_file(path);
     if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != "BPE" ||
         !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
       fail(ErrorKind::Unsupported, path + ": not a BPE tokenizer (model.type BPE with a vocab)");
