@@ -134,10 +134,8 @@ bool qwen35_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const M
                    std::vector<ConvertTensor>& out) {
   if (t.name.starts_with("mtp.") || t.name.starts_with("model.mtp.")) return true;
   if (t.name.find(".linear_attn.") == std::string::npos) return false;
-  const Family f = hp.get("num_experts") != nullptr || hp.get("num_local_experts") != nullptr
-                       ? Family::Qwen35Moe
-                       : Family::Qwen35;
-  const auto name = [&](LayerTensor r) { return gguf_name(f, r, layer); };
+  // Qwen3.5's dense and MoE files name the DeltaNet tensors alike.
+  const auto name = [&](LayerTensor r) { return gguf_name(Family::Qwen35, r, layer); };
   const int64_t nk = hp.req_int("linear_num_key_heads"), nv = hp.req_int("linear_num_value_heads");
   const VHeads h{nk, nv / nk, hp.req_int("linear_key_head_dim"),
                  hp.req_int("linear_value_head_dim")};
