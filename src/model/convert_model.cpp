@@ -127,10 +127,6 @@ std::string gguf_model_name(const std::string& dir) {
   return out;
 }
 
-std::string convert_class_names() {
-  return convert_family_names();
-}
-
 ConvertedModel convert_hf_model(const ModelSource& source) {
   if (source.hf() == nullptr)
     fail(ErrorKind::Usage, source.path() + ": convert reads a Hugging Face directory, not a GGUF");

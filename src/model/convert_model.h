@@ -49,8 +49,10 @@ struct ConvertTensor {
 
 struct ConvertedModel {
   std::string arch;  // general.architecture
-  GgufKvList kv;     // general.* and the architecture's keys, without tokenizer.* and file_type
-  std::vector<ConvertTensor> tensors;  // in the converter's order
+  // general.* and the architecture's keys, without tokenizer.*; general.file_type is a
+  // placeholder the writer sets.
+  GgufKvList kv;
+  std::vector<ConvertTensor> tensors;  // in the converter's order (test_convert checks it)
   VocabRules vocab;
   // general.file_type of f32 / f16 / bf16 outputs when the checkpoint's experts are MXFP4 (38,
   // llama.cpp's MOSTLY_MXFP4_MOE); -1 otherwise.
@@ -58,11 +60,9 @@ struct ConvertedModel {
 };
 
 // The model of the HF directory `source` (ModelSource::open of a directory). Unsupported: a class
-// convert does not handle (named); Model: a tensor with no GGUF name, a missing expert.
+// convert does not handle, a tensor with no GGUF name (both named); Model: a missing expert, a
+// missing configuration value.
 ConvertedModel convert_hf_model(const ModelSource& source);
-
-// The HF classes convert handles, for messages.
-std::string convert_class_names();
 
 // general.size_label as the converter computes it from the tensors' shapes ("598K", "8x65K").
 std::string gguf_size_label(const std::vector<ConvertTensor>& tensors);

@@ -164,6 +164,9 @@ class TensorPlan {
                                          f_.hf_class + " that convert does not know)");
       }
     }
+    // The converter repacks MXFP4 experts before it reads the other tensors.
+    std::stable_partition(out.begin(), out.end(),
+                          [](const ConvertTensor& t) { return t.raw_bytes != nullptr; });
     if (!pending.empty())
       fail(ErrorKind::Model, src_.path() + ": layer " + std::to_string(pending.begin()->first) +
                                  " lacks some of its " + std::to_string(n_expert_) +

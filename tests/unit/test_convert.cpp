@@ -118,6 +118,23 @@ void expect_same_gguf(const std::string& what, const GgufFile& got, const GgufFi
     ++compared;
   }
   EXPECT_EQ(got.tensors().size(), compared) << what << ": tensors the converter did not write";
+  // In the converter's order too.
+  const auto order = [](const auto& items, const auto& name_of, const auto& keep) {
+    std::vector<std::string> names;
+    for (const auto& x : items)
+      if (keep(name_of(x))) names.push_back(name_of(x));
+    return names;
+  };
+  const auto key_of = [](const auto& kv) { return kv.first; };
+  const auto tensor_of = [](const GgufTensor& t) { return t.name; };
+  const auto in_got_keys = [&](const std::string& k) { return got.find(k) != nullptr; };
+  const auto in_want_keys = [&](const std::string& k) { return want.find(k) != nullptr; };
+  const auto in_got = [&](const std::string& n) { return got.tensor(n) != nullptr; };
+  EXPECT_EQ(order(got.metadata(), key_of, in_want_keys),
+            order(want.metadata(), key_of, in_got_keys))
+      << what << ": keys in another order";
+  EXPECT_EQ(order(got.tensors(), tensor_of, in_got), order(want.tensors(), tensor_of, in_got))
+      << what << ": tensors in another order";
 }
 
 class ConvertFamily : public testing::TestWithParam<Family> {};
