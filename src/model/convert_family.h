@@ -88,13 +88,13 @@ struct ConvertFamily {
   void (*keys)(const Hparams& hp, const ModelSource& source, KeyWriter& w);
   uint32_t fixes = 0;
   const char* bpe_pre = "";  // tokenizer.ggml.pre when the tokenizer is byte-level BPE
-  // MTP layers after the decoder's (GLM-4.5: num_nextn_predict_layers) are counted as blocks.
-  const char* nextn_key = nullptr;
-  const SpecialToken* special = nullptr;  // ends at an entry of type nullptr
   // Tensors the class makes its own way from one HF tensor of layer `layer` (gpt-oss's fused
   // experts); false for a tensor renamed by its role.
   bool (*own_tensor)(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                      std::vector<ConvertTensor>& out) = nullptr;
+  // MTP layers after the decoder's (GLM-4.5: num_nextn_predict_layers) are counted as blocks.
+  const char* nextn_key = nullptr;
+  const SpecialToken* special = nullptr;  // ends at an entry of type nullptr
 };
 
 // The converter's rule: vectors, norms, routers, convolution taps and tensors not named *.weight
