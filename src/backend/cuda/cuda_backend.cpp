@@ -638,7 +638,9 @@ class CudaBackend final : public Backend {
 
   void attention_each(const float* q, const KvView* kv, int64_t M, const int32_t* pos,
                       const AttentionArgs& a, float* out) override {
-    if (!same_layout(kv, M) || a.n_head * M > cuda::kMaxDecodeHeads || a.key_end != nullptr)
+    if (a.key_end != nullptr)
+      fail(ErrorKind::Unsupported, "attention_each: key_end (a decode step's rows are causal)");
+    if (!same_layout(kv, M) || a.n_head * M > cuda::kMaxDecodeHeads)
       return Backend::attention_each(q, kv, M, pos, a, out);
     check_attention(kv[0], a);
     for (int64_t m = 0; m < M; ++m) check_positions(kv[m], pos + m, 1, "attention");
