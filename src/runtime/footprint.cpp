@@ -99,7 +99,7 @@ int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ct
 
 int64_t attention_head_width(const ArchConfig& c, int64_t l) {
   return c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width()
-                                                                  : c.head_dim_of(l);
+                                                                 : c.head_dim_of(l);
 }
 
 int64_t widest_attention_head(const ArchConfig& c) {

@@ -48,8 +48,7 @@ TEST(CudaGemma3Vision, ImagesRefusedUntilVerified) {
 // The prompt in one pass, and in passes of 20 rows (each image then starts a pass whole).
 TEST(CudaGemma3Vision, ImageLogitsMatchReference) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  const auto ref =
-      test::read_f32_file(test::fixture_file("gemma3_vision", "ref_logits_image.f32"));
+  const auto ref = test::read_f32_file(test::fixture_file("gemma3_vision", "ref_logits_image.f32"));
   for (const std::string& flags : {std::string(), std::string(" --prefill-batch 20")}) {
     std::string out;
     std::vector<float> logits;

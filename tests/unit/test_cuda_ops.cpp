@@ -1602,18 +1602,18 @@ TEST_F(CudaOps, AttentionWideHeadsAndKeyEndAgainstCpu) {
   std::iota(rows.begin(), rows.end(), 200);
   for (int i = 10; i < 30; ++i) image[static_cast<size_t>(i)] = 230;  // rows 210 .. 229
   const WideCase cases[] = {
-      {16, 1, 576, 0.0f, 0, {700}, {}},         // MLA decode, many ranges, two heads a block
-      {16, 1, 576, 0.0f, 0, {20}, {}},          // one range, a block per head
-      {16, 1, 576, 0.0f, 0, {300}, {340}},      // one row that sees 40 later keys
-      {8, 2, 512, 30.0f, 0, {600}, {}},         // Gemma 4's global heads, softcap, four a block
-      {4, 2, 512, 0.0f, 64, {500}, {}},         // sliding window
-      {6, 2, 320, 0.0f, 0, {333}, {}},          // a run of 256 and one partly used
-      {4, 2, 128, 0.0f, 0, {300}, {340}},       // decode of a narrow head with key_end
-      {16, 1, 576, 0.0f, 0, rows, {}},          // prefill of wide heads (a row at a time)
-      {16, 1, 576, 0.0f, 0, rows, image},       // with an image of 20 rows
-      {8, 2, 512, 30.0f, 100, rows, image},     // window and softcap with an image
-      {8, 2, 128, 0.0f, 0, rows, image},        // the tiled kernel with an image
-      {4, 1, 64, 20.0f, 16, rows, image},       // window shorter than the image
+      {16, 1, 576, 0.0f, 0, {700}, {}},             // MLA decode, many ranges, two heads a block
+      {16, 1, 576, 0.0f, 0, {20}, {}},              // one range, a block per head
+      {16, 1, 576, 0.0f, 0, {300}, {340}},          // one row that sees 40 later keys
+      {8, 2, 512, 30.0f, 0, {600}, {}},             // Gemma 4's global heads, softcap, four a block
+      {4, 2, 512, 0.0f, 64, {500}, {}},             // sliding window
+      {6, 2, 320, 0.0f, 0, {333}, {}},              // a run of 256 and one partly used
+      {4, 2, 128, 0.0f, 0, {300}, {340}},           // decode of a narrow head with key_end
+      {16, 1, 576, 0.0f, 0, rows, {}},              // prefill of wide heads (a row at a time)
+      {16, 1, 576, 0.0f, 0, rows, image},           // with an image of 20 rows
+      {8, 2, 512, 30.0f, 100, rows, image},         // window and softcap with an image
+      {8, 2, 128, 0.0f, 0, rows, image},            // the tiled kernel with an image
+      {4, 1, 64, 20.0f, 16, rows, image},           // window shorter than the image
       {4, 2, 32, 0.0f, 0, {5, 90, 3}, {9, 0, 95}},  // scattered rows, ends past other rows'
   };
   const int64_t cap = 800;
@@ -1629,16 +1629,16 @@ TEST_F(CudaOps, AttentionWideHeadsAndKeyEndAgainstCpu) {
       KvPair kv = make_kv(*gpu_, dt, cap, width);
       store_kv(kv, exact_keys(static_cast<size_t>(fill * width), rng_),
                randn(static_cast<size_t>(fill * width)));
-      const std::vector<float> q = exact_queries(static_cast<size_t>(M * c.n_head * c.head_dim), rng_);
+      const std::vector<float> q =
+          exact_queries(static_cast<size_t>(M * c.n_head * c.head_dim), rng_);
       const std::vector<float> sinks = randn(static_cast<size_t>(c.n_head), 2.0f);
       for (const bool sink : {false, true}) {
-        const std::string what = std::string(dtype_name(dt)) + " heads " +
-                                 std::to_string(c.n_head) + "/" + std::to_string(c.n_head_kv) +
-                                 " of " + std::to_string(c.head_dim) + ", " + std::to_string(M) +
-                                 " rows from position " + std::to_string(c.pos[0]) +
-                                 (c.key_end.empty() ? "" : ", key_end") +
-                                 (c.window > 0 ? ", window" : "") +
-                                 (c.softcap > 0 ? ", softcap" : "") + (sink ? ", sinks" : "");
+        const std::string what =
+            std::string(dtype_name(dt)) + " heads " + std::to_string(c.n_head) + "/" +
+            std::to_string(c.n_head_kv) + " of " + std::to_string(c.head_dim) + ", " +
+            std::to_string(M) + " rows from position " + std::to_string(c.pos[0]) +
+            (c.key_end.empty() ? "" : ", key_end") + (c.window > 0 ? ", window" : "") +
+            (c.softcap > 0 ? ", softcap" : "") + (sink ? ", sinks" : "");
         AttentionArgs args{c.n_head, c.n_head_kv, c.head_dim, 0.5f, c.softcap, c.window};
         args.key_end = c.key_end.empty() ? nullptr : c.key_end.data();
         std::vector<float> want(q.size());
@@ -1794,8 +1794,8 @@ TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
 // than the splits allow; four, two and one heads a block).
 TEST_F(CudaOps, AttentionDecodeNarrowAndWideBlocksSameBits) {
   const AttnCase cases[] = {
-      {8, 2, 128, 0.0f, 0, {20}},     {8, 2, 128, 0.0f, 0, {777}}, {16, 2, 96, 0.0f, 0, {333}},
-      {8, 4, 256, 30.0f, 0, {400}},   {6, 2, 80, 0.0f, 64, {500}}, {4, 4, 64, 0.0f, 0, {250}},
+      {8, 2, 128, 0.0f, 0, {20}},     {8, 2, 128, 0.0f, 0, {777}},  {16, 2, 96, 0.0f, 0, {333}},
+      {8, 4, 256, 30.0f, 0, {400}},   {6, 2, 80, 0.0f, 64, {500}},  {4, 4, 64, 0.0f, 0, {250}},
       {8, 2, 128, 0.0f, 0, {5, 600}}, {16, 1, 576, 0.0f, 0, {700}}, {8, 2, 512, 30.0f, 0, {300}},
       {6, 2, 320, 0.0f, 0, {333}},
   };
@@ -1929,7 +1929,7 @@ struct PrefillCase {
   float softcap;
   int64_t window;
   int64_t n_past, M;  // query rows at positions n_past .. n_past + M - 1
-  int64_t image = 0;   // rows M / 4 .. M / 4 + image - 1 see each other (key_end)
+  int64_t image = 0;  // rows M / 4 .. M / 4 + image - 1 see each other (key_end)
 };
 
 float cache_value(DType dt, const uint8_t* row, int64_t i) {
@@ -1957,18 +1957,18 @@ float cache_value(DType dt, const uint8_t* row, int64_t i) {
 //  * exp / tanh implementations and the softmax's summation order: 2e-5, as for the f32 kernel.
 TEST_F(CudaOps, AttentionPrefillTensorCores) {
   const PrefillCase cases[] = {
-      {8, 2, 128, 0.0f, 0, 0, 600},    // long prefill from empty, GQA 4, last tile partial
-      {8, 2, 128, 0.0f, 0, 300, 77},   // chunked prefill after 300 cached positions
-      {4, 1, 64, 30.0f, 0, 0, 2},      // two rows, softcap, all heads of one kv head
-      {12, 2, 64, 0.0f, 16, 50, 100},  // group 6 (rows per block not a multiple), window 16
-      {8, 1, 64, 20.0f, 7, 0, 65},     // window 7 and softcap from position 0
-      {32, 1, 64, 0.0f, 0, 10, 45},    // group 32: two blocks of 16 heads per kv head
-      {4, 4, 256, 50.0f, 0, 100, 33},  // head_dim 256, softcap, no GQA
-      {2, 1, 256, 0.0f, 40, 0, 130},   // head_dim 256, window
-      {8, 8, 128, 0.0f, 0, 5, 1},      // one row (the decode kernel)
-      {8, 2, 128, 0.0f, 0, 300, 77, 20},    // an image of 20 rows
-      {4, 4, 256, 50.0f, 0, 100, 33, 16},   // head_dim 256, softcap, an image
-      {12, 2, 64, 0.0f, 16, 50, 100, 40},   // window shorter than the image
+      {8, 2, 128, 0.0f, 0, 0, 600},        // long prefill from empty, GQA 4, last tile partial
+      {8, 2, 128, 0.0f, 0, 300, 77},       // chunked prefill after 300 cached positions
+      {4, 1, 64, 30.0f, 0, 0, 2},          // two rows, softcap, all heads of one kv head
+      {12, 2, 64, 0.0f, 16, 50, 100},      // group 6 (rows per block not a multiple), window 16
+      {8, 1, 64, 20.0f, 7, 0, 65},         // window 7 and softcap from position 0
+      {32, 1, 64, 0.0f, 0, 10, 45},        // group 32: two blocks of 16 heads per kv head
+      {4, 4, 256, 50.0f, 0, 100, 33},      // head_dim 256, softcap, no GQA
+      {2, 1, 256, 0.0f, 40, 0, 130},       // head_dim 256, window
+      {8, 8, 128, 0.0f, 0, 5, 1},          // one row (the decode kernel)
+      {8, 2, 128, 0.0f, 0, 300, 77, 20},   // an image of 20 rows
+      {4, 4, 256, 50.0f, 0, 100, 33, 16},  // head_dim 256, softcap, an image
+      {12, 2, 64, 0.0f, 16, 50, 100, 40},  // window shorter than the image
   };
   for (DType dt : {DType::F16, DType::BF16}) {
     const double u_p = dt == DType::F16 ? 0x1p-11 : 0x1p-8;

@@ -5,9 +5,9 @@
 // Heads wider than kMaxTiledHeadDim (MLA's latent rows, Gemma 4's global heads), whose tiles
 // would not fit a block's shared memory, take the decode kernel a row at a time
 // (launch_attention_rows). Everything else (f32 caches, whose results must stay exact; q8_0;
-// other head sizes) takes the f32 kernel here: one block per (32 query rows, head) walks the keys in tiles of 32 staged in shared
-// memory as f32: scores with one key per lane, online softmax per row, and the output accumulated
-// with one head dimension per lane.
+// other head sizes) takes the f32 kernel here: one block per (32 query rows, head) walks the keys
+// in tiles of 32 staged in shared memory as f32: scores with one key per lane, online softmax per
+// row, and the output accumulated with one head dimension per lane.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 

@@ -217,9 +217,10 @@ static_assert(sizeof(DecodeShared<4, 768>) + sizeof(float) * 4 * (kMaxDecodeSpli
 // whose first head is row_heads: the output rows, or the range's partials and, in the last of the
 // ranges' blocks to finish, their merge.
 template <DType T, int E, int C, int GB>
-__device__ void attend_range(const AttnParams& p, DecodeShared<GB, 32 * E * C>& sh, int64_t row_heads,
-                             int h0, int s, int splits, int ranges, int64_t j0, int64_t j1,
-                             int* done, float* partials, float* head_out, ActsView acts) {
+__device__ void attend_range(const AttnParams& p, DecodeShared<GB, 32 * E * C>& sh,
+                             int64_t row_heads, int h0, int s, int splits, int ranges, int64_t j0,
+                             int64_t j1, int* done, float* partials, float* head_out,
+                             ActsView acts) {
   constexpr int kChunks = 4 * E * C;  // 8-element chunks of a K slice
   constexpr int kChunkBatch = min_of(kChunks, kLoadWords / CacheRun<T, 8>::kWords);
   constexpr int kValueBatch = min_of(kTile, kLoadWords / (C * CacheRun<T, E>::kWords));
@@ -360,7 +361,8 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, 32 * E * C>& 
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits<GB, 32 * E * C>(partials, row_heads + h0, splits, ranges, D, p.sinks, h0, head_out, acts);
+  combine_splits<GB, 32 * E * C>(partials, row_heads + h0, splits, ranges, D, p.sinks, h0, head_out,
+                                 acts);
 }
 
 // The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads

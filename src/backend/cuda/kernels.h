@@ -189,16 +189,16 @@ void launch_kv_store(const KvView& kv, const KvView* each, const float* k, const
                      int64_t M, const int32_t* pos, cudaStream_t stream);
 
 // Attention: heads of up to kMaxAttentionHeadDim elements, a multiple of 8; pos, a.sinks and
-// a.key_end in device memory. Decode (attention_decode.cu): split-KV, `splits` key ranges per block of query heads
-// (one head for rows of fewer than narrow_keys keys, else decode_heads_per_block() of the heads
-// that share a kv head; the same bits either way), the last block of each merging them. One query
-// row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m over each[m] at
-// pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes() of n_head * M
-// heads, zeroed when allocated, left as found) holds the counters and partials; at most
+// a.key_end in device memory. Decode (attention_decode.cu): split-KV, `splits` key ranges per block
+// of query heads (one head for rows of fewer than narrow_keys keys, else decode_heads_per_block()
+// of the heads that share a kv head; the same bits either way), the last block of each merging
+// them. One query row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m
+// over each[m] at pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes() of
+// n_head * M heads, zeroed when allocated, left as found) holds the counters and partials; at most
 // kMaxDecodeHeads heads in all and kMaxDecodeSplits ranges; head_dim a multiple of 8.
 constexpr int64_t kMaxAttentionHeadDim = 576;  // MLA's latent rows (kv_lora_rank 512 + rope 64)
 constexpr int kMaxDecodeSplits = 64;           // key ranges per head at most
-constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
+constexpr int kMaxDecodeHeads = 4096;          // heads of one launch's rows at most
 // Rows of fewer keys take a block per query head: faster at short contexts, slower at long ones,
 // where the group's block reads each K and V byte once (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kDecodeNarrowKeys = 512;
