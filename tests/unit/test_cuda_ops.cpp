@@ -44,6 +44,10 @@ class CudaOps : public test::CudaOpTest {
   void route_case(int64_t E, bool ties);
   void fill_kv(KvPair& kv, int64_t fill);
   void store_kv(KvPair& kv, const std::vector<float>& k, const std::vector<float>& v);
+  std::pair<std::vector<float>, std::vector<float>> attend_both(const std::vector<float>& q,
+                                                                const KvPair& kv,
+                                                                const std::vector<int32_t>& pos,
+                                                                AttentionArgs args);
   // A random weight uploaded twice: in the file's layout, and packed by the backend.
   struct PackedPair {
     std::vector<uint8_t> host;
@@ -1397,6 +1401,21 @@ void CudaOps::store_kv(KvPair& kv, const std::vector<float>& k, const std::vecto
   gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
 }
 
+// Attention of q's rows at pos over kv on both backends, {cuda, cpu}; args.sinks in host memory
+// (uploaded for the GPU).
+std::pair<std::vector<float>, std::vector<float>> CudaOps::attend_both(
+    const std::vector<float>& q, const KvPair& kv, const std::vector<int32_t>& pos,
+    AttentionArgs args) {
+  const auto M = static_cast<int64_t>(pos.size());
+  std::vector<float> want(q.size());
+  cpu_->attention(q.data(), kv.cpu, M, pos.data(), args, want.data());
+  float* out = upload(std::vector<float>(q.size()));
+  if (args.sinks != nullptr)
+    args.sinks = upload(std::vector<float>(args.sinks, args.sinks + args.n_head));
+  gpu_->attention(upload(q), kv.gpu, M, pos.data(), args, out);
+  return {download(out, q.size()), want};
+}
+
 const DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
 
 // Both sides convert the same f32 values with the same rounding (RNE halves, GGML q8_0 with
@@ -1525,13 +1544,9 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
         AttentionArgs args{c.n_head,   c.n_head_kv,
                            c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                            c.softcap,  c.window};
-        std::vector<float> want(q.size());
         args.sinks = sink ? sinks.data() : nullptr;
-        cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
-        float* out = upload(std::vector<float>(q.size()));
-        args.sinks = sink ? upload(sinks) : nullptr;
-        gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
-        test::expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
+        const auto [got, want] = attend_both(q, kv, c.pos, args);
+        test::expect_close(got, want, 2e-5f, 0.0f,
                            std::string("attention ") + dtype_name(dt) +
                                " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M) +
                                (sink ? " sinks" : ""));
@@ -1641,13 +1656,9 @@ TEST_F(CudaOps, AttentionWideHeadsAndKeyEndAgainstCpu) {
             (c.softcap > 0 ? ", softcap" : "") + (sink ? ", sinks" : "");
         AttentionArgs args{c.n_head, c.n_head_kv, c.head_dim, 0.5f, c.softcap, c.window};
         args.key_end = c.key_end.empty() ? nullptr : c.key_end.data();
-        std::vector<float> want(q.size());
         args.sinks = sink ? sinks.data() : nullptr;
-        cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
-        float* out = upload(std::vector<float>(q.size()));
-        args.sinks = sink ? upload(sinks) : nullptr;
-        gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
-        const WorstDiff w = worst_diff(download(out, q.size()), want, c.n_head, c.head_dim);
+        const auto [got, want] = attend_both(q, kv, c.pos, args);
+        const WorstDiff w = worst_diff(got, want, c.n_head, c.head_dim);
         EXPECT_LE(w.diff, 2e-5) << what << ": " << w.where;
       }
       gpu_->free(kv.gpu.k);
