@@ -68,7 +68,7 @@ std::shared_ptr<VisionTower> open_vision(const ImageFlags& f, Engine& engine,
   if (mrope ? !c.mrope() : c.family != Family::Gemma3)
     fail(ErrorKind::Usage, tower + ": its vision tower is " + (mrope ? "Qwen3-VL's" : "Gemma 3's") +
                                ", not one family " + family_name(c.family) + " takes");
-  if (!mrope && !engine.backend().is_host())
+  if (!mrope && !engine.backend().is_host() && !unverified_gpu_ops_allowed())
     fail(ErrorKind::Unsupported, tower +
                                      ": Gemma 3's images (image rows attending to each other) are "
                                      "not yet verified on a GPU (--backend cpu runs them)");

@@ -47,6 +47,11 @@ void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allo
 
 }  // namespace
 
+bool unverified_gpu_ops_allowed() {
+  const char* v = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+  return v != nullptr && std::string(v) == "1";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "cuda") return make_cuda_backend(device);
@@ -88,12 +93,18 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
              std::to_string(c.mla.row_width()) + ")");
   e->backend_ = std::move(backend);
   // Device kernels written but not yet run on a GPU are refused unless the run that verifies them
-  // asks for them (TURBOSPARK_UNVERIFIED_GPU_OPS=1, the GPU tests). The hybrid layers, gpt-oss
-  // (sinks, clamped SwiGLU, MXFP4), DeepSeek's MLA and group-limited routing, Gemma 4 and
-  // Qwen3-VL (M-RoPE, DeepStack) passed theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
-  const char* unverified = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  const bool allow_unverified = unverified != nullptr && std::string(unverified) == "1";
+  // asks for them (unverified_gpu_ops_allowed). The hybrid layers, gpt-oss (sinks, clamped
+  // SwiGLU, MXFP4), DeepSeek's MLA and group-limited routing, Gemma 4 and Qwen3-VL (M-RoPE,
+  // DeepStack) passed theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
+  const bool allow_unverified = unverified_gpu_ops_allowed();
   check_weight_types(*e->spec_, *e->backend_, allow_unverified);
+  // Attention heads wider than 256 (MLA's latent rows of DeepSeek-V3 and Kimi K2, Gemma 4's global
+  // heads) take kernel paths that have not run on a GPU yet.
+  if (!e->backend_->is_host() && !allow_unverified && widest_attention_head(c) > 256)
+    fail(ErrorKind::Unsupported, path + ": attention heads of " +
+                                     std::to_string(widest_attention_head(c)) +
+                                     " elements (over 256) are not yet verified on a GPU "
+                                     "(--backend cpu runs them)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

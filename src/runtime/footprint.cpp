@@ -99,6 +99,17 @@ int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ct
   return std::min(batch, ctx);
 }
 
+int64_t attention_head_width(const ArchConfig& c, int64_t l) {
+  return c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width()
+                                                                 : c.head_dim_of(l);
+}
+
+int64_t widest_attention_head(const ArchConfig& c) {
+  int64_t w = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) w = std::max(w, attention_head_width(c, l));
+  return w;
+}
+
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {
   const ArchConfig& c = spec.cfg;
   ScratchPlan p;
@@ -109,13 +120,12 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
-  // The attention of the widest layer: an MLA layer's heads read one shared row of row_width().
+  // The attention of the widest layer.
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const bool mla = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla;
-    const int64_t hd = mla ? c.mla.row_width() : c.head_dim_of(l);
+    const int64_t hd = attention_head_width(c, l);
     if (hd <= p.head_dim) continue;
     p.head_dim = hd;
-    p.n_head_kv = mla ? 1 : c.n_head_kv_of(l);
+    p.n_head_kv = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? 1 : c.n_head_kv_of(l);
   }
   p.dense.push_back(shape_of(spec.output));
   for (const LayerIndex& L : spec.layers) {
