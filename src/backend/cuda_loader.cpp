@@ -1,8 +1,7 @@
 // Finds the CUDA backend plugin (libturbospark_cuda.so, backend/plugin_loader.h; or where
 // TURBOSPARK_CUDA_PLUGIN points) and creates backends through it.
-#include <dlfcn.h>
-
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/plugin_loader.h"
@@ -22,14 +21,13 @@ struct Plugin {
 
 Plugin load() {
   Plugin p;
-  p.handle = open_plugin(kPluginName, "TURBOSPARK_CUDA_PLUGIN", &p.error);
+  std::vector<void*> entry;
+  p.handle =
+      open_plugin(kPluginName, "TURBOSPARK_CUDA_PLUGIN",
+                  {"turbospark_cuda_device_count", "turbospark_cuda_create"}, &entry, &p.error);
   if (p.handle == nullptr) return p;
-  p.device_count = reinterpret_cast<int (*)()>(::dlsym(p.handle, "turbospark_cuda_device_count"));
-  p.create = reinterpret_cast<Backend* (*)(int)>(::dlsym(p.handle, "turbospark_cuda_create"));
-  if (p.device_count == nullptr || p.create == nullptr) {
-    p.error = std::string(kPluginName) + " lacks its entry points";
-    p.handle = nullptr;
-  }
+  p.device_count = reinterpret_cast<int (*)()>(entry[0]);
+  p.create = reinterpret_cast<Backend* (*)(int)>(entry[1]);
   return p;
 }
 

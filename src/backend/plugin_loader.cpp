@@ -20,7 +20,8 @@ std::string exe_dir() {
 
 }  // namespace
 
-void* open_plugin(const char* file, const char* env_var, std::string* error) {
+void* open_plugin(const char* file, const char* env_var, const std::vector<const char*>& symbols,
+                  std::vector<void*>* resolved, std::string* error) {
   std::vector<std::string> candidates;
   if (const char* env = std::getenv(env_var)) candidates.emplace_back(env);
   const std::string dir = exe_dir();
@@ -31,11 +32,23 @@ void* open_plugin(const char* file, const char* env_var, std::string* error) {
   candidates.push_back(dir + "/" TURBOSPARK_INSTALLED_PLUGIN_DIR "/" + file);
 #endif
   candidates.emplace_back(file);
+  void* handle = nullptr;
   for (const std::string& c : candidates) {
-    if (void* handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL)) return handle;
+    handle = ::dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle != nullptr) break;
     *error = ::dlerror();
   }
-  return nullptr;
+  if (handle == nullptr) return nullptr;
+  resolved->clear();
+  for (const char* name : symbols) {
+    resolved->push_back(::dlsym(handle, name));
+    if (resolved->back() == nullptr) {
+      *error = std::string(file) + " lacks its entry point " + name;
+      ::dlclose(handle);
+      return nullptr;
+    }
+  }
+  return handle;
 }
 
 }  // namespace ts

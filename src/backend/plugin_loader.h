@@ -4,10 +4,13 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace ts {
 
-// The dlopen() handle, or null with *error saying why the last candidate failed.
-void* open_plugin(const char* file, const char* env_var, std::string* error);
+// The dlopen() handle with the addresses of `symbols` in *resolved (in their order), or null with
+// *error saying why the last candidate failed or which entry point the plugin lacks.
+void* open_plugin(const char* file, const char* env_var, const std::vector<const char*>& symbols,
+                  std::vector<void*>* resolved, std::string* error);
 
 }  // namespace ts

@@ -1,6 +1,5 @@
 #include "parallel/expert_dispatch.h"
 
-#include <algorithm>
 
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-#include <dlfcn.h>
+#include <vector>
 
 #include "backend/plugin_loader.h"
 #include "core/error.h"
@@ -19,16 +19,15 @@ struct Plugin {
 
 Plugin load() {
   Plugin p;
-  p.handle = open_plugin(kPluginName, "TURBOSPARK_NCCL_PLUGIN", &p.error);
+  std::vector<void*> entry;
+  p.handle = open_plugin(
+      kPluginName, "TURBOSPARK_NCCL_PLUGIN",
+      {"turbospark_nccl_version", "turbospark_nccl_unique_id", "turbospark_nccl_create"}, &entry,
+      &p.error);
   if (p.handle == nullptr) return p;
-  p.version = reinterpret_cast<int (*)()>(::dlsym(p.handle, "turbospark_nccl_version"));
-  p.unique_id = reinterpret_cast<void (*)(char*)>(::dlsym(p.handle, "turbospark_nccl_unique_id"));
-  p.create = reinterpret_cast<Communicator* (*)(int, int, const char*, int, void*)>(
-      ::dlsym(p.handle, "turbospark_nccl_create"));
-  if (p.version == nullptr || p.unique_id == nullptr || p.create == nullptr) {
-    p.error = std::string(kPluginName) + " lacks its entry points";
-    p.handle = nullptr;
-  }
+  p.version = reinterpret_cast<int (*)()>(entry[0]);
+  p.unique_id = reinterpret_cast<void (*)(char*)>(entry[1]);
+  p.create = reinterpret_cast<Communicator* (*)(int, int, const char*, int, void*)>(entry[2]);
   return p;
 }
 
