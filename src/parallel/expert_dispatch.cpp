@@ -1,6 +1,5 @@
 #include "parallel/expert_dispatch.h"
 
-
 #include "core/error.h"
 
 namespace ts {
