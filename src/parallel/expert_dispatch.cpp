@@ -125,17 +125,24 @@ ExpertExchangeBuffers::~ExpertExchangeBuffers() {
 void run_expert_dispatch(Backend& b, Communicator& comm, const ExpertDispatch& d, const float* h,
                          int64_t width, ExpertExchangeBuffers& buf, float* x, float* y,
                          const ExpertGroupsFn& experts, float* out) {
-  const auto n = [](const auto& v) { return static_cast<int64_t>(v.size()); };
-  b.gather_rows(h, d.send_src.data(), n(d.send_src), width, buf.send);
+  // A rank may have nothing to send, compute or sum in a pass (fewer rows than ranks; no token
+  // routed to its experts): it still takes part in both exchanges.
+  const auto gather = [&](const float* from, const std::vector<int32_t>& idx, float* to) {
+    if (!idx.empty()) b.gather_rows(from, idx.data(), static_cast<int64_t>(idx.size()), width, to);
+  };
+  gather(h, d.send_src, buf.send);
   comm.exchange_rows(buf.send, buf.recv, width, d.dispatch);
-  b.gather_rows(buf.recv, d.expert_src.data(), n(d.expert_src), width, x);
+  gather(buf.recv, d.expert_src, x);
   if (!d.group_expert.empty())
-    experts(d.group_expert.data(), d.group_row0.data(), d.group_rows.data(), n(d.group_expert));
-  b.gather_rows(y, d.return_src.data(), n(d.return_src), width, buf.send);
+    experts(d.group_expert.data(), d.group_row0.data(), d.group_rows.data(),
+            static_cast<int64_t>(d.group_expert.size()));
+  gather(y, d.return_src, buf.send);
   comm.exchange_rows(buf.send, buf.recv, width, d.combine);
-  b.gather_rows(buf.recv, d.sum_src.data(), n(d.sum_src), width, buf.order);
+  gather(buf.recv, d.sum_src, buf.order);
+  if (d.home_rows == 0) return;
   b.zero(out, d.home_rows * width);
-  b.scatter_add_rows(out, buf.order, d.sum_token.data(), d.sum_scale.data(), n(d.sum_src), width);
+  b.scatter_add_rows(out, buf.order, d.sum_token.data(), d.sum_scale.data(),
+                     static_cast<int64_t>(d.sum_src.size()), width);
 }
 
 }  // namespace ts
