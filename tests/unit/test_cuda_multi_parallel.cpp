@@ -14,6 +14,7 @@
 #include "moe_rank.h"
 #include "parallel/nccl.h"
 #include "parallel/thread_communicator.h"
+#include "parallel_cases.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -47,55 +48,18 @@ void run_nccl_ranks(int N, const std::function<void(int, const NcclId&)>& body) 
   if (first) std::rethrow_exception(first);
 }
 
-// All-reduce, then an exchange of rank r's r + 1 rows (sender, row) to every peer.
-std::vector<float> collectives(Communicator& c, Backend* device) {
-  const int r = c.rank(), N = c.size();
-  std::vector<float> sum{float(r + 1), float(10 * r), 0.5f};
-  std::vector<float> send;
-  for (int i = 0; i <= r; ++i) send.insert(send.end(), {float(r), float(i)});
-  RowExchange x;
-  int64_t at = 0;
-  for (int p = 0; p < N; ++p) {
-    x.send_row0.push_back(0);
-    x.send_rows.push_back(r + 1);
-    x.recv_row0.push_back(at);
-    x.recv_rows.push_back(p + 1);
-    at += p + 1;
-  }
-  std::vector<float> recv(static_cast<size_t>(at * 2));
-  if (device == nullptr) {
-    c.all_reduce_sum(sum.data(), 3);
-    c.exchange_rows(send.data(), recv.data(), 2, x);
-  } else {
-    const auto put = [&](const std::vector<float>& v) {
-      auto* p = static_cast<float*>(device->alloc(v.size() * sizeof(float)));
-      device->to_device(p, v.data(), v.size() * sizeof(float));
-      return p;
-    };
-    float *s = put(sum), *snd = put(send), *rcv = put(recv);
-    c.all_reduce_sum(s, 3);
-    c.exchange_rows(snd, rcv, 2, x);
-    c.barrier();
-    device->to_host(sum.data(), s, sum.size() * sizeof(float));
-    device->to_host(recv.data(), rcv, recv.size() * sizeof(float));
-    for (float* p : {s, snd, rcv}) device->free(p);
-  }
-  sum.insert(sum.end(), recv.begin(), recv.end());
-  return sum;
-}
-
 TEST(CudaMulti, NcclCollectivesMatchTheThreadCommunicator) {
   std::string why;
   const int N = gpus(&why);
   if (N == 0) GTEST_SKIP() << "needs 2 GPUs and NCCL: " << why;
   std::vector<std::vector<float>> want(static_cast<size_t>(N)), got(want.size());
   run_ranks(make_thread_communicators(N), [&](Communicator& c) {
-    want[static_cast<size_t>(c.rank())] = collectives(c, nullptr);
+    want[static_cast<size_t>(c.rank())] = test::collectives_round(c, nullptr);
   });
   run_nccl_ranks(N, [&](int r, const NcclId& id) {
     auto b = make_cuda_backend(r);
     auto c = make_nccl_communicator(r, N, id, r, b->native_stream());
-    got[static_cast<size_t>(r)] = collectives(*c, b.get());
+    got[static_cast<size_t>(r)] = test::collectives_round(*c, b.get());
   });
   EXPECT_EQ(got, want);
 }

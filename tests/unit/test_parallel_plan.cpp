@@ -10,20 +10,12 @@
 #include "parallel/expert_dispatch.h"
 #include "parallel/partition.h"
 #include "parallel/thread_communicator.h"
+#include "parallel_cases.h"
 
 namespace ts {
 namespace {
 
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing \"" << what << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 TEST(TensorPlan, SplitsHeadsKvHeadsAndFfnColumns) {
   // Llama-3-8B's shape over 4 ranks.
@@ -121,34 +113,14 @@ TEST(ExpertPlacement, EachRankSlotsFromItsOwnBudget) {
 
 TEST(ThreadCommunicator, AllReduceAndExchange) {
   const int N = 3;
-  const auto comms = make_thread_communicators(N);
-  std::vector<std::vector<float>> sums(N), recv(N);
-  run_ranks(comms, [&](Communicator& c) {
-    const int r = c.rank();
-    std::vector<float> x{float(r + 1), float(10 * r), 0.5f};
-    c.all_reduce_sum(x.data(), 3);
-    sums[static_cast<size_t>(r)] = x;
-    // Rank r sends r + 1 rows of width 2 to every peer; rows hold (sender, row).
-    std::vector<float> send;
-    for (int i = 0; i <= r; ++i) send.insert(send.end(), {float(r), float(i)});
-    RowExchange x2;
-    int64_t at = 0;
-    for (int p = 0; p < N; ++p) {
-      x2.send_row0.push_back(0);
-      x2.send_rows.push_back(r + 1);
-      x2.recv_row0.push_back(at);
-      x2.recv_rows.push_back(p + 1);
-      at += p + 1;
-    }
-    recv[static_cast<size_t>(r)].resize(static_cast<size_t>(at * 2));
-    c.exchange_rows(send.data(), recv[static_cast<size_t>(r)].data(), 2, x2);
-    c.barrier();
+  std::vector<std::vector<float>> got(N);
+  run_ranks(make_thread_communicators(N), [&](Communicator& c) {
+    got[static_cast<size_t>(c.rank())] = test::collectives_round(c, nullptr);
   });
-  for (int r = 0; r < N; ++r) {
-    EXPECT_EQ(sums[static_cast<size_t>(r)], (std::vector<float>{6, 30, 1.5f}));
-    EXPECT_EQ(recv[static_cast<size_t>(r)],
-              (std::vector<float>{0, 0, 1, 0, 1, 1, 2, 0, 2, 1, 2, 2}));
-  }
+  // The sums, then rank 0's one row, rank 1's two and rank 2's three: (sender, row).
+  for (int r = 0; r < N; ++r)
+    EXPECT_EQ(got[static_cast<size_t>(r)],
+              (std::vector<float>{6, 30, 1.5f, 0, 0, 1, 0, 1, 1, 2, 0, 2, 1, 2, 2}));
 }
 
 TEST(ThreadCommunicator, MismatchedCountsFailOnEveryRank) {

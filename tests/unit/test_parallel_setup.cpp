@@ -13,21 +13,13 @@
 #include "parallel/nccl.h"
 #include "parallel/parallel_request.h"
 #include "parallel/rendezvous.h"
+#include "parallel_cases.h"
 #include "test_paths.h"
 
 namespace ts {
 namespace {
 
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, const std::string& what) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing \"" << what << "\"";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
-  }
-}
+using test::expect_error;
 
 ParallelRequest request(int tensor, int expert, const std::string& dist_init = "") {
   ParallelRequest r;
