@@ -32,7 +32,6 @@ ExpertParallelFfn::~ExpertParallelFfn() {
 
 void ExpertParallelFfn::run(int64_t l, const float* h, int64_t M, float* out) {
   const int64_t d = c_.n_embd, k = c_.n_expert_used;
-  moe_.route(l, h, M);
   routing_host_.resize(static_cast<size_t>(2 * M * k));
   b_.to_host(routing_host_.data(), moe_.routing(), routing_host_.size() * sizeof(float));
   std::vector<int32_t> ids(static_cast<size_t>(M * k));

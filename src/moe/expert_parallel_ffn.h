@@ -1,8 +1,8 @@
 // ExpertParallelFfn: one rank's part of an MoE layer under expert parallelism (docs/PARALLEL.md).
-// The rank routes the micro-batch (its rows are the same on every rank: attention replicated or
-// tensor-parallel), runs only the experts ExpertPlacement gives it, over every row routed to them,
-// and the outputs are combined on each token's home rank in one rank's order, then gathered to
-// every rank: the layer's output is bit-identical to MoeFfn::run on one rank.
+// Every rank routes the micro-batch (its rows are the same on every rank: attention replicated or
+// tensor-parallel) and runs only the experts ExpertPlacement gives it, over every row routed to
+// them, and the outputs are combined on each token's home rank in one rank's order, then gathered
+// to every rank: the layer's output is bit-identical to MoeFfn::run on one rank.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,8 @@ class ExpertParallelFfn {
   ExpertParallelFfn(const ExpertParallelFfn&) = delete;
   ExpertParallelFfn& operator=(const ExpertParallelFfn&) = delete;
 
-  // Layer l over h [M][n_embd] into out [M][n_embd] (routed experts and the shared expert).
+  // Layer l over h [M][n_embd], routed already (MoeFfn::route), into out [M][n_embd]: the routed
+  // experts and the shared expert.
   void run(int64_t l, const float* h, int64_t M, float* out);
 
  private:

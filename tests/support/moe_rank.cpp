@@ -59,6 +59,7 @@ std::vector<float> MoeRank::run_parallel(Communicator& comm, const ExpertPlaceme
   ExpertParallelFfn ep(b, engine->cfg(), *moe, buf, comm, place, max_rows_);
   float* in = upload(h);
   float* out = alloc(h.size());
+  moe->route(l, in, M);
   ep.run(l, in, M, out);
   std::vector<float> host(h.size());
   b.to_host(host.data(), out, host.size() * sizeof(float));

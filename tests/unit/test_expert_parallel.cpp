@@ -1,7 +1,8 @@
 // Expert parallelism over ranks as threads (CPU backends, the thread communicator): an MoE layer
 // whose experts are split over 2 and 4 ranks, each rank running only its own experts and the
 // outputs combined on each token's home rank, gives exactly the bits of one rank's MoeFfn::run,
-// for every fixture form, layer, placement and micro-batch size tried. (The order of the sum
+// for every fixture form, layer, placement and micro-batch size tried; and a whole model's logits
+// under expert parallelism are one rank's, in prefill and decode. (The order of the sum
 // matters only where a token has 3 or more experts: gpt_oss's 4 and the balanced placement, whose
 // outputs come back out of expert order, are what would catch a combine in another order.)
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "fixture_models.h"
 #include "moe_rank.h"
 #include "parallel/thread_communicator.h"
+#include "runtime/session.h"
 #include "test_paths.h"
 
 namespace ts {
@@ -61,9 +63,55 @@ TEST_P(ExpertParallel, IsBitIdenticalToOneRank) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MoeFixtures, ExpertParallel,
-                         ::testing::ValuesIn(test::fixture_forms({"mixtral", "qwen3_moe",
-                                                                  "qwen3_5_moe", "gpt_oss"})),
+                         ::testing::ValuesIn(test::fixture_forms(
+                             {"mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5_moe",
+                              "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4", "gemma4_moe", "glm4_moe",
+                              "glm4_moe_fp8"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
+
+// Whole models: each rank a session of its own engine whose pass runs only its experts; the
+// logits of every prompt position, in prefill (micro-batches of 16) and token by token, are one
+// rank's bits on every rank.
+std::vector<float> logits(Session& s, const std::vector<int32_t>& ids, bool decode) {
+  const auto V = static_cast<size_t>(s.engine_vocab());
+  std::vector<float> out(ids.size() * V);
+  if (!decode) {
+    s.feed(ids.data(), static_cast<int64_t>(ids.size()), out.data(), true);
+    return out;
+  }
+  for (size_t i = 0; i < ids.size(); ++i) s.feed(&ids[i], 1, out.data() + i * V, false);
+  return out;
+}
+
+TEST_P(ExpertParallel, LogitsAreBitIdenticalToOneRank) {
+  const test::FixtureForm& f = GetParam();
+  const std::vector<int32_t> ids = test::fixture_prompt(f);
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 1;
+  o.ctx = static_cast<int64_t>(ids.size());
+  o.prefill_batch = 16;
+  auto one = Engine::open(f.path, o);
+  const int64_t E = one->cfg().n_expert;
+  for (bool decode : {false, true}) {
+    Session single(*one);
+    const std::vector<float> want = logits(single, ids, decode);
+    for (int ranks : {2, 4}) {
+      std::vector<std::unique_ptr<Engine>> engine;
+      for (int r = 0; r < ranks; ++r) engine.push_back(Engine::open(f.path, o));
+      std::vector<std::vector<float>> got(static_cast<size_t>(ranks));
+      run_ranks(make_thread_communicators(ranks), [&](Communicator& comm) {
+        Session s(*engine[static_cast<size_t>(comm.rank())]);
+        s.forward().expert_parallel(comm, place_experts_contiguous(E, ranks));
+        got[static_cast<size_t>(comm.rank())] = logits(s, ids, decode);
+      });
+      for (int r = 0; r < ranks; ++r)
+        ASSERT_EQ(0, std::memcmp(want.data(), got[static_cast<size_t>(r)].data(),
+                                 want.size() * sizeof(float)))
+            << (decode ? "decode" : "prefill") << ", " << ranks << " ranks, rank " << r;
+    }
+  }
+}
 
 // The bundled q8_0 model: quantised experts, whose kernels quantise their input rows.
 TEST(ExpertParallel, BundledQ8ModelIsBitIdenticalToOneRank) {
