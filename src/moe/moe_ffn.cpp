@@ -275,7 +275,9 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
 void MoeFfn::run_expert_groups(int64_t l, const int32_t* ids, const int64_t* row0,
                                const int64_t* rows, int64_t G) {
   if (store_.streaming())
-    fail(ErrorKind::Unsupported, "expert groups over gathered rows need resident experts");
+    fail(ErrorKind::Unsupported,
+         "--expert-parallel: streamed experts (--expert-slots, --memory-budget) are not run "
+         "across ranks yet");
   group_weights_.resize(static_cast<size_t>(G));
   for (int64_t g = 0; g < G; ++g)
     group_weights_[static_cast<size_t>(g)] = &store_.resident(l, ids[g]);
