@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
@@ -13,7 +14,6 @@
 #include "vision/image_decode.h"
 #include "vision/image_preprocess.h"
 #include "vision/vision_config.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {
@@ -239,7 +239,7 @@ std::vector<float> Gemma3Vision::tower(const float* pixels) {
     w_->apply(B.q, h.data(), N, q.data());
     w_->apply(B.k, h.data(), N, k.data());
     w_->apply(B.v, h.data(), N, v.data());
-    full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
+    full_attention(*cpu_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
                    att.data());
     w_->block_tail(*pool_, B.out, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
                    x.data(), h.data(), ff.data());
