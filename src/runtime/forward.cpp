@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "moe/expert_parallel_ffn.h"
 #include "runtime/media_rows.h"
 #include "runtime/mixers/attention_mixer.h"
 #include "runtime/mixers/delta_net_mixer.h"
@@ -95,6 +96,7 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
 }
 
 Forward::~Forward() {
+  expert_parallel_.reset();
   moe_.reset();
   for (void* p : buffers_) b_.free(p);
 }
@@ -176,7 +178,9 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   // experts are known only once their layer's router has run: such a step (one sequence) is
   // recorded in pieces, each ending with one layer's routing queued back to the host, which then
   // makes that layer's experts present. MoE layers that group their rows on the host run eagerly.
-  const bool same_every_step = decode_step_ && (!moe_ || moe_->experts_indexed(M, decode_step_));
+  // Expert parallelism's exchanges depend on the routing: eager (docs/PARALLEL.md, graphs).
+  const bool same_every_step =
+      decode_step_ && !expert_parallel_ && (!moe_ || moe_->experts_indexed(M, decode_step_));
   if (same_every_step) {
     std::vector<const void*> states(chunks.size());
     for (size_t s = 0; s < chunks.size(); ++s) states[s] = chunks[s].kv;
@@ -251,7 +255,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     if (L.moe && c_.moe_dense_beside) {
       experts_beside_dense_ffn(l, M);
     } else if (L.moe) {
-      moe_->run(l, h_, M, decode_step_, o_);
+      run_experts(l, h_, M, o_);
     } else {
       ffn_dense(l, M);
     }
@@ -260,6 +264,18 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     // x_ still lacks this FFN's output (added with the next norm): the sum is the same.
     if (media_ && l < c_.n_deepstack) media_rows_->add(l, x_);
   }
+}
+
+void Forward::run_experts(int64_t l, const float* h, int64_t M, float* out) {
+  if (expert_parallel_) return expert_parallel_->run(l, h, M, out);
+  moe_->run(l, h, M, decode_step_, out);
+}
+
+void Forward::expert_parallel(Communicator& comm, ExpertPlacement place) {
+  if (!moe_) fail(ErrorKind::Usage, "--expert-parallel: the model has no routed experts");
+  expert_parallel_ = std::make_unique<ExpertParallelFfn>(
+      b_, c_, *moe_, FfnBuffers{ff_gate_, ff_up_, ff_act_, ff_rows_, ff_out_}, comm,
+      std::move(place), max_rows_);
 }
 
 void Forward::dense_ffn_then_route(int64_t l, int64_t M) {
@@ -278,7 +294,7 @@ void Forward::experts_beside_dense_ffn(int64_t l, int64_t M) {
   const float eps = c_.rms_eps;
   const bool plus_one = c_.norm_plus_one;
   b_.rms_norm(x_, L.ffn_pre_norm_2, M, d, eps, plus_one, h2_);
-  moe_->run(l, h2_, M, decode_step_, o2_);
+  run_experts(l, h2_, M, o2_);
   moe_->sum_output(M, o2_);
   b_.rms_norm(o2_, L.ffn_post_norm_2, M, d, eps, plus_one, o2_);
   b_.add(o_, o2_, M * d);

@@ -118,6 +118,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+  void* native_stream() override { return stream_; }
 
   void* alloc(size_t bytes) override {
     const size_t total = checked_add(bytes, kTailSlack, "CUDA allocation");
