@@ -1,5 +1,6 @@
-// What the CLI and the server take images through: a model's vision tower (Qwen3-VL's ViT or
-// Gemma 3's SigLIP), opened from an mmproj GGUF or an HF directory by what the file says it is.
+// What the CLI and the server take images through: a model's vision tower (Qwen3-VL's ViT,
+// Gemma 3's SigLIP or Gemma 4's), opened from an mmproj GGUF or an HF directory by what the file
+// says it is.
 #pragma once
 
 #include <cstddef>
