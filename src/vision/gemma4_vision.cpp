@@ -372,6 +372,13 @@ void Gemma4Vision::set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) {
                                ", preprocessor_config.json's max_soft_tokens), not pixel bounds");
 }
 
+void Gemma4Vision::set_max_tokens(int64_t max_tokens) {
+  if (max_tokens < 1 || max_tokens > (1 << 16))
+    fail(ErrorKind::Usage, path() + ": an image's token bound " + std::to_string(max_tokens) +
+                               " is out of range [1, 65536]");
+  c_.max_soft_tokens = max_tokens;
+}
+
 EncodedImage Gemma4Vision::encode_file(const uint8_t* data, size_t size) {
   const ImagePatches p =
       gemma4_patches(decode_image(data, size), c_.patch, c_.pool, c_.max_soft_tokens, c_.rescale);

@@ -55,7 +55,10 @@ class Gemma4Vision : public VisionTower {
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return 0; }
   ImageLayout layout() const override { return ImageLayout::Bidirectional; }
+  const char* name() const override { return "Gemma 4's"; }
+  bool feeds(const ArchConfig& text) const override { return text.family == Family::Gemma4; }
   void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) override;
+  void set_max_tokens(int64_t max_tokens) override;
   EncodedImage encode_file(const uint8_t* data, size_t size) override;
 
   // The processor's patches (gemma4_patches) through the tower: its output

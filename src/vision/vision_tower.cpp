@@ -31,6 +31,18 @@ std::unique_ptr<VisionTower> open_vision_tower(const std::string& path, int thre
   return Qwen3VLVision::open(path, threads);
 }
 
+void VisionTower::set_max_tokens(int64_t) {
+  fail(ErrorKind::Usage,
+       path() + ": " + name() + " vision tower sizes images by pixels, not by a token bound");
+}
+
+ImageLayout image_layout(const VisionTower& tower, const ArchConfig& text) {
+  const ImageLayout own = tower.layout();
+  return own == ImageLayout::Bidirectional && text.image_attention == ImageAttention::None
+             ? ImageLayout::Causal
+             : own;
+}
+
 uint64_t image_key(const uint8_t* data, size_t size) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < size; ++i) h = (h ^ data[i]) * 0x100000001b3ull;

@@ -112,7 +112,8 @@ class Gemma4VisionForm : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(at, codes.size());
     return out;
   }
-  std::vector<float> image_logits(const std::vector<EncodedImage>& images, int64_t batch) {
+  std::vector<float> image_logits(const std::vector<EncodedImage>& images, int64_t batch,
+                                  ImageLayout layout = ImageLayout::Bidirectional) {
     const auto ids = meta_["image"]["prompt_ids"].get<std::vector<int32_t>>();
     EngineOptions o;
     o.backend = "cpu";
@@ -122,7 +123,7 @@ class Gemma4VisionForm : public ::testing::TestWithParam<std::string> {
     o.prefill_batch = batch;
     auto engine = Engine::open(hf_, o);
     const ImageRows rows(ids, meta_["image"]["image_token_id"].get<int32_t>(), images,
-                         engine->cfg().n_embd, 0, ImageLayout::Bidirectional);
+                         engine->cfg().n_embd, 0, layout);
     Session s(*engine);
     std::vector<float> logits(ids.size() * kVocab);
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true, rows.inputs());
@@ -172,7 +173,7 @@ TEST_P(Gemma4VisionForm, ImageFilesEndToEnd) {
 
 // Both images' rows attend to the rest of their image on the sliding layer: transformers' logits,
 // whether the prompt goes in one pass or in passes of 80 rows (each image then starts a pass
-// whole).
+// whole); with a causal mask the logits are not the reference's.
 TEST_P(Gemma4VisionForm, ImagePromptEndToEnd) {
   auto v = Gemma4Vision::open(tower_path_, 2);
   const auto images = encode_codes(*v, nullptr);
@@ -183,9 +184,67 @@ TEST_P(Gemma4VisionForm, ImagePromptEndToEnd) {
     EXPECT_LE(c.rel, 1e-4) << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
   }
+  EXPECT_GT(test::compare_logits(image_logits(images, 256, ImageLayout::Causal), ref, kVocab).rel,
+            1e-3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Forms, Gemma4VisionForm, ::testing::Values("hf", "gguf"));
+
+// The text model says how its image rows attend: the fixture's "vision" both ways (on its sliding
+// layer), a model without use_bidirectional_attention (E2B, E4B) causally.
+TEST(Gemma4Vision, ImageLayoutFollowsTheTextModel) {
+  auto v = Gemma4Vision::open(file("hf"), 2);
+  EngineOptions o;
+  o.backend = "cpu";
+  o.threads = 2;
+  o.ctx = 64;
+  auto engine = Engine::open(file("hf"), o);
+  EXPECT_EQ(engine->cfg().image_attention, ImageAttention::SlidingLayers);
+  EXPECT_EQ(image_layout(*v, engine->cfg()), ImageLayout::Bidirectional);
+  ArchConfig causal = engine->cfg();
+  causal.image_attention = ImageAttention::None;
+  EXPECT_EQ(image_layout(*v, causal), ImageLayout::Causal);
+  EXPECT_TRUE(v->feeds(engine->cfg()));
+  causal.family = Family::Gemma3;
+  EXPECT_FALSE(v->feeds(causal));
+}
+
+// `turbospark logits --image` from the HF directory and from the mmproj GGUF beside it (which
+// has no processor settings: the fixture's 70 tokens an image given by --image-max-tokens).
+TEST(Gemma4Vision, CliLogitsWithImagesMatchReference) {
+  const std::string dir = file("meta.json").substr(0, file("meta.json").rfind('/'));
+  const auto m = meta();
+  std::string ids;
+  for (int32_t id : m["image"]["prompt_ids"].get<std::vector<int32_t>>())
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const auto ref = test::read_f32_file(dir + "/ref_logits_image.f32");
+  for (const std::string& tower :
+       {std::string(), " --mmproj " + dir + "/mmproj-f32.gguf --image-max-tokens 70"}) {
+    const std::string out_file = test::scratch_path("gemma4_image_logits.f32");
+    std::string out;
+    ASSERT_EQ(
+        test::run_command(test::binary_path() + " logits -m " + dir + "/hf" + tower + " --image " +
+                              dir + "/image0.png --image " + dir + "/image1.png --tokens " + ids +
+                              " --out " + out_file + " --kv-type f32 -t 2 2>&1",
+                          &out),
+        0)
+        << out;
+    const auto c = test::compare_logits(test::read_f32_file(out_file), ref, kVocab);
+    EXPECT_LE(c.rel, 1e-4) << tower << ": " << c.summary();
+    EXPECT_EQ(c.argmax_mismatches, 0) << tower << ": " << c.summary();
+  }
+  // Without the bound the mmproj's processor (280 tokens) makes the image more patches a side than
+  // the fixture's position tables hold: a named error.
+  std::string out;
+  EXPECT_NE(test::run_command(test::binary_path() + " logits -m " + dir + "/hf --mmproj " + dir +
+                                  "/mmproj-f32.gguf --image " + dir + "/image0.png --tokens " +
+                                  ids + " --out " + test::scratch_path("g4.f32") + " 2>&1",
+                              &out),
+            0);
+  EXPECT_NE(out.find("image0.png: a Gemma 4 image of 36 x 66 patches: the position tables hold 36"),
+            std::string::npos)
+      << out;
+}
 
 }  // namespace
 }  // namespace ts
