@@ -5,13 +5,12 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <thread>
 
 #include "core/error.h"
-#include "formats/gguf.h"
 #include "model/config_view.h"
 #include "quant/dequant.h"
 #include "vision/image_decode.h"
+#include "vision/tower_checks.h"
 #include "vision/vision_ops.h"
 
 namespace ts {
@@ -92,10 +91,7 @@ void read_hf(const ModelSource& s, Gemma4VisionConfig& c) {
 
 void check(const ModelSource& s, const Gemma4VisionConfig& c) {
   const auto in = [&](const char* what, int64_t x, int64_t lo, int64_t hi) {
-    if (x < lo || x > hi)
-      fail(ErrorKind::Model, s.path() + ": " + kTower + " " + what + " " + std::to_string(x) +
-                                 " is out of range [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "]");
+    check_range(s, kTower, what, x, lo, hi);
   };
   in("hidden size", c.hidden, 1, 1 << 16);
   in("heads", c.heads, 1, 1024);
@@ -120,17 +116,13 @@ std::unique_ptr<Gemma4Vision> Gemma4Vision::open(const std::string& path, int th
   std::unique_ptr<Gemma4Vision> v(new Gemma4Vision());
   v->source_ = ModelSource::open(path);
   if (v->source_->gguf() != nullptr) {
-    // The converter writes the vision tower's type under clip.vision. (an mmproj may hold audio).
-    const auto type = v->source_->gguf()->get_string("clip.vision.projector_type");
-    if (type.value_or("") != "gemma4v")
-      fail(ErrorKind::Model, path + ": clip.vision.projector_type '" + type.value_or("(none)") +
-                                 "' is not Gemma 4's (gemma4v)");
+    require_projector(*v->source_, "gemma4v", "Gemma 4");
     read_gguf(*v->source_, v->c_);
   } else {
     read_hf(*v->source_, v->c_);
   }
   check(*v->source_, v->c_);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = tower_threads(threads);
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
   v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, kTower);

@@ -9,6 +9,7 @@
 #include "vision/gemma3_vision.h"
 #include "vision/gemma4_vision.h"
 #include "vision/qwen3vl_vision.h"
+#include "vision/tower_checks.h"
 
 namespace ts {
 
@@ -18,9 +19,7 @@ std::unique_ptr<VisionTower> open_vision_tower(const std::string& path, int thre
   {
     const auto source = ModelSource::open(path);
     if (source->gguf() != nullptr) {
-      const GgufFile& g = *source->gguf();
-      type = g.get_string("clip.vision.projector_type")
-                 .value_or(g.get_string("clip.projector_type").value_or(""));
+      type = mmproj_projector_type(*source->gguf());
     } else {
       const auto& c = source->hf()->config();
       if (c.is_object()) type = c.value("model_type", "");

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -31,11 +30,6 @@ constexpr int64_t kVocab = 64;
 
 std::string file(const std::string& name) {
   return test::fixture_file(kFixture, name);
-}
-
-std::vector<uint8_t> bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
 }
 
 nlohmann::json meta() {
@@ -59,12 +53,14 @@ TEST(Gemma4Vision, PreprocessingMatchesTheHfProcessor) {
   const std::string images = test::fixtures_dir() + "/images";
   int checked = 0;
   for (const auto& [name, grid] : m["preprocess"].items()) {
-    const auto png = bytes_of(images + "/" + name);
+    const auto png = test::read_bytes_file(images + "/" + name);
     const ImagePatches p =
         gemma4_patches(decode_image(png.data(), png.size()), 2, 3, 70, 1.0 / 255.0);
     EXPECT_EQ(p.grid_h, grid[0].get<int64_t>()) << name;
     EXPECT_EQ(p.grid_w, grid[1].get<int64_t>()) << name;
-    EXPECT_LE(worst_against_codes(p, bytes_of(file("preprocess/" + name + ".u8"))), 1e-5) << name;
+    EXPECT_LE(worst_against_codes(p, test::read_bytes_file(file("preprocess/" + name + ".u8"))),
+              1e-5)
+        << name;
     ++checked;
   }
   EXPECT_EQ(checked, 5);
@@ -93,7 +89,7 @@ class Gemma4VisionForm : public ::testing::TestWithParam<std::string> {
   }
   // The fixture's images through the processor's stored codes (HF's pixel values exactly).
   std::vector<EncodedImage> encode_codes(Gemma4Vision& v, std::vector<float>* tower_out) {
-    const auto codes = bytes_of(file("image_codes.u8"));
+    const auto codes = test::read_bytes_file(file("image_codes.u8"));
     const int64_t per = v.config().patch_values();
     std::vector<EncodedImage> out;
     size_t at = 0;
@@ -158,7 +154,7 @@ TEST_P(Gemma4VisionForm, ImageFilesEndToEnd) {
   if (GetParam() == "gguf") EXPECT_EQ(v->config().max_soft_tokens, 280);
   std::vector<float> embeds;
   for (const auto& name : meta_["image"]["files"]) {
-    const auto png = bytes_of(file(name.get<std::string>()));
+    const auto png = test::read_bytes_file(file(name.get<std::string>()));
     ImagePatches p = gemma4_patches(decode_image(png.data(), png.size()), 2, 3, 70, 1.0 / 255.0);
     const EncodedImage im = v->project(v->tower(p), p.grid_h, p.grid_w);
     embeds.insert(embeds.end(), im.embeds.begin(), im.embeds.end());
@@ -213,34 +209,21 @@ TEST(Gemma4Vision, ImageLayoutFollowsTheTextModel) {
 // has no processor settings: the fixture's 70 tokens an image given by --image-max-tokens).
 TEST(Gemma4Vision, CliLogitsWithImagesMatchReference) {
   const std::string dir = file("meta.json").substr(0, file("meta.json").rfind('/'));
-  const auto m = meta();
-  std::string ids;
-  for (int32_t id : m["image"]["prompt_ids"].get<std::vector<int32_t>>())
-    ids += (ids.empty() ? "" : ",") + std::to_string(id);
-  const auto ref = test::read_f32_file(dir + "/ref_logits_image.f32");
   for (const std::string& tower :
        {std::string(), " --mmproj " + dir + "/mmproj-f32.gguf --image-max-tokens 70"}) {
-    const std::string out_file = test::scratch_path("gemma4_image_logits.f32");
-    std::string out;
-    ASSERT_EQ(
-        test::run_command(test::binary_path() + " logits -m " + dir + "/hf" + tower + " --image " +
-                              dir + "/image0.png --image " + dir + "/image1.png --tokens " + ids +
-                              " --out " + out_file + " --kv-type f32 -t 2 2>&1",
-                          &out),
-        0)
-        << out;
-    const auto c = test::compare_logits(test::read_f32_file(out_file), ref, kVocab);
+    const auto c = test::cli_image_logits(dir, tower, kVocab);
     EXPECT_LE(c.rel, 1e-4) << tower << ": " << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << tower << ": " << c.summary();
   }
   // Without the bound the mmproj's processor (280 tokens) makes the image more patches a side than
   // the fixture's position tables hold: a named error.
   std::string out;
-  EXPECT_NE(test::run_command(test::binary_path() + " logits -m " + dir + "/hf --mmproj " + dir +
-                                  "/mmproj-f32.gguf --image " + dir + "/image0.png --tokens " +
-                                  ids + " --out " + test::scratch_path("g4.f32") + " 2>&1",
-                              &out),
-            0);
+  EXPECT_NE(
+      test::run_command(test::binary_path() + " logits -m " + dir + "/hf --mmproj " + dir +
+                            "/mmproj-f32.gguf --image " + dir + "/image0.png --tokens 2 --out " +
+                            test::scratch_path("g4.f32") + " 2>&1",
+                        &out),
+      0);
   EXPECT_NE(out.find("image0.png: a Gemma 4 image of 36 x 66 patches: the position tables hold 36"),
             std::string::npos)
       << out;

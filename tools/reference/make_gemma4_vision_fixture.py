@@ -27,14 +27,14 @@ convert_hf_to_gguf.py and its gguf-py). Run: LLAMA_CPP_DIR=... python3 tools/ref
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import torch
 from PIL import Image
 from transformers import Gemma4Config, Gemma4ForConditionalGeneration
 from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+from vision_fixture import convert_mmproj, image
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(REPO, "tests", "fixtures", "models", "gemma4_vision")
@@ -103,15 +103,6 @@ def f32(name, t):
     return list(a.shape)
 
 
-def image(h, w, seed):
-    """A smooth photo-like field with noise (so the resampling has something to round)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    img = np.stack([127 + 100 * np.sin(x / 5.0) * np.cos(y / 7.0), 255 * x / (w - 1),
-                    255 * y / (h - 1)], -1) + rng.normal(0, 12, (h, w, 3))
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
-
-
 def processed(pics):
     """The processor's real patches of each image (padding dropped) as exact 8-bit codes, their
     grids, and its batch."""
@@ -178,11 +169,5 @@ for name in sorted(os.listdir(IMAGES)):
     c[0].tofile(os.path.join(OUT, "preprocess", f"{name}.u8"))
     meta["preprocess"][name] = g[0]
 
-llama = os.environ.get("LLAMA_CPP_DIR")
-if not llama:
-    sys.exit("LLAMA_CPP_DIR: llama.cpp's source folder (convert_hf_to_gguf.py)")
-env = dict(os.environ, PYTHONPATH=os.path.join(llama, "gguf-py"))
-subprocess.run([sys.executable, os.path.join(llama, "convert_hf_to_gguf.py"), hf, "--mmproj",
-                "--outtype", "f32", "--outfile", os.path.join(OUT, "mmproj-f32.gguf")],
-               check=True, env=env)
+convert_mmproj(hf, os.path.join(OUT, "mmproj-f32.gguf"))
 json.dump(meta, open(os.path.join(OUT, "meta.json"), "w"), indent=1)
