@@ -17,6 +17,9 @@ reference of it:
   ref_logits_image.f32     the prompt with both images (mm_token_type_ids given, as the processor
                            does: bidirectional attention within each image on the sliding layer,
                            causal on the global one) [n][64]
+  ref_logits_image_causal_tail.f32  the same prompt with a causal mask everywhere (no
+                           mm_token_type_ids: what E2B / E4B, use_bidirectional_attention null,
+                           do), its last 8 rows [8][64]
   preprocess/<image>.u8    tests/fixtures/images through the processor: the 8-bit codes of the
                            real patches; meta.json has each one's patch grid
   meta.json                ids, shapes, grids
@@ -41,6 +44,7 @@ OUT = os.path.join(REPO, "tests", "fixtures", "models", "gemma4_vision")
 IMAGES = os.path.join(REPO, "tests", "fixtures", "images")
 BOI, EOI, IMAGE = 58, 59, 60
 PATCH, POOL, SOFT = 2, 3, 70
+CAUSAL_TAIL = 8
 
 torch.manual_seed(4404)
 S, F = "sliding_attention", "full_attention"
@@ -155,6 +159,7 @@ meta = {
         "vision_shape": f32("image_vision.f32", vis),
         "embeds_shape": f32("image_embeds.f32", embeds),
         "logits_shape": f32("ref_logits_image.f32", out),
+        "causal_tail_shape": f32("ref_logits_image_causal_tail.f32", causal[-CAUSAL_TAIL:]),
         "max_abs_diff_vs_causal_mask": bidirectional_effect,
     },
 }
