@@ -26,13 +26,13 @@ nlohmann::json hf_config(const std::string& model_path) {
   return in ? nlohmann::json::parse(in, nullptr, false) : nlohmann::json();
 }
 
-std::vector<uint8_t> read_file(const std::string& path) {
+}  // namespace
+
+std::vector<uint8_t> read_image_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::Usage, "--image: cannot read '" + path + "'");
   return {std::istreambuf_iterator<char>(in), {}};
 }
-
-}  // namespace
 
 void add_image_flags(CLI::App* app, ImageFlags& f, bool files) {
   if (files)
@@ -98,7 +98,7 @@ CommandImages encode_images(const ImageFlags& f, Engine& engine, const std::stri
   out.layout = image_layout(*vision, engine.cfg());
   out.margin = vision->block_margin();
   for (const std::string& path : f.images) {
-    const std::vector<uint8_t> bytes = read_file(path);
+    const std::vector<uint8_t> bytes = read_image_file(path);
     try {
       out.encoded.push_back(vision->encode_file(bytes.data(), bytes.size()));
     } catch (const Error& e) {

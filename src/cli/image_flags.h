@@ -40,6 +40,9 @@ struct ImageTokens {
   std::vector<int32_t> margin;
 };
 
+// An --image file's bytes (a usage error naming it when it cannot be read).
+std::vector<uint8_t> read_image_file(const std::string& path);
+
 // The command line's images, encoded, and how the model takes them.
 struct CommandImages {
   std::vector<EncodedImage> encoded;

@@ -94,8 +94,9 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   const char* unverified = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
   const bool allow_unverified = unverified != nullptr && std::string(unverified) == "1";
   check_weight_types(*e->spec_, *e->backend_, allow_unverified);
-  // M-RoPE (three positions a row) and DeepStack have no device kernels yet.
-  if (!e->backend_->is_host() && c.mrope())
+  // M-RoPE (three positions a row) and DeepStack's additions are written for the device but not
+  // yet run on one.
+  if (!e->backend_->is_host() && c.mrope() && !allow_unverified)
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " (M-RoPE, DeepStack) is not yet verified on a GPU "
                                      "(--backend cpu runs it)");

@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "model/model_spec.h"
+#include "runtime/media_rows.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
 #include "runtime/per_layer_inputs.h"
@@ -87,7 +88,8 @@ int64_t mixer_row_floats(const ArchConfig& c) {
   // Gemma 4: the per-layer inputs, and the routed branch's input and output beside a dense FFN.
   const int64_t gemma4 = PerLayerInputs::row_floats(c) + (c.moe_dense_beside ? 2 * c.n_embd : 0);
   return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0) +
-         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0) + gemma4;
+         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0) + gemma4 +
+         MediaRows::row_floats(c);
 }
 
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {

@@ -92,7 +92,8 @@ uint64_t recurrent_state_bytes(const ArchConfig& c);
 // latent + rope row of each MLA layer.
 uint64_t kv_bytes_per_token(const ArchConfig& c, DType kv_type);
 // Floats a row of a micro-batch takes in the mixers' buffers beyond the attention's q, k, v and
-// output: the output gate, and a DeltaNet layer's projections (runtime/mixers/).
+// output: the output gate, and a DeltaNet layer's projections (runtime/mixers/); and in the
+// forward's own extras: Gemma 4's per-layer inputs, an image pass's DeepStack features.
 int64_t mixer_row_floats(const ArchConfig& c);
 // The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
 // tokens than the context `ctx` (rows past it would only be memory).

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "runtime/media_rows.h"
 #include "runtime/mixers/attention_mixer.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
@@ -88,7 +89,7 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
   ids_.resize(B);
   pos_.resize(B);
   if (c_.mrope()) rope_pos_.resize(3 * B);
-  if (c_.n_deepstack > 0) media_row_ = scratch(d);
+  media_rows_ = std::make_unique<MediaRows>(engine_, max_rows_, alloc);
   // A recorded step re-reads the head's row list from where it was: it must never move.
   wanted_rows_.reserve(B);
 }
@@ -223,7 +224,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
                       c_.mrope() ? rope_pos_.data() : pos_.data()};
   if (from < 0) {
     b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
-    if (media_) media_rows(chunks, -1);
+    if (media_) media_rows_->prepare(chunks, x_);
   }
   // The per-layer inputs of an image row: its image_row_token's table entry and the projection
   // of its image feature.
@@ -260,25 +261,7 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, eps, plus_one, o_);
     if (per_layer_ || c_.layer_output_scale) layer_tail(l, M);
     // x_ still lacks this FFN's output (added with the next norm): the sum is the same.
-    if (media_ && l < c_.n_deepstack) media_rows(chunks, l);
-  }
-}
-
-void Forward::media_rows(const std::vector<SeqChunk>& chunks, int64_t l) {
-  const int64_t d = c_.n_embd;
-  const size_t bytes = static_cast<size_t>(d) * sizeof(float);
-  int64_t row = 0;
-  for (const SeqChunk& ch : chunks) {
-    for (int64_t i = 0; i < ch.n; ++i) {
-      float* x = x_ + (row + i) * d;
-      if (l < 0 && ch.in.embeds != nullptr && ch.in.embeds[i] != nullptr) {
-        b_.to_device(x, ch.in.embeds[i], bytes);
-      } else if (l >= 0 && ch.in.deepstack != nullptr && ch.in.deepstack[i] != nullptr) {
-        b_.to_device(media_row_, ch.in.deepstack[i] + l * d, bytes);
-        b_.add(x, media_row_, d);
-      }
-    }
-    row += ch.n;
+    if (media_ && l < c_.n_deepstack) media_rows_->add(l, x_);
   }
 }
 

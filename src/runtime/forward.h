@@ -19,6 +19,7 @@ namespace ts {
 
 class AttentionMixer;
 class DeltaNetMixer;
+class MediaRows;
 class MlaMixer;
 class Mixer;
 class MoeFfn;
@@ -63,9 +64,6 @@ class Forward {
   // Copies the normed hidden rows (after the logits' rows in h_) to the chunks that want them.
   void copy_hidden(const std::vector<SeqChunk>& chunks);
   float* scratch(size_t floats);
-  // Multimodal rows (RowInputs): at layer -1 the given embeddings replace the rows' token
-  // embeddings in x_; at layer l the rows' DeepStack features of layer l are added to x_.
-  void media_rows(const std::vector<SeqChunk>& chunks, int64_t l);
 
   Engine& engine_;
   Backend& b_;
@@ -76,7 +74,7 @@ class Forward {
   int64_t head_wanted_ = 0;        // wanted_rows_ that go through the head (the rest: hidden rows)
   std::vector<int32_t> rope_pos_;  // [max_rows][3] with M-RoPE: each row's T, H, W positions
   bool media_ = false;             // a chunk of the pass has RowInputs embeddings or DeepStack
-  float* media_row_ = nullptr;     // one DeepStack row on its way to x_
+  std::unique_ptr<MediaRows> media_rows_;
   // activations, [max_rows][width] in backend memory: the residual stream, its norm, a block's
   // output; the FFN-wide buffers (ff_up_ points into ff_gate_'s: a stacked matmul writes each row
   // as [gate | up]), and max_rows x top-k rows of the gathered input and the experts' output

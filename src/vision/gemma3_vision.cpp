@@ -233,7 +233,7 @@ std::vector<float> Gemma3Vision::tower(const float* pixels) {
     w_->apply(B.q, h.data(), N, q.data());
     w_->apply(B.k, h.data(), N, k.data());
     w_->apply(B.v, h.data(), N, v.data());
-    full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
+    full_attention(*cpu_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
                    att.data());
     w_->block_tail(*pool_, B.out, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
                    x.data(), h.data(), ff.data());

@@ -1,9 +1,10 @@
 #include "vision/vision_ops.h"
 
-#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/thread_pool.h"
 
 namespace ts {
@@ -38,40 +39,27 @@ void gelu(ThreadPool& pool, float* x, int64_t n, bool tanh) {
       1024);
 }
 
-void full_attention(ThreadPool& pool, const float* q, const float* k, const float* v, int64_t rows,
+void full_attention(Backend& cpu, const float* q, const float* k, const float* v, int64_t rows,
                     int64_t heads, int64_t head_dim, float scale, float* out) {
+  // The patches' keys and values are already laid out as an f32 cache of `rows` rows; every row
+  // reads up to the last (key_end), so the backend's causal kernel attends both ways.
   const int64_t width = heads * head_dim;
-  // One task per (head, query row).
-  pool.parallel_for(heads * rows, [&](int64_t t0, int64_t t1) {
-    std::vector<float> p(static_cast<size_t>(rows));
-    std::vector<double> acc(static_cast<size_t>(head_dim));
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t h = t / rows, i = t % rows;
-      const float* qi = q + i * width + h * head_dim;
-      float top = -INFINITY;
-      for (int64_t j = 0; j < rows; ++j) {
-        const float* kj = k + j * width + h * head_dim;
-        float s = 0;
-        for (int64_t d = 0; d < head_dim; ++d) s += qi[d] * kj[d];
-        p[static_cast<size_t>(j)] = s * scale;
-        top = std::max(top, s * scale);
-      }
-      double sum = 0;
-      for (float& x : p) {
-        x = std::exp(x - top);
-        sum += x;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t j = 0; j < rows; ++j) {
-        const float* vj = v + j * width + h * head_dim;
-        const double pj = p[static_cast<size_t>(j)];
-        for (int64_t d = 0; d < head_dim; ++d) acc[static_cast<size_t>(d)] += pj * vj[d];
-      }
-      float* o = out + i * width + h * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d)
-        o[d] = static_cast<float>(acc[static_cast<size_t>(d)] / sum);
-    }
-  });
+  const KvView kv{.dtype = DType::F32,
+                  .capacity = rows,
+                  .width = width,
+                  .row_bytes = static_cast<size_t>(width) * sizeof(float),
+                  .k = const_cast<float*>(k),
+                  .v = const_cast<float*>(v)};
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  std::iota(pos.begin(), pos.end(), 0);
+  const std::vector<int32_t> key_end(static_cast<size_t>(rows), static_cast<int32_t>(rows));
+  AttentionArgs a;
+  a.n_head = heads;
+  a.n_head_kv = heads;
+  a.head_dim = head_dim;
+  a.scale = scale;
+  a.key_end = key_end.data();
+  cpu.attention(q, kv, rows, pos.data(), a, out);
 }
 
 }  // namespace ts

@@ -30,6 +30,7 @@
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
+#include "runtime/rope_freqs.h"
 
 namespace ts {
 namespace {
@@ -1361,6 +1362,63 @@ TEST_F(CudaOps, PrefillRowKernelsBitIdenticalToOneRowAtATime) {
     const std::vector<float> a = download(all, x.size()), b = download(one, x.size());
     EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
         << "rope, neox " << neox;
+  }
+}
+
+// M-RoPE (Qwen3-VL's interleaved sections): each pair rotated by its stream's position of the
+// row's three (T, H, W) as the CPU does it, in the row kernel (prefill) and the per-head kernel
+// (decode, a row at a time); with the three positions equal, the bits of ordinary rope.
+TEST_F(CudaOps, MRopeThreeStreamsAgainstCpuAndOrdinaryWhenEqual) {
+  const int64_t M = 5, heads = 3, hd = 128;
+  ArchConfig c;
+  c.rotary_dim = hd;
+  c.mrope_sections = {24, 20, 20};
+  c.mrope_interleaved = true;
+  const std::vector<uint8_t> streams = mrope_pair_streams(c);
+  std::vector<float> inv(static_cast<size_t>(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i)
+    inv[static_cast<size_t>(i)] = std::pow(5e6f, -2.0f * i / static_cast<float>(hd));
+  const std::vector<int32_t> pos = {0, 8, 8, 11, 4095};
+  std::vector<int32_t> pos3, equal3;
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t p = pos[static_cast<size_t>(m)];
+    pos3.insert(pos3.end(), {p, p + static_cast<int32_t>(m % 2), p + static_cast<int32_t>(m % 3)});
+    equal3.insert(equal3.end(), {p, p, p});
+  }
+  const size_t n = static_cast<size_t>(M * heads * hd), row = static_cast<size_t>(heads * hd);
+  for (const bool neox : {true, false}) {
+    const RopeArgs r{hd, hd, neox, upload(inv)};
+    RopeArgs rm = r;
+    rm.pair_stream = streams.data();
+    const RopeArgs cpu_rm{hd, hd, neox, inv.data(), streams.data()};
+    const std::vector<float> x = randn(n);
+    std::vector<float> want = x;
+    cpu_->rope(want.data(), M, heads, pos3.data(), cpu_rm);
+    // x rotated on the GPU by M-RoPE: all rows in one call (the row kernel) or a row at a time.
+    const auto mrope = [&](const std::vector<int32_t>& positions, bool all_rows) {
+      float* d = upload(x);
+      if (all_rows) gpu_->rope(d, M, heads, positions.data(), rm);
+      for (int64_t m = 0; !all_rows && m < M; ++m)
+        gpu_->rope(d + m * heads * hd, 1, heads, &positions[static_cast<size_t>(3 * m)], rm);
+      return download(d, n);
+    };
+    const std::vector<float> a = mrope(pos3, true), b = mrope(pos3, false);
+    test::expect_close(a, want, 2e-6f, 2e-6f, neox ? "m-rope rows, neox" : "m-rope rows");
+    test::expect_close(b, want, 2e-6f, 2e-6f, neox ? "m-rope a row, neox" : "m-rope a row");
+    // The H and W positions differ from T on some rows: those rows differ from ordinary rope.
+    float* plain = upload(x);
+    gpu_->rope(plain, M, heads, pos.data(), r);
+    const std::vector<float> p = download(plain, n);
+    EXPECT_NE(0, std::memcmp(a.data() + row, p.data() + row, row * sizeof(float)))
+        << "row 1's H position did not change it";
+    // Equal streams: ordinary rope, bit for bit, in both kernels.
+    const std::vector<float> ea = mrope(equal3, true), eo = mrope(equal3, false);
+    EXPECT_EQ(0, std::memcmp(ea.data(), p.data(), n * sizeof(float)))
+        << "equal streams, rows kernel, neox " << neox << ": max rel diff "
+        << test::max_rel_error(ea, p);
+    EXPECT_EQ(0, std::memcmp(eo.data(), p.data(), n * sizeof(float)))
+        << "equal streams, per-head kernel, neox " << neox << ": max rel diff "
+        << test::max_rel_error(eo, p);
   }
 }
 

@@ -44,12 +44,13 @@ constexpr int64_t kHeadsScratchBytes = int64_t{16} << 20;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
-// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope and the KV store,
-// or both in one: two at most; attention) and for the embedding and the head together.
-constexpr int64_t kStepPutsPerLayer = 4;
+// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope of q and of k, each
+// its positions and, with M-RoPE, its pair streams: four; the KV store; attention) and for the
+// embedding and the head together.
+constexpr int64_t kStepPutsPerLayer = 6;
 // The same for a decode step of several sequences: the KV store and the attention upload the
 // sequences' cache views as well as the positions.
-constexpr int64_t kBatchedStepPutsPerLayer = 6;
+constexpr int64_t kBatchedStepPutsPerLayer = 8;
 // Recorded steps kept at once: one per decoding sequence over resident weights, one per MoE layer
 // and sequence when the experts stream (a step is then recorded in pieces between the reads of
 // the routing, see Forward::run); the least recently replayed goes first.
@@ -575,8 +576,17 @@ class CudaBackend final : public Backend {
 
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
     check_rope(r);
-    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
-    cuda::launch_rope(x, M, n_heads, d_pos, r, stream_);
+    // M-RoPE: three positions a row and each pair's stream, both uploaded as arguments (a recorded
+    // step re-reads the positions; the streams are the engine's, the same every step).
+    const bool mrope = r.pair_stream != nullptr;
+    const auto* d_pos =
+        static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M * (mrope ? 3 : 1)));
+    const uint8_t* d_streams = nullptr;
+    if (mrope) {
+      const auto pairs = static_cast<size_t>(r.rotary_dim / 2);
+      d_streams = static_cast<const uint8_t*>(args_->put(r.pair_stream, pairs));
+    }
+    cuda::launch_rope(x, M, n_heads, d_pos, d_streams, r, stream_);
   }
 
   void rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,

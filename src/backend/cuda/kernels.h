@@ -45,8 +45,10 @@ bool launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, fl
                      bool plus_one, float* out, cudaStream_t stream, void* acts = nullptr);
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
-void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
-                 cudaStream_t stream);
+// Backend::rope; with M-RoPE `streams` is the device copy of r.pair_stream and pos is [M][3]
+// (nullptr streams: one position a row).
+void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const uint8_t* streams,
+                 const RopeArgs& r, cudaStream_t stream);
 // x += res, then out = rms_norm(x) (Backend::add_rms_norm).
 bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream,

@@ -32,7 +32,7 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
       // KV sharing: the rows this layer reads are an earlier layer's, already stored.
       if (L.q_norm != nullptr)
         b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, hd, c_.rms_eps, c_.norm_plus_one);
-      b_.rope(q, M, c_.n_head, rows.pos, L.rope);
+      b_.rope(q, M, c_.n_head, rows.rope_pos, L.rope);
       store_and_attend(l, rows, q, nullptr, nullptr);
       b_.matmul(L.wo, att_, M, out);
       return;
