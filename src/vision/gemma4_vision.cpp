@@ -309,7 +309,7 @@ std::vector<float> Gemma4Vision::tower(const ImagePatches& p) {
     cpu_->rms_norm_heads(v.data(), ones_.data(), N, c_.heads, D, c_.eps, false);
     rope(q.data(), cos, sin, N);
     rope(kk.data(), cos, sin, N);
-    full_attention(*pool_, q.data(), kk.data(), v.data(), N, c_.heads, D, 1.0f, att.data());
+    full_attention(*cpu_, q.data(), kk.data(), v.data(), N, c_.heads, D, 1.0f, att.data());
     apply(B.o, att.data(), N, h.data());
     cpu_->rms_norm(h.data(), B.norm_post_attn.data(), N, H, c_.eps, false, h.data());
     cpu_->add(x.data(), h.data(), N * H);
