@@ -25,7 +25,8 @@ enum class Family {
   GptOss,
   Qwen3VL,  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
   Gemma4,
-  Glm4Moe  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Bert      // BERT encoders (sentence embeddings): LayerStack::Encoder
 };
 const char* family_name(Family f);
 
@@ -58,6 +59,20 @@ enum class MixerKind : uint8_t {
   Mla         // multi-head latent attention (DeepSeek-V3): rows of a shared latent + rope key
 };
 const char* mixer_name(MixerKind m);
+
+// The stack of layers a model is. Decoder: pre-norm layers of a token mixer and an FFN, causal,
+// over a KV cache (runtime/forward.h). Encoder: BERT's post-LayerNorm layers over one whole text,
+// every token attending to every other, learned absolute positions and token types added to the
+// embeddings, an ungated GELU FFN, biases throughout (runtime/encoder.h); it has no LM head and
+// serves embeddings only.
+enum class LayerStack : uint8_t { Decoder, Encoder };
+
+// An encoder stack's own values (LayerStack::Encoder).
+struct EncoderConfig {
+  int64_t n_positions = 0;  // rows of the learned position table: the longest text
+  float norm_eps = 0;       // the LayerNorms' epsilon
+  bool gelu_tanh = false;   // the FFN's GELU: the tanh approximation, else the exact (erf) form
+};
 
 // Gated DeltaNet's sizes (Qwen3-Next / Qwen3.5). Queries and keys have n_k_heads heads of
 // k_head_dim; values, the output and the recurrent state n_v_heads heads of v_head_dim, each value
@@ -101,6 +116,8 @@ struct MlaConfig {
 struct ArchConfig {
   Family family = Family::Llama;
   SourceKind source = SourceKind::Gguf;
+  LayerStack stack = LayerStack::Decoder;
+  EncoderConfig encoder;  // LayerStack::Encoder
 
   int64_t n_vocab = 0;
   int64_t n_embd = 0;

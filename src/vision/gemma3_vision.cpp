@@ -5,6 +5,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
@@ -13,7 +14,6 @@
 #include "vision/image_preprocess.h"
 #include "vision/tower_checks.h"
 #include "vision/vision_config.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <thread>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 

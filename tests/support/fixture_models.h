@@ -52,6 +52,8 @@ struct LogitsComparison {
 
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab);
+// The cosine of the angle between two vectors of one size (embeddings against a reference).
+double cosine(const std::vector<float>& a, const std::vector<float>& b);
 // max |got - want| / max |want| (the sizes must agree: a test failure otherwise).
 double max_rel_error(const std::vector<float>& got, const std::vector<float>& want);
 // Mean over rows of KL(softmax(ref) || softmax(x)).

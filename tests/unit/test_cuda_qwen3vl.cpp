@@ -4,9 +4,7 @@
 // tower's outputs as the fixture stores them, against the HF reference and the CPU backend: the
 // text prompt and the image prompt, in prefill, decode and decode replayed from CUDA graphs, two
 // sequences through one forward pass and batched decode steps (the server's path), and
-// `turbospark logits --image` with the tower on the host and the decoder on the GPU. Until the
-// device run passes, the engine refuses the family on a GPU unless TURBOSPARK_UNVERIFIED_GPU_OPS=1,
-// which these tests set.
+// `turbospark logits --image` with the tower on the host and the decoder on the GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,15 +30,6 @@ namespace {
 constexpr const char* kFixture = "qwen3_vl";
 constexpr double kF32Bound = 1e-4;  // the CPU's bound against the reference, f32 KV
 constexpr double kF16Bound = 5e-3;  // the other fixtures' bound with an f16 cache
-
-// Sets TURBOSPARK_UNVERIFIED_GPU_OPS=1 while it lives (the engine refuses the family otherwise).
-class UnverifiedOps {
- public:
-  UnverifiedOps() { setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1); }
-  ~UnverifiedOps() { unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS"); }
-  UnverifiedOps(const UnverifiedOps&) = delete;
-  UnverifiedOps& operator=(const UnverifiedOps&) = delete;
-};
 
 // The fixture's image prompt and its reference logits (ref_logits_image.f32).
 struct ImagePrompt : test::Qwen3VlImagePrompt {
@@ -107,23 +96,8 @@ class CudaQwen3Vl : public ::testing::TestWithParam<std::string> {
       if (f.form == GetParam()) form_ = f;
     if (form_.path.empty()) GTEST_SKIP() << "shared reference data absent: qwen3_vl " << GetParam();
   }
-  UnverifiedOps unverified_;
   test::FixtureForm form_;
 };
-
-// The gate until the device run lifts it (this test goes with it).
-TEST_P(CudaQwen3Vl, RefusedWithoutUnverifiedOps) {
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  try {
-    open_engine(form_.path, "cuda", 64);
-    ADD_FAILURE() << form_.form << ": opened on CUDA without TURBOSPARK_UNVERIFIED_GPU_OPS";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-    EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-        << e.what();
-  }
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
-}
 
 // The text prompt: every row's three positions equal, M-RoPE is ordinary rope.
 TEST_P(CudaQwen3Vl, TextPromptMatchesReferenceAndCpu) {
@@ -239,7 +213,6 @@ INSTANTIATE_TEST_SUITE_P(Forms, CudaQwen3Vl, ::testing::Values("hf", "f32"),
 TEST(CudaQwen3VlCli, LogitsWithAnImageMatchReference) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   TS_REQUIRE_SHARED(test::fixture_file(kFixture, "mmproj-f32.gguf"));
-  const UnverifiedOps unverified;  // the child process inherits it
   std::string dir = test::fixture_file(kFixture, "meta.json");
   dir = dir.substr(0, dir.rfind('/'));
   const ImagePrompt p = load_image_prompt();

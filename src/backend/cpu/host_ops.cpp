@@ -1,10 +1,12 @@
-#include "vision/vision_ops.h"
+#include "backend/cpu/host_ops.h"
 
 #include <cmath>
 #include <numeric>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/activations.h"
+#include "backend/cpu/matmul_kernels.h"
 #include "core/thread_pool.h"
 
 namespace ts {
@@ -26,9 +28,11 @@ void layer_norm(ThreadPool& pool, const float* x, const float* w, const float* b
 }
 
 void gelu(ThreadPool& pool, float* x, int64_t n, bool tanh) {
+  const bool wide = tanh && cpu::active_isa() == cpu::Isa::Avx512;
   pool.parallel_for(
       n,
       [&](int64_t i0, int64_t i1) {
+        if (wide) return cpu::gelu_tanh_avx512(x + i0, i1 - i0, x + i0);
         for (int64_t i = i0; i < i1; ++i) {
           const float v = x[i];
           x[i] = tanh ? 0.5f * v *

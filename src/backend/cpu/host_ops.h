@@ -1,6 +1,7 @@
-// The vision tower's host ops that the Backend op set has no form of: LayerNorm with a bias, the
-// two GELUs, and bidirectional attention over one image's patches (the backend's attention kernel
-// with every row reading every key). f32, [rows][width] row-major, split over the rows.
+// Host ops of the stacks that run on the CPU only (the vision towers, the BERT encoder) that the
+// Backend op set has no form of: LayerNorm with a bias, the two GELUs, and bidirectional attention
+// over one image's patches or one text (the backend's attention kernel with every row reading
+// every key). f32, [rows][width] row-major, split over the rows.
 #pragma once
 
 #include <cstdint>
