@@ -6,12 +6,12 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "model/config_view.h"
 #include "quant/dequant.h"
 #include "vision/image_decode.h"
 #include "vision/tower_checks.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {
