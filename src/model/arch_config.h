@@ -48,6 +48,9 @@ const char* rope_scaling_name(RopeScaling r);
 // sharpened sigmoid and a +1 on the up (ArchConfig::swiglu_alpha, swiglu_limit).
 enum class FfnActivation { SiLU, GeluTanh, SwiGluClamped };
 
+// Where an image's rows attend to each other both ways (ArchConfig::image_attention).
+enum class ImageAttention { AllLayers, SlidingLayers, None };
+
 // A layer's token mixer: what mixes information across positions. Each owns its per-sequence state
 // (KV rows for attention; a convolution window and a recurrent matrix for DeltaNet).
 enum class MixerKind : uint8_t {
@@ -176,6 +179,13 @@ struct ArchConfig {
   // DeepStack (Qwen3-VL): the vision tower's features of this many of its layers are added to the
   // hidden states at the image rows after decoder layers 0 .. n_deepstack - 1.
   int64_t n_deepstack = 0;
+  // Which attention layers let an image's rows attend to the later rows of their image
+  // (RowInputs::span): every one (Gemma 3), only the sliding-window ones (Gemma 4's "vision"), or
+  // none (Gemma 4's small models: causal).
+  ImageAttention image_attention = ImageAttention::AllLayers;
+  // The token an image row is embedded as where that embedding still counts: Gemma 4's per-layer
+  // inputs take the pad token's there (transformers replaces the placeholders with it).
+  int32_t image_row_token = 0;
 
   int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
   std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention

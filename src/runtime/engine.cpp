@@ -98,13 +98,6 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
   // DeepStack) passed theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
   const bool allow_unverified = unverified_gpu_ops_allowed();
   check_weight_types(*e->spec_, *e->backend_, allow_unverified);
-  // Attention heads wider than 256 (MLA's latent rows of DeepSeek-V3 and Kimi K2, Gemma 4's global
-  // heads) take kernel paths that have not run on a GPU yet.
-  if (!e->backend_->is_host() && !allow_unverified && widest_attention_head(c) > 256)
-    fail(ErrorKind::Unsupported, path + ": attention heads of " +
-                                     std::to_string(widest_attention_head(c)) +
-                                     " elements (over 256) are not yet verified on a GPU "
-                                     "(--backend cpu runs them)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

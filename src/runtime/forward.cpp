@@ -134,7 +134,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
                                    " is outside the vocabulary of " + std::to_string(vocab));
-      ids_[static_cast<size_t>(M)] = ch.tokens[i];
+      const bool image_row = ch.in.embeds != nullptr && ch.in.embeds[i] != nullptr;
+      ids_[static_cast<size_t>(M)] = image_row ? c_.image_row_token : ch.tokens[i];
       pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past() + i);
       if (c_.mrope()) {
         int32_t* rp = rope_pos_.data() + 3 * M;
@@ -229,6 +230,8 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
     if (media_) media_rows_->prepare(chunks, x_);
   }
+  // The per-layer inputs of an image row: its image_row_token's table entry and the projection
+  // of its image feature.
   if (from < 0 && per_layer_) per_layer_->prepare(ids_.data(), x_, M);
   // norm -> mixer -> norm -> FFN. Each residual add is fused with the norm after it: the FFN's
   // output joins x_ in the next layer's first norm, and the last layer's in the head's norm.

@@ -39,6 +39,9 @@ std::string fixture_ref_logits(const FixtureForm& f);
 // TS_REQUIRE_SHARED).
 std::string fixture_file(const std::string& fixture, const std::string& file);
 std::vector<float> read_f32_file(const std::string& path);
+std::vector<uint8_t> read_bytes_file(const std::string& path);
+// "1,2,3": ids as the CLI's --tokens takes them.
+std::string ids_csv(const std::vector<int32_t>& ids);
 
 struct LogitsComparison {
   double rel = 0;            // max |x - ref| / max |ref|
@@ -76,6 +79,10 @@ struct LogitsRun {
   int64_t ctx = 64;
   int threads = 2;
 };
+// `turbospark logits -m DIR/hf <extra> --image DIR/image0.png --image DIR/image1.png --tokens
+// <meta.json's image prompt> --kv-type f32` in a vision fixture's folder, compared with its
+// ref_logits_image.f32 (a failed run is a test failure, its output shown).
+LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab);
 // llama.cpp's perplexity method on the repository's copy of valid.txt, -c 256 (tiny-moe figures).
 double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots);
 // Logits [ids.size()][vocab] of every position.

@@ -127,23 +127,13 @@ TEST(CudaWeightTypes, Iq4ModelsFollowTheCpu) {
 }
 
 // tiny-deepseek's MLA rows are 320 wide (kv_lora_rank 256 + rope 64), attention heads over 256:
-// refused at open until TURBOSPARK_UNVERIFIED_GPU_OPS=1 asks for them, then the CPU's logits with
-// f32 weights and cache (prefill in one pass and in passes of 7, decode) as the f32 fixtures are
+// the CPU's logits with f32 weights and cache (prefill in one pass and in passes of 7, decode) as the f32 fixtures are
 // held to the CPU, and with the f16 cache as the f16 ones.
 TEST(CudaWideHeads, TinyDeepseekFollowsTheCpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   const std::string path = test::scratch_path("tiny-deepseek-f32.gguf");
   write_synth_model({.shape = "tiny-deepseek", .dtype = DType::F32, .threads = 2}, path);
   const std::vector<int32_t> ids = {1, 300, 301, 302, 400, 401, 402, 500, 7, 260, 511, 3};
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  try {
-    test::run_logits(path, ids, {.backend = "cuda"});
-    ADD_FAILURE() << "heads of 320 opened on CUDA without TURBOSPARK_UNVERIFIED_GPU_OPS=1";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-        << e.what();
-  }
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
   const std::vector<float> cpu = test::run_logits(path, ids, {});
   const auto V = static_cast<int64_t>(cpu.size() / ids.size());
   for (const bool decode : {false, true})
@@ -160,7 +150,6 @@ TEST(CudaWideHeads, TinyDeepseekFollowsTheCpu) {
       test::compare_logits(test::run_logits(path, ids, {.backend = "cuda", .kv = DType::F16}),
                            test::run_logits(path, ids, {.kv = DType::F16}), V);
   EXPECT_LE(c16.rel, tolerance("f16")) << "f16 cache: " << c16.summary();
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
   std::filesystem::remove(path);
 }
 
