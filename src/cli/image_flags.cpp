@@ -69,12 +69,6 @@ std::shared_ptr<VisionTower> open_vision(const ImageFlags& f, Engine& engine,
   if (!vision->feeds(c))
     fail(ErrorKind::Usage, tower + ": its vision tower is " + vision->name() + ", not one family " +
                                family_name(c.family) + " takes");
-  // Gemma 3's images (rows attending to their image's later rows) passed on a GPU; Gemma 4's
-  // (two-way on its sliding layers, per-layer inputs at image rows) have not run there yet.
-  if (c.family == Family::Gemma4 && !engine.backend().is_host() && !unverified_gpu_ops_allowed())
-    fail(ErrorKind::Unsupported, tower + ": " + vision->name() +
-                                     " images are not yet verified on a GPU (--backend cpu runs "
-                                     "them)");
   if (vision->out_hidden() != c.n_embd)
     fail(ErrorKind::Model, tower + ": the vision tower's projection width " +
                                std::to_string(vision->out_hidden()) +

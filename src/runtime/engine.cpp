@@ -18,21 +18,14 @@ namespace ts {
 namespace {
 
 // A matrix of a type the backend has no kernels for refuses the model before anything sizeable
-// is allocated (else the load would fail part way, or a streamed expert at its first use). The
-// low-bit types' device kernels passed their op tests on a GPU, not yet a model's: refused on a
-// device unless the run that verifies them asks for them (`allow_unverified`).
-void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allow_unverified) {
+// is allocated (else the load would fail part way, or a streamed expert at its first use).
+void check_weight_types(const ModelSpec& spec, const Backend& backend) {
   const auto check = [&](const std::string& name, DType t) {
     if (!backend.has_weight_kernels(t))
       fail(ErrorKind::Unsupported, "tensor '" + name + "' has type " + dtype_name(t) +
                                        ", which the " + backend.name() +
                                        " backend has no kernels for" +
                                        (backend.is_host() ? "" : " (--backend cpu runs it)"));
-    if (!backend.is_host() && !allow_unverified && is_lowbit_dtype(t))
-      fail(ErrorKind::Unsupported, "tensor '" + name + "' has type " + dtype_name(t) + ", whose " +
-                                       backend.name() +
-                                       " kernels are not yet verified on a GPU (--backend cpu "
-                                       "runs it)");
   };
   for (const TensorRef* t : {&spec.token_embd, &spec.output}) check(t->name, t->dtype);
   for (const LayerIndex& layer : spec.layers) {
@@ -46,11 +39,6 @@ void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allo
 }
 
 }  // namespace
-
-bool unverified_gpu_ops_allowed() {
-  const char* v = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  return v != nullptr && std::string(v) == "1";
-}
 
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
@@ -92,12 +80,7 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
          "--kv-type q8_0 needs kv_lora_rank + qk_rope_head_dim to be a multiple of 32 (it is " +
              std::to_string(c.mla.row_width()) + ")");
   e->backend_ = std::move(backend);
-  // Device kernels written but not yet run on a GPU are refused unless the run that verifies them
-  // asks for them (unverified_gpu_ops_allowed). The hybrid layers, gpt-oss (sinks, clamped
-  // SwiGLU, MXFP4), DeepSeek's MLA and group-limited routing, Gemma 4 and Qwen3-VL (M-RoPE,
-  // DeepStack) passed theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
-  const bool allow_unverified = unverified_gpu_ops_allowed();
-  check_weight_types(*e->spec_, *e->backend_, allow_unverified);
+  check_weight_types(*e->spec_, *e->backend_);
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

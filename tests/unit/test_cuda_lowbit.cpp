@@ -1,14 +1,11 @@
 // The low-bit types and MXFP4 on CUDA (ctest label `cuda`; skips without a device or the shared
-// data): the low-bit types' device kernels are not yet verified with a model on a GPU, so the
-// tiny-moe files that hold them are refused at open unless TURBOSPARK_UNVERIFIED_GPU_OPS=1 asks for
-// them; asked, each file's logits on the GPU match the CPU's, and experts streamed on the GPU give
-// the resident GPU bits (MXFP4's file too, opened without asking). The files that are here are
-// run: a device run carries a few at a time. The kernels themselves are in test_cuda_ops (every
+// data): each tiny-moe file's logits on the GPU match the CPU's, and experts streamed on the GPU
+// give the resident GPU bits. The files that are here are run: a device run carries a few at a
+// time. The kernels themselves are in test_cuda_ops (every
 // weight type against a double reference and the CPU, and the grouped experts against their f16
 // dequantisation).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,10 +20,8 @@
 namespace ts {
 namespace {
 
-// The files of the low-bit types (refused until verified) and MXFP4's (verified, opened).
-const std::vector<std::string> kLowbit = {"IQ1_S", "IQ2_XXS", "IQ2_S", "IQ3_XXS",
-                                          "IQ3_S", "TQ1_0",   "TQ2_0"};
-const std::vector<std::string> kVerified = {"MXFP4_MOE"};
+const std::vector<std::string> kTypes = {"IQ1_S", "IQ2_XXS", "IQ2_S", "IQ3_XXS",
+                                         "IQ3_S", "TQ1_0",   "TQ2_0", "MXFP4_MOE"};
 
 // The files of `names` that are here (name, path): a device run carries a few at a time.
 std::vector<std::pair<std::string, std::string>> present(const std::vector<std::string>& names) {
@@ -43,30 +38,10 @@ std::vector<int32_t> prompt() {
   return nlohmann::json::parse(in).at("prompt_ids").get<std::vector<int32_t>>();
 }
 
-TEST(CudaLowbit, RefusedUntilVerified) {
-  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  const auto files = present(kLowbit);
-  if (files.empty()) GTEST_SKIP() << "shared reference data absent: the tiny-moe low-bit files";
-  for (const auto& [name, path] : files) {
-    try {
-      test::run_logits(path, prompt(), {.backend = "cuda"});
-      ADD_FAILURE() << name << ": opened on CUDA";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
-      EXPECT_NE(std::string(e.what()).find("not yet verified on a GPU"), std::string::npos)
-          << e.what();
-    }
-  }
-}
-
 TEST(CudaLowbit, MatchCpuAndStreamResidentBits) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
-  setenv("TURBOSPARK_UNVERIFIED_GPU_OPS", "1", 1);
   const std::vector<int32_t> ids = prompt();
-  std::vector<std::string> names = kLowbit;
-  names.insert(names.end(), kVerified.begin(), kVerified.end());
-  const auto files = present(names);
+  const auto files = present(kTypes);
   if (files.empty()) GTEST_SKIP() << "shared reference data absent: the tiny-moe quantised files";
   for (const auto& [name, path] : files) {
     const std::vector<float> cpu = test::run_logits(path, ids, {});
@@ -86,7 +61,6 @@ TEST(CudaLowbit, MatchCpuAndStreamResidentBits) {
           << name << (decode ? " decode" : " prefill") << ": streamed vs resident";
     }
   }
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
 }
 
 }  // namespace

@@ -2,11 +2,9 @@
 // tensor: a sink tensor of the wrong length, a sliding-window pattern that does not match the
 // layer count, a NaN e8m0 scale, missing MXFP4 planes (MXFP4 rows that are not whole blocks: the
 // GGUF reader, test_gguf_malformed.cpp). And a
-// device backend refuses gpt-oss until its kernels exist, whatever TURBOSPARK_UNVERIFIED_GPU_OPS
-// says. The fixtures rewritten with one bad value each.
+// device backend takes it. The fixtures rewritten with one bad value each.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -215,7 +213,6 @@ class NotHost final : public Backend {
 // Its device kernels (sinks, clamped SwiGLU, MXFP4) passed their tests on a GPU: a device backend
 // is not refused at open, which goes on to use it.
 TEST_F(GptOssConfig, DeviceBackendsTakeIt) {
-  unsetenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
   for (const auto& fixture :
        {std::pair{"gpt_oss", "model-f32.gguf"}, std::pair{"gpt_oss_mxfp4", "model-mxfp4.gguf"}}) {
     const std::string path = test::fixture_file(fixture.first, fixture.second);

@@ -1,6 +1,6 @@
 // Perplexity goldens on the trained tiny MoE model, frozen against independent figures:
 // llama.cpp's own perplexity tool on the same GGUF files (its method, valid.txt, -c 256) and the
-// Hugging Face float32 reference (every position scored over valid.tokens, -c 256). Streaming
+// Hugging Face float32 reference (every position scored over valid.tokens.u16, -c 256). Streaming
 // with top-k slots must give exactly the resident figure.
 #include <gtest/gtest.h>
 
@@ -23,6 +23,18 @@ constexpr double kLlamaCppBf16 = 118.1794;
 // transformers float32, every position after the first of each 256-token window (tiny-moe README)
 constexpr double kHfScoreAll = 50.01;
 
+// The corpus's tokens as the reference scored them (the tokenizer's ids fit 16 bits: uint16 LE,
+// half the size of the int32 stream), the first `limit` of them (0: all).
+std::vector<int32_t> corpus_tokens(size_t limit = 0) {
+  std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens.u16", std::ios::binary);
+  const std::string raw((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_FALSE(raw.empty()) << "corpus/valid.tokens.u16 is missing";
+  std::vector<uint16_t> ids(raw.size() / 2);
+  std::memcpy(ids.data(), raw.data(), ids.size() * 2);
+  if (limit > 0 && limit < ids.size()) ids.resize(limit);
+  return {ids.begin(), ids.end()};
+}
+
 std::unique_ptr<Engine> open(const std::string& path, int64_t slots) {
   EngineOptions o;
   o.backend = "cpu";
@@ -34,10 +46,7 @@ std::unique_ptr<Engine> open(const std::string& path, int64_t slots) {
 
 PerplexityResult score_all(const std::string& path, int64_t slots) {
   auto engine = open(path, slots);
-  std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
-  const std::string raw((std::istreambuf_iterator<char>(in)), {});
-  std::vector<int32_t> tokens(raw.size() / 4);
-  std::memcpy(tokens.data(), raw.data(), tokens.size() * 4);
+  const std::vector<int32_t> tokens = corpus_tokens();
   PerplexityOptions o;
   o.ctx = 256;
   o.scoring = PerplexityScoring::All;
@@ -68,10 +77,7 @@ TEST(PerplexityGolden, Q8_0ScoreAllMatchesHuggingFace) {
 TEST(PerplexityGolden, StreamingGivesExactlyTheResidentFigure) {
   auto prefix = [](int64_t slots) {
     auto engine = open(kBundled, slots);
-    std::ifstream in(test::fixtures_dir() + "/corpus/valid.tokens", std::ios::binary);
-    std::vector<int32_t> tokens(256 * 12);
-    in.read(reinterpret_cast<char*>(tokens.data()),
-            static_cast<std::streamsize>(tokens.size() * 4));
+    const std::vector<int32_t> tokens = corpus_tokens(256 * 12);
     PerplexityOptions o;
     o.ctx = 256;
     return perplexity(*engine, tokens, o).ppl;

@@ -4,8 +4,8 @@
 // as the host's (quant/iq_grids.h). Eight consecutive elements i0 .. i0 + 7 (i0 a multiple of 8)
 // are one group of a grid entry (two entries of 4 for the i3 grids), so a thread reads one index,
 // one sign byte and one scale. The operations follow quant/dequant.cpp in order, so the results
-// are the reference's bit for bit; dot8 decodes, then sums the products (these kernels are
-// written for correctness first: not yet verified on a GPU, refused at open until they are).
+// are the reference's bit for bit; dot8 decodes, then sums the products (written for correctness
+// first, not speed).
 #pragma once
 
 #include <cstdint>
