@@ -252,19 +252,23 @@ void quantize_q5_0(const float* x, const float* w, BlockQ5_0& b) {
   pack_fifth_bits32(q, b.qh);
 }
 
+// x = d * q + m with q in [0, qmax], d and m from the weighted affine fit.
+void weighted_affine32(const float* x, const float* w, int qmax, uint16_t& d, uint16_t& m,
+                       uint8_t* q) {
+  float neg_min = 0;
+  d = f32_to_f16(fit_affine(kQK32, qmax, x, w, q, neg_min, kImportanceSearch));
+  m = f32_to_f16(-neg_min);
+}
+
 void quantize_q4_1(const float* x, const float* w, BlockQ4_1& b) {
   uint8_t q[kQK32];
-  float neg_min = 0;
-  b.d = f32_to_f16(fit_affine(kQK32, 15, x, w, q, neg_min, kImportanceSearch));
-  b.m = f32_to_f16(-neg_min);
+  weighted_affine32(x, w, 15, b.d, b.m, q);
   pack_nibbles32(q, b.qs);
 }
 
 void quantize_q5_1(const float* x, const float* w, BlockQ5_1& b) {
   uint8_t q[kQK32];
-  float neg_min = 0;
-  b.d = f32_to_f16(fit_affine(kQK32, 31, x, w, q, neg_min, kImportanceSearch));
-  b.m = f32_to_f16(-neg_min);
+  weighted_affine32(x, w, 31, b.d, b.m, q);
   pack_nibbles32(q, b.qs);
   pack_fifth_bits32(q, b.qh);
 }
