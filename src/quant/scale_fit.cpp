@@ -235,11 +235,19 @@ float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) 
   return suml2 > 0 ? sumlx / suml2 : 0.0f;
 }
 
+// A bisection of the sorted levels: the quantisers call this for every element of every trial.
 int nearest_iq4_level(float v) {
-  int best = 0;
-  for (int l = 1; l < 16; ++l)
-    if (std::fabs(v - kIq4Levels[l]) <= std::fabs(v - kIq4Levels[best])) best = l;
-  return best;
+  if (v <= kIq4Levels[0]) return 0;
+  if (v >= kIq4Levels[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < kIq4Levels[mid])
+      hi = mid;
+    else
+      lo = mid;
+  }
+  return v - kIq4Levels[lo] < kIq4Levels[hi] - v ? lo : hi;
 }
 
 float fit_iq4(const float* x, const float* w) {
