@@ -172,6 +172,7 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
   w.set_alignment(static_cast<uint32_t>(src.alignment()));
   const uint64_t align = src.alignment();
   std::vector<uint64_t> offsets, sizes;
+  std::vector<const float*> importance;  // checked before the output is opened
   uint64_t data = 0, total_in = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const GgufTensor& t = src.tensors()[i];
@@ -182,6 +183,7 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
     sizes.push_back(nbytes);
     data = (data + nbytes + align - 1) / align * align;
     total_in += t.nbytes;
+    importance.push_back(plan[i].to != plan[i].from ? importance_of(imatrix, t) : nullptr);
   }
   const std::vector<uint8_t> header = w.bytes();  // ends at the aligned start of the data
   std::ofstream f(out, std::ios::binary | std::ios::trunc);
@@ -205,14 +207,13 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
       const size_t in_row = row_bytes(e.from, t.dims[0], t.name);
       const size_t out_row = row_bytes(e.to, t.dims[0], t.name);
       const uint8_t* in = src.tensor_data(t);
-      const float* importance = importance_of(imatrix, t);
       const auto rows_per_expert = static_cast<int64_t>(t.dims.size() > 1 ? t.dims[1] : 1);
       pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = r0; r < r1; ++r) {
           dequantize_row(e.from, in + r * in_row, row.data(), cols);
           const float* w =
-              importance != nullptr ? importance + (r / rows_per_expert) * cols : nullptr;
+              importance[i] != nullptr ? importance[i] + (r / rows_per_expert) * cols : nullptr;
           quantize_row_searched(e.to, row.data(), buf.data() + r * out_row, cols, w);
         }
       });
