@@ -287,6 +287,35 @@ TEST(QuantizeCmd, BadInputIsOneLine) {
 #endif
 
 #ifdef TS_QUANTIZE_CMD_ALL
+// llama.cpp's perplexity (llama-perplexity -c 256 on the same corpus) on llama-quantize's own
+// tiny-moe file of each mix, made from model-bf16.gguf (with --imatrix tiny-moe-imatrix.gguf
+// where marked) by llama.cpp commit 0c1e570; the files are not kept in shared/.
+struct LlamaCppFigure {
+  const char* type;
+  bool imatrix;
+  double ppl;
+};
+
+const LlamaCppFigure kMixFigures[] = {
+    {"q5_k_m", true, 118.4006},
+    {"q4_k_s", true, 118.4819},
+    {"iq4_nl", true, 119.2567},
+};
+
+TEST(QuantizeCmdSlow, MixesWithinHalfAPercentOfLlamaCpps) {
+  const std::string bf16 = test::shared_path("models/tiny-moe/model-bf16.gguf");
+  const std::string imatrix = test::shared_path(kImatrix);
+  TS_REQUIRE_SHARED(bf16);
+  TS_REQUIRE_SHARED(imatrix);
+  for (const LlamaCppFigure& f : kMixFigures) {
+    const double ppl =
+        test::llama_cpp_method_ppl(quantize(bf16, f.type, f.imatrix ? imatrix : ""), 0);
+    std::printf("%s%s: perplexity %.4f (llama.cpp's own file %.4f)\n", f.type,
+                f.imatrix ? " imatrix" : "", ppl, f.ppl);
+    EXPECT_LE(std::fabs(ppl - f.ppl) / f.ppl, 0.005) << f.type << ": " << ppl;
+  }
+}
+
 TEST(QuantizeCmdSlow, PerplexityWithinHalfAPercentOfLlamaCpps) {
   const std::string bf16 = test::shared_path("models/tiny-moe/model-bf16.gguf");
   TS_REQUIRE_SHARED(bf16);
