@@ -32,6 +32,12 @@ if [ "${1:-}" = "--pack" ]; then
   cp $b/turbospark $b/libturbospark_cuda.so $b/tests/test_cuda_* $b/bench/bench_cuda_gemv "$stage/"
   rm -f "$stage"/*.cmake
   strip "$stage"/turbospark "$stage"/libturbospark_cuda.so "$stage"/test_cuda_* "$stage"/bench_cuda_gemv
+  # The NCCL communicator where the build has one (libnccl itself comes from the GPU image's
+  # toolkit; without it the cuda-multi tests skip, saying so).
+  if [ -f $b/libturbospark_nccl.so ]; then
+    cp $b/libturbospark_nccl.so "$stage/"
+    strip "$stage"/libturbospark_nccl.so
+  fi
   for l in libedit.so.2 libcpp-httplib.so.0.11 libbsd.so.0 libmd.so.0 libssl.so.3 libcrypto.so.3 \
     libbrotlidec.so.1 libbrotlienc.so.1 libbrotlicommon.so.1 libpcre2-8.so.0 libtinfo.so.6 \
     libpng16.so.16 libjpeg.so.62 libwebp.so.7 libz.so.1 liburing.so.2; do

@@ -182,6 +182,9 @@ class Backend {
   virtual void synchronize() {}
   // True when backend memory is ordinary host memory (files can be read straight into it).
   virtual bool is_host() const { return false; }
+  // The device queue the ops go to (a cudaStream_t), for a communicator to queue its collectives
+  // behind them (parallel/nccl.h); null for host backends, whose ops are done when they return.
+  virtual void* native_stream() { return nullptr; }
 
   // Host staging memory for streaming weights in: page-locked where that makes copies to the
   // device faster (CUDA), plain aligned host memory otherwise. free_host_pinned(nullptr) is a

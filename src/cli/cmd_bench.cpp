@@ -3,7 +3,8 @@
 // time after a short prompt. Each runs once untimed (weights paged in, caches warm), then r timed
 // repetitions: tokens/s as mean ± sample stddev. MoE models add the expert cache's hit rate,
 // bytes read per token and achieved read bandwidth; --roofline states each figure as a fraction of
-// the machine's bound (runtime/roofline.h over runtime/bandwidth.h).
+// the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds the vision
+// tower's encode time of each image (cli/bench_image.h).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/bench_image.h"
 #include "cli/bench_streaming.h"
 #include "cli/commands.h"
 #include "cli/model_flags.h"
@@ -48,6 +50,7 @@ struct BenchArgs {
   int64_t parallel = 1;  // sequences decoding together in the tg test
   bool json = false;
   bool roofline = false;
+  ImageFlags images;
 };
 
 struct Machine {
@@ -248,6 +251,7 @@ struct Report {
   const Machine* machine;  // null without --roofline
   std::vector<TestResult> tests;
   double disk_bps = 0;  // the model file's O_DIRECT read rate (streaming on the host), else 0
+  std::vector<ImageEncodeResult> images;
 
   bool moe() const { return engine.cfg().is_moe(); }
   bool streaming() const { return moe() && engine.experts().streaming(); }
@@ -366,10 +370,16 @@ struct Report {
       j["experts"] = {{"io", expert_io_name(engine.experts().io())},
                       {"lookahead", lookahead_json(engine)}};
     }
+    if (!images.empty()) j["images"] = image_encode_json(images);
     return j;
   }
 
   void markdown() const {
+    if (!tests.empty()) tests_markdown();
+    if (!images.empty()) print_image_encode(images, threads);
+  }
+
+  void tests_markdown() const {
     const ModelSpec& spec = engine.spec();
     const std::string model = std::filesystem::path(spec.source->path()).filename().string();
     std::string head = "| model | size | params | type | backend | threads | slots | test | t/s |";
@@ -436,8 +446,10 @@ struct Report {
 };
 
 int run_bench(BenchArgs& a) {
-  if (a.n_prompt == 0 && a.n_gen == 0)
-    fail(ErrorKind::Usage, "nothing to run: -p and -n are both 0");
+  if (!a.images.mmproj.empty() && a.images.images.empty())
+    fail(ErrorKind::Usage, "--mmproj without --image");
+  if (a.n_prompt == 0 && a.n_gen == 0 && a.images.images.empty())
+    fail(ErrorKind::Usage, "nothing to run: -p and -n are both 0 and no --image");
   if (a.parallel > 1 && a.roofline)
     fail(ErrorKind::Usage, "--roofline bounds one sequence's decode: leave out --parallel");
   // The cache holds the longer of the two tests, nothing more (-c is ignored).
@@ -460,6 +472,9 @@ int run_bench(BenchArgs& a) {
   if (a.n_gen > 0)
     report.tests.push_back(a.parallel > 1 ? run_tg_parallel(*engine, a, rng)
                                           : run_tg(*engine, session, a, rng));
+  if (!a.images.images.empty())
+    report.images =
+        bench_image_encode(a.images, *engine, model_path(a.model, true), threads, a.reps);
   if (machine && !machine->on_device() && a.n_prompt > 0) {
     // The compute peak again, after the tests, and the higher of the two probes (it bounds the
     // prompt only, so only when there was one): a shared VM's speed moves from minute to minute
@@ -497,6 +512,7 @@ Runner add_bench(CLI::App& app) {
                   "Sequences decoding together in the tg test (batched decode, as the server "
                   "runs concurrent requests); t/s counts all of them")
       ->check(CLI::Range(1, 256));
+  add_image_flags(sub, a->images);
   sub->add_flag("--json", a->json, "Print one JSON object instead of a markdown table");
   sub->add_flag(
       "--roofline", a->roofline,

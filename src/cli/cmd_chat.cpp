@@ -170,7 +170,8 @@ int run_chat(const ChatArgs& a) {
     std::unique_ptr<ImageRows> rows;
     if (!encoded.empty())
       rows = std::make_unique<ImageRows>(all, image_ids.image, encoded, engine->cfg().n_embd,
-                                         engine->cfg().n_deepstack, vision->layout());
+                                         engine->cfg().n_deepstack,
+                                         image_layout(*vision, engine->cfg()));
     // Reuse the longest prefix the cache already holds; feed the rest.
     size_t keep = 0;
     while (keep < in_cache.size() && keep < all.size() && in_cache[keep] == all[keep]) ++keep;

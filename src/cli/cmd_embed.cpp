@@ -1,8 +1,10 @@
 // `turbospark embed -m MODEL [TEXT ...]`: the embedding of each text (or, with none given, of
 // each line of stdin) as one JSON array of floats a line, in order. The model pools as its files
-// declare (model/pooling.h); one that declares no pooling is refused by name (exit 2).
+// declare (model/pooling.h); one that declares no pooling is refused by name (exit 2). A decoder
+// runs through an Engine, an encoder (BERT) through runtime/encoder.h, on the CPU.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -12,7 +14,9 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
+#include "model/family.h"
 #include "runtime/embedding.h"
+#include "runtime/encoder.h"
 #include "runtime/model_tokenizer.h"
 
 namespace ts::cli {
@@ -29,14 +33,12 @@ void print_vector(const std::vector<float>& v) {
   std::fflush(stdout);
 }
 
-int run_embed(const EmbedArgs& a) {
-  auto engine = Engine::open(model_path(a.model, false), engine_options(a.model));
-  const EmbeddingSpec spec = read_embedding_spec(*engine->spec().source);
-  Embedder embedder(*engine, spec);
-  const Tokenizer tok = load_tokenizer(engine->spec());
+// Prints the embedding of each text of `a` by `embed_ids`.
+int embed_texts(const EmbedArgs& a, const Tokenizer& tok,
+                const std::function<std::vector<float>(const std::vector<int32_t>&)>& embed_ids) {
   const auto embed = [&](const std::string& text, const std::string& what) {
     try {
-      print_vector(embedder.embed(embedding_tokens(tok, text)));
+      print_vector(embed_ids(embedding_tokens(tok, text)));
     } catch (const Error& e) {
       fail(e.kind(), what + ": " + e.what());
     }
@@ -47,6 +49,22 @@ int run_embed(const EmbedArgs& a) {
   for (size_t n = 1; std::getline(std::cin, line); ++n)
     embed(line, "stdin line " + std::to_string(n));
   return 0;
+}
+
+int run_embed(const EmbedArgs& a) {
+  const std::string path = model_path(a.model, false);
+  const EngineOptions options = engine_options(a.model);
+  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder) {
+    const auto encoder = Encoder::open(path, options.backend, options.threads);
+    Pooler pooler(read_embedding_spec(encoder->source()), encoder->cfg().n_embd);
+    return embed_texts(a, load_tokenizer(encoder->source()), [&](const std::vector<int32_t>& ids) {
+      return encoder->embed(ids, pooler);
+    });
+  }
+  auto engine = Engine::open(path, options);
+  Embedder embedder(*engine, read_embedding_spec(*engine->spec().source));
+  return embed_texts(a, load_tokenizer(engine->spec()),
+                     [&](const std::vector<int32_t>& ids) { return embedder.embed(ids); });
 }
 
 }  // namespace

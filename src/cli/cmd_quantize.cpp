@@ -1,16 +1,19 @@
 // `turbospark quantize IN.gguf OUT.gguf TYPE [--imatrix FILE] [-t N]`: a GGUF of f32 / f16 / bf16
-// weights (one file or any part of a split model) rewritten in TYPE (a llama.cpp mix such as
-// q4_k_m), each tensor typed and quantised as llama.cpp's llama-quantize does it
-// (model/quantize_model.h), weighted by llama.cpp's importance matrix where one is given.
+// weights (one file or any part of a split model, or an HF directory converted in memory)
+// rewritten in TYPE (a llama.cpp mix such as q4_k_m), each tensor typed and quantised as
+// llama.cpp's llama-quantize does it (model/quantize_model.h), weighted by llama.cpp's importance
+// matrix where one is given.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/hf_convert.h"
 #include "cli/number_checks.h"
 #include "cli/progress.h"
 #include "core/error.h"
@@ -40,7 +43,9 @@ int run_quantize(const QuantizeArgs& a) {
     fail(ErrorKind::Usage,
          "quantize: type '" + a.type + "' is not one of " + quantize_type_names());
   if (a.in == a.out) fail(ErrorKind::Usage, "quantize: the output would overwrite the input");
-  const auto src = GgufFile::open(a.in);
+  // An HF directory is converted in memory first, as `convert` would write it.
+  const auto src =
+      std::filesystem::is_directory(a.in) ? open_converted(a.in) : GgufFile::open(a.in);
   std::optional<Imatrix> imatrix;
   if (!a.imatrix.empty()) imatrix = Imatrix::load(a.imatrix);
   const int threads = a.threads > 0
@@ -69,7 +74,8 @@ Runner add_quantize(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "quantize", "Rewrite a GGUF of f32 / f16 / bf16 weights in another type, as llama-quantize");
   auto a = std::make_shared<QuantizeArgs>();
-  sub->add_option("input", a->in, "Source GGUF (f32, f16 or bf16 weights; any part of a split)")
+  sub->add_option("input", a->in,
+                  "Source GGUF (f32, f16 or bf16 weights; any part of a split) or HF directory")
       ->required();
   sub->add_option("output", a->out, "Output GGUF file")->required();
   sub->add_option("type", a->type, "Type: " + quantize_type_names())->required();

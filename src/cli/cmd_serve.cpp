@@ -100,7 +100,7 @@ int run_serve(ServeArgs& a) {
     const ImageTokens t = image_tokens(a.images, path, &tok, tower->block_margin());
     if (t.start < 0 || t.end < 0)
       fail(ErrorKind::Usage, path + ": the model's vision start / end tokens were not found");
-    v->layout = tower->layout();
+    v->layout = image_layout(*tower, engine->cfg());
     v->margin = tower->block_margin();
     v->tower = std::move(tower);
     v->image = t.image;

@@ -21,6 +21,7 @@ Runner add_bench(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_serve(CLI::App& app);
 Runner add_quantize(CLI::App& app);
+Runner add_convert(CLI::App& app);
 Runner add_embed(CLI::App& app);
 
 }  // namespace ts::cli

@@ -27,6 +27,7 @@ struct ImageFlags {
   std::vector<std::string> images;
   int64_t image_token = -1;  // -1: from the HF config or the vocabulary's <|image_pad|>
   int64_t min_pixels = 0, max_pixels = 0;  // 0: the processor's own
+  int64_t max_tokens = 0;                  // 0: the processor's own
 };
 
 // `files`: the command takes --image FILE (run, logits); the server takes images in requests.
@@ -38,6 +39,9 @@ struct ImageTokens {
   int32_t image = -1, start = -1, end = -1;
   std::vector<int32_t> margin;
 };
+
+// An --image file's bytes (a usage error naming it when it cannot be read).
+std::vector<uint8_t> read_image_file(const std::string& path);
 
 // The command line's images, encoded, and how the model takes them.
 struct CommandImages {

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(ts::cli::add_chat);
   add(ts::cli::add_serve);
   add(ts::cli::add_quantize);
+  add(ts::cli::add_convert);
   add(ts::cli::add_embed);
   try {
     app.name(argv[0]);  // as parse(argc, argv) would name it in --help

@@ -10,6 +10,7 @@
 #include "cli/number_checks.h"
 #include "core/error.h"
 #include "model/model_spec.h"
+#include "parallel/parallel_request.h"
 
 namespace ts::cli {
 
@@ -55,6 +56,14 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model) {
   app->add_option("--backend", f.backend, "auto, cpu or cuda")
       ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app->add_option("--device", f.device, "CUDA device index")->check(at_least(0));
+  app->add_option("--tensor-parallel", f.tensor_parallel,
+                  "GPUs to split attention heads and dense FFNs over (NCCL; docs/PARALLEL.md)")
+      ->check(at_least(1));
+  app->add_option("--expert-parallel", f.expert_parallel,
+                  "GPUs to split an MoE model's routed experts over (NCCL; docs/PARALLEL.md)")
+      ->check(at_least(1));
+  app->add_option("--dist-init", f.dist_init,
+                  "HOST:PORT where the processes of a multi-node run meet (rank 0 listens)");
 }
 
 uint64_t parse_bytes(const std::string& s, const std::string& flag) {
@@ -93,6 +102,7 @@ std::string model_path(const ModelFlags& f, bool default_model) {
 }
 
 EngineOptions engine_options(const ModelFlags& f) {
+  check_parallel_flags({f.tensor_parallel, f.expert_parallel, f.dist_init}, f.backend);
   EngineOptions o;
   o.backend = f.backend;
   o.device = f.device;

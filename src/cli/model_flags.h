@@ -29,6 +29,9 @@ struct ModelFlags {
   int64_t state_checkpoints = kDefaultStateCheckpoints;
   std::string backend = "auto";
   int device = 0;
+  int tensor_parallel = 1;
+  int expert_parallel = 1;
+  std::string dist_init;
 };
 
 // `default_model`: add "(default: the bundled model)" semantics when -m is absent.

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace ts {
 
@@ -43,6 +44,12 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& what
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded()) fail(kind, what + " is not valid JSON");
   return j;
+}
+
+nlohmann::json parse_json_file(const std::string& path) {
+  const MappedFile file(path);
+  return parse_json_bounded({reinterpret_cast<const char*>(file.data()), file.size()}, path,
+                            ErrorKind::Model);
 }
 
 nlohmann::json parse_json_or_discarded(std::string_view text) {

@@ -30,6 +30,9 @@ void require_json_nesting(std::string_view text, const std::string& what, ErrorK
 nlohmann::json parse_json_bounded(std::string_view text, const std::string& what,
                                   ErrorKind kind = ErrorKind::Input);
 
+// The file at `path` parsed so (a Model error naming it when it cannot be read or parsed).
+nlohmann::json parse_json_file(const std::string& path);
+
 // The same, answering discarded (is_discarded()) for either failure.
 nlohmann::json parse_json_or_discarded(std::string_view text);
 

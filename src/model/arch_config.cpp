@@ -34,6 +34,8 @@ const char* family_name(Family f) {
       return "gemma4";
     case Family::Glm4Moe:
       return "glm4moe";
+    case Family::Bert:
+      return "bert";
   }
   return "?";
 }

@@ -25,7 +25,8 @@ enum class Family {
   GptOss,
   Qwen3VL,  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
   Gemma4,
-  Glm4Moe  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Bert      // BERT encoders (sentence embeddings): LayerStack::Encoder
 };
 const char* family_name(Family f);
 
@@ -47,6 +48,9 @@ const char* rope_scaling_name(RopeScaling r);
 // sharpened sigmoid and a +1 on the up (ArchConfig::swiglu_alpha, swiglu_limit).
 enum class FfnActivation { SiLU, GeluTanh, SwiGluClamped };
 
+// Where an image's rows attend to each other both ways (ArchConfig::image_attention).
+enum class ImageAttention { AllLayers, SlidingLayers, None };
+
 // A layer's token mixer: what mixes information across positions. Each owns its per-sequence state
 // (KV rows for attention; a convolution window and a recurrent matrix for DeltaNet).
 enum class MixerKind : uint8_t {
@@ -55,6 +59,20 @@ enum class MixerKind : uint8_t {
   Mla         // multi-head latent attention (DeepSeek-V3): rows of a shared latent + rope key
 };
 const char* mixer_name(MixerKind m);
+
+// The stack of layers a model is. Decoder: pre-norm layers of a token mixer and an FFN, causal,
+// over a KV cache (runtime/forward.h). Encoder: BERT's post-LayerNorm layers over one whole text,
+// every token attending to every other, learned absolute positions and token types added to the
+// embeddings, an ungated GELU FFN, biases throughout (runtime/encoder.h); it has no LM head and
+// serves embeddings only.
+enum class LayerStack : uint8_t { Decoder, Encoder };
+
+// An encoder stack's own values (LayerStack::Encoder).
+struct EncoderConfig {
+  int64_t n_positions = 0;  // rows of the learned position table: the longest text
+  float norm_eps = 0;       // the LayerNorms' epsilon
+  bool gelu_tanh = false;   // the FFN's GELU: the tanh approximation, else the exact (erf) form
+};
 
 // Gated DeltaNet's sizes (Qwen3-Next / Qwen3.5). Queries and keys have n_k_heads heads of
 // k_head_dim; values, the output and the recurrent state n_v_heads heads of v_head_dim, each value
@@ -98,6 +116,8 @@ struct MlaConfig {
 struct ArchConfig {
   Family family = Family::Llama;
   SourceKind source = SourceKind::Gguf;
+  LayerStack stack = LayerStack::Decoder;
+  EncoderConfig encoder;  // LayerStack::Encoder
 
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
@@ -159,6 +179,13 @@ struct ArchConfig {
   // DeepStack (Qwen3-VL): the vision tower's features of this many of its layers are added to the
   // hidden states at the image rows after decoder layers 0 .. n_deepstack - 1.
   int64_t n_deepstack = 0;
+  // Which attention layers let an image's rows attend to the later rows of their image
+  // (RowInputs::span): every one (Gemma 3), only the sliding-window ones (Gemma 4's "vision"), or
+  // none (Gemma 4's small models: causal).
+  ImageAttention image_attention = ImageAttention::AllLayers;
+  // The token an image row is embedded as where that embedding still counts: Gemma 4's per-layer
+  // inputs take the pad token's there (transformers replaces the placeholders with it).
+  int32_t image_row_token = 0;
 
   int64_t sliding_window = 0;          // keys a sliding layer sees, including the query itself
   std::vector<uint8_t> layer_sliding;  // per layer: 1 = sliding-window attention

@@ -37,6 +37,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"gpt-oss", "GptOssForCausalLM", Family::GptOss, configure_gpt_oss},
     {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
     {"glm4moe", "Glm4MoeForCausalLM", Family::Glm4Moe, configure_glm4moe},
+    {"bert", "BertModel", Family::Bert, configure_bert},
     // Multimodal checkpoints, read as their text decoder (ModelSource presents it; Qwen3-VL's and
     // Gemma 3's vision towers are read by vision/, the others' vision part is not read).
     {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl, kMultimodal},

@@ -41,6 +41,7 @@ void configure_glm4moe(const ConfigView& v, ArchConfig& c);
 // within the best expert groups, routed_scaling_factor, shared experts, leading dense layers.
 void read_deepseek_routing(const ConfigView& v, ArchConfig& c);
 void configure_qwen3vl(const ConfigView& v, ArchConfig& c);
+void configure_bert(const ConfigView& v, ArchConfig& c);  // an encoder (LayerStack::Encoder)
 
 // YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.
 float yarn_mscale(double factor, double mscale = 1.0);

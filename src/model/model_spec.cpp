@@ -552,6 +552,10 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   spec->source = ModelSource::open(path);
   spec->cfg = read_arch_config(*spec->source);
   ArchConfig& c = spec->cfg;
+  if (c.stack == LayerStack::Encoder)
+    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
+                                     " is an encoder model: it serves embeddings only, through "
+                                     "`turbospark embed` (not generation or `serve` yet)");
   // A GGUF may omit the vocab size: the embedding table states it.
   if (c.n_vocab == 0) {
     auto emb = spec->source->find(c.source == SourceKind::Gguf

@@ -18,10 +18,4 @@ void read_expert_slice(const ExpertSlice& s, uint8_t* dst, uint64_t begin, uint6
 // Checks a slice read whole into `bytes` as read_expert_slice() does (MXFP4 scales).
 void check_expert_slice(const ExpertSlice& s, const uint8_t* bytes, const std::string& what);
 
-// Rows of gpt-oss's MXFP4 checkpoints into GGUF MXFP4 blocks: `rows` rows of `blocks_per_row`
-// blocks, row r taken from source row first + r * step of `planes` ([rows][blocks][16] bytes,
-// element 2i in the low nibble of byte i, 2i + 1 in the high) and of `scales` ([rows][blocks]).
-void mxfp4_planes_to_blocks(const uint8_t* planes, const uint8_t* scales, int64_t rows,
-                            int64_t blocks_per_row, int64_t first, int64_t step, uint8_t* dst);
-
 }  // namespace ts

@@ -239,12 +239,7 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
   const int64_t G = static_cast<int64_t>(expert_ids_.size());
   if (!store_.streaming()) {
     // Resident: every routed expert in one call per projection.
-    group_weights_.resize(static_cast<size_t>(G));
-    for (int64_t g = 0; g < G; ++g)
-      group_weights_[static_cast<size_t>(g)] =
-          &store_.resident(l, expert_ids_[static_cast<size_t>(g)]);
-    experts(l, expert_ids_.data(), group_weights_.data(), group_row0_.data(), group_rows_.data(),
-            G);
+    run_expert_groups(l, expert_ids_.data(), group_row0_.data(), group_rows_.data(), G);
   } else {
     // Streaming: a micro-batch may route to more experts than there are slots, so they come in
     // waves; each expert runs alone as soon as it is ready, with the same kernels per row.
@@ -275,6 +270,18 @@ void MoeFfn::run_grouped(int64_t l, const float* h, int64_t M, bool decode_step,
   }
   b_.zero(out, M * d);
   b_.scatter_add_rows(out, buf_.out, routed_src_.data(), routed_scale_.data(), P, d);
+}
+
+void MoeFfn::run_expert_groups(int64_t l, const int32_t* ids, const int64_t* row0,
+                               const int64_t* rows, int64_t G) {
+  if (store_.streaming())
+    fail(ErrorKind::Unsupported,
+         "--expert-parallel: streamed experts (--expert-slots, --memory-budget) are not run "
+         "across ranks yet");
+  group_weights_.resize(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g)
+    group_weights_[static_cast<size_t>(g)] = &store_.resident(l, ids[g]);
+  experts(l, ids, group_weights_.data(), row0, rows, G);
 }
 
 void MoeFfn::shared_expert(int64_t l, const float* h, int64_t M, float* out) {

@@ -79,6 +79,17 @@ class MoeFfn {
                        float* h);
   // Combines routed rows into `out` (for ops that read the output itself).
   void sum_output(int64_t M, float* out);
+  // out += the layer's shared expert over h (scaled by its sigmoid gate when it has one).
+  void shared_expert(int64_t l, const float* h, int64_t M, float* out);
+
+  // Expert parallelism (moe/expert_parallel_ffn.h). After route(): the routing in backend memory,
+  // ids [M][k] (int32) then weights [M][k].
+  const float* routing() const { return routing_; }
+  // The resident experts ids[g] (ascending) over their runs of the gathered rows (buffers.rows:
+  // group g is rows [row0[g], row0[g] + rows[g])) into the same rows of buffers.out, with the
+  // kernels run_grouped() gives them.
+  void run_expert_groups(int64_t l, const int32_t* ids, const int64_t* row0, const int64_t* rows,
+                         int64_t G);
 
   // True when an M-row pass runs the experts on the device by expert id: one token, or a batched
   // decode step over resident experts, on a backend that indexes them, every MoE layer with a
@@ -116,8 +127,6 @@ class MoeFfn {
   int64_t next_moe_layer(int64_t l) const;  // the first MoE layer after l, or n_layer
   std::vector<int32_t> guess_experts(int64_t target, const float* h, int64_t M);
   void score_guesses(int64_t l);
-  // out += the layer's shared expert over h (scaled by its sigmoid gate when it has one).
-  void shared_expert(int64_t l, const float* h, int64_t M, float* out);
 
   Backend& b_;
   const ArchConfig& c_;

@@ -60,13 +60,17 @@ void affine32(const float* x, int qmax, uint16_t& d_bits, uint16_t& m_bits, uint
   codes(x, kQK32, d, -m, 0, qmax, q);
 }
 
+// llama.cpp's quantize_row_q8_0_ref (and gguf-py's Q8_0): the values are divided by the scale
+// before it is rounded to f16, and halves round away from zero, so that files match theirs byte
+// for byte.
 void quantize_q8_0(const float* x, BlockQ8_0& b) {
   float amax = 0;
   for (int i = 0; i < kQK32; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = store_f16(amax / 127.0f, b.d);
+  const float d = amax / 127.0f;
+  b.d = f32_to_f16(d);
   const float inv = d != 0 ? 1.0f / d : 0.0f;
   for (int i = 0; i < kQK32; ++i)
-    b.qs[i] = static_cast<int8_t>(clamp_int(nearest(x[i] * inv), -127, 127));
+    b.qs[i] = static_cast<int8_t>(clamp_int(static_cast<int>(std::round(x[i] * inv)), -127, 127));
 }
 
 void quantize_q4_0(const float* x, BlockQ4_0& b) {

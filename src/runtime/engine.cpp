@@ -47,6 +47,11 @@ void check_weight_types(const ModelSpec& spec, const Backend& backend, bool allo
 
 }  // namespace
 
+bool unverified_gpu_ops_allowed() {
+  const char* v = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
+  return v != nullptr && std::string(v) == "1";
+}
+
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads) {
   if (name == "cpu") return make_cpu_backend(threads);
   if (name == "cuda") return make_cuda_backend(device);
@@ -88,17 +93,11 @@ std::unique_ptr<Engine> Engine::open(const std::string& path, const EngineOption
              std::to_string(c.mla.row_width()) + ")");
   e->backend_ = std::move(backend);
   // Device kernels written but not yet run on a GPU are refused unless the run that verifies them
-  // asks for them (TURBOSPARK_UNVERIFIED_GPU_OPS=1, the GPU tests). The hybrid layers, gpt-oss
-  // (sinks, clamped SwiGLU, MXFP4), DeepSeek's MLA and group-limited routing and Gemma 4 passed
-  // theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
-  const char* unverified = std::getenv("TURBOSPARK_UNVERIFIED_GPU_OPS");
-  const bool allow_unverified = unverified != nullptr && std::string(unverified) == "1";
+  // asks for them (unverified_gpu_ops_allowed). The hybrid layers, gpt-oss (sinks, clamped
+  // SwiGLU, MXFP4), DeepSeek's MLA and group-limited routing, Gemma 4 and Qwen3-VL (M-RoPE,
+  // DeepStack) passed theirs on an H100 (docs/DESIGN-NOTES.md, "CUDA backend").
+  const bool allow_unverified = unverified_gpu_ops_allowed();
   check_weight_types(*e->spec_, *e->backend_, allow_unverified);
-  // M-RoPE (three positions a row) and DeepStack have no device kernels yet.
-  if (!e->backend_->is_host() && c.mrope())
-    fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
-                                     " (M-RoPE, DeepStack) is not yet verified on a GPU "
-                                     "(--backend cpu runs it)");
   // On the CPU the page cache already keeps recently read experts in RAM.
   if (options.ram_budget > 0 && e->backend_->is_host())
     fail(ErrorKind::Usage,

@@ -176,6 +176,10 @@ class Engine {
   std::unique_ptr<ExpertStore> experts_;
 };
 
+// Whether device kernels not yet run on a GPU may run (TURBOSPARK_UNVERIFIED_GPU_OPS=1: the run
+// that verifies them, the GPU tests); otherwise the models that need them are refused.
+bool unverified_gpu_ops_allowed();
+
 // Picks the backend named by `name` (auto: cuda when a device is present, else cpu).
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads);
 

@@ -7,6 +7,7 @@
 #include "core/checked.h"
 #include "core/error.h"
 #include "model/model_spec.h"
+#include "runtime/media_rows.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
 #include "runtime/per_layer_inputs.h"
@@ -87,7 +88,8 @@ int64_t mixer_row_floats(const ArchConfig& c) {
   // Gemma 4: the per-layer inputs, and the routed branch's input and output beside a dense FFN.
   const int64_t gemma4 = PerLayerInputs::row_floats(c) + (c.moe_dense_beside ? 2 * c.n_embd : 0);
   return gate + (c.has_mixer(MixerKind::DeltaNet) ? DeltaNetMixer::row_floats(c.delta) : 0) +
-         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0) + gemma4;
+         (c.has_mixer(MixerKind::Mla) ? MlaMixer::row_floats(c) : 0) + gemma4 +
+         MediaRows::row_floats(c);
 }
 
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx) {
@@ -95,6 +97,17 @@ int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ct
                         : c.is_moe()  ? kCpuMoePrefillBatch
                                       : kCpuPrefillBatch;
   return std::min(batch, ctx);
+}
+
+int64_t attention_head_width(const ArchConfig& c, int64_t l) {
+  return c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? c.mla.row_width()
+                                                                 : c.head_dim_of(l);
+}
+
+int64_t widest_attention_head(const ArchConfig& c) {
+  int64_t w = 0;
+  for (int64_t l = 0; l < c.n_layer; ++l) w = std::max(w, attention_head_width(c, l));
+  return w;
 }
 
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {
@@ -107,13 +120,12 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
-  // The attention of the widest layer: an MLA layer's heads read one shared row of row_width().
+  // The attention of the widest layer.
   for (int64_t l = 0; l < c.n_layer; ++l) {
-    const bool mla = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla;
-    const int64_t hd = mla ? c.mla.row_width() : c.head_dim_of(l);
+    const int64_t hd = attention_head_width(c, l);
     if (hd <= p.head_dim) continue;
     p.head_dim = hd;
-    p.n_head_kv = mla ? 1 : c.n_head_kv_of(l);
+    p.n_head_kv = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla ? 1 : c.n_head_kv_of(l);
   }
   p.dense.push_back(shape_of(spec.output));
   for (const LayerIndex& L : spec.layers) {

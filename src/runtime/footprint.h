@@ -92,11 +92,16 @@ uint64_t recurrent_state_bytes(const ArchConfig& c);
 // latent + rope row of each MLA layer.
 uint64_t kv_bytes_per_token(const ArchConfig& c, DType kv_type);
 // Floats a row of a micro-batch takes in the mixers' buffers beyond the attention's q, k, v and
-// output: the output gate, and a DeltaNet layer's projections (runtime/mixers/).
+// output: the output gate, and a DeltaNet layer's projections (runtime/mixers/); and in the
+// forward's own extras: Gemma 4's per-layer inputs, an image pass's DeepStack features.
 int64_t mixer_row_floats(const ArchConfig& c);
 // The micro-batch a run takes unless --prefill-batch says otherwise (see above), never more
 // tokens than the context `ctx` (rows past it would only be memory).
 int64_t default_prefill_batch(const ArchConfig& c, bool host_backend, int64_t ctx);
+// The elements of layer l's attention heads: an MLA layer's heads read one shared row of
+// row_width(). widest_attention_head: the largest over the layers.
+int64_t attention_head_width(const ArchConfig& c, int64_t l);
+int64_t widest_attention_head(const ArchConfig& c);
 // The matmuls `spec`'s forward pass runs in micro-batches of up to `prefill_batch` rows, its
 // routed experts all at once (resident) or one at a time (streaming).
 ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming);

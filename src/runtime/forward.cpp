@@ -4,6 +4,8 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "moe/expert_parallel_ffn.h"
+#include "runtime/media_rows.h"
 #include "runtime/mixers/attention_mixer.h"
 #include "runtime/mixers/delta_net_mixer.h"
 #include "runtime/mixers/mla_mixer.h"
@@ -88,12 +90,13 @@ Forward::Forward(Engine& engine, int64_t max_rows, int64_t head_rows)
   ids_.resize(B);
   pos_.resize(B);
   if (c_.mrope()) rope_pos_.resize(3 * B);
-  if (c_.n_deepstack > 0) media_row_ = scratch(d);
+  media_rows_ = std::make_unique<MediaRows>(engine_, max_rows_, alloc);
   // A recorded step re-reads the head's row list from where it was: it must never move.
   wanted_rows_.reserve(B);
 }
 
 Forward::~Forward() {
+  expert_parallel_.reset();
   moe_.reset();
   for (void* p : buffers_) b_.free(p);
 }
@@ -131,7 +134,8 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
       if (ch.tokens[i] < 0 || ch.tokens[i] >= vocab)
         fail(ErrorKind::Input, "token id " + std::to_string(ch.tokens[i]) +
                                    " is outside the vocabulary of " + std::to_string(vocab));
-      ids_[static_cast<size_t>(M)] = ch.tokens[i];
+      const bool image_row = ch.in.embeds != nullptr && ch.in.embeds[i] != nullptr;
+      ids_[static_cast<size_t>(M)] = image_row ? c_.image_row_token : ch.tokens[i];
       pos_[static_cast<size_t>(M)] = static_cast<int32_t>(ch.kv->n_past() + i);
       if (c_.mrope()) {
         int32_t* rp = rope_pos_.data() + 3 * M;
@@ -175,7 +179,9 @@ void Forward::run(const std::vector<SeqChunk>& chunks) {
   // experts are known only once their layer's router has run: such a step (one sequence) is
   // recorded in pieces, each ending with one layer's routing queued back to the host, which then
   // makes that layer's experts present. MoE layers that group their rows on the host run eagerly.
-  const bool same_every_step = decode_step_ && (!moe_ || moe_->experts_indexed(M, decode_step_));
+  // Expert parallelism's exchanges depend on the routing: eager (docs/PARALLEL.md, graphs).
+  const bool same_every_step =
+      decode_step_ && !expert_parallel_ && (!moe_ || moe_->experts_indexed(M, decode_step_));
   if (same_every_step) {
     std::vector<const void*> states(chunks.size());
     for (size_t s = 0; s < chunks.size(); ++s) states[s] = chunks[s].kv;
@@ -222,8 +228,10 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
                       c_.mrope() ? rope_pos_.data() : pos_.data()};
   if (from < 0) {
     b_.embed(engine_.token_embd(), ids_.data(), M, c_.embed_scale, x_);
-    if (media_) media_rows(chunks, -1);
+    if (media_) media_rows_->prepare(chunks, x_);
   }
+  // The per-layer inputs of an image row: its image_row_token's table entry and the projection
+  // of its image feature.
   if (from < 0 && per_layer_) per_layer_->prepare(ids_.data(), x_, M);
   // norm -> mixer -> norm -> FFN. Each residual add is fused with the norm after it: the FFN's
   // output joins x_ in the next layer's first norm, and the last layer's in the head's norm.
@@ -250,33 +258,27 @@ void Forward::layers(const std::vector<SeqChunk>& chunks, int64_t M, int64_t fro
     if (L.moe && c_.moe_dense_beside) {
       experts_beside_dense_ffn(l, M);
     } else if (L.moe) {
-      moe_->run(l, h_, M, decode_step_, o_);
+      run_experts(l, h_, M, o_);
     } else {
       ffn_dense(l, M);
     }
     if (c_.sandwich_norms) b_.rms_norm(o_, L.ffn_post_norm, M, d, eps, plus_one, o_);
     if (per_layer_ || c_.layer_output_scale) layer_tail(l, M);
     // x_ still lacks this FFN's output (added with the next norm): the sum is the same.
-    if (media_ && l < c_.n_deepstack) media_rows(chunks, l);
+    if (media_ && l < c_.n_deepstack) media_rows_->add(l, x_);
   }
 }
 
-void Forward::media_rows(const std::vector<SeqChunk>& chunks, int64_t l) {
-  const int64_t d = c_.n_embd;
-  const size_t bytes = static_cast<size_t>(d) * sizeof(float);
-  int64_t row = 0;
-  for (const SeqChunk& ch : chunks) {
-    for (int64_t i = 0; i < ch.n; ++i) {
-      float* x = x_ + (row + i) * d;
-      if (l < 0 && ch.in.embeds != nullptr && ch.in.embeds[i] != nullptr) {
-        b_.to_device(x, ch.in.embeds[i], bytes);
-      } else if (l >= 0 && ch.in.deepstack != nullptr && ch.in.deepstack[i] != nullptr) {
-        b_.to_device(media_row_, ch.in.deepstack[i] + l * d, bytes);
-        b_.add(x, media_row_, d);
-      }
-    }
-    row += ch.n;
-  }
+void Forward::run_experts(int64_t l, const float* h, int64_t M, float* out) {
+  if (expert_parallel_) return expert_parallel_->run(l, h, M, out);
+  moe_->run(l, h, M, decode_step_, out);
+}
+
+void Forward::expert_parallel(Communicator& comm, ExpertPlacement place) {
+  if (!moe_) fail(ErrorKind::Usage, "--expert-parallel: the model has no routed experts");
+  expert_parallel_ = std::make_unique<ExpertParallelFfn>(
+      b_, c_, *moe_, FfnBuffers{ff_gate_, ff_up_, ff_act_, ff_rows_, ff_out_}, comm,
+      std::move(place), max_rows_);
 }
 
 void Forward::dense_ffn_then_route(int64_t l, int64_t M) {
@@ -295,7 +297,7 @@ void Forward::experts_beside_dense_ffn(int64_t l, int64_t M) {
   const float eps = c_.rms_eps;
   const bool plus_one = c_.norm_plus_one;
   b_.rms_norm(x_, L.ffn_pre_norm_2, M, d, eps, plus_one, h2_);
-  moe_->run(l, h2_, M, decode_step_, o2_);
+  run_experts(l, h2_, M, o2_);
   moe_->sum_output(M, o2_);
   b_.rms_norm(o2_, L.ffn_post_norm_2, M, d, eps, plus_one, o2_);
   b_.add(o_, o2_, M * d);

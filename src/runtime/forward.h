@@ -10,6 +10,8 @@
 #include <memory>
 #include <vector>
 
+#include "parallel/communicator.h"
+#include "parallel/partition.h"
 #include "runtime/engine.h"
 #include "runtime/footprint.h"
 #include "runtime/kv_cache.h"
@@ -19,6 +21,8 @@ namespace ts {
 
 class AttentionMixer;
 class DeltaNetMixer;
+class ExpertParallelFfn;
+class MediaRows;
 class MlaMixer;
 class Mixer;
 class MoeFfn;
@@ -36,6 +40,9 @@ class Forward {
   int64_t max_rows() const { return max_rows_; }
   // Runs the chunks (at most max_rows() tokens in all) and advances each chunk's cache.
   void run(const std::vector<SeqChunk>& chunks);
+  // From now on this pass is one rank of expert parallelism (docs/PARALLEL.md): its MoE layers run
+  // only the experts `place` gives comm.rank(), every other rank running the same passes.
+  void expert_parallel(Communicator& comm, ExpertPlacement place);
 
  private:
   // Queues the layers from the embedding (from = -1) or from layer `from`'s experts (its routing
@@ -48,6 +55,9 @@ class Forward {
   // and the routing, then the experts, so that a streamed step's piece can end between them.
   void dense_ffn_then_route(int64_t l, int64_t M);
   void experts_beside_dense_ffn(int64_t l, int64_t M);
+  // Layer l's routed experts (routed already) over h into out: this rank's under expert
+  // parallelism, else all of them.
+  void run_experts(int64_t l, const float* h, int64_t M, float* out);
   // Gemma 4's end of layer l: x_ += o_, the per-layer input, x_ *= the layer's scalar; o_ zeroed
   // (the next norm adds it).
   void layer_tail(int64_t l, int64_t M);
@@ -63,9 +73,6 @@ class Forward {
   // Copies the normed hidden rows (after the logits' rows in h_) to the chunks that want them.
   void copy_hidden(const std::vector<SeqChunk>& chunks);
   float* scratch(size_t floats);
-  // Multimodal rows (RowInputs): at layer -1 the given embeddings replace the rows' token
-  // embeddings in x_; at layer l the rows' DeepStack features of layer l are added to x_.
-  void media_rows(const std::vector<SeqChunk>& chunks, int64_t l);
 
   Engine& engine_;
   Backend& b_;
@@ -76,7 +83,7 @@ class Forward {
   int64_t head_wanted_ = 0;        // wanted_rows_ that go through the head (the rest: hidden rows)
   std::vector<int32_t> rope_pos_;  // [max_rows][3] with M-RoPE: each row's T, H, W positions
   bool media_ = false;             // a chunk of the pass has RowInputs embeddings or DeepStack
-  float* media_row_ = nullptr;     // one DeepStack row on its way to x_
+  std::unique_ptr<MediaRows> media_rows_;
   // activations, [max_rows][width] in backend memory: the residual stream, its norm, a block's
   // output; the FFN-wide buffers (ff_up_ points into ff_gate_'s: a stacked matmul writes each row
   // as [gate | up]), and max_rows x top-k rows of the gathered input and the experts' output
@@ -91,8 +98,9 @@ class Forward {
   std::unique_ptr<DeltaNetMixer> delta_net_;
   std::unique_ptr<MlaMixer> mla_;
   std::vector<Mixer*> mixers_;
-  std::unique_ptr<MoeFfn> moe_;                // MoE models
-  std::unique_ptr<PerLayerInputs> per_layer_;  // per-layer embeddings (Gemma 4 E2B / E4B)
+  std::unique_ptr<MoeFfn> moe_;                         // MoE models
+  std::unique_ptr<ExpertParallelFfn> expert_parallel_;  // one rank of several
+  std::unique_ptr<PerLayerInputs> per_layer_;           // per-layer embeddings (Gemma 4 E2B / E4B)
   // The routed branch's input and output beside a dense FFN (Gemma 4 MoE), [max_rows][n_embd].
   float *h2_ = nullptr, *o2_ = nullptr;
 };

@@ -5,9 +5,13 @@
 
 namespace ts {
 
+Tokenizer load_tokenizer(const ModelSource& source) {
+  if (source.gguf() != nullptr) return Tokenizer::from_gguf(*source.gguf());
+  return Tokenizer::from_hf_dir(source.path());
+}
+
 Tokenizer load_tokenizer(const ModelSpec& spec) {
-  if (spec.source->gguf() != nullptr) return Tokenizer::from_gguf(*spec.source->gguf());
-  return Tokenizer::from_hf_dir(spec.source->path());
+  return load_tokenizer(*spec.source);
 }
 
 ChatTemplate model_chat_template(const ModelSpec& spec, const Tokenizer& tok,

@@ -8,8 +8,10 @@
 
 namespace ts {
 
+class ModelSource;
 struct ModelSpec;
 
+Tokenizer load_tokenizer(const ModelSource& source);
 Tokenizer load_tokenizer(const ModelSpec& spec);
 // The chat template: `explicit_name` (a built-in format or a .jinja file) when given, else the
 // model's own (run as Jinja, with `tok`'s BOS / EOS texts), else the family's format; an error

@@ -25,6 +25,8 @@ class Session {
   // A model with recurrent layers returns to its latest checkpoint at or before n and feeds the
   // tokens from there to n again.
   void truncate(int64_t n);
+  // The pass this session runs (to make it one rank of several: Forward::expert_parallel).
+  Forward& forward() { return forward_; }
   // Keeps the recurrent state at this position (see KvCache::checkpoint): before a pass that
   // truncate() may take back.
   void checkpoint() { kv_.checkpoint(); }

@@ -77,6 +77,8 @@ void Tokenizer::check_spec() {
       fail(ErrorKind::Model, src + ": " + std::to_string(spec_.scores.size()) + " scores for " +
                                  std::to_string(n) + " tokens");
     }
+  } else if (spec_.kind == TokenizerKind::WordPiece) {
+    if (spec_.unk < 0) fail(ErrorKind::Model, src + ": WordPiece vocabulary without [UNK]");
   } else if (spec_.merges.empty()) {
     fail(ErrorKind::Model, src + ": byte-level BPE vocabulary without merges");
   }
@@ -127,7 +129,7 @@ void Tokenizer::index_tokens() {
       if (const auto id = find_token(buf)) byte_token_[b] = *id;
     }
     index_merges();
-  } else {
+  } else if (spec_.kind == TokenizerKind::ByteLevelBpe) {
     index_merges();
     pre_ = std::make_unique<PreTokenizer>(spec_.pre_patterns, spec_.source);
   }
@@ -270,6 +272,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
     }
     if (spec_.kind == TokenizerKind::SentencePiece) {
       encode_spm(f.text, after_special, out);
+    } else if (spec_.kind == TokenizerKind::WordPiece) {
+      encode_wordpiece(f.text, out);
     } else {
       encode_bpe(f.text, out);
     }
@@ -313,12 +317,16 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
     case TokenType::Normal:
       break;
   }
+  if (spec_.kind == TokenizerKind::WordPiece)
+    return t.starts_with(spec_.continuing_prefix) ? t.substr(spec_.continuing_prefix.size())
+                                                  : " " + t;
   return spec_.kind == TokenizerKind::SentencePiece ? spm_piece_text(t) : byte_level_to_bytes(t);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {
   std::string out;
-  bool strip_space = spec_.add_space_prefix;
+  // A WordPiece text's first word has no space before it, as a SentencePiece one with a prefix.
+  bool strip_space = spec_.add_space_prefix || spec_.kind == TokenizerKind::WordPiece;
   for (int32_t id : ids) {
     std::string piece = token_to_piece(id, render_special);
     if (piece.empty()) continue;

@@ -1,11 +1,14 @@
-// Text <-> token ids for the two tokenizer families decoder-only models ship:
+// Text <-> token ids for the tokenizer families the models ship:
 //  * SentencePiece-style BPE (Llama 1/2, Mistral, Gemma): spaces become U+2581, adjacent pieces
 //    merge in order of the vocabulary's scores, unknown characters fall back to <0xNN> bytes.
 //  * Byte-level BPE (GPT-2 lineage: Llama 3, Qwen, SmolLM, DeepSeek, Falcon, StarCoder...): text
 //    is cut into words by the pre-tokenizer regexes, bytes are spelled in GPT-2's alphabet and
 //    merged by rank.
-// Special and user-defined tokens are split out of the text before either algorithm runs, as
-// llama.cpp does. WordPiece (BERT), Unigram (T5) and RWKV vocabularies are refused.
+//  * WordPiece (BERT encoders): BERT's basic tokenizer cuts the text into words
+//    (bert_basic_tokenizer.h), each cut greedily into the longest vocabulary pieces, continuations
+//    spelled "##piece"; a word with no such cut is [UNK].
+// Special and user-defined tokens are split out of the text before any algorithm runs, as
+// llama.cpp does. Unigram (T5) and RWKV vocabularies are refused.
 #pragma once
 
 #include <array>
@@ -16,6 +19,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "text/bert_basic_tokenizer.h"
 
 namespace ts {
 
@@ -33,7 +38,7 @@ enum class TokenType : uint8_t {
   Byte = 6,
 };
 
-enum class TokenizerKind { SentencePiece, ByteLevelBpe };
+enum class TokenizerKind { SentencePiece, ByteLevelBpe, WordPiece };
 
 // A vocabulary as a file describes it; loaders fill it in and the Tokenizer constructor checks it.
 struct TokenizerSpec {
@@ -50,6 +55,11 @@ struct TokenizerSpec {
   bool ignore_merges = false;     // a word that is itself a token is not merged up from bytes
   bool add_space_prefix = false;  // SentencePiece: a space before the text (dummy prefix)
   bool remove_extra_whitespaces = false;  // SentencePiece normalizer option
+  // WordPiece: the basic tokenizer's options, the spelling of a continuation piece's prefix and
+  // the longest word (in characters) that is cut rather than read as unknown.
+  BertNormalizerOptions bert;
+  std::string continuing_prefix = "##";
+  int64_t max_word_chars = 100;
   bool add_bos = false;
   bool add_eos = false;
   int32_t bos = -1;
@@ -129,6 +139,7 @@ class Tokenizer {
   void index_merges();
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
+  void encode_wordpiece(std::string_view text, std::vector<int32_t>& out) const;
   void push_bytes(std::string_view piece, std::vector<int32_t>& out) const;
 
   TokenizerSpec spec_;

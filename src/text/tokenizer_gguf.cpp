@@ -54,6 +54,32 @@ std::vector<std::pair<std::string, std::string>> read_merges(const GgufFile& f) 
   return merges;
 }
 
+// llama.cpp's converter spells a word's first piece "\u2581piece" and a continuation "piece"
+// (control tokens as they are): back to WordPiece's "piece" and "##piece". Its normaliser keys
+// default as llama.cpp reads them (lowercase, and strip accents where it lowercases).
+void read_wordpiece(const GgufFile& f, TokenizerSpec& s) {
+  constexpr std::string_view kPhantom = "\xE2\x96\x81";
+  for (size_t i = 0; i < s.tokens.size(); ++i) {
+    const TokenType t = s.types.empty() ? TokenType::Normal : s.types[i];
+    if (t == TokenType::Control || t == TokenType::Unknown) continue;
+    std::string& tok = s.tokens[i];
+    tok = tok.starts_with(kPhantom) ? tok.substr(kPhantom.size()) : s.continuing_prefix + tok;
+  }
+  s.bert.lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+  s.bert.strip_accents =
+      f.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(s.bert.lowercase);
+  // [CLS] text [SEP], by the BERT keys or the tokens' names where the BOS / EOS keys are absent.
+  const auto named = [&](const char* text) {
+    const auto it = std::find(s.tokens.begin(), s.tokens.end(), text);
+    return it == s.tokens.end() ? -1 : static_cast<int32_t>(it - s.tokens.begin());
+  };
+  s.bos = id_key(f, "tokenizer.ggml.cls_token_id", named("[CLS]"), s.tokens.size());
+  s.eos = id_key(f, "tokenizer.ggml.seperator_token_id", named("[SEP]"), s.tokens.size());
+  s.unk = named("[UNK]");
+  s.add_bos = s.bos >= 0;
+  s.add_eos = s.eos >= 0;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
@@ -70,14 +96,12 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     // rank, as llama.cpp reads it; the file's scores are placeholders.
     s.kind = TokenizerKind::SentencePiece;
   } else if (*model == "bert") {
-    fail(ErrorKind::Unsupported,
-         where(f, "tokenizer.ggml.model") +
-             " = 'bert': WordPiece tokenizers (BERT encoders) are not supported");
+    s.kind = TokenizerKind::WordPiece;
   } else {
     fail(ErrorKind::Unsupported,
          where(f, "tokenizer.ggml.model") + " = '" + *model +
-             "' is not supported (only 'llama' SentencePiece, 'gemma4' and 'gpt2' byte-level "
-             "BPE)");
+             "' is not supported (only 'llama' SentencePiece, 'gemma4', 'gpt2' byte-level "
+             "BPE and 'bert' WordPiece)");
   }
 
   s.tokens = array_key(f, "tokenizer.ggml.tokens", GgufType::String, 0).strings;
@@ -94,7 +118,9 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
 
   const bool by_merges = *model == "gemma4";
   if (by_merges) s.merges = read_merges(f);
-  if (s.kind == TokenizerKind::SentencePiece && !by_merges) {
+  if (s.kind == TokenizerKind::WordPiece) {
+    read_wordpiece(f, s);
+  } else if (s.kind == TokenizerKind::SentencePiece && !by_merges) {
     if (f.get_array("tokenizer.ggml.scores") == nullptr) {
       fail(ErrorKind::Model, where(f, "tokenizer.ggml.scores") +
                                  " is missing (a SentencePiece vocabulary merges by score)");

@@ -1,6 +1,7 @@
-// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE comes from
+// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE and WordPiece come from
 // tokenizer.json; SentencePiece comes from tokenizer.model (its scores drive the merges, which
-// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top.
+// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top;
+// WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -90,11 +91,8 @@ TokenizerSpec spm_spec(const std::string& path) {
   return s;
 }
 
-TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
-  const json& model = j["model"];
-  TokenizerSpec s;
-  s.kind = TokenizerKind::ByteLevelBpe;
-  s.source = path;
+// tokenizer.json's model.vocab ({"text": id, ...}) into s.tokens.
+void read_vocab(const json& model, const std::string& path, TokenizerSpec& s) {
   if (!model.contains("vocab") || !model["vocab"].is_object())
     fail(ErrorKind::Model, path + ": model.vocab is missing");
   for (const auto& [text, id] : model["vocab"].items()) {
@@ -104,6 +102,14 @@ TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
     if (i >= s.tokens.size()) s.tokens.resize(i + 1);
     s.tokens[i] = text;
   }
+}
+
+TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
+  const json& model = j["model"];
+  TokenizerSpec s;
+  s.kind = TokenizerKind::ByteLevelBpe;
+  s.source = path;
+  read_vocab(model, path, s);
   if (!model.contains("merges") || !model["merges"].is_array())
     fail(ErrorKind::Model, path + ": model.merges is missing");
   for (const json& m : model["merges"]) {
@@ -131,6 +137,79 @@ TokenizerSpec byte_level_spec(const json& j, const std::string& path) {
   s.pre_name = "tokenizer.json";
   s.pre_patterns =
       hf_pretokenizer_patterns(j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json(), path);
+  return s;
+}
+
+// A WordPiece tokenizer.json: its vocabulary, [UNK], the continuation prefix and the longest
+// word, and BERT's normaliser and pre-tokenizer, the only ones read with it.
+TokenizerSpec wordpiece_spec(const json& j, const std::string& path) {
+  const json& model = j["model"];
+  TokenizerSpec s;
+  s.kind = TokenizerKind::WordPiece;
+  s.source = path;
+  read_vocab(model, path, s);
+  s.continuing_prefix = model.value("continuing_subword_prefix", std::string("##"));
+  s.max_word_chars = model.value("max_input_chars_per_word", int64_t{100});
+  s.unk = id_of(s, model.value("unk_token", std::string("[UNK]")), path + ": model.unk_token");
+  const json& norm = j.contains("normalizer") ? j["normalizer"] : json();
+  if (norm.is_null() || norm.value("type", "") != "BertNormalizer")
+    fail(ErrorKind::Unsupported, path + ": normalizer '" +
+                                     (norm.is_object() ? norm.value("type", "?") : "none") +
+                                     "' is not supported with WordPiece (BertNormalizer)");
+  const auto flag = [&](const char* key, bool fallback) {
+    return norm.contains(key) && norm[key].is_boolean() ? norm[key].get<bool>() : fallback;
+  };
+  s.bert.clean_text = flag("clean_text", true);
+  s.bert.chinese_chars = flag("handle_chinese_chars", true);
+  s.bert.lowercase = flag("lowercase", true);
+  s.bert.strip_accents = flag("strip_accents", s.bert.lowercase);  // null: as lowercase
+  const json& pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"] : json();
+  if (pre.is_null() || pre.value("type", "") != "BertPreTokenizer")
+    fail(ErrorKind::Unsupported, path + ": pre_tokenizer '" +
+                                     (pre.is_object() ? pre.value("type", "?") : "none") +
+                                     "' is not supported with WordPiece (BertPreTokenizer)");
+  return s;
+}
+
+// A BERT checkpoint without tokenizer.json (transformers' slow BertTokenizer): vocab.txt, one
+// token a line, and tokenizer_config.json's do_lower_case / strip_accents /
+// tokenize_chinese_chars and special tokens ([CLS] text [SEP]).
+TokenizerSpec vocab_txt_spec(const std::string& dir) {
+  const std::string path = dir + "/vocab.txt";
+  TokenizerSpec s;
+  s.kind = TokenizerKind::WordPiece;
+  s.source = path;
+  const MappedFile file(path);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()), file.size());
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    s.tokens.emplace_back(line);
+    pos = end + 1;
+  }
+  const std::string config_path = dir + "/tokenizer_config.json";
+  const json config = read_json(config_path).value_or(json::object());
+  const auto flag = [&](const char* key, bool fallback) {
+    return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
+  };
+  s.bert.lowercase = flag("do_lower_case", true);
+  s.bert.strip_accents = flag("strip_accents", s.bert.lowercase);  // null: as lowercase
+  s.bert.chinese_chars = flag("tokenize_chinese_chars", true);
+  s.types.assign(s.tokens.size(), TokenType::Normal);
+  const auto special = [&](const char* key, const char* fallback) {
+    std::string name = token_content(config, key);
+    const int32_t id = id_of(s, name.empty() ? fallback : name, config_path + ": " + key);
+    s.types[static_cast<size_t>(id)] = TokenType::Control;
+    return id;
+  };
+  s.unk = special("unk_token", "[UNK]");
+  s.bos = special("cls_token", "[CLS]");
+  s.eos = special("sep_token", "[SEP]");
+  special("pad_token", "[PAD]");
+  special("mask_token", "[MASK]");
+  s.add_bos = s.add_eos = true;
   return s;
 }
 
@@ -174,10 +253,22 @@ void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path
   }
 }
 
-// BOS / EOS added by the post-processor template, e.g. "<s> $A".
+// BOS / EOS added by the post-processor template, e.g. "<s> $A"; BERT's [CLS] $A [SEP].
 void apply_post_processor(const json& j, TokenizerSpec& s, const std::string& path) {
   if (!j.contains("post_processor") || !j["post_processor"].is_object()) return;
   const json* tp = &j["post_processor"];
+  if (tp->value("type", "") == "BertProcessing") {
+    const auto named = [&](const char* key) {
+      const json v = tp->value(key, json());
+      if (!v.is_array() || v.empty() || !v[0].is_string())
+        fail(ErrorKind::Model, path + ": post_processor." + key + " is not [token, id]");
+      return id_of(s, v[0].get<std::string>(), path + ": post_processor." + key);
+    };
+    s.bos = named("cls");
+    s.eos = named("sep");
+    s.add_bos = s.add_eos = true;
+    return;
+  }
   if (tp->value("type", "") == "Sequence" && tp->contains("processors")) {
     const json* found = nullptr;
     for (const json& p : (*tp)["processors"])
@@ -227,8 +318,12 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "BPE" &&
       is_byte_level(*tj)) {
     s = byte_level_spec(*tj, json_path);
+  } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "WordPiece") {
+    s = wordpiece_spec(*tj, json_path);
   } else if (exists(model_path)) {
     s = spm_spec(model_path);
+  } else if (!tj && exists(dir + "/vocab.txt")) {
+    s = vocab_txt_spec(dir);
   } else if (tj) {
     const std::string type = tj->contains("model") ? (*tj)["model"].value("type", "?") : "?";
     fail(ErrorKind::Unsupported,
@@ -236,7 +331,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
              "' without byte-level pre-tokenizer is not supported; a SentencePiece model "
              "needs its tokenizer.model beside it");
   } else {
-    fail(ErrorKind::Model, dir + ": neither tokenizer.json nor tokenizer.model found");
+    fail(ErrorKind::Model,
+         dir + ": neither tokenizer.json, tokenizer.model nor (WordPiece) vocab.txt found");
   }
   s.types.resize(s.tokens.size(), TokenType::Normal);
   if (tj) {

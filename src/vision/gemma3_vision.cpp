@@ -4,16 +4,16 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <thread>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "model/config_view.h"
 #include "vision/image_decode.h"
 #include "vision/image_preprocess.h"
+#include "vision/tower_checks.h"
 #include "vision/vision_config.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {
@@ -102,10 +102,7 @@ void read_hf(const ModelSource& s, Gemma3VisionConfig& c) {
 
 void check(const ModelSource& s, const Gemma3VisionConfig& c) {
   const auto in = [&](const char* what, int64_t x, int64_t lo, int64_t hi) {
-    if (x < lo || x > hi)
-      fail(ErrorKind::Model, s.path() + ": " + kTower + " " + what + " " + std::to_string(x) +
-                                 " is out of range [" + std::to_string(lo) + ", " +
-                                 std::to_string(hi) + "]");
+    check_range(s, kTower, what, x, lo, hi);
   };
   in("hidden size", c.hidden, 1, 1 << 16);
   in("heads", c.heads, 1, 1024);
@@ -135,16 +132,13 @@ std::unique_ptr<Gemma3Vision> Gemma3Vision::open(const std::string& path, int th
   std::unique_ptr<Gemma3Vision> v(new Gemma3Vision());
   v->source_ = ModelSource::open(path);
   if (v->source_->gguf() != nullptr) {
-    const auto type = v->source_->gguf()->get_string("clip.projector_type");
-    if (type.value_or("") != "gemma3")
-      fail(ErrorKind::Model, path + ": clip.projector_type '" + type.value_or("(none)") +
-                                 "' is not Gemma 3's (gemma3)");
+    require_projector(*v->source_, "gemma3", "Gemma 3");
     read_gguf(*v->source_, v->c_);
   } else {
     read_hf(*v->source_, v->c_);
   }
   check(*v->source_, v->c_);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = tower_threads(threads);
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
   v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, kTower);
@@ -239,7 +233,7 @@ std::vector<float> Gemma3Vision::tower(const float* pixels) {
     w_->apply(B.q, h.data(), N, q.data());
     w_->apply(B.k, h.data(), N, k.data());
     w_->apply(B.v, h.data(), N, v.data());
-    full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
+    full_attention(*cpu_, q.data(), k.data(), v.data(), N, c_.heads, H / c_.heads, scale,
                    att.data());
     w_->block_tail(*pool_, B.out, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
                    x.data(), h.data(), ff.data());

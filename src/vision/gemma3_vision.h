@@ -52,6 +52,8 @@ class Gemma3Vision : public VisionTower {
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return 0; }
   ImageLayout layout() const override { return ImageLayout::Bidirectional; }
+  const char* name() const override { return "Gemma 3's"; }
+  bool feeds(const ArchConfig& text) const override { return text.family == Family::Gemma3; }
   // Gemma3Processor's full_image_sequence: "\n\n<start_of_image>...<end_of_image>\n\n".
   std::string block_margin() const override { return "\n\n"; }
   void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) override;

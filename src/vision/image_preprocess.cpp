@@ -204,4 +204,53 @@ ImagePatches preprocess_image(const RgbImage& image, const ProcessorConfig& p) {
   return out;
 }
 
+std::array<int64_t, 2> gemma4_size(int64_t height, int64_t width, int64_t patch,
+                                   int64_t max_patches, int64_t pool) {
+  const double target = static_cast<double>(max_patches * patch * patch);
+  const double factor = std::sqrt(target / static_cast<double>(height * width));
+  const int64_t side = pool * patch;
+  const auto down = [&](double x) {
+    return static_cast<int64_t>(std::floor(x / static_cast<double>(side))) * side;
+  };
+  int64_t h = down(factor * static_cast<double>(height));
+  int64_t w = down(factor * static_cast<double>(width));
+  if (h == 0 && w == 0) fail(ErrorKind::Input, "image: resized to 0 x 0 (Gemma 4's processor)");
+  // A side that rounds to nothing takes one unit, the other its aspect ratio in units (capped).
+  const int64_t longest = max_patches / (pool * pool) * side;
+  if (h == 0) {
+    h = side;
+    w = std::min(width / height * side, longest);
+  } else if (w == 0) {
+    w = side;
+    h = std::min(height / width * side, longest);
+  }
+  if (static_cast<double>(h * w) > target)
+    fail(ErrorKind::Input, "image: " + std::to_string(width) + " x " + std::to_string(height) +
+                               " resizes past " + std::to_string(max_patches) + " patches");
+  return {h, w};
+}
+
+ImagePatches gemma4_patches(const RgbImage& image, int64_t patch, int64_t pool,
+                            int64_t max_soft_tokens, double rescale) {
+  const auto [h, w] =
+      gemma4_size(image.height, image.width, patch, max_soft_tokens * pool * pool, pool);
+  const RgbImage r = resize_pil(image, w, h, Resample::Bicubic);
+  ImagePatches out;
+  out.grid_h = h / patch;
+  out.grid_w = w / patch;
+  const int64_t per = 3 * patch * patch;
+  out.values.resize(static_cast<size_t>(out.grid_h * out.grid_w * per));
+  std::array<float, 256> lut;
+  for (size_t v = 0; v < 256; ++v) lut[v] = static_cast<float>(static_cast<double>(v) * rescale);
+  for (int64_t py = 0; py < out.grid_h; ++py)
+    for (int64_t px = 0; px < out.grid_w; ++px) {
+      float* dst = out.values.data() + (py * out.grid_w + px) * per;
+      for (int64_t y = 0; y < patch; ++y) {
+        const uint8_t* src = r.rgb.data() + ((py * patch + y) * w + px * patch) * 3;
+        for (int64_t i = 0; i < patch * 3; ++i) dst[y * patch * 3 + i] = lut[src[i]];
+      }
+    }
+  return out;
+}
+
 }  // namespace ts

@@ -1,8 +1,9 @@
-// Image processors: Gemma 3's (square_planes, below) and Qwen2-VL / Qwen3-VL's (transformers'
-// Qwen2VLImageProcessorPil): the size chosen by smart_resize (multiples of patch x merge, the pixel
-// count within [min, max]), PIL's bicubic resampling of the 8-bit image, rescale and normalisation,
-// and the patch order the tower reads (each merge window's patches together, each patch's values as
-// channel, frame, row, column, the image repeated over the temporal frames).
+// Image processors: Gemma 3's (square_planes, below), Gemma 4's (gemma4_patches, below) and
+// Qwen2-VL / Qwen3-VL's (transformers' Qwen2VLImageProcessorPil): the size chosen by smart_resize
+// (multiples of patch x merge, the pixel count within [min, max]), PIL's bicubic resampling of the
+// 8-bit image, rescale and normalisation, and the patch order the tower reads (each merge window's
+// patches together, each patch's values as channel, frame, row, column, the image repeated over the
+// temporal frames).
 #pragma once
 
 #include <array>
@@ -50,5 +51,18 @@ struct ImagePatches {
 };
 
 ImagePatches preprocess_image(const RgbImage& image, const ProcessorConfig& p);
+
+// Gemma 4's processor size (transformers' get_aspect_ratio_preserving_size): the largest
+// {height, width} of the image's aspect ratio with at most max_patches patches, each side a
+// multiple of patch x pool. Errors (ErrorKind::Input): an image that gives no such size.
+std::array<int64_t, 2> gemma4_size(int64_t height, int64_t width, int64_t patch,
+                                   int64_t max_patches, int64_t pool);
+
+// Gemma 4's processor (transformers' Gemma4ImageProcessorPil): the image resized to gemma4_size
+// (max_soft_tokens x pool x pool patches at most) by PIL's bicubic resampling, rescaled (no
+// normalisation: values in [0, 1]), its patches in row-major grid order, each patch's values as
+// row, column, channel (3 x patch x patch of them; temporal is 1).
+ImagePatches gemma4_patches(const RgbImage& image, int64_t patch, int64_t pool,
+                            int64_t max_soft_tokens, double rescale);
 
 }  // namespace ts

@@ -80,7 +80,8 @@ ImageRows::ImageRows(const std::vector<int32_t>& ids, int32_t image_token,
 RowInputs ImageRows::inputs() const {
   const bool mrope = layout_ == ImageLayout::MRope;
   return {mrope ? rope_pos_.data() : nullptr, embeds_.data(),
-          deepstack_.empty() ? nullptr : deepstack_rows_.data(), mrope ? nullptr : span_.data()};
+          deepstack_.empty() ? nullptr : deepstack_rows_.data(),
+          layout_ == ImageLayout::Bidirectional ? span_.data() : nullptr};
 }
 
 }  // namespace ts

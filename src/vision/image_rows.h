@@ -4,7 +4,8 @@
 // lays them out (transformers' get_rope_index: text rows count on from the largest position
 // before them; an image's rows of a merged grid h x w share T = s and take H = s + y, W = s + x,
 // where s is the position after the text before it), or Gemma 3's: ordinary positions, each
-// image row attending to its image's later rows too (transformers' token_type_ids mask).
+// image row attending to its image's later rows too (transformers' token_type_ids mask), or
+// ordinary positions and a causal mask (Gemma 4's small models).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +16,7 @@
 
 namespace ts {
 
-enum class ImageLayout { MRope, Bidirectional };
+enum class ImageLayout { MRope, Bidirectional, Causal };
 
 // One image through the vision tower: its grid of merged tokens (one frame) and their features.
 struct EncodedImage {

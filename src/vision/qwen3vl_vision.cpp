@@ -4,8 +4,8 @@
 #include <cmath>
 #include <thread>
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 
@@ -194,7 +194,7 @@ EncodedImage Qwen3VLVision::encode(const float* pixels, int64_t grid_h, int64_t 
     }
     cpu_->rope(q.data(), N, c_.heads, pos.data(), rope);
     cpu_->rope(k.data(), N, c_.heads, pos.data(), rope);
-    full_attention(*pool_, q.data(), k.data(), v.data(), N, c_.heads, c_.head_dim(), scale,
+    full_attention(*cpu_, q.data(), k.data(), v.data(), N, c_.heads, c_.head_dim(), scale,
                    att.data());
     w_->block_tail(*pool_, B.proj, att.data(), B.ln2, B.fc1, B.fc2, c_.eps, c_.mlp_gelu_tanh, N,
                    x.data(), h.data(), ff.data());

@@ -42,6 +42,8 @@ class Qwen3VLVision : public VisionTower {
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return static_cast<int64_t>(c_.deepstack_layers.size()); }
   ImageLayout layout() const override { return ImageLayout::MRope; }
+  const char* name() const override { return "Qwen3-VL's"; }
+  bool feeds(const ArchConfig& text) const override { return text.mrope(); }
   // One image: pixel values [grid_h * grid_w][patch_values()] in the processor's order (each
   // merge window's patches together, windows in raster order), grid in patches (multiples of
   // merge). The result's grid is in merged tokens.

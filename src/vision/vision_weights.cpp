@@ -1,8 +1,8 @@
 #include "vision/vision_weights.h"
 
+#include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "quant/dequant.h"
-#include "vision/vision_ops.h"
 
 namespace ts {
 namespace {

@@ -225,5 +225,39 @@ class EmbedCommand(unittest.TestCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
 
+class BertEncoder(unittest.TestCase):
+    """A BERT encoder (tests/fixtures/models/bert_embedding) embeds through `turbospark embed`;
+    `serve` refuses it at open, naming that command."""
+
+    BERT = os.path.join(HERE, "..", "fixtures", "models", "bert_embedding")
+
+    def test_embed_command(self):
+        with open(os.path.join(self.BERT, "ref.json")) as f:
+            ref = json.load(f)
+        r = subprocess.run(
+            [binary_from_env(), "embed", "-m", os.path.join(self.BERT, "model-f32.gguf")],
+            input="\n".join(ref["inputs"]) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = [json.loads(line) for line in r.stdout.splitlines()]
+        self.assertEqual(len(got), len(ref["inputs"]))
+        for g, want in zip(got, ref["embeddings"]):
+            self.assertGreaterEqual(cosine(g, want), 0.9999)
+
+    def test_serve_refuses_an_encoder(self):
+        r = subprocess.run(
+            [binary_from_env(), "serve", "-m", os.path.join(self.BERT, "hf"), "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bert is an encoder model: it serves embeddings only", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+
+
 if __name__ == "__main__":
     unittest.main()

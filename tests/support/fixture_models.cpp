@@ -75,10 +75,33 @@ std::vector<float> read_f32_file(const std::string& path) {
   return v;
 }
 
+std::vector<uint8_t> read_bytes_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in) << path;
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+std::string ids_csv(const std::vector<int32_t>& ids) {
+  std::string out;
+  for (int32_t id : ids) out += (out.empty() ? "" : ",") + std::to_string(id);
+  return out;
+}
+
 std::string LogitsComparison::summary() const {
   std::ostringstream s;
   s << "rel=" << rel << " argmax mismatches " << argmax_mismatches << "/" << rows_checked;
   return s.str();
+}
+
+double cosine(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    ab += double(a[i]) * b[i];
+    aa += double(a[i]) * a[i];
+    bb += double(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
 }
 
 double max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {
@@ -176,6 +199,20 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
     s.feed(ids.data(), static_cast<int64_t>(ids.size()), logits.data(), true);
   }
   return logits;
+}
+
+LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab) {
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  const std::string out_file = scratch_path("image_logits.f32");
+  std::string out;
+  const int rc = run_command(binary_path() + " logits -m " + dir + "/hf" + extra + " --image " +
+                                 dir + "/image0.png --image " + dir + "/image1.png --tokens " +
+                                 ids_csv(meta["image"]["prompt_ids"].get<std::vector<int32_t>>()) +
+                                 " --out " + out_file + " --kv-type f32 -t 2 2>&1",
+                             &out);
+  EXPECT_EQ(rc, 0) << out;
+  return compare_logits(read_f32_file(out_file), read_f32_file(dir + "/ref_logits_image.f32"),
+                        vocab);
 }
 
 double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots) {

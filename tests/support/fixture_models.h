@@ -39,6 +39,9 @@ std::string fixture_ref_logits(const FixtureForm& f);
 // TS_REQUIRE_SHARED).
 std::string fixture_file(const std::string& fixture, const std::string& file);
 std::vector<float> read_f32_file(const std::string& path);
+std::vector<uint8_t> read_bytes_file(const std::string& path);
+// "1,2,3": ids as the CLI's --tokens takes them.
+std::string ids_csv(const std::vector<int32_t>& ids);
 
 struct LogitsComparison {
   double rel = 0;            // max |x - ref| / max |ref|
@@ -49,6 +52,8 @@ struct LogitsComparison {
 
 LogitsComparison compare_logits(const std::vector<float>& x, const std::vector<float>& ref,
                                 int64_t vocab);
+// The cosine of the angle between two vectors of one size (embeddings against a reference).
+double cosine(const std::vector<float>& a, const std::vector<float>& b);
 // max |got - want| / max |want| (the sizes must agree: a test failure otherwise).
 double max_rel_error(const std::vector<float>& got, const std::vector<float>& want);
 // Mean over rows of KL(softmax(ref) || softmax(x)).
@@ -74,6 +79,10 @@ struct LogitsRun {
   int64_t ctx = 64;
   int threads = 2;
 };
+// `turbospark logits -m DIR/hf <extra> --image DIR/image0.png --image DIR/image1.png --tokens
+// <meta.json's image prompt> --kv-type f32` in a vision fixture's folder, compared with its
+// ref_logits_image.f32 (a failed run is a test failure, its output shown).
+LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab);
 // llama.cpp's perplexity method on the repository's copy of valid.txt, -c 256 (tiny-moe figures).
 double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots);
 // Logits [ids.size()][vocab] of every position.

@@ -126,6 +126,29 @@ TEST_F(BenchTest, BundledModelJsonRunsInUnderAMinute) {
   }
 }
 
+// --image alone times the vision tower: each image once per repetition, its token count (the
+// tiny Gemma 3 tower pools every image to 16) beside the times, and no pp / tg test.
+TEST_F(BenchTest, ImageEncodeTimesEachImage) {
+  const std::string dir = test::fixtures_dir() + "/models/gemma3_vision";
+  const nlohmann::json j = bench_json("-m " + dir + "/hf -p 0 -n 0 -r 2 --image " + dir +
+                                      "/image0.png --image " + dir + "/image1.png");
+  EXPECT_TRUE(j["tests"].empty());
+  ASSERT_EQ(j["images"].size(), 2u);
+  EXPECT_EQ(j["images"][0]["file"], "image0.png");
+  EXPECT_EQ(j["images"][1]["file"], "image1.png");
+  for (const auto& im : j["images"]) {
+    EXPECT_EQ(im["tokens"], 16);
+    EXPECT_EQ(im["samples_ms"].size(), 2u);
+    EXPECT_GT(im["avg_ms"].get<double>(), 0);
+  }
+  std::string out;
+  EXPECT_NE(test::run_command(test::binary_path() + " bench -m " + dir + "/hf -p 0 -n 0 --mmproj " +
+                                  dir + "/mmproj-f32.gguf 2>&1",
+                              &out),
+            0);
+  EXPECT_NE(out.find("--mmproj without --image"), std::string::npos) << out;
+}
+
 TEST_F(BenchTest, StreamedMoeReportsReadsAndRoofline) {
   const std::string model = synth("tiny-moe");
   const nlohmann::json j =

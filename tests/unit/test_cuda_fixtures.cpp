@@ -126,6 +126,33 @@ TEST(CudaWeightTypes, Iq4ModelsFollowTheCpu) {
     }
 }
 
+// tiny-deepseek's MLA rows are 320 wide (kv_lora_rank 256 + rope 64), attention heads over 256:
+// the CPU's logits with f32 weights and cache (prefill in one pass and in passes of 7, decode) as the f32 fixtures are
+// held to the CPU, and with the f16 cache as the f16 ones.
+TEST(CudaWideHeads, TinyDeepseekFollowsTheCpu) {
+  if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
+  const std::string path = test::scratch_path("tiny-deepseek-f32.gguf");
+  write_synth_model({.shape = "tiny-deepseek", .dtype = DType::F32, .threads = 2}, path);
+  const std::vector<int32_t> ids = {1, 300, 301, 302, 400, 401, 402, 500, 7, 260, 511, 3};
+  const std::vector<float> cpu = test::run_logits(path, ids, {});
+  const auto V = static_cast<int64_t>(cpu.size() / ids.size());
+  for (const bool decode : {false, true})
+    for (const int64_t batch : {64, 7}) {
+      if (decode && batch != 64) continue;
+      const auto c = test::compare_logits(
+          test::run_logits(path, ids, {.backend = "cuda", .batch = batch, .decode = decode}), cpu,
+          V);
+      EXPECT_LE(c.rel, tolerance("f32", decode))
+          << (decode ? "decode" : "prefill") << " batch " << batch << ": " << c.summary();
+      EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+    }
+  const auto c16 =
+      test::compare_logits(test::run_logits(path, ids, {.backend = "cuda", .kv = DType::F16}),
+                           test::run_logits(path, ids, {.kv = DType::F16}), V);
+  EXPECT_LE(c16.rel, tolerance("f16")) << "f16 cache: " << c16.summary();
+  std::filesystem::remove(path);
+}
+
 TEST(CudaStreaming, BitIdenticalToResidentOnTheGpu) {
   if (!test::cuda_device_present()) GTEST_SKIP() << "no CUDA device";
   for (const auto& f : test::fixture_forms(

@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
+#include "runtime/rope_freqs.h"
 
 namespace ts {
 namespace {
@@ -42,6 +44,11 @@ class CudaOps : public test::CudaOpTest {
  protected:
   void route_case(int64_t E, bool ties);
   void fill_kv(KvPair& kv, int64_t fill);
+  void store_kv(KvPair& kv, const std::vector<float>& k, const std::vector<float>& v);
+  std::pair<std::vector<float>, std::vector<float>> attend_both(const std::vector<float>& q,
+                                                                const KvPair& kv,
+                                                                const std::vector<int32_t>& pos,
+                                                                AttentionArgs args);
   // A random weight uploaded twice: in the file's layout, and packed by the backend.
   struct PackedPair {
     std::vector<uint8_t> host;
@@ -1364,6 +1371,63 @@ TEST_F(CudaOps, PrefillRowKernelsBitIdenticalToOneRowAtATime) {
   }
 }
 
+// M-RoPE (Qwen3-VL's interleaved sections): each pair rotated by its stream's position of the
+// row's three (T, H, W) as the CPU does it, in the row kernel (prefill) and the per-head kernel
+// (decode, a row at a time); with the three positions equal, the bits of ordinary rope.
+TEST_F(CudaOps, MRopeThreeStreamsAgainstCpuAndOrdinaryWhenEqual) {
+  const int64_t M = 5, heads = 3, hd = 128;
+  ArchConfig c;
+  c.rotary_dim = hd;
+  c.mrope_sections = {24, 20, 20};
+  c.mrope_interleaved = true;
+  const std::vector<uint8_t> streams = mrope_pair_streams(c);
+  std::vector<float> inv(static_cast<size_t>(hd / 2));
+  for (int64_t i = 0; i < hd / 2; ++i)
+    inv[static_cast<size_t>(i)] = std::pow(5e6f, -2.0f * i / static_cast<float>(hd));
+  const std::vector<int32_t> pos = {0, 8, 8, 11, 4095};
+  std::vector<int32_t> pos3, equal3;
+  for (int64_t m = 0; m < M; ++m) {
+    const int32_t p = pos[static_cast<size_t>(m)];
+    pos3.insert(pos3.end(), {p, p + static_cast<int32_t>(m % 2), p + static_cast<int32_t>(m % 3)});
+    equal3.insert(equal3.end(), {p, p, p});
+  }
+  const size_t n = static_cast<size_t>(M * heads * hd), row = static_cast<size_t>(heads * hd);
+  for (const bool neox : {true, false}) {
+    const RopeArgs r{hd, hd, neox, upload(inv)};
+    RopeArgs rm = r;
+    rm.pair_stream = streams.data();
+    const RopeArgs cpu_rm{hd, hd, neox, inv.data(), streams.data()};
+    const std::vector<float> x = randn(n);
+    std::vector<float> want = x;
+    cpu_->rope(want.data(), M, heads, pos3.data(), cpu_rm);
+    // x rotated on the GPU by M-RoPE: all rows in one call (the row kernel) or a row at a time.
+    const auto mrope = [&](const std::vector<int32_t>& positions, bool all_rows) {
+      float* d = upload(x);
+      if (all_rows) gpu_->rope(d, M, heads, positions.data(), rm);
+      for (int64_t m = 0; !all_rows && m < M; ++m)
+        gpu_->rope(d + m * heads * hd, 1, heads, &positions[static_cast<size_t>(3 * m)], rm);
+      return download(d, n);
+    };
+    const std::vector<float> a = mrope(pos3, true), b = mrope(pos3, false);
+    test::expect_close(a, want, 2e-6f, 2e-6f, neox ? "m-rope rows, neox" : "m-rope rows");
+    test::expect_close(b, want, 2e-6f, 2e-6f, neox ? "m-rope a row, neox" : "m-rope a row");
+    // The H and W positions differ from T on some rows: those rows differ from ordinary rope.
+    float* plain = upload(x);
+    gpu_->rope(plain, M, heads, pos.data(), r);
+    const std::vector<float> p = download(plain, n);
+    EXPECT_NE(0, std::memcmp(a.data() + row, p.data() + row, row * sizeof(float)))
+        << "row 1's H position did not change it";
+    // Equal streams: ordinary rope, bit for bit, in both kernels.
+    const std::vector<float> ea = mrope(equal3, true), eo = mrope(equal3, false);
+    EXPECT_EQ(0, std::memcmp(ea.data(), p.data(), n * sizeof(float)))
+        << "equal streams, rows kernel, neox " << neox << ": max rel diff "
+        << test::max_rel_error(ea, p);
+    EXPECT_EQ(0, std::memcmp(eo.data(), p.data(), n * sizeof(float)))
+        << "equal streams, per-head kernel, neox " << neox << ": max rel diff "
+        << test::max_rel_error(eo, p);
+  }
+}
+
 struct KvPair {
   KvView cpu, gpu;
   std::vector<uint8_t> cpu_k, cpu_v;
@@ -1382,13 +1446,32 @@ KvPair make_kv(Backend& gpu, DType dtype, int64_t capacity, int64_t width) {
 
 // Cache rows 0 .. fill - 1 of both sides get the same random k and v rows.
 void CudaOps::fill_kv(KvPair& kv, int64_t fill) {
-  const int64_t width = kv.cpu.width;
-  const std::vector<float> k = randn(static_cast<size_t>(fill * width)),
-                           v = randn(static_cast<size_t>(fill * width));
+  const size_t n = static_cast<size_t>(fill * kv.cpu.width);
+  store_kv(kv, randn(n), randn(n));
+}
+
+// Cache rows 0 .. k.size() / width - 1 of both sides take the rows of k and v.
+void CudaOps::store_kv(KvPair& kv, const std::vector<float>& k, const std::vector<float>& v) {
+  const auto fill = static_cast<int64_t>(k.size()) / kv.cpu.width;
   std::vector<int32_t> rows(static_cast<size_t>(fill));
   std::iota(rows.begin(), rows.end(), 0);
   cpu_->kv_store(kv.cpu, k.data(), v.data(), fill, rows.data());
   gpu_->kv_store(kv.gpu, upload(k), upload(v), fill, rows.data());
+}
+
+// Attention of q's rows at pos over kv on both backends, {cuda, cpu}; args.sinks in host memory
+// (uploaded for the GPU).
+std::pair<std::vector<float>, std::vector<float>> CudaOps::attend_both(
+    const std::vector<float>& q, const KvPair& kv, const std::vector<int32_t>& pos,
+    AttentionArgs args) {
+  const auto M = static_cast<int64_t>(pos.size());
+  std::vector<float> want(q.size());
+  cpu_->attention(q.data(), kv.cpu, M, pos.data(), args, want.data());
+  float* out = upload(std::vector<float>(q.size()));
+  if (args.sinks != nullptr)
+    args.sinks = upload(std::vector<float>(args.sinks, args.sinks + args.n_head));
+  gpu_->attention(upload(q), kv.gpu, M, pos.data(), args, out);
+  return {download(out, q.size()), want};
 }
 
 const DType kKvTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
@@ -1519,13 +1602,9 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
         AttentionArgs args{c.n_head,   c.n_head_kv,
                            c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)),
                            c.softcap,  c.window};
-        std::vector<float> want(q.size());
         args.sinks = sink ? sinks.data() : nullptr;
-        cpu_->attention(q.data(), kv.cpu, M, c.pos.data(), args, want.data());
-        float* out = upload(std::vector<float>(q.size()));
-        args.sinks = sink ? upload(sinks) : nullptr;
-        gpu_->attention(upload(q), kv.gpu, M, c.pos.data(), args, out);
-        test::expect_close(download(out, q.size()), want, 2e-5f, 0.0f,
+        const auto [got, want] = attend_both(q, kv, c.pos, args);
+        test::expect_close(got, want, 2e-5f, 0.0f,
                            std::string("attention ") + dtype_name(dt) +
                                " hd=" + std::to_string(c.head_dim) + " M=" + std::to_string(M) +
                                (sink ? " sinks" : ""));
@@ -1533,6 +1612,136 @@ TEST_F(CudaOps, AttentionDecodeAndPrefillEveryKvType) {
       gpu_->free(kv.gpu.k);
       gpu_->free(kv.gpu.v);
     }
+  }
+}
+
+// Queries and keys whose scores are exact in f32 whatever the order of the sums: q in
+// {-2 .. 2} / 8; k in {0, +-64, +-127} / 512 with +-127 / 512 first in each 32 values, so that a
+// q8_0 block's scale is exactly 2^-9 and every cache type holds k exactly. Products are multiples
+// of 2^-12 below 2^-4 and a head of 576 sums fewer than 2^24 of them; with a scale of 1/2 the
+// backends' scores are the same bits, and what is left between them is the exp / tanh
+// implementations and the softmax's summation order (V is N(0, 1)), as in
+// AttentionDecodeAndPrefillEveryKvType.
+std::vector<float> exact_queries(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> q(-2, 2);
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(q(rng)) / 8.0f;
+  return v;
+}
+
+std::vector<float> exact_keys(size_t n, std::mt19937& rng) {
+  const float levels[] = {-127, -64, 0, 64, 127};
+  std::uniform_int_distribution<int> pick(0, 4);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i)
+    v[i] = (i % kQK32 == 0 ? (pick(rng) < 2 ? -127.0f : 127.0f) : levels[pick(rng)]) / 512.0f;
+  return v;
+}
+
+// The largest |got - want| of an attention output [rows][n_head][D], and where, for a message.
+struct WorstDiff {
+  double diff = 0;
+  std::string where;
+};
+
+WorstDiff worst_diff(const std::vector<float>& got, const std::vector<float>& want, int64_t n_head,
+                     int64_t D) {
+  size_t at = 0;
+  double diff = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (!(std::fabs(got[i] - want[i]) <= diff)) diff = std::fabs(got[i] - want[i]), at = i;
+  const auto i = static_cast<int64_t>(at);
+  return {diff, "max |cuda - cpu| " + std::to_string(diff) + " at row " +
+                    std::to_string(i / (n_head * D)) + " head " + std::to_string(i / D % n_head) +
+                    " dim " + std::to_string(i % D) + " (cuda " + std::to_string(got[at]) +
+                    ", cpu " + std::to_string(want[at]) + ")"};
+}
+
+struct WideCase {
+  int64_t n_head, n_head_kv, head_dim;
+  float softcap;
+  int64_t window;
+  std::vector<int32_t> pos;      // one query row per entry
+  std::vector<int32_t> key_end;  // per row (AttentionArgs::key_end), or empty: causal
+};
+
+// Heads wider than 256 (MLA's absorbed rows of kv_lora_rank 512 + rope 64, read as key and value;
+// Gemma 4's global heads of 512) in decode and prefill, and rows that see later keys up to their
+// key_end (Gemma 3's images) in every kernel but the tensor cores' (AttentionPrefillTensorCores):
+// the CPU backend's results, every cache type, with and without sinks. The bound is that of
+// AttentionDecodeAndPrefillEveryKvType: the scores are the same bits (exact_queries).
+TEST_F(CudaOps, AttentionWideHeadsAndKeyEndAgainstCpu) {
+  std::vector<int32_t> rows(40), image(40, 0);
+  std::iota(rows.begin(), rows.end(), 200);
+  for (int i = 10; i < 30; ++i) image[static_cast<size_t>(i)] = 230;  // rows 210 .. 229
+  const WideCase cases[] = {
+      {16, 1, 576, 0.0f, 0, {700}, {}},             // MLA decode, many ranges, two heads a block
+      {16, 1, 576, 0.0f, 0, {20}, {}},              // one range, a block per head
+      {16, 1, 576, 0.0f, 0, {300}, {340}},          // one row that sees 40 later keys
+      {8, 2, 512, 30.0f, 0, {600}, {}},             // Gemma 4's global heads, softcap, four a block
+      {4, 2, 512, 0.0f, 64, {500}, {}},             // sliding window
+      {6, 2, 320, 0.0f, 0, {333}, {}},              // a run of 256 and one partly used
+      {4, 2, 128, 0.0f, 0, {300}, {340}},           // decode of a narrow head with key_end
+      {16, 1, 576, 0.0f, 0, rows, {}},              // prefill of wide heads (a row at a time)
+      {16, 1, 576, 0.0f, 0, rows, image},           // with an image of 20 rows
+      {8, 2, 512, 30.0f, 100, rows, image},         // window and softcap with an image
+      {8, 2, 128, 0.0f, 0, rows, image},            // the tiled kernel with an image
+      {4, 1, 64, 20.0f, 16, rows, image},           // window shorter than the image
+      {4, 2, 32, 0.0f, 0, {5, 90, 3}, {9, 0, 95}},  // scattered rows, ends past other rows'
+  };
+  const int64_t cap = 800;
+  for (DType dt : kKvTypes)
+    for (const WideCase& c : cases) {
+      const auto M = static_cast<int64_t>(c.pos.size());
+      const bool tensor_cores = (dt == DType::F16 || dt == DType::BF16) &&
+                                (c.head_dim == 64 || c.head_dim == 128 || c.head_dim == 256);
+      if (M > 1 && tensor_cores) continue;  // rounds Q and P: AttentionPrefillTensorCores
+      const int64_t width = c.n_head_kv * c.head_dim;
+      int64_t fill = 1 + *std::max_element(c.pos.begin(), c.pos.end());
+      for (const int32_t e : c.key_end) fill = std::max<int64_t>(fill, e);
+      KvPair kv = make_kv(*gpu_, dt, cap, width);
+      store_kv(kv, exact_keys(static_cast<size_t>(fill * width), rng_),
+               randn(static_cast<size_t>(fill * width)));
+      const std::vector<float> q =
+          exact_queries(static_cast<size_t>(M * c.n_head * c.head_dim), rng_);
+      const std::vector<float> sinks = randn(static_cast<size_t>(c.n_head), 2.0f);
+      for (const bool sink : {false, true}) {
+        const std::string what =
+            std::string(dtype_name(dt)) + " heads " + std::to_string(c.n_head) + "/" +
+            std::to_string(c.n_head_kv) + " of " + std::to_string(c.head_dim) + ", " +
+            std::to_string(M) + " rows from position " + std::to_string(c.pos[0]) +
+            (c.key_end.empty() ? "" : ", key_end") + (c.window > 0 ? ", window" : "") +
+            (c.softcap > 0 ? ", softcap" : "") + (sink ? ", sinks" : "");
+        AttentionArgs args{c.n_head, c.n_head_kv, c.head_dim, 0.5f, c.softcap, c.window};
+        args.key_end = c.key_end.empty() ? nullptr : c.key_end.data();
+        args.sinks = sink ? sinks.data() : nullptr;
+        const auto [got, want] = attend_both(q, kv, c.pos, args);
+        const WorstDiff w = worst_diff(got, want, c.n_head, c.head_dim);
+        EXPECT_LE(w.diff, 2e-5) << what << ": " << w.where;
+      }
+      gpu_->free(kv.gpu.k);
+      gpu_->free(kv.gpu.v);
+    }
+}
+
+// The open-time check (the scratch plan) takes the real wide shapes (DeepSeek-V3's 128 heads over
+// one latent row of 576, Gemma 4's heads of 512) and refuses a head past the kernels' 576.
+TEST_F(CudaOps, ScratchPlanTakesHeadsUpTo576) {
+  ScratchPlan plan;
+  plan.n_layer = 4, plan.max_rows = 64, plan.decode_step_rows = 1;
+  for (const auto& [heads, kv_heads, dim] : {std::tuple{128, 1, 576}, std::tuple{32, 4, 512}}) {
+    plan.n_head = heads, plan.n_head_kv = kv_heads, plan.head_dim = dim;
+    EXPECT_GT(gpu_->scratch_bytes(plan), cuda::attention_decode_scratch_bytes(heads, 1, dim))
+        << dim;
+  }
+  plan.n_head = 16, plan.n_head_kv = 1, plan.head_dim = 584;
+  try {
+    gpu_->scratch_bytes(plan);
+    ADD_FAILURE() << "head_dim 584 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("head_dim 584 exceeds the CUDA kernels' 576"),
+              std::string::npos)
+        << e.what();
   }
 }
 
@@ -1654,9 +1863,10 @@ TEST_F(CudaOps, ProducersQuantiseTheInt8GemvInput) {
 // than the splits allow; four, two and one heads a block).
 TEST_F(CudaOps, AttentionDecodeNarrowAndWideBlocksSameBits) {
   const AttnCase cases[] = {
-      {8, 2, 128, 0.0f, 0, {20}},     {8, 2, 128, 0.0f, 0, {777}}, {16, 2, 96, 0.0f, 0, {333}},
-      {8, 4, 256, 30.0f, 0, {400}},   {6, 2, 80, 0.0f, 64, {500}}, {4, 4, 64, 0.0f, 0, {250}},
-      {8, 2, 128, 0.0f, 0, {5, 600}},
+      {8, 2, 128, 0.0f, 0, {20}},     {8, 2, 128, 0.0f, 0, {777}},  {16, 2, 96, 0.0f, 0, {333}},
+      {8, 4, 256, 30.0f, 0, {400}},   {6, 2, 80, 0.0f, 64, {500}},  {4, 4, 64, 0.0f, 0, {250}},
+      {8, 2, 128, 0.0f, 0, {5, 600}}, {16, 1, 576, 0.0f, 0, {700}}, {8, 2, 512, 30.0f, 0, {300}},
+      {6, 2, 320, 0.0f, 0, {333}},
   };
   const int splits = 3;  // fewer than 777's ranges of 128 keys
   for (DType dt : kKvTypes)
@@ -1788,6 +1998,7 @@ struct PrefillCase {
   float softcap;
   int64_t window;
   int64_t n_past, M;  // query rows at positions n_past .. n_past + M - 1
+  int64_t image = 0;  // rows M / 4 .. M / 4 + image - 1 see each other (key_end)
 };
 
 float cache_value(DType dt, const uint8_t* row, int64_t i) {
@@ -1815,15 +2026,18 @@ float cache_value(DType dt, const uint8_t* row, int64_t i) {
 //  * exp / tanh implementations and the softmax's summation order: 2e-5, as for the f32 kernel.
 TEST_F(CudaOps, AttentionPrefillTensorCores) {
   const PrefillCase cases[] = {
-      {8, 2, 128, 0.0f, 0, 0, 600},    // long prefill from empty, GQA 4, last tile partial
-      {8, 2, 128, 0.0f, 0, 300, 77},   // chunked prefill after 300 cached positions
-      {4, 1, 64, 30.0f, 0, 0, 2},      // two rows, softcap, all heads of one kv head
-      {12, 2, 64, 0.0f, 16, 50, 100},  // group 6 (rows per block not a multiple), window 16
-      {8, 1, 64, 20.0f, 7, 0, 65},     // window 7 and softcap from position 0
-      {32, 1, 64, 0.0f, 0, 10, 45},    // group 32: two blocks of 16 heads per kv head
-      {4, 4, 256, 50.0f, 0, 100, 33},  // head_dim 256, softcap, no GQA
-      {2, 1, 256, 0.0f, 40, 0, 130},   // head_dim 256, window
-      {8, 8, 128, 0.0f, 0, 5, 1},      // one row (the decode kernel)
+      {8, 2, 128, 0.0f, 0, 0, 600},        // long prefill from empty, GQA 4, last tile partial
+      {8, 2, 128, 0.0f, 0, 300, 77},       // chunked prefill after 300 cached positions
+      {4, 1, 64, 30.0f, 0, 0, 2},          // two rows, softcap, all heads of one kv head
+      {12, 2, 64, 0.0f, 16, 50, 100},      // group 6 (rows per block not a multiple), window 16
+      {8, 1, 64, 20.0f, 7, 0, 65},         // window 7 and softcap from position 0
+      {32, 1, 64, 0.0f, 0, 10, 45},        // group 32: two blocks of 16 heads per kv head
+      {4, 4, 256, 50.0f, 0, 100, 33},      // head_dim 256, softcap, no GQA
+      {2, 1, 256, 0.0f, 40, 0, 130},       // head_dim 256, window
+      {8, 8, 128, 0.0f, 0, 5, 1},          // one row (the decode kernel)
+      {8, 2, 128, 0.0f, 0, 300, 77, 20},   // an image of 20 rows
+      {4, 4, 256, 50.0f, 0, 100, 33, 16},  // head_dim 256, softcap, an image
+      {12, 2, 64, 0.0f, 16, 50, 100, 40},  // window shorter than the image
   };
   for (DType dt : {DType::F16, DType::BF16}) {
     const double u_p = dt == DType::F16 ? 0x1p-11 : 0x1p-8;
@@ -1832,11 +2046,14 @@ TEST_F(CudaOps, AttentionPrefillTensorCores) {
       const int64_t D = c.head_dim, width = c.n_head_kv * D, fill = c.n_past + c.M;
       const std::string what = std::string("attention ") + dtype_name(dt) +
                                " hd=" + std::to_string(D) + " M=" + std::to_string(c.M) +
-                               " past=" + std::to_string(c.n_past);
+                               " past=" + std::to_string(c.n_past) +
+                               " image=" + std::to_string(c.image);
       KvPair kv = make_kv(*gpu_, dt, fill + 3, width);
       fill_kv(kv, fill);
-      std::vector<int32_t> pos(static_cast<size_t>(c.M));
+      std::vector<int32_t> pos(static_cast<size_t>(c.M)), key_end(pos.size(), 0);
       std::iota(pos.begin(), pos.end(), static_cast<int32_t>(c.n_past));
+      for (int64_t m = c.M / 4; m < c.M / 4 + c.image; ++m)
+        key_end[static_cast<size_t>(m)] = static_cast<int32_t>(c.n_past + c.M / 4 + c.image);
 
       std::vector<float> q = randn(static_cast<size_t>(c.M * c.n_head * D));
       for (float& x : q)
@@ -1847,6 +2064,7 @@ TEST_F(CudaOps, AttentionPrefillTensorCores) {
       const std::vector<float> sinks = randn(static_cast<size_t>(c.n_head), 2.0f);
       const bool sink = (&c - cases) % 2 == 1;
       AttentionArgs args{c.n_head, c.n_head_kv, D, scale, c.softcap, c.window};
+      args.key_end = c.image > 0 ? key_end.data() : nullptr;
       std::vector<float> want(q.size());
       args.sinks = sink ? sinks.data() : nullptr;
       cpu_->attention(q.data(), kv.cpu, c.M, pos.data(), args, want.data());
@@ -1875,7 +2093,8 @@ TEST_F(CudaOps, AttentionPrefillTensorCores) {
       int reported = 0;
       for (int64_t m = 0; m < c.M; ++m) {
         const int64_t p = pos[static_cast<size_t>(m)];
-        const int64_t n = c.window > 0 ? std::min(p + 1, c.window) : p + 1;
+        const int64_t hi = std::max<int64_t>(p + 1, key_end[static_cast<size_t>(m)]);
+        const int64_t n = hi - (c.window > 0 ? std::max<int64_t>(0, p + 1 - c.window) : 0);
         for (int64_t h = 0; h < c.n_head; ++h) {
           const size_t hk = static_cast<size_t>(h / (c.n_head / c.n_head_kv));
           const float* qr = q.data() + (m * c.n_head + h) * D;

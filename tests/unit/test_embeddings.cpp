@@ -36,16 +36,6 @@ json reference() {
   return json::parse(f);
 }
 
-double cosine(const std::vector<float>& a, const std::vector<float>& b) {
-  double ab = 0, aa = 0, bb = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ab += double(a[i]) * b[i];
-    aa += double(a[i]) * a[i];
-    bb += double(b[i]) * b[i];
-  }
-  return ab / std::sqrt(aa * bb);
-}
-
 std::unique_ptr<Engine> open_engine(const std::string& path, int64_t prefill_batch = 0) {
   EngineOptions o;
   o.backend = "cpu";
@@ -70,7 +60,7 @@ void expect_references(const std::string& path, const EmbeddingSpec& spec, const
     const std::vector<float> got = embedder.embed(ids);
     const auto want = ref[key][i].get<std::vector<float>>();
     ASSERT_EQ(got.size(), want.size());
-    EXPECT_GE(cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
+    EXPECT_GE(test::cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
     double norm = 0;
     for (float v : got) norm += double(v) * v;
     if (spec.normalize) {

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <fstream>
 #include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -37,19 +36,14 @@ std::string file(const std::string& name) {
   return test::fixture_file(kFixture, name);
 }
 
-std::vector<uint8_t> bytes_of(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 // The processor (PIL's bilinear resize to 32 x 32, rescale, SigLIP's 0.5 / 0.5 normalisation)
 // gives Gemma3ImageProcessorPil's values for every test image.
 TEST(Gemma3Vision, PreprocessingMatchesTheHfProcessor) {
   const std::string images = test::fixtures_dir() + "/images";
   int checked = 0;
   for (const char* name : {"alpha.png", "color.jpg", "gray.jpg", "tall.webp", "wide.png"}) {
-    const auto png = bytes_of(images + "/" + name);
-    const auto codes = bytes_of(file(std::string("preprocess/") + name + ".32.u8"));
+    const auto png = test::read_bytes_file(images + "/" + name);
+    const auto codes = test::read_bytes_file(file(std::string("preprocess/") + name + ".32.u8"));
     ASSERT_EQ(codes.size(), 3u * 32 * 32) << name;
     const std::vector<float> got =
         square_planes(decode_image(png.data(), png.size()), 32, 1.0 / 255.0, {0.5f, 0.5f, 0.5f},
@@ -160,7 +154,7 @@ TEST_P(Gemma3VisionForm, ImageFilesEndToEnd) {
   auto v = Gemma3Vision::open(tower_path_, 2);
   std::vector<float> embeds;
   for (const char* name : {"image0.png", "image1.png"}) {
-    const auto png = bytes_of(file(name));
+    const auto png = test::read_bytes_file(file(name));
     const EncodedImage im = v->encode_file(png.data(), png.size());
     EXPECT_NE(im.key, 0u);
     embeds.insert(embeds.end(), im.embeds.begin(), im.embeds.end());
@@ -186,7 +180,7 @@ TEST(Gemma3Vision, ImageRowsStayInOnePass) {
 TEST(Gemma3Vision, AnImageLargerThanAPassIsRefused) {
   const auto meta = nlohmann::json::parse(std::ifstream(file("meta.json")));
   auto v = Gemma3Vision::open(file("hf"), 2);
-  const auto png = bytes_of(file("image0.png"));
+  const auto png = test::read_bytes_file(file("image0.png"));
   const std::vector<EncodedImage> images = {v->encode_file(png.data(), png.size())};
   // BOS, a text token, the image's block (start, 16 placeholders, end), a text token.
   const int32_t image = meta["image"]["image_token_id"].get<int32_t>();
@@ -233,22 +227,8 @@ TEST(Gemma3Vision, ImageBlockHasItsMargins) {
 // `turbospark logits --image` from the HF directory and from the mmproj GGUF beside it.
 TEST(Gemma3Vision, CliLogitsWithImagesMatchReference) {
   const std::string dir = file("meta.json").substr(0, file("meta.json").rfind('/'));
-  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
-  std::string ids;
-  for (int32_t id : meta["image"]["prompt_ids"].get<std::vector<int32_t>>())
-    ids += (ids.empty() ? "" : ",") + std::to_string(id);
-  const auto ref = test::read_f32_file(dir + "/ref_logits_image.f32");
   for (const std::string& tower : {std::string(), " --mmproj " + dir + "/mmproj-f32.gguf"}) {
-    const std::string out_file = test::scratch_path("gemma3_image_logits.f32");
-    std::string out;
-    ASSERT_EQ(
-        test::run_command(test::binary_path() + " logits -m " + dir + "/hf" + tower + " --image " +
-                              dir + "/image0.png --image " + dir + "/image1.png --tokens " + ids +
-                              " --out " + out_file + " --kv-type f32 -t 2 2>&1",
-                          &out),
-        0)
-        << out;
-    const auto c = test::compare_logits(test::read_f32_file(out_file), ref, kVocab);
+    const auto c = test::cli_image_logits(dir, tower, kVocab);
     EXPECT_LE(c.rel, 1e-4) << tower << ": " << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << tower << ": " << c.summary();
   }

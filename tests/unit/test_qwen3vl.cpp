@@ -7,16 +7,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 
 #include "backend/backend.h"
 #include "core/error.h"
 #include "fixture_models.h"
 #include "model/model_spec.h"
+#include "qwen3vl_image_prompt.h"
 #include "runtime/engine.h"
 #include "runtime/rope_freqs.h"
 #include "runtime/session.h"
@@ -76,36 +75,6 @@ TEST(Qwen3VlRope, EqualStreamsAreOrdinaryRope) {
     }
 }
 
-// The fixture's image prompt and the tower's stored outputs.
-struct ImagePrompt {
-  std::vector<int32_t> ids;
-  std::vector<int32_t> positions;  // [n][3]
-  EncodedImage image;
-  int32_t image_token = 0;
-  int64_t vision_end_row = 0;
-};
-
-ImagePrompt load_image_prompt() {
-  std::ifstream in(test::fixture_file(kFixture, "meta.json"));
-  const auto meta = nlohmann::json::parse(in);
-  const auto& im = meta["image"];
-  ImagePrompt p;
-  p.ids = im["prompt_ids"].get<std::vector<int32_t>>();
-  const auto thw = im["position_ids_thw"].get<std::vector<std::vector<int32_t>>>();
-  for (size_t i = 0; i < p.ids.size(); ++i)
-    for (int s = 0; s < 3; ++s) p.positions.push_back(thw[static_cast<size_t>(s)][i]);
-  p.image_token = meta["config"]["image_token_id"].get<int32_t>();
-  const int32_t vision_end = meta["config"]["vision_end_token_id"].get<int32_t>();
-  for (size_t i = 0; i < p.ids.size(); ++i)
-    if (p.ids[i] == vision_end) p.vision_end_row = static_cast<int64_t>(i);
-  const auto grid = im["image_grid_thw"][0].get<std::vector<int64_t>>();
-  p.image.grid_h = grid[1] / 2;
-  p.image.grid_w = grid[2] / 2;
-  p.image.embeds = test::read_f32_file(test::fixture_file(kFixture, "image_embeds.f32"));
-  p.image.deepstack = test::read_f32_file(test::fixture_file(kFixture, "image_deepstack.f32"));
-  return p;
-}
-
 class Qwen3VlImage : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
@@ -115,7 +84,7 @@ class Qwen3VlImage : public ::testing::TestWithParam<std::string> {
     TS_REQUIRE_SHARED(path_);
     if (GetParam() == "hf") path_ = path_.substr(0, path_.rfind('/'));
     ref_ = test::read_f32_file(test::fixture_file(kFixture, "ref_logits_image.f32"));
-    prompt_ = load_image_prompt();
+    prompt_ = test::load_qwen3vl_image_prompt();
   }
   std::unique_ptr<Engine> open(int64_t batch) {
     EngineOptions o;
@@ -128,7 +97,7 @@ class Qwen3VlImage : public ::testing::TestWithParam<std::string> {
   }
   std::string path_;
   std::vector<float> ref_;
-  ImagePrompt prompt_;
+  test::Qwen3VlImagePrompt prompt_;
 };
 
 TEST_P(Qwen3VlImage, RopeIndexMatchesTransformers) {

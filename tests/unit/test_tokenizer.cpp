@@ -495,7 +495,10 @@ TEST(HfTokenizerJson, UnsupportedOrBrokenFilesAreRefusedByName) {
   EXPECT_NE(error_of(j).find("token id 256"), std::string::npos);
   j = small_tokenizer_json();
   j["model"]["type"] = "WordPiece";
-  EXPECT_NE(error_of(j).find("WordPiece"), std::string::npos);
+  EXPECT_NE(error_of(j).find("unk_token names token '[UNK]'"), std::string::npos);
+  j["model"]["unk_token"] = "ab";  // a WordPiece vocabulary reads only BERT's normaliser
+  EXPECT_NE(error_of(j).find("normalizer 'none' is not supported with WordPiece"),
+            std::string::npos);
   j = small_tokenizer_json();
   j["normalizer"] = {{"type", "Lowercase"}};
   EXPECT_NE(error_of(j).find("normalizer 'Lowercase'"), std::string::npos);

@@ -18,11 +18,11 @@ DIR/ref.json         {"inputs", "ids", "embeddings", "mean", "cls"}: sentence-tr
 import argparse
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import torch
+
+from st_fixture import convert, write_st_modules
 
 INPUTS = [
     "The quick brown fox jumps over the lazy dog.",
@@ -91,29 +91,6 @@ def make_model(out_dir, vocab, eot):
         json.dump(c, f, indent=1, sort_keys=True)
 
 
-def write_st_modules(out_dir):
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-    ]
-    with open(os.path.join(out_dir, "modules.json"), "w") as f:
-        json.dump(modules, f, indent=1)
-    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
-    os.makedirs(os.path.join(out_dir, "2_Normalize"), exist_ok=True)
-    pooling = {"word_embedding_dimension": 64, "pooling_mode_cls_token": False,
-               "pooling_mode_mean_tokens": False, "pooling_mode_max_tokens": False,
-               "pooling_mode_mean_sqrt_len_tokens": False, "pooling_mode_weightedmean_tokens": False,
-               "pooling_mode_lasttoken": True, "include_prompt": True}
-    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
-        json.dump(pooling, f, indent=1)
-    with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
-        json.dump({"max_seq_length": 512, "do_lower_case": False}, f, indent=1)
-    with open(os.path.join(out_dir, "config_sentence_transformers.json"), "w") as f:
-        json.dump({"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, f,
-                  indent=1)
-
-
 def references(hf_dir):
     from sentence_transformers import SentenceTransformer
     from transformers import AutoModel, AutoTokenizer
@@ -138,20 +115,6 @@ def references(hf_dir):
             "mean": mean, "cls": cls, "check": {"transformers_min_cosine": worst}}
 
 
-def convert(converter, hf_dir, out):
-    # The converter names a BPE pre-tokenizer by the hash of its output on a test text; this one
-    # is Qwen2's split over a tiny vocabulary, whose hash it cannot know: it is named here.
-    code = ("import os, runpy, sys\n"
-            "conv = sys.argv[1]\n"
-            "sys.path[:0] = [conv, os.path.join(conv, 'gguf-py')]\n"
-            "from conversion.base import TextModel\n"
-            "TextModel.get_vocab_base_pre = lambda self, tokenizer: 'qwen2'\n"
-            "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[2:]\n"
-            "runpy.run_path(os.path.join(conv, 'convert_hf_to_gguf.py'), run_name='__main__')\n")
-    subprocess.run([sys.executable, "-c", code, converter, hf_dir, "--outtype", "f32", "--outfile",
-                    out], check=True)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", required=True)
@@ -162,10 +125,10 @@ def main():
     os.makedirs(hf, exist_ok=True)
     vocab, eot = train_tokenizer(a.corpus, hf)
     make_model(hf, vocab, eot)
-    write_st_modules(hf)
+    write_st_modules(hf, 64, "lasttoken", 512)
     with open(os.path.join(a.out, "ref.json"), "w") as f:
         json.dump(references(hf), f)
-    convert(a.converter, hf, os.path.join(a.out, "model-f32.gguf"))
+    convert(a.converter, hf, os.path.join(a.out, "model-f32.gguf"), "qwen2")
 
 
 if __name__ == "__main__":

@@ -24,8 +24,6 @@ convert_hf_to_gguf.py and its gguf-py). Run: LLAMA_CPP_DIR=... python3 tools/ref
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import torch
@@ -34,6 +32,8 @@ from safetensors.torch import load_file, save_file
 from transformers import (Gemma3Config, Gemma3ForCausalLM, Gemma3ForConditionalGeneration,
                           Gemma3TextConfig, SiglipVisionConfig)
 from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+from vision_fixture import convert_mmproj, image
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 OUT = os.path.join(REPO, "tests", "fixtures", "models", "gemma3_vision")
@@ -90,15 +90,6 @@ def f32(name, t):
     a = np.ascontiguousarray(t.detach().float().numpy(), dtype=np.float32)
     a.tofile(os.path.join(OUT, name))
     return list(a.shape)
-
-
-def image(h, w, seed):
-    """A smooth photo-like field with noise (so the resampling has something to round)."""
-    rng = np.random.default_rng(seed)
-    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
-    img = np.stack([127 + 100 * np.sin(x / 5.0) * np.cos(y / 7.0), 255 * x / (w - 1),
-                    255 * y / (h - 1)], -1) + rng.normal(0, 12, (h, w, 3))
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
 
 
 # The text-only prompt, and the same decoder as the text-only class.
@@ -162,11 +153,5 @@ for name in sorted(os.listdir(IMAGES)):
         codes.astype(np.uint8).tofile(os.path.join(OUT, "preprocess", f"{name}.{size}.u8"))
 meta["preprocess"] = {"processor": "Gemma3ImageProcessorPil (bilinear)", "sizes": [32]}
 
-llama = os.environ.get("LLAMA_CPP_DIR")
-if not llama:
-    sys.exit("LLAMA_CPP_DIR: llama.cpp's source folder (convert_hf_to_gguf.py)")
-env = dict(os.environ, PYTHONPATH=os.path.join(llama, "gguf-py"))
-subprocess.run([sys.executable, os.path.join(llama, "convert_hf_to_gguf.py"), hf, "--mmproj",
-                "--outtype", "f32", "--outfile", os.path.join(OUT, "mmproj-f32.gguf")],
-               check=True, env=env)
+convert_mmproj(hf, os.path.join(OUT, "mmproj-f32.gguf"))
 json.dump(meta, open(os.path.join(OUT, "meta.json"), "w"), indent=1)

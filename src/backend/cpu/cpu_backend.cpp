@@ -251,6 +251,8 @@ class CpuBackend final : public Backend {
       float* o = out + r * n + i;
       if (act == Glu::SiLU && wide) {
         cpu::swiglu_avx512(g, u, len, o);
+      } else if (act == Glu::GeluTanh && wide) {
+        cpu::geglu_avx512(g, u, len, o);
       } else if (act == Glu::SiLU) {
         for (int64_t j = 0; j < len; ++j) o[j] = g[j] / (1.0f + std::exp(-g[j])) * u[j];
       } else if (act == Glu::Sigmoid) {

@@ -2,10 +2,12 @@
 // cache type. Decode (one row per sequence) is attention_decode.cu.
 //
 // f16 and bf16 caches of the common head sizes go to the tensor-core kernel of attention_mma.cu.
-// Everything else (f32 caches, whose results must stay exact; q8_0; other head sizes) takes the f32
-// kernel here: one block per (32 query rows, head) walks the keys in tiles of 32 staged in shared
-// memory as f32: scores with one key per lane, online softmax per row, and the output accumulated
-// with one head dimension per lane.
+// Heads wider than kMaxTiledHeadDim (MLA's latent rows, Gemma 4's global heads), whose tiles
+// would not fit a block's shared memory, take the decode kernel a row at a time
+// (launch_attention_rows). Everything else (f32 caches, whose results must stay exact; q8_0;
+// other head sizes) takes the f32 kernel here: one block per (32 query rows, head) walks the keys
+// in tiles of 32 staged in shared memory as f32: scores with one key per lane, online softmax per
+// row, and the output accumulated with one head dimension per lane.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -25,6 +27,7 @@ constexpr int kTileQ = 32;  // query rows per block: 8 warps x 4 rows
 constexpr int kTileK = 32;  // keys per tile: one per lane
 constexpr int kRowsPerWarp = 4;
 constexpr int kPrefillThreads = 256;
+constexpr int64_t kMaxTiledHeadDim = 256;  // 8 head dimensions per lane
 
 // Shared memory: Q [32][D], K [32][D + 1] (the pad puts lane j's key on its own bank), V [32][D].
 size_t prefill_smem_bytes(int D) {
@@ -55,7 +58,7 @@ __global__ void __launch_bounds__(kPrefillThreads) attn_prefill_kernel(AttnParam
   // The block's key range: the union of its rows' ranges.
   if (warp == 0) {
     int64_t lo = INT64_MAX, hi = 0;
-    if (m0 + lane < p.M) key_range(p.pos[m0 + lane], p.window, lo, hi);
+    if (m0 + lane < p.M) key_range(p, m0 + lane, lo, hi);
     for (int off = 16; off > 0; off >>= 1) {
       lo = min(lo,
                static_cast<int64_t>(__shfl_xor_sync(0xffffffffu, static_cast<long long>(lo), off)));
@@ -71,7 +74,7 @@ __global__ void __launch_bounds__(kPrefillThreads) attn_prefill_kernel(AttnParam
   for (int i = 0; i < kRowsPerWarp; ++i) {
     const int64_t m = m0 + warp * kRowsPerWarp + i;
     row_lo[i] = 0, row_hi[i] = 0;
-    if (m < p.M) key_range(p.pos[m], p.window, row_lo[i], row_hi[i]);
+    if (m < p.M) key_range(p, m, row_lo[i], row_hi[i]);
     m_run[i] = -FLT_MAX, l_run[i] = 0.0f;
 #pragma unroll
     for (int e = 0; e < E; ++e) acc[i][e] = 0.0f;
@@ -152,6 +155,7 @@ __global__ void __launch_bounds__(kPrefillThreads) attn_prefill_kernel(AttnParam
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream) {
   if (launch_attention_prefill_mma(q, kv, M, pos, a, out, stream)) return;
+  if (a.head_dim > kMaxTiledHeadDim) return launch_attention_rows(q, kv, M, pos, a, out, stream);
   const AttnParams p = make_attn_params(q, kv, M, pos, a);
   const dim3 grid(static_cast<unsigned>((M + kTileQ - 1) / kTileQ),
                   static_cast<unsigned>(a.n_head));

@@ -26,7 +26,8 @@ struct AttnParams {
   float scale;
   float softcap;
   int64_t window;
-  const float* sinks;  // [n_head] or null (AttentionArgs::sinks)
+  const float* sinks;      // [n_head] or null (AttentionArgs::sinks)
+  const int32_t* key_end;  // [M] or null (AttentionArgs::key_end, device memory)
 };
 
 // Element e of one cache row.
@@ -51,10 +52,13 @@ __device__ __forceinline__ float with_sink(float l, float m, const float* sinks,
   return sinks != nullptr ? l + expf(sinks[h] - m) : l;
 }
 
-// Keys [lo, hi) that query position p may see.
-__device__ __forceinline__ void key_range(int32_t p, int64_t window, int64_t& lo, int64_t& hi) {
-  hi = static_cast<int64_t>(p) + 1;
-  lo = window > 0 ? max(int64_t{0}, hi - window) : 0;
+// Keys [lo, hi) that query row m may see: up to its own position, or up to its key_end where that
+// is later (the rest of its image); the window counts back from its own position either way.
+__device__ __forceinline__ void key_range(const AttnParams& p, int64_t m, int64_t& lo,
+                                          int64_t& hi) {
+  const int64_t own = static_cast<int64_t>(p.pos[m]) + 1;
+  hi = p.key_end != nullptr ? max(own, static_cast<int64_t>(p.key_end[m])) : own;
+  lo = p.window > 0 ? max(int64_t{0}, own - p.window) : 0;
 }
 
 // Calls f.template operator()<T, E>() for the cache type and the per-lane head-dimension count.
@@ -72,6 +76,7 @@ void dispatch_kv(DType t, int head_dim, F&& f) {
   });
 }
 
+// pos, a.sinks and a.key_end in device memory (the launchers' convention, kernels.h).
 inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                                    const AttentionArgs& a) {
   return AttnParams{q,
@@ -86,7 +91,8 @@ inline AttnParams make_attn_params(const float* q, const KvView& kv, int64_t M, 
                     a.scale,
                     a.softcap,
                     a.window,
-                    a.sinks};
+                    a.sinks,
+                    a.key_end};
 }
 
 }  // namespace ts::cuda

@@ -14,12 +14,16 @@
 //   per-lane partial until the end;
 // * output, E consecutive head dimensions per lane: the warp reads each V row in one coalesced
 //   load and adds it, weighted, to each head's accumulator; the weights come from shared memory.
+//   Heads wider than 256 (MLA's 576-wide latent rows, Gemma 4's global heads) take C runs of 256
+//   such dimensions (lane l: c * 256 + 8 l ..), and at most the query heads whose accumulators fit
+//   the block's shared memory.
 // The warps' states merge in shared memory. A range that is the row's only one writes the output;
 // otherwise it writes a partial (max, denominator, output) per head, and the last block of the
 // group to finish merges the ranges.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <string>
 
@@ -115,6 +119,19 @@ struct CacheRun<DType::Q8_0, N> {
   }
 };
 
+// Head dimensions a warp's lanes cover for heads of D: 32 E (dispatch_kv's E) up to 256, else
+// runs of 256 (E = 8, C runs).
+constexpr int lane_span(int D) {
+  return D <= 32 ? 32 : D <= 64 ? 64 : D <= 128 ? 128 : (D + 255) / 256 * 256;
+}
+
+// The static shared memory of a block of GB query heads whose lanes cover W dimensions:
+// DecodeShared and combine_splits' weights.
+constexpr size_t decode_shared_bytes(int GB, int W) {
+  return sizeof(float) * GB * (W + kWarps * kTile + 2 * kWarps + kWarps * W + kMaxDecodeSplits + 1);
+}
+constexpr size_t kStaticSharedBytes = 48 * 1024;
+
 // Byte offset of kv head `kv_head`'s slice in a cache row.
 template <DType T>
 __device__ __forceinline__ size_t head_offset(int kv_head, int D) {
@@ -143,7 +160,7 @@ __device__ __forceinline__ void write_output(float* head_out, ActsView acts, int
 // outputs (GB x 32 E / threads of them) are summed side by side, so that the loads of all of them
 // are in flight together: one after the other, each output's ranges cost their own L2 round trips
 // at the end of the kernel.
-template <int GB, int E>
+template <int GB, int W>
 __device__ void combine_splits(const float* partials, int64_t h0, int splits, int ranges, int D,
                                const float* sinks, int sink_h0, float* head_out, ActsView acts) {
   __shared__ float weight[GB][kMaxDecodeSplits];
@@ -166,7 +183,7 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
     if (lane == 0) inv_den[h] = 1.0f / with_sink(den, mx, sinks, sink_h0 + h);
   }
   __syncthreads();
-  constexpr int kOutputs = (GB * 32 * E + kWarps * 32 - 1) / (kWarps * 32);
+  constexpr int kOutputs = (GB * W + kWarps * 32 - 1) / (kWarps * 32);
   int h[kOutputs], d[kOutputs];
   float o[kOutputs];
 #pragma unroll
@@ -185,25 +202,28 @@ __device__ void combine_splits(const float* partials, int64_t h0, int splits, in
                  threadIdx.x + u * kWarps * 32 < GB * D);
 }
 
-// A block's shared memory for GB query heads.
-template <int GB, int E>
+// A block's shared memory for GB query heads whose lanes cover W head dimensions.
+template <int GB, int W>
 struct DecodeShared {
-  float q[GB][32 * E];
+  float q[GB][W];
   float w[kWarps][GB][kTile];
   float warp_m[kWarps][GB], warp_l[kWarps][GB];
-  float warp_acc[kWarps][GB][32 * E];
+  float warp_acc[kWarps][GB][W];
 };
+static_assert(sizeof(DecodeShared<4, 768>) + sizeof(float) * 4 * (kMaxDecodeSplits + 1) ==
+              decode_shared_bytes(4, 768));
 
 // Keys j0 .. j1 - 1 (range s of `ranges`) for query heads h0 .. h0 + GB - 1 of the launch's row
 // whose first head is row_heads: the output rows, or the range's partials and, in the last of the
 // ranges' blocks to finish, their merge.
-template <DType T, int E, int GB>
-__device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64_t row_heads,
-                             int h0, int s, int splits, int ranges, int64_t j0, int64_t j1,
-                             int* done, float* partials, float* head_out, ActsView acts) {
-  constexpr int kChunks = 4 * E;  // 8-element chunks of a K slice
+template <DType T, int E, int C, int GB>
+__device__ void attend_range(const AttnParams& p, DecodeShared<GB, 32 * E * C>& sh,
+                             int64_t row_heads, int h0, int s, int splits, int ranges, int64_t j0,
+                             int64_t j1, int* done, float* partials, float* head_out,
+                             ActsView acts) {
+  constexpr int kChunks = 4 * E * C;  // 8-element chunks of a K slice
   constexpr int kChunkBatch = min_of(kChunks, kLoadWords / CacheRun<T, 8>::kWords);
-  constexpr int kValueBatch = min_of(kTile, kLoadWords / CacheRun<T, E>::kWords);
+  constexpr int kValueBatch = min_of(kTile, kLoadWords / (C * CacheRun<T, E>::kWords));
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int D = p.head_dim;
   const size_t head_bytes = head_offset<T>(h0 / p.group, D);
@@ -213,14 +233,20 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
   const float* q = p.q + (row_heads + h0) * D;
   for (int i = threadIdx.x; i < GB * D; i += blockDim.x) sh.q[i / D][i % D] = q[i];
   __syncthreads();
-  float m[GB], l[GB], acc[GB][E];
+  float m[GB], l[GB], acc[GB][C][E];
 #pragma unroll
   for (int h = 0; h < GB; ++h) {
     m[h] = -FLT_MAX, l[h] = 0.0f;
 #pragma unroll
-    for (int e = 0; e < E; ++e) acc[h][e] = 0.0f;
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) acc[h][c][e] = 0.0f;
   }
-  const bool has_dims = lane * E < D;  // D % 8 == 0, so a lane's E dimensions are all in or out
+  // The lane's first dimension of each run; D % 8 == 0, so a run's E dimensions are all in or out.
+  int dim[C];
+  bool has_dims[C];
+#pragma unroll
+  for (int c = 0; c < C; ++c) dim[c] = (c * 32 + lane) * E, has_dims[c] = dim[c] < D;
   for (int64_t t0 = j0 + static_cast<int64_t>(warp) * kTile; t0 < j1;
        t0 += static_cast<int64_t>(kWarps) * kTile) {
     const int n = static_cast<int>(min(static_cast<int64_t>(kTile), j1 - t0));
@@ -255,7 +281,9 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
       const float corr = expf(m[h] - m_new);
       l[h] = l[h] * corr + w;
 #pragma unroll
-      for (int e = 0; e < E; ++e) acc[h][e] *= corr;
+      for (int c = 0; c < C; ++c)
+#pragma unroll
+        for (int e = 0; e < E; ++e) acc[h][c][e] *= corr;
       m[h] = m_new;
       sh.w[warp][h][lane] = w;
     }
@@ -263,11 +291,13 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
 
     const uint8_t* v_rows = v_head + static_cast<size_t>(t0) * p.row_bytes;
     for (int i0 = 0; i0 < n; i0 += kValueBatch) {
-      CacheRun<T, E> vr[kValueBatch];
+      CacheRun<T, E> vr[kValueBatch][C];
 #pragma unroll
       for (int u = 0; u < kValueBatch; ++u)
-        if (has_dims && i0 + u < n)
-          vr[u].load(v_rows + static_cast<size_t>(i0 + u) * p.row_bytes, lane * E);
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+          if (has_dims[c] && i0 + u < n)
+            vr[u][c].load(v_rows + static_cast<size_t>(i0 + u) * p.row_bytes, dim[c]);
 #pragma unroll
       for (int u = 0; u < kValueBatch; ++u) {
         if (i0 + u >= n) break;
@@ -275,7 +305,9 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
         for (int h = 0; h < GB; ++h) {
           const float w = sh.w[warp][h][i0 + u];
 #pragma unroll
-          for (int e = 0; e < E; ++e) acc[h][e] += w * vr[u].get(e);
+          for (int c = 0; c < C; ++c)
+#pragma unroll
+            for (int e = 0; e < E; ++e) acc[h][c][e] += w * vr[u][c].get(e);
         }
       }
     }
@@ -288,7 +320,9 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
     const float lw = warp_sum(l[h]);
     if (lane == 0) sh.warp_m[warp][h] = m[h], sh.warp_l[warp][h] = lw;
 #pragma unroll
-    for (int e = 0; e < E; ++e) sh.warp_acc[warp][h][lane * E + e] = acc[h][e];
+    for (int c = 0; c < C; ++c)
+#pragma unroll
+      for (int e = 0; e < E; ++e) sh.warp_acc[warp][h][dim[c] + e] = acc[h][c][e];
   }
   __syncthreads();
   for (int i = threadIdx.x; i < GB * D; i += blockDim.x) {
@@ -327,7 +361,8 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
   __syncthreads();
   if (!last) return;
   __threadfence();
-  combine_splits<GB, E>(partials, row_heads + h0, splits, ranges, D, p.sinks, h0, head_out, acts);
+  combine_splits<GB, 32 * E * C>(partials, row_heads + h0, splits, ranges, D, p.sinks, h0, head_out,
+                                 acts);
 }
 
 // The rows' keys in blocks of one query head (narrow) below narrow_keys keys, else of the GB heads
@@ -337,20 +372,20 @@ __device__ void attend_range(const AttnParams& p, DecodeShared<GB, E>& sh, int64
 // choices"). Both give the same bits: a head's keys are walked in the same tiles, warps and order
 // either way. The grid has a block per head and range: in wide rows the blocks of a group's other
 // heads leave at once.
-template <DType T, int E, int GB>
+template <DType T, int E, int C, int GB>
 __global__ void __launch_bounds__(kWarps * 32)
     attn_decode_kernel(AttnParams p, const KvView* each, int splits, int64_t narrow_keys, int* done,
                        float* partials, float* head_out, ActsView acts) {
   __shared__ union {
-    DecodeShared<GB, E> wide;
-    DecodeShared<1, E> narrow;
+    DecodeShared<GB, 32 * E * C> wide;
+    DecodeShared<1, 32 * E * C> narrow;
   } sh;
   // Which blocks work depends on the positions only, which (like `each`) the host's argument copies
   // wrote before any kernel of the step: the others leave before the wait for the kernel ahead, so
   // that they do not hold a multiprocessor's block slots until it ends.
   const int head = blockIdx.x, s = blockIdx.y, r = blockIdx.z;
   int64_t lo, hi;
-  key_range(p.pos[r], p.window, lo, hi);
+  key_range(p, r, lo, hi);
   const bool narrow = GB > 1 && hi - lo < narrow_keys;
   if (!narrow && head % GB != 0) return;
   // The ranges this row's keys take: one per kRangeKeys keys, at most `splits` (the grid, fixed so
@@ -368,30 +403,40 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t row_heads = static_cast<int64_t>(r) * p.n_head;
   pdl_enter();
   if (narrow)
-    attend_range<T, E, 1>(p, sh.narrow, row_heads, head, s, splits, ranges, j0, j1, done, partials,
-                          head_out, acts);
+    attend_range<T, E, C, 1>(p, sh.narrow, row_heads, head, s, splits, ranges, j0, j1, done,
+                             partials, head_out, acts);
   else
-    attend_range<T, E, GB>(p, sh.wide, row_heads, head, s, splits, ranges, j0, j1, done, partials,
-                           head_out, acts);
+    attend_range<T, E, C, GB>(p, sh.wide, row_heads, head, s, splits, ranges, j0, j1, done,
+                              partials, head_out, acts);
 }
 
-// Calls f.template operator()<T, E, GB>() for the cache type, the head dimensions per lane and the
-// query heads per block.
+// Calls f.template operator()<T, E, C, GB>() for the cache type, the lanes' runs of head
+// dimensions (E each, C of them) and the query heads per block. A GB whose block would not fit
+// its shared memory (decode_heads_per_block never asks for one) takes the next smaller: the same
+// bits.
 template <class F>
 void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
-  dispatch_kv(t, head_dim, [&]<DType T, int E>() {
+  const auto heads = [&]<DType T, int E, int C>() {
+    constexpr int W = 32 * E * C;
     switch (heads_per_block) {
       case 4:
-        f.template operator()<T, E, 4>();
-        break;
+        if constexpr (decode_shared_bytes(4, W) <= kStaticSharedBytes)
+          return f.template operator()<T, E, C, 4>();
+        [[fallthrough]];
       case 2:
-        f.template operator()<T, E, 2>();
-        break;
+        if constexpr (decode_shared_bytes(2, W) <= kStaticSharedBytes)
+          return f.template operator()<T, E, C, 2>();
+        [[fallthrough]];
       default:
-        f.template operator()<T, E, 1>();
-        break;
+        return f.template operator()<T, E, C, 1>();
     }
-  });
+  };
+  if (head_dim <= 256)
+    dispatch_kv(t, head_dim, [&]<DType T, int E>() { heads.template operator()<T, E, 1>(); });
+  else if (head_dim <= 512)
+    dispatch_kv_type(t, [&]<DType T>() { heads.template operator()<T, 8, 2>(); });
+  else
+    dispatch_kv_type(t, [&]<DType T>() { heads.template operator()<T, 8, 3>(); });
 }
 
 }  // namespace
@@ -399,12 +444,13 @@ void dispatch_decode(DType t, int head_dim, int heads_per_block, F&& f) {
 // At most 4: with 8 (Qwen3-30B-A3B's group) a short context ran on 4 blocks in all, one warp doing
 // the 8 heads' work in a row, and that model's short-context decode measured slower than the
 // kernel before this one; at 4 it is level there, and faster at long contexts (docs/PERFORMANCE.md,
-// "Measured choices").
-int decode_heads_per_block(int64_t n_head, int64_t n_head_kv) {
+// "Measured choices"). Wide heads take fewer where 4 heads' accumulators do not fit a block.
+int decode_heads_per_block(int64_t n_head, int64_t n_head_kv, int64_t head_dim) {
   if (n_head_kv <= 0 || n_head % n_head_kv != 0) return 1;  // refused by the op's own checks
   const int64_t group = n_head / n_head_kv;
+  const int w = lane_span(static_cast<int>(std::min<int64_t>(head_dim, kMaxAttentionHeadDim)));
   for (int gb : {4, 2})
-    if (group % gb == 0) return gb;
+    if (group % gb == 0 && decode_shared_bytes(gb, w) <= kStaticSharedBytes) return gb;
   return 1;
 }
 
@@ -417,7 +463,7 @@ bool launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
                              int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream,
                              void* acts) {
   const AttnParams p = make_attn_params(q, kv, 1, pos, a);
-  const int gb = decode_heads_per_block(a.n_head, a.n_head_kv);
+  const int gb = decode_heads_per_block(a.n_head, a.n_head_kv, a.head_dim);
   if (splits > kMaxDecodeSplits || a.n_head * M > kMaxDecodeHeads)
     fail(ErrorKind::Unsupported, "attention (decode): " + std::to_string(splits) + " splits of " +
                                      std::to_string(a.n_head * M) + " heads exceed the kernel's " +
@@ -431,11 +477,23 @@ bool launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
   const ActsView q8 = acts != nullptr && a.head_dim % 32 == 0
                           ? acts_view(acts, M * a.n_head * a.head_dim)
                           : ActsView{};
-  dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int GB>() {
-    launch("attention (decode)", attn_decode_kernel<T, E, GB>, grid, kWarps * 32, 0, stream, p,
+  dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int C, int GB>() {
+    launch("attention (decode)", attn_decode_kernel<T, E, C, GB>, grid, kWarps * 32, 0, stream, p,
            each, splits, narrow_keys, done, partials, out, q8);
   });
   return q8.q != nullptr;
+}
+
+// Each row's keys as one range, every block a row's whole range: no partials, no scratch.
+void launch_attention_rows(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                           const AttentionArgs& a, float* out, cudaStream_t stream) {
+  const AttnParams p = make_attn_params(q, kv, M, pos, a);
+  const int gb = decode_heads_per_block(a.n_head, a.n_head_kv, a.head_dim);
+  const dim3 grid(static_cast<unsigned>(a.n_head), 1, static_cast<unsigned>(M));
+  dispatch_decode(kv.dtype, p.head_dim, gb, [&]<DType T, int E, int C, int GB>() {
+    launch("attention (rows)", attn_decode_kernel<T, E, C, GB>, grid, kWarps * 32, 0, stream, p,
+           nullptr, 1, int64_t{0}, nullptr, nullptr, out, ActsView{});
+  });
 }
 
 }  // namespace ts::cuda

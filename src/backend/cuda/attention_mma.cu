@@ -68,7 +68,8 @@ struct MmaParams {
   float scale;
   float softcap;
   int64_t window;
-  const float* sinks;  // [n_head] or null
+  const float* sinks;      // [n_head] or null
+  const int32_t* key_end;  // [M] or null (AttentionArgs::key_end)
 };
 
 template <DType T>
@@ -110,13 +111,15 @@ __global__ void __launch_bounds__(kThreads) attn_prefill_mma_kernel(MmaParams p,
     const int pl = r / p.heads_per_block;
     return pl < p.positions && m0 + pl < p.M ? m0 + pl : -1;
   };
-  // Keys [lo, hi) that row r sees; empty (INT_MAX, 0) for a row without a query.
+  // Keys [lo, hi) that row r sees (as key_range, attention_common.cuh); empty (INT_MAX, 0) for a
+  // row without a query.
   auto row_keys = [&](int r, int& lo, int& hi) {
     const int m = row_m(r);
     lo = INT_MAX, hi = 0;
     if (m < 0) return;
-    hi = p.pos[m] + 1;
-    lo = p.window > 0 && p.window < hi ? hi - static_cast<int>(p.window) : 0;
+    const int own = p.pos[m] + 1;
+    hi = p.key_end != nullptr ? max(own, p.key_end[m]) : own;
+    lo = p.window > 0 && p.window < own ? own - static_cast<int>(p.window) : 0;
   };
 
   if (threadIdx.x == 0) block_lo = INT_MAX, block_hi = 0;
@@ -337,7 +340,8 @@ bool launch_attention_prefill_mma(const float* q, const KvView& kv, int64_t M, c
                     a.scale,
                     a.softcap,
                     a.window,
-                    a.sinks};
+                    a.sinks,
+                    a.key_end};
   const dim3 grid(static_cast<unsigned>((M + p.positions - 1) / p.positions),
                   static_cast<unsigned>(a.n_head_kv * (group / hb)));
   const int D = static_cast<int>(a.head_dim);

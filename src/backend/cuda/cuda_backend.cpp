@@ -34,8 +34,6 @@ namespace {
 // Every allocation carries this many zeroed bytes past its end: the GEMV kernels round a row's
 // last 16-byte load up, and may read up to 15 bytes beyond the last row of a matrix.
 constexpr size_t kTailSlack = 16;
-// Head dimensions up to this size have attention kernels (8 values per lane).
-constexpr int64_t kMaxHeadDim = 256;
 // Grid dimension y of the row kernels (embed rows, dequantised rows per chunk).
 constexpr int64_t kMaxGridY = 65535;
 // matmul_heads' gathered inputs and outputs at most, but for a single row's: it takes a
@@ -44,12 +42,13 @@ constexpr int64_t kHeadsScratchBytes = int64_t{16} << 20;
 // Events of the async copies, reused round robin: a ticket stays exact for this many later copies,
 // and an older one waits for a later copy of the same in-order stream, never for less.
 constexpr uint64_t kCopyEvents = 256;
-// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope and the KV store,
-// or both in one: two at most; attention) and for the embedding and the head together.
-constexpr int64_t kStepPutsPerLayer = 4;
+// Argument uploads (ArgStage::put) of a one-token step at most, per layer (rope of q and of k, each
+// its positions and, with M-RoPE, its pair streams: four; the KV store; attention) and for the
+// embedding and the head together.
+constexpr int64_t kStepPutsPerLayer = 6;
 // The same for a decode step of several sequences: the KV store and the attention upload the
 // sequences' cache views as well as the positions.
-constexpr int64_t kBatchedStepPutsPerLayer = 6;
+constexpr int64_t kBatchedStepPutsPerLayer = 8;
 // Recorded steps kept at once: one per decoding sequence over resident weights, one per MoE layer
 // and sequence when the experts stream (a step is then recorded in pieces between the reads of
 // the routing, see Forward::run); the least recently replayed goes first.
@@ -119,6 +118,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+  void* native_stream() override { return stream_; }
 
   void* alloc(size_t bytes) override {
     const size_t total = checked_add(bytes, kTailSlack, "CUDA allocation");
@@ -575,8 +575,17 @@ class CudaBackend final : public Backend {
 
   void rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r) override {
     check_rope(r);
-    const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
-    cuda::launch_rope(x, M, n_heads, d_pos, r, stream_);
+    // M-RoPE: three positions a row and each pair's stream, both uploaded as arguments (a recorded
+    // step re-reads the positions; the streams are the engine's, the same every step).
+    const bool mrope = r.pair_stream != nullptr;
+    const auto* d_pos =
+        static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M * (mrope ? 3 : 1)));
+    const uint8_t* d_streams = nullptr;
+    if (mrope) {
+      const auto pairs = static_cast<size_t>(r.rotary_dim / 2);
+      d_streams = static_cast<const uint8_t*>(args_->put(r.pair_stream, pairs));
+    }
+    cuda::launch_rope(x, M, n_heads, d_pos, d_streams, r, stream_);
   }
 
   void rope_kv_store(float* qkv, const float* q_w, const float* k_w, int64_t n_q, int64_t n_k,
@@ -626,15 +635,22 @@ class CudaBackend final : public Backend {
     check_positions(kv, pos, M, "attention");
     check_rows(M, "attention");
     const auto* d_pos = static_cast<const int32_t*>(args_->put(pos, sizeof(int32_t) * M));
+    AttentionArgs d = a;  // the kernels read key_end in device memory
+    if (a.key_end != nullptr) {
+      check_key_end(kv, a.key_end, M);
+      d.key_end = static_cast<const int32_t*>(args_->put(a.key_end, sizeof(int32_t) * M));
+    }
     if (M > 1) {
-      cuda::launch_attention_prefill(q, kv, M, d_pos, a, out, stream_);
+      cuda::launch_attention_prefill(q, kv, M, d_pos, d, out, stream_);
       return;
     }
-    attention_decode(q, kv, nullptr, 1, d_pos, a, out);
+    attention_decode(q, kv, nullptr, 1, d_pos, d, out);
   }
 
   void attention_each(const float* q, const KvView* kv, int64_t M, const int32_t* pos,
                       const AttentionArgs& a, float* out) override {
+    if (a.key_end != nullptr)
+      fail(ErrorKind::Unsupported, "attention_each: key_end (a decode step's rows are causal)");
     if (!same_layout(kv, M) || a.n_head * M > cuda::kMaxDecodeHeads)
       return Backend::attention_each(q, kv, M, pos, a, out);
     check_attention(kv[0], a);
@@ -959,18 +975,22 @@ class CudaBackend final : public Backend {
                                        str(a.n_head_kv) + " kv heads of " + str(a.head_dim) +
                                        " do not fit a cache row of " + str(kv.width));
     check_head_dim(a.head_dim);
-    if (a.key_end != nullptr)
-      fail(ErrorKind::Unsupported,
-           "attention: rows that attend to later rows (Gemma 3's images) are not yet verified on "
-           "a GPU (--backend cpu runs them)");
+  }
+
+  static void check_key_end(const KvView& kv, const int32_t* key_end, int64_t M) {
+    for (int64_t m = 0; m < M; ++m)
+      if (key_end[m] > kv.capacity)
+        fail(ErrorKind::Input, "attention: key_end " + str(key_end[m]) +
+                                   " is past the KV cache of " + str(kv.capacity));
   }
 
   // The head sizes the attention kernels take; checked at open too (scratch_bytes), so that a
   // model the kernels cannot run is refused before anything is allocated.
   static void check_head_dim(int64_t head_dim) {
-    if (head_dim > kMaxHeadDim)
+    if (head_dim > cuda::kMaxAttentionHeadDim)
       fail(ErrorKind::Unsupported, "attention: head_dim " + str(head_dim) +
-                                       " exceeds the CUDA kernels' " + str(kMaxHeadDim));
+                                       " exceeds the CUDA kernels' " +
+                                       str(cuda::kMaxAttentionHeadDim));
     // The decode kernel loads a head's cache slice in runs of 8 elements.
     if (head_dim % 8 != 0)
       fail(ErrorKind::Unsupported,
@@ -1043,7 +1063,8 @@ class CudaBackend final : public Backend {
   // does not depend on the position, so that a recorded decode step stays valid as the context
   // grows; the kernel uses a range per 128 keys and the blocks of the others leave at once.
   int decode_splits(const AttentionArgs& a) const {
-    const int64_t blocks = a.n_head / cuda::decode_heads_per_block(a.n_head, a.n_head_kv);
+    const int64_t blocks =
+        a.n_head / cuda::decode_heads_per_block(a.n_head, a.n_head_kv, a.head_dim);
     const int64_t wanted = (int64_t{4} * sm_count_ + blocks - 1) / blocks;
     return static_cast<int>(std::clamp<int64_t>(wanted, 1, cuda::kMaxDecodeSplits));
   }

@@ -197,28 +197,42 @@ __device__ __forceinline__ void rotate_pair(float* v, int64_t i, int64_t half, b
   v[b] = x1;
 }
 
-// Rotates the pairs of one head at position p, the block's threads over the pairs. The angle is an
-// f32 product as in PyTorch, so long positions round like the reference.
-__device__ __forceinline__ void rotate_head(float* v, float p, int64_t half, bool neox,
-                                            const float* inv_freq) {
+// The position that rotates pair i of a row whose positions start at `pos`: its one position, or
+// with M-RoPE (streams: each pair's stream) the pair's stream of the row's three (T, H, W).
+__device__ __forceinline__ float pair_position(const int32_t* pos, const uint8_t* streams,
+                                               int64_t i) {
+  return static_cast<float>(streams != nullptr ? pos[streams[i]] : pos[0]);
+}
+
+// Rotates the pairs of one head of the row whose positions start at `pos`, the block's threads over
+// the pairs. The angle is an f32 product as in PyTorch, so long positions round like the reference.
+__device__ __forceinline__ void rotate_head(float* v, const int32_t* pos, const uint8_t* streams,
+                                            int64_t half, bool neox, const float* inv_freq) {
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x) {
     float s, c;
-    sincosf(p * inv_freq[i], &s, &c);
+    sincosf(pair_position(pos, streams, i) * inv_freq[i], &s, &c);
     rotate_pair(v, i, half, neox, s, c);
   }
+}
+
+// A row's positions: one, or three with M-RoPE.
+__device__ __forceinline__ const int32_t* row_positions(const int32_t* pos, const uint8_t* streams,
+                                                        int64_t m) {
+  return pos + (streams != nullptr ? 3 * m : m);
 }
 
 // Prefill: one block per row. The angles depend on the position and the pair, not the head: each
 // is computed once per row, then every head of the row is rotated with them (the same sincosf of
 // the same product as rotate_head, so the same bits).
 constexpr int kMaxRopeHalf = 128;  // pairs per head: head_dim <= 256
-__global__ void rope_rows_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
-                                 int64_t half, bool neox, const float* inv_freq) {
+__global__ void rope_rows_kernel(float* x, int64_t n_heads, const int32_t* pos,
+                                 const uint8_t* streams, int64_t head_dim, int64_t half, bool neox,
+                                 const float* inv_freq) {
   pdl_enter();
   __shared__ float sin_[kMaxRopeHalf], cos_[kMaxRopeHalf];
-  const float p = static_cast<float>(pos[blockIdx.x]);
+  const int32_t* p = row_positions(pos, streams, blockIdx.x);
   for (int64_t i = threadIdx.x; i < half; i += blockDim.x)
-    sincosf(p * inv_freq[i], &sin_[i], &cos_[i]);
+    sincosf(pair_position(p, streams, i) * inv_freq[i], &sin_[i], &cos_[i]);
   __syncthreads();
   float* row = x + static_cast<int64_t>(blockIdx.x) * n_heads * head_dim;
   for (int64_t e = threadIdx.x; e < n_heads * half; e += blockDim.x) {
@@ -228,13 +242,12 @@ __global__ void rope_rows_kernel(float* x, int64_t n_heads, const int32_t* pos, 
 }
 
 // One block per (row, head).
-__global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, int64_t head_dim,
-                            int64_t half, bool neox, const float* inv_freq) {
+__global__ void rope_kernel(float* x, int64_t n_heads, const int32_t* pos, const uint8_t* streams,
+                            int64_t head_dim, int64_t half, bool neox, const float* inv_freq) {
   pdl_enter();
   const int64_t m = blockIdx.x / n_heads;
   float* v = x + static_cast<int64_t>(blockIdx.x) * head_dim;
-  const float p = static_cast<float>(pos[m]);
-  rotate_head(v, p, half, neox, inv_freq);
+  rotate_head(v, row_positions(pos, streams, m), streams, half, neox, inv_freq);
 }
 
 // One block per head of one row: q heads [0, n_q) with q_w, key heads after them with k_w. The norm
@@ -253,8 +266,7 @@ __global__ void qk_norm_rope_kernel(float* x, const float* q_w, const float* k_w
   for (int64_t i = threadIdx.x; i < head_dim; i += blockDim.x)
     v[i] = v[i] * inv * (plus_one ? 1.0f + w[i] : w[i]);
   __syncthreads();
-  const float p = static_cast<float>(pos[0]);
-  rotate_head(v, p, half, neox, inv_freq);
+  rotate_head(v, pos, nullptr, half, neox, inv_freq);
 }
 
 // act(g) * u, the one expression every GLU kernel uses (so that they give the same bits).
@@ -647,17 +659,17 @@ void launch_copy_heads(float* dst, int64_t dst_stride, int64_t dst_head, const f
          src_stride, src_head, M, H, n);
 }
 
-void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
-                 cudaStream_t stream) {
+void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const uint8_t* streams,
+                 const RopeArgs& r, cudaStream_t stream) {
   const int64_t half = r.rotary_dim / 2;
   if (M > 1 && half <= kMaxRopeHalf) {
     launch("rope rows", rope_rows_kernel, static_cast<unsigned>(M), kThreads, 0, stream, x, n_heads,
-           pos, r.head_dim, half, r.neox, r.inv_freq);
+           pos, streams, r.head_dim, half, r.neox, r.inv_freq);
     return;
   }
   const int threads = static_cast<int>(std::clamp<int64_t>((half + 31) / 32 * 32, 32, 128));
   launch("rope", rope_kernel, static_cast<unsigned>(M * n_heads), threads, 0, stream, x, n_heads,
-         pos, r.head_dim, half, r.neox, r.inv_freq);
+         pos, streams, r.head_dim, half, r.neox, r.inv_freq);
 }
 
 namespace {

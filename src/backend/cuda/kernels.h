@@ -45,8 +45,10 @@ bool launch_rms_norm(const float* x, const float* w, int64_t rows, int64_t n, fl
                      bool plus_one, float* out, cudaStream_t stream, void* acts = nullptr);
 void launch_add_bias(float* y, const float* b, int64_t M, int64_t n, cudaStream_t stream);
 void launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
-void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const RopeArgs& r,
-                 cudaStream_t stream);
+// Backend::rope; with M-RoPE `streams` is the device copy of r.pair_stream and pos is [M][3]
+// (nullptr streams: one position a row).
+void launch_rope(float* x, int64_t M, int64_t n_heads, const int32_t* pos, const uint8_t* streams,
+                 const RopeArgs& r, cudaStream_t stream);
 // x += res, then out = rms_norm(x) (Backend::add_rms_norm).
 bool launch_add_rms_norm(float* x, const float* res, const float* w, int64_t rows, int64_t n,
                          float eps, bool plus_one, float* out, cudaStream_t stream,
@@ -188,19 +190,21 @@ bool gemv_loads_chunks(const Weight& w, const float* x, int64_t x_stride);
 void launch_kv_store(const KvView& kv, const KvView* each, const float* k, const float* v,
                      int64_t M, const int32_t* pos, cudaStream_t stream);
 
-// Attention. Decode (attention_decode.cu): split-KV, `splits` key ranges per block of query heads
-// (one head for rows of fewer than narrow_keys keys, else decode_heads_per_block() of the heads
-// that share a kv head; the same bits either way), the last block of each merging them. One query
-// row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m over each[m] at
-// pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes() of n_head * M
-// heads, zeroed when allocated, left as found) holds the counters and partials; at most
+// Attention: heads of up to kMaxAttentionHeadDim elements, a multiple of 8; pos, a.sinks and
+// a.key_end in device memory. Decode (attention_decode.cu): split-KV, `splits` key ranges per block
+// of query heads (one head for rows of fewer than narrow_keys keys, else decode_heads_per_block()
+// of the heads that share a kv head; the same bits either way), the last block of each merging
+// them. One query row over kv, or with `each` (device memory, as for launch_kv_store) M rows, row m
+// over each[m] at pos[m], each as the one row alone. `scratch` (attention_decode_scratch_bytes() of
+// n_head * M heads, zeroed when allocated, left as found) holds the counters and partials; at most
 // kMaxDecodeHeads heads in all and kMaxDecodeSplits ranges; head_dim a multiple of 8.
-constexpr int kMaxDecodeSplits = 64;   // key ranges per head at most
-constexpr int kMaxDecodeHeads = 4096;  // heads of one launch's rows at most
+constexpr int64_t kMaxAttentionHeadDim = 576;  // MLA's latent rows (kv_lora_rank 512 + rope 64)
+constexpr int kMaxDecodeSplits = 64;           // key ranges per head at most
+constexpr int kMaxDecodeHeads = 4096;          // heads of one launch's rows at most
 // Rows of fewer keys take a block per query head: faster at short contexts, slower at long ones,
 // where the group's block reads each K and V byte once (docs/PERFORMANCE.md, "Measured choices").
 constexpr int64_t kDecodeNarrowKeys = 512;
-int decode_heads_per_block(int64_t n_head, int64_t n_head_kv);
+int decode_heads_per_block(int64_t n_head, int64_t n_head_kv, int64_t head_dim);
 size_t attention_decode_scratch_bytes(int64_t n_head, int splits, int64_t head_dim);
 // With `acts` (as for launch_rms_norm, M * n_head * head_dim activations), the output is also
 // written quantised for the int8 GEMV where head_dim is a multiple of 32: true when it was.
@@ -208,6 +212,10 @@ bool launch_attention_decode(const float* q, const KvView& kv, const KvView* eac
                              const int32_t* pos, const AttentionArgs& a, int splits,
                              int64_t narrow_keys, void* scratch, float* out, cudaStream_t stream,
                              void* acts = nullptr);
+// The decode kernel over M query rows of one cache, each row's keys in one range (no scratch):
+// prefill for heads too wide for the tiled kernels.
+void launch_attention_rows(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
+                           const AttentionArgs& a, float* out, cudaStream_t stream);
 // Prefill (M > 1, attention.cu): a tiled kernel over blocks of query rows.
 void launch_attention_prefill(const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                               const AttentionArgs& a, float* out, cudaStream_t stream);

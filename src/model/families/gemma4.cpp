@@ -96,6 +96,11 @@ void read_gguf(const ConfigView& v, ArchConfig& c) {
   share_kv(v, c, v.opt_int("attention.shared_kv_layers", nullptr).value_or(0),
            "attention.shared_kv_layers");
   c.n_embd_per_layer = v.opt_int("embedding_length_per_layer_input", nullptr).value_or(0);
+  // The GGUF does not say how image rows attend: as the published checkpoints do, those with
+  // per-layer inputs (E2B, E4B) causally, the others both ways on the sliding layers.
+  c.image_attention = c.n_embd_per_layer > 0 ? ImageAttention::None : ImageAttention::SlidingLayers;
+  c.image_row_token =
+      static_cast<int32_t>(v.opt_int("tokenizer.ggml.padding_token_id", nullptr).value_or(0));
   c.n_expert = v.opt_int("expert_count", nullptr).value_or(0);
   c.n_expert_used = v.opt_int("expert_used_count", nullptr).value_or(0);
   if (c.n_expert > 0) c.n_ff_expert = v.req_int("expert_feed_forward_length", nullptr);
@@ -176,9 +181,15 @@ void read_hf(const ConfigView& v, ArchConfig& c) {
     c.n_expert_used = v.req_int(nullptr, "top_k_experts");
     c.n_ff_expert = v.req_int(nullptr, "moe_intermediate_size");
   }
+  // "vision": an image's rows attend to each other on the sliding layers (26B-A4B, 31B); null:
+  // causal (E2B, E4B); "all" (every row both ways) is an encoder's.
   const auto bidir = v.hf_value("use_bidirectional_attention");
-  if (bidir != nullptr && !bidir->is_null())
-    v.invalid("use_bidirectional_attention", "bidirectional attention is not supported");
+  const bool vision =
+      bidir != nullptr && bidir->is_string() && bidir->get<std::string>() == "vision";
+  if (bidir != nullptr && !bidir->is_null() && !vision)
+    v.invalid("use_bidirectional_attention", "only null and \"vision\" are supported");
+  c.image_attention = vision ? ImageAttention::SlidingLayers : ImageAttention::None;
+  c.image_row_token = static_cast<int32_t>(v.opt_int(nullptr, "pad_token_id").value_or(0));
   const auto act = v.opt_string(nullptr, "hidden_activation").value_or("gelu_pytorch_tanh");
   if (act != "gelu_pytorch_tanh") v.invalid("hidden_activation", "'" + act + "' is not supported");
   if (v.opt_bool(nullptr, "attention_bias").value_or(false))
@@ -226,6 +237,9 @@ void configure_gemma4(const ConfigView& v, ArchConfig& c) {
   c.tied_embeddings = true;
   c.norm_plus_one = false;  // Gemma 4's norms scale by w itself, in both formats
   c.layer_output_scale = true;
+  if (c.image_row_token < 0 || (c.n_vocab > 0 && c.image_row_token >= c.n_vocab))
+    v.invalid(gguf ? "tokenizer.ggml.padding_token_id" : "pad_token_id",
+              std::to_string(c.image_row_token) + " is outside the vocabulary");
   if (c.n_embd_per_layer < 0 || c.n_embd_per_layer > 65536)
     v.invalid(gguf ? "embedding_length_per_layer_input" : "hidden_size_per_layer_input",
               std::to_string(c.n_embd_per_layer) + " is out of range");

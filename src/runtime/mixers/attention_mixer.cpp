@@ -32,7 +32,7 @@ void AttentionMixer::run(int64_t l, const PassRows& rows, const float* h, float*
       // KV sharing: the rows this layer reads are an earlier layer's, already stored.
       if (L.q_norm != nullptr)
         b_.rms_norm_heads(q, L.q_norm, M, c_.n_head, hd, c_.rms_eps, c_.norm_plus_one);
-      b_.rope(q, M, c_.n_head, rows.pos, L.rope);
+      b_.rope(q, M, c_.n_head, rows.rope_pos, L.rope);
       store_and_attend(l, rows, q, nullptr, nullptr);
       b_.matmul(L.wo, att_, M, out);
       return;
@@ -99,7 +99,9 @@ void AttentionMixer::store_and_attend(int64_t l, const PassRows& rows, const flo
       const int32_t* pos = rows.pos + row;
       if (k != nullptr) b_.kv_store(kv, k + row * kvw, v + row * kvw, ch.n, pos);
       AttentionArgs a = L.attn;
-      if (ch.in.span != nullptr) {
+      const bool both_ways = c_.image_attention == ImageAttention::AllLayers ||
+                             (c_.image_attention == ImageAttention::SlidingLayers && a.window > 0);
+      if (ch.in.span != nullptr && both_ways) {
         key_end_.resize(static_cast<size_t>(ch.n));
         for (int64_t i = 0; i < ch.n; ++i)
           key_end_[static_cast<size_t>(i)] = pos[i] + 1 + ch.in.span[i];

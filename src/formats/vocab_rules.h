@@ -1,0 +1,23 @@
+// What a model class of llama.cpp's converter says about how its tokenizer becomes GGUF keys:
+// filled by model/ (convert_model.h, per family) and read by text/ (convert_vocab.h), which sit
+// on either side of this layer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ts {
+
+struct VocabRules {
+  std::string bpe_pre;  // tokenizer.ggml.pre of a byte-level BPE tokenizer.json
+  // {type, token text}: special ids the class sets from the added tokens when the files did not
+  // (GLM-4.5: bos is "[gMASK]").
+  std::vector<std::pair<std::string, std::string>> special;
+  bool no_space_prefix = false;       // SentencePiece vocabularies: add_space_prefix = false
+  bool add_prefix_space_key = false;  // tokenizer_config's add_prefix_space becomes the key
+  int64_t n_vocab = 0;                // config's vocab_size (0: the tokenizer's own count)
+};
+
+}  // namespace ts

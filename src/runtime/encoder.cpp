@@ -1,0 +1,207 @@
+#include "runtime/encoder.h"
+
+#include <algorithm>
+
+#include "backend/cpu/host_ops.h"
+#include "core/error.h"
+#include "model/family.h"
+#include "quant/dequant.h"
+
+namespace ts {
+namespace {
+
+// A tensor's name in each form: GGUF (llama.cpp's converter) and a BertModel checkpoint.
+struct TensorName {
+  const char* gguf;
+  const char* hf;
+};
+
+constexpr TensorName kTokens{"token_embd", "embeddings.word_embeddings"};
+constexpr TensorName kPositions{"position_embd", "embeddings.position_embeddings"};
+constexpr TensorName kTypes{"token_types", "embeddings.token_type_embeddings"};
+constexpr TensorName kEmbdNorm{"token_embd_norm", "embeddings.LayerNorm"};
+constexpr TensorName kQ{"attn_q", "attention.self.query"};
+constexpr TensorName kK{"attn_k", "attention.self.key"};
+constexpr TensorName kV{"attn_v", "attention.self.value"};
+constexpr TensorName kO{"attn_output", "attention.output.dense"};
+constexpr TensorName kAttnNorm{"attn_output_norm", "attention.output.LayerNorm"};
+constexpr TensorName kUp{"ffn_up", "intermediate.dense"};
+constexpr TensorName kDown{"ffn_down", "output.dense"};
+constexpr TensorName kOutNorm{"layer_output_norm", "output.LayerNorm"};
+
+std::string dims_string(const std::vector<uint64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Finds and checks the encoder's tensors of one source (layer -1: the embeddings').
+class Tensors {
+ public:
+  Tensors(const ModelSource& s, const Backend& cpu) : s_(s), cpu_(cpu) {}
+
+  TensorRef need(const TensorName& n, int64_t layer, const char* suffix,
+                 const std::vector<int64_t>& dims) const {
+    const bool gguf = s_.kind() == SourceKind::Gguf;
+    std::string name;
+    if (layer >= 0) name = (gguf ? "blk." : "encoder.layer.") + std::to_string(layer) + ".";
+    name += (gguf ? n.gguf : n.hf);
+    name += suffix;
+    const auto t = s_.find(name);
+    if (!t) fail(ErrorKind::Model, s_.path() + ": missing tensor '" + name + "' (bert encoder)");
+    bool ok = t->dims.size() == dims.size();
+    for (size_t i = 0; ok && i < dims.size(); ++i)
+      ok = dims[i] < 0 || static_cast<int64_t>(t->dims[i]) == dims[i];
+    if (!ok)
+      fail(ErrorKind::Model, s_.path() + ": tensor '" + name + "' has shape " +
+                                 dims_string(t->dims) + ", which does not fit the config (" +
+                                 std::to_string(dims.size()) + "-D, GGML order)");
+    if (dims.size() > 1 && !cpu_.has_weight_kernels(t->dtype))
+      fail(ErrorKind::Unsupported, s_.path() + ": tensor '" + name + "' has type " +
+                                       dtype_name(t->dtype) +
+                                       ", which the matmul kernels do not support");
+    return *t;
+  }
+
+  std::vector<float> floats(const TensorName& n, int64_t layer, const char* suffix,
+                            int64_t len) const {
+    const TensorRef t = need(n, layer, suffix, {len});
+    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      fail(ErrorKind::Unsupported, s_.path() + ": tensor '" + t.name + "' has type " +
+                                       dtype_name(t.dtype) + ", expected f32, f16 or bf16");
+    std::vector<float> out(static_cast<size_t>(len));
+    dequantize_row(t.dtype, t.data(), out.data(), len);
+    return out;
+  }
+
+ private:
+  const ModelSource& s_;
+  const Backend& cpu_;
+};
+
+}  // namespace
+
+std::unique_ptr<Encoder> Encoder::open(const std::string& path, const std::string& backend,
+                                       int threads) {
+  std::unique_ptr<Encoder> e(new Encoder());
+  e->source_ = ModelSource::open(path);
+  e->c_ = read_arch_config(*e->source_);
+  if (e->c_.stack != LayerStack::Encoder)
+    fail(ErrorKind::Runtime, "internal: " + path + " is not an encoder model");
+  if (backend == "cuda")
+    fail(ErrorKind::Unsupported, path + ": " + family_name(e->c_.family) +
+                                     " (an encoder) runs on the CPU only: use --backend cpu");
+  e->cpu_ = make_cpu_backend(threads);
+  e->pool_ = std::make_unique<ThreadPool>(threads > 0 ? threads : physical_cores());
+  e->load();
+  return e;
+}
+
+Encoder::~Encoder() {
+  if (!cpu_) return;
+  for (Weight* w : {&tokens_, &positions_, &types_})
+    if (w->data != nullptr) cpu_->release_weight(*w);
+  for (Layer& L : layers_)
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down})
+      if (l->w.data != nullptr) cpu_->release_weight(l->w);
+}
+
+void Encoder::load() {
+  const Tensors t(*source_, *cpu_);
+  const int64_t d = c_.n_embd, ff = c_.n_ff;
+  const auto table = [&](const TensorName& n, int64_t rows) {
+    const TensorRef r = t.need(n, -1, ".weight", {d, rows});
+    const int64_t n_rows = r.rows();
+    if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
+    return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
+                               r.data());
+  };
+  tokens_ = table(kTokens, c_.n_vocab > 0 ? c_.n_vocab : -1);
+  if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
+  positions_ = table(kPositions, c_.encoder.n_positions);
+  types_ = table(kTypes, -1);
+  const auto norm = [&](const TensorName& n, int64_t l) {
+    return Norm{t.floats(n, l, ".weight", d), t.floats(n, l, ".bias", d)};
+  };
+  const auto linear = [&](const TensorName& n, int64_t l, int64_t in, int64_t out) {
+    const TensorRef r = t.need(n, l, ".weight", {in, out});
+    return Linear{
+        cpu_->upload_weight(r.dtype, out, in, r.nbytes / static_cast<uint64_t>(out), r.data()),
+        t.floats(n, l, ".bias", out)};
+  };
+  embd_norm_ = norm(kEmbdNorm, -1);
+  for (int64_t l = 0; l < c_.n_layer; ++l) {
+    Layer& L = layers_.emplace_back();
+    L.q = linear(kQ, l, d, d);
+    L.k = linear(kK, l, d, d);
+    L.v = linear(kV, l, d, d);
+    L.o = linear(kO, l, d, d);
+    L.attn_norm = norm(kAttnNorm, l);
+    L.up = linear(kUp, l, d, ff);
+    L.down = linear(kDown, l, ff, d);
+    L.out_norm = norm(kOutNorm, l);
+  }
+}
+
+void Encoder::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
+  cpu_->matmul(l.w, x, rows, y);
+  cpu_->add_bias(y, l.b.data(), rows, l.w.rows);
+}
+
+void Encoder::norm(const Norm& n, int64_t rows, float* x) const {
+  layer_norm(*pool_, x, n.w.data(), n.b.data(), rows, c_.n_embd, c_.encoder.norm_eps, x);
+}
+
+std::vector<float> Encoder::hidden(const std::vector<int32_t>& tokens) const {
+  const auto M = static_cast<int64_t>(tokens.size());
+  const int64_t d = c_.n_embd;
+  if (M == 0) fail(ErrorKind::Input, "nothing to embed: the text has no tokens");
+  if (M > c_.encoder.n_positions)
+    fail(ErrorKind::Input, std::to_string(M) + " tokens exceed the encoder's " +
+                               std::to_string(c_.encoder.n_positions) + " positions");
+  for (const int32_t id : tokens)
+    if (id < 0 || id >= tokens_.rows)
+      fail(ErrorKind::Input, "token id " + std::to_string(id) + " is outside the vocabulary of " +
+                                 std::to_string(tokens_.rows));
+  const auto n = static_cast<size_t>(M * d);
+  std::vector<float> x(n), h(n), q(n), k(n), v(n), att(n);
+  std::vector<float> ff(static_cast<size_t>(M * c_.n_ff));
+  // Every token is of type 0 (one text, no second segment), at positions 0 .. M - 1.
+  std::vector<int32_t> pos(static_cast<size_t>(M)), type0(static_cast<size_t>(M), 0);
+  for (int64_t i = 0; i < M; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+  cpu_->embed(tokens_, tokens.data(), M, 1.0f, x.data());
+  cpu_->embed(positions_, pos.data(), M, 1.0f, h.data());
+  cpu_->add(x.data(), h.data(), M * d);
+  cpu_->embed(types_, type0.data(), M, 1.0f, h.data());
+  cpu_->add(x.data(), h.data(), M * d);
+  norm(embd_norm_, M, x.data());
+  for (const Layer& L : layers_) {
+    apply(L.q, x.data(), M, q.data());
+    apply(L.k, x.data(), M, k.data());
+    apply(L.v, x.data(), M, v.data());
+    full_attention(*cpu_, q.data(), k.data(), v.data(), M, c_.n_head, c_.head_dim, c_.attn_scale,
+                   att.data());
+    apply(L.o, att.data(), M, h.data());
+    cpu_->add(x.data(), h.data(), M * d);
+    norm(L.attn_norm, M, x.data());
+    apply(L.up, x.data(), M, ff.data());
+    gelu(*pool_, ff.data(), M * c_.n_ff, c_.encoder.gelu_tanh);
+    apply(L.down, ff.data(), M, h.data());
+    cpu_->add(x.data(), h.data(), M * d);
+    norm(L.out_norm, M, x.data());
+  }
+  return x;
+}
+
+std::vector<float> Encoder::embed(const std::vector<int32_t>& tokens, Pooler& pooler) const {
+  std::vector<float> rows = hidden(tokens);
+  const int64_t d = c_.n_embd, n = static_cast<int64_t>(tokens.size());
+  // The whole text is one chunk; a pooling that wants only the last row gets it first.
+  SeqChunk ch{nullptr, tokens.data(), n};
+  pooler.want(ch, 0, n, rows.data());
+  if (ch.hidden != nullptr && !ch.all_rows) std::copy(rows.end() - d, rows.end(), rows.begin());
+  pooler.add(ch, 0);
+  return pooler.finish(n);
+}
+
+}  // namespace ts

@@ -1,0 +1,224 @@
+// The vocabulary half of convert_vocab.h: tokens, types and scores from tokenizer.model
+// (_set_vocab_sentencepiece), or tokens, types and the pre-tokenizer's name from tokenizer.json
+// (_set_vocab_gpt2).
+#include "text/convert_vocab.h"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "core/error.h"
+#include "core/json_nesting.h"
+#include "formats/gguf_writer.h"
+#include "text/hf_pretokenizer.h"
+#include "text/pretokenizer.h"
+#include "text/sentencepiece_model.h"
+#include "text/tokenizer.h"
+
+namespace ts {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// U+2581 (SentencePiece's space) as a space: user-defined tokens are stored pre-normalised.
+std::string unescape_spaces(const std::string& s) {
+  const std::string_view mark = "\xE2\x96\x81";
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (std::string_view(s).substr(i, mark.size()) == mark) {
+      out += ' ';
+      i += mark.size();
+    } else {
+      out += s[i++];
+    }
+  }
+  return out;
+}
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<double> scores;
+  std::vector<int64_t> types;
+};
+
+GgufValue strings(std::vector<std::string> v) {
+  GgufArray a;
+  a.elem = GgufType::String;
+  a.strings = std::move(v);
+  return gguf_array(std::move(a));
+}
+
+Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
+  const SentencePieceModel m = read_sentencepiece_model(dir + "/tokenizer.model");
+  const auto size =
+      static_cast<size_t>(n_vocab > 0 ? n_vocab : static_cast<int64_t>(m.pieces.size()));
+  Vocab v;
+  for (size_t i = 0; i < size; ++i) v.tokens.push_back("[PAD" + std::to_string(i) + "]");
+  v.scores.assign(size, -10000.0);
+  v.types.assign(size, static_cast<int64_t>(TokenType::Unused));
+  for (size_t i = 0; i < m.pieces.size() && i < size; ++i) {
+    const SentencePieceModel::Piece& p = m.pieces[i];
+    // The converter asks IsUnknown / IsControl / IsUnused / IsByte: a user-defined piece is normal.
+    const auto t = static_cast<TokenType>(p.type);
+    const bool kept = t == TokenType::Unknown || t == TokenType::Control ||
+                      t == TokenType::Unused || t == TokenType::Byte;
+    v.tokens[i] = p.text;
+    v.scores[i] = p.score;
+    v.types[i] = static_cast<int64_t>(kept ? t : TokenType::Normal);
+  }
+  if (fs::is_regular_file(dir + "/added_tokens.json")) {
+    const json added = parse_json_file(dir + "/added_tokens.json");
+    for (const auto& [text, id] : added.items()) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<size_t>() >= size) continue;
+      v.tokens[id.get<size_t>()] = text;
+      v.scores[id.get<size_t>()] = -1000.0;
+      v.types[id.get<size_t>()] = static_cast<int64_t>(TokenType::UserDefined);
+    }
+  }
+  if (fs::is_regular_file(dir + "/tokenizer_config.json")) {
+    const json cfg = parse_json_file(dir + "/tokenizer_config.json");
+    const json decoder =
+        cfg.is_object() ? cfg.value("added_tokens_decoder", json::object()) : json();
+    if (decoder.is_object())
+      for (const auto& [key, data] : decoder.items()) {
+        const size_t id = std::stoul(key);
+        if (id >= size || !data.is_object() || !data.contains("content")) continue;
+        std::string text = data["content"].get<std::string>();
+        const bool control = data.value("special", false) || token_looks_special(text);
+        if (!control) text = unescape_spaces(text);
+        v.types[id] = static_cast<int64_t>(control ? TokenType::Control : TokenType::UserDefined);
+        v.scores[id] = -1000.0;
+        v.tokens[id] = text;
+      }
+  }
+  return v;
+}
+
+// The byte-level BPE vocabulary: model.vocab and the added tokens, ids past them "[PADi]".
+Vocab bpe_vocab(const json& tok, int64_t n_vocab, const std::string& path) {
+  std::map<int64_t, std::string> by_id;
+  const json& vocab = tok["model"]["vocab"];
+  for (const auto& [text, id] : vocab.items())
+    if (id.is_number_integer()) by_id[id.get<int64_t>()] = text;
+  std::map<int64_t, const json*> added;
+  static const json kNone = json::array();
+  const json& added_tokens = tok.contains("added_tokens") ? tok["added_tokens"] : kNone;
+  for (const json& a : added_tokens)
+    if (a.is_object() && a.contains("id") && a["id"].is_number_integer()) {
+      by_id[a["id"].get<int64_t>()] = a.value("content", "");
+      added[a["id"].get<int64_t>()] = &a;
+    }
+  const int64_t size = n_vocab > 0 ? n_vocab : static_cast<int64_t>(by_id.size());
+  if (!by_id.empty() && by_id.rbegin()->first >= size)
+    fail(ErrorKind::Model, path + ": token id " + std::to_string(by_id.rbegin()->first) +
+                               " is past the model's vocab_size " + std::to_string(size));
+  Vocab v;
+  for (int64_t i = 0; i < size; ++i) {
+    auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      v.tokens.push_back("[PAD" + std::to_string(i) + "]");
+      v.types.push_back(static_cast<int64_t>(TokenType::Unused));
+      continue;
+    }
+    std::string text = it->second;
+    TokenType type = TokenType::Normal;
+    if (auto a = added.find(i); a != added.end()) {
+      type = a->second->value("special", false) || token_looks_special(text)
+                 ? TokenType::Control
+                 : TokenType::UserDefined;
+      if (type == TokenType::UserDefined) text = unescape_spaces(text);
+    }
+    v.tokens.push_back(std::move(text));
+    v.types.push_back(static_cast<int64_t>(type));
+  }
+  return v;
+}
+
+// The converter names a pre-tokenizer by hashing how a test text tokenizes; convert writes the
+// name the class's models use, and says so when tokenizer.json's splits a test text otherwise.
+std::string check_pre_tokenizer(const json& tok, const std::string& pre, const std::string& path) {
+  if (pre.empty())
+    fail(ErrorKind::Unsupported, path +
+                                     ": a byte-level BPE tokenizer for a model class whose "
+                                     "converter reads only tokenizer.model");
+  static const char* const kText =
+      "\n \n\n \t\t x  y   z\r\n I'm sure they'LL say 'Hello' -- we've 3 33 333 3333 1.5e-3 "
+      "(a)[b]{c} ...!!?? \xF0\x9F\xA6\x99\xF0\x9F\xA6\x99 \xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96"
+      "\xE7\x95\x8C\xEF\xBC\x8C\xE6\x88\x91 \xD0\xBF\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 "
+      "caf\xC3\xA9 ____==== \t\n";
+  const PreTokenizer file(hf_pretokenizer_patterns(tok.value("pre_tokenizer", json()), path), path);
+  std::vector<std::string> patterns;
+  try {
+    patterns = pre_tokenizer_patterns(pre, path);
+  } catch (const Error&) {
+    return "";  // a name whose splits this project does not know (yet): nothing to check against
+  }
+  const PreTokenizer named(patterns, path);
+  if (file.split(kText) == named.split(kText)) return "";
+  return path + ": its pre-tokenizer splits text unlike '" + pre +
+         "', which is written as tokenizer.ggml.pre since this model class's models use it";
+}
+
+}  // namespace
+
+bool token_looks_special(const std::string& t) {
+  const auto wrapped = [&](const std::string& open, const std::string& close) {
+    return t.size() >= open.size() + close.size() && t.starts_with(open) && t.ends_with(close);
+  };
+  return t == "<pad>" || t == "<mask>" || t == "<2mass>" || t == "[@BOS@]" || wrapped("<|", "|>") ||
+         wrapped("<\xEF\xBD\x9C", "\xEF\xBD\x9C>") || wrapped("<unused", ">");
+}
+
+GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std::string* warning) {
+  GgufKeyValues out;
+  const std::string cfg_path = dir + "/tokenizer_config.json";
+  if (rules.add_prefix_space_key && fs::is_regular_file(cfg_path)) {
+    const json cfg = parse_json_file(cfg_path);
+    if (cfg.is_object() && cfg.contains("add_prefix_space") && cfg["add_prefix_space"].is_boolean())
+      out.emplace_back("tokenizer.ggml.add_space_prefix",
+                       gguf_int(GgufType::Bool, cfg["add_prefix_space"].get<bool>() ? 1 : 0));
+  }
+  const auto ints = [](GgufType t, std::vector<int64_t> v) {
+    GgufArray a;
+    a.elem = t;
+    a.ints = std::move(v);
+    return gguf_array(std::move(a));
+  };
+  GgufKeyValues special;
+  if (fs::is_regular_file(dir + "/tokenizer.model")) {
+    Vocab v = sentencepiece_vocab(dir, rules.n_vocab);
+    const auto n = static_cast<int64_t>(v.tokens.size());
+    out.emplace_back("tokenizer.ggml.model", gguf_string("llama"));
+    out.emplace_back("tokenizer.ggml.pre", gguf_string("default"));
+    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+    GgufArray scores;
+    scores.elem = GgufType::F32;
+    scores.floats = std::move(v.scores);
+    out.emplace_back("tokenizer.ggml.scores", gguf_array(std::move(scores)));
+    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    special = special_vocab_keys(dir, false, n, rules.special);
+  } else if (fs::is_regular_file(dir + "/tokenizer.json")) {
+    const std::string path = dir + "/tokenizer.json";
+    const json tok = parse_json_file(path);
+    if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != "BPE" ||
+        !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
+      fail(ErrorKind::Unsupported, path + ": not a BPE tokenizer (model.type BPE with a vocab)");
+    const std::string mismatch = check_pre_tokenizer(tok, rules.bpe_pre, path);
+    if (!mismatch.empty() && warning != nullptr) *warning = mismatch;
+    Vocab v = bpe_vocab(tok, rules.n_vocab, path);
+    out.emplace_back("tokenizer.ggml.model", gguf_string("gpt2"));
+    out.emplace_back("tokenizer.ggml.pre", gguf_string(rules.bpe_pre));
+    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    special = special_vocab_keys(dir, true, 0, rules.special);
+  } else {
+    fail(ErrorKind::Model, dir + ": no tokenizer (tokenizer.model or tokenizer.json)");
+  }
+  for (auto& kv : special) out.push_back(std::move(kv));
+  if (rules.no_space_prefix)
+    out.emplace_back("tokenizer.ggml.add_space_prefix", gguf_int(GgufType::Bool, 0));
+  return out;
+}
+
+}  // namespace ts

@@ -1,0 +1,24 @@
+// The qwen3_vl fixture's image prompt (meta.json's "image"): the prompt ids with the placeholder
+// tokens, transformers' 3-D positions, and the vision tower's stored outputs (the merged features
+// and the DeepStack features) as an encoded image; shared by the CPU and the CUDA tests.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "vision/image_rows.h"
+
+namespace ts::test {
+
+struct Qwen3VlImagePrompt {
+  std::vector<int32_t> ids;        // with the placeholder tokens
+  std::vector<int32_t> positions;  // [n][3]: T, H, W
+  EncodedImage image;
+  int32_t image_token = 0;
+  int64_t vision_end_row = 0;
+};
+
+// Read from the shared fixture data (the caller skips first where it is absent).
+Qwen3VlImagePrompt load_qwen3vl_image_prompt();
+
+}  // namespace ts::test

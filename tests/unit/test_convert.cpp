@@ -1,0 +1,261 @@
+// `turbospark convert`: each family fixture's HF directory converted with --type f32 is the GGUF
+// llama.cpp's converter made of it (the same keys and values, tensor names, shapes, types and
+// bytes; the few differences listed with their reasons), and runs to the HF directory's logits;
+// f16, bf16 and q8_0 are the converter's files too; `quantize` of the directory is
+// `quantize` of the converted file; bad input is refused with one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "fixture_models.h"
+#include "formats/gguf.h"
+#include "test_paths.h"
+
+namespace ts {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Family {
+  const char* fixture;
+  // Keys whose value differs from the fixture's GGUF, and its tensors the HF directory lacks.
+  std::set<std::string> keys_differing;
+  const char* missing_tensor_prefix = nullptr;
+  const char* gguf = "model-f32.gguf";  // the converter's file
+};
+
+// glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
+// "full", an MTP layer included); hf/ is that checkpoint without the MTP layer's tensors, so the
+// name, the size label and blk.2 (the MTP layer) differ. qwen3_embedding's GGUF has no name.
+// qwen3_next's GGUF was made by an older converter, which wrote no attention.recurrent_layers
+// (the vendored one writes it from layer_types, as convert does).
+const Family kFamilies[] = {
+    {"llama", {}},
+    {"llama_rope_llama3", {}},
+    {"mistral", {}},
+    {"mixtral", {}},
+    {"qwen2", {}},
+    {"qwen3", {}},
+    {"qwen3_moe", {}},
+    {"gemma3", {}},
+    {"minimax_m2", {}},
+    {"qwen3_vl", {}},
+    {"gpt_oss", {}},
+    {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
+    {"deepseek_v3", {}},
+    {"qwen3_next", {"qwen3next.attention.recurrent_layers"}},
+    {"qwen3_5", {}},
+    {"qwen3_5_moe", {}},
+    {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
+    {"qwen3_embedding", {"general.name"}},
+};
+
+std::string hf_dir(const std::string& fixture) {
+  const std::string config = test::fixture_file(fixture, "hf/config.json");
+  return config.empty() ? "" : fs::path(config).parent_path().string();
+}
+
+int convert(const std::string& in, const std::string& out, const std::string& type,
+            std::string* log = nullptr) {
+  return test::run_command(test::binary_path() + " convert " + in + " " + out + " --type " + type,
+                           log);
+}
+
+bool same_value(const GgufValue& a, const GgufValue& b) {
+  if (a.type != b.type) return false;
+  if (a.type == GgufType::String) return a.s == b.s;
+  if (a.type == GgufType::F32 || a.type == GgufType::F64) return a.f == b.f;
+  if (a.type != GgufType::Array) return a.i == b.i;
+  const GgufArray &x = *a.arr, &y = *b.arr;
+  if (x.elem != y.elem || x.ints != y.ints || x.floats != y.floats || x.strings != y.strings ||
+      x.nested.size() != y.nested.size())
+    return false;
+  for (size_t i = 0; i < x.nested.size(); ++i)
+    if (!same_value(x.nested[i], y.nested[i])) return false;
+  return true;
+}
+
+// `got` has `want`'s keys with equal values and its tensors with equal names, shapes, types and
+// bytes, but for the keys in `differing` and the tensors named from `missing_prefix`, which the
+// HF directory lacks.
+void expect_same_gguf(const std::string& what, const GgufFile& got, const GgufFile& want,
+                      const std::set<std::string>& differing, const char* missing_prefix) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : want.metadata()) {
+    keys.insert(key);
+    if (differing.count(key)) continue;
+    const GgufValue* g = got.find(key);
+    if (g == nullptr) {
+      ADD_FAILURE() << what << ": missing key " << key;
+    } else {
+      EXPECT_TRUE(same_value(*g, value)) << what << ": key " << key << " differs";
+    }
+  }
+  for (const auto& [key, value] : got.metadata())
+    if (!keys.count(key) && !differing.count(key))
+      ADD_FAILURE() << what << ": key " << key << " is not in the converter's file";
+
+  size_t compared = 0;
+  for (const GgufTensor& w : want.tensors()) {
+    const GgufTensor* g = got.tensor(w.name);
+    if (missing_prefix != nullptr && w.name.starts_with(missing_prefix)) {
+      EXPECT_EQ(g, nullptr) << w.name;
+      continue;
+    }
+    ASSERT_NE(g, nullptr) << what << ": missing tensor " << w.name;
+    EXPECT_EQ(g->dims, w.dims) << w.name;
+    EXPECT_EQ(g->dtype, w.dtype) << w.name;
+    ASSERT_EQ(g->nbytes, w.nbytes) << w.name;
+    EXPECT_EQ(std::memcmp(got.tensor_data(*g), want.tensor_data(w), w.nbytes), 0)
+        << what << ": tensor " << w.name << " differs";
+    ++compared;
+  }
+  EXPECT_EQ(got.tensors().size(), compared) << what << ": tensors the converter did not write";
+  // In the converter's order too.
+  const auto order = [](const auto& items, const auto& name_of, const auto& keep) {
+    std::vector<std::string> names;
+    for (const auto& x : items)
+      if (keep(name_of(x))) names.push_back(name_of(x));
+    return names;
+  };
+  const auto key_of = [](const auto& kv) { return kv.first; };
+  const auto tensor_of = [](const GgufTensor& t) { return t.name; };
+  const auto in_got_keys = [&](const std::string& k) { return got.find(k) != nullptr; };
+  const auto in_want_keys = [&](const std::string& k) { return want.find(k) != nullptr; };
+  const auto in_got = [&](const std::string& n) { return got.tensor(n) != nullptr; };
+  EXPECT_EQ(order(got.metadata(), key_of, in_want_keys),
+            order(want.metadata(), key_of, in_got_keys))
+      << what << ": keys in another order";
+  EXPECT_EQ(order(got.tensors(), tensor_of, in_got), order(want.tensors(), tensor_of, in_got))
+      << what << ": tensors in another order";
+}
+
+class ConvertFamily : public testing::TestWithParam<Family> {};
+
+TEST_P(ConvertFamily, IsTheConvertersGgufAndRunsToTheDirectorysLogits) {
+  const Family& f = GetParam();
+  const std::string hf = hf_dir(f.fixture);
+  const std::string ref = test::fixture_file(f.fixture, f.gguf);
+  if (hf.empty() || ref.empty()) GTEST_SKIP() << f.fixture << ": no hf/ or " << f.gguf;
+  const std::string out = test::scratch_path(std::string(f.fixture) + ".gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  const auto got = GgufFile::open(out);
+  const auto want = GgufFile::open(ref);
+
+  expect_same_gguf(f.fixture, *got, *want, f.keys_differing, f.missing_tensor_prefix);
+
+  // Ids under every fixture's vocabulary (glm4_moe's has 64).
+  const std::vector<int32_t> ids = {1, 5, 9, 13, 17, 21, 25, 29, 33, 37, 41, 45, 49, 53, 57, 61};
+  const std::vector<float> from_file = test::run_logits(out, ids, {});
+  const std::vector<float> from_dir = test::run_logits(hf, ids, {});
+  const auto vocab = static_cast<int64_t>(from_dir.size() / ids.size());
+  const auto c = test::compare_logits(from_file, from_dir, vocab);
+  EXPECT_LE(c.rel, 1e-4) << f.fixture << ": " << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << f.fixture << ": " << c.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ConvertFamily, testing::ValuesIn(kFamilies),
+                         [](const testing::TestParamInfo<Family>& i) {
+                           return std::string(i.param.fixture);
+                         });
+
+// f16, bf16 and q8_0 as the converter writes them (tests/tools/make_convert_refs.py), byte for
+// byte; each runs (f16 to the fixtures' bound for f16 files).
+TEST(Convert, OtherTypesAreTheConvertersFiles) {
+  const std::string dir = test::fixtures_dir() + "/models/glm4_moe";
+  const std::string f32 = test::scratch_path("f32.gguf");
+  ASSERT_EQ(convert(dir + "/hf", f32, "f32"), 0);
+  const std::vector<int32_t> ids = {2, 60, 45, 35, 39, 27, 21, 29};
+  const std::vector<float> base = test::run_logits(f32, ids, {});
+  for (const char* type : {"f16", "bf16", "q8_0"}) {
+    const std::string out = test::scratch_path(std::string(type) + ".gguf");
+    std::string log;
+    ASSERT_EQ(convert(dir + "/hf", out, type, &log), 0) << log;
+    expect_same_gguf(type, *GgufFile::open(out),
+                     *GgufFile::open(dir + "/convert-" + type + ".gguf"), {}, nullptr);
+    const std::vector<float> logits = test::run_logits(out, ids, {});
+    ASSERT_EQ(logits.size(), base.size());
+    EXPECT_TRUE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }))
+        << type;
+    if (std::string(type) == "f16") {
+      EXPECT_LE(test::max_rel_error(logits, base), 5e-3);
+    }
+  }
+}
+
+TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
+  const std::string hf = test::fixtures_dir() + "/models/glm4_moe/hf";
+  const std::string f32 = test::scratch_path("glm.gguf");
+  ASSERT_EQ(convert(hf, f32, "f32"), 0);
+  const std::string a = test::scratch_path("from-dir.gguf"),
+                    b = test::scratch_path("from-file.gguf");
+  std::string log;
+  const std::string q = test::binary_path() + " quantize ";
+  ASSERT_EQ(test::run_command(q + hf + " " + a + " q8_0 -t 2", &log), 0) << log;
+  ASSERT_EQ(test::run_command(q + f32 + " " + b + " q8_0 -t 2", &log), 0) << log;
+  std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+  const std::string da((std::istreambuf_iterator<char>(fa)), {});
+  const std::string db((std::istreambuf_iterator<char>(fb)), {});
+  EXPECT_GT(da.size(), 0u);
+  EXPECT_TRUE(da == db) << "quantize of the directory differs from quantize of its conversion";
+}
+
+// A copy of qwen3_embedding's directory (links to its files) with `change` applied.
+std::string directory_copy(const std::string& name, const std::vector<std::string>& files,
+                           const std::string& architecture = "") {
+  const std::string src = test::fixtures_dir() + "/models/qwen3_embedding/hf";
+  const std::string dir = test::scratch_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const std::string& f : files) fs::create_symlink(src + "/" + f, dir + "/" + f);
+  std::ifstream in(src + "/config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), {});
+  if (!architecture.empty()) {
+    const size_t at = config.find("Qwen3ForCausalLM");
+    config.replace(at, std::strlen("Qwen3ForCausalLM"), architecture);
+  }
+  std::ofstream(dir + "/config.json") << config;
+  return dir;
+}
+
+void expect_refused(const std::string& in, const std::string& out, int code,
+                    const std::string& what) {
+  std::string log;
+  EXPECT_EQ(convert(in, out, "f16", &log), code) << log;
+  EXPECT_NE(log.find(what), std::string::npos) << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
+}
+
+TEST(Convert, BadInputIsRefusedWithOneLine) {
+  const std::string out = test::scratch_path("out.gguf");
+  const std::vector<std::string> all = {"model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+  expect_refused(directory_copy("other", all, "FooForCausalLM"), out, 2,
+                 "convert does not handle 'FooForCausalLM'");
+  expect_refused(directory_copy("notok", {"model.safetensors"}), out, 2,
+                 "no tokenizer (tokenizer.model or tokenizer.json)");
+  const std::string hf = directory_copy("same", all);
+  expect_refused(hf, hf + "/model.gguf", 1, "would be written into the input");
+  expect_refused(hf, hf, 1, "would be written into the input");
+  expect_refused(hf, test::scratch_path("no-such-dir") + "/x.gguf", 1, "cannot open for writing");
+  expect_refused(test::fixtures_dir() + "/models/qwen3_embedding/model-f32.gguf", out, 1,
+                 "is not a Hugging Face directory");
+  std::string log;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " convert " + hf + " " + out + " --type q4_k", &log),
+      1)
+      << log;
+  EXPECT_NE(log.find("type 'q4_k' is not one of f32, f16, bf16, q8_0"), std::string::npos) << log;
+  EXPECT_FALSE(fs::exists(out)) << "a refused conversion leaves no file";
+}
+
+}  // namespace
+}  // namespace ts

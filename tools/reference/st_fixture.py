@@ -1,0 +1,47 @@
+"""What the sentence-transformers embedding fixtures share (make_embedding_fixture.py,
+make_bert_fixture.py): the modules of an HF directory and llama.cpp's conversion of it."""
+import json
+import os
+import subprocess
+import sys
+
+POOLING_MODES = ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens",
+                 "weightedmean_tokens", "lasttoken")
+
+
+def write_st_modules(out_dir, dim, pooling_mode, max_seq_length):
+    """modules.json (Transformer, Pooling by `pooling_mode`, Normalize) and their configs."""
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+        {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+    ]
+    with open(os.path.join(out_dir, "modules.json"), "w") as f:
+        json.dump(modules, f, indent=1)
+    os.makedirs(os.path.join(out_dir, "1_Pooling"), exist_ok=True)
+    os.makedirs(os.path.join(out_dir, "2_Normalize"), exist_ok=True)
+    pooling = {"word_embedding_dimension": dim}
+    pooling.update({"pooling_mode_" + m: m == pooling_mode for m in POOLING_MODES})
+    pooling["include_prompt"] = True
+    with open(os.path.join(out_dir, "1_Pooling", "config.json"), "w") as f:
+        json.dump(pooling, f, indent=1)
+    with open(os.path.join(out_dir, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": max_seq_length, "do_lower_case": False}, f, indent=1)
+    with open(os.path.join(out_dir, "config_sentence_transformers.json"), "w") as f:
+        json.dump({"prompts": {}, "default_prompt_name": None, "similarity_fn_name": "cosine"}, f,
+                  indent=1)
+
+
+def convert(converter, hf_dir, out, pre_name):
+    """llama.cpp's convert_hf_to_gguf.py of hf_dir to f32 `out`. The converter names a
+    pre-tokenizer by the hash of its output on a test text, which a tiny vocabulary cannot
+    match: it is named here (`pre_name`)."""
+    code = ("import os, runpy, sys\n"
+            "conv, pre = sys.argv[1], sys.argv[2]\n"
+            "sys.path[:0] = [conv, os.path.join(conv, 'gguf-py')]\n"
+            "from conversion.base import TextModel\n"
+            "TextModel.get_vocab_base_pre = lambda self, tokenizer: pre\n"
+            "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[3:]\n"
+            "runpy.run_path(os.path.join(conv, 'convert_hf_to_gguf.py'), run_name='__main__')\n")
+    subprocess.run([sys.executable, "-c", code, converter, pre_name, hf_dir, "--outtype", "f32",
+                    "--outfile", out], check=True)
