@@ -1,6 +1,7 @@
 #include "model/quantize_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <string_view>
@@ -10,9 +11,10 @@
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "model/imatrix.h"
+#include "model/quantize_rules.h"
 #include "quant/dequant.h"
-#include "quant/quantize.h"
-#include "quant/row_fallback.h"
+#include "quant/quantize_search.h"
 
 namespace ts {
 namespace {
@@ -38,33 +40,72 @@ bool quantizable(const GgufTensor& t) {
          !contains(n, "token_types");
 }
 
-// llama_tensor_get_type's rules for the file types written here (q8_0, q4_0, q4_1, q5_0, q5_1,
-// q6_k): the others in its list name only the k-quant mixes and the i-quants.
-DType tensor_type(const GgufTensor& t, DType base, bool has_output, int64_t n_expert) {
-  DType to = base;
-  const std::string& n = t.name;
-  const uint64_t block = dtype_info(base).block_elems;
-  if (n == "output.weight" || (!has_output && n == "token_embd.weight")) {
-    if (t.dims[0] % block != 0)
-      to = DType::Q8_0;
-    else if (base != DType::Q8_0)
-      to = DType::Q6_K;
-  } else if (contains(n, "attn_v.weight") || contains(n, "attn_k.weight")) {
-    // "for the 8-expert model, bumping this to Q8_0 trades just ~128MB"
-    if (n_expert == 8) to = DType::Q8_0;
-  }
-  return row_fallback_dtype(to, t.dims[0]);
+// The layer of a tensor named "blk.N...." (-1 for the others): llama.cpp visits tensors by layer,
+// then name, and counts attn_v and ffn_down tensors in that order.
+int layer_index(const std::string& name) {
+  int layer = -1;
+  std::sscanf(name.c_str(), "blk.%d.", &layer);
+  return layer;
+}
+
+MixModel mix_model(const GgufFile& src, bool with_imatrix) {
+  MixModel m;
+  m.tied_output = src.tensor("output.weight") == nullptr;
+  m.has_imatrix = with_imatrix;
+  const auto arch = src.get_string("general.architecture");
+  if (!arch) return m;
+  const auto key = [&](const char* k) { return src.get_int(*arch + "." + k); };
+  m.n_expert = key("expert_count").value_or(0);
+  m.n_layer = key("block_count").value_or(0);
+  const int64_t heads = key("attention.head_count").value_or(0);
+  const int64_t kv_heads = key("attention.head_count_kv").value_or(heads);
+  m.n_gqa = kv_heads > 0 ? heads / kv_heads : 1;
+  m.is_70b = *arch == "llama" && m.n_layer == 80 && heads != kv_heads;
+  return m;
+}
+
+// The importance rows of tensor t (cols x experts values), or null where the imatrix has none.
+const float* importance_of(const Imatrix* imatrix, const GgufTensor& t) {
+  if (imatrix == nullptr) return nullptr;
+  const std::vector<float>* v = imatrix->find(t.name);
+  if (v == nullptr) return nullptr;
+  const uint64_t experts = t.dims.size() > 2 ? t.dims[2] : 1;
+  if (v->size() == t.dims[0] * experts) return v->data();
+  // llama.cpp lets token_embd's mismatch pass: its rows are looked up, not multiplied.
+  if (t.name == "token_embd.weight") return nullptr;
+  fail(ErrorKind::Model, "quantize: imatrix entry '" + t.name + "' has " +
+                             std::to_string(v->size()) + " values for " +
+                             std::to_string(t.dims[0]) + " columns x " + std::to_string(experts) +
+                             " experts");
 }
 
 }  // namespace
 
 const std::vector<QuantizeType>& quantize_types() {
-  // llama_ftype ids: LLAMA_FTYPE_MOSTLY_F16 = 1, Q4_0 = 2, Q4_1 = 3, Q8_0 = 7, Q5_0 = 8,
-  // Q5_1 = 9, Q6_K = 18, BF16 = 32.
+  using namespace ftype;
   static const std::vector<QuantizeType> types = {
-      {"f16", DType::F16, 1},   {"bf16", DType::BF16, 32}, {"q8_0", DType::Q8_0, 7},
-      {"q4_0", DType::Q4_0, 2}, {"q4_1", DType::Q4_1, 3},  {"q5_0", DType::Q5_0, 8},
-      {"q5_1", DType::Q5_1, 9}, {"q6_k", DType::Q6_K, 18},
+      {"f16", DType::F16, kF16},
+      {"bf16", DType::BF16, kBF16},
+      {"q8_0", DType::Q8_0, kQ8_0},
+      {"q4_0", DType::Q4_0, kQ4_0},
+      {"q4_1", DType::Q4_1, kQ4_1},
+      {"q5_0", DType::Q5_0, kQ5_0},
+      {"q5_1", DType::Q5_1, kQ5_1},
+      {"q2_k", DType::Q2_K, kQ2_K},
+      {"q2_k_s", DType::Q2_K, kQ2_K_S, true},
+      {"q3_k_s", DType::Q3_K, kQ3_K_S},
+      {"q3_k_m", DType::Q3_K, kQ3_K_M},
+      {"q3_k", DType::Q3_K, kQ3_K_M},
+      {"q3_k_l", DType::Q3_K, kQ3_K_L},
+      {"q4_k_s", DType::Q4_K, kQ4_K_S},
+      {"q4_k_m", DType::Q4_K, kQ4_K_M},
+      {"q4_k", DType::Q4_K, kQ4_K_M},
+      {"q5_k_s", DType::Q5_K, kQ5_K_S},
+      {"q5_k_m", DType::Q5_K, kQ5_K_M},
+      {"q5_k", DType::Q5_K, kQ5_K_M},
+      {"q6_k", DType::Q6_K, kQ6_K},
+      {"iq4_nl", DType::IQ4_NL, kIQ4_NL},
+      {"iq4_xs", DType::IQ4_XS, kIQ4_XS},
   };
   return types;
 }
@@ -75,34 +116,50 @@ std::string quantize_type_names() {
   return s;
 }
 
-std::vector<QuantizePlanEntry> plan_quantize(const GgufFile& src, const QuantizeType& type) {
-  const bool has_output = src.tensor("output.weight") != nullptr;
-  int64_t n_expert = 0;
-  if (const auto arch = src.get_string("general.architecture"))
-    n_expert = src.get_int(*arch + ".expert_count").value_or(0);
-  std::vector<QuantizePlanEntry> plan;
-  for (const GgufTensor& t : src.tensors()) {
-    QuantizePlanEntry e{t.name, t.dtype, t.dtype};
-    if (quantizable(t)) {
-      if (!is_float(t.dtype))
-        fail(ErrorKind::Model, src.path() + ": tensor '" + t.name + "' is " + dtype_name(t.dtype) +
-                                   ": quantize takes f32, f16 or bf16 weights (a quantised file "
-                                   "would be quantised twice)");
-      e.to = is_float(type.dtype) ? type.dtype : tensor_type(t, type.dtype, has_output, n_expert);
-      if (t.dims[0] % dtype_info(e.to).block_elems != 0)
-        fail(ErrorKind::Model, src.path() + ": tensor '" + t.name + "': rows of " +
-                                   std::to_string(t.dims[0]) + " are not whole " +
-                                   dtype_name(e.to) + " blocks");
+std::vector<QuantizePlanEntry> plan_quantize(const GgufFile& src, const QuantizeType& type,
+                                             bool with_imatrix) {
+  const MixModel model = mix_model(src, with_imatrix);
+  const auto& tensors = src.tensors();
+  std::vector<size_t> order(tensors.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const int la = layer_index(tensors[a].name), lb = layer_index(tensors[b].name);
+    return la != lb ? la < lb : tensors[a].name < tensors[b].name;
+  });
+  MixPosition pos;
+  for (const GgufTensor& t : tensors) pos.n_attn_v += is_attn_v_like(t.name) ? 1 : 0;
+  std::vector<QuantizePlanEntry> plan(tensors.size());
+  for (size_t i : order) {
+    const GgufTensor& t = tensors[i];
+    QuantizePlanEntry& e = plan[i];
+    e = {t.name, t.dtype, t.dtype};
+    if (!quantizable(t)) continue;
+    if (!is_float(t.dtype))
+      fail(ErrorKind::Model, src.path() + ": tensor '" + t.name + "' is " + dtype_name(t.dtype) +
+                                 ": quantize takes f32, f16 or bf16 weights (a quantised file "
+                                 "would be quantised twice)");
+    if (is_float(type.dtype)) {
+      e.to = type.dtype;
+      continue;
     }
-    plan.push_back(std::move(e));
+    e.to = mix_tensor_type(type.file_type, type.dtype, t.name, t.dims[0], model, pos);
+    if (is_attn_v_like(t.name)) ++pos.i_attn_v;
+    if (is_ffn_down(t.name)) ++pos.i_ffn_down;
+    if (t.dims[0] % dtype_info(e.to).block_elems != 0)
+      fail(ErrorKind::Model, src.path() + ": tensor '" + t.name + "': rows of " +
+                                 std::to_string(t.dims[0]) + " are not whole " + dtype_name(e.to) +
+                                 " blocks");
   }
   return plan;
 }
 
 QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
-                                const std::string& out, int threads,
+                                const Imatrix* imatrix, const std::string& out, int threads,
                                 const std::function<void(uint64_t, uint64_t)>& progress) {
-  const std::vector<QuantizePlanEntry> plan = plan_quantize(src, type);
+  if (type.needs_imatrix && imatrix == nullptr)
+    fail(ErrorKind::Usage,
+         "quantize: " + type.name + " needs an importance matrix (--imatrix FILE), as llama.cpp's");
+  const std::vector<QuantizePlanEntry> plan = plan_quantize(src, type, imatrix != nullptr);
   GgufWriter w(src.version());
   for (const auto& [key, value] : src.metadata()) {
     if (key == "general.alignment" || key == "general.file_type" ||
@@ -115,6 +172,7 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
   w.set_alignment(static_cast<uint32_t>(src.alignment()));
   const uint64_t align = src.alignment();
   std::vector<uint64_t> offsets, sizes;
+  std::vector<const float*> importance;  // checked before the output is opened
   uint64_t data = 0, total_in = 0;
   for (size_t i = 0; i < plan.size(); ++i) {
     const GgufTensor& t = src.tensors()[i];
@@ -125,6 +183,7 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
     sizes.push_back(nbytes);
     data = (data + nbytes + align - 1) / align * align;
     total_in += t.nbytes;
+    importance.push_back(plan[i].to != plan[i].from ? importance_of(imatrix, t) : nullptr);
   }
   const std::vector<uint8_t> header = w.bytes();  // ends at the aligned start of the data
   std::ofstream f(out, std::ios::binary | std::ios::trunc);
@@ -148,11 +207,14 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
       const size_t in_row = row_bytes(e.from, t.dims[0], t.name);
       const size_t out_row = row_bytes(e.to, t.dims[0], t.name);
       const uint8_t* in = src.tensor_data(t);
+      const auto rows_per_expert = static_cast<int64_t>(t.dims.size() > 1 ? t.dims[1] : 1);
       pool.parallel_for(rows, [&](int64_t r0, int64_t r1) {
         std::vector<float> row(static_cast<size_t>(cols));
         for (int64_t r = r0; r < r1; ++r) {
           dequantize_row(e.from, in + r * in_row, row.data(), cols);
-          quantize_row_weights(e.to, row.data(), buf.data() + r * out_row, cols);
+          const float* w =
+              importance[i] != nullptr ? importance[i] + (r / rows_per_expert) * cols : nullptr;
+          quantize_row_searched(e.to, row.data(), buf.data() + r * out_row, cols, w);
         }
       });
       ++s.quantized;

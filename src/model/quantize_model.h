@@ -1,7 +1,7 @@
 // `turbospark quantize`: a GGUF of f32 / f16 / bf16 weights rewritten in another type, each tensor
-// given the type llama.cpp's llama-quantize gives it for that file type (its tensor rules for the
-// types written here; see plan_quantize). The quantisers are quant/quantize.h's (round to nearest,
-// no importance matrix).
+// given the type llama.cpp's llama-quantize gives it for that file type (its mixes by name, with
+// its tensor rules: model/quantize_rules.h), rows quantised by llama.cpp's quantisers
+// (quant/quantize_search.h), weighted by an importance matrix where one is given.
 #pragma once
 
 #include <cstdint>
@@ -14,13 +14,17 @@
 namespace ts {
 
 class GgufFile;
+class Imatrix;
 
-// The file types `quantize` writes, by llama.cpp's names (lower case): f16, bf16, q8_0, q4_0,
-// q4_1, q5_0, q5_1, q6_k.
+// The file types `quantize` writes, by llama-quantize's names (lower case, its aliases q3_k,
+// q4_k, q5_k included): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q2_k_s, q3_k_s/m/l,
+// q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs. The IQ1/IQ2/IQ3 mixes are not written (their
+// quantisers are not here).
 struct QuantizeType {
   std::string name;
-  DType dtype;        // the type of most weight matrices
-  int64_t file_type;  // general.file_type (llama_ftype)
+  DType dtype;                 // the type of most weight matrices
+  int64_t file_type;           // general.file_type (llama_ftype)
+  bool needs_imatrix = false;  // q2_k_s, as llama.cpp: without one its q2_k tensors are garbage
 };
 const std::vector<QuantizeType>& quantize_types();
 std::string quantize_type_names();
@@ -31,13 +35,15 @@ struct QuantizePlanEntry {
   DType to;  // == from: copied
 };
 
-// The type of every tensor of `src` for `type`, in file order: llama.cpp's rules for these file
-// types. Matrices named *.weight are quantised except norms and the MoE router (ffn_gate_inp);
-// output.weight (or a tied token_embd.weight) becomes q6_k unless the type is q8_0 or a float,
-// q8_0 where its rows are not whole blocks; in a model of exactly 8 experts attn_k and attn_v
-// become q8_0; a row that is not a whole number of the type's blocks falls back (q6_k -> q8_0).
-// Fails (Model) on a matrix to quantise that is not f32, f16 or bf16.
-std::vector<QuantizePlanEntry> plan_quantize(const GgufFile& src, const QuantizeType& type);
+// The type of every tensor of `src` for `type`, in file order: llama.cpp's rules. Matrices named
+// *.weight are quantised except norms and the MoE router (ffn_gate_inp); each takes the mix's
+// type for its kind and layer (mix_tensor_type: output.weight q6_k, attn_v / ffn_down upgraded by
+// layer position, attn_k / attn_v q8_0 in a model of 8 experts, ...), and a row that is not whole
+// blocks of it falls back (q4_k -> q5_0, q6_k -> q8_0, ...). `with_imatrix` selects the rules
+// that differ with an importance matrix. Fails (Model) on a matrix to quantise that is not f32,
+// f16 or bf16.
+std::vector<QuantizePlanEntry> plan_quantize(const GgufFile& src, const QuantizeType& type,
+                                             bool with_imatrix = false);
 
 struct QuantizeSummary {
   int64_t tensors = 0;
@@ -46,10 +52,13 @@ struct QuantizeSummary {
 };
 
 // Writes `out`: src's metadata (general.file_type and general.quantization_version set, split.*
-// dropped) and tensors as planned, rows quantised on `threads` threads. `progress(done, total)`
-// is called with bytes of source tensors processed.
+// dropped) and tensors as planned, rows quantised on `threads` threads, each weighted by its
+// imatrix entry where `imatrix` has one (an expert's rows by that expert's). `progress(done,
+// total)` is called with bytes of source tensors processed. Fails (Usage) for a type that needs
+// an imatrix without one, (Model) on an imatrix entry whose size is not the tensor's columns
+// times experts.
 QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
-                                const std::string& out, int threads,
+                                const Imatrix* imatrix, const std::string& out, int threads,
                                 const std::function<void(uint64_t, uint64_t)>& progress);
 
 }  // namespace ts

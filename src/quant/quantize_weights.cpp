@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "quant/block_pack.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 
@@ -57,17 +58,6 @@ void affine32(const float* x, int qmax, uint16_t& d_bits, uint16_t& m_bits, uint
   const float m = store_f16(*lo, m_bits);
   const float d = store_f16((*hi - m) / static_cast<float>(qmax), d_bits);
   codes(x, kQK32, d, -m, 0, qmax, q);
-}
-
-void pack_nibbles32(const uint8_t* q, uint8_t* qs) {
-  for (int i = 0; i < kQK32 / 2; ++i)
-    qs[i] = static_cast<uint8_t>((q[i] & 0x0F) | ((q[i + 16] & 0x0F) << 4));
-}
-
-void pack_fifth_bits32(const uint8_t* q, uint8_t* qh) {
-  uint32_t bits = 0;
-  for (int i = 0; i < kQK32; ++i) bits |= static_cast<uint32_t>((q[i] >> 4) & 1) << i;
-  std::memcpy(qh, &bits, sizeof(bits));
 }
 
 // llama.cpp's quantize_row_q8_0_ref (and gguf-py's Q8_0): the values are divided by the scale
@@ -185,69 +175,30 @@ void quantize_q2_k(const float* x, BlockQ2_K& b) {
   uint8_t q[kQKK];
   const ScaleMinCodes c = scale_min_subblocks(x, 16, 16, 3, 15, b.d, b.dmin, q);
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(c.sc[j] | (c.mn[j] << 4));
-  std::memset(b.qs, 0, sizeof(b.qs));
-  for (int e = 0; e < kQKK; ++e) {
-    const int h = e / 128, s = (e / 32) % 4, l = e % 32;
-    b.qs[32 * h + l] |= static_cast<uint8_t>(q[e] << (2 * s));
-  }
+  pack_q2_k_quants(q, b.qs);
 }
 
 void quantize_q3_k(const float* x, BlockQ3_K& b) {
-  uint8_t q[kQKK];
+  uint8_t q[kQKK], codes[16];
   int sc[16];
   signed_subblocks(x, 16, 16, 4, 32, b.d, sc, q);
-  std::memset(b.scales, 0, sizeof(b.scales));
-  for (int j = 0; j < 16; ++j) {
-    const int code = sc[j] + 32;
-    b.scales[j % 8] |= static_cast<uint8_t>((code & 0x0F) << (4 * (j / 8)));
-    b.scales[8 + j % 4] |= static_cast<uint8_t>((code >> 4) << (2 * (j / 4)));
-  }
-  std::memset(b.hmask, 0, sizeof(b.hmask));
-  std::memset(b.qs, 0, sizeof(b.qs));
-  // q is biased by 4: low 2 bits as stored, bit 2 is the hmask bit (set means no -4).
-  for (int e = 0; e < kQKK; ++e) {
-    const int c = e / 32, l = e % 32;
-    b.qs[32 * (c / 4) + l] |= static_cast<uint8_t>((q[e] & 3) << (2 * (c % 4)));
-    b.hmask[l] |= static_cast<uint8_t>((q[e] >> 2) << c);
-  }
-}
-
-// Inverse of k4_scale_min (blocks.h).
-void pack_k4_scales(const ScaleMinCodes& c, uint8_t* s) {
-  std::memset(s, 0, kKScaleBytes);
-  for (int j = 0; j < 8; ++j) {
-    if (j < 4) {
-      s[j] = c.sc[j];
-      s[j + 4] = c.mn[j];
-    } else {
-      s[j + 4] = static_cast<uint8_t>((c.sc[j] & 0x0F) | ((c.mn[j] & 0x0F) << 4));
-      s[j - 4] |= static_cast<uint8_t>((c.sc[j] >> 4) << 6);
-      s[j] |= static_cast<uint8_t>((c.mn[j] >> 4) << 6);
-    }
-  }
-}
-
-void pack_k_nibbles(const uint8_t* q, uint8_t* qs) {
-  std::memset(qs, 0, kQKK / 2);
-  for (int e = 0; e < kQKK; ++e) {
-    const int c = e / 64, n = (e / 32) % 2, l = e % 32;
-    qs[32 * c + l] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * n));
-  }
+  for (int j = 0; j < 16; ++j) codes[j] = static_cast<uint8_t>(sc[j] + 32);
+  pack_q3_k(codes, q, b);
 }
 
 void quantize_q4_k(const float* x, BlockQ4_K& b) {
   uint8_t q[kQKK];
-  pack_k4_scales(scale_min_subblocks(x, 8, 32, 15, 63, b.d, b.dmin, q), b.scales);
+  const ScaleMinCodes c = scale_min_subblocks(x, 8, 32, 15, 63, b.d, b.dmin, q);
+  pack_k4_scales(c.sc, c.mn, b.scales);
   pack_k_nibbles(q, b.qs);
 }
 
 void quantize_q5_k(const float* x, BlockQ5_K& b) {
   uint8_t q[kQKK];
-  pack_k4_scales(scale_min_subblocks(x, 8, 32, 31, 63, b.d, b.dmin, q), b.scales);
+  const ScaleMinCodes c = scale_min_subblocks(x, 8, 32, 31, 63, b.d, b.dmin, q);
+  pack_k4_scales(c.sc, c.mn, b.scales);
   pack_k_nibbles(q, b.qs);
-  std::memset(b.qh, 0, sizeof(b.qh));
-  for (int e = 0; e < kQKK; ++e)
-    b.qh[e % 32] |= static_cast<uint8_t>(((q[e] >> 4) & 1) << (e / 32));
+  pack_q5_k_high(q, b.qh);
 }
 
 void quantize_q6_k(const float* x, BlockQ6_K& b) {
@@ -255,13 +206,7 @@ void quantize_q6_k(const float* x, BlockQ6_K& b) {
   int sc[16];
   signed_subblocks(x, 16, 16, 32, 128, b.d, sc, q);
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(sc[j]);
-  std::memset(b.ql, 0, sizeof(b.ql));
-  std::memset(b.qh, 0, sizeof(b.qh));
-  for (int e = 0; e < kQKK; ++e) {
-    const int h = e / 128, r = e % 128;
-    b.ql[64 * h + r % 64] |= static_cast<uint8_t>((q[e] & 0x0F) << (4 * (r / 64)));
-    b.qh[32 * h + r % 32] |= static_cast<uint8_t>((q[e] >> 4) << (2 * (r / 32)));
-  }
+  pack_q6_k_quants(q, b);
 }
 
 // The largest-magnitude element maps to the level -127, the grid's widest.
@@ -273,17 +218,15 @@ void quantize_iq4_nl(const float* x, BlockIQ4_NL& b) {
 
 void quantize_iq4_xs(const float* x, BlockIQ4_XS& b) {
   int sc[8];
+  uint8_t codes[8];
   const float d = signed_subblock_scales(x, 8, 32, 127, 32, b.d, sc);
-  b.scales_h = 0;
-  std::memset(b.scales_l, 0, sizeof(b.scales_l));
   for (int j = 0; j < 8; ++j) {
-    const int code = sc[j] + 32;
-    b.scales_l[j / 2] |= static_cast<uint8_t>((code & 0x0F) << (4 * (j % 2)));
-    b.scales_h |= static_cast<uint16_t>((code >> 4) << (2 * j));
+    codes[j] = static_cast<uint8_t>(sc[j] + 32);
     uint8_t q[kQK32];
     iq4_codes(x + 32 * j, kQK32, d * static_cast<float>(sc[j]), q);
     pack_nibbles32(q, b.qs + 16 * j);
   }
+  pack_iq4_xs_scales(codes, b);
 }
 
 // As gguf-py's quantiser: the e8m0 exponent floor(log2 amax) - 2 + 127 (read exactly from the
