@@ -42,7 +42,7 @@ std::string quantize(const std::string& in, const std::string& type,
 
 struct LlamaCppFile {
   const char* type;
-  const char* file;  // under shared/models/tiny-moe
+  const char* file;  // under the shared data's models/tiny-moe (test::shared_path)
   bool imatrix;      // made with the shared imatrix
   double ppl;        // llama.cpp's, -c 256 (the quants README)
 };
