@@ -29,12 +29,6 @@ constexpr TensorName kUp{"ffn_up", "intermediate.dense"};
 constexpr TensorName kDown{"ffn_down", "output.dense"};
 constexpr TensorName kOutNorm{"layer_output_norm", "output.LayerNorm"};
 
-std::string dims_string(const std::vector<uint64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
 // Finds and checks the encoder's tensors of one source (layer -1: the embeddings').
 class Tensors {
  public:
@@ -53,9 +47,9 @@ class Tensors {
     for (size_t i = 0; ok && i < dims.size(); ++i)
       ok = dims[i] < 0 || static_cast<int64_t>(t->dims[i]) == dims[i];
     if (!ok)
-      fail(ErrorKind::Model, s_.path() + ": tensor '" + name + "' has shape " +
-                                 dims_string(t->dims) + ", which does not fit the config (" +
-                                 std::to_string(dims.size()) + "-D, GGML order)");
+      fail(ErrorKind::Model, s_.path() + ": tensor '" + name + "' has shape " + t->shape_string() +
+                                 ", which does not fit the config (" + std::to_string(dims.size()) +
+                                 "-D, GGML order)");
     if (dims.size() > 1 && !cpu_.has_weight_kernels(t->dtype))
       fail(ErrorKind::Unsupported, s_.path() + ": tensor '" + name + "' has type " +
                                        dtype_name(t->dtype) +

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
+#include "vision/tower_checks.h"
 
 namespace ts {
 
@@ -15,7 +15,7 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   std::unique_ptr<Qwen3VLVision> v(new Qwen3VLVision());
   v->source_ = ModelSource::open(path);
   v->c_ = read_vision_config(*v->source_);
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = tower_threads(threads);
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
   v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, "Qwen3-VL vision");

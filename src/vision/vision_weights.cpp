@@ -5,15 +5,6 @@
 #include "quant/dequant.h"
 
 namespace ts {
-namespace {
-
-std::string dims_string(const std::vector<uint64_t>& d) {
-  std::string s = "[";
-  for (size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + std::to_string(d[i]);
-  return s + "]";
-}
-
-}  // namespace
 
 TensorRef VisionWeights::need(const std::string& name, const std::vector<int64_t>& dims) const {
   const std::string& path = source_.path();
@@ -22,9 +13,10 @@ TensorRef VisionWeights::need(const std::string& name, const std::vector<int64_t
   bool ok = t->dims.size() == dims.size();
   for (size_t i = 0; ok && i < dims.size(); ++i) ok = static_cast<int64_t>(t->dims[i]) == dims[i];
   if (!ok) {
-    std::vector<uint64_t> want(dims.begin(), dims.end());
-    fail(ErrorKind::Model, path + ": tensor '" + name + "' has shape " + dims_string(t->dims) +
-                               ", expected " + dims_string(want) + " (GGML order)");
+    TensorRef want;
+    want.dims.assign(dims.begin(), dims.end());
+    fail(ErrorKind::Model, path + ": tensor '" + name + "' has shape " + t->shape_string() +
+                               ", expected " + want.shape_string() + " (GGML order)");
   }
   if (dims.size() == 1 && t->dtype != DType::F32 && t->dtype != DType::F16 &&
       t->dtype != DType::BF16)
