@@ -1,11 +1,8 @@
 #include "runtime/encoder.h"
 
-#include <algorithm>
-
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "model/family.h"
-#include "quant/dequant.h"
 
 namespace ts {
 namespace {
@@ -29,49 +26,14 @@ constexpr TensorName kUp{"ffn_up", "intermediate.dense"};
 constexpr TensorName kDown{"ffn_down", "output.dense"};
 constexpr TensorName kOutNorm{"layer_output_norm", "output.LayerNorm"};
 
-// Finds and checks the encoder's tensors of one source (layer -1: the embeddings').
-class Tensors {
- public:
-  Tensors(const ModelSource& s, const Backend& cpu) : s_(s), cpu_(cpu) {}
-
-  TensorRef need(const TensorName& n, int64_t layer, const char* suffix,
-                 const std::vector<int64_t>& dims) const {
-    const bool gguf = s_.kind() == SourceKind::Gguf;
-    std::string name;
-    if (layer >= 0) name = (gguf ? "blk." : "encoder.layer.") + std::to_string(layer) + ".";
-    name += (gguf ? n.gguf : n.hf);
-    name += suffix;
-    const auto t = s_.find(name);
-    if (!t) fail(ErrorKind::Model, s_.path() + ": missing tensor '" + name + "' (bert encoder)");
-    bool ok = t->dims.size() == dims.size();
-    for (size_t i = 0; ok && i < dims.size(); ++i)
-      ok = dims[i] < 0 || static_cast<int64_t>(t->dims[i]) == dims[i];
-    if (!ok)
-      fail(ErrorKind::Model, s_.path() + ": tensor '" + name + "' has shape " + t->shape_string() +
-                                 ", which does not fit the config (" + std::to_string(dims.size()) +
-                                 "-D, GGML order)");
-    if (dims.size() > 1 && !cpu_.has_weight_kernels(t->dtype))
-      fail(ErrorKind::Unsupported, s_.path() + ": tensor '" + name + "' has type " +
-                                       dtype_name(t->dtype) +
-                                       ", which the matmul kernels do not support");
-    return *t;
-  }
-
-  std::vector<float> floats(const TensorName& n, int64_t layer, const char* suffix,
-                            int64_t len) const {
-    const TensorRef t = need(n, layer, suffix, {len});
-    if (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
-      fail(ErrorKind::Unsupported, s_.path() + ": tensor '" + t.name + "' has type " +
-                                       dtype_name(t.dtype) + ", expected f32, f16 or bf16");
-    std::vector<float> out(static_cast<size_t>(len));
-    dequantize_row(t.dtype, t.data(), out.data(), len);
-    return out;
-  }
-
- private:
-  const ModelSource& s_;
-  const Backend& cpu_;
-};
+// The tensor name of one source (layer -1: the embeddings').
+std::string tensor_name(const ModelSource& s, const TensorName& n, int64_t layer,
+                        const char* suffix) {
+  const bool gguf = s.kind() == SourceKind::Gguf;
+  std::string name;
+  if (layer >= 0) name = (gguf ? "blk." : "encoder.layer.") + std::to_string(layer) + ".";
+  return name + (gguf ? n.gguf : n.hf) + suffix;
+}
 
 }  // namespace
 
@@ -101,10 +63,13 @@ Encoder::~Encoder() {
 }
 
 void Encoder::load() {
-  const Tensors t(*source_, *cpu_);
+  const HostWeights w(*source_, *cpu_, "bert encoder");
+  const auto name = [&](const TensorName& n, int64_t l, const char* suffix) {
+    return tensor_name(*source_, n, l, suffix);
+  };
   const int64_t d = c_.n_embd, ff = c_.n_ff;
   const auto table = [&](const TensorName& n, int64_t rows) {
-    const TensorRef r = t.need(n, -1, ".weight", {d, rows});
+    const TensorRef r = w.need(name(n, -1, ".weight"), {d, rows});
     const int64_t n_rows = r.rows();
     if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
     return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
@@ -115,13 +80,10 @@ void Encoder::load() {
   positions_ = table(kPositions, c_.encoder.n_positions);
   types_ = table(kTypes, -1);
   const auto norm = [&](const TensorName& n, int64_t l) {
-    return Norm{t.floats(n, l, ".weight", d), t.floats(n, l, ".bias", d)};
+    return w.norm(name(n, l, ".weight"), name(n, l, ".bias"), d);
   };
   const auto linear = [&](const TensorName& n, int64_t l, int64_t in, int64_t out) {
-    const TensorRef r = t.need(n, l, ".weight", {in, out});
-    return Linear{
-        cpu_->upload_weight(r.dtype, out, in, r.nbytes / static_cast<uint64_t>(out), r.data()),
-        t.floats(n, l, ".bias", out)};
+    return w.linear(name(n, l, ".weight"), name(n, l, ".bias"), in, out);
   };
   embd_norm_ = norm(kEmbdNorm, -1);
   for (int64_t l = 0; l < c_.n_layer; ++l) {

@@ -19,6 +19,7 @@
 #include "model/arch_config.h"
 #include "model/model_source.h"
 #include "runtime/embedding.h"
+#include "runtime/host_weights.h"
 
 namespace ts {
 
@@ -40,13 +41,8 @@ class Encoder {
   std::vector<float> embed(const std::vector<int32_t>& tokens, Pooler& pooler) const;
 
  private:
-  struct Linear {
-    Weight w;
-    std::vector<float> b;
-  };
-  struct Norm {
-    std::vector<float> w, b;
-  };
+  using Linear = HostWeights::Linear;
+  using Norm = HostWeights::Norm;
   struct Layer {
     Linear q, k, v, o, up, down;
     Norm attn_norm, out_norm;

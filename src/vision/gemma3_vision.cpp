@@ -141,7 +141,7 @@ std::unique_ptr<Gemma3Vision> Gemma3Vision::open(const std::string& path, int th
   threads = tower_threads(threads);
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
-  v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, kTower);
+  v->w_ = std::make_unique<HostWeights>(*v->source_, *v->cpu_, kTower);
   v->load();
   return v;
 }

@@ -20,8 +20,8 @@
 #include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "model/model_source.h"
+#include "runtime/host_weights.h"
 #include "vision/vision_tower.h"
-#include "vision/vision_weights.h"
 
 namespace ts {
 
@@ -65,8 +65,8 @@ class Gemma3Vision : public VisionTower {
   EncodedImage project(const std::vector<float>& tower_out);
 
  private:
-  using Linear = VisionWeights::Linear;
-  using Norm = VisionWeights::Norm;
+  using Linear = HostWeights::Linear;
+  using Norm = HostWeights::Norm;
   struct Block {
     Norm ln1, ln2;
     Linear q, k, v, out, fc1, fc2;
@@ -79,7 +79,7 @@ class Gemma3Vision : public VisionTower {
   Gemma3VisionConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<VisionWeights> w_;
+  std::unique_ptr<HostWeights> w_;
   Linear patch_;
   std::vector<float> pos_table_;  // [side * side][hidden]
   std::vector<Block> blocks_;

@@ -24,9 +24,9 @@
 #include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "model/model_source.h"
+#include "runtime/host_weights.h"
 #include "vision/image_preprocess.h"
 #include "vision/vision_tower.h"
-#include "vision/vision_weights.h"
 
 namespace ts {
 
@@ -88,7 +88,7 @@ class Gemma4Vision : public VisionTower {
   Gemma4VisionConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<VisionWeights> w_;
+  std::unique_ptr<HostWeights> w_;
   std::string v_, mm_;  // tensor name prefixes
   // [hidden][3 * patch * patch], columns in the processor's order (the CPU backend's weight
   // reads this host copy)

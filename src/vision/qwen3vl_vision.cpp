@@ -18,7 +18,7 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   threads = tower_threads(threads);
   v->cpu_ = make_cpu_backend(threads);
   v->pool_ = std::make_unique<ThreadPool>(threads);
-  v->w_ = std::make_unique<VisionWeights>(*v->source_, *v->cpu_, "Qwen3-VL vision");
+  v->w_ = std::make_unique<HostWeights>(*v->source_, *v->cpu_, "Qwen3-VL vision");
   v->load();
   ProcessorConfig& p = v->processor_;
   p.patch = v->c_.patch;

@@ -18,11 +18,11 @@
 #include "backend/backend.h"
 #include "core/thread_pool.h"
 #include "model/model_source.h"
+#include "runtime/host_weights.h"
 #include "vision/image_preprocess.h"
 #include "vision/image_rows.h"
 #include "vision/vision_config.h"
 #include "vision/vision_tower.h"
-#include "vision/vision_weights.h"
 
 namespace ts {
 
@@ -50,8 +50,8 @@ class Qwen3VLVision : public VisionTower {
   EncodedImage encode(const float* pixels, int64_t grid_h, int64_t grid_w);
 
  private:
-  using Linear = VisionWeights::Linear;
-  using Norm = VisionWeights::Norm;
+  using Linear = HostWeights::Linear;
+  using Norm = HostWeights::Norm;
   struct Block {
     Norm ln1, ln2;
     Linear qkv, proj, fc1, fc2;
@@ -70,7 +70,7 @@ class Qwen3VLVision : public VisionTower {
   VisionConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<VisionWeights> w_;
+  std::unique_ptr<HostWeights> w_;
   ProcessorConfig processor_;
   std::vector<float> patch_host_;  // the GGUF's two per-frame kernels as one [hidden][C][T][P][P]
   Linear patch_;

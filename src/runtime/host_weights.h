@@ -1,6 +1,7 @@
-// A vision tower's weights, read from its ModelSource for the CPU backend: every tensor's shape
-// and type checked as it is read (errors name the file and tensor), vectors as host floats,
-// matrices as backend weights, and the linear layers' y = x W^T + b.
+// The weights of a stack that runs on the CPU only (the vision towers, the BERT encoder), read from
+// its ModelSource for the CPU backend: every tensor's shape and type checked as it is read (errors
+// name the file and tensor), vectors as host floats, matrices as backend weights, and the linear
+// layers' y = x W^T + b.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace ts {
 
 class ThreadPool;
 
-class VisionWeights {
+class HostWeights {
  public:
   struct Linear {
     Weight w;
@@ -24,12 +25,12 @@ class VisionWeights {
     std::vector<float> w, b;
   };
 
-  // `tower` names the tower in errors ("Qwen3-VL vision").
-  VisionWeights(const ModelSource& source, Backend& cpu, std::string tower)
+  // `tower` names the stack in errors ("Qwen3-VL vision", "bert encoder").
+  HostWeights(const ModelSource& source, Backend& cpu, std::string tower)
       : source_(source), cpu_(cpu), tower_(std::move(tower)) {}
 
-  // The tensor, its dims (GGML order: the fastest-varying first) checked; a vector must be f32,
-  // f16 or bf16, a matrix of a type the matmul kernels take.
+  // The tensor, its dims (GGML order: the fastest-varying first; a negative one takes any size)
+  // checked; a vector must be f32, f16 or bf16, a matrix of a type the matmul kernels take.
   TensorRef need(const std::string& name, const std::vector<int64_t>& dims) const;
   std::vector<float> floats(const std::string& name, const std::vector<int64_t>& dims) const;
   Linear linear(const std::string& w, const std::string& b, int64_t in, int64_t out) const;

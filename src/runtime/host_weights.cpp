@@ -1,4 +1,4 @@
-#include "vision/vision_weights.h"
+#include "runtime/host_weights.h"
 
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
@@ -6,18 +6,19 @@
 
 namespace ts {
 
-TensorRef VisionWeights::need(const std::string& name, const std::vector<int64_t>& dims) const {
+TensorRef HostWeights::need(const std::string& name, const std::vector<int64_t>& dims) const {
   const std::string& path = source_.path();
   const auto t = source_.find(name);
   if (!t) fail(ErrorKind::Model, path + ": missing tensor '" + name + "' (" + tower_ + ")");
   bool ok = t->dims.size() == dims.size();
-  for (size_t i = 0; ok && i < dims.size(); ++i) ok = static_cast<int64_t>(t->dims[i]) == dims[i];
-  if (!ok) {
-    TensorRef want;
-    want.dims.assign(dims.begin(), dims.end());
-    fail(ErrorKind::Model, path + ": tensor '" + name + "' has shape " + t->shape_string() +
-                               ", expected " + want.shape_string() + " (GGML order)");
+  std::string want = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    ok = ok && (dims[i] < 0 || static_cast<int64_t>(t->dims[i]) == dims[i]);
+    want += (i ? ", " : "") + (dims[i] < 0 ? std::string("any") : std::to_string(dims[i]));
   }
+  if (!ok)
+    fail(ErrorKind::Model, path + ": tensor '" + name + "' has shape " + t->shape_string() +
+                               ", expected " + want + "] (GGML order)");
   if (dims.size() == 1 && t->dtype != DType::F32 && t->dtype != DType::F16 &&
       t->dtype != DType::BF16)
     fail(ErrorKind::Unsupported, path + ": tensor '" + name + "' has type " + dtype_name(t->dtype) +
@@ -28,8 +29,8 @@ TensorRef VisionWeights::need(const std::string& name, const std::vector<int64_t
   return *t;
 }
 
-std::vector<float> VisionWeights::floats(const std::string& name,
-                                         const std::vector<int64_t>& dims) const {
+std::vector<float> HostWeights::floats(const std::string& name,
+                                       const std::vector<int64_t>& dims) const {
   const TensorRef t = need(name, dims);
   std::vector<float> out(static_cast<size_t>(t.cols() * t.rows()));
   const uint64_t row = t.nbytes / static_cast<uint64_t>(t.rows());
@@ -39,8 +40,8 @@ std::vector<float> VisionWeights::floats(const std::string& name,
   return out;
 }
 
-VisionWeights::Linear VisionWeights::linear(const std::string& w, const std::string& b, int64_t in,
-                                            int64_t out) const {
+HostWeights::Linear HostWeights::linear(const std::string& w, const std::string& b, int64_t in,
+                                        int64_t out) const {
   const TensorRef t = need(w, {in, out});
   Linear l;
   l.w = cpu_.upload_weight(t.dtype, out, in, t.nbytes / static_cast<uint64_t>(out), t.data());
@@ -48,19 +49,18 @@ VisionWeights::Linear VisionWeights::linear(const std::string& w, const std::str
   return l;
 }
 
-VisionWeights::Norm VisionWeights::norm(const std::string& w, const std::string& b,
-                                        int64_t n) const {
+HostWeights::Norm HostWeights::norm(const std::string& w, const std::string& b, int64_t n) const {
   return {floats(w, {n}), floats(b, {n})};
 }
 
-void VisionWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
+void HostWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
   cpu_.matmul(l.w, x, rows, y);
   cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
 }
 
-void VisionWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att,
-                               const Norm& ln, const Linear& fc1, const Linear& fc2, float eps,
-                               bool gelu_tanh, int64_t rows, float* x, float* h, float* ff) const {
+void HostWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att, const Norm& ln,
+                             const Linear& fc1, const Linear& fc2, float eps, bool gelu_tanh,
+                             int64_t rows, float* x, float* h, float* ff) const {
   const int64_t width = out.w.rows;
   apply(out, att, rows, h);
   cpu_.add(x, h, rows * width);
