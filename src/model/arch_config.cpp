@@ -30,6 +30,8 @@ const char* family_name(Family f) {
       return "gpt-oss";
     case Family::Qwen3VL:
       return "qwen3vl";
+    case Family::Qwen3VLMoe:
+      return "qwen3vlmoe";
     case Family::Gemma4:
       return "gemma4";
     case Family::Glm4Moe:

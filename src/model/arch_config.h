@@ -23,7 +23,8 @@ enum class Family {
   Qwen35Moe,
   DeepSeek2,  // DeepSeek-V3 / R1 (llama.cpp's deepseek2)
   GptOss,
-  Qwen3VL,  // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
+  Qwen3VL,     // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
+  Qwen3VLMoe,  // Qwen3-VL-MoE's (30B-A3B, 235B-A22B): Qwen3-VL's decoder with Qwen3-MoE's experts
   Gemma4,
   Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
   Bert      // BERT encoders (sentence embeddings): LayerStack::Encoder

@@ -41,6 +41,8 @@ constexpr FamilyEntry kFamilies[] = {
     // Multimodal checkpoints, read as their text decoder (ModelSource presents it; Qwen3-VL's and
     // Gemma 3's vision towers are read by vision/, the others' vision part is not read).
     {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl, kMultimodal},
+    {"qwen3vlmoe", "Qwen3VLMoeForConditionalGeneration", Family::Qwen3VLMoe, configure_qwen3vlmoe,
+     kMultimodal},
     {"gemma3", "Gemma3ForConditionalGeneration", Family::Gemma3, configure_gemma3, kMultimodal},
     {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, configure_gemma4, kMultimodal},
     {"qwen35", "Qwen3_5ForConditionalGeneration", Family::Qwen35, configure_qwen35, kMultimodal},

@@ -29,6 +29,8 @@ void configure_llama(const ConfigView& v, ArchConfig& c);
 void configure_qwen2(const ConfigView& v, ArchConfig& c);
 void configure_qwen3(const ConfigView& v, ArchConfig& c);
 void configure_qwen3moe(const ConfigView& v, ArchConfig& c);
+// Qwen3-MoE's routed experts (softmax top-k, which layers are sparse), shared with Qwen3-VL-MoE.
+void read_qwen3moe_experts(const ConfigView& v, ArchConfig& c);
 void configure_minimax_m2(const ConfigView& v, ArchConfig& c);
 void configure_gemma3(const ConfigView& v, ArchConfig& c);
 void configure_gemma4(const ConfigView& v, ArchConfig& c);  // dense and MoE
@@ -41,6 +43,7 @@ void configure_glm4moe(const ConfigView& v, ArchConfig& c);
 // within the best expert groups, routed_scaling_factor, shared experts, leading dense layers.
 void read_deepseek_routing(const ConfigView& v, ArchConfig& c);
 void configure_qwen3vl(const ConfigView& v, ArchConfig& c);
+void configure_qwen3vlmoe(const ConfigView& v, ArchConfig& c);
 void configure_bert(const ConfigView& v, ArchConfig& c);  // an encoder (LayerStack::Encoder)
 
 // YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.

@@ -303,7 +303,7 @@ class Indexer {
               .dtype = DType::F32,
               .rows = out / static_cast<int64_t>(parts.size()),
               .cols = in,
-              .layout = SliceLayout::ColumnsF32,
+              .layout = SliceLayout::Columns,
               .src_bytes = t.nbytes / e64,
               .first = static_cast<int64_t>(p),
               .step = static_cast<int64_t>(parts.size()),
@@ -339,22 +339,69 @@ class Indexer {
     }
   }
 
-  // Gemma 4 (both formats): per layer one [n_embd, 2 ff, E] tensor, each expert's gate rows then
-  // its up rows, and one [ff, n_embd, E] of the down projections.
+  // Gemma 4 (both formats) and Qwen3-VL-MoE's HF checkpoints: per layer one tensor of every
+  // expert's gate rows then its up rows, [n_embd, 2 ff, E], and one of the down projections,
+  // [ff, n_embd, E] (transformers' layout). Qwen3-VL-MoE's released checkpoints store each
+  // transposed, [2 ff, n_embd, E] and [n_embd, ff, E] (the form llama.cpp's converter reads);
+  // transformers takes a tensor whose shape is not its own as transposed, and so do we.
   void index_gate_up_experts(int64_t l, LayerIndex& L) {
     const int64_t E = c_.n_expert, ff = c_.n_ff_expert, d = c_.n_embd;
-    const TensorRef gu = need(layer_name(LayerTensor::ExpGateUp, l), {d, 2 * ff, E}, true);
-    const TensorRef dn = need(layer_name(LayerTensor::ExpDown, l), {ff, d, E}, true);
-    const uint64_t gu_slab = gu.nbytes / static_cast<uint64_t>(E), half = gu_slab / 2;
-    const uint64_t dn_slab = dn.nbytes / static_cast<uint64_t>(E);
+    const bool transposable = c_.family == Family::Qwen3VLMoe;
+    const Fused gu =
+        fused_experts(layer_name(LayerTensor::ExpGateUp, l), d, 2 * ff, 2, transposable);
+    const Fused dn = fused_experts(layer_name(LayerTensor::ExpDown, l), ff, d, 1, transposable);
     for (int64_t e = 0; e < E; ++e) {
-      const uint64_t off = gu.offset + gu_slab * static_cast<uint64_t>(e);
       auto& x = L.experts[static_cast<size_t>(e)];
-      x[kExpGate] = {gu.file, off, half, gu.dtype, ff, d};
-      x[kExpUp] = {gu.file, off + half, half, gu.dtype, ff, d};
-      x[kExpDown] = {dn.file, dn.offset + dn_slab * static_cast<uint64_t>(e), dn_slab, dn.dtype, d,
-                     ff};
+      x[kExpGate] = gu.of(0, e);
+      x[kExpUp] = gu.of(1, e);
+      x[kExpDown] = dn.of(0, e);
     }
+  }
+
+  // A fused tensor of every expert's projections: expert 0's slices, and the bytes from one
+  // expert's to the next's.
+  struct Fused {
+    std::array<ExpertSlice, 2> part;
+    uint64_t slab = 0;
+    ExpertSlice of(size_t p, int64_t e) const {
+      ExpertSlice x = part[p];
+      x.offset += slab * static_cast<uint64_t>(e);
+      return x;
+    }
+  };
+
+  // The tensor `name` of [cols, rows, E] (GGML order), each expert's rows `parts` projections of
+  // rows / parts; a transposable one may be [rows, cols, E] instead, read by columns.
+  Fused fused_experts(const std::string& name, int64_t cols, int64_t rows, int64_t parts,
+                      bool transposable) {
+    const int64_t E = c_.n_expert, part_rows = rows / parts;
+    const std::optional<TensorRef> found = s_.source->find(name);
+    const std::vector<uint64_t> flipped = {static_cast<uint64_t>(rows), static_cast<uint64_t>(cols),
+                                           static_cast<uint64_t>(E)};
+    const bool transposed = transposable && rows != cols && found && found->dims == flipped;
+    const TensorRef t =
+        need(name,
+             transposed ? std::vector<int64_t>{rows, cols, E} : std::vector<int64_t>{cols, rows, E},
+             true);
+    if (transposed && t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16)
+      fail(ErrorKind::Unsupported, where_ + ": tensor '" + name + "' has type " +
+                                       dtype_name(t.dtype) +
+                                       ", expected f32, f16 or bf16 (stored transposed)");
+    Fused f;
+    f.slab = t.nbytes / static_cast<uint64_t>(E);
+    for (int64_t p = 0; p < parts; ++p) {
+      ExpertSlice& x = f.part[static_cast<size_t>(p)];
+      x = {t.file, t.offset, f.slab / static_cast<uint64_t>(parts), t.dtype, part_rows, cols};
+      if (!transposed) {
+        x.offset += x.nbytes * static_cast<uint64_t>(p);
+        continue;
+      }
+      x.layout = SliceLayout::Columns;
+      x.src_bytes = f.slab;
+      x.first = p * part_rows;
+      x.src_width = rows;
+    }
+    return f;
   }
 
   // A uint8 tensor of exactly these GGML-order dims (MXFP4 planes).
@@ -374,7 +421,9 @@ class Indexer {
     L.experts.resize(static_cast<size_t>(E));
     if (c_.family == Family::GptOss && c_.source == SourceKind::HfDir)
       return index_fused_experts(l, L);
-    if (c_.family == Family::Gemma4) return index_gate_up_experts(l, L);
+    if (c_.family == Family::Gemma4 ||
+        (c_.family == Family::Qwen3VLMoe && c_.source == SourceKind::HfDir))
+      return index_gate_up_experts(l, L);
     const LayerTensor roles[3] = {LayerTensor::ExpGate, LayerTensor::ExpUp, LayerTensor::ExpDown};
     const int64_t rows[3] = {ff, ff, d};
     const int64_t cols[3] = {d, d, ff};

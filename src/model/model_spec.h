@@ -22,9 +22,10 @@ constexpr int64_t kMaxExpertsPerToken = 32;
 // How an expert slice's bytes lie in its file.
 enum class SliceLayout : uint8_t {
   Rows,  // its rows end to end at `offset` (a 2-D HF tensor, or a slab of a stacked GGUF one)
-  // gpt-oss's f32 checkpoints: row r is column first + r * step of the f32 matrix
-  // [cols][src_width] at `offset` (stored transposed, gate and up interleaved by column).
-  ColumnsF32,
+  // Stored transposed: row r is column first + r * step of the matrix [cols][src_width] at
+  // `offset` (f32, f16 or bf16). gpt-oss's f32 checkpoints (gate and up interleaved by column),
+  // Qwen3-VL-MoE's released ones (gate columns, then up columns).
+  Columns,
   // gpt-oss's MXFP4 checkpoints: row r is row first + r * step of [cols / 32][16] nibble bytes
   // (low nibble = even element) at `offset` and of [cols / 32] e8m0 scales at `scale_offset`;
   // read into GGUF's MXFP4 blocks.
@@ -46,7 +47,7 @@ struct ExpertSlice {
   uint64_t scale_bytes = 0;
   int64_t first = 0;  // the first source row (column) taken, and the step between them
   int64_t step = 1;
-  int64_t src_width = 0;  // ColumnsF32: columns of the source matrix
+  int64_t src_width = 0;  // Columns: columns of the source matrix
 };
 
 enum ExpertProj { kExpGate = 0, kExpUp = 1, kExpDown = 2 };

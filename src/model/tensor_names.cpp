@@ -282,6 +282,9 @@ std::string hf_name(Family f, LayerTensor t, int64_t layer, int64_t expert) {
   if (f == Family::Gemma4) {
     if (const std::string name = hf_name_gemma4(t, p); !name.empty()) return name;
   }
+  // Qwen3-VL-MoE's checkpoints hold a layer's experts as two fused tensors (model_spec.cpp).
+  if (f == Family::Qwen3VLMoe && t == LayerTensor::ExpGateUp) return moe + "experts.gate_up_proj";
+  if (f == Family::Qwen3VLMoe && t == LayerTensor::ExpDown) return moe + "experts.down_proj";
   switch (t) {
     case LayerTensor::AttnNorm:
       return p + "input_layernorm.weight";

@@ -22,18 +22,26 @@ void check_mxfp4_scales(const uint8_t* bytes, uint64_t begin, uint64_t end,
                                  " has the e8m0 scale 0xFF (NaN)");
 }
 
+// SliceLayout::Columns: row r of the slice is column first + r * step of the source matrix.
+template <typename Elem>
+void transpose_columns(const ExpertSlice& s, const uint8_t* src, uint8_t* dst) {
+  const auto* in = reinterpret_cast<const Elem*>(src);
+  auto* out = reinterpret_cast<Elem*>(dst);
+  for (int64_t r = 0; r < s.rows; ++r)
+    for (int64_t c = 0; c < s.cols; ++c)
+      out[r * s.cols + c] = in[c * s.src_width + s.first + r * s.step];
+}
+
 // A slice stored otherwise than as its rows: its whole source read, rearranged, then cut.
 void read_rearranged(const ExpertSlice& s, uint8_t* dst, uint64_t begin, uint64_t end,
                      const std::string& where) {
   std::vector<uint8_t> src(s.src_bytes);
   read_exact(s.file->fd(), src.data(), s.src_bytes, s.offset, where, ErrorKind::Runtime);
   std::vector<uint8_t> rows(s.nbytes);
-  if (s.layout == SliceLayout::ColumnsF32) {
-    const auto* in = reinterpret_cast<const float*>(src.data());
-    auto* out = reinterpret_cast<float*>(rows.data());
-    for (int64_t r = 0; r < s.rows; ++r)
-      for (int64_t c = 0; c < s.cols; ++c)
-        out[r * s.cols + c] = in[c * s.src_width + s.first + r * s.step];
+  if (s.layout == SliceLayout::Columns && s.dtype == DType::F32) {
+    transpose_columns<uint32_t>(s, src.data(), rows.data());
+  } else if (s.layout == SliceLayout::Columns) {
+    transpose_columns<uint16_t>(s, src.data(), rows.data());  // f16, bf16
   } else {
     std::vector<uint8_t> scales(s.scale_bytes);
     read_exact(s.file->fd(), scales.data(), s.scale_bytes, s.scale_offset, where,

@@ -1,6 +1,6 @@
 // Reads an expert's slice of one projection (model_spec.h's ExpertSlice) into memory in the
-// kernels' row layout: straight from the file, or rearranged from how gpt-oss's checkpoints store
-// their experts (SliceLayout).
+// kernels' row layout: straight from the file, or rearranged from how gpt-oss's and Qwen3-VL-MoE's
+// checkpoints store their experts (SliceLayout).
 #pragma once
 
 #include <cstdint>

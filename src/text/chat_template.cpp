@@ -303,7 +303,8 @@ ChatTemplate select_chat_template(std::string_view explicit_name, std::string_vi
       }
     }
   }
-  if (family == "qwen2" || family == "qwen3" || family == "qwen3moe" || family == "qwen3vl")
+  if (family == "qwen2" || family == "qwen3" || family == "qwen3moe" || family == "qwen3vl" ||
+      family == "qwen3vlmoe")
     return ChatTemplate(ChatFormat::ChatML);
   if (family == "gemma3") return ChatTemplate(ChatFormat::Gemma);
   fail(ErrorKind::Usage, model + " has no chat template and family '" + std::string(family) +

@@ -7,9 +7,8 @@
 
 namespace ts::test {
 
-Qwen3VlImagePrompt load_qwen3vl_image_prompt() {
-  constexpr const char* kFixture = "qwen3_vl";
-  std::ifstream in(fixture_file(kFixture, "meta.json"));
+Qwen3VlImagePrompt load_qwen3vl_image_prompt(const std::string& fixture) {
+  std::ifstream in(fixture_file(fixture, "meta.json"));
   const auto meta = nlohmann::json::parse(in);
   const auto& im = meta["image"];
   Qwen3VlImagePrompt p;
@@ -24,8 +23,8 @@ Qwen3VlImagePrompt load_qwen3vl_image_prompt() {
   const auto grid = im["image_grid_thw"][0].get<std::vector<int64_t>>();
   p.image.grid_h = grid[1] / 2;  // the merger's 2 x 2
   p.image.grid_w = grid[2] / 2;
-  p.image.embeds = read_f32_file(fixture_file(kFixture, "image_embeds.f32"));
-  p.image.deepstack = read_f32_file(fixture_file(kFixture, "image_deepstack.f32"));
+  p.image.embeds = read_f32_file(fixture_file(fixture, "image_embeds.f32"));
+  p.image.deepstack = read_f32_file(fixture_file(fixture, "image_deepstack.f32"));
   return p;
 }
 

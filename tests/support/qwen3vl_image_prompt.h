@@ -1,9 +1,11 @@
-// The qwen3_vl fixture's image prompt (meta.json's "image"): the prompt ids with the placeholder
-// tokens, transformers' 3-D positions, and the vision tower's stored outputs (the merged features
-// and the DeepStack features) as an encoded image; shared by the CPU and the CUDA tests.
+// A Qwen3-VL fixture's image prompt (meta.json's "image"; qwen3_vl in the shared data,
+// qwen3_vl_moe in the repository): the prompt ids with the placeholder tokens, transformers' 3-D
+// positions, and the vision tower's stored outputs (the merged features and the DeepStack
+// features) as an encoded image; shared by the CPU and the CUDA tests.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "vision/image_rows.h"
@@ -18,7 +20,7 @@ struct Qwen3VlImagePrompt {
   int64_t vision_end_row = 0;
 };
 
-// Read from the shared fixture data (the caller skips first where it is absent).
-Qwen3VlImagePrompt load_qwen3vl_image_prompt();
+// Read from the fixture's files (the caller skips first where they are absent).
+Qwen3VlImagePrompt load_qwen3vl_image_prompt(const std::string& fixture);
 
 }  // namespace ts::test

@@ -159,6 +159,7 @@ TEST(ChatTemplate, SelectionOrder) {
   // Neither readable nor recognised: the engine's error.
   EXPECT_THROW(ts::select_chat_template("", "{% include 'x' %}", "llama", "m"), ts::Error);
   EXPECT_EQ(ts::select_chat_template("", "", "qwen3moe", "m").format(), ChatFormat::ChatML);
+  EXPECT_EQ(ts::select_chat_template("", "", "qwen3vlmoe", "m").format(), ChatFormat::ChatML);
   EXPECT_EQ(ts::select_chat_template("", "", "gemma3", "m").format(), ChatFormat::Gemma);
   try {
     ts::select_chat_template("", "", "llama", "tiny.gguf");

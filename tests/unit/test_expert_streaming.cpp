@@ -57,7 +57,7 @@ INSTANTIATE_TEST_SUITE_P(MoeFixtures, Streaming,
                          ::testing::ValuesIn(test::fixture_forms(
                              {"mixtral", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5_moe",
                               "deepseek_v3", "gpt_oss", "gpt_oss_mxfp4", "gemma4_moe", "glm4_moe",
-                              "glm4_moe_fp8"})),
+                              "glm4_moe_fp8", "qwen3_vl_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 // Each way of reading the experts (io_uring with O_DIRECT, the default above; io_uring through the

@@ -14,7 +14,7 @@ const std::vector<std::string> kFixtures = {
     "llama",       "llama_rope_llama3", "mistral",       "qwen2",      "qwen3",   "gemma3",
     "mixtral",     "qwen3_moe",         "minimax_m2",    "qwen3_next", "qwen3_5", "qwen3_5_moe",
     "deepseek_v3", "gpt_oss",           "gpt_oss_mxfp4", "qwen3_vl",   "gemma4",  "gemma4_moe",
-    "glm4_moe",    "glm4_moe_fp8"};
+    "glm4_moe",    "glm4_moe_fp8",      "qwen3_vl_moe"};
 
 // The README's bounds: f32 weights with an f32 KV cache 1e-4 of the largest logit; f16 5e-3.
 // MXFP4 is against its own exact reference (the experts dequantised): 1e-4 with its activations

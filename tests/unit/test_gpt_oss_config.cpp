@@ -19,6 +19,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "model/model_spec.h"
+#include "not_host_backend.h"
 #include "runtime/engine.h"
 #include "test_paths.h"
 
@@ -168,48 +169,6 @@ TEST_F(GptOssConfig, MissingMxfp4Planes) {
   expect_refused(dir, "missing tensor 'model.layers.1.mlp.experts.down_proj_scales'");
 }
 
-// A backend that is not the host's and fails every op: shows how far Engine::open() gets.
-class NotHost final : public Backend {
- public:
-  std::string name() const override { return "not-host"; }
-  void* alloc(size_t) override { unused(); }
-  void free(void*) override {}
-  void to_device(void*, const void*, size_t) override { unused(); }
-  void to_host(void*, const void*, size_t) override { unused(); }
-  Weight upload_weight(DType, int64_t, int64_t, size_t, const void*) override { unused(); }
-  void release_weight(Weight&) override {}
-  void embed(const Weight&, const int32_t*, int64_t, float, float*) override { unused(); }
-  void rms_norm(const float*, const float*, int64_t, int64_t, float, bool, float*) override {
-    unused();
-  }
-  void rms_norm_heads(float*, const float*, int64_t, int64_t, int64_t, float, bool) override {
-    unused();
-  }
-  void matmul(const Weight&, const float*, int64_t, float*) override { unused(); }
-  void add_bias(float*, const float*, int64_t, int64_t) override { unused(); }
-  void add(float*, const float*, int64_t) override { unused(); }
-  void rope(float*, int64_t, int64_t, const int32_t*, const RopeArgs&) override { unused(); }
-  void kv_store(const KvView&, const float*, const float*, int64_t, const int32_t*) override {
-    unused();
-  }
-  void attention(const float*, const KvView&, int64_t, const int32_t*, const AttentionArgs&,
-                 float*) override {
-    unused();
-  }
-  void glu(Glu, const float*, const float*, int64_t, int64_t, int64_t, float*) override {
-    unused();
-  }
-  void scatter_add_rows(float*, const float*, const int32_t*, const float*, int64_t,
-                        int64_t) override {
-    unused();
-  }
-  void gather_rows(const float*, const int32_t*, int64_t, int64_t, float*) override { unused(); }
-  void softcap(float*, int64_t, float) override { unused(); }
-
- private:
-  [[noreturn]] static void unused() { fail(ErrorKind::Runtime, "test: the backend was used"); }
-};
-
 // Its device kernels (sinks, clamped SwiGLU, MXFP4) passed their tests on a GPU: a device backend
 // is not refused at open, which goes on to use it.
 TEST_F(GptOssConfig, DeviceBackendsTakeIt) {
@@ -218,7 +177,7 @@ TEST_F(GptOssConfig, DeviceBackendsTakeIt) {
     const std::string path = test::fixture_file(fixture.first, fixture.second);
     TS_REQUIRE_SHARED(path);
     try {
-      Engine::open(path, EngineOptions{}, std::make_unique<NotHost>());
+      Engine::open(path, EngineOptions{}, std::make_unique<test::NotHost>());
       ADD_FAILURE() << fixture.first << " opened on a backend that fails every op";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("test: the backend was used"), std::string::npos)

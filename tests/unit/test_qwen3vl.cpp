@@ -1,12 +1,14 @@
 // Qwen3-VL's text decoder: interleaved M-RoPE (which pair takes which position stream; equal
-// streams are ordinary rope, bit for bit) and the image prompt of the fixture with the stored
-// vision features and DeepStack features fed as the image rows, against HF's float32 logits, in
-// prefill and through vision_end then one token at a time (the text after the image shifted by
-// the cache's rope shift). Its text-only prompt runs with the other families in
-// test_fixture_logits.
+// streams are ordinary rope, bit for bit) and the image prompt of the fixtures (qwen3_vl, dense;
+// qwen3_vl_moe, Qwen3-MoE's experts) with the stored vision features and DeepStack features fed
+// as the image rows, against HF's float32 logits, in prefill and through vision_end then one token
+// at a time (the text after the image shifted by the cache's rope shift); the MoE one's experts
+// streamed give the resident bits. Their text-only prompts run with the other families in
+// test_fixture_logits (and test_expert_streaming).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -25,7 +27,8 @@
 namespace ts {
 namespace {
 
-constexpr const char* kFixture = "qwen3_vl";
+// Both fixtures' text width and DeepStack layers.
+constexpr int64_t kHidden = 64, kDeepStack = 2;
 
 TEST(Qwen3VlRope, InterleavedStreamsFollowTransformers) {
   ArchConfig c;
@@ -75,38 +78,46 @@ TEST(Qwen3VlRope, EqualStreamsAreOrdinaryRope) {
     }
 }
 
-class Qwen3VlImage : public ::testing::TestWithParam<std::string> {
+struct ImageCase {
+  const char* fixture;
+  const char* form;  // "hf" or "gguf"
+};
+
+class Qwen3VlImage : public ::testing::TestWithParam<ImageCase> {
  protected:
   void SetUp() override {
-    TS_REQUIRE_SHARED(test::fixture_file(kFixture, "image_embeds.f32"));
-    path_ = GetParam() == "hf" ? test::fixture_file(kFixture, "hf/config.json")
-                               : test::fixture_file(kFixture, "model-f32.gguf");
+    const ImageCase& c = GetParam();
+    what_ = std::string(c.fixture) + " " + c.form;
+    TS_REQUIRE_SHARED(test::fixture_file(c.fixture, "image_embeds.f32"));
+    path_ = std::string(c.form) == "hf" ? test::fixture_file(c.fixture, "hf/config.json")
+                                        : test::fixture_file(c.fixture, "model-f32.gguf");
     TS_REQUIRE_SHARED(path_);
-    if (GetParam() == "hf") path_ = path_.substr(0, path_.rfind('/'));
-    ref_ = test::read_f32_file(test::fixture_file(kFixture, "ref_logits_image.f32"));
-    prompt_ = test::load_qwen3vl_image_prompt();
+    if (std::string(c.form) == "hf") path_ = path_.substr(0, path_.rfind('/'));
+    ref_ = test::read_f32_file(test::fixture_file(c.fixture, "ref_logits_image.f32"));
+    prompt_ = test::load_qwen3vl_image_prompt(c.fixture);
   }
-  std::unique_ptr<Engine> open(int64_t batch) {
+  std::unique_ptr<Engine> open(int64_t batch, int64_t slots = 0) {
     EngineOptions o;
     o.backend = "cpu";
     o.threads = 2;
     o.ctx = 64;
     o.kv_type = DType::F32;
     o.prefill_batch = batch;
+    o.expert_slots = slots;
     return Engine::open(path_, o);
   }
-  std::string path_;
+  std::string path_, what_;
   std::vector<float> ref_;
   test::Qwen3VlImagePrompt prompt_;
 };
 
 TEST_P(Qwen3VlImage, RopeIndexMatchesTransformers) {
-  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, 64, 2);
+  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, kHidden, kDeepStack);
   EXPECT_EQ(rows.rope_pos(), prompt_.positions);
 }
 
 TEST_P(Qwen3VlImage, StoredFeaturesGiveReferenceLogits) {
-  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, 64, 2);
+  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, kHidden, kDeepStack);
   const int64_t n = static_cast<int64_t>(prompt_.ids.size());
   for (int64_t batch : {64, 5}) {
     auto engine = open(batch);
@@ -116,8 +127,7 @@ TEST_P(Qwen3VlImage, StoredFeaturesGiveReferenceLogits) {
     std::vector<float> logits(static_cast<size_t>(n * V));
     s.feed(prompt_.ids.data(), n, logits.data(), true, rows.inputs());
     const auto c = test::compare_logits(logits, ref_, V);
-    std::cout << GetParam() << " image prompt, prefill batch " << batch << ": " << c.summary()
-              << "\n";
+    std::cout << what_ << " image prompt, prefill batch " << batch << ": " << c.summary() << "\n";
     EXPECT_LE(c.rel, 1e-4) << "prefill batch " << batch << ": " << c.summary();
     EXPECT_EQ(c.argmax_mismatches, 0) << "prefill batch " << batch << ": " << c.summary();
   }
@@ -132,7 +142,7 @@ TEST_P(Qwen3VlImage, StoredFeaturesGiveReferenceLogits) {
   for (int64_t i = head; i < n; ++i)
     s.feed(&prompt_.ids[static_cast<size_t>(i)], 1, &logits[i * V], false);
   const auto c = test::compare_logits(logits, ref_, V);
-  std::cout << GetParam() << " image prompt, prefill + decode: " << c.summary() << "\n";
+  std::cout << what_ << " image prompt, prefill + decode: " << c.summary() << "\n";
   EXPECT_LE(c.rel, 1e-4) << "prefill + decode: " << c.summary();
   EXPECT_EQ(c.argmax_mismatches, 0) << "prefill + decode: " << c.summary();
   // Back to before the image and on again: the shift is forgotten with the rows it followed.
@@ -147,7 +157,7 @@ TEST_P(Qwen3VlImage, StoredFeaturesGiveReferenceLogits) {
 // The comparison can tell: without the DeepStack features, or with 1-D positions, the logits are
 // far from the reference.
 TEST_P(Qwen3VlImage, DeepStackAndPositionsMatter) {
-  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, 64, 2);
+  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, kHidden, kDeepStack);
   const int64_t n = static_cast<int64_t>(prompt_.ids.size());
   auto engine = open(64);
   const int64_t V = engine->cfg().n_vocab;
@@ -166,14 +176,48 @@ TEST_P(Qwen3VlImage, DeepStackAndPositionsMatter) {
 TEST_P(Qwen3VlImage, MismatchedImagesAreNamed) {
   EncodedImage wrong = prompt_.image;
   wrong.grid_w = 2;  // 4 tokens for 6 placeholders (and features of 6)
-  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {wrong}, 64, 2), Error);
-  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {}, 64, 2), Error);
-  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {prompt_.image, prompt_.image}, 64, 2),
+  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {wrong}, kHidden, kDeepStack), Error);
+  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {}, kHidden, kDeepStack), Error);
+  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {prompt_.image, prompt_.image}, kHidden,
+                         kDeepStack),
                Error);
-  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {prompt_.image}, 32, 2), Error);
+  EXPECT_THROW(ImageRows(prompt_.ids, prompt_.image_token, {prompt_.image}, 32, kDeepStack), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Forms, Qwen3VlImage, ::testing::Values("hf", "gguf"));
+// The image prompt with the experts streamed through every slot count from top-k up: the resident
+// logits bit for bit, in prefill passes of 5 rows (an image cut across passes) and in decode.
+TEST_P(Qwen3VlImage, StreamedExpertsAreBitIdenticalToResident) {
+  const ArchConfig c = open(64)->cfg();
+  if (!c.is_moe()) GTEST_SKIP() << what_ << " has no experts";
+  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, kHidden, kDeepStack);
+  const int64_t n = static_cast<int64_t>(prompt_.ids.size());
+  const auto logits = [&](int64_t slots, bool decode) {
+    auto engine = open(5, slots);
+    const int64_t V = engine->cfg().n_vocab;
+    std::vector<float> out(static_cast<size_t>(n * V));
+    Session s(*engine);
+    const int64_t head = decode ? prompt_.vision_end_row + 1 : n;
+    s.feed(prompt_.ids.data(), head, out.data(), true, rows.inputs());
+    for (int64_t i = head; i < n; ++i)
+      s.feed(&prompt_.ids[static_cast<size_t>(i)], 1, &out[static_cast<size_t>(i * V)], false);
+    return out;
+  };
+  for (const bool decode : {false, true}) {
+    const std::vector<float> resident = logits(0, decode);
+    for (int64_t slots = c.n_expert_used; slots < c.n_expert; ++slots) {
+      const std::vector<float> streamed = logits(slots, decode);
+      ASSERT_EQ(resident.size(), streamed.size());
+      EXPECT_EQ(0, std::memcmp(resident.data(), streamed.data(), resident.size() * sizeof(float)))
+          << what_ << (decode ? " decode" : " prefill") << " with " << slots << " slots";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Forms, Qwen3VlImage,
+    ::testing::Values(ImageCase{"qwen3_vl", "hf"}, ImageCase{"qwen3_vl", "gguf"},
+                      ImageCase{"qwen3_vl_moe", "hf"}, ImageCase{"qwen3_vl_moe", "gguf"}),
+    [](const auto& i) { return std::string(i.param.fixture) + "_" + i.param.form; });
 
 }  // namespace
 }  // namespace ts

@@ -7,9 +7,7 @@
 
 namespace ts {
 
-void configure_qwen3moe(const ConfigView& v, ArchConfig& c) {
-  read_common(v, c);
-  c.qk_norm = QkNorm::PerHead;
+void read_qwen3moe_experts(const ConfigView& v, ArchConfig& c) {
   read_moe_common(v, c, "num_experts");
   c.router = RouterScoring::SoftmaxTopk;
   if (v.is_gguf()) {
@@ -17,7 +15,6 @@ void configure_qwen3moe(const ConfigView& v, ArchConfig& c) {
     c.norm_topk_prob = true;
     return;
   }
-  read_hf_rope_scaling(v, c, "rope_parameters");
   c.norm_topk_prob = v.opt_bool(nullptr, "norm_topk_prob").value_or(false);
   // A layer is sparse unless listed in mlp_only_layers, every decoder_sparse_step-th layer.
   const int64_t step = v.opt_int(nullptr, "decoder_sparse_step").value_or(1);
@@ -34,6 +31,13 @@ void configure_qwen3moe(const ConfigView& v, ArchConfig& c) {
     const bool dense = std::find(dense_only.begin(), dense_only.end(), l) != dense_only.end();
     c.layer_moe[static_cast<size_t>(l)] = (!dense && c.n_expert > 0 && (l + 1) % step == 0) ? 1 : 0;
   }
+}
+
+void configure_qwen3moe(const ConfigView& v, ArchConfig& c) {
+  read_common(v, c);
+  c.qk_norm = QkNorm::PerHead;
+  if (!v.is_gguf()) read_hf_rope_scaling(v, c, "rope_parameters");
+  read_qwen3moe_experts(v, c);
 }
 
 }  // namespace ts
