@@ -156,7 +156,8 @@ TEST_P(Qwen3VlCli, MmprojOfAnotherWidthIsNamed) {
       << out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3VlCli, ::testing::Values("qwen3_vl", "qwen3_vl_moe"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, Qwen3VlCli, ::testing::Values("qwen3_vl", "qwen3_vl_moe"),
+                         [](const auto& i) { return i.param; });
 
 }  // namespace
 }  // namespace ts
