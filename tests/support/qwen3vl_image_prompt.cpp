@@ -4,6 +4,8 @@
 #include <nlohmann/json.hpp>
 
 #include "fixture_models.h"
+#include "runtime/engine.h"
+#include "runtime/session.h"
 
 namespace ts::test {
 
@@ -26,6 +28,19 @@ Qwen3VlImagePrompt load_qwen3vl_image_prompt(const std::string& fixture) {
   p.image.embeds = read_f32_file(fixture_file(fixture, "image_embeds.f32"));
   p.image.deepstack = read_f32_file(fixture_file(fixture, "image_deepstack.f32"));
   return p;
+}
+
+std::vector<float> image_prompt_logits(Engine& engine, const Qwen3VlImagePrompt& p, bool decode) {
+  const ImageRows rows(p.ids, p.image_token, {p.image}, engine.cfg().n_embd,
+                       engine.cfg().n_deepstack);
+  const int64_t n = static_cast<int64_t>(p.ids.size()), V = engine.cfg().n_vocab;
+  std::vector<float> logits(static_cast<size_t>(n * V));
+  Session s(engine);
+  const int64_t head = decode ? p.vision_end_row + 1 : n;
+  s.feed(p.ids.data(), head, logits.data(), true, rows.inputs());
+  for (int64_t i = head; i < n; ++i)
+    s.feed(&p.ids[static_cast<size_t>(i)], 1, &logits[static_cast<size_t>(i * V)], false);
+  return logits;
 }
 
 }  // namespace ts::test

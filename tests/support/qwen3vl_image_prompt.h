@@ -10,6 +10,10 @@
 
 #include "vision/image_rows.h"
 
+namespace ts {
+class Engine;
+}
+
 namespace ts::test {
 
 struct Qwen3VlImagePrompt {
@@ -22,5 +26,10 @@ struct Qwen3VlImagePrompt {
 
 // Read from the fixture's files (the caller skips first where they are absent).
 Qwen3VlImagePrompt load_qwen3vl_image_prompt(const std::string& fixture);
+
+// The prompt's logits [n][V] on `engine`: in one feed (cut by the engine's prefill batch), or
+// through vision_end in one and then one token at a time (no positions given: the cache's rope
+// shift continues them).
+std::vector<float> image_prompt_logits(Engine& engine, const Qwen3VlImagePrompt& p, bool decode);
 
 }  // namespace ts::test

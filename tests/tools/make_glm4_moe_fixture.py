@@ -30,12 +30,14 @@ glm4_moe_fp8/ gets
 import argparse
 import json
 import os
-import runpy
 import shutil
 import sys
 import tempfile
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "reference"))
+from bpe_fixture import convert_text, make_tokenizer  # noqa: E402
 
 PROMPT = ("The quick brown fox jumps over the lazy dog, and on 12 March 1961 the "
           "committee said it would \"review\" every plan before the election.")
@@ -44,20 +46,6 @@ SPECIALS = ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>", "
 VOCAB = 64
 N_PROMPT = 24
 BLOCK = 128
-
-
-def make_tokenizer(out_dir):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS, show_progress=False)
-    tok.train_from_iterator([PROMPT] * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
-                                   additional_special_tokens=SPECIALS[1:])
-    fast.save_pretrained(out_dir)
-    return fast
 
 
 def config(vocab):
@@ -151,21 +139,6 @@ def mtp_tensors(full_sd, layer, gen):
     return sd
 
 
-def convert(converter, hf_dir, out_file):
-    """llama.cpp's converter, told the tiny vocabulary's pre-tokenizer is GLM's."""
-    sys.path.insert(0, converter)
-    sys.path.insert(1, os.path.join(converter, "gguf-py"))
-    from conversion.base import TextModel
-    TextModel.get_vocab_base_pre = lambda self, tokenizer: "glm4"
-    script = os.path.join(converter, "convert_hf_to_gguf.py")
-    argv = sys.argv
-    sys.argv = [script, hf_dir, "--outtype", "f32", "--outfile", out_file]
-    try:
-        runpy.run_path(script, run_name="__main__")
-    finally:
-        sys.argv = argv
-
-
 def fp8_quantise(w):
     """DeepSeek's weight_quant: per 128 x 128 block scale = amax / 448, value = e4m3(w / scale).
     Returns (fp8 weight, float32 scale_inv [ceil(rows/128), ceil(cols/128)], dequantised f32)."""
@@ -254,7 +227,7 @@ def main():
     os.makedirs(hf)
     with tempfile.TemporaryDirectory() as tmp:
         full = os.path.join(tmp, "full")
-        tok = make_tokenizer(full)
+        tok = make_tokenizer(full, PROMPT, SPECIALS, VOCAB)
         prompt_ids = [tok.convert_tokens_to_ids("[gMASK]")] + tok.encode(PROMPT)[:N_PROMPT - 1]
         ids = torch.tensor([prompt_ids])
         seed = a.seed
@@ -282,7 +255,7 @@ def main():
         cj["num_nextn_predict_layers"] = 1
         with open(os.path.join(full, "config.json"), "w") as f:
             json.dump(cj, f, indent=1)
-        convert(a.converter, full, os.path.join(fdir, "model-f32.gguf"))
+        convert_text(a.converter, full, os.path.join(fdir, "model-f32.gguf"), "glm4")
         for fn in os.listdir(full):
             if fn not in ("model.safetensors", "generation_config.json"):
                 shutil.copy(os.path.join(full, fn), hf)

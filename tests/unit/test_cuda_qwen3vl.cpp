@@ -68,16 +68,7 @@ ImageRows image_rows(const ImagePrompt& p, const Engine& engine) {
 std::vector<float> image_logits(const std::string& path, const std::string& backend,
                                 const ImagePrompt& p, int64_t batch, bool decode,
                                 DType kv = DType::F32, int64_t slots = 0) {
-  auto engine = open_engine(path, backend, batch, kv, slots);
-  const ImageRows rows = image_rows(p, *engine);
-  const int64_t n = static_cast<int64_t>(p.ids.size()), V = engine->cfg().n_vocab;
-  std::vector<float> logits(static_cast<size_t>(n * V));
-  Session s(*engine);
-  const int64_t head = decode ? p.vision_end_row + 1 : n;
-  s.feed(p.ids.data(), head, logits.data(), true, rows.inputs());
-  for (int64_t i = head; i < n; ++i)
-    s.feed(&p.ids[static_cast<size_t>(i)], 1, &logits[static_cast<size_t>(i * V)], false);
-  return logits;
+  return test::image_prompt_logits(*open_engine(path, backend, batch, kv, slots), p, decode);
 }
 
 // Held to `bound` against the reference (argmax too) and against the CPU's logits.

@@ -189,18 +189,8 @@ TEST_P(Qwen3VlImage, MismatchedImagesAreNamed) {
 TEST_P(Qwen3VlImage, StreamedExpertsAreBitIdenticalToResident) {
   const ArchConfig c = open(64)->cfg();
   if (!c.is_moe()) GTEST_SKIP() << what_ << " has no experts";
-  const ImageRows rows(prompt_.ids, prompt_.image_token, {prompt_.image}, kHidden, kDeepStack);
-  const int64_t n = static_cast<int64_t>(prompt_.ids.size());
   const auto logits = [&](int64_t slots, bool decode) {
-    auto engine = open(5, slots);
-    const int64_t V = engine->cfg().n_vocab;
-    std::vector<float> out(static_cast<size_t>(n * V));
-    Session s(*engine);
-    const int64_t head = decode ? prompt_.vision_end_row + 1 : n;
-    s.feed(prompt_.ids.data(), head, out.data(), true, rows.inputs());
-    for (int64_t i = head; i < n; ++i)
-      s.feed(&prompt_.ids[static_cast<size_t>(i)], 1, &out[static_cast<size_t>(i * V)], false);
-    return out;
+    return test::image_prompt_logits(*open(5, slots), prompt_, decode);
   };
   for (const bool decode : {false, true}) {
     const std::vector<float> resident = logits(0, decode);

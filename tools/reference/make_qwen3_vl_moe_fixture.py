@@ -32,7 +32,6 @@ convert_hf_to_gguf.py and its gguf-py). Run:
 """
 import json
 import os
-import runpy
 import shutil
 import sys
 import tempfile
@@ -41,9 +40,10 @@ import numpy as np
 import torch
 from PIL import Image
 from safetensors.torch import save_file
-from transformers import (PreTrainedTokenizerFast, Qwen2VLImageProcessorPil, Qwen3VLMoeConfig,
+from transformers import (Qwen2VLImageProcessorPil, Qwen3VLMoeConfig,
                           Qwen3VLMoeForConditionalGeneration)
 
+from bpe_fixture import convert_text, make_tokenizer
 from vision_fixture import convert_mmproj, image
 
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
@@ -54,19 +54,6 @@ SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|vision_start|>", "
             "<|image_pad|>", "<|video_pad|>"]
 VOCAB, N_PROMPT, TEXT_BEFORE, TEXT_AFTER = 64, 24, 6, 10
 IMAGE_HW, PATCH, MERGE = (24, 40), 4, 2
-
-
-def make_tokenizer(out_dir):
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB, special_tokens=SPECIALS, show_progress=False)
-    tok.train_from_iterator([PROMPT] * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>",
-                                   additional_special_tokens=SPECIALS[1:])
-    fast.save_pretrained(out_dir)
-    return fast
 
 
 def config(tok):
@@ -140,21 +127,6 @@ def save_released_layout(model, hf):
     save_file(sd, os.path.join(hf, "model.safetensors"), metadata={"format": "pt"})
 
 
-def convert_text(llama, hf, out):
-    """llama.cpp's converter, told the tiny vocabulary's pre-tokenizer is Qwen2's."""
-    sys.path.insert(0, llama)
-    sys.path.insert(1, os.path.join(llama, "gguf-py"))
-    from conversion.base import TextModel
-    TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
-    script = os.path.join(llama, "convert_hf_to_gguf.py")
-    argv = sys.argv
-    sys.argv = [script, hf, "--outtype", "f32", "--outfile", out]
-    try:
-        runpy.run_path(script, run_name="__main__")
-    finally:
-        sys.argv = argv
-
-
 def f32(name, t):
     a = np.ascontiguousarray(t.detach().float().numpy(), dtype="<f4")
     a.tofile(os.path.join(OUT, name))
@@ -187,7 +159,7 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     hf = os.path.join(OUT, "hf")
     os.makedirs(hf)
-    tok = make_tokenizer(hf)
+    tok = make_tokenizer(hf, PROMPT, SPECIALS, VOCAB)
     cfg = config(tok)
     text_ids = tok.encode(PROMPT)[:N_PROMPT]
     assert len(text_ids) == N_PROMPT and max(text_ids) < VOCAB
@@ -266,7 +238,7 @@ def main():
         },
     }
     with tempfile.TemporaryDirectory() as tmp:
-        convert_text(llama, hf, os.path.join(tmp, "model-f32.gguf"))
+        convert_text(llama, hf, os.path.join(tmp, "model-f32.gguf"), "qwen2")
         shutil.move(os.path.join(tmp, "model-f32.gguf"), os.path.join(OUT, "model-f32.gguf"))
     convert_mmproj(hf, os.path.join(OUT, "mmproj-f32.gguf"))
     with open(os.path.join(OUT, "meta.json"), "w") as f:
