@@ -193,5 +193,40 @@ TEST_F(BenchTest, ParallelDecodeIsOneTestOverEverySequence) {
   EXPECT_NE(out.find("--roofline bounds one sequence's decode"), std::string::npos) << out;
 }
 
+// --depth: both tests after one prefilled context, named as llama-bench names them; the decode's
+// bound reads the depth's KV rows; a model with recurrent layers returns to its checkpoint there.
+TEST_F(BenchTest, DepthRunsBothTestsAfterOnePrefilledContext) {
+  const std::string model = synth("tiny");
+  const nlohmann::json j = bench_json("-m " + model + " -p 8 -n 4 -r 2 -t 2 -d 48 --roofline");
+  ASSERT_EQ(j["tests"].size(), 2u);
+  EXPECT_EQ(j["tests"][0]["test"], "pp8 @ d48");
+  EXPECT_EQ(j["tests"][1]["test"], "tg4 @ d48");
+  EXPECT_EQ(j["config"]["depth"], 48);
+  EXPECT_EQ(j["depth_prefill"]["tokens"], 48);
+  EXPECT_GT(j["depth_prefill"]["seconds"].get<double>(), 0);
+  ASSERT_EQ(j["config"]["kv_type"], "f16");
+  auto spec = open_model_spec(model);
+  // Decoding 4 tokens after 48 attends to 48 + (4 + 1) / 2 positions on average.
+  EXPECT_DOUBLE_EQ(j["tests"][1]["roofline"]["kv_bytes"].get<double>(),
+                   decode_bytes(*spec, DType::F16, 48 + 2.5).kv);
+  EXPECT_DOUBLE_EQ(j["tests"][0]["roofline"]["flops_per_token"].get<double>(),
+                   feed_flops(*spec, 48, 8) / 8);
+
+  const std::string hybrid = test::fixtures_dir() + "/models/qwen3_5/model-f32.gguf";
+  const nlohmann::json h = bench_json("-m " + hybrid + " -p 4 -n 4 -r 2 -t 2 -d 24");
+  EXPECT_EQ(h["tests"][1]["test"], "tg4 @ d24");
+  EXPECT_EQ(h["tests"][1]["samples_ts"].size(), 2u);
+
+  std::string out;
+  EXPECT_EQ(test::run_command(
+                test::binary_path() + " bench -m " + model + " -n 4 -d 8 --parallel 2 2>&1", &out),
+            1);
+  EXPECT_NE(out.find("--depth runs one sequence"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(
+                test::binary_path() + " bench -m " + model + " -n 4 -d 8 --tg-prompt 4 2>&1", &out),
+            1);
+  EXPECT_NE(out.find("--tg-prompt excludes --depth"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ts
