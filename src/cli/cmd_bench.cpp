@@ -3,10 +3,10 @@
 // time after a short prompt. Each runs once untimed (weights paged in, caches warm), then r timed
 // repetitions: tokens/s as mean ± sample stddev. --depth D (llama-bench's -d) runs both tests after
 // D tokens of context, prefilled once and returned to before each repetition, so a long-context
-// decode costs one long prefill, not one per repetition. MoE models add the expert cache's hit rate,
-// bytes read per token and achieved read bandwidth; --roofline states each figure as a fraction of
-// the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds the vision
-// tower's encode time of each image (cli/bench_image.h).
+// decode costs one long prefill, not one per repetition. MoE models add the expert cache's hit
+// rate, bytes read per token and achieved read bandwidth; --roofline states each figure as a
+// fraction of the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds
+// the vision tower's encode time of each image (cli/bench_image.h).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -49,7 +49,7 @@ struct BenchArgs {
   int64_t n_gen = 128;
   int reps = 5;
   int64_t tg_prompt = 16;
-  int64_t depth = 0;  // context prefilled once before the tests (0: none)
+  int64_t depth = 0;     // context prefilled once before the tests (0: none)
   int64_t parallel = 1;  // sequences decoding together in the tg test
   bool json = false;
   bool roofline = false;
@@ -312,6 +312,14 @@ struct Report {
             {"read_rate", read_rate_json(disk_bps, t.mean(), per_tok)}};
   }
 
+  // Seconds of host arithmetic: the matrices at the peak of their kernels' type, the attention
+  // (f32 whatever the weights' type) at the f32 peak.
+  double host_compute_seconds(const FeedFlops& f) const {
+    const bool int8 = integer_kernels(matrix_dtype(engine.spec()));
+    return f.matrix / (int8 ? machine->peak.int8_ops : machine->peak.f32_flops) +
+           f.attention / machine->peak.f32_flops;
+  }
+
   nlohmann::json roofline_json(const TestResult& t) const {
     const ModelSpec& spec = engine.spec();
     if (t.n_gen > 0) {
@@ -327,28 +335,45 @@ struct Report {
                                 ? static_cast<double>(t.experts.misses + t.experts.prefetched) *
                                       mean_expert_bytes(spec) / static_cast<double>(t.tokens)
                                 : 0.0;
-      const double seconds =
-          std::max(b.total() / bw, copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0);
+      // On the host a step's arithmetic can take longer than its reads: the attention of a long
+      // context grows with it, most of all MLA's (a head's q.k and p.v over the whole latent row).
+      FeedFlops f;
+      for (int64_t i = 0; i < t.n_gen; ++i) {
+        const FeedFlops step = feed_flops(spec, t.n_prompt + i, 1);
+        f.matrix += step.matrix / static_cast<double>(t.n_gen);
+        f.attention += step.attention / static_cast<double>(t.n_gen);
+      }
+      const double read_s = b.total() / bw;
+      const double copy_s = copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0;
+      const double compute_s = machine->on_device() ? 0.0 : host_compute_seconds(f);
+      const double seconds = std::max({read_s, copy_s, compute_s});
       const double bound = 1.0 / seconds;
       return {{"bytes_per_token", b.total()},
               {"weight_bytes", b.weights},
               {"expert_bytes", b.experts},
               {"kv_bytes", b.kv},
               {"expert_copy_bytes_per_token", copied},
+              {"flops_per_token", f.total()},
+              {"attention_flops_per_token", f.attention},
+              {"bound_by", seconds == read_s   ? "memory"
+                           : seconds == copy_s ? "host link"
+                                               : "compute"},
               {"bound_ts", bound},
               {"fraction", t.mean() / bound}};
     }
     const bool int8 = integer_kernels(matrix_dtype(spec));
-    const double peak = machine->on_device() ? machine->device.gemm_flops
-                        : int8               ? machine->peak.int8_ops
-                                             : machine->peak.f32_flops;
-    const double flops = feed_flops(spec, a.depth, t.n_prompt) / static_cast<double>(t.n_prompt);
-    const double bound = peak / flops;
-    return {{"flops_per_token", flops},
+    const FeedFlops f = feed_flops(spec, a.depth, t.n_prompt);
+    const double n = static_cast<double>(t.n_prompt);
+    const double bound = machine->on_device() ? machine->device.gemm_flops / (f.total() / n)
+                                              : n / host_compute_seconds(f);
+    return {{"flops_per_token", f.total() / n},
+            {"attention_flops_per_token", f.attention / n},
             {"peak", machine->on_device() ? "bf16 gemm"
                      : int8               ? "int8"
                                           : "f32"},
-            {"peak_ops", peak},
+            {"peak_ops", machine->on_device() ? machine->device.gemm_flops
+                         : int8               ? machine->peak.int8_ops
+                                              : machine->peak.f32_flops},
             {"bound_ts", bound},
             {"fraction", t.mean() / bound}};
   }
@@ -447,10 +472,21 @@ struct Report {
       }
       std::printf("\n");
     }
+    for (const TestResult& t : tests) {
+      if (machine == nullptr || t.n_gen == 0) continue;
+      const nlohmann::json r = roofline_json(t);
+      if (r["bound_by"] == "compute")
+        std::printf(
+            "\n%s is bound by arithmetic, not reads: %.2f GFLOP a token, %.2f of it "
+            "attention\n",
+            t.name.c_str(), r["flops_per_token"].get<double>() / 1e9,
+            r["attention_flops_per_token"].get<double>() / 1e9);
+    }
     if (depth.tokens > 0)
-      std::printf("\ndepth: %lld tokens prefilled once, untimed by the tests, in %.1f s (%.1f t/s)\n",
-                  static_cast<long long>(depth.tokens), depth.seconds,
-                  static_cast<double>(depth.tokens) / depth.seconds);
+      std::printf(
+          "\ndepth: %lld tokens prefilled once, untimed by the tests, in %.1f s (%.1f t/s)\n",
+          static_cast<long long>(depth.tokens), depth.seconds,
+          static_cast<double>(depth.tokens) / depth.seconds);
     if (moe())
       std::printf(
           "\nhit %% = expert lookups found in a slot; MB read/tok = expert bytes read from the "
@@ -473,8 +509,9 @@ struct Report {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
           "(%s), int8 %.1f GOP/s (%s; %.1f on 256-bit vectors; peaks: the higher of the probes "
-          "before and after the tests). tg bound = bytes per token (weights + top-k experts + KV) "
-          "/ read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
+          "before and after the tests). tg bound = the longer of bytes per token (weights + top-k "
+          "experts + KV) / read bandwidth and its arithmetic; arithmetic: the matrices at the %s "
+          "peak, the attention at the f32 peak; pp bound = its arithmetic.\n",
           machine->bw.bytes_per_s / 1e9, machine->bw.threads,
           static_cast<unsigned long long>(machine->bw.buffer_bytes >> 20),
           machine->peak.f32_flops / 1e9, machine->peak.f32_isa, machine->peak.int8_ops / 1e9,
@@ -518,12 +555,12 @@ int run_bench(BenchArgs& a) {
   if (!a.images.images.empty())
     report.images =
         bench_image_encode(a.images, *engine, model_path(a.model, true), threads, a.reps);
-  if (machine && !machine->on_device() && a.n_prompt > 0) {
-    // The compute peak again, after the tests, and the higher of the two probes (it bounds the
-    // prompt only, so only when there was one): a shared VM's speed moves from minute to minute
-    // (its int8 peak by more than half in runs minutes apart: docs/PERFORMANCE.md, "Machines and
-    // method"), and a probe taken in a slow phase would flatter every prompt's fraction. (The
-    // bandwidth is probed once, before the model takes the memory.)
+  if (machine && !machine->on_device() && (a.n_prompt > 0 || a.n_gen > 0)) {
+    // The compute peak again, after the tests, and the higher of the two probes: a shared VM's
+    // speed moves from minute to minute (its int8 peak by more than half in runs minutes apart:
+    // docs/PERFORMANCE.md, "Machines and method"), and a probe taken in a slow phase would flatter
+    // every arithmetic-bound fraction. (The bandwidth is probed once, before the model takes the
+    // memory.)
     const ComputePeak after = measure_compute_peak(threads);
     machine->peak.f32_flops = std::max(machine->peak.f32_flops, after.f32_flops);
     machine->peak.int8_ops = std::max(machine->peak.int8_ops, after.int8_ops);
