@@ -28,7 +28,7 @@ struct EngineOptions {
   uint64_t memory_budget = 0;  // bytes; derives expert_slots when set
   uint64_t ram_budget = 0;     // bytes of pinned host RAM caching streamed experts (device only)
   CachePolicyKind cache_policy = CachePolicyKind::Lru;
-  bool expert_prefetch = false;         // predict the next MoE layer's experts and read them ahead
+  bool expert_prefetch = false;  // predict the next MoE layer's experts and read them ahead
   ExpertIo expert_io = ExpertIo::Auto;  // how streamed experts are read (CPU)
   // Recurrent-state checkpoints each sequence holds (models with DeltaNet layers): what lets a
   // sequence return to an earlier position (a rejected lookup guess, a shared prompt prefix).
@@ -175,10 +175,6 @@ class Engine {
   std::vector<LayerWeights> layers_;
   std::unique_ptr<ExpertStore> experts_;
 };
-
-// Whether device kernels not yet run together on a GPU may run (TURBOSPARK_UNVERIFIED_GPU_OPS=1:
-// the run that verifies them, the `cuda` tests); otherwise the models that need them are refused.
-bool unverified_gpu_ops_allowed();
 
 // Picks the backend named by `name` (auto: cuda when a device is present, else cpu).
 std::unique_ptr<Backend> make_backend(const std::string& name, int device, int threads);
