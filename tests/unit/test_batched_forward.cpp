@@ -163,7 +163,7 @@ TEST(SessionScore, GivesTheNllOfEveryRowsLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, BatchedForward,
                          ::testing::ValuesIn(test::fixture_forms(
                              {"qwen2", "gemma3", "qwen3_moe", "minimax_m2", "qwen3_next", "qwen3_5",
-                              "deepseek_v3", "gemma4", "gemma4_moe", "glm4_moe"})),
+                              "deepseek_v3", "gemma4", "gemma4_moe", "glm4_moe", "qwen3_vl_moe"})),
                          [](const auto& i) { return i.param.fixture + "_" + i.param.form; });
 
 }  // namespace
