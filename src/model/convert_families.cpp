@@ -25,15 +25,20 @@ void qwen2_keys(const Hparams&, const ModelSource& source, KeyWriter& w) {
   write_pooling_type(source, w);
 }
 
-// Qwen3VLTextModel: Qwen3's, and how many vision layers feed the decoder (deepstack).
-void qwen3vl_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
-  qwen2_keys(hp, source, w);
+// Qwen3-VL's classes: how many vision layers feed the decoder (deepstack).
+void deepstack_keys(const Hparams& hp, KeyWriter& w) {
   const json* vision = hp.get("vision_config");
   const json* layers = vision != nullptr && vision->contains("deepstack_visual_indexes")
                            ? &(*vision)["deepstack_visual_indexes"]
                            : nullptr;
   w.u32("n_deepstack_layers",
         layers != nullptr && layers->is_array() ? static_cast<int64_t>(layers->size()) : 0);
+}
+
+// Qwen3VLTextModel: Qwen3's and the deepstack count.
+void qwen3vl_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  qwen2_keys(hp, source, w);
+  deepstack_keys(hp, w);
 }
 
 }  // namespace
@@ -45,6 +50,13 @@ void qwen2moe_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
 }
 
 namespace {
+
+// Qwen3VLMoeTextModel: Qwen3-MoE's and the deepstack count.
+void qwen3vlmoe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  qwen2_keys(hp, source, w);
+  qwen2moe_keys(hp, source, w);
+  deepstack_keys(hp, w);
+}
 
 void minimax_m2_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32("expert_feed_forward_length", hp.req_int("intermediate_size"));
@@ -134,6 +146,8 @@ const ConvertFamily kConvertFamilies[] = {
      "num_nextn_predict_layers", kGlmSpecial},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
+    {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", Family::Qwen3VLMoe, qwen3vlmoe_keys, 0,
+     "qwen2", qwen3vlmoe_tensor},
     {"Qwen3_5ForConditionalGeneration", "qwen35", Family::Qwen35, qwen35_keys, kNormPlusOne,
      "qwen35", qwen35_tensor},
     {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", Family::Qwen35Moe, qwen35_keys,

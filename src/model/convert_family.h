@@ -103,6 +103,11 @@ bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
 // A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
 void read_f32(const TensorRef& t, float* out);
 
+// Experts stored transposed, [E][in][width] (GGML dims [width, in, E]): the GGUF tensor whose
+// row r of expert e is column first + r * step, `rows` of them (gpt-oss's, Qwen3-VL-MoE's).
+ConvertTensor transposed_experts(const TensorRef& t, const std::string& name, int64_t first,
+                                 int64_t step, uint64_t rows);
+
 // Qwen2MoeModel's keys, which Qwen3-Next's class extends.
 void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 void qwen3next_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
@@ -114,6 +119,8 @@ bool qwen35_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const M
 void deepseek2_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool deepseek2_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                       std::vector<ConvertTensor>& out);
+bool qwen3vlmoe_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                       std::vector<ConvertTensor>& out);
 bool gpt_oss_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                     std::vector<ConvertTensor>& out);
 

@@ -16,24 +16,6 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// Row r of expert e of the output is column first + r * step of the f32 matrix [E][in][width]
-// (transposed and strided): dims [in, rows, E].
-ConvertTensor transposed(const TensorRef& t, const std::string& name, int64_t first, int64_t step) {
-  const uint64_t width = t.dims[0], in = t.dims[1], experts = t.dims[2];
-  const uint64_t rows = width / static_cast<uint64_t>(step);
-  ConvertTensor c{name, {in, rows, experts}, converter_keeps_f32(name, 3), nullptr};
-  c.values = [t, width, in, experts, rows, first, step](float* v) {
-    std::vector<float> src(width * in * experts);
-    read_f32(t, src.data());
-    for (uint64_t e = 0; e < experts; ++e)
-      for (uint64_t r = 0; r < rows; ++r)
-        for (uint64_t i = 0; i < in; ++i)
-          v[(e * rows + r) * in + i] = src[(e * in + i) * width + static_cast<uint64_t>(first) +
-                                           r * static_cast<uint64_t>(step)];
-  };
-  return c;
-}
-
 // Element first + r * step of each row of the bias [E][width]: dims [rows, E].
 ConvertTensor strided_bias(const TensorRef& t, const std::string& name, int64_t first,
                            int64_t step) {
@@ -76,10 +58,10 @@ bool gpt_oss_tensor(const TensorRef& t, int64_t l, const Hparams&, const ModelSo
   const std::string& n = t.name;
   const auto name = [&](LayerTensor r) { return gguf_name(Family::GptOss, r, l); };
   if (ends_with(n, "mlp.experts.gate_up_proj")) {
-    out.push_back(transposed(t, name(LayerTensor::ExpGate), 0, 2));
-    out.push_back(transposed(t, name(LayerTensor::ExpUp), 1, 2));
+    out.push_back(transposed_experts(t, name(LayerTensor::ExpGate), 0, 2, t.dims[0] / 2));
+    out.push_back(transposed_experts(t, name(LayerTensor::ExpUp), 1, 2, t.dims[0] / 2));
   } else if (ends_with(n, "mlp.experts.down_proj")) {
-    out.push_back(transposed(t, name(LayerTensor::ExpDown), 0, 1));
+    out.push_back(transposed_experts(t, name(LayerTensor::ExpDown), 0, 1, t.dims[0]));
   } else if (ends_with(n, "mlp.experts.gate_up_proj_bias")) {
     out.push_back(strided_bias(t, name(LayerTensor::ExpGateBias), 0, 2));
     out.push_back(strided_bias(t, name(LayerTensor::ExpUpBias), 1, 2));

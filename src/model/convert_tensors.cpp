@@ -259,6 +259,22 @@ void read_f32(const TensorRef& t, float* out) {
   dequantize_row(t.dtype, t.data(), out, static_cast<int64_t>(count(t.dims)));
 }
 
+ConvertTensor transposed_experts(const TensorRef& t, const std::string& name, int64_t first,
+                                 int64_t step, uint64_t rows) {
+  const uint64_t width = t.dims[0], in = t.dims[1], experts = t.dims[2];
+  ConvertTensor c{name, {in, rows, experts}, converter_keeps_f32(name, 3), nullptr};
+  c.values = [t, width, in, experts, rows, first, step](float* v) {
+    std::vector<float> src(width * in * experts);
+    read_f32(t, src.data());
+    for (uint64_t e = 0; e < experts; ++e)
+      for (uint64_t r = 0; r < rows; ++r)
+        for (uint64_t i = 0; i < in; ++i)
+          v[(e * rows + r) * in + i] = src[(e * in + i) * width + static_cast<uint64_t>(first) +
+                                           r * static_cast<uint64_t>(step)];
+  };
+  return c;
+}
+
 bool converter_keeps_f32(const std::string& gguf, size_t n_dims) {
   return n_dims <= 1 || ends_with(gguf, "_norm.weight") || !ends_with(gguf, ".weight") ||
          gguf.find("ffn_gate_inp.weight") != std::string::npos ||

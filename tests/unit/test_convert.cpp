@@ -47,6 +47,7 @@ const Family kFamilies[] = {
     {"gemma3", {}},
     {"minimax_m2", {}},
     {"qwen3_vl", {}},
+    {"qwen3_vl_moe", {}},
     {"gpt_oss", {}},
     {"gpt_oss_mxfp4", {}, nullptr, "model-mxfp4.gguf"},
     {"deepseek_v3", {}},
