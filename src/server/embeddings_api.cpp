@@ -28,7 +28,7 @@ struct Embedded {
 
 // The refusal of an embedding request by a model that cannot serve one, before its inputs are
 // read; "'dimensions' ..." when it asks for a size other than the model's.
-void check_model(const Scheduler& sched, const json& body) {
+void check_model(const JobRunner& sched, const json& body) {
   if (sched.embedding().pooling == Pooling::None)
     fail(ErrorKind::Input, sched.embedding().why_none);
   const int64_t d = sched.embedding_size();
@@ -45,7 +45,7 @@ std::string input_name(const char* field, size_t i, size_t n) {
 // client left (the jobs are cancelled); throws RouteError for a refusal or a failed job.
 bool embed_all(const RouteContext& ctx, const char* field,
                const std::vector<std::vector<int32_t>>& inputs, Embedded& out) {
-  Scheduler& sched = ctx.gen.sched;
+  JobRunner& sched = ctx.gen.sched;
   const size_t n = inputs.size();
   const auto window = static_cast<size_t>(std::max(1, sched.options().parallel));
   std::vector<std::shared_ptr<Job>> jobs(n);
