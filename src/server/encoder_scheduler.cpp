@@ -1,6 +1,7 @@
 #include "server/encoder_scheduler.h"
 
 #include <algorithm>
+#include <string>
 
 #include "core/error.h"
 #include "model/family.h"
@@ -94,17 +95,29 @@ std::vector<std::shared_ptr<Job>> EncoderScheduler::take_pass_locked() {
 void EncoderScheduler::run_pass(const std::vector<std::shared_ptr<Job>>& pass) {
   std::vector<std::vector<int32_t>> texts;
   texts.reserve(pass.size());
-  for (const auto& j : pass) texts.push_back(j->request().prompt);
+  uint64_t rows = 0;
+  for (const auto& j : pass) {
+    texts.push_back(j->request().prompt);
+    rows += texts.back().size();
+  }
+  std::vector<std::vector<float>> vectors;
+  std::string error;
   try {
-    std::vector<std::vector<float>> vectors = encoder_.embed(texts, *pooler_);
-    for (size_t i = 0; i < pass.size(); ++i)
+    vectors = encoder_.embed(texts, *pooler_);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  // The counters first: a client that has its answer sees them count its pass.
+  steps_.fetch_add(1);
+  rows_.fetch_add(rows);
+  busy_.store(0);
+  for (size_t i = 0; i < pass.size(); ++i) {
+    if (!error.empty())
+      pass[i]->fail(error);
+    else
       pass[i]->finish_embedding(std::move(vectors[i]),
                                 Usage{static_cast<int64_t>(texts[i].size()), 0, 0});
-  } catch (const std::exception& e) {
-    for (const auto& j : pass) j->fail(e.what());
   }
-  steps_.fetch_add(1);
-  for (const auto& t : texts) rows_.fetch_add(t.size());
 }
 
 void EncoderScheduler::loop() {
@@ -118,7 +131,6 @@ void EncoderScheduler::loop() {
       busy_.store(static_cast<int>(pass.size()));
     }
     if (!pass.empty()) run_pass(pass);
-    busy_.store(0);
   }
 }
 
