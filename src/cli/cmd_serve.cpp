@@ -218,7 +218,8 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--api-key", a->http.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health");
   sub->add_option("--parallel", a->parallel,
-                  "Sequences generated at once, each with its own KV cache of -c tokens")
+                  "Sequences generated at once, each with its own KV cache of -c tokens (an "
+                  "encoder model: texts encoded in one pass)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--queue", a->queue,
                   "Requests that may wait for a slot before the server answers 503")

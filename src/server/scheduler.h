@@ -59,9 +59,6 @@ class Scheduler : public JobRunner {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request; nullptr when the queue is full. An Input error for a prompt that is empty,
-  // longer than a slot's context or holds an id outside the vocabulary, and for an embedding
-  // when the model declares no pooling.
   std::shared_ptr<Job> submit(GenRequest request) override;
   SchedulerStats stats() override;
   const SchedulerOptions& options() const override { return o_; }
