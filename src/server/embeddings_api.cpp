@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/json_nesting.h"
+#include "server/access_log.h"
 #include "server/api_response.h"
 #include "server/embedding_inputs.h"
 #include "server/http_errors.h"
@@ -90,6 +91,7 @@ bool embed_all(const RouteContext& ctx, const char* field,
       if (!u.error.empty()) throw RouteError{500, u.error, "server_error", ""};
       out.vectors[i] = u.embedding;
       out.prompt_tokens += u.usage.prompt_tokens;
+      access_usage(u.usage.prompt_tokens, 0);
       jobs[i] = nullptr;
     }
     while (first < next && jobs[first] == nullptr) ++first;

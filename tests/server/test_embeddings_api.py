@@ -367,6 +367,22 @@ class BertEncoder(Refusals, unittest.TestCase):
         self.assertEqual(j["details"]["family"], "bert")
         self.assertIn("footprint  server: encoder weights", self.server.log())
 
+    def test_refusals_at_start(self):
+        hf = os.path.join(self.BERT, "hf")
+        for args, words in (
+            (["--memory-budget", "100K"], "cannot hold the server: encoder weights"),
+            (["--backend", "cuda"], "runs on the CPU only: use --backend cpu"),
+        ):
+            r = subprocess.run(
+                [binary_from_env(), "serve", "-m", hf, "--port", "0", *args],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(words, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
     def test_serves_the_hf_directory_too(self):
         with Server(binary_from_env(), "-m", os.path.join(self.BERT, "hf"), "--parallel", "2") as s:
             status, j, text = s.request(
