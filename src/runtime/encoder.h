@@ -37,6 +37,8 @@ class Encoder {
 
   const ArchConfig& cfg() const { return c_; }
   const ModelSource& source() const { return *source_; }
+  // hidden() and embed() run on the encoder's one thread pool: one caller at a time (the
+  // server's EncoderScheduler calls them from its thread only).
   // An Input error for a text the encoder cannot take: no tokens, an id outside the vocabulary
   // or more tokens than the positions.
   void check(const std::vector<int32_t>& tokens) const;

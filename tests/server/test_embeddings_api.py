@@ -1,7 +1,7 @@
 """Embeddings through the official `openai` and `ollama` clients (and raw HTTP where a client hides
 what is checked: statuses, error bodies, base64), on the Qwen3-Embedding-style fixture whose
 sentence-transformers vectors are in its ref.json; the bundled model, which declares no pooling, is
-refused. Also `turbospark embed`."""
+refused. Also `turbospark embed`, and a BERT encoder served (BertEncoder)."""
 
 import base64
 import json
