@@ -42,13 +42,14 @@ std::string input_name(const char* field, size_t i, size_t n) {
   return n == 1 ? std::string(field) : std::string(field) + "[" + std::to_string(i) + "]";
 }
 
-// Runs every input as an embedding job, at most --parallel of them queued at once. False when the
+// Runs every input as an embedding job, at most the runner's embedding_window() of them queued at
+// once. False when the
 // client left (the jobs are cancelled); throws RouteError for a refusal or a failed job.
 bool embed_all(const RouteContext& ctx, const char* field,
                const std::vector<std::vector<int32_t>>& inputs, Embedded& out) {
   JobRunner& sched = ctx.gen.sched;
   const size_t n = inputs.size();
-  const auto window = static_cast<size_t>(std::max(1, sched.options().parallel));
+  const size_t window = std::max<size_t>(1, sched.embedding_window());
   std::vector<std::shared_ptr<Job>> jobs(n);
   struct CancelLeft {
     std::vector<std::shared_ptr<Job>>& jobs;

@@ -41,6 +41,9 @@ class EncoderScheduler : public JobRunner {
   const SchedulerOptions& options() const override { return o_; }
   const EmbeddingSpec& embedding() const override { return embedding_; }
   int64_t embedding_size() const override { return encoder_.cfg().n_embd; }
+  // A pass's texts and the next pass's: while one pass runs, the next one's wait queued, so
+  // passes stay full rather than alternating with the few refilled since the last.
+  size_t embedding_window() const override { return 2 * static_cast<size_t>(o_.parallel); }
   std::string cannot_generate() const override;
   void stop() override;
 

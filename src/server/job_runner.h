@@ -60,6 +60,9 @@ class JobRunner {
   // size of their vectors.
   virtual const EmbeddingSpec& embedding() const = 0;
   virtual int64_t embedding_size() const = 0;
+  // The most jobs of one embedding request queued at once: enough to keep the runner busy, few
+  // enough that a large batch neither fills the queue (a 503 for others) nor waits behind it.
+  virtual size_t embedding_window() const { return static_cast<size_t>(options().parallel); }
   // Empty when the model generates; else why it cannot, which generation routes answer with.
   virtual std::string cannot_generate() const = 0;
   // Fails every queued and running job and joins the thread; the destructors call it.

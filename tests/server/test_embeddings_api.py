@@ -393,5 +393,69 @@ class BertEncoder(Refusals, unittest.TestCase):
                 self.assertLessEqual(max(abs(x - y) for x, y in zip(g, want)), self.REF_TOL)
 
 
+class EncoderMemory(unittest.TestCase):
+    """The memory an encoder's server announces at start (its weights and the buffers of its
+    largest pass) is what it takes: a random BERT large enough for that to dwarf the process's own
+    noise (made with transformers, skipped without it) serves full passes, and its peak resident
+    set grows from the start by about the announced total, not more."""
+
+    # What a request adds beside the announced buffers: its JSON in and out, the HTTP workers'
+    # stacks, malloc's arenas.
+    SLACK_MIB = 4.0
+
+    def make_model(self, out):
+        try:
+            import torch
+            from transformers import BertConfig, BertModel
+        except ImportError:
+            self.skipTest("torch and transformers are needed to make the model")
+        import shutil
+
+        src = os.path.join(HERE, "..", "fixtures", "models", "bert_embedding", "hf")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(
+            hidden_size=256,
+            intermediate_size=1024,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            max_position_embeddings=512,
+        )
+        torch.manual_seed(0)
+        BertModel(BertConfig(**cfg)).save_pretrained(out)
+        for name in os.listdir(src):
+            if name not in ("config.json", "model.safetensors"):
+                p = os.path.join(src, name)
+                (shutil.copytree if os.path.isdir(p) else shutil.copy)(p, os.path.join(out, name))
+        pooling = os.path.join(out, "1_Pooling", "config.json")
+        with open(pooling) as f:
+            pcfg = json.load(f)
+        pcfg["word_embedding_dimension"] = 256
+        with open(pooling, "w") as f:
+            json.dump(pcfg, f)
+
+    def test_peak_rss_is_the_announced_footprint(self):
+        import re
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out:
+            self.make_model(out)
+            with Server(binary_from_env(), "-m", out, "--parallel", "4", "-t", "2") as s:
+                m = re.search(r"footprint  server: .* = ([0-9.]+) MiB", s.log())
+                self.assertIsNotNone(m, s.log())
+                announced = float(m.group(1))
+                start = s.rss_kib() / 1024
+                # Texts of the encoder's 512 positions, so that passes of 4 fill their buffers.
+                ids = [[2] + [5 + (7 * i + j) % 290 for j in range(510)] + [3] for i in range(12)]
+                status, j, text = s.request("POST", "/v1/embeddings", {"input": ids}, timeout=600)
+                self.assertEqual(status, 200, text[:300])
+                with open("/proc/%d/status" % s.proc.pid) as f:
+                    peak = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0] / 1024
+        grown = peak - start
+        print("announced %.2f MiB, peak RSS %.2f MiB (%.2f at start)" % (announced, peak, start))
+        self.assertLessEqual(grown, announced + self.SLACK_MIB)
+        self.assertGreaterEqual(grown, 0.9 * announced)
+
+
 if __name__ == "__main__":
     unittest.main()
