@@ -18,6 +18,11 @@ struct VocabRules {
   bool no_space_prefix = false;       // SentencePiece vocabularies: add_space_prefix = false
   bool add_prefix_space_key = false;  // tokenizer_config's add_prefix_space becomes the key
   int64_t n_vocab = 0;                // config's vocab_size (0: the tokenizer's own count)
+  // Non-empty: tokenizer.json read as gguf-py's LlamaHfVocab (a byte-fallback BPE, tokenizer.model
+  // ignored) and written with this tokenizer.ggml.model and its merges (Gemma 4: "gemma4").
+  std::string llama_hf_model;
+  std::vector<std::string> user_defined;  // tokens the class marks user-defined (always shown)
+  bool add_bos = false;                   // the class sets add_bos_token true
 };
 
 }  // namespace ts

@@ -168,6 +168,7 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   m.vocab.add_prefix_space_key = (f->fixes & kAddPrefixSpaceKey) != 0;
   for (const SpecialToken* s = f->special; s != nullptr && s->type != nullptr; ++s)
     m.vocab.special.emplace_back(s->type, s->text);
+  if (f->vocab_rules != nullptr) f->vocab_rules(m.vocab);
   return m;
 }
 

@@ -45,6 +45,8 @@ const Family kFamilies[] = {
     {"qwen3", {}},
     {"qwen3_moe", {}},
     {"gemma3", {}},
+    {"gemma4", {}},
+    {"gemma4_moe", {}},
     {"minimax_m2", {}},
     {"qwen3_vl", {}},
     {"gpt_oss", {}},
