@@ -47,6 +47,7 @@ class KeyWriter {
   void str(const std::string& key, std::string v);
   void i32_array(const std::string& key, const std::vector<int64_t>& v);
   void bool_array(const std::string& key, const std::vector<int64_t>& v);
+  void f32_array(const std::string& key, const std::vector<float>& v);
   // The value of `hf` (when present and not null) as u32 / f32.
   void u32_from(const std::string& key, const nlohmann::json* hf);
   void f32_from(const std::string& key, const nlohmann::json* hf);
