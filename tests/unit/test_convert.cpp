@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
@@ -193,6 +194,80 @@ TEST(Convert, OtherTypesAreTheConvertersFiles) {
   }
 }
 
+// The vision fixtures: `convert --mmproj` is llama.cpp's --mmproj file at f32 (made by the
+// fixture's script) and f16 (tools/reference/make_mmproj_f16_refs.py), and the converted tower
+// runs the prompt with two images to the HF reference's logits.
+struct MmprojFixture {
+  const char* fixture;
+  int64_t vocab;
+  const char* logits_args;  // what `logits` needs beside the mmproj (its processor's bound)
+};
+
+class ConvertMmproj : public testing::TestWithParam<MmprojFixture> {};
+
+TEST_P(ConvertMmproj, IsTheConvertersFileAndRunsToTheReferenceLogits) {
+  const MmprojFixture& f = GetParam();
+  const std::string dir = test::fixtures_dir() + "/models/" + f.fixture;
+  for (const char* type : {"f32", "f16"}) {
+    const std::string out = test::scratch_path(std::string(f.fixture) + "-" + type + ".gguf");
+    std::string log;
+    ASSERT_EQ(test::run_command(test::binary_path() + " convert " + dir + "/hf " + out +
+                                    " --mmproj --type " + type,
+                                &log),
+              0)
+        << log;
+    expect_same_gguf(std::string(f.fixture) + " " + type, *GgufFile::open(out),
+                     *GgufFile::open(dir + "/mmproj-" + type + ".gguf"), {}, nullptr);
+    if (std::string(type) == "f32") {
+      const auto c = test::cli_image_logits(dir, " --mmproj " + out + f.logits_args, f.vocab);
+      EXPECT_LE(c.rel, 1e-4) << f.fixture << ": " << c.summary();
+      EXPECT_EQ(c.argmax_mismatches, 0) << f.fixture << ": " << c.summary();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ConvertMmproj,
+    testing::Values(MmprojFixture{"gemma3_vision", 96, ""},
+                    MmprojFixture{"gemma4_vision", 64, " --image-max-tokens 70"}),
+    [](const testing::TestParamInfo<MmprojFixture>& i) { return std::string(i.param.fixture); });
+
+// Qwen3-VL's text model and vision tower both converted run the prompt with an image to the HF
+// reference's logits; the mmproj is the converter's (the shared fixture's mmproj-f32.gguf).
+TEST(Convert, Qwen3VlTextAndMmprojRunToTheImageReference) {
+  const std::string hf = hf_dir("qwen3_vl");
+  const std::string ref = test::fixture_file("qwen3_vl", "mmproj-f32.gguf");
+  if (hf.empty() || ref.empty()) GTEST_SKIP() << "qwen3_vl: no hf/ or mmproj-f32.gguf";
+  const std::string dir = fs::path(ref).parent_path().string();
+  const std::string text = test::scratch_path("qwen3vl.gguf"),
+                    mmproj = test::scratch_path("qwen3vl-mmproj.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, text, "f32", &log), 0) << log;
+  ASSERT_EQ(
+      test::run_command(
+          test::binary_path() + " convert " + hf + " " + mmproj + " --mmproj --type f32", &log),
+      0)
+      << log;
+  expect_same_gguf("qwen3_vl mmproj", *GgufFile::open(mmproj), *GgufFile::open(ref), {}, nullptr);
+
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  std::string ids;
+  for (int32_t id : meta["image"]["prompt_ids"].get<std::vector<int32_t>>())
+    ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const std::string out = test::scratch_path("logits.f32");
+  ASSERT_EQ(test::run_command(test::binary_path() + " logits -m " + text + " --mmproj " + mmproj +
+                                  " --image-token 7 --image-min-pixels 1024 --image " + dir +
+                                  "/image.png --tokens " + ids + " --out " + out +
+                                  " --kv-type f32 -t 2 2>&1",
+                              &log),
+            0)
+      << log;
+  const auto c = test::compare_logits(test::read_f32_file(out),
+                                      test::read_f32_file(dir + "/ref_logits_image.f32"), 4096);
+  EXPECT_LE(c.rel, 1e-4) << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+}
+
 TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
   const std::string hf = test::fixtures_dir() + "/models/glm4_moe/hf";
   const std::string f32 = test::scratch_path("glm.gguf");
@@ -257,6 +332,15 @@ TEST(Convert, BadInputIsRefusedWithOneLine) {
       << log;
   EXPECT_NE(log.find("type 'q4_k' is not one of f32, f16, bf16, q8_0"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out)) << "a refused conversion leaves no file";
+
+  // A class without a vision tower convert writes, and one convert does not write at all.
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " convert " + hf + " " + out + " --mmproj", &log), 2)
+      << log;
+  EXPECT_NE(log.find("convert --mmproj does not handle 'Qwen3ForCausalLM'"), std::string::npos)
+      << log;
+  expect_refused(test::fixtures_dir() + "/models/bert_embedding/hf", out, 2,
+                 "convert does not handle 'BertModel'");
 }
 
 }  // namespace
