@@ -1,7 +1,7 @@
 // `turbospark convert --mmproj`: a multimodal HF directory's vision tower and projector as the
 // mmproj GGUF (architecture "clip") that llama.cpp's convert_hf_to_gguf.py --mmproj writes: its
-// clip.* keys and the tower's tensors under their v.* / mm.* names, for Qwen3-VL (and Qwen3.5's
-// vision), Gemma 3 and Gemma 4.
+// clip.* keys and the tower's tensors under their v.* / mm.* names, for the towers the engine
+// reads: Qwen3-VL's, Gemma 3's and Gemma 4's.
 #pragma once
 
 #include "model/convert_model.h"

@@ -195,7 +195,7 @@ TEST(Convert, OtherTypesAreTheConvertersFiles) {
 }
 
 // The vision fixtures: `convert --mmproj` is llama.cpp's --mmproj file at f32 (made by the
-// fixture's script) and f16 (tools/reference/make_mmproj_f16_refs.py), and the converted tower
+// fixture's script) and f16 (tools/reference/make_convert_vision_refs.py), and the converted tower
 // runs the prompt with two images to the HF reference's logits.
 struct MmprojFixture {
   const char* fixture;
@@ -231,6 +231,29 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(MmprojFixture{"gemma3_vision", 96, ""},
                     MmprojFixture{"gemma4_vision", 64, " --image-max-tokens 70"}),
     [](const testing::TestParamInfo<MmprojFixture>& i) { return std::string(i.param.fixture); });
+
+// Gemma3ForConditionalGeneration's text decoder (the vision fixture's hf/, given the gemma3
+// fixture's tokenizer) is the converter's file.
+TEST(Convert, Gemma3MultimodalTextDecoderIsTheConvertersFile) {
+  const std::string tokenizer = test::fixture_file("gemma3", "hf/tokenizer.model");
+  if (tokenizer.empty()) GTEST_SKIP() << "gemma3: no hf/tokenizer.model";
+  const std::string dir = test::fixtures_dir() + "/models/gemma3_vision";
+  const std::string hf = test::scratch_path("gemma3cg") + "/hf";
+  fs::remove_all(hf);
+  fs::create_directories(hf);
+  for (const char* f : {"config.json", "model.safetensors", "preprocessor_config.json"})
+    fs::create_symlink(dir + "/hf/" + f, hf + "/" + f);
+  const std::string tok_dir = fs::path(tokenizer).parent_path().string();
+  for (const char* f : {"tokenizer.model", "tokenizer_config.json"})
+    fs::create_symlink(tok_dir + "/" + f, hf + "/" + f);
+  const std::string out = test::scratch_path("gemma3cg.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  expect_same_gguf("gemma3 text", *GgufFile::open(out), *GgufFile::open(dir + "/text-f32.gguf"), {},
+                   nullptr);
+  // Its logits are not the checkpoint's: llama.cpp's gemma3 file has no layer pattern (5 sliding
+  // layers of 6, the swa rope base on those), and this 2-layer checkpoint's second layer is global.
+}
 
 // Qwen3-VL's text model and vision tower both converted run the prompt with an image to the HF
 // reference's logits; the mmproj is the converter's (the shared fixture's mmproj-f32.gguf).
