@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -232,27 +233,63 @@ INSTANTIATE_TEST_SUITE_P(
                     MmprojFixture{"gemma4_vision", 64, " --image-max-tokens 70"}),
     [](const testing::TestParamInfo<MmprojFixture>& i) { return std::string(i.param.fixture); });
 
-// Gemma3ForConditionalGeneration's text decoder (the vision fixture's hf/, given the gemma3
-// fixture's tokenizer) is the converter's file.
-TEST(Convert, Gemma3MultimodalTextDecoderIsTheConvertersFile) {
-  const std::string tokenizer = test::fixture_file("gemma3", "hf/tokenizer.model");
-  if (tokenizer.empty()) GTEST_SKIP() << "gemma3: no hf/tokenizer.model";
-  const std::string dir = test::fixtures_dir() + "/models/gemma3_vision";
-  const std::string hf = test::scratch_path("gemma3cg") + "/hf";
+// A vision fixture's hf/ (which has no tokenizer) with a text fixture's tokenizer files beside
+// it, in a folder named hf as the converter's file was made from; "" without the shared data.
+std::string with_tokenizer(const std::string& vision, const std::string& text,
+                           const std::vector<std::string>& files) {
+  const std::string tokenizer = test::fixture_file(text, "hf/" + files[0]);
+  if (tokenizer.empty()) return "";
+  const std::string dir = test::fixtures_dir() + "/models/" + vision;
+  const std::string hf = test::scratch_path(vision) + "/hf";
   fs::remove_all(hf);
   fs::create_directories(hf);
   for (const char* f : {"config.json", "model.safetensors", "preprocessor_config.json"})
     fs::create_symlink(dir + "/hf/" + f, hf + "/" + f);
-  const std::string tok_dir = fs::path(tokenizer).parent_path().string();
-  for (const char* f : {"tokenizer.model", "tokenizer_config.json"})
-    fs::create_symlink(tok_dir + "/" + f, hf + "/" + f);
+  for (const std::string& f : files)
+    fs::create_symlink(fs::path(tokenizer).parent_path().string() + "/" + f, hf + "/" + f);
+  return hf;
+}
+
+// Gemma3ForConditionalGeneration's text decoder is the converter's file. Its logits are not the
+// checkpoint's: llama.cpp's gemma3 file has no layer pattern (5 sliding layers of 6, with the
+// sliding rope base), and this 2-layer checkpoint's second layer is global.
+TEST(Convert, Gemma3MultimodalTextDecoderIsTheConvertersFile) {
+  const std::string hf =
+      with_tokenizer("gemma3_vision", "gemma3", {"tokenizer.model", "tokenizer_config.json"});
+  if (hf.empty()) GTEST_SKIP() << "gemma3: no hf/tokenizer.model";
   const std::string out = test::scratch_path("gemma3cg.gguf");
   std::string log;
   ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
-  expect_same_gguf("gemma3 text", *GgufFile::open(out), *GgufFile::open(dir + "/text-f32.gguf"), {},
-                   nullptr);
-  // Its logits are not the checkpoint's: llama.cpp's gemma3 file has no layer pattern (5 sliding
-  // layers of 6, the swa rope base on those), and this 2-layer checkpoint's second layer is global.
+  expect_same_gguf("gemma3 text", *GgufFile::open(out),
+                   *GgufFile::open(test::fixtures_dir() + "/models/gemma3_vision/text-f32.gguf"),
+                   {}, nullptr);
+}
+
+// Gemma4ForConditionalGeneration's text decoder is the converter's file (its FNV-1a 64 hash, made
+// by tools/reference/make_convert_vision_refs.py) and runs a text prompt to the directory's logits.
+TEST(Convert, Gemma4MultimodalTextDecoderIsTheConvertersFile) {
+  const std::string hf =
+      with_tokenizer("gemma4_vision", "gemma4", {"tokenizer.json", "tokenizer_config.json"});
+  if (hf.empty()) GTEST_SKIP() << "gemma4: no hf/tokenizer.json";
+  const std::string out = test::scratch_path("gemma4cg.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  std::ifstream f(out, std::ios::binary);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c; f.get(c);) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  std::ifstream ref(test::fixtures_dir() + "/models/gemma4_vision/text-f32.fnv1a64");
+  std::string want;
+  ref >> want;
+  EXPECT_EQ(hex, want) << "not the converter's file";
+
+  const std::vector<int32_t> ids = {2, 17, 33, 5,  9,  40, 41, 12, 7,
+                                    3, 22, 50, 61, 13, 8,  1,  19, 27};
+  const auto c =
+      test::compare_logits(test::run_logits(out, ids, {}), test::run_logits(hf, ids, {}), 64);
+  EXPECT_LE(c.rel, 1e-4) << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
 }
 
 // Qwen3-VL's text model and vision tower both converted run the prompt with an image to the HF
