@@ -23,6 +23,10 @@ struct VocabRules {
   std::string llama_hf_model;
   std::vector<std::string> user_defined;  // tokens the class marks user-defined (always shown)
   bool add_bos = false;                   // the class sets add_bos_token true
+  // A WordPiece tokenizer.json in BERT's phantom-space form (word starts marked with U+2581,
+  // "##" continuations bare), after tokenizer.ggml.token_type_count.
+  bool wordpiece = false;
+  int64_t token_type_count = 1;
 };
 
 }  // namespace ts

@@ -161,6 +161,13 @@ const ConvertFamily kConvertFamilies[] = {
      deepseek2_tensor},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4", nullptr,
      "num_nextn_predict_layers", kGlmSpecial},
+    {.hf_class = "BertModel",
+     .arch = "bert",
+     .family = Family::Bert,
+     .keys = bert_keys,
+     .bpe_pre = "bert-bge",
+     .own_tensor = bert_tensor,
+     .vocab_rules = bert_vocab},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Gemma3ForConditionalGeneration", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},

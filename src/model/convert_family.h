@@ -98,7 +98,7 @@ struct ConvertFamily {
   // Tensors the class makes before the checkpoint's (rope_freqs).
   void (*leading_tensors)(const Hparams& hp, std::vector<ConvertTensor>& out) = nullptr;
   // The class's own tokenizer rules beside those above (Gemma 4's).
-  void (*vocab_rules)(VocabRules& rules) = nullptr;
+  void (*vocab_rules)(const Hparams& hp, VocabRules& rules) = nullptr;
 };
 
 // The converter's rule: vectors, norms, routers, convolution taps and tensors not named *.weight
@@ -113,7 +113,11 @@ void llama3_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out);
 void gemma3_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 void gemma4_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 void gemma4_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out);
-void gemma4_vocab(VocabRules& rules);
+void gemma4_vocab(const Hparams& hp, VocabRules& rules);
+void bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                 std::vector<ConvertTensor>& out);
+void bert_vocab(const Hparams& hp, VocabRules& rules);
 
 // Qwen2MoeModel's keys, which Qwen3-Next's class extends.
 void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);

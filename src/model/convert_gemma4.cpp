@@ -111,7 +111,7 @@ void gemma4_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out) {
                  }});
 }
 
-void gemma4_vocab(VocabRules& rules) {
+void gemma4_vocab(const Hparams&, VocabRules& rules) {
   // Shown in the output so that the chat parser can read them.
   rules.llama_hf_model = "gemma4";
   rules.user_defined = {"<|channel>",       "<channel|>",       "<|tool_call>", "<tool_call|>",

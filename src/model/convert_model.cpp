@@ -1,5 +1,6 @@
 #include "model/convert_model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -147,7 +148,16 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   KeyWriter w(m.kv, f->arch);
   w.str("general.architecture", f->arch);
   w.str("general.type", "model");
-  w.str("general.name", gguf_model_name(source.path()));
+  // The converter names the model after config's _name_or_path when that is a model id (at most
+  // one '/'; an empty one leaves the name out), else after the directory.
+  const nlohmann::json& config = source.hf()->config();
+  const auto id = config.find("_name_or_path");
+  if (id == config.end() || !id->is_string() ||
+      std::count(id->get<std::string>().begin(), id->get<std::string>().end(), '/') > 1) {
+    w.str("general.name", gguf_model_name(source.path()));
+  } else if (!id->get<std::string>().empty()) {
+    w.str("general.name", gguf_model_name(id->get<std::string>()));
+  }
   w.str("general.size_label", "");  // set below, once the tensors are known
   write_text_model_keys(hp, blocks, w);
   w.u32("general.file_type", 0);  // the writer sets the output's
@@ -168,7 +178,7 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   m.vocab.add_prefix_space_key = (f->fixes & kAddPrefixSpaceKey) != 0;
   for (const SpecialToken* s = f->special; s != nullptr && s->type != nullptr; ++s)
     m.vocab.special.emplace_back(s->type, s->text);
-  if (f->vocab_rules != nullptr) f->vocab_rules(m.vocab);
+  if (f->vocab_rules != nullptr) f->vocab_rules(hp, m.vocab);
   return m;
 }
 

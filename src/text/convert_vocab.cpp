@@ -268,6 +268,30 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
     out.emplace_back("tokenizer.ggml.scores", gguf_array(std::move(scores)));
     out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
     special = special_vocab_keys(dir, true, 0, rules.special);
+  } else if (rules.wordpiece) {
+    const std::string path = dir + "/tokenizer.json";
+    if (!fs::is_regular_file(path))
+      fail(ErrorKind::Unsupported, dir + ": no tokenizer.json (a vocab.txt alone is not read)");
+    const json tok = parse_json_file(path);
+    if (!tok.is_object() || !tok.contains("model") ||
+        tok["model"].value("type", "") != "WordPiece" || !tok["model"].contains("vocab") ||
+        !tok["model"]["vocab"].is_object())
+      fail(ErrorKind::Unsupported, path + ": not a WordPiece tokenizer (model.type WordPiece)");
+    Vocab v = bpe_vocab(tok, rules.n_vocab, path);
+    // Phantom space: a word's first piece marked with U+2581, a "##" continuation bare.
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      if (v.types[i] == static_cast<int64_t>(TokenType::Control)) continue;
+      std::string& t = v.tokens[i];
+      t = t.starts_with("##") ? t.substr(2) : "\xE2\x96\x81" + t;
+    }
+    const auto n = static_cast<int64_t>(v.tokens.size());
+    out.emplace_back("tokenizer.ggml.token_type_count",
+                     gguf_int(GgufType::U32, rules.token_type_count));
+    out.emplace_back("tokenizer.ggml.model", gguf_string("bert"));
+    out.emplace_back("tokenizer.ggml.pre", gguf_string(rules.bpe_pre));
+    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.model")) {
     Vocab v = sentencepiece_vocab(dir, rules.n_vocab);
     const auto n = static_cast<int64_t>(v.tokens.size());

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,7 @@ struct Family {
 
 // glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
 // "full", an MTP layer included); hf/ is that checkpoint without the MTP layer's tensors, so the
-// name, the size label and blk.2 (the MTP layer) differ. qwen3_embedding's GGUF has no name.
+// name, the size label and blk.2 (the MTP layer) differ.
 // qwen3_next's GGUF was made by an older converter, which wrote no attention.recurrent_layers
 // (the vendored one writes it from layer_types, as convert does).
 const Family kFamilies[] = {
@@ -58,7 +59,7 @@ const Family kFamilies[] = {
     {"qwen3_5", {}},
     {"qwen3_5_moe", {}},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
-    {"qwen3_embedding", {"general.name"}},
+    {"qwen3_embedding", {}},
 };
 
 std::string hf_dir(const std::string& fixture) {
@@ -345,6 +346,34 @@ TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
   EXPECT_TRUE(da == db) << "quantize of the directory differs from quantize of its conversion";
 }
 
+// BertModel (an encoder with a WordPiece vocabulary) is the converter's file, and embeds text as
+// the directory does.
+TEST(Convert, BertIsTheConvertersFileAndEmbedsAsTheDirectory) {
+  const std::string dir = test::fixtures_dir() + "/models/bert_embedding";
+  const std::string out = test::scratch_path("bert.gguf");
+  std::string log;
+  ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
+  expect_same_gguf("bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
+                   nullptr);
+  const auto embed = [](const std::string& model) {
+    std::string text;
+    EXPECT_EQ(test::run_command(test::binary_path() + " embed -m " + model +
+                                    " -t 1 'hello world' 'the quick brown fox' 2>&1",
+                                &text),
+              0)
+        << text;
+    std::vector<std::vector<float>> rows;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      rows.push_back(nlohmann::json::parse(line).get<std::vector<float>>());
+    return rows;
+  };
+  const auto from_file = embed(out), from_dir = embed(dir + "/hf");
+  ASSERT_EQ(from_file.size(), 2u);
+  ASSERT_EQ(from_dir.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_GE(test::cosine(from_file[i], from_dir[i]), 0.9999) << i;
+}
+
 // A copy of qwen3_embedding's directory (links to its files) with `change` applied.
 std::string directory_copy(const std::string& name, const std::vector<std::string>& files,
                            const std::string& architecture = "") {
@@ -393,14 +422,12 @@ TEST(Convert, BadInputIsRefusedWithOneLine) {
   EXPECT_NE(log.find("type 'q4_k' is not one of f32, f16, bf16, q8_0"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out)) << "a refused conversion leaves no file";
 
-  // A class without a vision tower convert writes, and one convert does not write at all.
+  // A class without a vision tower convert writes.
   EXPECT_EQ(
       test::run_command(test::binary_path() + " convert " + hf + " " + out + " --mmproj", &log), 2)
       << log;
   EXPECT_NE(log.find("convert --mmproj does not handle 'Qwen3ForCausalLM'"), std::string::npos)
       << log;
-  expect_refused(test::fixtures_dir() + "/models/bert_embedding/hf", out, 2,
-                 "convert does not handle 'BertModel'");
 }
 
 }  // namespace
