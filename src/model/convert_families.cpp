@@ -114,42 +114,40 @@ constexpr SpecialToken kGlmSpecial[] = {{"bos", "[gMASK]"},
                                         {"eom", "<|observation|>"},
                                         {nullptr, nullptr}};
 
+// LlamaModel's classes: q/k permuted, llama3's rope_freqs, the llama-bpe pre-tokenizer.
+constexpr ConvertFamily llama_class(const char* hf_class) {
+  return {.hf_class = hf_class,
+          .arch = "llama",
+          .family = Family::Llama,
+          .keys = llama_keys,
+          .fixes = kLlamaFixes,
+          .bpe_pre = "llama-bpe",
+          .leading_tensors = llama3_rope_freqs};
+}
+
+// Gemma4Model's classes: Gemma 3's trimmed embeddings but no (1 + w) norms, its own tokenizer.
+constexpr ConvertFamily gemma4_class(const char* hf_class) {
+  return {.hf_class = hf_class,
+          .arch = "gemma4",
+          .family = Family::Gemma4,
+          .keys = gemma4_keys,
+          .fixes = kTrimEmbd | kNoSpacePrefix,
+          .leading_tensors = gemma4_rope_freqs,
+          .vocab_rules = gemma4_vocab};
+}
+
 // {HF class, GGUF architecture, tensor names of, keys, fixes, BPE pre-tokenizer, own tensors,
 //  MTP layer count key, special tokens, leading tensors, vocabulary rules}
 const ConvertFamily kConvertFamilies[] = {
-    {.hf_class = "LlamaForCausalLM",
-     .arch = "llama",
-     .family = Family::Llama,
-     .keys = llama_keys,
-     .fixes = kLlamaFixes,
-     .bpe_pre = "llama-bpe",
-     .leading_tensors = llama3_rope_freqs},
-    {.hf_class = "MistralForCausalLM",
-     .arch = "llama",
-     .family = Family::Llama,
-     .keys = llama_keys,
-     .fixes = kLlamaFixes,
-     .bpe_pre = "llama-bpe",
-     .leading_tensors = llama3_rope_freqs},
-    {.hf_class = "MixtralForCausalLM",
-     .arch = "llama",
-     .family = Family::Llama,
-     .keys = llama_keys,
-     .fixes = kLlamaFixes,
-     .bpe_pre = "llama-bpe",
-     .leading_tensors = llama3_rope_freqs},
+    llama_class("LlamaForCausalLM"),
+    llama_class("MistralForCausalLM"),
+    llama_class("MixtralForCausalLM"),
     {"Qwen2ForCausalLM", "qwen2", Family::Qwen2, qwen2_keys, 0, "qwen2"},
     {"Qwen3ForCausalLM", "qwen3", Family::Qwen3, qwen2_keys, 0, "qwen2"},
     {"Qwen3MoeForCausalLM", "qwen3moe", Family::Qwen3Moe, qwen2moe_keys, 0, "qwen2"},
     {"MiniMaxM2ForCausalLM", "minimax-m2", Family::MiniMaxM2, minimax_m2_keys, 0, "minimax-m2"},
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
-    {.hf_class = "Gemma4ForCausalLM",
-     .arch = "gemma4",
-     .family = Family::Gemma4,
-     .keys = gemma4_keys,
-     .fixes = kTrimEmbd | kNoSpacePrefix,
-     .leading_tensors = gemma4_rope_freqs,
-     .vocab_rules = gemma4_vocab},
+    gemma4_class("Gemma4ForCausalLM"),
     {"GptOssForCausalLM", "gpt-oss", Family::GptOss, gpt_oss_keys, 0, "gpt-4o", gpt_oss_tensor},
     {"Qwen3NextForCausalLM", "qwen3next", Family::Qwen3Next, qwen3next_keys, kNormPlusOne, "qwen2",
      qwen3next_tensor},
@@ -171,13 +169,7 @@ const ConvertFamily kConvertFamilies[] = {
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Gemma3ForConditionalGeneration", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
-    {.hf_class = "Gemma4ForConditionalGeneration",
-     .arch = "gemma4",
-     .family = Family::Gemma4,
-     .keys = gemma4_keys,
-     .fixes = kTrimEmbd | kNoSpacePrefix,
-     .leading_tensors = gemma4_rope_freqs,
-     .vocab_rules = gemma4_vocab},
+    gemma4_class("Gemma4ForConditionalGeneration"),
     {"Qwen3_5ForConditionalGeneration", "qwen35", Family::Qwen35, qwen35_keys, kNormPlusOne,
      "qwen35", qwen35_tensor},
     {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", Family::Qwen35Moe, qwen35_keys,

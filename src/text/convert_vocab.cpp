@@ -53,6 +53,25 @@ GgufValue strings(std::vector<std::string> v) {
   return gguf_array(std::move(a));
 }
 
+GgufValue floats(std::vector<double> v) {
+  GgufArray a;
+  a.elem = GgufType::F32;
+  a.floats = std::move(v);
+  return gguf_array(std::move(a));
+}
+
+// DIR/tokenizer.json, checked to be a `type` model with a vocabulary.
+json tokenizer_json(const std::string& dir, const std::string& type) {
+  const std::string path = dir + "/tokenizer.json";
+  if (!fs::is_regular_file(path)) fail(ErrorKind::Model, dir + ": no tokenizer.json");
+  const json tok = parse_json_file(path);
+  if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != type ||
+      !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
+    fail(ErrorKind::Unsupported,
+         path + ": not a " + type + " tokenizer (model.type " + type + " with a vocab)");
+  return tok;
+}
+
 Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
   const SentencePieceModel m = read_sentencepiece_model(dir + "/tokenizer.model");
   const auto size =
@@ -253,31 +272,14 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
   };
   GgufKeyValues special;
   if (!rules.llama_hf_model.empty()) {
-    const std::string path = dir + "/tokenizer.json";
-    if (!fs::is_regular_file(path)) fail(ErrorKind::Model, dir + ": no tokenizer.json");
-    const json tok = parse_json_file(path);
-    if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != "BPE" ||
-        !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
-      fail(ErrorKind::Unsupported, path + ": not a BPE tokenizer (model.type BPE with a vocab)");
-    Vocab v = llama_hf_vocab(tok, dir, rules);
+    Vocab v = llama_hf_vocab(tokenizer_json(dir, "BPE"), dir, rules);
     out.emplace_back("tokenizer.ggml.model", gguf_string(rules.llama_hf_model));
     out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
-    GgufArray scores;
-    scores.elem = GgufType::F32;
-    scores.floats = std::move(v.scores);
-    out.emplace_back("tokenizer.ggml.scores", gguf_array(std::move(scores)));
+    out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
     out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
     special = special_vocab_keys(dir, true, 0, rules.special);
   } else if (rules.wordpiece) {
-    const std::string path = dir + "/tokenizer.json";
-    if (!fs::is_regular_file(path))
-      fail(ErrorKind::Unsupported, dir + ": no tokenizer.json (a vocab.txt alone is not read)");
-    const json tok = parse_json_file(path);
-    if (!tok.is_object() || !tok.contains("model") ||
-        tok["model"].value("type", "") != "WordPiece" || !tok["model"].contains("vocab") ||
-        !tok["model"]["vocab"].is_object())
-      fail(ErrorKind::Unsupported, path + ": not a WordPiece tokenizer (model.type WordPiece)");
-    Vocab v = bpe_vocab(tok, rules.n_vocab, path);
+    Vocab v = bpe_vocab(tokenizer_json(dir, "WordPiece"), rules.n_vocab, dir + "/tokenizer.json");
     // Phantom space: a word's first piece marked with U+2581, a "##" continuation bare.
     for (size_t i = 0; i < v.tokens.size(); ++i) {
       if (v.types[i] == static_cast<int64_t>(TokenType::Control)) continue;
@@ -298,18 +300,12 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
     out.emplace_back("tokenizer.ggml.model", gguf_string("llama"));
     out.emplace_back("tokenizer.ggml.pre", gguf_string("default"));
     out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
-    GgufArray scores;
-    scores.elem = GgufType::F32;
-    scores.floats = std::move(v.scores);
-    out.emplace_back("tokenizer.ggml.scores", gguf_array(std::move(scores)));
+    out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
     out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
     special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.json")) {
     const std::string path = dir + "/tokenizer.json";
-    const json tok = parse_json_file(path);
-    if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != "BPE" ||
-        !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
-      fail(ErrorKind::Unsupported, path + ": not a BPE tokenizer (model.type BPE with a vocab)");
+    const json tok = tokenizer_json(dir, "BPE");
     const std::string mismatch = check_pre_tokenizer(tok, rules.bpe_pre, path);
     if (!mismatch.empty() && warning != nullptr) *warning = mismatch;
     Vocab v = bpe_vocab(tok, rules.n_vocab, path);
