@@ -70,30 +70,29 @@ uint64_t count(const std::vector<uint64_t>& dims) {
   return n;
 }
 
-// The converter's type rule for an mmproj tensor; `force_f16`: the class stores it in f16
-// whatever the output type; `patch`: f16 in an f16 file, else f32.
+// What a tower class forces a tensor's type to (its tensor_force_quant); a vector or a norm is
+// f32 all the same.
+enum class Forced { No, F32, F16, F16InF16File };
+
+// The converter's type rule for an mmproj tensor.
 ConvertTensor tensor(const std::string& gguf, std::vector<uint64_t> dims,
-                     std::function<void(float*)> values, bool force_f32 = false,
-                     bool force_f16 = false, bool patch = false) {
+                     std::function<void(float*)> values, Forced forced = Forced::No) {
   if (dims.empty()) dims = {1};  // a scalar as a vector of one
   const bool vector_or_norm = dims.size() <= 1 || ends_with(gguf, "_norm.weight");
-  const bool forced = force_f32 || force_f16 || patch;
-  ConvertTensor c{
-      gguf, dims,
-      vector_or_norm || force_f32 ||
-          (!forced && (gguf == "v.position_embd.weight" || !ends_with(gguf, ".weight"))),
-      std::move(values)};
-  if (!vector_or_norm && !force_f32) {
-    c.f16_always = force_f16;
-    c.f16_in_f16_file = patch;
+  const bool f32 =
+      vector_or_norm || forced == Forced::F32 ||
+      (forced == Forced::No && (gguf == "v.position_embd.weight" || !ends_with(gguf, ".weight")));
+  ConvertTensor c{gguf, dims, f32, std::move(values)};
+  if (!vector_or_norm) {
+    c.f16_always = forced == Forced::F16;
+    c.f16_in_f16_file = forced == Forced::F16InF16File;
   }
   return c;
 }
 
-ConvertTensor plain(const TensorRef& t, const std::string& gguf, bool force_f32 = false,
-                    bool force_f16 = false, bool patch = false) {
+ConvertTensor plain(const TensorRef& t, const std::string& gguf, Forced forced = Forced::No) {
   return tensor(
-      gguf, t.dims, [t](float* v) { read_f32(t, v); }, force_f32, force_f16, patch);
+      gguf, t.dims, [t](float* v) { read_f32(t, v); }, forced);
 }
 
 std::vector<float> f32_array(const Vision& v, const char* key) {
@@ -221,7 +220,7 @@ bool qwen3vl_other(const TensorRef& t, const std::string& name, const Vision& v,
             for (uint64_t oc = 0; oc < planes; ++oc)
               std::copy_n(all.data() + (oc * 2 + frame) * plane, plane, v + oc * plane);
           },
-          false, false, true));
+          Forced::F16InF16File));
     return true;
   }
   return false;
@@ -253,7 +252,7 @@ void gemma3_keys(const Vision& v, KeyWriter& w) {
 bool gemma3_other(const TensorRef& t, const std::string& name, const Vision&,
                   std::vector<ConvertTensor>& out) {
   if (name == "multi_modal_projector.mm_input_projection_weight") {
-    out.push_back(plain(t, "mm.input_projection.weight", false, true));
+    out.push_back(plain(t, "mm.input_projection.weight", Forced::F16));
     return true;
   }
   if (name == "multi_modal_projector.mm_soft_emb_norm.weight") {
@@ -267,7 +266,7 @@ bool gemma3_other(const TensorRef& t, const std::string& name, const Vision&,
   for (const auto& [hf, gguf] : {std::pair{"patch_embedding.", "v.patch_embd."},
                                  {"position_embedding.", "v.position_embd."}})
     if (name.starts_with(emb + hf)) {
-      out.push_back(plain(t, gguf + name.substr(emb.size() + std::strlen(hf)), true));
+      out.push_back(plain(t, gguf + name.substr(emb.size() + std::strlen(hf)), Forced::F32));
       return true;
     }
   if (name.starts_with("vision_tower.vision_model.post_layernorm.")) {
@@ -316,7 +315,7 @@ bool gemma4_other(const TensorRef& t, const std::string& name, const Vision& v,
     return true;
   }
   if (name == "vision_tower.patch_embedder.position_embedding_table") {
-    out.push_back(plain(t, "v.position_embd.weight", true));
+    out.push_back(plain(t, "v.position_embd.weight", Forced::F32));
     return true;
   }
   if (name == "vision_tower.std_bias" || name == "vision_tower.std_scale") {
@@ -340,7 +339,7 @@ bool gemma4_other(const TensorRef& t, const std::string& name, const Vision& v,
               for (uint64_t yx = 0; yx < p * p; ++yx)
                 v[(o * 3 + c) * p * p + yx] = all[o * in + yx * 3 + c];
         },
-        false, false, true));
+        Forced::F16InF16File));
     return true;
   }
   return false;
