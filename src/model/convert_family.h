@@ -101,8 +101,8 @@ struct ConvertFamily {
   void (*vocab_rules)(const Hparams& hp, VocabRules& rules) = nullptr;
 };
 
-// The converter's rule: vectors, norms, routers, convolution taps and tensors not named *.weight
-// stay f32 whatever the output type.
+// The converter's rule: vectors, norms, routers, convolution taps, position and token-type tables
+// and tensors not named *.weight stay f32 whatever the output type.
 bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
 // A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
 void read_f32(const TensorRef& t, float* out);

@@ -79,9 +79,8 @@ ConvertTensor tensor(const std::string& gguf, std::vector<uint64_t> dims,
                      std::function<void(float*)> values, Forced forced = Forced::No) {
   if (dims.empty()) dims = {1};  // a scalar as a vector of one
   const bool vector_or_norm = dims.size() <= 1 || ends_with(gguf, "_norm.weight");
-  const bool f32 =
-      vector_or_norm || forced == Forced::F32 ||
-      (forced == Forced::No && (gguf == "v.position_embd.weight" || !ends_with(gguf, ".weight")));
+  const bool f32 = vector_or_norm || forced == Forced::F32 ||
+                   (forced == Forced::No && converter_keeps_f32(gguf, dims.size()));
   ConvertTensor c{gguf, dims, f32, std::move(values)};
   if (!vector_or_norm) {
     c.f16_always = forced == Forced::F16;

@@ -268,6 +268,10 @@ void read_f32(const TensorRef& t, float* out) {
 }
 
 bool converter_keeps_f32(const std::string& gguf, size_t n_dims) {
+  // Position and token-type tables (BERT's, a vision tower's) too.
+  if (gguf == "position_embd.weight" || gguf == "token_types.weight" ||
+      gguf == "v.position_embd.weight")
+    return true;
   return n_dims <= 1 || ends_with(gguf, "_norm.weight") || !ends_with(gguf, ".weight") ||
          gguf.find("ffn_gate_inp.weight") != std::string::npos ||
          gguf.find("ffn_gate_inp_shexp.weight") != std::string::npos ||

@@ -346,14 +346,18 @@ TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
   EXPECT_TRUE(da == db) << "quantize of the directory differs from quantize of its conversion";
 }
 
-// BertModel (an encoder with a WordPiece vocabulary) is the converter's file, and embeds text as
-// the directory does.
+// BertModel (an encoder with a WordPiece vocabulary) is the converter's file at f32 and f16
+// (tests/tools/make_convert_refs.py; its position and token-type tables stay f32), and embeds
+// text as the directory does.
 TEST(Convert, BertIsTheConvertersFileAndEmbedsAsTheDirectory) {
   const std::string dir = test::fixtures_dir() + "/models/bert_embedding";
-  const std::string out = test::scratch_path("bert.gguf");
+  const std::string out = test::scratch_path("bert.gguf"), f16 = test::scratch_path("bert16.gguf");
   std::string log;
   ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
   expect_same_gguf("bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
+                   nullptr);
+  ASSERT_EQ(convert(dir + "/hf", f16, "f16", &log), 0) << log;
+  expect_same_gguf("bert f16", *GgufFile::open(f16), *GgufFile::open(dir + "/convert-f16.gguf"), {},
                    nullptr);
   const auto embed = [](const std::string& model) {
     std::string text;
