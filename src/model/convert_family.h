@@ -61,6 +61,8 @@ class KeyWriter {
 
 // TextModel.set_gguf_parameters: the keys every class writes from the common config names.
 void write_text_model_keys(const Hparams& hp, int64_t block_count, KeyWriter& w);
+// general.name as gguf-py's metadata heuristics make it without a model card.
+void write_model_name(const ModelSource& source, KeyWriter& w);
 // sentence-transformers' pooling of the directory (modules.json), as <arch>.pooling_type.
 void write_pooling_type(const ModelSource& source, KeyWriter& w);
 

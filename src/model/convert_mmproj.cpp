@@ -431,7 +431,7 @@ ConvertedModel convert_hf_mmproj(const ModelSource& source) {
   KeyWriter w(m.kv, "clip");
   w.str("general.architecture", "clip");
   w.str("general.type", "mmproj");
-  w.str("general.name", gguf_model_name(source.path()));
+  write_model_name(source, w);
   w.str("general.size_label", "");  // set below, once the tensors are known
   mmproj_keys(v, w);
   c->keys(v, w);
