@@ -1,8 +1,10 @@
 // `turbospark convert`: each family fixture's HF directory converted with --type f32 is the GGUF
 // llama.cpp's converter made of it (the same keys and values, tensor names, shapes, types and
 // bytes; the few differences listed with their reasons), and runs to the HF directory's logits;
-// f16, bf16 and q8_0 are the converter's files too; `quantize` of the directory is
-// `quantize` of the converted file; bad input is refused with one line.
+// f16, bf16 and q8_0 are the converter's files too; `convert --mmproj` of the vision fixtures is
+// the converter's mmproj and runs their images to the reference logits; the multimodal classes'
+// text decoders and BERT are the converter's files; `quantize` of the directory is `quantize` of
+// the converted file; bad input is refused with one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
