@@ -269,7 +269,9 @@ TEST(Convert, Gemma3MultimodalTextDecoderIsTheConvertersFile) {
 }
 
 // Gemma4ForConditionalGeneration's text decoder is the converter's file (its FNV-1a 64 hash, made
-// by tools/reference/make_convert_vision_refs.py) and runs a text prompt to the directory's logits.
+// by tools/reference/make_convert_vision_refs.py) and runs a text prompt to the directory's logits,
+// and with llama.cpp's mmproj the image prompt to the reference's (its image rows attend both ways
+// on the sliding layers, as llama.cpp reads a GGUF of this width).
 TEST(Convert, Gemma4MultimodalTextDecoderIsTheConvertersFile) {
   const std::string hf =
       with_tokenizer("gemma4_vision", "gemma4", {"tokenizer.json", "tokenizer_config.json"});
@@ -293,6 +295,17 @@ TEST(Convert, Gemma4MultimodalTextDecoderIsTheConvertersFile) {
       test::compare_logits(test::run_logits(out, ids, {}), test::run_logits(hf, ids, {}), 64);
   EXPECT_LE(c.rel, 1e-4) << c.summary();
   EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+
+  const std::string dir = test::fixtures_dir() + "/models/gemma4_vision";
+  // The text fixture's tokenizer has no image token: the placeholder id is the checkpoint's.
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  const auto im = test::cli_image_logits(
+      dir,
+      " --mmproj " + dir + "/mmproj-f32.gguf --image-max-tokens 70 --image-token " +
+          std::to_string(meta["image"]["image_token_id"].get<int>()),
+      64, out);
+  EXPECT_LE(im.rel, 1e-4) << im.summary();
+  EXPECT_EQ(im.argmax_mismatches, 0) << im.summary();
 }
 
 // Qwen3-VL's text model and vision tower both converted run the prompt with an image to the HF
