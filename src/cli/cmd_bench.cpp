@@ -1,10 +1,12 @@
 // `turbospark bench [-m MODEL] [-p 512] [-n 128] [-r 5] [--json] [--roofline]`: llama-bench's two
 // tests. pp: a prompt of p random tokens through chunked prefill; tg: n tokens decoded one at a
 // time after a short prompt. Each runs once untimed (weights paged in, caches warm), then r timed
-// repetitions: tokens/s as mean ± sample stddev. MoE models add the expert cache's hit rate,
-// bytes read per token and achieved read bandwidth; --roofline states each figure as a fraction of
-// the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds the vision
-// tower's encode time of each image (cli/bench_image.h).
+// repetitions: tokens/s as mean ± sample stddev. --depth D (llama-bench's -d) runs both tests after
+// D tokens of context, prefilled once and returned to before each repetition, so a long-context
+// decode costs one long prefill, not one per repetition. MoE models add the expert cache's hit
+// rate, bytes read per token and achieved read bandwidth; --roofline states each figure as a
+// fraction of the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds
+// the vision tower's encode time of each image (cli/bench_image.h).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -47,6 +49,7 @@ struct BenchArgs {
   int64_t n_gen = 128;
   int reps = 5;
   int64_t tg_prompt = 16;
+  int64_t depth = 0;     // context prefilled once before the tests (0: none)
   int64_t parallel = 1;  // sequences decoding together in the tg test
   bool json = false;
   bool roofline = false;
@@ -61,7 +64,7 @@ struct Machine {
 };
 
 struct TestResult {
-  std::string name;  // pp512, tg128
+  std::string name;  // pp512, tg128, tg32 @ d8192
   int64_t n_prompt = 0, n_gen = 0;
   std::vector<double> samples;  // tokens/s per repetition
   ExpertStats experts;          // summed over the timed repetitions
@@ -91,6 +94,31 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t voca
   return ids;
 }
 
+// A test's name as llama-bench writes it: "tg32", or "tg32 @ d8192" after a depth.
+std::string test_name(const std::string& base, const BenchArgs& a) {
+  return a.depth > 0 ? base + " @ d" + std::to_string(a.depth) : base;
+}
+
+// The depth context: a.depth random tokens fed once, untimed (its rate is reported beside the
+// tests), kept as the session's checkpoint so truncate(a.depth) returns to it.
+struct Depth {
+  int64_t tokens = 0;
+  double seconds = 0;
+};
+
+Depth prefill_depth(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
+  Depth d;
+  if (a.depth == 0) return d;
+  std::vector<float> logits(static_cast<size_t>(engine.cfg().n_vocab));
+  const std::vector<int32_t> ids = random_tokens(rng, a.depth, engine.cfg().n_vocab);
+  const auto t0 = std::chrono::steady_clock::now();
+  session.feed(ids.data(), a.depth, logits.data(), false);
+  d.seconds = elapsed(t0);
+  d.tokens = a.depth;
+  session.checkpoint();
+  return d;
+}
+
 // One untimed run with n = warm (weights paged in, caches warm), then a.reps timed runs with
 // n = full into r: each prepare(n) before the clock starts, then run(n) timed, which returns the
 // tokens it fed.
@@ -113,7 +141,7 @@ void timed_runs(Engine& engine, const BenchArgs& a, int64_t warm, int64_t full,
 
 TestResult run_pp(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
   TestResult r;
-  r.name = "pp" + std::to_string(a.n_prompt);
+  r.name = test_name("pp" + std::to_string(a.n_prompt), a);
   r.n_prompt = a.n_prompt;
   const int64_t V = engine.cfg().n_vocab;
   std::vector<float> logits(static_cast<size_t>(V));
@@ -123,7 +151,7 @@ TestResult run_pp(Engine& engine, Session& session, const BenchArgs& a, std::mt1
       engine, a, std::min(a.n_prompt, engine.options().prefill_batch), a.n_prompt,
       [&](int64_t n) {
         ids = random_tokens(rng, n, V);
-        session.reset();
+        session.truncate(a.depth);
       },
       [&](int64_t n) {
         session.feed(ids.data(), n, logits.data(), false);
@@ -135,8 +163,8 @@ TestResult run_pp(Engine& engine, Session& session, const BenchArgs& a, std::mt1
 
 TestResult run_tg(Engine& engine, Session& session, const BenchArgs& a, std::mt19937_64& rng) {
   TestResult r;
-  r.name = "tg" + std::to_string(a.n_gen);
-  r.n_prompt = a.tg_prompt;
+  r.name = test_name("tg" + std::to_string(a.n_gen), a);
+  r.n_prompt = a.depth > 0 ? a.depth : a.tg_prompt;
   r.n_gen = a.n_gen;
   const int64_t V = engine.cfg().n_vocab;
   std::vector<float> logits(static_cast<size_t>(V));
@@ -144,9 +172,10 @@ TestResult run_tg(Engine& engine, Session& session, const BenchArgs& a, std::mt1
   timed_runs(
       engine, a, std::min<int64_t>(a.n_gen, 2), a.n_gen,
       [&](int64_t n) {
-        const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
         ids = random_tokens(rng, n, V);
-        session.reset();
+        session.truncate(a.depth);
+        if (a.depth > 0) return;
+        const std::vector<int32_t> prompt = random_tokens(rng, a.tg_prompt, V);
         session.feed(prompt.data(), a.tg_prompt, logits.data(), false);
       },
       [&](int64_t n) {
@@ -252,6 +281,7 @@ struct Report {
   std::vector<TestResult> tests;
   double disk_bps = 0;  // the model file's O_DIRECT read rate (streaming on the host), else 0
   std::vector<ImageEncodeResult> images;
+  Depth depth;
 
   bool moe() const { return engine.cfg().is_moe(); }
   bool streaming() const { return moe() && engine.experts().streaming(); }
@@ -282,6 +312,14 @@ struct Report {
             {"read_rate", read_rate_json(disk_bps, t.mean(), per_tok)}};
   }
 
+  // Seconds of host arithmetic: the matrices at the peak of their kernels' type, the attention
+  // (f32 whatever the weights' type) at the f32 peak.
+  double host_compute_seconds(const FeedFlops& f) const {
+    const bool int8 = integer_kernels(matrix_dtype(engine.spec()));
+    return f.matrix / (int8 ? machine->peak.int8_ops : machine->peak.f32_flops) +
+           f.attention / machine->peak.f32_flops;
+  }
+
   nlohmann::json roofline_json(const TestResult& t) const {
     const ModelSpec& spec = engine.spec();
     if (t.n_gen > 0) {
@@ -297,28 +335,45 @@ struct Report {
                                 ? static_cast<double>(t.experts.misses + t.experts.prefetched) *
                                       mean_expert_bytes(spec) / static_cast<double>(t.tokens)
                                 : 0.0;
-      const double seconds =
-          std::max(b.total() / bw, copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0);
+      // On the host a step's arithmetic can take longer than its reads: the attention of a long
+      // context grows with it, most of all MLA's (a head's q.k and p.v over the whole latent row).
+      FeedFlops f;
+      for (int64_t i = 0; i < t.n_gen; ++i) {
+        const FeedFlops step = feed_flops(spec, t.n_prompt + i, 1);
+        f.matrix += step.matrix / static_cast<double>(t.n_gen);
+        f.attention += step.attention / static_cast<double>(t.n_gen);
+      }
+      const double read_s = b.total() / bw;
+      const double copy_s = copied > 0 ? copied / machine->device.h2d_bytes_per_s : 0.0;
+      const double compute_s = machine->on_device() ? 0.0 : host_compute_seconds(f);
+      const double seconds = std::max({read_s, copy_s, compute_s});
       const double bound = 1.0 / seconds;
       return {{"bytes_per_token", b.total()},
               {"weight_bytes", b.weights},
               {"expert_bytes", b.experts},
               {"kv_bytes", b.kv},
               {"expert_copy_bytes_per_token", copied},
+              {"flops_per_token", f.total()},
+              {"attention_flops_per_token", f.attention},
+              {"bound_by", seconds == read_s   ? "memory"
+                           : seconds == copy_s ? "host link"
+                                               : "compute"},
               {"bound_ts", bound},
               {"fraction", t.mean() / bound}};
     }
     const bool int8 = integer_kernels(matrix_dtype(spec));
-    const double peak = machine->on_device() ? machine->device.gemm_flops
-                        : int8               ? machine->peak.int8_ops
-                                             : machine->peak.f32_flops;
-    const double flops = feed_flops(spec, 0, t.n_prompt) / static_cast<double>(t.n_prompt);
-    const double bound = peak / flops;
-    return {{"flops_per_token", flops},
+    const FeedFlops f = feed_flops(spec, a.depth, t.n_prompt);
+    const double n = static_cast<double>(t.n_prompt);
+    const double bound = machine->on_device() ? machine->device.gemm_flops / (f.total() / n)
+                                              : n / host_compute_seconds(f);
+    return {{"flops_per_token", f.total() / n},
+            {"attention_flops_per_token", f.attention / n},
             {"peak", machine->on_device() ? "bf16 gemm"
                      : int8               ? "int8"
                                           : "f32"},
-            {"peak_ops", peak},
+            {"peak_ops", machine->on_device() ? machine->device.gemm_flops
+                         : int8               ? machine->peak.int8_ops
+                                              : machine->peak.f32_flops},
             {"bound_ts", bound},
             {"fraction", t.mean() / bound}};
   }
@@ -340,7 +395,8 @@ struct Report {
                    {"expert_slots", slots()},
                    {"kv_type", dtype_name(engine.options().kv_type)},
                    {"prefill_batch", engine.options().prefill_batch},
-                   {"tg_prompt", a.tg_prompt},
+                   {"tg_prompt", a.depth > 0 ? 0 : a.tg_prompt},
+                   {"depth", a.depth},
                    {"reps", a.reps},
                    {"loadavg_1m", load_average()}};
     if (machine != nullptr) {
@@ -371,6 +427,10 @@ struct Report {
                       {"lookahead", lookahead_json(engine)}};
     }
     if (!images.empty()) j["images"] = image_encode_json(images);
+    if (depth.tokens > 0)
+      j["depth_prefill"] = {{"tokens", depth.tokens},
+                            {"seconds", depth.seconds},
+                            {"ts", static_cast<double>(depth.tokens) / depth.seconds}};
     return j;
   }
 
@@ -412,6 +472,21 @@ struct Report {
       }
       std::printf("\n");
     }
+    for (const TestResult& t : tests) {
+      if (machine == nullptr || t.n_gen == 0) continue;
+      const nlohmann::json r = roofline_json(t);
+      if (r["bound_by"] == "compute")
+        std::printf(
+            "\n%s is bound by arithmetic, not reads: %.2f GFLOP a token, %.2f of it "
+            "attention\n",
+            t.name.c_str(), r["flops_per_token"].get<double>() / 1e9,
+            r["attention_flops_per_token"].get<double>() / 1e9);
+    }
+    if (depth.tokens > 0)
+      std::printf(
+          "\ndepth: %lld tokens prefilled once, untimed by the tests, in %.1f s (%.1f t/s)\n",
+          static_cast<long long>(depth.tokens), depth.seconds,
+          static_cast<double>(depth.tokens) / depth.seconds);
     if (moe())
       std::printf(
           "\nhit %% = expert lookups found in a slot; MB read/tok = expert bytes read from the "
@@ -434,8 +509,9 @@ struct Report {
       std::printf(
           "\nbounds: memory read %.2f GB/s (%d threads, %llu MiB buffer); peak f32 %.1f GFLOP/s "
           "(%s), int8 %.1f GOP/s (%s; %.1f on 256-bit vectors; peaks: the higher of the probes "
-          "before and after the tests). tg bound = bytes per token (weights + top-k experts + KV) "
-          "/ read bandwidth; pp bound = peak / FLOPs per token (%s peak).\n",
+          "before and after the tests). tg bound = the longer of bytes per token (weights + top-k "
+          "experts + KV) / read bandwidth and its arithmetic; arithmetic: the matrices at the %s "
+          "peak, the attention at the f32 peak; pp bound = its arithmetic.\n",
           machine->bw.bytes_per_s / 1e9, machine->bw.threads,
           static_cast<unsigned long long>(machine->bw.buffer_bytes >> 20),
           machine->peak.f32_flops / 1e9, machine->peak.f32_isa, machine->peak.int8_ops / 1e9,
@@ -452,8 +528,11 @@ int run_bench(BenchArgs& a) {
     fail(ErrorKind::Usage, "nothing to run: -p and -n are both 0 and no --image");
   if (a.parallel > 1 && a.roofline)
     fail(ErrorKind::Usage, "--roofline bounds one sequence's decode: leave out --parallel");
+  if (a.parallel > 1 && a.depth > 0)
+    fail(ErrorKind::Usage, "--depth runs one sequence: leave out --parallel");
   // The cache holds the longer of the two tests, nothing more (-c is ignored).
-  a.model.ctx = std::max<int64_t>(a.n_prompt, a.tg_prompt + a.n_gen);
+  a.model.ctx = a.depth > 0 ? a.depth + std::max(a.n_prompt, a.n_gen)
+                            : std::max<int64_t>(a.n_prompt, a.tg_prompt + a.n_gen);
   const EngineOptions options = engine_options(a.model);
   const int threads = options.threads > 0 ? options.threads : physical_cores();
   std::unique_ptr<Machine> machine;
@@ -467,7 +546,8 @@ int run_bench(BenchArgs& a) {
   if (machine) machine->device = engine->backend().measure_ceilings();
   Session session(*engine);
   std::mt19937_64 rng(1234);
-  Report report{*engine, a, threads, machine.get(), {}, measure_disk_rate(*engine)};
+  Report report{*engine, a, threads, machine.get(), {}, measure_disk_rate(*engine), {}, {}};
+  if (a.n_prompt > 0 || a.n_gen > 0) report.depth = prefill_depth(*engine, session, a, rng);
   if (a.n_prompt > 0) report.tests.push_back(run_pp(*engine, session, a, rng));
   if (a.n_gen > 0)
     report.tests.push_back(a.parallel > 1 ? run_tg_parallel(*engine, a, rng)
@@ -475,12 +555,12 @@ int run_bench(BenchArgs& a) {
   if (!a.images.images.empty())
     report.images =
         bench_image_encode(a.images, *engine, model_path(a.model, true), threads, a.reps);
-  if (machine && !machine->on_device() && a.n_prompt > 0) {
-    // The compute peak again, after the tests, and the higher of the two probes (it bounds the
-    // prompt only, so only when there was one): a shared VM's speed moves from minute to minute
-    // (its int8 peak by more than half in runs minutes apart: docs/PERFORMANCE.md, "Machines and
-    // method"), and a probe taken in a slow phase would flatter every prompt's fraction. (The
-    // bandwidth is probed once, before the model takes the memory.)
+  if (machine && !machine->on_device() && (a.n_prompt > 0 || a.n_gen > 0)) {
+    // The compute peak again, after the tests, and the higher of the two probes: a shared VM's
+    // speed moves from minute to minute (its int8 peak by more than half in runs minutes apart:
+    // docs/PERFORMANCE.md, "Machines and method"), and a probe taken in a slow phase would flatter
+    // every arithmetic-bound fraction. (The bandwidth is probed once, before the model takes the
+    // memory.)
     const ComputePeak after = measure_compute_peak(threads);
     machine->peak.f32_flops = std::max(machine->peak.f32_flops, after.f32_flops);
     machine->peak.int8_ops = std::max(machine->peak.int8_ops, after.int8_ops);
@@ -506,8 +586,15 @@ Runner add_bench(CLI::App& app) {
       ->check(at_least(0));
   sub->add_option("-r,--repetitions", a->reps, "Timed repetitions of each test")
       ->check(at_least(1));
-  sub->add_option("--tg-prompt", a->tg_prompt, "Prompt tokens fed (untimed) before the tg test")
-      ->check(at_least(1));
+  auto* tg_prompt =
+      sub->add_option("--tg-prompt", a->tg_prompt,
+                      "Prompt tokens fed (untimed) before each repetition of the tg test")
+          ->check(at_least(1));
+  sub->add_option("-d,--depth", a->depth,
+                  "Context tokens prefilled once before both tests; each repetition returns to "
+                  "it (llama-bench's -d)")
+      ->check(at_least(0))
+      ->excludes(tg_prompt);
   sub->add_option("--parallel", a->parallel,
                   "Sequences decoding together in the tg test (batched decode, as the server "
                   "runs concurrent requests); t/s counts all of them")

@@ -469,7 +469,8 @@ void add_metadata(GgufWriter& w, const Plan& p, const SynthOptions& o) {
     f32("final_logit_softcapping", s.final_softcap);
   }
   if (a == "deepseek2" || a == "glm4moe") {  // DeepSeek's routing (GLM-4.5 took it over)
-    u32("leading_dense_block_count", s.dense_layers);
+    // A file cut to fewer layers than the shape's dense ones holds dense layers only.
+    u32("leading_dense_block_count", std::min(s.dense_layers, p.layers));
     u32("expert_shared_count", s.shared_experts);
     u32("expert_group_count", s.expert_groups);
     u32("expert_group_used_count", s.expert_groups_used);

@@ -76,9 +76,9 @@ DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended) 
   return b;
 }
 
-double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
+FeedFlops feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
   const ArchConfig& c = spec.cfg;
-  double macs = 0;
+  double matrix_macs = 0, attention_macs = 0;
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const LayerIndex& L = spec.layers[static_cast<size_t>(l)];
     const double per_token =
@@ -89,11 +89,11 @@ double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n) {
     const int64_t width = c.layer_mixer[static_cast<size_t>(l)] == MixerKind::Mla
                               ? c.mla.row_width()
                               : c.head_dim_of(l);
-    macs +=
-        per_token * static_cast<double>(n) + 2.0 * static_cast<double>(c.n_head * width) * attended;
+    matrix_macs += per_token * static_cast<double>(n);
+    attention_macs += 2.0 * static_cast<double>(c.n_head * width) * attended;
   }
-  macs += static_cast<double>(c.n_embd) * static_cast<double>(c.n_vocab);
-  return 2 * macs;
+  matrix_macs += static_cast<double>(c.n_embd) * static_cast<double>(c.n_vocab);
+  return {2 * matrix_macs, 2 * attention_macs};
 }
 
 }  // namespace ts

@@ -25,8 +25,14 @@ struct DecodeBytes {
 DecodeBytes decode_bytes(const ModelSpec& spec, DType kv_type, double attended);
 
 // Arithmetic (2 per multiply-add) of `n` tokens appended after `n_past` cached ones in one feed:
-// every matrix a token passes (top-k experts in MoE layers), the attention's q.k and p.v over the
-// positions each token sees, and the head once (the bench asks for the last token's logits only).
-double feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n);
+// every matrix a token passes (top-k experts in MoE layers) and the head once (the bench asks for
+// the last token's logits only), apart from the attention's q.k and p.v over the positions each
+// token sees, which run in f32 whatever the weights' type.
+struct FeedFlops {
+  double matrix = 0;
+  double attention = 0;
+  double total() const { return matrix + attention; }
+};
+FeedFlops feed_flops(const ModelSpec& spec, int64_t n_past, int64_t n);
 
 }  // namespace ts

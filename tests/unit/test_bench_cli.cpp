@@ -72,8 +72,9 @@ TEST_F(BenchTest, DecodeBytesAndFlopsOfTheTinyShape) {
   const double matrix_macs = 256 * 256 + 2 * 128 * 256 + 256 * 256 + 3 * 512 * 256;
   const double attention_macs = 2 * 4 * 64 * (1 + 2 + 3 + 4);
   const double head_macs = 256 * 512;
-  EXPECT_DOUBLE_EQ(feed_flops(*spec, 0, 4),
-                   2 * (2 * (4 * matrix_macs + attention_macs) + head_macs));
+  const FeedFlops f = feed_flops(*spec, 0, 4);
+  EXPECT_DOUBLE_EQ(f.matrix, 2 * (2 * 4 * matrix_macs + head_macs));
+  EXPECT_DOUBLE_EQ(f.attention, 2 * 2 * attention_macs);
 }
 
 TEST_F(BenchTest, DecodeBytesCountTopKExperts) {
@@ -191,6 +192,49 @@ TEST_F(BenchTest, ParallelDecodeIsOneTestOverEverySequence) {
       test::run_command(test::binary_path() + " bench -p 0 -n 8 --parallel 2 --roofline", &out), 1)
       << out;
   EXPECT_NE(out.find("--roofline bounds one sequence's decode"), std::string::npos) << out;
+}
+
+// --depth: both tests after one prefilled context, named as llama-bench names them; the decode's
+// bound reads the depth's KV rows; a model with recurrent layers returns to its checkpoint there.
+TEST_F(BenchTest, DepthRunsBothTestsAfterOnePrefilledContext) {
+  const std::string model = synth("tiny");
+  const nlohmann::json j = bench_json("-m " + model + " -p 8 -n 4 -r 2 -t 2 -d 48 --roofline");
+  ASSERT_EQ(j["tests"].size(), 2u);
+  EXPECT_EQ(j["tests"][0]["test"], "pp8 @ d48");
+  EXPECT_EQ(j["tests"][1]["test"], "tg4 @ d48");
+  EXPECT_EQ(j["config"]["depth"], 48);
+  EXPECT_EQ(j["depth_prefill"]["tokens"], 48);
+  EXPECT_GT(j["depth_prefill"]["seconds"].get<double>(), 0);
+  ASSERT_EQ(j["config"]["kv_type"], "f16");
+  auto spec = open_model_spec(model);
+  // Decoding 4 tokens after 48 attends to 48 + (4 + 1) / 2 positions on average.
+  EXPECT_DOUBLE_EQ(j["tests"][1]["roofline"]["kv_bytes"].get<double>(),
+                   decode_bytes(*spec, DType::F16, 48 + 2.5).kv);
+  EXPECT_DOUBLE_EQ(j["tests"][0]["roofline"]["flops_per_token"].get<double>(),
+                   feed_flops(*spec, 48, 8).total() / 8);
+  // Each decoded token's arithmetic, averaged: its attention grows with the positions before it.
+  double attention = 0;
+  for (int64_t i = 0; i < 4; ++i) attention += feed_flops(*spec, 48 + i, 1).attention / 4;
+  EXPECT_NEAR(j["tests"][1]["roofline"]["attention_flops_per_token"].get<double>(), attention,
+              1e-9 * attention);
+  EXPECT_GT(feed_flops(*spec, 51, 1).attention, feed_flops(*spec, 48, 1).attention);
+  const std::string bound_by = j["tests"][1]["roofline"]["bound_by"];
+  EXPECT_TRUE(bound_by == "memory" || bound_by == "compute") << bound_by;
+
+  const std::string hybrid = test::fixtures_dir() + "/models/qwen3_5/model-f32.gguf";
+  const nlohmann::json h = bench_json("-m " + hybrid + " -p 4 -n 4 -r 2 -t 2 -d 24");
+  EXPECT_EQ(h["tests"][1]["test"], "tg4 @ d24");
+  EXPECT_EQ(h["tests"][1]["samples_ts"].size(), 2u);
+
+  std::string out;
+  EXPECT_EQ(test::run_command(
+                test::binary_path() + " bench -m " + model + " -n 4 -d 8 --parallel 2 2>&1", &out),
+            1);
+  EXPECT_NE(out.find("--depth runs one sequence"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(
+                test::binary_path() + " bench -m " + model + " -n 4 -d 8 --tg-prompt 4 2>&1", &out),
+            1);
+  EXPECT_NE(out.find("--tg-prompt excludes --depth"), std::string::npos) << out;
 }
 
 }  // namespace
