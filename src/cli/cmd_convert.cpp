@@ -1,5 +1,6 @@
-// `turbospark convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0]`: a Hugging Face directory as the
-// GGUF llama.cpp's convert_hf_to_gguf.py writes for it (cli/hf_convert.h).
+// `turbospark convert HF_DIR OUT.gguf [--type f32|f16|bf16|q8_0] [--mmproj]`: a Hugging Face
+// directory as the GGUF llama.cpp's convert_hf_to_gguf.py writes for it, or its vision tower as
+// the converter's --mmproj file (cli/hf_convert.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cctype>
@@ -18,6 +19,7 @@ struct ConvertArgs {
   std::string in;
   std::string out;
   std::string type = "f16";
+  bool mmproj = false;
 };
 
 int run_convert(const ConvertArgs& a) {
@@ -31,9 +33,11 @@ int run_convert(const ConvertArgs& a) {
     fail(ErrorKind::Usage, "convert: type '" + a.type + "' is not one of " + convert_type_names());
   Progress bar("convert", true);
   const auto t0 = std::chrono::steady_clock::now();
-  const ConvertSummary s = write_converted(a.in, a.out, *type, [&](uint64_t done, uint64_t total) {
-    bar.update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20), "M elements");
-  });
+  const ConvertSummary s =
+      write_converted(a.in, a.out, *type, a.mmproj, [&](uint64_t done, uint64_t total) {
+        bar.update(static_cast<int64_t>(done >> 20), static_cast<int64_t>(total >> 20),
+                   "M elements");
+      });
   bar.finish();
   if (!s.warning.empty()) std::fprintf(stderr, "convert: warning: %s\n", s.warning.c_str());
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -55,6 +59,9 @@ Runner add_convert(CLI::App& app) {
   sub->add_option("output", a->out, "Output GGUF file")->required();
   sub->add_option("--type,--outtype", a->type,
                   "Weight type: " + convert_type_names() + " (default f16)");
+  sub->add_flag("--mmproj", a->mmproj,
+                "Write the vision tower and projector (llama.cpp's mmproj GGUF) instead of the "
+                "text model");
   return [a] { return run_convert(*a); };
 }
 

@@ -1,15 +1,18 @@
 // `turbospark serve [-m MODEL] [--host H] [--port P] [--api-key KEY] [--parallel N] [-c CTX]`:
 // an OpenAI-compatible HTTP server. -c is the context of each of the --parallel slots; their KV
 // caches are allocated at start. SIGINT / SIGTERM stop it cleanly: no new connections, the
-// requests in progress finish within --shutdown-timeout, then the rest are ended.
+// requests in progress finish within --shutdown-timeout, then the rest are ended. An encoder model
+// (BERT) serves embeddings only, through an EncoderScheduler: --parallel texts a pass.
 #include <pthread.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <thread>
 
 #include "cli/commands.h"
@@ -18,10 +21,13 @@
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
 #include "core/error.h"
+#include "model/family.h"
 #include "model/model_spec.h"
+#include "runtime/encoder.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/prompt_lookup.h"
 #include "server/chat_prompt.h"
+#include "server/encoder_scheduler.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
 #include "text/reasoning_budget.h"
@@ -53,13 +59,13 @@ std::string default_model_id(const std::string& path) {
 }
 
 // What /api/tags and /api/show tell about the model: its family, format, size and age.
-server::ModelInfo model_info(const Engine& engine, const std::string& path, int64_t slot_ctx) {
+server::ModelInfo model_info(const ArchConfig& cfg, SourceKind kind, const std::string& path,
+                             int64_t slot_ctx) {
   namespace fs = std::filesystem;
   server::ModelInfo m;
-  const ModelSpec& spec = engine.spec();
-  m.family = family_name(spec.cfg.family);
-  m.format = spec.source->kind() == SourceKind::Gguf ? "gguf" : "safetensors";
-  m.trained_context = spec.cfg.ctx_train;
+  m.family = family_name(cfg.family);
+  m.format = kind == SourceKind::Gguf ? "gguf" : "safetensors";
+  m.trained_context = cfg.ctx_train;
   m.slot_context = slot_ctx;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {
@@ -76,6 +82,60 @@ server::ModelInfo model_info(const Engine& engine, const std::string& path, int6
   return m;
 }
 
+// Serves `runner` until SIGINT / SIGTERM (blocked in `stop_signals`); `capacity` describes its
+// capacity in the start line.
+int serve_until_stopped(ServeArgs& a, server::JobRunner& runner, const Tokenizer& tok,
+                        const std::optional<ChatTemplate>& chat, const std::string& no_chat,
+                        const std::string& capacity, sigset_t& stop_signals) {
+  a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
+  a.http.log_format = server::parse_log_format(a.log_format);
+  server::HttpServer http(runner, tok, chat, no_chat, a.http);
+  const int port = http.bind();
+  std::fprintf(stderr, "turbospark: serving '%s' on http://%s:%d | %s, queue %zu, chat %s\n",
+               a.http.model_id.c_str(), a.http.host.c_str(), port, capacity.c_str(), a.queue,
+               chat ? chat->describe().c_str() : "off");
+  std::fflush(stderr);
+
+  std::thread signals([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    http.stop();
+  });
+  const bool served = http.serve();
+  // serve() also ends when the listening socket fails: wake the signal thread then.
+  pthread_kill(signals.native_handle(), SIGTERM);
+  signals.join();
+  runner.stop();
+  if (!served) fail(ErrorKind::Runtime, "the server stopped: accepting connections failed");
+  std::fprintf(stderr, "turbospark: server stopped\n");
+  return 0;
+}
+
+// An encoder serves embeddings: each pass takes up to --parallel texts, their tokens at most
+// --prefill-batch (default: as many as --parallel whole texts may hold).
+int serve_encoder(ServeArgs& a, const std::string& path, sigset_t& stop_signals) {
+  const EngineOptions options = engine_options(a.model);
+  const auto encoder = Encoder::open(path, options.backend, options.threads);
+  const int64_t positions = encoder->cfg().encoder.n_positions;
+  const int64_t rows =
+      std::max(positions, options.prefill_batch > 0 ? options.prefill_batch
+                                                    : positions * static_cast<int64_t>(a.parallel));
+  print_encoder_serve_memory(encoder_serve_memory(*encoder, rows, options.memory_budget), stderr);
+  const Tokenizer tok = load_tokenizer(encoder->source());
+  server::SchedulerOptions scheduling;
+  scheduling.parallel = a.parallel;
+  scheduling.batch_rows = rows;
+  scheduling.queue_capacity = a.queue;
+  server::EncoderScheduler runner(*encoder, scheduling);
+  a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
+  a.http.model_info = model_info(encoder->cfg(), encoder->source().kind(), path, positions);
+  const std::string capacity = "encoder, " + std::to_string(a.parallel) +
+                               " texts a pass of at most " + std::to_string(rows) + " tokens (" +
+                               std::to_string(positions) + " a text)";
+  return serve_until_stopped(a, runner, tok, std::nullopt, runner.cannot_generate(), capacity,
+                             stop_signals);
+}
+
 int run_serve(ServeArgs& a) {
   // One thread takes SIGINT / SIGTERM with sigwait. They are blocked before any thread starts, so
   // every thread inherits the mask and none is interrupted inside the engine or httplib.
@@ -87,6 +147,8 @@ int run_serve(ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not end the server
 
   const std::string path = model_path(a.model, true);
+  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder)
+    return serve_encoder(a, path, stop_signals);
   const ServeShape shape{a.parallel, a.model.ctx, a.lookup};
   const EngineOptions options = engine_options(a.model);
   auto engine = Engine::open(path, serve_engine_options(options, path, shape));
@@ -133,33 +195,12 @@ int run_serve(ServeArgs& a) {
   }
   server::Scheduler scheduler(*engine, tok, scheduling);
   a.http.model_id = a.alias.empty() ? default_model_id(path) : a.alias;
-  a.http.max_body_bytes = parse_bytes(a.max_body, "--max-body");
-  a.http.model_info = model_info(*engine, path, a.model.ctx);
-  a.http.log_format = server::parse_log_format(a.log_format);
-  server::HttpServer http(scheduler, tok, chat, no_chat, a.http);
-  const int port = http.bind();
-  std::fprintf(stderr,
-               "turbospark: serving '%s' on http://%s:%d | %d slots x %lld tokens (KV %.1f MiB), "
-               "queue %zu, chat %s\n",
-               a.http.model_id.c_str(), a.http.host.c_str(), port, a.parallel,
-               static_cast<long long>(a.model.ctx),
-               static_cast<double>(scheduler.kv_bytes()) / (1 << 20), a.queue,
-               chat ? chat->describe().c_str() : "off");
-  std::fflush(stderr);
-
-  std::thread signals([&] {
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    http.stop();
-  });
-  const bool served = http.serve();
-  // serve() also ends when the listening socket fails: wake the signal thread then.
-  pthread_kill(signals.native_handle(), SIGTERM);
-  signals.join();
-  scheduler.stop();
-  if (!served) fail(ErrorKind::Runtime, "the server stopped: accepting connections failed");
-  std::fprintf(stderr, "turbospark: server stopped\n");
-  return 0;
+  a.http.model_info = model_info(engine->cfg(), engine->spec().source->kind(), path, a.model.ctx);
+  char capacity[160];
+  std::snprintf(capacity, sizeof capacity, "%d slots x %lld tokens (KV %.1f MiB)", a.parallel,
+                static_cast<long long>(a.model.ctx),
+                static_cast<double>(scheduler.kv_bytes()) / (1 << 20));
+  return serve_until_stopped(a, scheduler, tok, chat, no_chat, capacity, stop_signals);
 }
 
 }  // namespace
@@ -177,7 +218,8 @@ Runner add_serve(CLI::App& app) {
   sub->add_option("--api-key", a->http.api_key,
                   "Require 'Authorization: Bearer KEY' on every route but /health");
   sub->add_option("--parallel", a->parallel,
-                  "Sequences generated at once, each with its own KV cache of -c tokens")
+                  "Sequences generated at once, each with its own KV cache of -c tokens (an "
+                  "encoder model: texts encoded in one pass)")
       ->check(CLI::Range(1, 1024));
   sub->add_option("--queue", a->queue,
                   "Requests that may wait for a slot before the server answers 503")

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "model/convert_mmproj.h"
 #include "model/convert_model.h"
 #include "model/model_source.h"
 #include "quant/quantize.h"
@@ -37,6 +38,8 @@ void write_all(int fd, uint64_t pos, const void* data, size_t n, const std::stri
 // that is not whole blocks falls back to f16).
 DType tensor_dtype(const ConvertTensor& t, DType type) {
   if (t.raw_bytes) return t.raw_dtype;
+  if (t.f16_always) return DType::F16;
+  if (t.f16_in_f16_file) return type == DType::F16 ? DType::F16 : DType::F32;
   if (t.keep_f32) return DType::F32;
   if (type == DType::Q8_0 && t.dims[0] % dtype_info(DType::Q8_0).block_elems != 0)
     return DType::F16;
@@ -112,6 +115,10 @@ Converted convert(const ModelSource& src) {
   return c;
 }
 
+Converted convert_mmproj(const ModelSource& src) {
+  return {convert_hf_mmproj(src), {}, {}};
+}
+
 class Fd {
  public:
   explicit Fd(int fd) : fd_(fd) {}
@@ -144,7 +151,7 @@ std::string convert_type_names() {
 }
 
 ConvertSummary write_converted(const std::string& hf_dir, const std::string& out,
-                               const ConvertType& type,
+                               const ConvertType& type, bool mmproj,
                                const std::function<void(uint64_t, uint64_t)>& progress) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -154,7 +161,7 @@ ConvertSummary write_converted(const std::string& hf_dir, const std::string& out
   const auto src = ModelSource::open(hf_dir);
   if (src->hf() == nullptr)
     fail(ErrorKind::Usage, "convert: " + hf_dir + " is not a Hugging Face directory");
-  const Converted c = convert(*src);
+  const Converted c = mmproj ? convert_mmproj(*src) : convert(*src);
   const Fd fd(::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (fd.get() < 0)
     fail(ErrorKind::Usage, out + ": cannot open for writing: " + std::strerror(errno));

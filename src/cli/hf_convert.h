@@ -32,10 +32,11 @@ struct ConvertSummary {
   std::string warning;  // the tokenizer's pre-tokenizer is not the one written (convert_vocab.h)
 };
 
-// Writes the GGUF of `hf_dir` to `out` (removed again if writing fails). `progress(done, total)`
-// counts elements of tensors written.
+// Writes the GGUF of `hf_dir` to `out` (removed again if writing fails): its text model, or with
+// `mmproj` its vision tower and projector (model/convert_mmproj.h). `progress(done, total)` counts
+// elements of tensors written.
 ConvertSummary write_converted(const std::string& hf_dir, const std::string& out,
-                               const ConvertType& type,
+                               const ConvertType& type, bool mmproj,
                                const std::function<void(uint64_t, uint64_t)>& progress);
 
 // The GGUF of `hf_dir` with its weights in their own float type (bf16 or f16 when the checkpoint

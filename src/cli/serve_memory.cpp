@@ -103,4 +103,26 @@ void print_serve_memory(const ServeMemory& m, const ServeShape& shape, std::FILE
                shape.parallel, mib(m.wide_batch), mib(m.total));
 }
 
+EncoderServeMemory encoder_serve_memory(const Encoder& encoder, int64_t rows, uint64_t budget) {
+  EncoderServeMemory m;
+  m.weights = encoder.weight_bytes();
+  m.pass = encoder.workspace_bytes(rows);
+  m.rows = rows;
+  m.total = checked_add(m.weights, m.pass, "server memory");
+  if (budget > 0 && m.total > budget)
+    fail(ErrorKind::Budget, "memory budget " + std::to_string(budget) +
+                                " bytes cannot hold the server: encoder weights " +
+                                std::to_string(m.weights) + " + a pass of " + std::to_string(rows) +
+                                " rows " + std::to_string(m.pass) + " = " +
+                                std::to_string(m.total) + " bytes: lower --parallel");
+  return m;
+}
+
+void print_encoder_serve_memory(const EncoderServeMemory& m, std::FILE* out) {
+  std::fprintf(out,
+               "footprint  server: encoder weights %.2f MiB + a pass of %lld rows %.2f MiB = "
+               "%.2f MiB\n",
+               mib(m.weights), static_cast<long long>(m.rows), mib(m.pass), mib(m.total));
+}
+
 }  // namespace ts::cli

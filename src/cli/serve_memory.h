@@ -3,12 +3,14 @@
 // requests live in its own cache), each slot's logits (a step's rows and the last prompt's), and
 // the forward pass's workspace for a batch of --parallel rows when that is wider than the
 // micro-batch. --memory-budget bounds all of it: the engine is given what the slots leave, and a
-// server that cannot fit is refused at start with each part named.
+// server that cannot fit is refused at start with each part named. An encoder's server holds its
+// weights and the buffers of its largest pass.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 
+#include "runtime/encoder.h"
 #include "runtime/engine.h"
 
 namespace ts::cli {
@@ -36,5 +38,17 @@ EngineOptions serve_engine_options(EngineOptions o, const std::string& model_pat
 // The whole server's memory; fails (Budget) when it exceeds `budget` (0: none), naming each part.
 ServeMemory serve_memory(Engine& engine, const ServeShape& shape, uint64_t budget);
 void print_serve_memory(const ServeMemory& m, const ServeShape& shape, std::FILE* out);
+
+struct EncoderServeMemory {
+  uint64_t weights = 0;
+  uint64_t pass = 0;  // the buffers of a pass of `rows` rows
+  int64_t rows = 0;
+  uint64_t total = 0;
+};
+
+// An encoder's server whose passes take at most `rows` rows; fails (Budget) when it exceeds
+// `budget` (0: none), naming each part.
+EncoderServeMemory encoder_serve_memory(const Encoder& encoder, int64_t rows, uint64_t budget);
+void print_encoder_serve_memory(const EncoderServeMemory& m, std::FILE* out);
 
 }  // namespace ts::cli

@@ -18,6 +18,15 @@ struct VocabRules {
   bool no_space_prefix = false;       // SentencePiece vocabularies: add_space_prefix = false
   bool add_prefix_space_key = false;  // tokenizer_config's add_prefix_space becomes the key
   int64_t n_vocab = 0;                // config's vocab_size (0: the tokenizer's own count)
+  // Non-empty: tokenizer.json read as gguf-py's LlamaHfVocab (a byte-fallback BPE, tokenizer.model
+  // ignored) and written with this tokenizer.ggml.model and its merges (Gemma 4: "gemma4").
+  std::string llama_hf_model;
+  std::vector<std::string> user_defined;  // tokens the class marks user-defined (always shown)
+  bool add_bos = false;                   // the class sets add_bos_token true
+  // A WordPiece tokenizer.json in BERT's phantom-space form (word starts marked with U+2581,
+  // "##" continuations bare), after tokenizer.ggml.token_type_count.
+  bool wordpiece = false;
+  int64_t token_type_count = 1;
 };
 
 }  // namespace ts

@@ -63,6 +63,8 @@ void minimax_m2_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32("rope.dimension_count", hp.req_int("rotary_dim"));
 }
 
+}  // namespace
+
 // Gemma3Model: its defaults for what a config leaves out, the final soft-cap, the window.
 void gemma3_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   const auto num = [&](const char* key, double fallback) {
@@ -85,6 +87,8 @@ void gemma3_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
     w.u32_from("attention.sliding_window", hp.get("sliding_window"));
   w.u32("attention.head_count_kv", static_cast<int64_t>(num("num_key_value_heads", 4)));
 }
+
+namespace {
 
 // Glm4MoeModel: partial rotary, DeepSeek-style routing (sigmoid, scaled, normalised), the
 // leading dense layers and the MTP layers.
@@ -112,7 +116,7 @@ void gpt_oss_keys(const Hparams& hp, const ModelSource&, KeyWriter& w) {
   w.u32("expert_feed_forward_length", hp.req_int("intermediate_size"));
 }
 
-constexpr uint32_t kLlamaFixes = kPermuteQK | kRopeFreqs | kAddPrefixSpaceKey;
+constexpr uint32_t kLlamaFixes = kPermuteQK | kAddPrefixSpaceKey;
 constexpr uint32_t kGemmaFixes = kNormPlusOne | kTrimEmbd | kNoSpacePrefix;
 
 // _set_vocab_glm: "<|endoftext|>" as eot makes generation endless, so the user turn ends it.
@@ -122,17 +126,40 @@ constexpr SpecialToken kGlmSpecial[] = {{"bos", "[gMASK]"},
                                         {"eom", "<|observation|>"},
                                         {nullptr, nullptr}};
 
+// LlamaModel's classes: q/k permuted, llama3's rope_freqs, the llama-bpe pre-tokenizer.
+constexpr ConvertFamily llama_class(const char* hf_class) {
+  return {.hf_class = hf_class,
+          .arch = "llama",
+          .family = Family::Llama,
+          .keys = llama_keys,
+          .fixes = kLlamaFixes,
+          .bpe_pre = "llama-bpe",
+          .leading_tensors = llama3_rope_freqs};
+}
+
+// Gemma4Model's classes: Gemma 3's trimmed embeddings but no (1 + w) norms, its own tokenizer.
+constexpr ConvertFamily gemma4_class(const char* hf_class) {
+  return {.hf_class = hf_class,
+          .arch = "gemma4",
+          .family = Family::Gemma4,
+          .keys = gemma4_keys,
+          .fixes = kTrimEmbd | kNoSpacePrefix,
+          .leading_tensors = gemma4_rope_freqs,
+          .vocab_rules = gemma4_vocab};
+}
+
 // {HF class, GGUF architecture, tensor names of, keys, fixes, BPE pre-tokenizer, own tensors,
-//  MTP layer count key, special tokens}
+//  MTP layer count key, special tokens, leading tensors, vocabulary rules}
 const ConvertFamily kConvertFamilies[] = {
-    {"LlamaForCausalLM", "llama", Family::Llama, llama_keys, kLlamaFixes, "llama-bpe"},
-    {"MistralForCausalLM", "llama", Family::Llama, llama_keys, kLlamaFixes, "llama-bpe"},
-    {"MixtralForCausalLM", "llama", Family::Llama, llama_keys, kLlamaFixes, "llama-bpe"},
+    llama_class("LlamaForCausalLM"),
+    llama_class("MistralForCausalLM"),
+    llama_class("MixtralForCausalLM"),
     {"Qwen2ForCausalLM", "qwen2", Family::Qwen2, qwen2_keys, 0, "qwen2"},
     {"Qwen3ForCausalLM", "qwen3", Family::Qwen3, qwen2_keys, 0, "qwen2"},
     {"Qwen3MoeForCausalLM", "qwen3moe", Family::Qwen3Moe, qwen2moe_keys, 0, "qwen2"},
     {"MiniMaxM2ForCausalLM", "minimax-m2", Family::MiniMaxM2, minimax_m2_keys, 0, "minimax-m2"},
     {"Gemma3ForCausalLM", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
+    gemma4_class("Gemma4ForCausalLM"),
     {"GptOssForCausalLM", "gpt-oss", Family::GptOss, gpt_oss_keys, 0, "gpt-4o", gpt_oss_tensor},
     {"Qwen3NextForCausalLM", "qwen3next", Family::Qwen3Next, qwen3next_keys, kNormPlusOne, "qwen2",
      qwen3next_tensor},
@@ -144,10 +171,19 @@ const ConvertFamily kConvertFamilies[] = {
      deepseek2_tensor},
     {"Glm4MoeForCausalLM", "glm4moe", Family::Glm4Moe, glm4moe_keys, 0, "glm4", nullptr,
      "num_nextn_predict_layers", kGlmSpecial},
+    {.hf_class = "BertModel",
+     .arch = "bert",
+     .family = Family::Bert,
+     .keys = bert_keys,
+     .bpe_pre = "bert-bge",
+     .own_tensor = bert_tensor,
+     .vocab_rules = bert_vocab},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", Family::Qwen3VLMoe, qwen3vlmoe_keys, 0,
      "qwen2", qwen3vlmoe_tensor},
+    {"Gemma3ForConditionalGeneration", "gemma3", Family::Gemma3, gemma3_keys, kGemmaFixes, ""},
+    gemma4_class("Gemma4ForConditionalGeneration"),
     {"Qwen3_5ForConditionalGeneration", "qwen35", Family::Qwen35, qwen35_keys, kNormPlusOne,
      "qwen35", qwen35_tensor},
     {"Qwen3_5MoeForConditionalGeneration", "qwen35moe", Family::Qwen35Moe, qwen35_keys,

@@ -47,6 +47,7 @@ class KeyWriter {
   void str(const std::string& key, std::string v);
   void i32_array(const std::string& key, const std::vector<int64_t>& v);
   void bool_array(const std::string& key, const std::vector<int64_t>& v);
+  void f32_array(const std::string& key, const std::vector<float>& v);
   // The value of `hf` (when present and not null) as u32 / f32.
   void u32_from(const std::string& key, const nlohmann::json* hf);
   void f32_from(const std::string& key, const nlohmann::json* hf);
@@ -60,6 +61,8 @@ class KeyWriter {
 
 // TextModel.set_gguf_parameters: the keys every class writes from the common config names.
 void write_text_model_keys(const Hparams& hp, int64_t block_count, KeyWriter& w);
+// general.name as gguf-py's metadata heuristics make it without a model card.
+void write_model_name(const ModelSource& source, KeyWriter& w);
 // sentence-transformers' pooling of the directory (modules.json), as <arch>.pooling_type.
 void write_pooling_type(const ModelSource& source, KeyWriter& w);
 
@@ -68,7 +71,6 @@ enum ConvertFix : uint32_t {
   kPermuteQK = 1u << 0,    // llama: q/k rows from rotate-half pairs to interleaved pairs
   kNormPlusOne = 1u << 1,  // Gemma: *norm.weight stored as 1 + w
   kTrimEmbd = 1u << 2,     // Gemma: token_embd cut to the tokenizer's vocabulary
-  kRopeFreqs = 1u << 3,    // llama3 rope scaling as the rope_freqs tensor
   // The tokenizer (VocabRules):
   kNoSpacePrefix = 1u << 4,      // Gemma: add_space_prefix = false
   kAddPrefixSpaceKey = 1u << 5,  // llama: tokenizer_config's add_prefix_space as the key
@@ -95,10 +97,14 @@ struct ConvertFamily {
   // MTP layers after the decoder's (GLM-4.5: num_nextn_predict_layers) are counted as blocks.
   const char* nextn_key = nullptr;
   const SpecialToken* special = nullptr;  // ends at an entry of type nullptr
+  // Tensors the class makes before the checkpoint's (rope_freqs).
+  void (*leading_tensors)(const Hparams& hp, std::vector<ConvertTensor>& out) = nullptr;
+  // The class's own tokenizer rules beside those above (Gemma 4's).
+  void (*vocab_rules)(const Hparams& hp, VocabRules& rules) = nullptr;
 };
 
-// The converter's rule: vectors, norms, routers, convolution taps and tensors not named *.weight
-// stay f32 whatever the output type.
+// The converter's rule: vectors, norms, routers, convolution taps, position and token-type tables
+// and tensors not named *.weight stay f32 whatever the output type.
 bool converter_keeps_f32(const std::string& gguf_name, size_t n_dims);
 // A tensor's elements as f32 (f32, f16 or bf16 in the checkpoint).
 void read_f32(const TensorRef& t, float* out);
@@ -107,6 +113,17 @@ void read_f32(const TensorRef& t, float* out);
 // row r of expert e is column first + r * step, `rows` of them (gpt-oss's, Qwen3-VL-MoE's).
 ConvertTensor transposed_experts(const TensorRef& t, const std::string& name, int64_t first,
                                  int64_t step, uint64_t rows);
+// LlamaModel's rope_freqs tensor under llama3 rope scaling.
+void llama3_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out);
+// Gemma3Model's keys, which Gemma 4's class extends.
+void gemma3_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+void gemma4_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+void gemma4_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out);
+void gemma4_vocab(const Hparams& hp, VocabRules& rules);
+void bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                 std::vector<ConvertTensor>& out);
+void bert_vocab(const Hparams& hp, VocabRules& rules);
 
 // Qwen2MoeModel's keys, which Qwen3-Next's class extends.
 void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);

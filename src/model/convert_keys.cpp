@@ -89,6 +89,13 @@ void KeyWriter::bool_array(const std::string& key, const std::vector<int64_t>& v
   kv_.set(full(key), gguf_array(std::move(a)));
 }
 
+void KeyWriter::f32_array(const std::string& key, const std::vector<float>& v) {
+  GgufArray a;
+  a.elem = GgufType::F32;
+  a.floats.assign(v.begin(), v.end());
+  kv_.set(full(key), gguf_array(std::move(a)));
+}
+
 void KeyWriter::u32_from(const std::string& key, const json* hf) {
   if (hf == nullptr) return;
   if (!hf->is_number())

@@ -1,5 +1,6 @@
 #include "model/convert_model.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -127,6 +128,19 @@ std::string gguf_model_name(const std::string& dir) {
   return out;
 }
 
+void write_model_name(const ModelSource& source, KeyWriter& w) {
+  // After config's _name_or_path when that is a model id (at most one '/'; an empty one leaves
+  // the name out), else after the directory.
+  const nlohmann::json& config = source.hf()->config();
+  const auto id = config.find("_name_or_path");
+  if (id == config.end() || !id->is_string() ||
+      std::count(id->get<std::string>().begin(), id->get<std::string>().end(), '/') > 1) {
+    w.str("general.name", gguf_model_name(source.path()));
+  } else if (!id->get<std::string>().empty()) {
+    w.str("general.name", gguf_model_name(id->get<std::string>()));
+  }
+}
+
 ConvertedModel convert_hf_model(const ModelSource& source) {
   if (source.hf() == nullptr)
     fail(ErrorKind::Usage, source.path() + ": convert reads a Hugging Face directory, not a GGUF");
@@ -147,7 +161,7 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   KeyWriter w(m.kv, f->arch);
   w.str("general.architecture", f->arch);
   w.str("general.type", "model");
-  w.str("general.name", gguf_model_name(source.path()));
+  write_model_name(source, w);
   w.str("general.size_label", "");  // set below, once the tensors are known
   write_text_model_keys(hp, blocks, w);
   w.u32("general.file_type", 0);  // the writer sets the output's
@@ -168,6 +182,7 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
   m.vocab.add_prefix_space_key = (f->fixes & kAddPrefixSpaceKey) != 0;
   for (const SpecialToken* s = f->special; s != nullptr && s->type != nullptr; ++s)
     m.vocab.special.emplace_back(s->type, s->text);
+  if (f->vocab_rules != nullptr) f->vocab_rules(hp, m.vocab);
   return m;
 }
 

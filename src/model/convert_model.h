@@ -39,6 +39,8 @@ struct ConvertTensor {
   // The converter keeps it f32 whatever the output type: vectors, norms, the routers, the
   // convolution taps and every tensor not named *.weight.
   bool keep_f32 = false;
+  bool f16_always = false;       // f16 whatever the output type (Gemma 3's mmproj projection)
+  bool f16_in_f16_file = false;  // f16 in an f16 file, else f32 (an mmproj's patch embedding)
   std::function<void(float* out)> values;  // writes the elements, rows end to end
   // A tensor kept in the checkpoint's own type whatever the output type (gpt-oss's MXFP4
   // experts): its bytes instead of values.

@@ -39,7 +39,7 @@ void permute_rows(float* v, int64_t rows, int64_t cols, int64_t n_head) {
 
 // The divisors of llama3 rope scaling per frequency, in float32 as the converter's torch
 // arithmetic computes them.
-std::vector<float> llama3_rope_freqs(const json& r, int64_t dim) {
+std::vector<float> llama3_freq_divisors(const json& r, int64_t dim) {
   const auto num = [&](const char* key, double fallback) {
     auto it = r.find(key);
     return it != r.end() && it->is_number() ? it->get<double>() : fallback;
@@ -101,13 +101,18 @@ class TensorPlan {
       : f_(f), hp_(hp), src_(src), n_vocab_(n_vocab) {
     const json* e = hp.find({"num_local_experts", "num_experts", "n_routed_experts"});
     n_expert_ = e != nullptr ? e->get<int64_t>() : 0;
-    for (GlobalTensor g : {GlobalTensor::TokenEmbd, GlobalTensor::OutputNorm, GlobalTensor::Output})
+    for (GlobalTensor g : {GlobalTensor::TokenEmbd, GlobalTensor::OutputNorm, GlobalTensor::Output,
+                           GlobalTensor::PerLayerEmbd, GlobalTensor::PerLayerModelProj,
+                           GlobalTensor::PerLayerProjNorm})
       name(hf_name(f.family, g), gguf_name(g), LayerTensor::AttnNorm);
     for (int64_t l = 0; l < blocks; ++l) {
       for (size_t r = 0; r <= static_cast<size_t>(LayerTensor::ExpGateUp); ++r) {
         const auto role = static_cast<LayerTensor>(r);
-        if (role == LayerTensor::ExpGate || role == LayerTensor::ExpUp ||
-            role == LayerTensor::ExpDown) {
+        // One tensor per expert, unless the checkpoint stores them stacked (Gemma 4).
+        const bool per_expert = hf_name(f.family, role, l, 0) != hf_name(f.family, role, l, 1);
+        if ((role == LayerTensor::ExpGate || role == LayerTensor::ExpUp ||
+             role == LayerTensor::ExpDown) &&
+            per_expert) {
           for (int64_t x = 0; x < n_expert_; ++x)
             if (auto t = src.find(hf_name(f.family, role, l, x))) experts_[t->name] = {l, x, role};
           continue;
@@ -130,16 +135,7 @@ class TensorPlan {
 
   std::vector<ConvertTensor> build() {
     std::vector<ConvertTensor> out;
-    const json& rope = hp_.rope_full();
-    if ((f_.fixes & kRopeFreqs) && rope.value("rope_type", std::string()) == "llama3") {
-      const json* hd = hp_.get("head_dim");
-      const int64_t dim =
-          hd ? hd->get<int64_t>() : hp_.req_int("hidden_size") / hp_.req_int("num_attention_heads");
-      auto freqs = std::make_shared<std::vector<float>>(llama3_rope_freqs(rope, dim));
-      out.push_back({gguf_name(GlobalTensor::RopeFreqs), {freqs->size()}, true, [freqs](float* v) {
-                       std::copy(freqs->begin(), freqs->end(), v);
-                     }});
-    }
+    if (f_.leading_tensors != nullptr) f_.leading_tensors(hp_, out);
     std::vector<TensorRef> all = src_.all_tensors();
     std::sort(all.begin(), all.end(),
               [](const TensorRef& a, const TensorRef& b) { return a.name < b.name; });
@@ -251,6 +247,18 @@ class TensorPlan {
 
 }  // namespace
 
+void llama3_rope_freqs(const Hparams& hp, std::vector<ConvertTensor>& out) {
+  const json& rope = hp.rope_full();
+  if (rope.value("rope_type", std::string()) != "llama3") return;
+  const json* hd = hp.get("head_dim");
+  const int64_t dim =
+      hd ? hd->get<int64_t>() : hp.req_int("hidden_size") / hp.req_int("num_attention_heads");
+  auto freqs = std::make_shared<std::vector<float>>(llama3_freq_divisors(rope, dim));
+  out.push_back({gguf_name(GlobalTensor::RopeFreqs), {freqs->size()}, true, [freqs](float* v) {
+                   std::copy(freqs->begin(), freqs->end(), v);
+                 }});
+}
+
 uint64_t ConvertTensor::elements() const {
   return count(dims);
 }
@@ -276,6 +284,10 @@ ConvertTensor transposed_experts(const TensorRef& t, const std::string& name, in
 }
 
 bool converter_keeps_f32(const std::string& gguf, size_t n_dims) {
+  // Position and token-type tables (BERT's, a vision tower's) too.
+  if (gguf == "position_embd.weight" || gguf == "token_types.weight" ||
+      gguf == "v.position_embd.weight")
+    return true;
   return n_dims <= 1 || ends_with(gguf, "_norm.weight") || !ends_with(gguf, ".weight") ||
          gguf.find("ffn_gate_inp.weight") != std::string::npos ||
          gguf.find("ffn_gate_inp_shexp.weight") != std::string::npos ||

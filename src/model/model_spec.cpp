@@ -604,7 +604,7 @@ std::unique_ptr<ModelSpec> open_model_spec(const std::string& path) {
   if (c.stack == LayerStack::Encoder)
     fail(ErrorKind::Unsupported, path + ": " + family_name(c.family) +
                                      " is an encoder model: it serves embeddings only, through "
-                                     "`turbospark embed` (not generation or `serve` yet)");
+                                     "`turbospark embed` or `serve` (it cannot generate)");
   // A GGUF may omit the vocab size: the embedding table states it.
   if (c.n_vocab == 0) {
     auto emb = spec->source->find(c.source == SourceKind::Gguf

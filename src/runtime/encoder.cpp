@@ -97,6 +97,15 @@ void Encoder::load() {
     L.down = linear(kDown, l, ff, d);
     L.out_norm = norm(kOutNorm, l);
   }
+  const auto bytes = [](const Weight& m) { return static_cast<uint64_t>(m.rows) * m.row_stride; };
+  const auto floats = [](const std::vector<float>& f) { return uint64_t{4} * f.size(); };
+  weight_bytes_ = bytes(tokens_) + bytes(positions_) + bytes(types_) + floats(embd_norm_.w) +
+                  floats(embd_norm_.b);
+  for (const Layer& L : layers_) {
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down})
+      weight_bytes_ += bytes(l->w) + floats(l->b);
+    for (const Norm* m : {&L.attn_norm, &L.out_norm}) weight_bytes_ += floats(m->w) + floats(m->b);
+  }
 }
 
 void Encoder::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
@@ -108,9 +117,8 @@ void Encoder::norm(const Norm& n, int64_t rows, float* x) const {
   layer_norm(*pool_, x, n.w.data(), n.b.data(), rows, c_.n_embd, c_.encoder.norm_eps, x);
 }
 
-std::vector<float> Encoder::hidden(const std::vector<int32_t>& tokens) const {
+void Encoder::check(const std::vector<int32_t>& tokens) const {
   const auto M = static_cast<int64_t>(tokens.size());
-  const int64_t d = c_.n_embd;
   if (M == 0) fail(ErrorKind::Input, "nothing to embed: the text has no tokens");
   if (M > c_.encoder.n_positions)
     fail(ErrorKind::Input, std::to_string(M) + " tokens exceed the encoder's " +
@@ -119,13 +127,35 @@ std::vector<float> Encoder::hidden(const std::vector<int32_t>& tokens) const {
     if (id < 0 || id >= tokens_.rows)
       fail(ErrorKind::Input, "token id " + std::to_string(id) + " is outside the vocabulary of " +
                                  std::to_string(tokens_.rows));
+}
+
+uint64_t Encoder::workspace_bytes(int64_t rows) const {
+  // hidden()'s x, h, q, k, v and attention out of n_embd floats a row, the FFN's n_ff, and the
+  // ids, positions and types (int32) of each row; full_attention's positions and key ends.
+  const auto per_row = static_cast<uint64_t>(6 * c_.n_embd + c_.n_ff + 5) * 4;
+  return per_row * static_cast<uint64_t>(rows);
+}
+
+std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) const {
+  int64_t M = 0;
+  for (const std::vector<int32_t>& t : texts) {
+    check(t);
+    M += static_cast<int64_t>(t.size());
+  }
+  const int64_t d = c_.n_embd;
   const auto n = static_cast<size_t>(M * d);
   std::vector<float> x(n), h(n), q(n), k(n), v(n), att(n);
   std::vector<float> ff(static_cast<size_t>(M * c_.n_ff));
-  // Every token is of type 0 (one text, no second segment), at positions 0 .. M - 1.
-  std::vector<int32_t> pos(static_cast<size_t>(M)), type0(static_cast<size_t>(M), 0);
-  for (int64_t i = 0; i < M; ++i) pos[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-  cpu_->embed(tokens_, tokens.data(), M, 1.0f, x.data());
+  // Each text's tokens are of type 0 (one segment), at positions 0 .. its length - 1.
+  std::vector<int32_t> ids, pos, type0(static_cast<size_t>(M), 0);
+  ids.reserve(static_cast<size_t>(M));
+  pos.reserve(static_cast<size_t>(M));
+  for (const std::vector<int32_t>& t : texts)
+    for (size_t i = 0; i < t.size(); ++i) {
+      ids.push_back(t[i]);
+      pos.push_back(static_cast<int32_t>(i));
+    }
+  cpu_->embed(tokens_, ids.data(), M, 1.0f, x.data());
   cpu_->embed(positions_, pos.data(), M, 1.0f, h.data());
   cpu_->add(x.data(), h.data(), M * d);
   cpu_->embed(types_, type0.data(), M, 1.0f, h.data());
@@ -135,8 +165,14 @@ std::vector<float> Encoder::hidden(const std::vector<int32_t>& tokens) const {
     apply(L.q, x.data(), M, q.data());
     apply(L.k, x.data(), M, k.data());
     apply(L.v, x.data(), M, v.data());
-    full_attention(*cpu_, q.data(), k.data(), v.data(), M, c_.n_head, c_.head_dim, c_.attn_scale,
-                   att.data());
+    size_t row = 0;
+    for (const std::vector<int32_t>& t : texts) {
+      const size_t at = row * static_cast<size_t>(d);
+      full_attention(*cpu_, q.data() + at, k.data() + at, v.data() + at,
+                     static_cast<int64_t>(t.size()), c_.n_head, c_.head_dim, c_.attn_scale,
+                     att.data() + at);
+      row += t.size();
+    }
     apply(L.o, att.data(), M, h.data());
     cpu_->add(x.data(), h.data(), M * d);
     norm(L.attn_norm, M, x.data());
@@ -149,15 +185,25 @@ std::vector<float> Encoder::hidden(const std::vector<int32_t>& tokens) const {
   return x;
 }
 
-std::vector<float> Encoder::embed(const std::vector<int32_t>& tokens, Pooler& pooler) const {
-  std::vector<float> rows = hidden(tokens);
-  const int64_t d = c_.n_embd, n = static_cast<int64_t>(tokens.size());
-  // The whole text is one chunk; a pooling that wants only the last row gets it first.
-  SeqChunk ch{nullptr, tokens.data(), n};
-  pooler.want(ch, 0, n, rows.data());
-  if (ch.hidden != nullptr && !ch.all_rows) std::copy(rows.end() - d, rows.end(), rows.begin());
-  pooler.add(ch, 0);
-  return pooler.finish(n);
+std::vector<std::vector<float>> Encoder::embed(std::span<const std::vector<int32_t>> texts,
+                                               Pooler& pooler) const {
+  std::vector<float> rows = hidden(texts);
+  const auto d = static_cast<size_t>(c_.n_embd);
+  std::vector<std::vector<float>> out;
+  out.reserve(texts.size());
+  float* text_rows = rows.data();
+  for (const std::vector<int32_t>& t : texts) {
+    // Each text is one chunk; a pooling that wants only the last row gets it first.
+    const auto n = static_cast<int64_t>(t.size());
+    SeqChunk ch{nullptr, t.data(), n};
+    pooler.want(ch, 0, n, text_rows);
+    if (ch.hidden != nullptr && !ch.all_rows)
+      std::copy(text_rows + (t.size() - 1) * d, text_rows + t.size() * d, text_rows);
+    pooler.add(ch, 0);
+    out.push_back(pooler.finish(n));
+    text_rows += t.size() * d;
+  }
+  return out;
 }
 
 }  // namespace ts

@@ -1,16 +1,19 @@
-// An encoder stack (LayerStack::Encoder: BERT) on the CPU: one text at a time, every token
-// attending to every other. The embeddings are the token's, its position's and token type 0's,
-// LayerNormed; each layer is
+// An encoder stack (LayerStack::Encoder: BERT) on the CPU: a batch of texts at once, every token
+// attending to every other token of its own text. The embeddings are the token's, its position's
+// and token type 0's, LayerNormed; each layer is
 //
 //   x = LayerNorm(x + o(attention(q(x), k(x), v(x))))
 //   x = LayerNorm(x + down(gelu(up(x))))
 //
-// with biases on every projection. Its final hidden states are what an embedding pools. A device
-// backend is refused: the encoder has no ops there yet.
+// with biases on every projection. The texts of a batch lie one after the other as rows: every
+// projection, norm and GELU runs over all of them at once (the weights are read once a pass),
+// attention over each text's rows alone. Its final hidden states are what an embedding pools. A
+// device backend is refused: the encoder has no ops there yet.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,11 +37,26 @@ class Encoder {
 
   const ArchConfig& cfg() const { return c_; }
   const ModelSource& source() const { return *source_; }
-  // The final hidden states of one text's tokens, [tokens.size()][n_embd]. An Input error for no
-  // tokens, an id outside the vocabulary or more tokens than the positions.
-  std::vector<float> hidden(const std::vector<int32_t>& tokens) const;
-  // The text's embedding: its hidden states pooled by `pooler`.
-  std::vector<float> embed(const std::vector<int32_t>& tokens, Pooler& pooler) const;
+  // hidden() and embed() run on the encoder's one thread pool: one caller at a time (the
+  // server's EncoderScheduler calls them from its thread only).
+  // An Input error for a text the encoder cannot take: no tokens, an id outside the vocabulary
+  // or more tokens than the positions.
+  void check(const std::vector<int32_t>& tokens) const;
+  // The final hidden states of the texts' tokens, their rows one after the other
+  // ([total tokens][n_embd]); check()'s errors for any text.
+  std::vector<float> hidden(std::span<const std::vector<int32_t>> texts) const;
+  std::vector<float> hidden(const std::vector<int32_t>& tokens) const {
+    return hidden({&tokens, 1});
+  }
+  // Each text's embedding: its hidden states pooled by `pooler`.
+  std::vector<std::vector<float>> embed(std::span<const std::vector<int32_t>> texts,
+                                        Pooler& pooler) const;
+  std::vector<float> embed(const std::vector<int32_t>& tokens, Pooler& pooler) const {
+    return std::move(embed({&tokens, 1}, pooler).front());
+  }
+  // The weights' bytes, and those of the buffers of a pass over `rows` rows (its result included).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  uint64_t workspace_bytes(int64_t rows) const;
 
  private:
   using Linear = HostWeights::Linear;
@@ -59,6 +77,7 @@ class Encoder {
   Weight tokens_, positions_, types_;
   Norm embd_norm_;
   std::vector<Layer> layers_;
+  uint64_t weight_bytes_ = 0;
 };
 
 }  // namespace ts

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/json_nesting.h"
+#include "server/access_log.h"
 #include "server/api_response.h"
 #include "server/embedding_inputs.h"
 #include "server/http_errors.h"
@@ -28,7 +29,7 @@ struct Embedded {
 
 // The refusal of an embedding request by a model that cannot serve one, before its inputs are
 // read; "'dimensions' ..." when it asks for a size other than the model's.
-void check_model(const Scheduler& sched, const json& body) {
+void check_model(const JobRunner& sched, const json& body) {
   if (sched.embedding().pooling == Pooling::None)
     fail(ErrorKind::Input, sched.embedding().why_none);
   const int64_t d = sched.embedding_size();
@@ -41,13 +42,14 @@ std::string input_name(const char* field, size_t i, size_t n) {
   return n == 1 ? std::string(field) : std::string(field) + "[" + std::to_string(i) + "]";
 }
 
-// Runs every input as an embedding job, at most --parallel of them queued at once. False when the
+// Runs every input as an embedding job, at most the runner's embedding_window() of them queued at
+// once. False when the
 // client left (the jobs are cancelled); throws RouteError for a refusal or a failed job.
 bool embed_all(const RouteContext& ctx, const char* field,
                const std::vector<std::vector<int32_t>>& inputs, Embedded& out) {
-  Scheduler& sched = ctx.gen.sched;
+  JobRunner& sched = ctx.gen.sched;
   const size_t n = inputs.size();
-  const auto window = static_cast<size_t>(std::max(1, sched.options().parallel));
+  const size_t window = std::max<size_t>(1, sched.embedding_window());
   std::vector<std::shared_ptr<Job>> jobs(n);
   struct CancelLeft {
     std::vector<std::shared_ptr<Job>>& jobs;
@@ -90,6 +92,7 @@ bool embed_all(const RouteContext& ctx, const char* field,
       if (!u.error.empty()) throw RouteError{500, u.error, "server_error", ""};
       out.vectors[i] = u.embedding;
       out.prompt_tokens += u.usage.prompt_tokens;
+      access_usage(u.usage.prompt_tokens, 0);
       jobs[i] = nullptr;
     }
     while (first < next && jobs[first] == nullptr) ++first;

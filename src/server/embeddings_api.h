@@ -1,7 +1,7 @@
 // The embedding routes: OpenAI's POST /v1/embeddings and Ollama's POST /api/embed and (legacy)
 // POST /api/embeddings. Inputs are read by embedding_inputs(), run through the scheduler as
-// embedding jobs (at most --parallel of one request at a time, so a large batch neither fills
-// the queue nor waits behind it) and answered in the dialect's shape:
+// embedding jobs (at most --parallel of one request at a time, twice that for an encoder, so a
+// large batch neither fills the queue nor waits behind it) and answered in the dialect's shape:
 //   /v1/embeddings   {"object": "list", "data": [{"object": "embedding", "index", "embedding"}],
 //                    "model", "usage": {"prompt_tokens", "total_tokens"}}; encoding_format
 //                    "base64" sends each vector as little-endian float32 bytes in base64

@@ -47,6 +47,8 @@ Generation start_generation(const GenerationContext& ctx, const ApiRequest& a) {
         404,
         "the model '" + a.model + "' does not exist: this server serves '" + ctx.model_id + "'",
         "invalid_request_error", "model_not_found"};
+  if (const std::string why = ctx.sched.cannot_generate(); !why.empty())
+    throw RouteError{400, why, "invalid_request_error", ""};
   GenRequest g;
   Generation out;
   // The prompts' tokens: one, or each of a completion's list of prompts.

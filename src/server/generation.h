@@ -15,7 +15,7 @@
 #include "server/api_request.h"
 #include "server/image_prompt.h"
 #include "server/job.h"
-#include "server/scheduler.h"
+#include "server/job_runner.h"
 #include "text/chat_template.h"
 #include "text/reasoning.h"
 #include "text/tokenizer.h"
@@ -24,12 +24,12 @@ namespace ts::server {
 
 // What the generating routes need from the server.
 struct GenerationContext {
-  Scheduler& sched;
+  JobRunner& sched;
   const Tokenizer& tok;
   const std::optional<ChatTemplate>& chat;
   const std::string& no_chat;  // why chat is off, when `chat` is empty
   const std::string& model_id;
-  int64_t reasoning_budget = -1;  // --reasoning-budget: a chat request's default (-1: none)
+  int64_t reasoning_budget = -1;    // --reasoning-budget: a chat request's default (-1: none)
   VisionService* vision = nullptr;  // takes chat image_url parts; null: they are refused
 };
 
@@ -70,8 +70,8 @@ std::vector<int32_t> request_prompt(const GenerationContext& ctx, const ApiReque
 std::unique_ptr<AnswerSplitter> answer_splitter(const Generation& gen);
 
 // Queues `a` (its `n` choices, each with its own draws: seed + index). Throws RouteError: 404 for
-// another model, 400 for a prompt the scheduler refuses, 503 when the queue is full or the model
-// failed.
+// another model, 400 for a model that cannot generate or a prompt the scheduler refuses, 503 when
+// the queue is full or the model failed.
 Generation start_generation(const GenerationContext& ctx, const ApiRequest& a);
 
 // One answer read from its job, its thinking split from its reply when the model thinks.

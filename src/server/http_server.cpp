@@ -277,7 +277,7 @@ void answer_whole(Relay& r, httplib::Response& res, const httplib::Server& svr) 
 }  // namespace
 
 struct HttpServer::Impl {
-  Impl(Scheduler& s, const Tokenizer& t, std::optional<ChatTemplate> c, std::string nc,
+  Impl(JobRunner& s, const Tokenizer& t, std::optional<ChatTemplate> c, std::string nc,
        const ServerOptions& opt)
       : sched(s),
         tok(t),
@@ -303,7 +303,7 @@ struct HttpServer::Impl {
         {"id", o.model_id}, {"object", "model"}, {"created", created}, {"owned_by", "turbospark"}};
   }
 
-  Scheduler& sched;
+  JobRunner& sched;
   const Tokenizer& tok;
   std::optional<ChatTemplate> chat;
   std::string no_chat;
@@ -533,7 +533,7 @@ void HttpServer::Impl::routes() {
     });
 }
 
-HttpServer::HttpServer(Scheduler& scheduler, const Tokenizer& tokenizer,
+HttpServer::HttpServer(JobRunner& scheduler, const Tokenizer& tokenizer,
                        std::optional<ChatTemplate> chat, std::string no_chat,
                        const ServerOptions& options)
     : impl_(std::make_unique<Impl>(scheduler, tokenizer, std::move(chat), std::move(no_chat),

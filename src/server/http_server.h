@@ -18,8 +18,8 @@
 
 #include "server/access_log.h"
 #include "server/image_prompt.h"
+#include "server/job_runner.h"
 #include "server/model_info.h"
-#include "server/scheduler.h"
 #include "text/chat_template.h"
 #include "text/tokenizer.h"
 
@@ -51,7 +51,7 @@ struct ServerOptions {
 class HttpServer {
  public:
   // `chat` is empty when the model has no chat format; chat requests then fail with `no_chat`.
-  HttpServer(Scheduler& scheduler, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat,
+  HttpServer(JobRunner& scheduler, const Tokenizer& tokenizer, std::optional<ChatTemplate> chat,
              std::string no_chat, const ServerOptions& options);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

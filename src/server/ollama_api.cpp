@@ -191,7 +191,9 @@ json tags_json(const RouteContext& ctx) {
 
 json show_json(const RouteContext& ctx) {
   const ModelInfo& m = ctx.model;
-  json capabilities = json::array({"completion"});
+  // An encoder only embeds.
+  json capabilities =
+      json::array({ctx.gen.sched.cannot_generate().empty() ? "completion" : "embedding"});
   if (ctx.gen.chat) {
     capabilities.push_back("tools");
     if (ctx.gen.chat->thinks()) capabilities.push_back("thinking");

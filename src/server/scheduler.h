@@ -45,42 +45,13 @@
 #include "runtime/kv_cache.h"
 #include "runtime/sequence_decoder.h"
 #include "server/job.h"
+#include "server/job_runner.h"
 #include "text/reasoning_budget.h"
 #include "text/tokenizer.h"
 
 namespace ts::server {
 
-struct SchedulerOptions {
-  int parallel = 4;            // slots
-  int64_t ctx = 4096;          // KV cache rows per slot
-  int64_t batch_rows = 64;     // most rows of one forward pass (raised to `parallel` if lower)
-  size_t queue_capacity = 64;  // requests waiting for a slot
-  int64_t lookup = 0;          // prompt lookup decoding: guessed tokens per slot and step
-  // Models with recurrent (DeltaNet) layers: besides where each prompt and answer ends, the state
-  // is checkpointed every this many prompt tokens (0: only there), so that a later prompt sharing
-  // a prefix can resume from it.
-  int64_t checkpoint_every = 0;
-  // Control tokens shown as their text in answers: the chat template's tool-call and channel
-  // markers (ToolFormat::preserved_tokens), so that calls and channels can be read.
-  std::vector<int32_t> shown_tokens = {};
-  // The model's reasoning markers, for requests with a reasoning budget (none: no budget holds).
-  ReasoningMarkers reasoning = {};
-};
-
-struct SchedulerStats {
-  int slots_total = 0;
-  int slots_busy = 0;
-  size_t queued = 0;
-  uint64_t steps = 0;          // forward passes
-  uint64_t decode_rows = 0;    // rows of running sequences: each one's last token, its guesses
-  uint64_t prefill_rows = 0;   // rows that were prompt tokens
-  uint64_t cached_rows = 0;    // prompt tokens taken from a slot's cache instead of prefilled
-  uint64_t drafted = 0;        // tokens guessed by prompt lookup (decode rows beyond one a slot)
-  uint64_t draft_matched = 0;  // ... that were the tokens sampled
-  std::string model_failure;   // non-empty: the model's files changed, nothing is served
-};
-
-class Scheduler {
+class Scheduler : public JobRunner {
  public:
   // Allocates the slots' KV caches and the forward buffers, then starts the thread.
   Scheduler(Engine& engine, const Tokenizer& tokenizer, const SchedulerOptions& options);
@@ -88,19 +59,14 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues a request; nullptr when the queue is full. An Input error for a prompt that is empty,
-  // longer than a slot's context or holds an id outside the vocabulary, and for an embedding
-  // when the model declares no pooling.
-  std::shared_ptr<Job> submit(GenRequest request);
-  SchedulerStats stats();
-  const SchedulerOptions& options() const { return o_; }
-  // How embedding requests are pooled (Pooling::None and why_none: they are refused), and the
-  // size of their vectors.
-  const EmbeddingSpec& embedding() const { return embedding_; }
-  int64_t embedding_size() const { return engine_.cfg().n_embd; }
+  std::shared_ptr<Job> submit(GenRequest request) override;
+  SchedulerStats stats() override;
+  const SchedulerOptions& options() const override { return o_; }
+  const EmbeddingSpec& embedding() const override { return embedding_; }
+  int64_t embedding_size() const override { return engine_.cfg().n_embd; }
+  std::string cannot_generate() const override { return {}; }
   uint64_t kv_bytes() const;  // every slot's KV cache
-  // Fails every queued and running job and joins the thread; the destructor calls it.
-  void stop();
+  void stop() override;
 
  private:
   struct Slot {

@@ -3,9 +3,13 @@
 // (_set_vocab_gpt2).
 #include "text/convert_vocab.h"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "core/error.h"
 #include "core/json_nesting.h"
@@ -47,6 +51,25 @@ GgufValue strings(std::vector<std::string> v) {
   a.elem = GgufType::String;
   a.strings = std::move(v);
   return gguf_array(std::move(a));
+}
+
+GgufValue floats(std::vector<double> v) {
+  GgufArray a;
+  a.elem = GgufType::F32;
+  a.floats = std::move(v);
+  return gguf_array(std::move(a));
+}
+
+// DIR/tokenizer.json, checked to be a `type` model with a vocabulary.
+json tokenizer_json(const std::string& dir, const std::string& type) {
+  const std::string path = dir + "/tokenizer.json";
+  if (!fs::is_regular_file(path)) fail(ErrorKind::Model, dir + ": no tokenizer.json");
+  const json tok = parse_json_file(path);
+  if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != type ||
+      !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
+    fail(ErrorKind::Unsupported,
+         path + ": not a " + type + " tokenizer (model.type " + type + " with a vocab)");
+  return tok;
 }
 
 Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
@@ -135,6 +158,68 @@ Vocab bpe_vocab(const json& tok, int64_t n_vocab, const std::string& path) {
   return v;
 }
 
+// The texts transformers counts as special tokens (all_special_tokens): tokenizer_config's named
+// ones and its extra (additional) special tokens.
+std::set<std::string> transformers_specials(const std::string& dir) {
+  std::set<std::string> out;
+  if (!fs::is_regular_file(dir + "/tokenizer_config.json")) return out;
+  const json cfg = parse_json_file(dir + "/tokenizer_config.json");
+  if (!cfg.is_object()) return out;
+  const auto add = [&](const json& t) {
+    if (t.is_string()) out.insert(t.get<std::string>());
+    if (t.is_object() && t.contains("content") && t["content"].is_string())
+      out.insert(t["content"].get<std::string>());
+  };
+  for (const char* k :
+       {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"})
+    if (cfg.contains(k)) add(cfg[k]);
+  for (const char* k : {"extra_special_tokens", "additional_special_tokens"})
+    if (cfg.contains(k) && (cfg[k].is_array() || cfg[k].is_object()))
+      for (const json& t : cfg[k]) add(t);
+  return out;
+}
+
+// gguf-py's LlamaHfVocab: model.vocab by id (a <0xXX> byte token is a byte, a special token
+// control), then the added tokens past it; every score -1000.
+Vocab llama_hf_vocab(const json& tok, const std::string& dir, const VocabRules& rules) {
+  const std::string path = dir + "/tokenizer.json";
+  const json& model = tok["model"];
+  if (!model.value("byte_fallback", false) || !tok.contains("decoder") ||
+      !tok["decoder"].is_object() || tok["decoder"].value("type", "") != "Sequence")
+    fail(ErrorKind::Unsupported, path + ": not a byte-fallback BPE tokenizer (Llama-style)");
+  std::map<int64_t, std::string> base, added;
+  for (const auto& [text, id] : model["vocab"].items())
+    if (id.is_number_integer()) base[id.get<int64_t>()] = text;
+  const auto n_base = static_cast<int64_t>(base.size());
+  for (const json& a : tok.value("added_tokens", json::array()))
+    if (a.is_object() && a.contains("id") && a["id"].is_number_integer()) {
+      const int64_t id = a["id"].get<int64_t>();
+      (id < n_base ? base : added)[id] = a.value("content", "");
+    }
+  if (!base.empty() && base.rbegin()->first != n_base - 1)
+    fail(ErrorKind::Model, path + ": model.vocab's ids are not 0.." + std::to_string(n_base - 1));
+  const std::set<std::string> specials = transformers_specials(dir);
+  const std::set<std::string> shown(rules.user_defined.begin(), rules.user_defined.end());
+  Vocab v;
+  const auto push = [&](const std::string& text, TokenType type) {
+    v.tokens.push_back(text);
+    v.scores.push_back(-1000.0);
+    v.types.push_back(static_cast<int64_t>(shown.count(text) ? TokenType::UserDefined : type));
+  };
+  const auto is_byte = [](const std::string& t) {
+    return t.size() == 6 && t.starts_with("<0x") && t[5] == '>' &&
+           std::isxdigit(static_cast<unsigned char>(t[3])) &&
+           std::isxdigit(static_cast<unsigned char>(t[4]));
+  };
+  for (const auto& [id, text] : base)
+    push(text, is_byte(text)          ? TokenType::Byte
+               : specials.count(text) ? TokenType::Control
+                                      : TokenType::Normal);
+  for (const auto& [id, text] : added)
+    push(text, specials.count(text) ? TokenType::Control : TokenType::UserDefined);
+  return v;
+}
+
 // The converter names a pre-tokenizer by hashing how a test text tokenizes; convert writes the
 // name the class's models use, and says so when tokenizer.json's splits a test text otherwise.
 std::string check_pre_tokenizer(const json& tok, const std::string& pre, const std::string& path) {
@@ -186,24 +271,41 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
     return gguf_array(std::move(a));
   };
   GgufKeyValues special;
-  if (fs::is_regular_file(dir + "/tokenizer.model")) {
+  if (!rules.llama_hf_model.empty()) {
+    Vocab v = llama_hf_vocab(tokenizer_json(dir, "BPE"), dir, rules);
+    out.emplace_back("tokenizer.ggml.model", gguf_string(rules.llama_hf_model));
+    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+    out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
+    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    special = special_vocab_keys(dir, true, 0, rules.special);
+  } else if (rules.wordpiece) {
+    Vocab v = bpe_vocab(tokenizer_json(dir, "WordPiece"), rules.n_vocab, dir + "/tokenizer.json");
+    // Phantom space: a word's first piece marked with U+2581, a "##" continuation bare.
+    for (size_t i = 0; i < v.tokens.size(); ++i) {
+      if (v.types[i] == static_cast<int64_t>(TokenType::Control)) continue;
+      std::string& t = v.tokens[i];
+      t = t.starts_with("##") ? t.substr(2) : "\xE2\x96\x81" + t;
+    }
+    const auto n = static_cast<int64_t>(v.tokens.size());
+    out.emplace_back("tokenizer.ggml.token_type_count",
+                     gguf_int(GgufType::U32, rules.token_type_count));
+    out.emplace_back("tokenizer.ggml.model", gguf_string("bert"));
+    out.emplace_back("tokenizer.ggml.pre", gguf_string(rules.bpe_pre));
+    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    special = special_vocab_keys(dir, false, n, rules.special);
+  } else if (fs::is_regular_file(dir + "/tokenizer.model")) {
     Vocab v = sentencepiece_vocab(dir, rules.n_vocab);
     const auto n = static_cast<int64_t>(v.tokens.size());
     out.emplace_back("tokenizer.ggml.model", gguf_string("llama"));
     out.emplace_back("tokenizer.ggml.pre", gguf_string("default"));
     out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
-    GgufArray scores;
-    scores.elem = GgufType::F32;
-    scores.floats = std::move(v.scores);
-    out.emplace_back("tokenizer.ggml.scores", gguf_array(std::move(scores)));
+    out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
     out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
     special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.json")) {
     const std::string path = dir + "/tokenizer.json";
-    const json tok = parse_json_file(path);
-    if (!tok.is_object() || !tok.contains("model") || tok["model"].value("type", "") != "BPE" ||
-        !tok["model"].contains("vocab") || !tok["model"]["vocab"].is_object())
-      fail(ErrorKind::Unsupported, path + ": not a BPE tokenizer (model.type BPE with a vocab)");
+    const json tok = tokenizer_json(dir, "BPE");
     const std::string mismatch = check_pre_tokenizer(tok, rules.bpe_pre, path);
     if (!mismatch.empty() && warning != nullptr) *warning = mismatch;
     Vocab v = bpe_vocab(tok, rules.n_vocab, path);
@@ -218,6 +320,16 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
   for (auto& kv : special) out.push_back(std::move(kv));
   if (rules.no_space_prefix)
     out.emplace_back("tokenizer.ggml.add_space_prefix", gguf_int(GgufType::Bool, 0));
+  if (rules.add_bos) {
+    // Set again where SpecialVocab set it, as the converter's writer does.
+    const auto bos = std::find_if(out.begin(), out.end(), [](const auto& kv) {
+      return kv.first == "tokenizer.ggml.add_bos_token";
+    });
+    if (bos != out.end())
+      bos->second = gguf_int(GgufType::Bool, 1);
+    else
+      out.emplace_back("tokenizer.ggml.add_bos_token", gguf_int(GgufType::Bool, 1));
+  }
   return out;
 }
 

@@ -1,7 +1,7 @@
 """Embeddings through the official `openai` and `ollama` clients (and raw HTTP where a client hides
 what is checked: statuses, error bodies, base64), on the Qwen3-Embedding-style fixture whose
 sentence-transformers vectors are in its ref.json; the bundled model, which declares no pooling, is
-refused. Also `turbospark embed`."""
+refused. Also `turbospark embed`, and a BERT encoder served (BertEncoder)."""
 
 import base64
 import json
@@ -31,7 +31,21 @@ def cosine(a, b):
     return ab / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-class EmbeddingsApi(unittest.TestCase):
+class Refusals:
+    """For a test case whose `server` is running."""
+
+    def assert_refused(self, path, body, status, words):
+        """A raw request refused with `status` and a one-line message holding `words`."""
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        got, j, text = self.server.request("POST", path, raw)
+        self.assertEqual(got, status, text[:300])
+        message = j["error"] if path.startswith("/api/") else j["error"]["message"]
+        self.assertIn(words, message)
+        self.assertNotIn("\n", message)
+        self.assertTrue(self.server.alive())
+
+
+class EmbeddingsApi(Refusals, unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.binary = binary_from_env()
@@ -51,16 +65,6 @@ class EmbeddingsApi(unittest.TestCase):
         for got, want in zip(vectors, self.ref[key]):
             self.assertEqual(len(got), len(want))
             self.assertGreaterEqual(cosine(got, want), 0.9999)
-
-    def assert_refused(self, path, body, status, words):
-        """A raw request refused with `status` and a one-line message holding `words`."""
-        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        got, j, text = self.server.request("POST", path, raw)
-        self.assertEqual(got, status, text[:300])
-        message = j["error"] if path.startswith("/api/") else j["error"]["message"]
-        self.assertIn(words, message)
-        self.assertNotIn("\n", message)
-        self.assertTrue(self.server.alive())
 
     def test_batch_of_texts_float_and_base64(self):
         inputs = self.ref["inputs"]
@@ -225,38 +229,232 @@ class EmbedCommand(unittest.TestCase):
         self.assertEqual(len(r.stderr.strip().splitlines()), 1)
 
 
-class BertEncoder(unittest.TestCase):
-    """A BERT encoder (tests/fixtures/models/bert_embedding) embeds through `turbospark embed`;
-    `serve` refuses it at open, naming that command."""
+class BertEncoder(Refusals, unittest.TestCase):
+    """A BERT encoder (tests/fixtures/models/bert_embedding, 64 positions) served: /v1/embeddings
+    and Ollama's /api/embed give `turbospark embed`'s vectors bit for bit (and sentence-transformers'
+    within the encoder test's bound), whichever texts share its passes; generation is refused by
+    name; the tokenizer routes use its WordPiece vocabulary."""
 
     BERT = os.path.join(HERE, "..", "fixtures", "models", "bert_embedding")
+    MODEL = "bert-embed"
+    # sentence-transformers' vectors against the encoder's, elementwise (test_bert_embedding.cpp).
+    REF_TOL = 3e-7
 
-    def test_embed_command(self):
-        with open(os.path.join(self.BERT, "ref.json")) as f:
-            ref = json.load(f)
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(cls.BERT, "ref.json")) as f:
+            cls.ref = json.load(f)
+        cls.gguf = os.path.join(cls.BERT, "model-f32.gguf")
+        # A queue shorter than the batches below: the route keeps --parallel of them queued.
+        args = ["-m", cls.gguf, "--alias", cls.MODEL, "--parallel", "3", "--queue", "2", "-t", "2"]
+        cls.server = Server(binary_from_env(), *args).__enter__()
+        cls.client = client_for(cls.server)
         r = subprocess.run(
-            [binary_from_env(), "embed", "-m", os.path.join(self.BERT, "model-f32.gguf")],
-            input="\n".join(ref["inputs"]) + "\n",
+            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
+            input="\n".join(cls.ref["inputs"]) + "\n",
             capture_output=True,
             text=True,
             timeout=120,
         )
-        self.assertEqual(r.returncode, 0, r.stderr)
-        got = [json.loads(line) for line in r.stdout.splitlines()]
-        self.assertEqual(len(got), len(ref["inputs"]))
-        for g, want in zip(got, ref["embeddings"]):
-            self.assertGreaterEqual(cosine(g, want), 0.9999)
+        assert r.returncode == 0, r.stderr
+        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
 
-    def test_serve_refuses_an_encoder(self):
-        r = subprocess.run(
-            [binary_from_env(), "serve", "-m", os.path.join(self.BERT, "hf"), "--port", "0"],
-            capture_output=True,
-            text=True,
-            timeout=120,
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        assert cls.server.exit_code == 0, cls.server.log()
+
+    def embed(self, inputs, **kw):
+        return self.client.embeddings.create(model=self.MODEL, input=inputs, **kw)
+
+    def test_vectors_are_the_embed_commands(self):
+        self.assertEqual(len(self.cli), len(self.ref["inputs"]))
+        # The client asks for base64 unless told otherwise, and decodes it.
+        for fmt in ({"encoding_format": "float"}, {}):
+            r = self.embed(self.ref["inputs"], **fmt)
+            self.assertEqual([d.index for d in r.data], list(range(len(self.cli))))
+            got = [d.embedding for d in r.data]
+            self.assertEqual(got, self.cli, fmt)
+            for g, want in zip(got, self.ref["embeddings"]):
+                self.assertGreaterEqual(cosine(g, want), 0.9999)
+                self.assertLessEqual(max(abs(x - y) for x, y in zip(g, want)), self.REF_TOL)
+            self.assertEqual(r.model, self.MODEL)
+            self.assertEqual(r.usage.prompt_tokens, sum(len(i) for i in self.ref["ids"]))
+            self.assertEqual(r.usage.total_tokens, r.usage.prompt_tokens)
+        # Token ids, a list of them and one alone, are the texts' vectors.
+        ids = self.ref["ids"]
+        self.assertEqual(
+            [d.embedding for d in self.embed(ids, encoding_format="float").data], self.cli
         )
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("bert is an encoder model: it serves embeddings only", r.stderr)
-        self.assertEqual(len(r.stderr.strip().splitlines()), 1)
+        one = self.embed(ids[3], encoding_format="float")
+        self.assertEqual(one.data[0].embedding, self.cli[3])
+        self.assertEqual(one.usage.prompt_tokens, len(ids[3]))
+        self.assertEqual(
+            self.embed(self.ref["inputs"][1], dimensions=32).data[0].embedding, self.cli[1]
+        )
+
+    def test_large_batch_in_order(self):
+        # More inputs than the queue holds; texts of many lengths share the passes.
+        inputs = [self.ref["inputs"][i % 5] + " %d" % i for i in range(120)]
+        r = self.embed(inputs, encoding_format="float")
+        self.assertEqual([d.index for d in r.data], list(range(120)))
+        for i in (0, 61, 119):
+            alone = self.embed(inputs[i], encoding_format="float")
+            self.assertEqual(r.data[i].embedding, alone.data[0].embedding)
+        health = self.server.health()
+        self.assertEqual(health["status"], "ok")
+        self.assertEqual(health["slots_free"], 3)
+        self.assertEqual(health["queued"], 0)
+
+    def test_ollama_embed_truncates_only_when_asked(self):
+        long_text = " ".join(["word"] * 100)  # 202 tokens with [CLS] and [SEP]
+        self.assert_refused(
+            "/v1/embeddings",
+            {"input": ["a", long_text]},
+            400,
+            "'input[1]': 202 tokens exceed the encoder's 64 positions",
+        )
+        self.assert_refused(
+            "/api/embed",
+            {"model": self.MODEL, "input": long_text, "truncate": False},
+            400,
+            "202 tokens exceed the encoder's 64 positions",
+        )
+        status, j, text = self.server.request(
+            "POST", "/api/embed", {"model": self.MODEL, "input": [long_text, self.ref["inputs"][0]]}
+        )
+        self.assertEqual(status, 200, text[:300])
+        self.assertEqual(j["prompt_eval_count"], 64 + len(self.ref["ids"][0]))
+        self.assertEqual(j["embeddings"][1], self.cli[0])
+        status, j, text = self.server.request(
+            "POST", "/api/embeddings", {"model": self.MODEL, "prompt": self.ref["inputs"][2]}
+        )
+        self.assertEqual(status, 200, text[:300])
+        self.assertEqual(j["embedding"], self.cli[2])
+
+    def test_hostile_inputs(self):
+        p = "/v1/embeddings"
+        self.assert_refused(p, {"input": []}, 400, "'input' is an empty list")
+        self.assert_refused(p, {"input": ["a", ""]}, 400, "'input[1]' is an empty string")
+        self.assert_refused(p, {"input": ["x"] * 2049}, 400, "more than the 2048")
+        self.assert_refused(p, {"input": [[2, 300, 3]]}, 400, "outside the vocabulary of 300")
+        self.assert_refused(p, {"input": list(range(2, 70))}, 400, "68 tokens exceed the encoder's")
+        self.assert_refused(p, {"input": "a", "dimensions": 16}, 400, "'dimensions' must be 32")
+        self.assert_refused(p, {"input": "a", "model": "other"}, 404, "does not exist")
+
+    def test_generation_is_refused_by_name(self):
+        why = "model is an embedding encoder; it cannot generate"
+        msgs = [{"role": "user", "content": "hello"}]
+        self.assert_refused("/v1/completions", {"prompt": "hello"}, 400, why)
+        self.assert_refused("/v1/chat/completions", {"messages": msgs}, 400, why)
+        self.assert_refused("/v1/chat/completions", {"messages": msgs, "stream": True}, 400, why)
+        self.assert_refused("/v1/responses", {"input": "hello"}, 400, why)
+        self.assert_refused("/api/generate", {"model": self.MODEL, "prompt": "hello"}, 400, why)
+        self.assert_refused("/api/chat", {"model": self.MODEL, "messages": msgs}, 400, why)
+        with self.assertRaises(openai.BadRequestError) as e:
+            self.client.chat.completions.create(model=self.MODEL, messages=msgs)
+        self.assertIn(why, str(e.exception))
+
+    def test_models_health_and_tokenizer(self):
+        self.assertEqual([m.id for m in self.client.models.list().data], [self.MODEL])
+        self.assertEqual(self.server.health()["status"], "ok")
+        status, j, _ = self.server.request("POST", "/tokenize", {"content": self.ref["inputs"][0]})
+        self.assertEqual(status, 200)
+        self.assertEqual(j["tokens"], self.ref["ids"][0][1:-1])  # without [CLS] and [SEP]
+        status, j, _ = self.server.request("POST", "/api/show", {"model": self.MODEL})
+        self.assertEqual(status, 200)
+        self.assertEqual(j["capabilities"], ["embedding"])
+        self.assertEqual(j["details"]["family"], "bert")
+        self.assertIn("footprint  server: encoder weights", self.server.log())
+
+    def test_refusals_at_start(self):
+        hf = os.path.join(self.BERT, "hf")
+        for args, words in (
+            (["--memory-budget", "100K"], "cannot hold the server: encoder weights"),
+            (["--backend", "cuda"], "runs on the CPU only: use --backend cpu"),
+        ):
+            r = subprocess.run(
+                [binary_from_env(), "serve", "-m", hf, "--port", "0", *args],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(words, r.stderr)
+            self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
+    def test_serves_the_hf_directory_too(self):
+        with Server(binary_from_env(), "-m", os.path.join(self.BERT, "hf"), "--parallel", "2") as s:
+            status, j, text = s.request(
+                "POST", "/v1/embeddings", {"input": self.ref["inputs"], "encoding_format": "float"}
+            )
+            self.assertEqual(status, 200, text[:300])
+            for g, want in zip([d["embedding"] for d in j["data"]], self.ref["embeddings"]):
+                self.assertLessEqual(max(abs(x - y) for x, y in zip(g, want)), self.REF_TOL)
+
+
+class EncoderMemory(unittest.TestCase):
+    """The memory an encoder's server announces at start (its weights and the buffers of its
+    largest pass) is what it takes: a random BERT large enough for that to dwarf the process's own
+    noise (made with transformers, skipped without it) serves full passes, and its peak resident
+    set grows from the start by about the announced total, not more."""
+
+    # What a request adds beside the announced buffers: its JSON in and out, the HTTP workers'
+    # stacks, malloc's arenas.
+    SLACK_MIB = 4.0
+
+    def make_model(self, out):
+        try:
+            import torch
+            from transformers import BertConfig, BertModel
+        except ImportError:
+            self.skipTest("torch and transformers are needed to make the model")
+        import shutil
+
+        src = os.path.join(HERE, "..", "fixtures", "models", "bert_embedding", "hf")
+        with open(os.path.join(src, "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(
+            hidden_size=256,
+            intermediate_size=1024,
+            num_hidden_layers=4,
+            num_attention_heads=4,
+            max_position_embeddings=512,
+        )
+        torch.manual_seed(0)
+        BertModel(BertConfig(**cfg)).save_pretrained(out)
+        for name in os.listdir(src):
+            if name not in ("config.json", "model.safetensors"):
+                p = os.path.join(src, name)
+                (shutil.copytree if os.path.isdir(p) else shutil.copy)(p, os.path.join(out, name))
+        pooling = os.path.join(out, "1_Pooling", "config.json")
+        with open(pooling) as f:
+            pcfg = json.load(f)
+        pcfg["word_embedding_dimension"] = 256
+        with open(pooling, "w") as f:
+            json.dump(pcfg, f)
+
+    def test_peak_rss_is_the_announced_footprint(self):
+        import re
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as out:
+            self.make_model(out)
+            with Server(binary_from_env(), "-m", out, "--parallel", "4", "-t", "2") as s:
+                m = re.search(r"footprint  server: .* = ([0-9.]+) MiB", s.log())
+                self.assertIsNotNone(m, s.log())
+                announced = float(m.group(1))
+                start = s.rss_kib() / 1024
+                # Texts of the encoder's 512 positions, so that passes of 4 fill their buffers.
+                ids = [[2] + [5 + (7 * i + j) % 290 for j in range(510)] + [3] for i in range(12)]
+                status, j, text = s.request("POST", "/v1/embeddings", {"input": ids}, timeout=600)
+                self.assertEqual(status, 200, text[:300])
+                with open("/proc/%d/status" % s.proc.pid) as f:
+                    peak = [int(l.split()[1]) for l in f if l.startswith("VmHWM:")][0] / 1024
+        grown = peak - start
+        print("announced %.2f MiB, peak RSS %.2f MiB (%.2f at start)" % (announced, peak, start))
+        self.assertLessEqual(grown, announced + self.SLACK_MIB)
+        self.assertGreaterEqual(grown, 0.9 * announced)
 
 
 if __name__ == "__main__":

@@ -201,11 +201,13 @@ std::vector<float> run_logits(const std::string& path, const std::vector<int32_t
   return logits;
 }
 
-LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab) {
+LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab,
+                                  const std::string& model) {
   const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
   const std::string out_file = scratch_path("image_logits.f32");
   std::string out;
-  const int rc = run_command(binary_path() + " logits -m " + dir + "/hf" + extra + " --image " +
+  const int rc = run_command(binary_path() + " logits -m " + (model.empty() ? dir + "/hf" : model) +
+                                 extra + " --image " +
                                  dir + "/image0.png --image " + dir + "/image1.png --tokens " +
                                  ids_csv(meta["image"]["prompt_ids"].get<std::vector<int32_t>>()) +
                                  " --out " + out_file + " --kv-type f32 -t 2 2>&1",

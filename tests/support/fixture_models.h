@@ -81,8 +81,10 @@ struct LogitsRun {
 };
 // `turbospark logits -m DIR/hf <extra> --image DIR/image0.png --image DIR/image1.png --tokens
 // <meta.json's image prompt> --kv-type f32` in a vision fixture's folder, compared with its
-// ref_logits_image.f32 (a failed run is a test failure, its output shown).
-LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab);
+// ref_logits_image.f32 (a failed run is a test failure, its output shown). `model` in place of
+// DIR/hf where given.
+LogitsComparison cli_image_logits(const std::string& dir, const std::string& extra, int64_t vocab,
+                                  const std::string& model = "");
 // llama.cpp's perplexity method on the repository's copy of valid.txt, -c 256 (tiny-moe figures).
 double llama_cpp_method_ppl(const std::string& path, int64_t expert_slots);
 // Logits [ids.size()][vocab] of every position.

@@ -94,6 +94,30 @@ TEST(BertEmbedding, ClsPoolingIsTheFirstTokensState) {
     expect_references(fixture(form), {Pooling::Cls, false, ""}, "cls", 2e-6f);
 }
 
+// Texts encoded together (their rows one after the other through every projection, attention
+// within each) get the vectors each gets alone, bit for bit, whatever pools them.
+TEST(BertEmbedding, TextsBatchedGiveEachTheirOwnVector) {
+  const json ref = reference();
+  const auto encoder = Encoder::open(fixture("model-f32.gguf"), "cpu", 2);
+  std::vector<std::vector<int32_t>> texts;
+  for (const json& ids : ref["ids"]) texts.push_back(ids.get<std::vector<int32_t>>());
+  texts.push_back(texts[0]);  // the same text twice in one batch
+  for (const EmbeddingSpec& spec :
+       {read_embedding_spec(encoder->source()), EmbeddingSpec{Pooling::Cls, false, ""},
+        EmbeddingSpec{Pooling::Last, true, ""}}) {
+    Pooler pooler(spec, encoder->cfg().n_embd);
+    const std::vector<std::vector<float>> batched = encoder->embed(texts, pooler);
+    ASSERT_EQ(batched.size(), texts.size());
+    for (size_t i = 0; i < texts.size(); ++i)
+      EXPECT_EQ(batched[i], encoder->embed(texts[i], pooler))
+          << "text " << i << ", pooling " << static_cast<int>(spec.pooling);
+  }
+  // One text the encoder cannot take refuses the batch, naming it.
+  texts.emplace_back(65, 5);
+  Pooler pooler(read_embedding_spec(encoder->source()), encoder->cfg().n_embd);
+  EXPECT_THROW(encoder->embed(texts, pooler), Error);
+}
+
 TEST(BertEmbedding, RefusalsAreNamed) {
   const auto message = [](const auto& f) {
     try {

@@ -1,16 +1,21 @@
 // `turbospark convert`: each family fixture's HF directory converted with --type f32 is the GGUF
 // llama.cpp's converter made of it (the same keys and values, tensor names, shapes, types and
 // bytes; the few differences listed with their reasons), and runs to the HF directory's logits;
-// f16, bf16 and q8_0 are the converter's files too; `quantize` of the directory is
-// `quantize` of the converted file; bad input is refused with one line.
+// f16, bf16 and q8_0 are the converter's files too; `convert --mmproj` of the vision fixtures is
+// the converter's mmproj and runs their images to the reference logits; the multimodal classes'
+// text decoders and BERT are the converter's files; `quantize` of the directory is `quantize` of
+// the converted file; bad input is refused with one line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -33,7 +38,7 @@ struct Family {
 
 // glm4_moe: the fixture's GGUF was converted from the whole checkpoint (its directory named
 // "full", an MTP layer included); hf/ is that checkpoint without the MTP layer's tensors, so the
-// name, the size label and blk.2 (the MTP layer) differ. qwen3_embedding's GGUF has no name.
+// name, the size label and blk.2 (the MTP layer) differ.
 // qwen3_next's GGUF was made by an older converter, which wrote no attention.recurrent_layers
 // (the vendored one writes it from layer_types, as convert does).
 const Family kFamilies[] = {
@@ -45,6 +50,8 @@ const Family kFamilies[] = {
     {"qwen3", {}},
     {"qwen3_moe", {}},
     {"gemma3", {}},
+    {"gemma4", {}},
+    {"gemma4_moe", {}},
     {"minimax_m2", {}},
     {"qwen3_vl", {}},
     {"qwen3_vl_moe", {}},
@@ -55,7 +62,7 @@ const Family kFamilies[] = {
     {"qwen3_5", {}},
     {"qwen3_5_moe", {}},
     {"glm4_moe", {"general.name", "general.size_label"}, "blk.2."},
-    {"qwen3_embedding", {"general.name"}},
+    {"qwen3_embedding", {}},
 };
 
 std::string hf_dir(const std::string& fixture) {
@@ -192,6 +199,160 @@ TEST(Convert, OtherTypesAreTheConvertersFiles) {
   }
 }
 
+// The vision fixtures: `convert --mmproj` is llama.cpp's --mmproj file at f32 (made by the
+// fixture's script) and f16 (tools/reference/make_convert_vision_refs.py), and the converted tower
+// runs the prompt with two images to the HF reference's logits.
+struct MmprojFixture {
+  const char* fixture;
+  int64_t vocab;
+  const char* logits_args;  // what `logits` needs beside the mmproj (its processor's bound)
+};
+
+class ConvertMmproj : public testing::TestWithParam<MmprojFixture> {};
+
+TEST_P(ConvertMmproj, IsTheConvertersFileAndRunsToTheReferenceLogits) {
+  const MmprojFixture& f = GetParam();
+  const std::string dir = test::fixtures_dir() + "/models/" + f.fixture;
+  for (const char* type : {"f32", "f16"}) {
+    const std::string out = test::scratch_path(std::string(f.fixture) + "-" + type + ".gguf");
+    std::string log;
+    ASSERT_EQ(test::run_command(test::binary_path() + " convert " + dir + "/hf " + out +
+                                    " --mmproj --type " + type,
+                                &log),
+              0)
+        << log;
+    expect_same_gguf(std::string(f.fixture) + " " + type, *GgufFile::open(out),
+                     *GgufFile::open(dir + "/mmproj-" + type + ".gguf"), {}, nullptr);
+    if (std::string(type) == "f32") {
+      const auto c = test::cli_image_logits(dir, " --mmproj " + out + f.logits_args, f.vocab);
+      EXPECT_LE(c.rel, 1e-4) << f.fixture << ": " << c.summary();
+      EXPECT_EQ(c.argmax_mismatches, 0) << f.fixture << ": " << c.summary();
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, ConvertMmproj,
+    testing::Values(MmprojFixture{"gemma3_vision", 96, ""},
+                    MmprojFixture{"gemma4_vision", 64, " --image-max-tokens 70"}),
+    [](const testing::TestParamInfo<MmprojFixture>& i) { return std::string(i.param.fixture); });
+
+// A vision fixture's hf/ (which has no tokenizer) with a text fixture's tokenizer files beside
+// it, in a folder named hf as the converter's file was made from; "" without the shared data.
+std::string with_tokenizer(const std::string& vision, const std::string& text,
+                           const std::vector<std::string>& files) {
+  const std::string tokenizer = test::fixture_file(text, "hf/" + files[0]);
+  if (tokenizer.empty()) return "";
+  const std::string dir = test::fixtures_dir() + "/models/" + vision;
+  const std::string hf = test::scratch_path(vision) + "/hf";
+  fs::remove_all(hf);
+  fs::create_directories(hf);
+  for (const char* f : {"config.json", "model.safetensors", "preprocessor_config.json"})
+    fs::create_symlink(dir + "/hf/" + f, hf + "/" + f);
+  for (const std::string& f : files)
+    fs::create_symlink(fs::path(tokenizer).parent_path().string() + "/" + f, hf + "/" + f);
+  return hf;
+}
+
+// Gemma3ForConditionalGeneration's text decoder is the converter's file. Its logits are not the
+// checkpoint's: llama.cpp's gemma3 file has no layer pattern (5 sliding layers of 6, with the
+// sliding rope base), and this 2-layer checkpoint's second layer is global.
+TEST(Convert, Gemma3MultimodalTextDecoderIsTheConvertersFile) {
+  const std::string hf =
+      with_tokenizer("gemma3_vision", "gemma3", {"tokenizer.model", "tokenizer_config.json"});
+  if (hf.empty()) GTEST_SKIP() << "gemma3: no hf/tokenizer.model";
+  const std::string out = test::scratch_path("gemma3cg.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  expect_same_gguf("gemma3 text", *GgufFile::open(out),
+                   *GgufFile::open(test::fixtures_dir() + "/models/gemma3_vision/text-f32.gguf"),
+                   {}, nullptr);
+}
+
+// Gemma4ForConditionalGeneration's text decoder is the converter's file (its FNV-1a 64 hash, made
+// by tools/reference/make_convert_vision_refs.py) and runs a text prompt to the directory's logits,
+// and with llama.cpp's mmproj the image prompt to the reference's (its image rows attend both ways
+// on the sliding layers, as llama.cpp reads a GGUF of this width).
+TEST(Convert, Gemma4MultimodalTextDecoderIsTheConvertersFile) {
+  const std::string hf =
+      with_tokenizer("gemma4_vision", "gemma4", {"tokenizer.json", "tokenizer_config.json"});
+  if (hf.empty()) GTEST_SKIP() << "gemma4: no hf/tokenizer.json";
+  const std::string out = test::scratch_path("gemma4cg.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, out, "f32", &log), 0) << log;
+  std::ifstream f(out, std::ios::binary);
+  uint64_t hash = 0xcbf29ce484222325ull;
+  for (char c; f.get(c);) hash = (hash ^ static_cast<uint8_t>(c)) * 0x100000001b3ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(hash));
+  std::ifstream ref(test::fixtures_dir() + "/models/gemma4_vision/text-f32.fnv1a64");
+  std::string want;
+  ref >> want;
+  EXPECT_EQ(hex, want) << "not the converter's file";
+
+  const std::vector<int32_t> ids = {2, 17, 33, 5,  9,  40, 41, 12, 7,
+                                    3, 22, 50, 61, 13, 8,  1,  19, 27};
+  const auto c =
+      test::compare_logits(test::run_logits(out, ids, {}), test::run_logits(hf, ids, {}), 64);
+  EXPECT_LE(c.rel, 1e-4) << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+
+  const std::string dir = test::fixtures_dir() + "/models/gemma4_vision";
+  // The text fixture's tokenizer has no image token: the placeholder id is the checkpoint's.
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  const auto im = test::cli_image_logits(
+      dir,
+      " --mmproj " + dir + "/mmproj-f32.gguf --image-max-tokens 70 --image-token " +
+          std::to_string(meta["image"]["image_token_id"].get<int>()),
+      64, out);
+  EXPECT_LE(im.rel, 1e-4) << im.summary();
+  EXPECT_EQ(im.argmax_mismatches, 0) << im.summary();
+}
+
+// Qwen3-VL's text model and vision tower both converted run the prompt with an image to the HF
+// reference's logits; the mmproj is the converter's (the fixture's mmproj-f32.gguf): the dense
+// fixture (shared data) and the MoE one.
+class ConvertQwen3Vl : public testing::TestWithParam<std::string> {};
+
+TEST_P(ConvertQwen3Vl, TextAndMmprojRunToTheImageReference) {
+  const std::string& fixture = GetParam();
+  const std::string hf = hf_dir(fixture);
+  const std::string ref = test::fixture_file(fixture, "mmproj-f32.gguf");
+  if (hf.empty() || ref.empty()) GTEST_SKIP() << fixture << ": no hf/ or mmproj-f32.gguf";
+  const std::string dir = fs::path(ref).parent_path().string();
+  const std::string text = test::scratch_path(fixture + ".gguf"),
+                    mmproj = test::scratch_path(fixture + "-mmproj.gguf");
+  std::string log;
+  ASSERT_EQ(convert(hf, text, "f32", &log), 0) << log;
+  ASSERT_EQ(
+      test::run_command(
+          test::binary_path() + " convert " + hf + " " + mmproj + " --mmproj --type f32", &log),
+      0)
+      << log;
+  expect_same_gguf(fixture + " mmproj", *GgufFile::open(mmproj), *GgufFile::open(ref), {}, nullptr);
+
+  const auto meta = nlohmann::json::parse(std::ifstream(dir + "/meta.json"));
+  const auto ids = meta["image"]["prompt_ids"].get<std::vector<int32_t>>();
+  const std::vector<float> want = test::read_f32_file(dir + "/ref_logits_image.f32");
+  const std::string out = test::scratch_path("logits.f32");
+  // An mmproj GGUF has no processor bounds: the images are small enough not to be resized.
+  ASSERT_EQ(test::run_command(test::binary_path() + " logits -m " + text + " --mmproj " + mmproj +
+                                  " --image-token " +
+                                  std::to_string(meta["config"]["image_token_id"].get<int>()) +
+                                  " --image-min-pixels 64 --image " + dir + "/image.png --tokens " +
+                                  test::ids_csv(ids) + " --out " + out + " --kv-type f32 -t 2 2>&1",
+                              &log),
+            0)
+      << log;
+  const auto c = test::compare_logits(test::read_f32_file(out), want,
+                                      static_cast<int64_t>(want.size() / ids.size()));
+  EXPECT_LE(c.rel, 1e-4) << c.summary();
+  EXPECT_EQ(c.argmax_mismatches, 0) << c.summary();
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ConvertQwen3Vl, testing::Values("qwen3_vl", "qwen3_vl_moe"),
+                         [](const auto& i) { return i.param; });
+
 TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
   const std::string hf = test::fixtures_dir() + "/models/glm4_moe/hf";
   const std::string f32 = test::scratch_path("glm.gguf");
@@ -207,6 +368,38 @@ TEST(Convert, QuantizeOfTheDirectoryIsQuantizeOfTheConvertedFile) {
   const std::string db((std::istreambuf_iterator<char>(fb)), {});
   EXPECT_GT(da.size(), 0u);
   EXPECT_TRUE(da == db) << "quantize of the directory differs from quantize of its conversion";
+}
+
+// BertModel (an encoder with a WordPiece vocabulary) is the converter's file at f32 and f16
+// (tests/tools/make_convert_refs.py; its position and token-type tables stay f32), and embeds
+// text as the directory does.
+TEST(Convert, BertIsTheConvertersFileAndEmbedsAsTheDirectory) {
+  const std::string dir = test::fixtures_dir() + "/models/bert_embedding";
+  const std::string out = test::scratch_path("bert.gguf"), f16 = test::scratch_path("bert16.gguf");
+  std::string log;
+  ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
+  expect_same_gguf("bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
+                   nullptr);
+  ASSERT_EQ(convert(dir + "/hf", f16, "f16", &log), 0) << log;
+  expect_same_gguf("bert f16", *GgufFile::open(f16), *GgufFile::open(dir + "/convert-f16.gguf"), {},
+                   nullptr);
+  const auto embed = [](const std::string& model) {
+    std::string text;
+    EXPECT_EQ(test::run_command(test::binary_path() + " embed -m " + model +
+                                    " -t 1 'hello world' 'the quick brown fox' 2>&1",
+                                &text),
+              0)
+        << text;
+    std::vector<std::vector<float>> rows;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);)
+      rows.push_back(nlohmann::json::parse(line).get<std::vector<float>>());
+    return rows;
+  };
+  const auto from_file = embed(out), from_dir = embed(dir + "/hf");
+  ASSERT_EQ(from_file.size(), 2u);
+  ASSERT_EQ(from_dir.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_GE(test::cosine(from_file[i], from_dir[i]), 0.9999) << i;
 }
 
 // A copy of qwen3_embedding's directory (links to its files) with `change` applied.
@@ -256,6 +449,13 @@ TEST(Convert, BadInputIsRefusedWithOneLine) {
       << log;
   EXPECT_NE(log.find("type 'q4_k' is not one of f32, f16, bf16, q8_0"), std::string::npos) << log;
   EXPECT_FALSE(fs::exists(out)) << "a refused conversion leaves no file";
+
+  // A class without a vision tower convert writes.
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " convert " + hf + " " + out + " --mmproj", &log), 2)
+      << log;
+  EXPECT_NE(log.find("convert --mmproj does not handle 'Qwen3ForCausalLM'"), std::string::npos)
+      << log;
 }
 
 }  // namespace

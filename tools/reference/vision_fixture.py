@@ -17,12 +17,12 @@ def image(h, w, seed):
     return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
 
 
-def convert_mmproj(hf, out):
-    """llama.cpp's convert_hf_to_gguf.py --mmproj --outtype f32 of hf into out (LLAMA_CPP_DIR: its
-    source folder, whose gguf-py the converter imports)."""
+def convert_mmproj(hf, out, outtype="f32"):
+    """llama.cpp's convert_hf_to_gguf.py --mmproj --outtype OUTTYPE of hf into out (LLAMA_CPP_DIR:
+    its source folder, whose gguf-py the converter imports)."""
     llama = os.environ.get("LLAMA_CPP_DIR")
     if not llama:
         sys.exit("LLAMA_CPP_DIR: llama.cpp's source folder (convert_hf_to_gguf.py)")
     env = dict(os.environ, PYTHONPATH=os.path.join(llama, "gguf-py"))
     subprocess.run([sys.executable, os.path.join(llama, "convert_hf_to_gguf.py"), hf, "--mmproj",
-                    "--outtype", "f32", "--outfile", out], check=True, env=env)
+                    "--outtype", outtype, "--outfile", out], check=True, env=env)

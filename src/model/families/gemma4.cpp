@@ -96,9 +96,11 @@ void read_gguf(const ConfigView& v, ArchConfig& c) {
   share_kv(v, c, v.opt_int("attention.shared_kv_layers", nullptr).value_or(0),
            "attention.shared_kv_layers");
   c.n_embd_per_layer = v.opt_int("embedding_length_per_layer_input", nullptr).value_or(0);
-  // The GGUF does not say how image rows attend: as the published checkpoints do, those with
-  // per-layer inputs (E2B, E4B) causally, the others both ways on the sliding layers.
-  c.image_attention = c.n_embd_per_layer > 0 ? ImageAttention::None : ImageAttention::SlidingLayers;
+  // The GGUF does not say how image rows attend. llama.cpp (mtmd) decides by the text width:
+  // E2B's 1536 and E4B's 2560 causally, as their checkpoints do, every other model both ways on
+  // the sliding layers. Its rule, not a guess of ours, is what a GGUF's images mean.
+  c.image_attention = c.n_embd == 1536 || c.n_embd == 2560 ? ImageAttention::None
+                                                          : ImageAttention::SlidingLayers;
   c.image_row_token =
       static_cast<int32_t>(v.opt_int("tokenizer.ggml.padding_token_id", nullptr).value_or(0));
   c.n_expert = v.opt_int("expert_count", nullptr).value_or(0);
