@@ -353,24 +353,17 @@ std::string gemma4_suffix(const std::string& hf) {
   return hf == "linear.weight" ? "weight" : hf;
 }
 
+// Qwen3-VL's tower, which Qwen3-VL-MoE's classes share (one converter class for both).
+MmprojClass qwen3vl_class(const char* hf_class) {
+  return {hf_class,         {"visual.", nullptr, nullptr},
+          "visual.blocks.", kQwen3VLBlock,
+          qwen3vl_prepare,  qwen3vl_keys,
+          qwen3vl_other,    same_suffix};
+}
+
 const MmprojClass kClasses[] = {
-    {"Qwen3VLForConditionalGeneration",
-     {"visual.", nullptr, nullptr},
-     "visual.blocks.",
-     kQwen3VLBlock,
-     qwen3vl_prepare,
-     qwen3vl_keys,
-     qwen3vl_other,
-     same_suffix},
-    // Qwen3-VL-MoE's tower is Qwen3-VL's (one converter class for both).
-    {"Qwen3VLMoeForConditionalGeneration",
-     {"visual.", nullptr, nullptr},
-     "visual.blocks.",
-     kQwen3VLBlock,
-     qwen3vl_prepare,
-     qwen3vl_keys,
-     qwen3vl_other,
-     same_suffix},
+    qwen3vl_class("Qwen3VLForConditionalGeneration"),
+    qwen3vl_class("Qwen3VLMoeForConditionalGeneration"),
     {"Gemma3ForConditionalGeneration",
      {"vision_tower.", "multi_modal_projector.", nullptr},
      "vision_tower.vision_model.encoder.layers.",
