@@ -115,6 +115,8 @@ const std::vector<QuantizeType>& quantize_types() {
       {"iq2_xs", DType::IQ2_XS, kIQ2_XS},
       {"iq2_s", DType::IQ2_XS, kIQ2_S},
       {"iq2_m", DType::IQ2_S, kIQ2_M},
+      {"iq1_s", DType::IQ1_S, kIQ1_S},
+      {"iq1_m", DType::IQ1_M, kIQ1_M},
   };
   return types;
 }

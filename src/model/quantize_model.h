@@ -19,7 +19,7 @@ class Imatrix;
 // The file types `quantize` writes, by llama-quantize's names (lower case, its aliases q3_k,
 // q4_k, q5_k included): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q2_k_s, q3_k_s/m/l,
 // q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s, iq3_m, iq2_xxs,
-// iq2_xs, iq2_s (its default type iq2_xs, as llama.cpp's), iq2_m (iq2_s).
+// iq2_xs, iq2_s (its default type iq2_xs, as llama.cpp's), iq2_m (iq2_s), iq1_s, iq1_m.
 struct QuantizeType {
   std::string name;
   DType dtype;                 // the type of most weight matrices

@@ -27,8 +27,11 @@ GridCodebook::GridCodebook(const void* grid, int entries, int group, int rings) 
     map_[key(l)] = e;
   }
   // Every lattice point a search can round to (levels < levels_) that is no entry gets the
-  // entries at its `rings` smallest squared distances, nearest first (ties by index).
-  std::vector<std::pair<int, int>> dist(static_cast<size_t>(entries));
+  // entries at its `rings` smallest squared distances, nearest first (ties by index). Distances
+  // are small integers, so the rings are found by marking which occur.
+  const int max_d2 = group * (levels_ - 1) * (levels_ - 1);
+  std::vector<int> d2(static_cast<size_t>(entries));
+  std::vector<char> occurs(static_cast<size_t>(max_d2) + 1);
   for (uint32_t k = 0; k < map_.size(); ++k) {
     int8_t l[8];
     bool reachable = true;
@@ -37,19 +40,22 @@ GridCodebook::GridCodebook(const void* grid, int entries, int group, int rings) 
       reachable = reachable && l[j] < levels_;
     }
     if (!reachable || map_[k] >= 0) continue;
+    std::fill(occurs.begin(), occurs.end(), 0);
     for (int e = 0; e < entries; ++e) {
-      int d2 = 0;
-      for (int j = 0; j < group; ++j) d2 += (level(e, j) - l[j]) * (level(e, j) - l[j]);
-      dist[static_cast<size_t>(e)] = {d2, e};
+      int d = 0;
+      for (int j = 0; j < group; ++j) d += (level(e, j) - l[j]) * (level(e, j) - l[j]);
+      d2[static_cast<size_t>(e)] = d;
+      occurs[static_cast<size_t>(d)] = 1;
     }
-    std::sort(dist.begin(), dist.end());
     map_[k] = -static_cast<int32_t>(neighbours_.size()) - 1;
     const size_t count_at = neighbours_.size();
     neighbours_.push_back(0);
-    int ring = 1;
-    for (size_t i = 0; i < dist.size(); ++i) {
-      if (i > 0 && dist[i].first > dist[i - 1].first && ++ring > rings) break;
-      neighbours_.push_back(static_cast<uint16_t>(dist[i].second));
+    int ring = 0;
+    for (int d = 0; d <= max_d2 && ring < rings; ++d) {
+      if (!occurs[static_cast<size_t>(d)]) continue;
+      ++ring;
+      for (int e = 0; e < entries; ++e)
+        if (d2[static_cast<size_t>(e)] == d) neighbours_.push_back(static_cast<uint16_t>(e));
     }
     neighbours_[count_at] = static_cast<uint16_t>(neighbours_.size() - count_at - 1);
   }

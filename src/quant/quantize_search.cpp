@@ -10,6 +10,7 @@
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "quant/quantize_grid.h"
+#include "quant/quantize_iq1.h"
 #include "quant/scale_fit.h"
 
 namespace ts {
@@ -327,6 +328,7 @@ void quantize_row_searched(DType t, const float* x, void* dst, int64_t n, const 
   if (n <= 0 || n % info.block_elems != 0)
     return quantize_row_weights(t, x, dst, n);  // its error for a row of partial blocks
   if (is_grid_iquant(t)) return quantize_grid_row(t, x, dst, n, importance);
+  if (t == DType::IQ1_S || t == DType::IQ1_M) return quantize_iq1_row(t, x, dst, n, importance);
   switch (t) {
     case DType::Q2_K:
       return each_block<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK, importance);

@@ -73,7 +73,7 @@ void expect_no_worse(const Rows& r, DType t, bool weighted) {
   const float* w = weighted ? r.importance.data() : nullptr;
   const std::vector<float> y = ours(r, t, w), ref_y = theirs(r, *ref);
   // The tiny-moe rows and the synthetic ones, each against llama.cpp's error on the same rows.
-  for (const auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 64}}) {
+  for (const auto& [r0, r1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 64}}) {
     const double e = error(r, y, w, r0, r1), bound = error(r, ref_y, w, r0, r1);
     std::printf("%-16s rows %2lld..%2lld: error %.6g, llama.cpp's %.6g (ratio %.4f)\n",
                 name.c_str(), static_cast<long long>(r0), static_cast<long long>(r1), e, bound,
@@ -96,7 +96,8 @@ TEST_P(QuantizeLowbit, NoWorseThanLlamaCpp) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizeLowbit,
                          ::testing::Values(DType::TQ1_0, DType::TQ2_0, DType::IQ3_XXS, DType::IQ3_S,
-                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S),
+                                           DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S,
+                                           DType::IQ1_S, DType::IQ1_M),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 
 }  // namespace
