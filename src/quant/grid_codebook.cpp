@@ -1,6 +1,7 @@
 #include "quant/grid_codebook.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cstring>
 #include <set>
 
@@ -71,6 +72,25 @@ int GridCodebook::neighbours(uint32_t key, const uint16_t*& list) const {
   const size_t at = static_cast<size_t>(-map_[key] - 1);
   list = neighbours_.data() + at + 1;
   return neighbours_[at];
+}
+
+int GridCodebook::nearest(uint32_t key, const float* x, const float* w, const float* value) const {
+  const uint16_t* list = nullptr;
+  const int count = neighbours(key, list);
+  float best = FLT_MAX;
+  int best_entry = list[0];
+  for (int i = 0; i < count; ++i) {
+    float d2 = 0;
+    for (int j = 0; j < group_; ++j) {
+      const float diff = value[level(list[i], j)] - x[j];
+      d2 += w[j] * diff * diff;
+    }
+    if (d2 < best) {
+      best = d2;
+      best_entry = list[i];
+    }
+  }
+  return best_entry;
 }
 
 // llama.cpp's rings: iq2_s's grid of 1024 is dense enough for the nearest ring alone, iq3_s's

@@ -32,6 +32,9 @@ class GridCodebook {
   // The entries nearest an off-grid point (entry(key) < 0): count, then a pointer to them,
   // nearest first.
   int neighbours(uint32_t key, const uint16_t*& list) const;
+  // The neighbour of an off-grid point of least error sum w (value[level] - x)^2 over a group,
+  // value[l] the (scaled) value of level l.
+  int nearest(uint32_t key, const float* x, const float* w, const float* value) const;
 
  private:
   int group_, levels_, key_bits_;

@@ -1,7 +1,6 @@
 #include "quant/grid_search.h"
 
 #include <algorithm>
-#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -9,30 +8,6 @@
 
 namespace ts {
 namespace {
-
-// Where the rounded group is no grid entry: the neighbour entry of least error at `scale`,
-// weighted by sqrt(w) (llama.cpp's choice: the rounding already favours the heavy elements).
-// Writes its levels to l; returns it.
-int nearest_entry(const GridCodebook& cb, uint32_t key, const float* xval, const float* wroot,
-                  float scale, int8_t* l) {
-  const uint16_t* list = nullptr;
-  const int n = cb.neighbours(key, list);
-  float best = FLT_MAX;
-  int best_entry = list[0];
-  for (int i = 0; i < n; ++i) {
-    float d2 = 0;
-    for (int j = 0; j < cb.group(); ++j) {
-      const float diff = scale * static_cast<float>(2 * cb.level(list[i], j) + 1) - xval[j];
-      d2 += wroot[j] * diff * diff;
-    }
-    if (d2 < best) {
-      best = d2;
-      best_entry = list[i];
-    }
-  }
-  for (int j = 0; j < cb.group(); ++j) l[j] = static_cast<int8_t>(cb.level(best_entry, j));
-  return best_entry;
-}
 
 // Rounds one group to levels at inverse scale `inv`, then to the grid. Returns whether the
 // rounded group was an entry itself.
@@ -43,7 +18,13 @@ bool round_group(const GridCodebook& cb, const float* xval, const float* wroot, 
     l[j] = static_cast<int8_t>(std::clamp(nearest_int(0.5f * (inv * xval[j] - 1)), 0, top));
   const uint32_t key = cb.key(l);
   if (cb.entry(key) >= 0) return true;
-  nearest_entry(cb, key, xval, wroot, 1 / inv, l);
+  // Off the grid: the neighbour of least error at this scale, weighted by sqrt(w) (llama.cpp's
+  // choice: the rounding already favours the heavy elements).
+  float value[8];
+  const float scale = 1 / inv;
+  for (int v = 0; v <= top; ++v) value[v] = scale * static_cast<float>(2 * v + 1);
+  const int e = cb.nearest(key, xval, wroot, value);
+  for (int j = 0; j < cb.group(); ++j) l[j] = static_cast<int8_t>(cb.level(e, j));
   return false;
 }
 

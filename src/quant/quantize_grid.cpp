@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "quant/block_rows.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/grid_search.h"
@@ -80,6 +81,15 @@ uint16_t fit_block(const GridType& t, const float* x, const float* importance, S
   return f32_to_f16(d * t.fudge);
 }
 
+// A zeroed block with its scale set; false for an all-zero block (nothing else to write).
+template <class Block>
+bool fit_zeroed(const GridType& t, const float* x, const float* importance, Block& b,
+                SubBlockFit* fits, uint8_t* codes) {
+  std::memset(&b, 0, sizeof(b));
+  b.d = fit_block(t, x, importance, fits, codes);
+  return b.d != 0;
+}
+
 // Four 7-bit sign indices and a 4-bit scale code in one u32 (iq2_xxs, iq3_xxs).
 uint32_t signs_and_scale(const SubBlockFit& f, uint8_t code) {
   uint32_t v = static_cast<uint32_t>(code) << 28;
@@ -90,9 +100,7 @@ uint32_t signs_and_scale(const SubBlockFit& f, uint8_t code) {
 void quantize_iq2_xxs(const float* x, const float* importance, BlockIQ2_XXS& b) {
   SubBlockFit fits[8];
   uint8_t codes[8];
-  std::memset(&b, 0, sizeof(b));
-  b.d = fit_block(kIq2xxs, x, importance, fits, codes);
-  if (b.d == 0) return;
+  if (!fit_zeroed(kIq2xxs, x, importance, b, fits, codes)) return;
   for (int ib = 0; ib < 8; ++ib) {
     uint32_t entries = 0;
     for (int k = 0; k < 4; ++k) entries |= static_cast<uint32_t>(fits[ib].entry[k]) << (8 * k);
@@ -104,9 +112,7 @@ void quantize_iq2_xxs(const float* x, const float* importance, BlockIQ2_XXS& b) 
 void quantize_iq2_xs(const float* x, const float* importance, BlockIQ2_XS& b) {
   SubBlockFit fits[16];
   uint8_t codes[16];
-  std::memset(&b, 0, sizeof(b));
-  b.d = fit_block(kIq2xs, x, importance, fits, codes);
-  if (b.d == 0) return;
+  if (!fit_zeroed(kIq2xs, x, importance, b, fits, codes)) return;
   for (int ib = 0; ib < 16; ++ib) {
     for (int k = 0; k < 2; ++k)
       b.qs[2 * ib + k] = static_cast<uint16_t>(fits[ib].entry[k] | (fits[ib].signs[k] << 9));
@@ -117,9 +123,7 @@ void quantize_iq2_xs(const float* x, const float* importance, BlockIQ2_XS& b) {
 void quantize_iq2_s(const float* x, const float* importance, BlockIQ2_S& b) {
   SubBlockFit fits[16];
   uint8_t codes[16];
-  std::memset(&b, 0, sizeof(b));
-  b.d = fit_block(kIq2s, x, importance, fits, codes);
-  if (b.d == 0) return;
+  if (!fit_zeroed(kIq2s, x, importance, b, fits, codes)) return;
   for (int ib = 0; ib < 16; ++ib) {
     for (int k = 0; k < 2; ++k) {
       const int g = 2 * ib + k;
@@ -134,9 +138,7 @@ void quantize_iq2_s(const float* x, const float* importance, BlockIQ2_S& b) {
 void quantize_iq3_xxs(const float* x, const float* importance, BlockIQ3_XXS& b) {
   SubBlockFit fits[8];
   uint8_t codes[8];
-  std::memset(&b, 0, sizeof(b));
-  b.d = fit_block(kIq3xxs, x, importance, fits, codes);
-  if (b.d == 0) return;
+  if (!fit_zeroed(kIq3xxs, x, importance, b, fits, codes)) return;
   for (int ib = 0; ib < 8; ++ib) {
     for (int k = 0; k < 8; ++k) b.qs[8 * ib + k] = static_cast<uint8_t>(fits[ib].entry[k]);
     const uint32_t aux = signs_and_scale(fits[ib], codes[ib]);
@@ -147,9 +149,7 @@ void quantize_iq3_xxs(const float* x, const float* importance, BlockIQ3_XXS& b) 
 void quantize_iq3_s(const float* x, const float* importance, BlockIQ3_S& b) {
   SubBlockFit fits[8];
   uint8_t codes[8];
-  std::memset(&b, 0, sizeof(b));
-  b.d = fit_block(kIq3s, x, importance, fits, codes);
-  if (b.d == 0) return;
+  if (!fit_zeroed(kIq3s, x, importance, b, fits, codes)) return;
   for (int ib = 0; ib < 8; ++ib) {
     for (int k = 0; k < 8; ++k) {
       b.qs[8 * ib + k] = static_cast<uint8_t>(fits[ib].entry[k] & 255);
@@ -158,14 +158,6 @@ void quantize_iq3_s(const float* x, const float* importance, BlockIQ3_S& b) {
     std::memcpy(b.signs + 4 * ib, fits[ib].signs, 4);
     b.scales[ib / 2] |= static_cast<uint8_t>(codes[ib] << (4 * (ib % 2)));
   }
-}
-
-template <class Block>
-void each_block(void (*one)(const float*, const float*, Block&), const float* x, void* dst,
-                int64_t n, const float* importance) {
-  Block* blocks = static_cast<Block*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i)
-    one(x + i * kQKK, importance != nullptr ? importance + i * kQKK : nullptr, blocks[i]);
 }
 
 }  // namespace
@@ -178,15 +170,15 @@ bool is_grid_iquant(DType t) {
 void quantize_grid_row(DType t, const float* x, void* dst, int64_t n, const float* importance) {
   switch (t) {
     case DType::IQ2_XXS:
-      return each_block<BlockIQ2_XXS>(quantize_iq2_xxs, x, dst, n, importance);
+      return quantize_blocks<BlockIQ2_XXS>(quantize_iq2_xxs, x, dst, n, kQKK, importance);
     case DType::IQ2_XS:
-      return each_block<BlockIQ2_XS>(quantize_iq2_xs, x, dst, n, importance);
+      return quantize_blocks<BlockIQ2_XS>(quantize_iq2_xs, x, dst, n, kQKK, importance);
     case DType::IQ2_S:
-      return each_block<BlockIQ2_S>(quantize_iq2_s, x, dst, n, importance);
+      return quantize_blocks<BlockIQ2_S>(quantize_iq2_s, x, dst, n, kQKK, importance);
     case DType::IQ3_XXS:
-      return each_block<BlockIQ3_XXS>(quantize_iq3_xxs, x, dst, n, importance);
+      return quantize_blocks<BlockIQ3_XXS>(quantize_iq3_xxs, x, dst, n, kQKK, importance);
     default:
-      return each_block<BlockIQ3_S>(quantize_iq3_s, x, dst, n, importance);
+      return quantize_blocks<BlockIQ3_S>(quantize_iq3_s, x, dst, n, kQKK, importance);
   }
 }
 

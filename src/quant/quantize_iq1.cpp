@@ -6,6 +6,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "quant/block_rows.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
 #include "quant/grid_codebook.h"
@@ -30,27 +31,6 @@ struct Iq1Fit {
 bool group_minus(int shifts, int halves, int q, int n) {
   const int h = halves == 1 ? 0 : (8 * q) / (n / 2);
   return (shifts >> (halves - 1 - h)) & 1;
-}
-
-// The entry of least w-weighted error at `scale` among the neighbours of an off-grid group.
-int nearest_entry(const GridCodebook& cb, uint32_t key, const float* x, const float* w, float scale,
-                  bool minus) {
-  const uint16_t* list = nullptr;
-  const int count = cb.neighbours(key, list);
-  float best = FLT_MAX;
-  int best_entry = list[0];
-  for (int i = 0; i < count; ++i) {
-    float d2 = 0;
-    for (int j = 0; j < 8; ++j) {
-      const float diff = scale * level_value(cb.level(list[i], j), minus) - x[j];
-      d2 += w[j] * diff * diff;
-    }
-    if (d2 < best) {
-      best = d2;
-      best_entry = list[i];
-    }
-  }
-  return best_entry;
 }
 
 // One sub-block of n (32 or 16) elements with `halves` independently shifted halves.
@@ -119,8 +99,10 @@ Iq1Fit fit_iq1_subblock(const float* x, const float* w, int n, int halves, float
     int e = cb.entry(key);
     if (e < 0) {
       all_on_grid = false;
-      e = nearest_entry(cb, key, x + 8 * q, w + 8 * q, scale,
-                        group_minus(best_shifts, halves, q, n));
+      const bool minus = group_minus(best_shifts, halves, q, n);
+      const float value[3] = {scale * level_value(0, minus), scale * level_value(1, minus),
+                              scale * level_value(2, minus)};
+      e = cb.nearest(key, x + 8 * q, w + 8 * q, value);
     }
     fit.entry[q] = static_cast<uint16_t>(e);
   }
@@ -229,19 +211,12 @@ void quantize_iq1_m(const float* x, const float* importance, BlockIQ1_M& b) {
   std::memcpy(b.scales, sc, sizeof(sc));
 }
 
-template <class Block>
-void each_block(void (*one)(const float*, const float*, Block&), const float* x, void* dst,
-                int64_t n, const float* importance) {
-  Block* blocks = static_cast<Block*>(dst);
-  for (int64_t i = 0; i < n / kQKK; ++i)
-    one(x + i * kQKK, importance != nullptr ? importance + i * kQKK : nullptr, blocks[i]);
-}
-
 }  // namespace
 
 void quantize_iq1_row(DType t, const float* x, void* dst, int64_t n, const float* importance) {
-  if (t == DType::IQ1_S) return each_block<BlockIQ1_S>(quantize_iq1_s, x, dst, n, importance);
-  each_block<BlockIQ1_M>(quantize_iq1_m, x, dst, n, importance);
+  if (t == DType::IQ1_S)
+    return quantize_blocks<BlockIQ1_S>(quantize_iq1_s, x, dst, n, kQKK, importance);
+  quantize_blocks<BlockIQ1_M>(quantize_iq1_m, x, dst, n, kQKK, importance);
 }
 
 }  // namespace ts

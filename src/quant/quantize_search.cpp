@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "quant/block_pack.h"
+#include "quant/block_rows.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
 #include "quant/quantize_grid.h"
@@ -299,15 +300,6 @@ void quantize_tq2_0(const float* x, const float*, BlockTQ2_0& b) {
   pack_tq2_0(trits, b);
 }
 
-template <class Block>
-void each_block(void (*one)(const float*, const float*, Block&), const float* x, void* dst,
-                int64_t n, int block_elems, const float* importance) {
-  Block* blocks = static_cast<Block*>(dst);
-  for (int64_t i = 0; i < n / block_elems; ++i)
-    one(x + i * block_elems, importance != nullptr ? importance + i * block_elems : nullptr,
-        blocks[i]);
-}
-
 // The 32-element types with importance: each block's weights from the row's mean square.
 template <class Block>
 void each_weighted_block(void (*one)(const float*, const float*, Block&), const float* x, void* dst,
@@ -331,23 +323,23 @@ void quantize_row_searched(DType t, const float* x, void* dst, int64_t n, const 
   if (t == DType::IQ1_S || t == DType::IQ1_M) return quantize_iq1_row(t, x, dst, n, importance);
   switch (t) {
     case DType::Q2_K:
-      return each_block<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK, importance);
     case DType::Q3_K:
-      return each_block<BlockQ3_K>(quantize_q3_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ3_K>(quantize_q3_k, x, dst, n, kQKK, importance);
     case DType::Q4_K:
-      return each_block<BlockQ4_K>(quantize_q4_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ4_K>(quantize_q4_k, x, dst, n, kQKK, importance);
     case DType::Q5_K:
-      return each_block<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK, importance);
     case DType::Q6_K:
-      return each_block<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK, importance);
     case DType::IQ4_NL:
-      return each_block<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32, importance);
+      return quantize_blocks<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32, importance);
     case DType::IQ4_XS:
-      return each_block<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK, importance);
     case DType::TQ1_0:
-      return each_block<BlockTQ1_0>(quantize_tq1_0, x, dst, n, kQKK, nullptr);
+      return quantize_blocks<BlockTQ1_0>(quantize_tq1_0, x, dst, n, kQKK, nullptr);
     case DType::TQ2_0:
-      return each_block<BlockTQ2_0>(quantize_tq2_0, x, dst, n, kQKK, nullptr);
+      return quantize_blocks<BlockTQ2_0>(quantize_tq2_0, x, dst, n, kQKK, nullptr);
     default:
       break;
   }
