@@ -17,6 +17,7 @@
 
 #include "fixture_models.h"
 #include "formats/gguf.h"
+#include "formats/gguf_writer.h"
 #include "model/imatrix.h"
 #include "model/quantize_model.h"
 #include "model/quantize_rules.h"
@@ -170,6 +171,33 @@ TEST(QuantizeCmd, LowbitMixesWithoutImatrixAreRefused) {
   const auto src = GgufFile::open(bf16);
   for (const QuantizePlanEntry& e : plan_quantize(*src, type_named("iq3_s"), false))
     EXPECT_FALSE(type_needs_imatrix(e.name, e.to)) << e.name;
+}
+
+// An imatrix without the entry of a tensor that needs one (here blk.0.ffn_gate_exps, iq2_xxs) is
+// refused naming it, as llama.cpp refuses it, rather than quantised unweighted.
+TEST(QuantizeCmd, LowbitTensorMissingFromTheImatrixIsRefused) {
+  const std::string bf16 = test::shared_path("models/tiny-moe/model-bf16.gguf");
+  const std::string imatrix = test::shared_path(kImatrix);
+  TS_REQUIRE_SHARED(bf16);
+  TS_REQUIRE_SHARED(imatrix);
+  const auto full = GgufFile::open(imatrix);
+  GgufWriter w;
+  for (const GgufTensor& t : full->tensors())
+    if (t.name.rfind("blk.0.ffn_gate_exps.weight.", 0) != 0)
+      w.add_tensor(t.name, t.dtype, t.dims, full->tensor_data(t), t.nbytes);
+  const std::string partial = test::scratch_path("partial-imatrix.gguf");
+  w.write(partial);
+  std::string log;
+  EXPECT_EQ(
+      test::run_command(test::binary_path() + " quantize " + bf16 + " " +
+                            test::scratch_path("missing.gguf") + " iq2_xxs --imatrix " + partial,
+                        &log),
+      2);
+  EXPECT_NE(log.find("the imatrix has no entry for 'blk.0.ffn_gate_exps.weight', which iq2_xxs "
+                     "needs"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
 }
 
 // gguf-py reads the output as we do: each tensor's type and the sum of its dequantised values
