@@ -148,8 +148,9 @@ DType output_type(int64_t ft, DType base, uint64_t row_len) {
   return base != DType::Q8_0 ? DType::Q6_K : base;
 }
 
-// An untied token embedding: its rows are looked up, not multiplied, so the lowest mixes keep a
-// type with a per-block scale and min (q2_k, q4_k) or iq3_s.
+// An untied token embedding: its rows are looked up, not multiplied, so an imatrix has no entry
+// for it; the lowest mixes give it a type that needs none (q2_k, iq3_s; q4_k for the ternary
+// mixes, whose ternary type would ruin an embedding trained in floats).
 DType token_embd_type(int64_t ft, DType to) {
   using namespace ftype;
   if (ft == kIQ2_XXS || ft == kIQ2_XS || ft == kIQ1_S || ft == kIQ1_M) return DType::Q2_K;

@@ -94,6 +94,7 @@ SubBlockFit fit_grid_subblock(const GridSearch& s, const GridCodebook& cb, const
   bool on_grid[8], trial_on_grid[8];
   std::fill(on_grid, on_grid + groups, true);
   float best = 0;
+  bool fitted = false;  // a trial had sum w q^2 > 0 (not so where every weight is 0)
   for (int k = -s.trials; k <= s.trials; ++k) {
     const float inv =
         (static_cast<float>(2 * kmax - 1) + static_cast<float>(k) * s.trial_step) / span;
@@ -106,12 +107,15 @@ SubBlockFit fit_grid_subblock(const GridSearch& s, const GridCodebook& cb, const
       best = scale * sumqx;
       std::memcpy(best_l, l, static_cast<size_t>(n));
       std::copy(trial_on_grid, trial_on_grid + groups, on_grid);
+      fitted = true;
     }
   }
+  // The groups rounded once more against the chosen scale (all of them where no trial fitted:
+  // the levels are still zeros, rounding them at the starting scale keeps the values).
   const bool any_off = std::find(on_grid, on_grid + groups, false) != on_grid + groups;
-  if ((s.refine_always || any_off) && scale > 0) {
+  if ((s.refine_always || any_off || !fitted) && scale > 0) {
     for (int q = 0; q < groups; ++q)
-      if (s.refine_all || !on_grid[q])
+      if (s.refine_all || !on_grid[q] || !fitted)
         round_group(cb, xval + g * q, wroot + g * q, 1 / scale, best_l + g * q);
     float sumqx, sumq2;
     moments(n, xval, w, best_l, sumqx, sumq2);
