@@ -42,8 +42,8 @@ Iq1Fit fit_iq1_subblock(const float* x, const float* w, int n, int halves, float
   float max = 0;
   for (int i = 0; i < n; ++i) max = std::max(max, std::fabs(x[i]));
   const auto zero = [&] {
-    // No entry decodes to zero (the shift is never 0): the all-zero-level entry comes closest,
-    // and the block scale of an all-zero block makes it exact.
+    // No entry decodes to zero (the shift is never 0): the entry of eight 0s (level 1) comes
+    // closest, and the block scale of an all-zero block makes it exact.
     const int e = cb.entry(cb.key(l));
     for (int q = 0; q < n / 8; ++q) fit.entry[q] = static_cast<uint16_t>(std::max(e, 0));
     return fit;
