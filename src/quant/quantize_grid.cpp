@@ -28,29 +28,67 @@ struct GridType {
   float fudge;  // the stored block scale is max_scale / 31 times this (llama.cpp's tuning)
 };
 
-// llama.cpp's settings per type (its quantize_row_iq*_impl), named fields in GridSearch's order.
-const GridType kIq2xxs{{32, true, 6, 0.1f, true, true, true, kGroupEps},
-                       iq2xxs_codebook,
-                       1,
-                       Unweighted::UniformImportance,
-                       1};
-const GridType kIq2xs{{16, true, 9, 0.1f, false, false, false, kGroupEps},
-                      iq2xs_codebook,
-                      1,
-                      Unweighted::UniformImportance,
-                      1};
-const GridType kIq2s{{16, false, 9, 0.1f, false, false, false, 1e-8f},
-                     iq2s_codebook,
-                     2,
-                     Unweighted::SigmaSquare,
-                     0.9875f};
-const GridType kIq3xxs{{32, true, 15, 0.2f, false, false, false, 1e-8f},
-                       iq3xxs_codebook,
-                       2,
-                       Unweighted::Square,
-                       1.0125f};
-const GridType kIq3s{
-    {32, false, 9, 0.2f, false, true, false, 0}, iq3s_codebook, 2, Unweighted::Square, 1.033f};
+// llama.cpp's settings per type (its quantize_row_iq*_impl).
+const GridType kIq2xxs{.search = {.sub_len = 32,
+                                  .even_signs = true,
+                                  .trials = 6,
+                                  .trial_step = 0.1f,
+                                  .qp_start = true,
+                                  .refine_all = true,
+                                  .refine_always = true,
+                                  .zero_below = kGroupEps},
+                       .codebook = iq2xxs_codebook,
+                       .sigma_factor = 1,
+                       .unweighted = Unweighted::UniformImportance,
+                       .fudge = 1};
+const GridType kIq2xs{.search = {.sub_len = 16,
+                                 .even_signs = true,
+                                 .trials = 9,
+                                 .trial_step = 0.1f,
+                                 .qp_start = false,
+                                 .refine_all = false,
+                                 .refine_always = false,
+                                 .zero_below = kGroupEps},
+                      .codebook = iq2xs_codebook,
+                      .sigma_factor = 1,
+                      .unweighted = Unweighted::UniformImportance,
+                      .fudge = 1};
+const GridType kIq2s{.search = {.sub_len = 16,
+                                .even_signs = false,
+                                .trials = 9,
+                                .trial_step = 0.1f,
+                                .qp_start = false,
+                                .refine_all = false,
+                                .refine_always = false,
+                                .zero_below = 1e-8f},
+                     .codebook = iq2s_codebook,
+                     .sigma_factor = 2,
+                     .unweighted = Unweighted::SigmaSquare,
+                     .fudge = 0.9875f};
+const GridType kIq3xxs{.search = {.sub_len = 32,
+                                  .even_signs = true,
+                                  .trials = 15,
+                                  .trial_step = 0.2f,
+                                  .qp_start = false,
+                                  .refine_all = false,
+                                  .refine_always = false,
+                                  .zero_below = 1e-8f},
+                       .codebook = iq3xxs_codebook,
+                       .sigma_factor = 2,
+                       .unweighted = Unweighted::Square,
+                       .fudge = 1.0125f};
+const GridType kIq3s{.search = {.sub_len = 32,
+                                .even_signs = false,
+                                .trials = 9,
+                                .trial_step = 0.2f,
+                                .qp_start = false,
+                                .refine_all = true,
+                                .refine_always = false,
+                                .zero_below = 0},
+                     .codebook = iq3s_codebook,
+                     .sigma_factor = 2,
+                     .unweighted = Unweighted::Square,
+                     .fudge = 1.033f};
 
 // The fits of a block's sub-blocks and the 4-bit codes of their scales against the block's
 // scale d: scale ~ d * (2 code + 1). Returns d as stored (f16 bits; 0 for an all-zero block).
@@ -75,9 +113,10 @@ uint16_t fit_block(const GridType& t, const float* x, const float* importance, S
   }
   std::memset(codes, 0, static_cast<size_t>(subs));
   if (max_scale == 0) return 0;
-  const float d = max_scale / 31;
+  const float d = max_scale / 31, id = 1 / d;
   for (int b = 0; b < subs; ++b)
-    codes[b] = static_cast<uint8_t>(std::clamp(nearest_int(0.5f * (fits[b].scale / d - 1)), 0, 15));
+    codes[b] =
+        static_cast<uint8_t>(std::clamp(nearest_int(0.5f * (id * fits[b].scale - 1)), 0, 15));
   return f32_to_f16(d * t.fudge);
 }
 

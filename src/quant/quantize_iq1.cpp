@@ -143,7 +143,8 @@ float block_sigma2(const float* x) {
 
 // 3-bit codes of the sub-block scales against d = max / 15: scale ~ d (2 code + 1).
 int scale_code(float scale, float d) {
-  return std::clamp(nearest_int(0.5f * (scale / d - 1)), 0, 7);
+  const float id = 1 / d;
+  return std::clamp(nearest_int(0.5f * (id * scale - 1)), 0, 7);
 }
 
 void quantize_iq1_s(const float* x, const float* importance, BlockIQ1_S& b) {
