@@ -106,6 +106,17 @@ const std::vector<QuantizeType>& quantize_types() {
       {"q6_k", DType::Q6_K, kQ6_K},
       {"iq4_nl", DType::IQ4_NL, kIQ4_NL},
       {"iq4_xs", DType::IQ4_XS, kIQ4_XS},
+      {"tq1_0", DType::TQ1_0, kTQ1_0},
+      {"tq2_0", DType::TQ2_0, kTQ2_0},
+      {"iq3_xxs", DType::IQ3_XXS, kIQ3_XXS},
+      {"iq3_s", DType::IQ3_S, kIQ3_S},
+      {"iq3_m", DType::IQ3_S, kIQ3_M},
+      {"iq2_xxs", DType::IQ2_XXS, kIQ2_XXS},
+      {"iq2_xs", DType::IQ2_XS, kIQ2_XS},
+      {"iq2_s", DType::IQ2_XS, kIQ2_S},
+      {"iq2_m", DType::IQ2_S, kIQ2_M},
+      {"iq1_s", DType::IQ1_S, kIQ1_S},
+      {"iq1_m", DType::IQ1_M, kIQ1_M},
   };
   return types;
 }
@@ -160,6 +171,16 @@ QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
     fail(ErrorKind::Usage,
          "quantize: " + type.name + " needs an importance matrix (--imatrix FILE), as llama.cpp's");
   const std::vector<QuantizePlanEntry> plan = plan_quantize(src, type, imatrix != nullptr);
+  for (const QuantizePlanEntry& e : plan) {
+    if (e.to == e.from || !type_needs_imatrix(e.name, e.to)) continue;
+    if (imatrix == nullptr)
+      fail(ErrorKind::Usage, "quantize: " + type.name +
+                                 " needs an importance matrix (--imatrix FILE), as llama.cpp's (" +
+                                 e.name + " is " + dtype_name(e.to) + ")");
+    if (imatrix->find(e.name) == nullptr)
+      fail(ErrorKind::Model, "quantize: the imatrix has no entry for '" + e.name + "', which " +
+                                 dtype_name(e.to) + " needs");
+  }
   GgufWriter w(src.version());
   for (const auto& [key, value] : src.metadata()) {
     if (key == "general.alignment" || key == "general.file_type" ||

@@ -18,8 +18,8 @@ class Imatrix;
 
 // The file types `quantize` writes, by llama-quantize's names (lower case, its aliases q3_k,
 // q4_k, q5_k included): f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q2_k_s, q3_k_s/m/l,
-// q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs. The IQ1/IQ2/IQ3 mixes are not written (their
-// quantisers are not here).
+// q4_k_s/m, q5_k_s/m, q6_k, iq4_nl, iq4_xs, tq1_0, tq2_0, iq3_xxs, iq3_s, iq3_m, iq2_xxs,
+// iq2_xs, iq2_s (its default type iq2_xs, as llama.cpp's), iq2_m (iq2_s), iq1_s, iq1_m.
 struct QuantizeType {
   std::string name;
   DType dtype;                 // the type of most weight matrices
@@ -55,8 +55,8 @@ struct QuantizeSummary {
 // dropped) and tensors as planned, rows quantised on `threads` threads, each weighted by its
 // imatrix entry where `imatrix` has one (an expert's rows by that expert's). `progress(done,
 // total)` is called with bytes of source tensors processed. Fails (Usage) for a type that needs
-// an imatrix without one, (Model) on an imatrix entry whose size is not the tensor's columns
-// times experts.
+// an imatrix without one (q2_k_s; a tensor of a type that type_needs_imatrix), (Model) on an
+// imatrix entry whose size is not the tensor's columns times experts or that such a tensor lacks.
 QuantizeSummary write_quantized(const GgufFile& src, const QuantizeType& type,
                                 const Imatrix* imatrix, const std::string& out, int threads,
                                 const std::function<void(uint64_t, uint64_t)>& progress);

@@ -51,6 +51,10 @@ DType attn_v_type(int64_t ft, DType to, const MixModel& m, const MixPosition& p)
     to = m.n_gqa >= 4 ? DType::Q4_K : DType::Q3_K;
   else if (ft == kQ2_K_S && m.n_gqa >= 4)
     to = DType::Q4_K;
+  else if (ft == kIQ3_XXS)
+    to = m.n_gqa >= 4 ? DType::Q4_K : !m.has_imatrix ? DType::IQ3_S : DType::IQ3_XXS;
+  else if ((ft == kIQ3_S && m.n_gqa >= 4) || ft == kIQ3_M)
+    to = DType::Q4_K;
   else if (ft == kQ3_K_M)
     to = p.i_attn_v < 2 ? DType::Q5_K : DType::Q4_K;
   else if (ft == kQ3_K_L)
@@ -68,11 +72,14 @@ DType attn_v_type(int64_t ft, DType to, const MixModel& m, const MixPosition& p)
   return to;
 }
 
-DType ffn_down_type(int64_t ft, DType to, int i, int n, bool has_imatrix) {
+DType ffn_down_type(int64_t ft, DType to, int i, int n, const MixModel& m) {
   using namespace ftype;
+  const bool has_imatrix = m.has_imatrix;
   if (ft == kQ2_K) return DType::Q3_K;
   if (ft == kQ2_K_S) return i < n / 8 ? DType::Q4_K : to;
+  if (ft == kIQ3_XXS && !has_imatrix) return i < n / 8 ? DType::Q4_K : DType::Q3_K;
   if (ft == kQ3_K_M) return i < n / 16 ? DType::Q5_K : DType::Q4_K;
+  if (ft == kIQ3_M && (i < n / 8 || (m.n_expert == 8 && use_more_bits(i, n)))) return DType::Q4_K;
   if (ft == kQ3_K_L) return DType::Q5_K;
   if (ft == kQ4_K_M) return use_more_bits(i, n) ? DType::Q6_K : to;
   if ((ft == kIQ4_NL || ft == kIQ4_XS) && i < n / 8 && !has_imatrix) return DType::Q5_K;
@@ -87,13 +94,68 @@ DType ffn_down_type(int64_t ft, DType to, int i, int n, bool has_imatrix) {
 DType attn_output_type(int64_t ft, DType to, const MixModel& m) {
   using namespace ftype;
   if (m.n_expert == 8) {
-    const bool up = ft == kQ2_K || ft == kQ3_K_S || ft == kQ3_K_M || ft == kIQ4_NL ||
-                    ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ4_XS;
+    const bool up = ft == kQ2_K || ft == kIQ3_XXS || ft == kQ3_K_S || ft == kQ3_K_M ||
+                    ft == kIQ4_NL || ft == kQ4_K_S || ft == kQ4_K_M || ft == kIQ3_S ||
+                    ft == kIQ3_M || ft == kIQ4_XS;
     return up ? DType::Q5_K : to;
   }
   if (ft == kQ2_K) return DType::Q3_K;
-  if (ft == kQ3_K_M) return DType::Q4_K;
+  if (ft == kIQ3_XXS) return DType::IQ3_S;
+  if (ft == kQ3_K_M || ft == kIQ3_M) return DType::Q4_K;
   if (ft == kQ3_K_L) return DType::Q5_K;
+  return to;
+}
+
+// The mixes of 1.56..2.5 bits: llama.cpp gives their attention and first ffn_down tensors
+// rules of their own, in place of every other mix's.
+bool is_sub3bit_iq(int64_t ft) {
+  using namespace ftype;
+  return ft == kIQ2_XXS || ft == kIQ2_XS || ft == kIQ1_S || ft == kIQ2_S || ft == kIQ2_M ||
+         ft == kIQ1_M;
+}
+
+// Their guard type: iq3_s for the 2.5-bit mixes, q2_k below.
+DType sub3bit_guard(int64_t ft) {
+  return ft == ftype::kIQ2_S || ft == ftype::kIQ2_M ? DType::IQ3_S : DType::Q2_K;
+}
+
+// The sub-3-bit i-quant mixes' rules: more bits for attn_v (q4_k where it is shared by heads or
+// experts), attn_k of 8-expert models, the first eighth of the ffn_down tensors (counted, not by
+// layer, as llama.cpp counts them) and attn_output.
+DType sub3bit_type(int64_t ft, DType to, Kind kind, const MixModel& m, const MixPosition& p) {
+  using namespace ftype;
+  switch (kind) {
+    case Kind::AttnVLike:
+      return m.n_gqa >= 4 || m.n_expert >= 4 ? DType::Q4_K : sub3bit_guard(ft);
+    case Kind::AttnK:
+      return m.n_expert == 8 ? DType::Q4_K : to;
+    case Kind::FfnDown:
+      return p.i_ffn_down < m.n_layer / 8 ? sub3bit_guard(ft) : to;
+    case Kind::AttnOutput:
+      if (m.n_expert == 8) return DType::Q5_K;
+      if (ft == kIQ1_S || ft == kIQ1_M) return DType::IQ2_XXS;
+      return ft == kIQ2_S || ft == kIQ2_M ? DType::IQ3_S : to;
+    default:
+      return to;
+  }
+}
+
+// The output matrix (or a tied token embedding): q8_0 for rows that are not whole blocks of the
+// mix's type, q5_k for the sub-3-bit i-quant mixes and iq3_xxs, q6_k otherwise.
+DType output_type(int64_t ft, DType base, uint64_t row_len) {
+  if (row_len % dtype_info(base).block_elems != 0) return DType::Q8_0;
+  if (is_sub3bit_iq(ft) || ft == ftype::kIQ3_XXS) return DType::Q5_K;
+  return base != DType::Q8_0 ? DType::Q6_K : base;
+}
+
+// An untied token embedding: its rows are looked up, not multiplied, so an imatrix has no entry
+// for it; the lowest mixes give it a type that needs none (q2_k, iq3_s; q4_k for the ternary
+// mixes, whose ternary type would ruin an embedding trained in floats).
+DType token_embd_type(int64_t ft, DType to) {
+  using namespace ftype;
+  if (ft == kIQ2_XXS || ft == kIQ2_XS || ft == kIQ1_S || ft == kIQ1_M) return DType::Q2_K;
+  if (ft == kIQ2_S || ft == kIQ2_M || ft == kIQ3_XXS) return DType::IQ3_S;
+  if (ft == kTQ1_0 || ft == kTQ2_0) return DType::Q4_K;
   return to;
 }
 
@@ -116,34 +178,49 @@ bool is_ffn_down(const std::string& name) {
   return kind_of(name) == Kind::FfnDown;
 }
 
+bool type_needs_imatrix(const std::string& name, DType t) {
+  const Kind k = kind_of(name);
+  if (k == Kind::Output || k == Kind::TokenEmbd) return false;
+  return t == DType::IQ3_XXS || t == DType::IQ2_XXS || t == DType::IQ2_XS || t == DType::IQ2_S ||
+         t == DType::IQ1_M || t == DType::IQ1_S;
+}
+
 DType mix_tensor_type(int64_t file_type, DType base, const std::string& name, uint64_t row_len,
                       const MixModel& m, const MixPosition& pos) {
+  using namespace ftype;
   DType to = base;
-  switch (kind_of(name)) {
-    case Kind::Output:
-    case Kind::TokenEmbd:
-      if (kind_of(name) == Kind::TokenEmbd && !m.tied_output) break;
-      if (row_len % dtype_info(base).block_elems != 0)
-        to = DType::Q8_0;
-      else if (base != DType::Q8_0)
-        to = DType::Q6_K;
-      break;
-    case Kind::AttnVLike:
-      to = attn_v_type(file_type, base, m, pos);
-      break;
-    case Kind::AttnK:
-      if (m.n_expert == 8) to = DType::Q8_0;
-      break;
-    case Kind::FfnDown: {
-      const int layer = m.n_expert > 1 ? layer_of(name, m.n_layer) : pos.i_ffn_down;
-      to = ffn_down_type(file_type, base, layer, static_cast<int>(m.n_layer), m.has_imatrix);
-      break;
+  const Kind kind = kind_of(name);
+  if (kind == Kind::Output || (kind == Kind::TokenEmbd && m.tied_output)) {
+    to = output_type(file_type, base, row_len);
+  } else if (kind == Kind::TokenEmbd) {
+    to = token_embd_type(file_type, base);
+  } else if (is_sub3bit_iq(file_type)) {
+    to = sub3bit_type(file_type, base, kind, m, pos);
+  } else {
+    switch (kind) {
+      case Kind::AttnVLike:
+        to = attn_v_type(file_type, base, m, pos);
+        break;
+      case Kind::AttnK:
+        if (m.n_expert == 8)
+          to = DType::Q8_0;
+        else if (file_type == kIQ3_XXS)
+          to = DType::IQ2_S;
+        break;
+      case Kind::AttnQ:
+        if (file_type == kIQ3_XXS) to = DType::IQ2_S;
+        break;
+      case Kind::FfnDown: {
+        const int layer = m.n_expert > 1 ? layer_of(name, m.n_layer) : pos.i_ffn_down;
+        to = ffn_down_type(file_type, base, layer, static_cast<int>(m.n_layer), m);
+        break;
+      }
+      case Kind::AttnOutput:
+        to = attn_output_type(file_type, base, m);
+        break;
+      default:
+        break;
     }
-    case Kind::AttnOutput:
-      to = attn_output_type(file_type, base, m);
-      break;
-    default:
-      break;
   }
   return row_fallback_dtype(to, row_len);
 }

@@ -15,7 +15,9 @@ namespace ftype {
 inline constexpr int64_t kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ8_0 = 7, kQ5_0 = 8, kQ5_1 = 9,
                          kQ2_K = 10, kQ3_K_S = 11, kQ3_K_M = 12, kQ3_K_L = 13, kQ4_K_S = 14,
                          kQ4_K_M = 15, kQ5_K_S = 16, kQ5_K_M = 17, kQ6_K = 18, kQ2_K_S = 21,
-                         kIQ4_NL = 25, kIQ4_XS = 30, kBF16 = 32;
+                         kIQ2_XXS = 19, kIQ2_XS = 20, kIQ3_XXS = 23, kIQ1_S = 24, kIQ4_NL = 25,
+                         kIQ3_S = 26, kIQ3_M = 27, kIQ2_S = 28, kIQ2_M = 29, kIQ4_XS = 30,
+                         kIQ1_M = 31, kBF16 = 32, kTQ1_0 = 36, kTQ2_0 = 37;
 }  // namespace ftype
 
 // What the rules read of the model.
@@ -42,6 +44,11 @@ struct MixPosition {
 // read from the name.
 DType mix_tensor_type(int64_t file_type, DType base, const std::string& name, uint64_t row_len,
                       const MixModel& m, const MixPosition& pos);
+
+// True where llama.cpp refuses to write `name` as `t` without an importance matrix: the i-quants
+// of 1.56..3.06 bits, whose grid searches are poor on unweighted rows, except for the token
+// embedding and output (llama.cpp's tensor_requires_imatrix; q2_k_s is its QuantizeType's flag).
+bool type_needs_imatrix(const std::string& name, DType t);
 
 // True for the kinds counted in MixPosition.
 bool is_attn_v_like(const std::string& name);

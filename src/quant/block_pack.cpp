@@ -88,4 +88,33 @@ void pack_iq4_xs_scales(const uint8_t* scale_codes, BlockIQ4_XS& b) {
   }
 }
 
+namespace {
+
+// Up to five trits as one byte: the base-3 number t[0] t[1] ... (t[0] most significant, padded
+// with zero trits to five) scaled from [0, 243) to [0, 256) rounding up, so that the decoder's
+// ((u8)(q * 3^n) * 3) >> 8 recovers trit n with a multiply and a shift.
+uint8_t pack_trits(const uint8_t* t, int count, int stride) {
+  int v = 0;
+  for (int n = 0; n < 5; ++n) v = 3 * v + (n < count ? t[n * stride] : 0);
+  return static_cast<uint8_t>((v * 256 + 242) / 243);
+}
+
+}  // namespace
+
+void pack_tq1_0(const uint8_t* trits, BlockTQ1_0& b) {
+  // Elements 0..159: five trits of stride 32 in qs[0..31]; 160..239: stride 16 in qs[32..47];
+  // 240..255: four trits of stride 4 in qh[0..3].
+  for (int m = 0; m < 32; ++m) b.qs[m] = pack_trits(trits + m, 5, 32);
+  for (int m = 0; m < 16; ++m) b.qs[32 + m] = pack_trits(trits + 160 + m, 5, 16);
+  for (int m = 0; m < 4; ++m) b.qh[m] = pack_trits(trits + 240 + m, 4, 4);
+}
+
+void pack_tq2_0(const uint8_t* trits, BlockTQ2_0& b) {
+  std::memset(b.qs, 0, sizeof(b.qs));
+  for (int e = 0; e < kQKK; ++e) {
+    const int h = e / 128, s = (e / 32) % 4, m = e % 32;
+    b.qs[32 * h + m] |= static_cast<uint8_t>(trits[e] << (2 * s));
+  }
+}
+
 }  // namespace ts

@@ -27,5 +27,8 @@ void pack_q5_k_high(const uint8_t* q, uint8_t* qh);
 void pack_q6_k_quants(const uint8_t* q, BlockQ6_K& b);
 // iq4_xs: 8 sub-block scale codes in [0, 63] (32 = zero).
 void pack_iq4_xs_scales(const uint8_t* scale_codes, BlockIQ4_XS& b);
+// tq1_0 / tq2_0: 256 trits in [0, 2] (1 = zero).
+void pack_tq1_0(const uint8_t* trits, BlockTQ1_0& b);
+void pack_tq2_0(const uint8_t* trits, BlockTQ2_0& b);
 
 }  // namespace ts

@@ -7,8 +7,11 @@
 
 #include "core/error.h"
 #include "quant/block_pack.h"
+#include "quant/block_rows.h"
 #include "quant/dequant.h"
 #include "quant/quantize.h"
+#include "quant/quantize_grid.h"
+#include "quant/quantize_iq1.h"
 #include "quant/scale_fit.h"
 
 namespace ts {
@@ -273,13 +276,28 @@ void quantize_q5_1(const float* x, const float* w, BlockQ5_1& b) {
   pack_fifth_bits32(q, b.qh);
 }
 
-template <class Block>
-void each_block(void (*one)(const float*, const float*, Block&), const float* x, void* dst,
-                int64_t n, int block_elems, const float* importance) {
-  Block* blocks = static_cast<Block*>(dst);
-  for (int64_t i = 0; i < n / block_elems; ++i)
-    one(x + i * block_elems, importance != nullptr ? importance + i * block_elems : nullptr,
-        blocks[i]);
+// ---- tq1_0, tq2_0: x = d * t with t in {-1, 0, 1} and d the block's largest magnitude (as
+// llama.cpp, which has no search and no importance for them: the types are for models trained
+// ternary, whose weights already sit at three levels per block).
+
+void ternary_trits(const float* x, uint16_t& d_bits, uint8_t* trits) {
+  float amax = 0;
+  for (int i = 0; i < kQKK; ++i) amax = std::max(amax, std::fabs(x[i]));
+  d_bits = f32_to_f16(amax);
+  const float inv = amax != 0 ? 1 / amax : 0.0f;
+  for (int i = 0; i < kQKK; ++i) trits[i] = static_cast<uint8_t>(std::lround(x[i] * inv) + 1);
+}
+
+void quantize_tq1_0(const float* x, const float*, BlockTQ1_0& b) {
+  uint8_t trits[kQKK];
+  ternary_trits(x, b.d, trits);
+  pack_tq1_0(trits, b);
+}
+
+void quantize_tq2_0(const float* x, const float*, BlockTQ2_0& b) {
+  uint8_t trits[kQKK];
+  ternary_trits(x, b.d, trits);
+  pack_tq2_0(trits, b);
 }
 
 // The 32-element types with importance: each block's weights from the row's mean square.
@@ -301,21 +319,27 @@ void quantize_row_searched(DType t, const float* x, void* dst, int64_t n, const 
   const DTypeInfo& info = dtype_info(t);
   if (n <= 0 || n % info.block_elems != 0)
     return quantize_row_weights(t, x, dst, n);  // its error for a row of partial blocks
+  if (is_grid_iquant(t)) return quantize_grid_row(t, x, dst, n, importance);
+  if (t == DType::IQ1_S || t == DType::IQ1_M) return quantize_iq1_row(t, x, dst, n, importance);
   switch (t) {
     case DType::Q2_K:
-      return each_block<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ2_K>(quantize_q2_k, x, dst, n, kQKK, importance);
     case DType::Q3_K:
-      return each_block<BlockQ3_K>(quantize_q3_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ3_K>(quantize_q3_k, x, dst, n, kQKK, importance);
     case DType::Q4_K:
-      return each_block<BlockQ4_K>(quantize_q4_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ4_K>(quantize_q4_k, x, dst, n, kQKK, importance);
     case DType::Q5_K:
-      return each_block<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ5_K>(quantize_q5_k, x, dst, n, kQKK, importance);
     case DType::Q6_K:
-      return each_block<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockQ6_K>(quantize_q6_k, x, dst, n, kQKK, importance);
     case DType::IQ4_NL:
-      return each_block<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32, importance);
+      return quantize_blocks<BlockIQ4_NL>(quantize_iq4_nl, x, dst, n, kQK32, importance);
     case DType::IQ4_XS:
-      return each_block<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK, importance);
+      return quantize_blocks<BlockIQ4_XS>(quantize_iq4_xs, x, dst, n, kQKK, importance);
+    case DType::TQ1_0:
+      return quantize_blocks<BlockTQ1_0>(quantize_tq1_0, x, dst, n, kQKK, nullptr);
+    case DType::TQ2_0:
+      return quantize_blocks<BlockTQ2_0>(quantize_tq2_0, x, dst, n, kQKK, nullptr);
     default:
       break;
   }

@@ -15,7 +15,8 @@ namespace ts {
 // Writes n / block_elems blocks of `t`; n must be a whole number of blocks. `importance` is null
 // or n values (the mean squared activation seen by each column: an imatrix row). Types without a
 // search in llama.cpp (q8_0, the floats, mxfp4) and q4_0 / q4_1 / q5_0 / q5_1 without importance
-// are quantize_row_weights'; the low-bit types are refused as there.
+// are quantize_row_weights'; the low-bit types are llama.cpp's searches too (quantize_grid.h,
+// quantize_iq1.h; tq1_0 / tq2_0 round to nearest, as there).
 void quantize_row_searched(DType t, const float* x, void* dst, int64_t n, const float* importance);
 
 }  // namespace ts

@@ -176,15 +176,18 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
   return scale;
 }
 
-float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) {
+namespace {
+
+// fit_positive with codes in [lowest, nmax].
+float fit_codes(int n, int lowest, int nmax, const float* x, const float* w, int* L) {
   float max = 0;
   for (int i = 0; i < n; ++i) max = std::max(max, x[i]);
   if (max < kGroupEps) {
-    std::memset(L, 0, static_cast<size_t>(n));
+    std::fill(L, L + n, 0);
     return 0;
   }
   const auto code = [&](float iscale, float v) {
-    return std::clamp(nearest_int(iscale * v), 0, nmax);
+    return std::clamp(nearest_int(iscale * v), lowest, nmax);
   };
   const auto mse = [&](float iscale) {
     const float scale = 1 / iscale;
@@ -209,7 +212,7 @@ float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) 
   float sumlx = 0, suml2 = 0;
   for (int i = 0; i < n; ++i) {
     const int l = code(iscale, x[i]);
-    L[i] = static_cast<uint8_t>(l);
+    L[i] = l;
     sumlx += w[i] * x[i] * static_cast<float>(l);
     suml2 += w[i] * static_cast<float>(l * l);
   }
@@ -219,12 +222,12 @@ float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) 
       float slx = sumlx - w[i] * x[i] * static_cast<float>(L[i]);
       float sl2 = suml2 - w[i] * static_cast<float>(L[i] * L[i]);
       if (slx <= 0 || sl2 <= 0) continue;
-      const int l = std::clamp(nearest_int(x[i] * sl2 / slx), 0, nmax);
+      const int l = std::clamp(nearest_int(x[i] * sl2 / slx), lowest, nmax);
       if (l == L[i]) continue;
       slx += w[i] * x[i] * static_cast<float>(l);
       sl2 += w[i] * static_cast<float>(l * l);
       if (slx * slx * suml2 > sumlx * sumlx * sl2) {
-        L[i] = static_cast<uint8_t>(l);
+        L[i] = l;
         sumlx = slx;
         suml2 = sl2;
         ++changed;
@@ -233,6 +236,20 @@ float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) 
     if (changed == 0) break;
   }
   return suml2 > 0 ? sumlx / suml2 : 0.0f;
+}
+
+}  // namespace
+
+float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L) {
+  int codes[kQKK];
+  const float scale = fit_codes(n, 0, nmax, x, w, codes);
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(codes[i]);
+  return scale;
+}
+
+float fit_magnitude_scale(int n, int nmax, const float* x, const float* w) {
+  int codes[kQKK];
+  return fit_codes(n, -nmax, nmax, x, w, codes);
 }
 
 // A bisection of the sorted levels: the quantisers call this for every element of every trial.

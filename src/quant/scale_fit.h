@@ -43,6 +43,10 @@ float fit_affine(int n, int nmax, const float* x, const float* w, uint8_t* L, fl
 // L; returns the scale.
 float fit_positive(int n, int nmax, const float* x, const float* w, uint8_t* L);
 
+// fit_positive's scale for magnitudes of which a few are negated (iq2_xxs's even-sign flips):
+// those take negative codes rather than 0, so that they pull the scale as llama.cpp's do.
+float fit_magnitude_scale(int n, int nmax, const float* x, const float* w);
+
 // Index of the iq4 level (kIq4Levels) nearest to v, the upper of two equally near.
 int nearest_iq4_level(float v);
 
