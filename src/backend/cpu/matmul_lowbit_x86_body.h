@@ -1,0 +1,287 @@
+// The low-bit types (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, tq1_0, tq2_0) on the
+// k-quant integer kernels of matmul_x86_body.h: each 256-element block decodes to signed int8
+// values with int16 sub-block scales and one float factor, value = d * scale * q exactly, and
+// KKernel dots them with the q8_K activations as it does iq4_xs's. Include it where
+// matmul_x86_body.h is included, inside the same target pragma (see there).
+//
+// The integer forms: the i2 grids' d (0.5 + s) / 4 is d / 8 times 2 s + 1 (values 8, 25, 43);
+// iq3_xxs's d (0.5 + s) / 2 is d / 4 times 2 s + 1 (values up to 62); iq3_s's d (1 + 2 s) takes
+// the grid as it is; the i1 grids' d (2 s + 1) (grid +- 1/8) is d / 8 times 2 s + 1 times
+// 8 grid +- 1; the ternary types are d times (code - 1). Every |q| <= 62 keeps vpmaddubsw's pair
+// sums within int16 (2 * 62 * 127).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "backend/cpu/matmul_kernels_impl.h"
+#include "backend/cpu/matmul_x86_body.h"
+#include "quant/blocks.h"
+#include "quant/iq_grids.h"
+
+namespace ts::cpu {
+namespace {
+
+// v with the bytes negated where their sign bit is set in `signs` (byte i of the vector takes bit
+// i % 8 of byte i / 8 of the little-endian u32).
+inline __m256i apply_signs(__m256i v, uint32_t signs) {
+  const __m256i spread = _mm256_shuffle_epi8(
+      _mm256_set1_epi32(static_cast<int>(signs)),
+      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
+  const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
+  return _mm256_sub_epi8(_mm256_xor_si256(v, negative), negative);
+}
+
+// Four 8-value grid entries as one 32-byte chunk.
+inline __m256i grid8x4(const uint64_t* grid, uint32_t i0, uint32_t i1, uint32_t i2, uint32_t i3) {
+  return _mm256_set_epi64x(static_cast<int64_t>(grid[i3]), static_cast<int64_t>(grid[i2]),
+                           static_cast<int64_t>(grid[i1]), static_cast<int64_t>(grid[i0]));
+}
+
+// Eight 4-value grid entries as one 32-byte chunk.
+inline __m256i grid4x8(const uint32_t* grid, const uint32_t (&i)[8]) {
+  return _mm256_setr_epi32(static_cast<int>(grid[i[0]]), static_cast<int>(grid[i[1]]),
+                           static_cast<int>(grid[i[2]]), static_cast<int>(grid[i[3]]),
+                           static_cast<int>(grid[i[4]]), static_cast<int>(grid[i[5]]),
+                           static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[7]]));
+}
+
+// The i-quant sign table's bytes for four 7-bit indices at bits 0, 7, 14, 21 of `packed`.
+inline uint32_t iq_signs4(uint32_t packed) {
+  return static_cast<uint32_t>(kIqSigns[packed & 127]) |
+         static_cast<uint32_t>(kIqSigns[(packed >> 7) & 127]) << 8 |
+         static_cast<uint32_t>(kIqSigns[(packed >> 14) & 127]) << 16 |
+         static_cast<uint32_t>(kIqSigns[(packed >> 21) & 127]) << 24;
+}
+
+// 2 s + 1 for the sixteen 4-bit scales s of iq2_xs / iq2_s (nibble j % 2 of scales[j / 2]).
+inline __m256i iq2_nibble_scales(const uint8_t* scales) {
+  const __m128i packed = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales));
+  const __m128i low = _mm_and_si128(packed, _mm_set1_epi8(0x0F));
+  const __m128i high = _mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0F));
+  const __m256i s = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(low, high));
+  return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
+}
+
+// The int16 scale vector from one scale per 32 elements (both 16-element halves).
+inline __m256i twice_each(const int16_t (&s)[8]) {
+  return _mm256_setr_epi16(s[0], s[0], s[1], s[1], s[2], s[2], s[3], s[3], s[4], s[4], s[5], s[5],
+                           s[6], s[6], s[7], s[7]);
+}
+
+struct DecLowbit {
+  static constexpr int kOffsetShift = -1;  // signed values: no offset
+  static constexpr bool kMin = false, kSigned = true;
+};
+
+struct DecIQ2_XXS : DecLowbit {
+  using Block = BlockIQ2_XXS;
+  static void decode(const Block& b, KDecoded& k) {
+    int16_t s[8];
+    for (int c = 0; c < 8; ++c) {
+      const uint32_t idx = load_u32(reinterpret_cast<const uint8_t*>(b.qs + 4 * c));
+      const uint32_t aux = load_u32(reinterpret_cast<const uint8_t*>(b.qs + 4 * c + 2));
+      k.u[c] = apply_signs(
+          grid8x4(kIq2xxsGrid, idx & 0xFF, (idx >> 8) & 0xFF, (idx >> 16) & 0xFF, idx >> 24),
+          iq_signs4(aux));
+      s[c] = static_cast<int16_t>(2 * (aux >> 28) + 1);
+    }
+    k.scale16 = twice_each(s);
+    k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
+  }
+};
+
+struct DecIQ2_XS : DecLowbit {
+  using Block = BlockIQ2_XS;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int c = 0; c < 8; ++c) {
+      const uint16_t* q = b.qs + 4 * c;
+      const uint32_t signs = static_cast<uint32_t>(kIqSigns[q[0] >> 9]) |
+                             static_cast<uint32_t>(kIqSigns[q[1] >> 9]) << 8 |
+                             static_cast<uint32_t>(kIqSigns[q[2] >> 9]) << 16 |
+                             static_cast<uint32_t>(kIqSigns[q[3] >> 9]) << 24;
+      k.u[c] =
+          apply_signs(grid8x4(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs);
+    }
+    k.scale16 = iq2_nibble_scales(b.scales);
+    k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
+  }
+};
+
+struct DecIQ2_S : DecLowbit {
+  using Block = BlockIQ2_S;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* q = b.qs + 4 * c;
+      const uint32_t h = b.qh[c];
+      k.u[c] = apply_signs(grid8x4(kIq2sGrid, q[0] | (h & 3) << 8, q[1] | (h & 12) << 6,
+                                   q[2] | (h & 48) << 4, q[3] | (h & 192) << 2),
+                           load_u32(b.qs + kQKK / 8 + 4 * c));
+    }
+    k.scale16 = iq2_nibble_scales(b.scales);
+    k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
+  }
+};
+
+struct DecIQ3_XXS : DecLowbit {
+  using Block = BlockIQ3_XXS;
+  static void decode(const Block& b, KDecoded& k) {
+    int16_t s[8];
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* q = b.qs + 8 * c;
+      const uint32_t aux = load_u32(b.qs + kQKK / 4 + 4 * c);
+      const uint32_t i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
+      k.u[c] = apply_signs(grid4x8(kIq3xxsGrid, i), iq_signs4(aux));
+      s[c] = static_cast<int16_t>(2 * (aux >> 28) + 1);
+    }
+    k.scale16 = twice_each(s);
+    k.d = _cvtsh_ss(b.d) * 0.25f, k.dmin = 0;
+  }
+};
+
+struct DecIQ3_S : DecLowbit {
+  using Block = BlockIQ3_S;
+  static void decode(const Block& b, KDecoded& k) {
+    int16_t s[8];
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* q = b.qs + 8 * c;
+      const uint32_t h = b.qh[c];
+      uint32_t i[8];
+      for (int j = 0; j < 8; ++j) i[j] = q[j] | ((h >> j) & 1) << 8;
+      k.u[c] = apply_signs(grid4x8(kIq3sGrid, i), load_u32(b.signs + 4 * c));
+      s[c] = static_cast<int16_t>(1 + 2 * ((b.scales[c / 2] >> (4 * (c % 2))) & 0x0F));
+    }
+    k.scale16 = twice_each(s);
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+// 8 grid + delta for four i1 grid entries (bytes -1, 0, 1), each group's delta byte (+-1) given.
+inline __m256i iq1_values(__m256i grid, __m256i delta) {
+  return _mm256_add_epi8(_mm256_sign_epi8(bytes(8), grid), delta);
+}
+
+struct DecIQ1_S : DecLowbit {
+  using Block = BlockIQ1_S;
+  static void decode(const Block& b, KDecoded& k) {
+    int16_t s[8];
+    for (int c = 0; c < 8; ++c) {
+      const uint32_t qh = b.qh[c];
+      const uint8_t* q = b.qs + 4 * c;
+      const __m256i grid = grid8x4(kIq1sGrid, q[0] | (qh & 7) << 8, q[1] | (qh & 0x38) << 5,
+                                   q[2] | (qh & 0x1C0) << 2, q[3] | (qh & 0xE00) >> 1);
+      k.u[c] = iq1_values(grid, bytes(qh & 0x8000 ? -1 : 1));
+      s[c] = static_cast<int16_t>(2 * ((qh >> 12) & 7) + 1);
+    }
+    k.scale16 = twice_each(s);
+    k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
+  }
+};
+
+struct DecIQ1_M : DecLowbit {
+  using Block = BlockIQ1_M;
+  static void decode(const Block& b, KDecoded& k) {
+    uint16_t sc[4];
+    std::memcpy(sc, b.scales, sizeof(sc));
+    const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                              ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* q = b.qs + 4 * c;
+      const uint32_t h = b.qh[2 * c] | static_cast<uint32_t>(b.qh[2 * c + 1]) << 8;
+      const __m256i grid = grid8x4(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x70) << 4,
+                                   q[2] | (h & 0x700), q[3] | (h & 0x7000) >> 4);
+      const auto delta = [&](int g) -> int64_t {  // eight bytes of -1 or of 1
+        return h & (8u << (4 * g)) ? -1 : 0x0101010101010101;
+      };
+      const __m256i deltas = _mm256_setr_epi64x(delta(0), delta(1), delta(2), delta(3));
+      k.u[c] = iq1_values(grid, deltas);
+    }
+    int16_t s[16];
+    for (int j = 0; j < 16; ++j)
+      s[j] = static_cast<int16_t>(2 * ((sc[j / 4] >> (3 * (j % 4))) & 7) + 1);
+    k.scale16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+    k.d = _cvtsh_ss(d_bits) * 0.125f, k.dmin = 0;
+  }
+};
+
+// Trit p of each byte of q, where 16-bit lane i multiplies by pow16's lane i (3^p): ((u8)(byte *
+// 3^p) * 3) >> 8, the even and the odd bytes apart so that no product carries into its neighbour.
+inline __m256i trits32(__m256i q, __m256i pow16) {
+  const __m256i low8 = _mm256_set1_epi16(0xFF), three = _mm256_set1_epi16(3);
+  const auto one = [&](__m256i v) {
+    const __m256i wrapped = _mm256_and_si256(_mm256_mullo_epi16(v, pow16), low8);
+    return _mm256_srli_epi16(_mm256_mullo_epi16(wrapped, three), 8);
+  };
+  const __m256i even = one(_mm256_and_si256(q, low8));
+  const __m256i odd = one(_mm256_srli_epi16(q, 8));
+  return _mm256_or_si256(even, _mm256_slli_epi16(odd, 8));
+}
+
+struct DecTQ1_0 : DecLowbit {
+  using Block = BlockTQ1_0;
+  static void decode(const Block& b, KDecoded& k) {
+    // Chunks 0..4: trit n of qs[0..31]. Chunks 5 and 6: trits 0, 1 and 2, 3 of qs[32..47] (a
+    // half each); chunk 7: trit 4 of qs[32..47], then trit n of qh[0..3] for n = 0..3.
+    const __m256i all = load256(b.qs);
+    constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
+    for (int n = 0; n < 5; ++n) k.u[n] = trits32(all, _mm256_set1_epi16(kPow3[n]));
+    const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32));
+    const __m256i mid2 = _mm256_broadcastsi128_si256(mid);
+    k.u[5] = trits32(mid2, _mm256_setr_epi16(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
+    k.u[6] =
+        trits32(mid2, _mm256_setr_epi16(9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27));
+    const __m256i last = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(mid), _mm_set1_epi32(static_cast<int>(load_u32(b.qh))), 1);
+    k.u[7] =
+        trits32(last, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27));
+    for (int c = 0; c < 8; ++c) k.u[c] = _mm256_sub_epi8(k.u[c], bytes(1));
+    k.scale16 = _mm256_set1_epi16(1);
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+struct DecTQ2_0 : DecLowbit {
+  using Block = BlockTQ2_0;
+  static void decode(const Block& b, KDecoded& k) {
+    for (int h = 0; h < 2; ++h) {
+      const __m256i q = load256(b.qs + 32 * h);
+      for (int s = 0; s < 4; ++s)
+        k.u[4 * h + s] =
+            _mm256_sub_epi8(_mm256_and_si256(_mm256_srli_epi16(q, 2 * s), bytes(3)), bytes(1));
+    }
+    k.scale16 = _mm256_set1_epi16(1);
+    k.d = _cvtsh_ss(b.d), k.dmin = 0;
+  }
+};
+
+template <class Ops>
+RowsKernel x86_lowbit_kernel(DType t) {
+  switch (t) {
+    case DType::IQ2_XXS:
+      return krows_driver<KKernel<Ops, DecIQ2_XXS>>;
+    case DType::IQ2_XS:
+      return krows_driver<KKernel<Ops, DecIQ2_XS>>;
+    case DType::IQ2_S:
+      return krows_driver<KKernel<Ops, DecIQ2_S>>;
+    case DType::IQ3_XXS:
+      return krows_driver<KKernel<Ops, DecIQ3_XXS>>;
+    case DType::IQ3_S:
+      return krows_driver<KKernel<Ops, DecIQ3_S>>;
+    case DType::IQ1_S:
+      return krows_driver<KKernel<Ops, DecIQ1_S>>;
+    case DType::IQ1_M:
+      return krows_driver<KKernel<Ops, DecIQ1_M>>;
+    case DType::TQ1_0:
+      return krows_driver<KKernel<Ops, DecTQ1_0>>;
+    case DType::TQ2_0:
+      return krows_driver<KKernel<Ops, DecTQ2_0>>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+}  // namespace ts::cpu
