@@ -13,6 +13,7 @@
 
 #include <immintrin.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -49,12 +50,29 @@ inline __m256i grid4x8(const uint32_t* grid, const uint32_t (&i)[8]) {
                            static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[7]]));
 }
 
-// The i-quant sign table's bytes for four 7-bit indices at bits 0, 7, 14, 21 of `packed`.
-inline uint32_t iq_signs4(uint32_t packed) {
-  return static_cast<uint32_t>(kIqSigns[packed & 127]) |
-         static_cast<uint32_t>(kIqSigns[(packed >> 7) & 127]) << 8 |
-         static_cast<uint32_t>(kIqSigns[(packed >> 14) & 127]) << 16 |
-         static_cast<uint32_t>(kIqSigns[(packed >> 21) & 127]) << 24;
+// kIqSigns as multipliers: byte j of entry i is -1 where bit j of kIqSigns[i] is set, else 1
+// (for vpsignb, which negates a weight byte where the multiplier is negative).
+inline constexpr auto kIqSignBytes = [] {
+  std::array<uint64_t, 128> out{};
+  for (int i = 0; i < 128; ++i)
+    for (int j = 0; j < 8; ++j)
+      out[i] |= static_cast<uint64_t>((kIqSigns[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
+  return out;
+}();
+
+// The sign multipliers of four 7-bit sign indices at bits 0, 7, 14, 21 of `packed`.
+inline __m256i iq_signs4(uint32_t packed) {
+  return _mm256_setr_epi64x(static_cast<int64_t>(kIqSignBytes[packed & 127]),
+                            static_cast<int64_t>(kIqSignBytes[(packed >> 7) & 127]),
+                            static_cast<int64_t>(kIqSignBytes[(packed >> 14) & 127]),
+                            static_cast<int64_t>(kIqSignBytes[(packed >> 21) & 127]));
+}
+
+// 2 s + 1 in both 16-bit halves of each 32-bit lane holding s (< 16): the scale vector of eight
+// 32-element sub-blocks.
+inline __m256i odd_scales_x2(__m256i s32) {
+  const __m256i odd = _mm256_add_epi32(_mm256_slli_epi32(s32, 1), _mm256_set1_epi32(1));
+  return _mm256_or_si256(odd, _mm256_slli_epi32(odd, 16));
 }
 
 // 2 s + 1 for the sixteen 4-bit scales s of iq2_xs / iq2_s (nibble j % 2 of scales[j / 2]).
@@ -66,30 +84,28 @@ inline __m256i iq2_nibble_scales(const uint8_t* scales) {
   return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
 }
 
-// The int16 scale vector from one scale per 32 elements (both 16-element halves).
-inline __m256i twice_each(const int16_t (&s)[8]) {
-  return _mm256_setr_epi16(s[0], s[0], s[1], s[1], s[2], s[2], s[3], s[3], s[4], s[4], s[5], s[5],
-                           s[6], s[6], s[7], s[7]);
-}
-
+// Signed values, as iq4_xs's: the row kernels dot them with the sign trick, the k-quant GEMM
+// (kgemm_vnni_body.h) as unsigned codes value + 128 with the offset 1 << kOffsetShift.
 struct DecLowbit {
-  static constexpr int kOffsetShift = -1;  // signed values: no offset
+  static constexpr int kOffsetShift = 7;
   static constexpr bool kMin = false, kSigned = true;
 };
 
 struct DecIQ2_XXS : DecLowbit {
   using Block = BlockIQ2_XXS;
   static void decode(const Block& b, KDecoded& k) {
-    int16_t s[8];
+    const auto* bytes8 = reinterpret_cast<const uint8_t*>(b.qs);
     for (int c = 0; c < 8; ++c) {
-      const uint32_t idx = load_u32(reinterpret_cast<const uint8_t*>(b.qs + 4 * c));
-      const uint32_t aux = load_u32(reinterpret_cast<const uint8_t*>(b.qs + 4 * c + 2));
-      k.u[c] = apply_signs(
-          grid8x4(kIq2xxsGrid, idx & 0xFF, (idx >> 8) & 0xFF, (idx >> 16) & 0xFF, idx >> 24),
-          iq_signs4(aux));
-      s[c] = static_cast<int16_t>(2 * (aux >> 28) + 1);
+      const uint8_t* idx = bytes8 + 8 * c;
+      k.u[c] = _mm256_sign_epi8(grid8x4(kIq2xxsGrid, idx[0], idx[1], idx[2], idx[3]),
+                                iq_signs4(load_u32(idx + 4)));
     }
-    k.scale16 = twice_each(s);
+    // The scales: the top 4 bits of each sub-block's second u32 (64-bit lanes' top nibbles).
+    const __m256i lo = _mm256_srli_epi64(load256(bytes8), 60);
+    const __m256i hi = _mm256_srli_epi64(load256(bytes8 + 32), 60);
+    const __m256i s32 = _mm256_permutevar8x32_epi32(_mm256_or_si256(lo, _mm256_slli_epi64(hi, 32)),
+                                                    _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    k.scale16 = odd_scales_x2(s32);
     k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
   }
 };
@@ -99,12 +115,12 @@ struct DecIQ2_XS : DecLowbit {
   static void decode(const Block& b, KDecoded& k) {
     for (int c = 0; c < 8; ++c) {
       const uint16_t* q = b.qs + 4 * c;
-      const uint32_t signs = static_cast<uint32_t>(kIqSigns[q[0] >> 9]) |
-                             static_cast<uint32_t>(kIqSigns[q[1] >> 9]) << 8 |
-                             static_cast<uint32_t>(kIqSigns[q[2] >> 9]) << 16 |
-                             static_cast<uint32_t>(kIqSigns[q[3] >> 9]) << 24;
-      k.u[c] =
-          apply_signs(grid8x4(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511), signs);
+      const __m256i signs = _mm256_setr_epi64x(static_cast<int64_t>(kIqSignBytes[q[0] >> 9]),
+                                               static_cast<int64_t>(kIqSignBytes[q[1] >> 9]),
+                                               static_cast<int64_t>(kIqSignBytes[q[2] >> 9]),
+                                               static_cast<int64_t>(kIqSignBytes[q[3] >> 9]));
+      k.u[c] = _mm256_sign_epi8(grid8x4(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511),
+                                signs);
     }
     k.scale16 = iq2_nibble_scales(b.scales);
     k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
@@ -129,15 +145,13 @@ struct DecIQ2_S : DecLowbit {
 struct DecIQ3_XXS : DecLowbit {
   using Block = BlockIQ3_XXS;
   static void decode(const Block& b, KDecoded& k) {
-    int16_t s[8];
     for (int c = 0; c < 8; ++c) {
       const uint8_t* q = b.qs + 8 * c;
-      const uint32_t aux = load_u32(b.qs + kQKK / 4 + 4 * c);
       const uint32_t i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
-      k.u[c] = apply_signs(grid4x8(kIq3xxsGrid, i), iq_signs4(aux));
-      s[c] = static_cast<int16_t>(2 * (aux >> 28) + 1);
+      k.u[c] =
+          _mm256_sign_epi8(grid4x8(kIq3xxsGrid, i), iq_signs4(load_u32(b.qs + kQKK / 4 + 4 * c)));
     }
-    k.scale16 = twice_each(s);
+    k.scale16 = odd_scales_x2(_mm256_srli_epi32(load256(b.qs + kQKK / 4), 28));
     k.d = _cvtsh_ss(b.d) * 0.25f, k.dmin = 0;
   }
 };
@@ -145,16 +159,18 @@ struct DecIQ3_XXS : DecLowbit {
 struct DecIQ3_S : DecLowbit {
   using Block = BlockIQ3_S;
   static void decode(const Block& b, KDecoded& k) {
-    int16_t s[8];
     for (int c = 0; c < 8; ++c) {
       const uint8_t* q = b.qs + 8 * c;
       const uint32_t h = b.qh[c];
       uint32_t i[8];
       for (int j = 0; j < 8; ++j) i[j] = q[j] | ((h >> j) & 1) << 8;
       k.u[c] = apply_signs(grid4x8(kIq3sGrid, i), load_u32(b.signs + 4 * c));
-      s[c] = static_cast<int16_t>(1 + 2 * ((b.scales[c / 2] >> (4 * (c % 2))) & 0x0F));
     }
-    k.scale16 = twice_each(s);
+    // Scale c is nibble c % 2 of scales[c / 2].
+    const __m256i s4 = _mm256_set1_epi32(static_cast<int>(load_u32(b.scales)));
+    k.scale16 = odd_scales_x2(
+        _mm256_and_si256(_mm256_srlv_epi32(s4, _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                         _mm256_set1_epi32(0x0F)));
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
 };
@@ -167,16 +183,16 @@ inline __m256i iq1_values(__m256i grid, __m256i delta) {
 struct DecIQ1_S : DecLowbit {
   using Block = BlockIQ1_S;
   static void decode(const Block& b, KDecoded& k) {
-    int16_t s[8];
     for (int c = 0; c < 8; ++c) {
       const uint32_t qh = b.qh[c];
       const uint8_t* q = b.qs + 4 * c;
       const __m256i grid = grid8x4(kIq1sGrid, q[0] | (qh & 7) << 8, q[1] | (qh & 0x38) << 5,
                                    q[2] | (qh & 0x1C0) << 2, q[3] | (qh & 0xE00) >> 1);
       k.u[c] = iq1_values(grid, bytes(qh & 0x8000 ? -1 : 1));
-      s[c] = static_cast<int16_t>(2 * ((qh >> 12) & 7) + 1);
     }
-    k.scale16 = twice_each(s);
+    const __m256i qh32 =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh)));
+    k.scale16 = odd_scales_x2(_mm256_and_si256(_mm256_srli_epi32(qh32, 12), _mm256_set1_epi32(7)));
     k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
   }
 };
@@ -199,10 +215,19 @@ struct DecIQ1_M : DecLowbit {
       const __m256i deltas = _mm256_setr_epi64x(delta(0), delta(1), delta(2), delta(3));
       k.u[c] = iq1_values(grid, deltas);
     }
-    int16_t s[16];
-    for (int j = 0; j < 16; ++j)
-      s[j] = static_cast<int16_t>(2 * ((sc[j / 4] >> (3 * (j % 4))) & 7) + 1);
-    k.scale16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+    // Scale j is bits 3 (j % 4) .. + 2 of sc[j / 4]: each 16-bit lane takes its u16, shifted left
+    // so that those bits are its top three, then down by 13.
+    uint64_t all;
+    std::memcpy(&all, sc, sizeof(all));
+    const __m256i u16 =
+        _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(all)),
+                            _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5,
+                                             4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+    const __m256i top =
+        _mm256_mullo_epi16(u16, _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192,
+                                                  1024, 128, 16, 8192, 1024, 128, 16));
+    k.scale16 =
+        _mm256_add_epi16(_mm256_slli_epi16(_mm256_srli_epi16(top, 13), 1), _mm256_set1_epi16(1));
     k.d = _cvtsh_ss(d_bits) * 0.125f, k.dmin = 0;
   }
 };
