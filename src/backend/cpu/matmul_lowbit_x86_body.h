@@ -13,7 +13,6 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <cstdint>
 #include <cstring>
 
@@ -26,14 +25,45 @@ namespace ts::cpu {
 namespace {
 
 // v with the bytes negated where their sign bit is set in `signs` (byte i of the vector takes bit
-// i % 8 of byte i / 8 of the little-endian u32).
-inline __m256i apply_signs(__m256i v, uint32_t signs) {
+// i % 8 of byte i / 8 of the little-endian u32, repeated in every 32-bit lane of `signs`).
+inline __m256i apply_signs(__m256i v, __m256i signs) {
   const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(signs)),
-      _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+      signs, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
   const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
   const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
   return _mm256_sub_epi8(_mm256_xor_si256(v, negative), negative);
+}
+inline __m256i apply_signs(__m256i v, uint32_t signs) {
+  return apply_signs(v, _mm256_set1_epi32(static_cast<int>(signs)));
+}
+
+// 32-bit lane c of v in every lane.
+inline __m256i lane(__m256i v, int c) {
+  return _mm256_permutevar8x32_epi32(v, _mm256_set1_epi32(c));
+}
+
+// kIqSigns of 32 7-bit sign indices (bytes): the index with bit 7 set where it has an odd number
+// of set bits (a nibble's parity by a byte shuffle).
+inline __m256i iq_sign_bytes(__m256i index) {
+  const __m256i parity16 = _mm256_setr_epi8(0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0, 0, 1, 1,
+                                            0, 1, 0, 0, 1, 1, 0, 0, 1, 0, 1, 1, 0);
+  const __m256i low4 = bytes(0x0F);
+  const __m256i parity = _mm256_xor_si256(
+      _mm256_shuffle_epi8(parity16, _mm256_and_si256(index, low4)),
+      _mm256_shuffle_epi8(parity16, _mm256_and_si256(_mm256_srli_epi16(index, 4), low4)));
+  return _mm256_or_si256(index, _mm256_slli_epi16(parity, 7));
+}
+
+// The sign bytes of eight u32 (one a lane) that hold four 7-bit sign indices at bits 0, 7, 14,
+// 21: lane c holds the four kIqSigns bytes of u32 c.
+inline __m256i iq_sign_words(__m256i packed) {
+  const __m256i f7 = _mm256_set1_epi32(0x7F);
+  const __m256i index = _mm256_or_si256(
+      _mm256_or_si256(_mm256_and_si256(packed, f7),
+                      _mm256_and_si256(_mm256_slli_epi32(packed, 1), _mm256_slli_epi32(f7, 8))),
+      _mm256_or_si256(_mm256_and_si256(_mm256_slli_epi32(packed, 2), _mm256_slli_epi32(f7, 16)),
+                      _mm256_and_si256(_mm256_slli_epi32(packed, 3), _mm256_slli_epi32(f7, 24))));
+  return iq_sign_bytes(index);
 }
 
 // Four 8-value grid entries as one 32-byte chunk.
@@ -48,24 +78,6 @@ inline __m256i grid4x8(const uint32_t* grid, const uint32_t (&i)[8]) {
                            static_cast<int>(grid[i[2]]), static_cast<int>(grid[i[3]]),
                            static_cast<int>(grid[i[4]]), static_cast<int>(grid[i[5]]),
                            static_cast<int>(grid[i[6]]), static_cast<int>(grid[i[7]]));
-}
-
-// kIqSigns as multipliers: byte j of entry i is -1 where bit j of kIqSigns[i] is set, else 1
-// (for vpsignb, which negates a weight byte where the multiplier is negative).
-inline constexpr auto kIqSignBytes = [] {
-  std::array<uint64_t, 128> out{};
-  for (int i = 0; i < 128; ++i)
-    for (int j = 0; j < 8; ++j)
-      out[i] |= static_cast<uint64_t>((kIqSigns[i] >> j) & 1 ? 0xFF : 0x01) << (8 * j);
-  return out;
-}();
-
-// The sign multipliers of four 7-bit sign indices at bits 0, 7, 14, 21 of `packed`.
-inline __m256i iq_signs4(uint32_t packed) {
-  return _mm256_setr_epi64x(static_cast<int64_t>(kIqSignBytes[packed & 127]),
-                            static_cast<int64_t>(kIqSignBytes[(packed >> 7) & 127]),
-                            static_cast<int64_t>(kIqSignBytes[(packed >> 14) & 127]),
-                            static_cast<int64_t>(kIqSignBytes[(packed >> 21) & 127]));
 }
 
 // 2 s + 1 in both 16-bit halves of each 32-bit lane holding s (< 16): the scale vector of eight
@@ -95,17 +107,18 @@ struct DecIQ2_XXS : DecLowbit {
   using Block = BlockIQ2_XXS;
   static void decode(const Block& b, KDecoded& k) {
     const auto* bytes8 = reinterpret_cast<const uint8_t*>(b.qs);
+    // Sub-block c is two u32, the grid indices and aux: aux's bits 0..27 are four sign indices,
+    // bits 28..31 the scale. The eight aux words, one a lane: the top halves of the u64s.
+    const __m256i lo = _mm256_srli_epi64(load256(bytes8), 32);
+    const __m256i hi = _mm256_and_si256(load256(bytes8 + 32), _mm256_set1_epi64x(-(1ll << 32)));
+    const __m256i aux = _mm256_permutevar8x32_epi32(_mm256_or_si256(lo, hi),
+                                                    _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+    const __m256i signs = iq_sign_words(aux);
     for (int c = 0; c < 8; ++c) {
       const uint8_t* idx = bytes8 + 8 * c;
-      k.u[c] = _mm256_sign_epi8(grid8x4(kIq2xxsGrid, idx[0], idx[1], idx[2], idx[3]),
-                                iq_signs4(load_u32(idx + 4)));
+      k.u[c] = apply_signs(grid8x4(kIq2xxsGrid, idx[0], idx[1], idx[2], idx[3]), lane(signs, c));
     }
-    // The scales: the top 4 bits of each sub-block's second u32 (64-bit lanes' top nibbles).
-    const __m256i lo = _mm256_srli_epi64(load256(bytes8), 60);
-    const __m256i hi = _mm256_srli_epi64(load256(bytes8 + 32), 60);
-    const __m256i s32 = _mm256_permutevar8x32_epi32(_mm256_or_si256(lo, _mm256_slli_epi64(hi, 32)),
-                                                    _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
-    k.scale16 = odd_scales_x2(s32);
+    k.scale16 = odd_scales_x2(_mm256_srli_epi32(aux, 28));
     k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
   }
 };
@@ -113,14 +126,15 @@ struct DecIQ2_XXS : DecLowbit {
 struct DecIQ2_XS : DecLowbit {
   using Block = BlockIQ2_XS;
   static void decode(const Block& b, KDecoded& k) {
+    // The 32 sign indices (qs >> 9) as bytes in group order (packus interleaves 128-bit lanes).
+    const __m256i q0 = load256(b.qs), q1 = load256(b.qs + 16);
+    const __m256i index = _mm256_permute4x64_epi64(
+        _mm256_packus_epi16(_mm256_srli_epi16(q0, 9), _mm256_srli_epi16(q1, 9)), 0xD8);
+    const __m256i signs = iq_sign_bytes(index);
     for (int c = 0; c < 8; ++c) {
       const uint16_t* q = b.qs + 4 * c;
-      const __m256i signs = _mm256_setr_epi64x(static_cast<int64_t>(kIqSignBytes[q[0] >> 9]),
-                                               static_cast<int64_t>(kIqSignBytes[q[1] >> 9]),
-                                               static_cast<int64_t>(kIqSignBytes[q[2] >> 9]),
-                                               static_cast<int64_t>(kIqSignBytes[q[3] >> 9]));
-      k.u[c] = _mm256_sign_epi8(grid8x4(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511),
-                                signs);
+      k.u[c] = apply_signs(grid8x4(kIq2xsGrid, q[0] & 511, q[1] & 511, q[2] & 511, q[3] & 511),
+                           lane(signs, c));
     }
     k.scale16 = iq2_nibble_scales(b.scales);
     k.d = _cvtsh_ss(b.d) * 0.125f, k.dmin = 0;
@@ -145,13 +159,14 @@ struct DecIQ2_S : DecLowbit {
 struct DecIQ3_XXS : DecLowbit {
   using Block = BlockIQ3_XXS;
   static void decode(const Block& b, KDecoded& k) {
+    const __m256i aux = load256(b.qs + kQKK / 4);  // a u32 per sub-block: sign indices, scale
+    const __m256i signs = iq_sign_words(aux);
     for (int c = 0; c < 8; ++c) {
       const uint8_t* q = b.qs + 8 * c;
       const uint32_t i[8] = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]};
-      k.u[c] =
-          _mm256_sign_epi8(grid4x8(kIq3xxsGrid, i), iq_signs4(load_u32(b.qs + kQKK / 4 + 4 * c)));
+      k.u[c] = apply_signs(grid4x8(kIq3xxsGrid, i), lane(signs, c));
     }
-    k.scale16 = odd_scales_x2(_mm256_srli_epi32(load256(b.qs + kQKK / 4), 28));
+    k.scale16 = odd_scales_x2(_mm256_srli_epi32(aux, 28));
     k.d = _cvtsh_ss(b.d) * 0.25f, k.dmin = 0;
   }
 };
