@@ -24,11 +24,17 @@
 namespace ts::cpu {
 namespace {
 
+// For v whose 32-bit lanes are all one u32: its byte j (j < 4) in bytes 8 j .. 8 j + 7, one byte
+// per group of 8 values spread over the group.
+inline __m256i spread4(__m256i v) {
+  return _mm256_shuffle_epi8(
+      v, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+}
+
 // v with the bytes negated where their sign bit is set in `signs` (byte i of the vector takes bit
 // i % 8 of byte i / 8 of the little-endian u32, repeated in every 32-bit lane of `signs`).
 inline __m256i apply_signs(__m256i v, __m256i signs) {
-  const __m256i spread = _mm256_shuffle_epi8(
-      signs, _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0));
+  const __m256i spread = spread4(signs);
   const __m256i select = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201));
   const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
   return _mm256_sub_epi8(_mm256_xor_si256(v, negative), negative);
@@ -219,16 +225,22 @@ struct DecIQ1_M : DecLowbit {
     std::memcpy(sc, b.scales, sizeof(sc));
     const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
                                               ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+    // Group g's nibble: nibble g % 2 of qh[g / 2]; its low 3 bits are the grid index's high bits,
+    // bit 3 the delta's sign. The deltas as bytes -1 / 1, a group's spread over its 8 values.
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(packed, low4);
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low4);
+    const __m128i n0 = _mm_unpacklo_epi8(lo, hi), n1 = _mm_unpackhi_epi8(lo, hi);
+    const __m256i nibbles = _mm256_setr_m128i(n0, n1);
+    const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(nibbles, bytes(8)), bytes(8));
+    const __m256i deltas = _mm256_or_si256(negative, bytes(1));
     for (int c = 0; c < 8; ++c) {
       const uint8_t* q = b.qs + 4 * c;
       const uint32_t h = b.qh[2 * c] | static_cast<uint32_t>(b.qh[2 * c + 1]) << 8;
       const __m256i grid = grid8x4(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x70) << 4,
                                    q[2] | (h & 0x700), q[3] | (h & 0x7000) >> 4);
-      const auto delta = [&](int g) -> int64_t {  // eight bytes of -1 or of 1
-        return h & (8u << (4 * g)) ? -1 : 0x0101010101010101;
-      };
-      const __m256i deltas = _mm256_setr_epi64x(delta(0), delta(1), delta(2), delta(3));
-      k.u[c] = iq1_values(grid, deltas);
+      k.u[c] = iq1_values(grid, spread4(lane(deltas, c)));
     }
     // Scale j is bits 3 (j % 4) .. + 2 of sc[j / 4]: each 16-bit lane takes its u16, shifted left
     // so that those bits are its top three, then down by 13.
