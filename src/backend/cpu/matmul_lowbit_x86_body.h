@@ -259,17 +259,18 @@ struct DecIQ1_M : DecLowbit {
   }
 };
 
-// Trit p of each byte of q, where 16-bit lane i multiplies by pow16's lane i (3^p): ((u8)(byte *
-// 3^p) * 3) >> 8, the even and the odd bytes apart so that no product carries into its neighbour.
-inline __m256i trits32(__m256i q, __m256i pow16) {
-  const __m256i low8 = _mm256_set1_epi16(0xFF), three = _mm256_set1_epi16(3);
-  const auto one = [&](__m256i v) {
-    const __m256i wrapped = _mm256_and_si256(_mm256_mullo_epi16(v, pow16), low8);
-    return _mm256_srli_epi16(_mm256_mullo_epi16(wrapped, three), 8);
-  };
-  const __m256i even = one(_mm256_and_si256(q, low8));
-  const __m256i odd = one(_mm256_srli_epi16(q, 8));
-  return _mm256_or_si256(even, _mm256_slli_epi16(odd, 8));
+// Each byte times 3, modulo 256.
+inline __m256i times3(__m256i v) {
+  return _mm256_add_epi8(v, _mm256_add_epi8(v, v));
+}
+
+// For bytes y = (u8)(q * 3^n): trit n of q less 1, ((y * 3) >> 8) - 1, which is -1 below 86, 0
+// below 171, else 1 (unsigned compares as signed ones on y - 128).
+inline __m256i ternary(__m256i y) {
+  const __m256i s = _mm256_xor_si256(y, bytes(0x80));
+  const __m256i above85 = _mm256_cmpgt_epi8(s, bytes(85 - 128));
+  const __m256i above170 = _mm256_cmpgt_epi8(s, bytes(170 - 128));
+  return _mm256_sub_epi8(_mm256_sub_epi8(bytes(-1), above85), above170);
 }
 
 struct DecTQ1_0 : DecLowbit {
@@ -277,19 +278,20 @@ struct DecTQ1_0 : DecLowbit {
   static void decode(const Block& b, KDecoded& k) {
     // Chunks 0..4: trit n of qs[0..31]. Chunks 5 and 6: trits 0, 1 and 2, 3 of qs[32..47] (a
     // half each); chunk 7: trit 4 of qs[32..47], then trit n of qh[0..3] for n = 0..3.
-    const __m256i all = load256(b.qs);
-    constexpr int16_t kPow3[5] = {1, 3, 9, 27, 81};
-    for (int n = 0; n < 5; ++n) k.u[n] = trits32(all, _mm256_set1_epi16(kPow3[n]));
-    const __m128i mid = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32));
-    const __m256i mid2 = _mm256_broadcastsi128_si256(mid);
-    k.u[5] = trits32(mid2, _mm256_setr_epi16(1, 1, 1, 1, 1, 1, 1, 1, 3, 3, 3, 3, 3, 3, 3, 3));
-    k.u[6] =
-        trits32(mid2, _mm256_setr_epi16(9, 9, 9, 9, 9, 9, 9, 9, 27, 27, 27, 27, 27, 27, 27, 27));
-    const __m256i last = _mm256_inserti128_si256(
-        _mm256_castsi128_si256(mid), _mm_set1_epi32(static_cast<int>(load_u32(b.qh))), 1);
-    k.u[7] =
-        trits32(last, _mm256_setr_epi16(81, 81, 81, 81, 81, 81, 81, 81, 1, 1, 3, 3, 9, 9, 27, 27));
-    for (int c = 0; c < 8; ++c) k.u[c] = _mm256_sub_epi8(k.u[c], bytes(1));
+    __m256i y = load256(b.qs);
+    for (int n = 0; n < 5; ++n, y = times3(y)) k.u[n] = ternary(y);
+    __m256i mid[5] = {
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 32)))};
+    __m256i qh[4] = {_mm256_set1_epi32(static_cast<int>(load_u32(b.qh)))};
+    for (int n = 1; n < 5; ++n) mid[n] = times3(mid[n - 1]);
+    for (int n = 1; n < 4; ++n) qh[n] = times3(qh[n - 1]);
+    k.u[5] = ternary(_mm256_permute2x128_si256(mid[0], mid[1], 0x30));
+    k.u[6] = ternary(_mm256_permute2x128_si256(mid[2], mid[3], 0x30));
+    __m256i last = mid[4];
+    last = _mm256_blend_epi32(last, qh[0], 0x10);
+    last = _mm256_blend_epi32(last, qh[1], 0x20);
+    last = _mm256_blend_epi32(last, qh[2], 0x40);
+    k.u[7] = ternary(_mm256_blend_epi32(last, qh[3], 0x80));
     k.scale16 = _mm256_set1_epi16(1);
     k.d = _cvtsh_ss(b.d), k.dmin = 0;
   }
