@@ -110,23 +110,23 @@ RowsKernel avx512vnni_kgemm_kernel(DType t) {
     case DType::IQ4_XS:
       return kgemm_rows<DecIQ4_XS>;
     case DType::IQ2_XXS:
-      return kgemm_rows<DecIQ2_XXS>;
+      return kgemm_rows<LowbitIQ2_XXS>;
     case DType::IQ2_XS:
-      return kgemm_rows<DecIQ2_XS>;
+      return kgemm_rows<LowbitIQ2_XS>;
     case DType::IQ2_S:
-      return kgemm_rows<DecIQ2_S>;
+      return kgemm_rows<LowbitIQ2_S>;
     case DType::IQ3_XXS:
-      return kgemm_rows<DecIQ3_XXS>;
+      return kgemm_rows<LowbitIQ3_XXS>;
     case DType::IQ3_S:
-      return kgemm_rows<DecIQ3_S>;
+      return kgemm_rows<LowbitIQ3_S>;
     case DType::IQ1_S:
-      return kgemm_rows<DecIQ1_S>;
+      return kgemm_rows<LowbitIQ1_S>;
     case DType::IQ1_M:
-      return kgemm_rows<DecIQ1_M>;
+      return kgemm_rows<LowbitIQ1_M>;
     case DType::TQ1_0:
-      return kgemm_rows<DecTQ1_0>;
+      return kgemm_rows<LowbitTQ1_0>;
     case DType::TQ2_0:
-      return kgemm_rows<DecTQ2_0>;
+      return kgemm_rows<LowbitTQ2_0>;
     default:
       return nullptr;
   }

@@ -1,14 +1,14 @@
 // The low-bit types (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, tq1_0, tq2_0) on the
 // k-quant integer kernels of matmul_x86_body.h: each 256-element block decodes to signed int8
-// values with int16 sub-block scales and one float factor, value = d * scale * q exactly, and
-// KKernel dots them with the q8_K activations as it does iq4_xs's. Include it where
-// matmul_x86_body.h is included, inside the same target pragma (see there).
+// values with int16 sub-block scales and one float factor, value = d * scale * q exactly, biased to
+// unsigned codes (Biased), and KKernel or the k-quant GEMM dot them with the q8_K activations as
+// they do q3_k's. Include it where matmul_x86_body.h is included, inside the same target pragma
+// (see there).
 //
 // The integer forms: the i2 grids' d (0.5 + s) / 4 is d / 8 times 2 s + 1 (values 8, 25, 43);
 // iq3_xxs's d (0.5 + s) / 2 is d / 4 times 2 s + 1 (values up to 62); iq3_s's d (1 + 2 s) takes
 // the grid as it is; the i1 grids' d (2 s + 1) (grid +- 1/8) is d / 8 times 2 s + 1 times
-// 8 grid +- 1; the ternary types are d times (code - 1). Every |q| <= 62 keeps vpmaddubsw's pair
-// sums within int16 (2 * 62 * 127).
+// 8 grid +- 1; the ternary types are d times (code - 1).
 #pragma once
 
 #include <immintrin.h>
@@ -102,14 +102,7 @@ inline __m256i iq2_nibble_scales(const uint8_t* scales) {
   return _mm256_add_epi16(_mm256_slli_epi16(s, 1), _mm256_set1_epi16(1));
 }
 
-// Signed values, as iq4_xs's: the row kernels dot them with the sign trick, the k-quant GEMM
-// (kgemm_vnni_body.h) as unsigned codes value + 128 with the offset 1 << kOffsetShift.
-struct DecLowbit {
-  static constexpr int kOffsetShift = 7;
-  static constexpr bool kMin = false, kSigned = true;
-};
-
-struct DecIQ2_XXS : DecLowbit {
+struct DecIQ2_XXS {
   using Block = BlockIQ2_XXS;
   static void decode(const Block& b, KDecoded& k) {
     const auto* bytes8 = reinterpret_cast<const uint8_t*>(b.qs);
@@ -129,7 +122,7 @@ struct DecIQ2_XXS : DecLowbit {
   }
 };
 
-struct DecIQ2_XS : DecLowbit {
+struct DecIQ2_XS {
   using Block = BlockIQ2_XS;
   static void decode(const Block& b, KDecoded& k) {
     // The 32 sign indices (qs >> 9) as bytes in group order (packus interleaves 128-bit lanes).
@@ -147,7 +140,7 @@ struct DecIQ2_XS : DecLowbit {
   }
 };
 
-struct DecIQ2_S : DecLowbit {
+struct DecIQ2_S {
   using Block = BlockIQ2_S;
   static void decode(const Block& b, KDecoded& k) {
     for (int c = 0; c < 8; ++c) {
@@ -162,7 +155,7 @@ struct DecIQ2_S : DecLowbit {
   }
 };
 
-struct DecIQ3_XXS : DecLowbit {
+struct DecIQ3_XXS {
   using Block = BlockIQ3_XXS;
   static void decode(const Block& b, KDecoded& k) {
     const __m256i aux = load256(b.qs + kQKK / 4);  // a u32 per sub-block: sign indices, scale
@@ -177,7 +170,7 @@ struct DecIQ3_XXS : DecLowbit {
   }
 };
 
-struct DecIQ3_S : DecLowbit {
+struct DecIQ3_S {
   using Block = BlockIQ3_S;
   static void decode(const Block& b, KDecoded& k) {
     for (int c = 0; c < 8; ++c) {
@@ -201,7 +194,7 @@ inline __m256i iq1_values(__m256i grid, __m256i delta) {
   return _mm256_add_epi8(_mm256_sign_epi8(bytes(8), grid), delta);
 }
 
-struct DecIQ1_S : DecLowbit {
+struct DecIQ1_S {
   using Block = BlockIQ1_S;
   static void decode(const Block& b, KDecoded& k) {
     for (int c = 0; c < 8; ++c) {
@@ -218,7 +211,7 @@ struct DecIQ1_S : DecLowbit {
   }
 };
 
-struct DecIQ1_M : DecLowbit {
+struct DecIQ1_M {
   using Block = BlockIQ1_M;
   static void decode(const Block& b, KDecoded& k) {
     uint16_t sc[4];
@@ -226,21 +219,21 @@ struct DecIQ1_M : DecLowbit {
     const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
                                               ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
     // Group g's nibble: nibble g % 2 of qh[g / 2]; its low 3 bits are the grid index's high bits,
-    // bit 3 the delta's sign. The deltas as bytes -1 / 1, a group's spread over its 8 values.
-    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qh));
-    const __m128i low4 = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(packed, low4);
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(packed, 4), low4);
-    const __m128i n0 = _mm_unpacklo_epi8(lo, hi), n1 = _mm_unpackhi_epi8(lo, hi);
-    const __m256i nibbles = _mm256_setr_m128i(n0, n1);
-    const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(nibbles, bytes(8)), bytes(8));
-    const __m256i deltas = _mm256_or_si256(negative, bytes(1));
+    // bit 3 the delta's sign. The deltas of chunk c's four groups: bits 3, 7, 11, 15 of its u16,
+    // each tested in the group's 8 bytes (a vector held across the chunks spilled on AVX2).
+    const __m256i pick =
+        _mm256_set_epi64x(0x0101010101010101, 0x0101010101010101, 0, 0);  // the u16's byte
+    const __m256i bit =
+        _mm256_set_epi64x(static_cast<int64_t>(0x8080808080808080), 0x0808080808080808,
+                          static_cast<int64_t>(0x8080808080808080), 0x0808080808080808);
     for (int c = 0; c < 8; ++c) {
       const uint8_t* q = b.qs + 4 * c;
       const uint32_t h = b.qh[2 * c] | static_cast<uint32_t>(b.qh[2 * c + 1]) << 8;
       const __m256i grid = grid8x4(kIq1sGrid, q[0] | (h & 7) << 8, q[1] | (h & 0x70) << 4,
                                    q[2] | (h & 0x700), q[3] | (h & 0x7000) >> 4);
-      k.u[c] = iq1_values(grid, spread4(lane(deltas, c)));
+      const __m256i hb = _mm256_and_si256(
+          _mm256_shuffle_epi8(_mm256_set1_epi16(static_cast<int16_t>(h)), pick), bit);
+      k.u[c] = iq1_values(grid, _mm256_or_si256(_mm256_cmpeq_epi8(hb, bit), bytes(1)));
     }
     // Scale j is bits 3 (j % 4) .. + 2 of sc[j / 4]: each 16-bit lane takes its u16, shifted left
     // so that those bits are its top three, then down by 13.
@@ -273,7 +266,7 @@ inline __m256i ternary(__m256i y) {
   return _mm256_sub_epi8(_mm256_sub_epi8(bytes(-1), above85), above170);
 }
 
-struct DecTQ1_0 : DecLowbit {
+struct DecTQ1_0 {
   using Block = BlockTQ1_0;
   static void decode(const Block& b, KDecoded& k) {
     // Chunks 0..4: trit n of qs[0..31]. Chunks 5 and 6: trits 0, 1 and 2, 3 of qs[32..47] (a
@@ -297,7 +290,7 @@ struct DecTQ1_0 : DecLowbit {
   }
 };
 
-struct DecTQ2_0 : DecLowbit {
+struct DecTQ2_0 {
   using Block = BlockTQ2_0;
   static void decode(const Block& b, KDecoded& k) {
     for (int h = 0; h < 2; ++h) {
@@ -311,27 +304,53 @@ struct DecTQ2_0 : DecLowbit {
   }
 };
 
+// The signed values v as unsigned codes v + 2^kShift (all below 128, as vpmaddubsw needs) with
+// the offset 2^kShift, which KKernel and the k-quant GEMM take off through the activations'
+// sub-block sums: cheaper than the sign trick of signed values (two byte-sign operations per
+// chunk and activation row).
+template <class Signed, int kShift>
+struct Biased {
+  using Block = typename Signed::Block;
+  static constexpr int kOffsetShift = kShift;
+  static constexpr bool kMin = false, kSigned = false;
+  static void decode(const Block& b, KDecoded& k) {
+    Signed::decode(b, k);
+    for (int c = 0; c < 8; ++c) k.u[c] = _mm256_add_epi8(k.u[c], bytes(1 << kShift));
+  }
+};
+
+// |v| <= 43 (i2 grids), 62 (iq3_xxs), 15 (iq3_s), 9 (i1 grids), 1 (ternary: tq2_0's 2).
+using LowbitIQ2_XXS = Biased<DecIQ2_XXS, 6>;
+using LowbitIQ2_XS = Biased<DecIQ2_XS, 6>;
+using LowbitIQ2_S = Biased<DecIQ2_S, 6>;
+using LowbitIQ3_XXS = Biased<DecIQ3_XXS, 6>;
+using LowbitIQ3_S = Biased<DecIQ3_S, 4>;
+using LowbitIQ1_S = Biased<DecIQ1_S, 4>;
+using LowbitIQ1_M = Biased<DecIQ1_M, 4>;
+using LowbitTQ1_0 = Biased<DecTQ1_0, 0>;
+using LowbitTQ2_0 = Biased<DecTQ2_0, 0>;
+
 template <class Ops>
 RowsKernel x86_lowbit_kernel(DType t) {
   switch (t) {
     case DType::IQ2_XXS:
-      return krows_driver<KKernel<Ops, DecIQ2_XXS>>;
+      return krows_driver<KKernel<Ops, LowbitIQ2_XXS>>;
     case DType::IQ2_XS:
-      return krows_driver<KKernel<Ops, DecIQ2_XS>>;
+      return krows_driver<KKernel<Ops, LowbitIQ2_XS>>;
     case DType::IQ2_S:
-      return krows_driver<KKernel<Ops, DecIQ2_S>>;
+      return krows_driver<KKernel<Ops, LowbitIQ2_S>>;
     case DType::IQ3_XXS:
-      return krows_driver<KKernel<Ops, DecIQ3_XXS>>;
+      return krows_driver<KKernel<Ops, LowbitIQ3_XXS>>;
     case DType::IQ3_S:
-      return krows_driver<KKernel<Ops, DecIQ3_S>>;
+      return krows_driver<KKernel<Ops, LowbitIQ3_S>>;
     case DType::IQ1_S:
-      return krows_driver<KKernel<Ops, DecIQ1_S>>;
+      return krows_driver<KKernel<Ops, LowbitIQ1_S>>;
     case DType::IQ1_M:
-      return krows_driver<KKernel<Ops, DecIQ1_M>>;
+      return krows_driver<KKernel<Ops, LowbitIQ1_M>>;
     case DType::TQ1_0:
-      return krows_driver<KKernel<Ops, DecTQ1_0>>;
+      return krows_driver<KKernel<Ops, LowbitTQ1_0>>;
     case DType::TQ2_0:
-      return krows_driver<KKernel<Ops, DecTQ2_0>>;
+      return krows_driver<KKernel<Ops, LowbitTQ2_0>>;
     default:
       return nullptr;
   }
