@@ -25,9 +25,10 @@
 namespace ts::cpu {
 namespace {
 
+// The low-bit types too (unless TURBOSPARK_ACTS=f32 keeps their activations in f32).
 bool is_q8k_type(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K || t == DType::IQ4_XS;
+         t == DType::Q6_K || t == DType::IQ4_XS || is_lowbit_type(t);
 }
 
 bool is_float_type(DType t) {
@@ -58,7 +59,7 @@ bool cpu_has_vnni() {
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
   if (t == DType::MXFP4 && f32_activations_requested())
     return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
-  if (is_lowbit_type(t)) {
+  if (is_lowbit_type(t) && f32_activations_requested()) {
     if (isa == Isa::Scalar) return lowbit_kernel_scalar();
     return isa == Isa::Avx2 ? lowbit_kernel_avx2() : lowbit_kernel_avx512();
   }
@@ -206,8 +207,8 @@ bool f32_activations_requested() {
 }
 
 bool takes_f32_activations(DType t) {
-  return is_float_type(t) || is_lowbit_type(t) ||
-         (t == DType::MXFP4 && f32_activations_requested());
+  return is_float_type(t) ||
+         ((t == DType::MXFP4 || is_lowbit_type(t)) && f32_activations_requested());
 }
 
 namespace {

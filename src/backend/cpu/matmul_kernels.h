@@ -58,10 +58,10 @@ void matmul_rows(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r
 const char* matmul_isa();
 
 // How activations meet the weights: rounded to int8 per block (q8, the integer dots of the
-// quantised types), or kept in f32 (float weights; the low-bit types, whose rows are decoded to
-// f32; MXFP4 when TURBOSPARK_ACTS=f32). MXFP4's values are exact in f32, so its f32 path is the
-// exact product, the reference the fixtures hold to 1e-4; its default is two int8 planes
-// (PackedActs).
+// quantised types, the low-bit ones included), or kept in f32 (float weights; MXFP4 and the
+// low-bit types when TURBOSPARK_ACTS=f32, the low-bit rows then decoded to f32). MXFP4's values
+// are exact in f32, so its f32 path is the exact product, the reference the fixtures hold to
+// 1e-4; its default is two int8 planes (PackedActs).
 // TURBOSPARK_ACTS=q8|f32 is read once; an unknown value fails (Usage).
 bool f32_activations_requested();
 bool takes_f32_activations(DType t);

@@ -9,9 +9,11 @@
 #include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
+#include "quant/iq_grids.h"
 
 TS_ISA_BEGIN("avx2,fma,f16c")
 
+#include "backend/cpu/matmul_lowbit_x86_body.h"
 #include "backend/cpu/matmul_x86_body.h"
 
 namespace ts::cpu {
@@ -54,7 +56,8 @@ struct Avx2Ops {
 
 RowsKernel avx2_kernel(DType t) {
   RowsKernel k = x86_float_kernel<Avx2Ops>(t);
-  return k != nullptr ? k : x86_int_kernel<Avx2Ops>(t);
+  if (k == nullptr) k = x86_int_kernel<Avx2Ops>(t);
+  return k != nullptr ? k : x86_lowbit_kernel<Avx2Ops>(t);
 }
 
 }  // namespace ts::cpu

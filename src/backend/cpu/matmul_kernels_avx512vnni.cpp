@@ -9,9 +9,11 @@
 #include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
+#include "quant/iq_grids.h"
 
 TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
+#include "backend/cpu/matmul_lowbit_x86_body.h"
 #include "backend/cpu/matmul_x86_body.h"
 
 namespace ts::cpu {
@@ -82,7 +84,8 @@ struct VnniOps {
 }  // namespace
 
 RowsKernel avx512vnni_int_kernel(DType t) {
-  return x86_int_kernel<VnniOps>(t);
+  const RowsKernel k = x86_int_kernel<VnniOps>(t);
+  return k != nullptr ? k : x86_lowbit_kernel<VnniOps>(t);
 }
 
 }  // namespace ts::cpu

@@ -9,6 +9,7 @@
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
 #include "quant/dequant.h"
+#include "quant/iq_grids.h"
 
 namespace ts::cpu {
 namespace {
@@ -194,6 +195,140 @@ void decode(const BlockIQ4_XS& b, DecodedK& o) {
   o.d = f16_to_f32(b.d), o.dmin = 0, o.offset = 0;
 }
 
+// The low-bit types as signed integers (matmul_lowbit_x86_body.h gives the integer forms): group
+// g of 8 elements takes byte j of its grid entry as element j, negated where bit j of its signs
+// is set.
+uint32_t le_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+void set_group(DecodedK& o, int g, uint64_t grid, uint8_t signs) {
+  for (int j = 0; j < 8; ++j) {
+    const int v = static_cast<uint8_t>(grid >> (8 * j));
+    o.q[8 * g + j] = (signs >> j) & 1 ? -v : v;
+  }
+}
+
+void no_min(DecodedK& o, float d) {
+  for (int j = 0; j < 16; ++j) o.min[j] = 0;
+  o.d = d, o.dmin = 0, o.offset = 0;
+}
+
+void decode(const BlockIQ2_XXS& b, DecodedK& o) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint32_t idx = le_u32(b.qs + 4 * ib), aux = le_u32(b.qs + 4 * ib + 2);
+    for (int l = 0; l < 4; ++l)
+      set_group(o, 4 * ib + l, kIq2xxsGrid[(idx >> (8 * l)) & 0xFF],
+                kIqSigns[(aux >> (7 * l)) & 127]);
+    o.scale[2 * ib] = o.scale[2 * ib + 1] = static_cast<int>(2 * (aux >> 28) + 1);
+  }
+  no_min(o, f16_to_f32(b.d) * 0.125f);
+}
+
+int iq2_scale16(const uint8_t* scales, int j) {
+  return 2 * ((scales[j / 2] >> (4 * (j % 2))) & 0x0F) + 1;
+}
+
+void decode(const BlockIQ2_XS& b, DecodedK& o) {
+  for (int g = 0; g < 32; ++g) set_group(o, g, kIq2xsGrid[b.qs[g] & 511], kIqSigns[b.qs[g] >> 9]);
+  for (int j = 0; j < 16; ++j) o.scale[j] = iq2_scale16(b.scales, j);
+  no_min(o, f16_to_f32(b.d) * 0.125f);
+}
+
+void decode(const BlockIQ2_S& b, DecodedK& o) {
+  for (int g = 0; g < 32; ++g)
+    set_group(o, g, kIq2sGrid[b.qs[g] | (((b.qh[g / 4] >> (2 * (g % 4))) & 3) << 8)],
+              b.qs[kQKK / 8 + g]);
+  for (int j = 0; j < 16; ++j) o.scale[j] = iq2_scale16(b.scales, j);
+  no_min(o, f16_to_f32(b.d) * 0.125f);
+}
+
+// Two 4-value entries of an i3 grid as one group of 8.
+uint64_t grid_pair(const uint32_t* grid, int i0, int i1) {
+  return grid[i0] | static_cast<uint64_t>(grid[i1]) << 32;
+}
+
+void decode(const BlockIQ3_XXS& b, DecodedK& o) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const uint32_t aux = le_u32(b.qs + kQKK / 4 + 4 * ib);
+    for (int l = 0; l < 4; ++l) {
+      const uint8_t* q = b.qs + 8 * ib + 2 * l;
+      set_group(o, 4 * ib + l, grid_pair(kIq3xxsGrid, q[0], q[1]),
+                kIqSigns[(aux >> (7 * l)) & 127]);
+    }
+    o.scale[2 * ib] = o.scale[2 * ib + 1] = static_cast<int>(2 * (aux >> 28) + 1);
+  }
+  no_min(o, f16_to_f32(b.d) * 0.25f);
+}
+
+void decode(const BlockIQ3_S& b, DecodedK& o) {
+  for (int g = 0; g < 32; ++g) {
+    const int i0 = 2 * g, i1 = 2 * g + 1;
+    set_group(o, g,
+              grid_pair(kIq3sGrid, b.qs[i0] | (((b.qh[i0 / 8] >> (i0 % 8)) & 1) << 8),
+                        b.qs[i1] | (((b.qh[i1 / 8] >> (i1 % 8)) & 1) << 8)),
+              b.signs[g]);
+  }
+  for (int j = 0; j < 16; ++j)
+    o.scale[j] = 1 + 2 * ((b.scales[j / 4] >> (4 * ((j / 2) % 2))) & 0x0F);
+  no_min(o, f16_to_f32(b.d));
+}
+
+// 8 grid + delta (delta +-1) for the i1 grid's bytes -1, 0, 1.
+void set_iq1_group(DecodedK& o, int g, uint64_t grid, int delta) {
+  for (int j = 0; j < 8; ++j) o.q[8 * g + j] = 8 * static_cast<int8_t>(grid >> (8 * j)) + delta;
+}
+
+void decode(const BlockIQ1_S& b, DecodedK& o) {
+  for (int ib = 0; ib < 8; ++ib) {
+    const int qh = b.qh[ib];
+    for (int l = 0; l < 4; ++l)
+      set_iq1_group(o, 4 * ib + l, kIq1sGrid[b.qs[4 * ib + l] | (((qh >> (3 * l)) & 7) << 8)],
+                    qh & 0x8000 ? -1 : 1);
+    o.scale[2 * ib] = o.scale[2 * ib + 1] = 2 * ((qh >> 12) & 7) + 1;
+  }
+  no_min(o, f16_to_f32(b.d) * 0.125f);
+}
+
+void decode(const BlockIQ1_M& b, DecodedK& o) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof(sc));
+  const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                            ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  for (int g = 0; g < 32; ++g) {
+    const int nib = (b.qh[g / 2] >> (4 * (g % 2))) & 0x0F;
+    set_iq1_group(o, g, kIq1sGrid[b.qs[g] | ((nib & 7) << 8)], nib & 8 ? -1 : 1);
+  }
+  for (int j = 0; j < 16; ++j) o.scale[j] = 2 * ((sc[j / 4] >> (3 * (j % 4))) & 7) + 1;
+  no_min(o, f16_to_f32(d_bits) * 0.125f);
+}
+
+int trit(uint8_t q, int n) {
+  static constexpr uint8_t kPow3[5] = {1, 3, 9, 27, 81};
+  const auto shifted = static_cast<uint8_t>(q * kPow3[n]);
+  return (shifted * 3) >> 8;
+}
+
+void decode(const BlockTQ1_0& b, DecodedK& o) {
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 32; ++m) o.q[32 * n + m] = trit(b.qs[m], n) - 1;
+  for (int n = 0; n < 5; ++n)
+    for (int m = 0; m < 16; ++m) o.q[160 + 16 * n + m] = trit(b.qs[32 + m], n) - 1;
+  for (int n = 0; n < 4; ++n)
+    for (int m = 0; m < 4; ++m) o.q[240 + 4 * n + m] = trit(b.qh[m], n) - 1;
+  for (int j = 0; j < 16; ++j) o.scale[j] = 1;
+  no_min(o, f16_to_f32(b.d));
+}
+
+void decode(const BlockTQ2_0& b, DecodedK& o) {
+  for (int e = 0; e < kQKK; ++e)
+    o.q[e] = ((b.qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3) - 1;
+  for (int j = 0; j < 16; ++j) o.scale[j] = 1;
+  no_min(o, f16_to_f32(b.d));
+}
+
 // d dx sum_j scale_j (sum_{i in j} q_i xq_i - offset bsum_j) - dmin dx sum_j min_j bsum_j.
 float block_dot(const DecodedK& w, const BlockQ8K& x) {
   int32_t isum = 0, msum = 0;
@@ -264,6 +399,24 @@ RowsKernel scalar_kernel(DType t) {
       return rows_quant<BlockMXFP4, Decoded32, BlockQ8A32>;
     case DType::IQ4_XS:
       return rows_quant<BlockIQ4_XS, DecodedK, BlockQ8K>;
+    case DType::IQ2_XXS:
+      return rows_quant<BlockIQ2_XXS, DecodedK, BlockQ8K>;
+    case DType::IQ2_XS:
+      return rows_quant<BlockIQ2_XS, DecodedK, BlockQ8K>;
+    case DType::IQ2_S:
+      return rows_quant<BlockIQ2_S, DecodedK, BlockQ8K>;
+    case DType::IQ3_XXS:
+      return rows_quant<BlockIQ3_XXS, DecodedK, BlockQ8K>;
+    case DType::IQ3_S:
+      return rows_quant<BlockIQ3_S, DecodedK, BlockQ8K>;
+    case DType::IQ1_S:
+      return rows_quant<BlockIQ1_S, DecodedK, BlockQ8K>;
+    case DType::IQ1_M:
+      return rows_quant<BlockIQ1_M, DecodedK, BlockQ8K>;
+    case DType::TQ1_0:
+      return rows_quant<BlockTQ1_0, DecodedK, BlockQ8K>;
+    case DType::TQ2_0:
+      return rows_quant<BlockTQ2_0, DecodedK, BlockQ8K>;
     default:
       return nullptr;
   }

@@ -1,4 +1,5 @@
-// Prefill (M >= kGemmMinRows) kernel for the k-quants (q2_k ... q6_k, iq4_xs) in the row layout on
+// Prefill (M >= kGemmMinRows) kernel for the k-quants (q2_k ... q6_k, iq4_xs; the low-bit types
+// through their decoders, matmul_lowbit_x86_body.h) in the row layout on
 // AVX512-VNNI: the GEMM of kgemm_vnni_body.h, each panel of kPanelRows weight rows decoded from
 // the rows per chunk of super-blocks (a decode per weight per matmul, shared by all activation
 // rows: a modest share of a short prompt's matmul time, docs/PERFORMANCE.md, "Measured choices").
@@ -12,11 +13,13 @@
 #include "backend/cpu/isa_target.h"
 #include "backend/cpu/matmul_kernels_impl.h"
 #include "quant/blocks.h"
+#include "quant/iq_grids.h"
 
 TS_ISA_BEGIN("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 
 #include "backend/cpu/gemm_vnni_body.h"
 #include "backend/cpu/kgemm_vnni_body.h"
+#include "backend/cpu/matmul_lowbit_x86_body.h"
 
 namespace ts::cpu {
 namespace {
@@ -106,6 +109,24 @@ RowsKernel avx512vnni_kgemm_kernel(DType t) {
       return kgemm_rows<DecQ6_K>;
     case DType::IQ4_XS:
       return kgemm_rows<DecIQ4_XS>;
+    case DType::IQ2_XXS:
+      return kgemm_rows<LowbitIQ2_XXS>;
+    case DType::IQ2_XS:
+      return kgemm_rows<LowbitIQ2_XS>;
+    case DType::IQ2_S:
+      return kgemm_rows<LowbitIQ2_S>;
+    case DType::IQ3_XXS:
+      return kgemm_rows<LowbitIQ3_XXS>;
+    case DType::IQ3_S:
+      return kgemm_rows<LowbitIQ3_S>;
+    case DType::IQ1_S:
+      return kgemm_rows<LowbitIQ1_S>;
+    case DType::IQ1_M:
+      return kgemm_rows<LowbitIQ1_M>;
+    case DType::TQ1_0:
+      return kgemm_rows<LowbitTQ1_0>;
+    case DType::TQ2_0:
+      return kgemm_rows<LowbitTQ2_0>;
     default:
       return nullptr;
   }

@@ -1,8 +1,8 @@
 // Weight kernels for the low-bit types (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s,
-// tq1_0, tq2_0): f32 activations. A chunk of weight rows is decoded to f32, bit for bit the
-// reference dequantisation, and multiplied by the f32 weight kernel of the same instruction set,
-// so a decoded row serves every activation row of the call (decode once, prefill and decode alike)
-// and the activations keep their f32 precision.
+// tq1_0, tq2_0) with f32 activations, under TURBOSPARK_ACTS=f32 (their default is the int8 k-quant
+// kernels: matmul_lowbit_x86_body.h). A chunk of weight rows is decoded to f32, bit for bit the
+// reference dequantisation, and multiplied by the f32 weight kernel of the same instruction set:
+// the exact product, several times slower than the integer dots.
 #pragma once
 
 #include "backend/cpu/matmul_kernels_impl.h"
