@@ -1,8 +1,9 @@
 // CPU decode attention: one query row over a KV cache of `context` keys, at the head shapes of
-// Llama-3.2-1B (32 query heads over 8 kv heads of 64) and Llama-3-8B (32 over 8 of 128), f16, bf16
-// and q8_0 caches, on one and two threads. Counter KV_GB/s: the cache bytes one decode step reads
-// (its K and V rows of every kv head) per second, against memory_read's rate in bench_matmul.
-// Several layers' caches are cycled so that a long context reads from DRAM, as a decode step does.
+// Llama-3.2-1B (32 query heads over 8 kv heads of 64), Llama-3-8B (32 over 8 of 128) and MLA's
+// (DeepSeek-V3: 128 over one of 576, its K and V rows stored apart here), f16, bf16 and q8_0
+// caches, on one and two threads. Counter KV_GB/s: the cache bytes one decode step reads (its K and
+// V rows of every kv head) per second, against memory_read's rate in bench_matmul. Several layers'
+// caches are cycled so that a long context reads from DRAM, as a decode step does.
 //
 //   build/bench/bench_attention --benchmark_filter='decode/f16/llama3.2-1b'
 #include <benchmark/benchmark.h>
@@ -29,7 +30,8 @@ struct HeadShape {
 constexpr HeadShape kShapes[] = {{"llama3.2-1b", 32, 8, 64},
                                  {"llama3-8b", 32, 8, 128},
                                  {"smollm2-135m", 9, 3, 64},
-                                 {"gemma2-2b", 8, 4, 256}};
+                                 {"gemma2-2b", 8, 4, 256},
+                                 {"deepseek-v3-mla", 128, 1, 576}};
 constexpr uint64_t kCycledBytes = 256ull << 20;  // past any last-level cache
 
 uint64_t next_random(uint64_t& s) {

@@ -140,6 +140,11 @@ const Case kCases[] = {
     {8, 8, 80, 0.0f, 0, run_of(60, 67)},       // no GQA: a 3-row last block
     {12, 4, 64, 30.0f, 100, run_of(200, 40)},  // GQA 3, window and softcap
     {4, 2, 32, 0.0f, 0, {5, 90, 3, 600, 600, 17, 127, 128}},  // scattered rows in one block
+    // MLA's shape (DeepSeek-V3): 128 heads over one kv head of 576. Its splits are 640 keys (the
+    // state of 128 x 576 lanes is large); a decode of few splits cuts the heads into sub-groups.
+    {128, 1, 576, 0.0f, 0, {1500}},
+    {128, 1, 576, 0.0f, 0, {300}},
+    {128, 1, 576, 0.0f, 0, run_of(630, 12)},  // prefill: a block a row, across a split boundary
 };
 
 // f32 sums over up to 800 keys against a double reference: outputs are convex combinations of
@@ -170,10 +175,13 @@ TEST_F(CpuAttention, SameForOneAndThreeThreads) {
 // Each row of a prefill alone (as decode attends it) gives bit for bit the row's prefill result,
 // where the decode row has 4 or more query heads per kv head: its scores take the same operations
 // as the prefill block's, lanes per query or (AVX-512, up to 8 heads) keys and queries interleaved.
+// MLA's rows alone are cut into head sub-groups (one thread, one or two splits), in the prefill
+// they are not.
 TEST_F(CpuAttention, PrefillRowsEqualTheRowsAlone) {
   for (const Case& c :
        {Case{32, 8, 64, 0.0f, 0, run_of(250, 70)}, Case{12, 3, 80, 20.0f, 90, run_of(100, 45)},
-        Case{16, 2, 64, 0.0f, 0, run_of(120, 20)}, Case{12, 2, 80, 0.0f, 0, run_of(60, 10)}}) {
+        Case{16, 2, 64, 0.0f, 0, run_of(120, 20)}, Case{12, 2, 80, 0.0f, 0, run_of(60, 10)},
+        Case{128, 1, 576, 0.0f, 0, run_of(630, 12)}}) {
     const Setup s = make(c, DType::F16);
     const std::vector<float> all = run(*cpu3_, c, s);
     const int64_t row = c.n_head * c.head_dim;

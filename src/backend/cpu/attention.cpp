@@ -17,8 +17,12 @@ namespace ts::cpu {
 namespace {
 
 // Keys per split: a decode over a long context is cut into this many keys per task (fewer would
-// cost more in the combine than they save).
+// cost more in the combine than they save), times the lanes-by-dimensions of a row's heads over
+// kSplitStateFloats: each split leaves a state of that size to combine, and MLA's 128 heads of
+// 576 over one kv head left more state than keys (at 128 keys a split, a 16k-token decode wrote
+// and combined 38 MB of it a layer).
 constexpr int64_t kKeysPerSplit = 128;
+constexpr int64_t kSplitStateFloats = 16384;
 static_assert(kKeysPerSplit % kTileKeys == 0, "a split is whole tiles");
 // Query vectors per block: four vectors of lanes, the score kernel's register tile; with GQA
 // these are a few rows x every query head of one kv head, so each K / V tile is converted once
@@ -150,7 +154,8 @@ LaneState lane_state(float* p, int64_t Rp) {
 
 class Attention {
  public:
-  Attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos, const AttentionArgs& a)
+  Attention(const float* q, const KvView& kv, int64_t M, const int32_t* pos, const AttentionArgs& a,
+            int threads)
       : q_(q), kv_(kv), a_(a) {
     group_ = a.n_head / a.n_head_kv;
     hd_ = a.head_dim;
@@ -165,6 +170,17 @@ class Attention {
       key_lo_ = std::min(key_lo_, lo_[static_cast<size_t>(m)]);
       key_hi_ = std::max(key_hi_, hi_[static_cast<size_t>(m)]);
     }
+    keys_per_split_ = kKeysPerSplit * ((group_ * hdp_ + kSplitStateFloats - 1) / kSplitStateFloats);
+    // A decode whose kv heads and splits are fewer tasks than the threads (MLA: one kv head, and
+    // few splits of its wide ones) cuts each kv head's query heads into sub-groups of at least two
+    // vectors of lanes, each a task over the same keys. Only the work is divided: a lane's
+    // arithmetic does not depend on the block it is in.
+    if (M == 1)
+      while (a.n_head_kv * sub_groups_ * splits() < 2 * threads && group_ % 2 == 0 &&
+             group_ / 2 >= 2 * kLanes) {
+        group_ /= 2;
+        sub_groups_ *= 2;
+      }
     rows_per_block_ = std::max<int64_t>(1, kBlockQueries / group_);
     blocks_ = (M + rows_per_block_ - 1) / rows_per_block_;
     max_Rp_ = round_up_lanes(std::min(M, rows_per_block_) * group_);
@@ -173,16 +189,21 @@ class Attention {
                                           : attend_keys_generic;
   }
 
+  // Query-head groups: the kv heads, each cut into sub_groups_.
+  int64_t head_groups() const { return a_.n_head_kv * sub_groups_; }
   int64_t blocks() const { return blocks_; }
   int64_t rows_per_block() const { return rows_per_block_; }
   // The splits [first, first + count) that hold keys of some row.
-  int64_t first_split() const { return key_lo_ / kKeysPerSplit; }
-  int64_t splits() const { return (key_hi_ + kKeysPerSplit - 1) / kKeysPerSplit - first_split(); }
+  int64_t keys_per_split() const { return keys_per_split_; }
+  int64_t first_split() const { return key_lo_ / keys_per_split_; }
+  int64_t splits() const {
+    return (key_hi_ + keys_per_split_ - 1) / keys_per_split_ - first_split();
+  }
   // Floats of one split's LaneState for the largest block.
   int64_t split_floats() const { return max_Rp_ * (2 + hdp_); }
   TaskBuffers buffers() const { return TaskBuffers(max_Rp_, hdp_); }
 
-  // Rows [m0, m1) and the query heads of kv head g as a block; its keys are [key_lo, key_hi).
+  // Rows [m0, m1) and the query heads of head group g as a block; its keys are [key_lo, key_hi).
   QueryBlock block(int64_t g, int64_t m0, int64_t m1, TaskBuffers& buf, int64_t& key_lo,
                    int64_t& key_hi) const {
     QueryBlock b;
@@ -220,10 +241,10 @@ class Attention {
     return b;
   }
 
-  // Keys [j0, j1) of kv head g into `st`.
+  // Keys [j0, j1) of head group g's kv head into `st`.
   void attend(const QueryBlock& b, int64_t g, int64_t j0, int64_t j1, const LaneState& st,
               const TileScratch& ws) const {
-    const size_t off = static_cast<size_t>(g) * head_bytes_;
+    const size_t off = static_cast<size_t>(g / sub_groups_) * head_bytes_;
     const KvHead kv{kv_.dtype, static_cast<const uint8_t*>(kv_.k) + off,
                     static_cast<const uint8_t*>(kv_.v) + off, kv_.row_bytes, head_bytes_};
     attend_(b, kv, j0, j1, a_.softcap, st, ws);
@@ -270,7 +291,7 @@ class Attention {
   const float* q_;
   const KvView& kv_;
   const AttentionArgs& a_;
-  int64_t group_ = 1, hd_ = 0, hdp_ = 0;
+  int64_t group_ = 1, sub_groups_ = 1, hd_ = 0, hdp_ = 0, keys_per_split_ = kKeysPerSplit;
   size_t head_bytes_ = 0;
   std::vector<int64_t> lo_, hi_;
   int64_t key_lo_ = INT64_MAX, key_hi_ = 0;
@@ -282,27 +303,35 @@ class Attention {
 
 void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                const AttentionArgs& a, float* out) {
-  const Attention at(q, kv, M, pos, a);
-  const int64_t G = a.n_head_kv;
-  // Keys are split at fixed absolute positions (multiples of kKeysPerSplit) and the splits of a
+  const Attention at(q, kv, M, pos, a, pool.size());
+  const int64_t G = at.head_groups();
+  // Keys are split at fixed absolute positions (multiples of keys_per_split) and the splits of a
   // row are always combined in order, one at a time, so a row's result depends neither on the
   // thread count nor on which micro-batch or block it came in. Where the rows make one block
   // (decode), the splits of each kv head run as separate tasks; otherwise each task is one block
   // of one kv head and attends its splits in turn.
   if (at.blocks() == 1) {
     const int64_t first = at.first_split(), splits = at.splits(), per_split = at.split_floats();
-    std::vector<float> parts(static_cast<size_t>(G * splits * per_split));
+    const int64_t S = at.keys_per_split();
+    // Kept from call to call: a fresh buffer of this size is fresh pages, faulted in every step.
+    // (The workers must use the caller's buffer: a thread_local named in the lambdas would be
+    // each worker's own.)
+    thread_local std::vector<float> kept;
+    kept.resize(std::max(kept.size(), static_cast<size_t>(G * splits * per_split)));
+    float* const parts = kept.data();
     // Tasks in key-range order: a thread's consecutive tasks are the kv heads of one range of
     // keys, whose slices share the cache's rows, rather than one head's slices of every row (each
     // 1 / G of a row): more cache bytes a second (docs/PERFORMANCE.md, "Measured choices").
     pool.parallel_for(G * splits, [&](int64_t t0, int64_t t1) {
       TaskBuffers buf = at.buffers();
+      QueryBlock b;
+      int64_t built = -1, lo = 0, hi = 0;  // the kv head whose block b is
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t g = t % G, i = t / G, s = first + i;  // split i of kv head g
-        int64_t lo = 0, hi = 0;
-        const QueryBlock b = at.block(g, 0, M, buf, lo, hi);
-        at.attend(b, g, std::max(lo, s * kKeysPerSplit), std::min(hi, (s + 1) * kKeysPerSplit),
-                  lane_state(parts.data() + (g * splits + i) * per_split, b.Rp), buf.ws);
+        if (g != built) b = at.block(g, 0, M, buf, lo, hi);
+        built = g;
+        at.attend(b, g, std::max(lo, s * S), std::min(hi, (s + 1) * S),
+                  lane_state(parts + (g * splits + i) * per_split, b.Rp), buf.ws);
       }
     });
     pool.parallel_for(G, [&](int64_t g0, int64_t g1) {
@@ -312,7 +341,7 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
         const QueryBlock b = at.block(g, 0, M, buf, lo, hi);
         Attention::clear(b, buf);
         for (int64_t s = 0; s < splits; ++s)
-          Attention::fold(b, lane_state(parts.data() + (g * splits + s) * per_split, b.Rp), buf);
+          Attention::fold(b, lane_state(parts + (g * splits + s) * per_split, b.Rp), buf);
         at.write(b, g, 0, buf, out);
       }
     });
@@ -327,9 +356,9 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
       const QueryBlock b = at.block(g, m0, std::min(M, m0 + at.rows_per_block()), buf, lo, hi);
       const LaneState st = lane_state(buf.split.data(), b.Rp);
       Attention::clear(b, buf);
-      for (int64_t s = lo / kKeysPerSplit; s * kKeysPerSplit < hi; ++s) {
-        at.attend(b, g, std::max(lo, s * kKeysPerSplit), std::min(hi, (s + 1) * kKeysPerSplit), st,
-                  buf.ws);
+      const int64_t S = at.keys_per_split();
+      for (int64_t s = lo / S; s * S < hi; ++s) {
+        at.attend(b, g, std::max(lo, s * S), std::min(hi, (s + 1) * S), st, buf.ws);
         Attention::fold(b, st, buf);
       }
       at.write(b, g, m0, buf, out);
