@@ -283,7 +283,8 @@ struct Report {
   std::vector<ImageEncodeResult> images;
   Depth depth;
 
-  bool moe() const { return engine.cfg().is_moe(); }
+  // A file of a MoE family cut to its dense layers (synth --layers) has no experts to report.
+  bool moe() const { return engine.cfg().is_moe() && engine.spec().routed_expert_bytes > 0; }
   bool streaming() const { return moe() && engine.experts().streaming(); }
   std::string slots() const {
     return moe() && engine.options().expert_slots > 0

@@ -27,11 +27,12 @@ class BenchTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string synth(const std::string& shape) {
+  std::string synth(const std::string& shape, int64_t layers = 0) {
     SynthOptions o;
     o.shape = shape;
     o.dtype = DType::Q8_0;
     o.threads = 2;
+    o.layers = layers;
     const std::string path = (dir_ / (shape + ".gguf")).string();
     write_synth_model(o, path);
     return path;
@@ -225,6 +226,11 @@ TEST_F(BenchTest, DepthRunsBothTestsAfterOnePrefilledContext) {
   const nlohmann::json h = bench_json("-m " + hybrid + " -p 4 -n 4 -r 2 -t 2 -d 24");
   EXPECT_EQ(h["tests"][1]["test"], "tg4 @ d24");
   EXPECT_EQ(h["tests"][1]["samples_ts"].size(), 2u);
+
+  // A MoE family's file cut to its dense layer has no experts to report.
+  const nlohmann::json dense =
+      bench_json("-m " + synth("tiny-deepseek", 1) + " -p 4 -n 4 -r 1 -d 8");
+  EXPECT_FALSE(dense["tests"][1].contains("moe"));
 
   std::string out;
   EXPECT_EQ(test::run_command(
