@@ -138,10 +138,7 @@ std::unique_ptr<Gemma3Vision> Gemma3Vision::open(const std::string& path, int th
     read_hf(*v->source_, v->c_);
   }
   check(*v->source_, v->c_);
-  threads = tower_threads(threads);
-  v->cpu_ = make_cpu_backend(threads);
-  v->pool_ = std::make_unique<ThreadPool>(threads);
-  v->w_ = std::make_unique<HostWeights>(*v->source_, *v->cpu_, kTower);
+  v->start(threads, kTower);
   v->load();
   return v;
 }

@@ -21,7 +21,7 @@
 #include "core/thread_pool.h"
 #include "model/model_source.h"
 #include "runtime/host_weights.h"
-#include "vision/vision_tower.h"
+#include "vision/host_tower.h"
 
 namespace ts {
 
@@ -41,14 +41,13 @@ struct Gemma3VisionConfig {
   int64_t patch_values() const { return 3 * patch * patch; }
 };
 
-class Gemma3Vision : public VisionTower {
+class Gemma3Vision : public HostTower {
  public:
   // Opens and checks every tensor (errors name the file and tensor or key).
   static std::unique_ptr<Gemma3Vision> open(const std::string& path, int threads);
   ~Gemma3Vision() override;
 
   const Gemma3VisionConfig& config() const { return c_; }
-  const std::string& path() const override { return source_->path(); }
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return 0; }
   ImageLayout layout() const override { return ImageLayout::Bidirectional; }
@@ -75,11 +74,7 @@ class Gemma3Vision : public VisionTower {
   Gemma3Vision() = default;
   void load();
 
-  std::unique_ptr<ModelSource> source_;
   Gemma3VisionConfig c_;
-  std::unique_ptr<Backend> cpu_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<HostWeights> w_;
   Linear patch_;
   std::vector<float> pos_table_;  // [side * side][hidden]
   std::vector<Block> blocks_;

@@ -25,8 +25,8 @@
 #include "core/thread_pool.h"
 #include "model/model_source.h"
 #include "runtime/host_weights.h"
+#include "vision/host_tower.h"
 #include "vision/image_preprocess.h"
-#include "vision/vision_tower.h"
 
 namespace ts {
 
@@ -44,14 +44,13 @@ struct Gemma4VisionConfig {
   int64_t patch_values() const { return 3 * patch * patch; }
 };
 
-class Gemma4Vision : public VisionTower {
+class Gemma4Vision : public HostTower {
  public:
   // Opens and checks every tensor (errors name the file and tensor or key).
   static std::unique_ptr<Gemma4Vision> open(const std::string& path, int threads);
   ~Gemma4Vision() override;
 
   const Gemma4VisionConfig& config() const { return c_; }
-  const std::string& path() const override { return source_->path(); }
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return 0; }
   ImageLayout layout() const override { return ImageLayout::Bidirectional; }
@@ -84,11 +83,7 @@ class Gemma4Vision : public VisionTower {
   void apply(const Linear& l, const float* x, int64_t rows, float* y);
   void rope(float* x, const std::vector<float>& cos, const std::vector<float>& sin, int64_t rows);
 
-  std::unique_ptr<ModelSource> source_;
   Gemma4VisionConfig c_;
-  std::unique_ptr<Backend> cpu_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<HostWeights> w_;
   std::string v_, mm_;  // tensor name prefixes
   // [hidden][3 * patch * patch], columns in the processor's order (the CPU backend's weight
   // reads this host copy)

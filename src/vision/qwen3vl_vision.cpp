@@ -5,7 +5,6 @@
 
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
-#include "vision/tower_checks.h"
 
 namespace ts {
 
@@ -15,10 +14,7 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::open(const std::string& path, int 
   std::unique_ptr<Qwen3VLVision> v(new Qwen3VLVision());
   v->source_ = ModelSource::open(path);
   v->c_ = read_vision_config(*v->source_);
-  threads = tower_threads(threads);
-  v->cpu_ = make_cpu_backend(threads);
-  v->pool_ = std::make_unique<ThreadPool>(threads);
-  v->w_ = std::make_unique<HostWeights>(*v->source_, *v->cpu_, "Qwen3-VL vision");
+  v->start(threads, "Qwen3-VL vision");
   v->load();
   ProcessorConfig& p = v->processor_;
   p.patch = v->c_.patch;

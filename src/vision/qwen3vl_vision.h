@@ -19,14 +19,14 @@
 #include "core/thread_pool.h"
 #include "model/model_source.h"
 #include "runtime/host_weights.h"
+#include "vision/host_tower.h"
 #include "vision/image_preprocess.h"
 #include "vision/image_rows.h"
 #include "vision/vision_config.h"
-#include "vision/vision_tower.h"
 
 namespace ts {
 
-class Qwen3VLVision : public VisionTower {
+class Qwen3VLVision : public HostTower {
  public:
   // Opens and checks every tensor (errors name the file and tensor).
   static std::unique_ptr<Qwen3VLVision> open(const std::string& path, int threads);
@@ -38,7 +38,6 @@ class Qwen3VLVision : public VisionTower {
   const ProcessorConfig& processor() const { return processor_; }
   void set_pixel_bounds(int64_t min_pixels, int64_t max_pixels) override;
   EncodedImage encode_file(const uint8_t* data, size_t size) override;
-  const std::string& path() const override { return source_->path(); }
   int64_t out_hidden() const override { return c_.out_hidden; }
   int64_t n_deepstack() const override { return static_cast<int64_t>(c_.deepstack_layers.size()); }
   ImageLayout layout() const override { return ImageLayout::MRope; }
@@ -66,11 +65,7 @@ class Qwen3VLVision : public VisionTower {
   Merger merger(const std::string& prefix, bool gguf_final, int64_t norm_width);
   std::vector<float> run_merger(const Merger& m, const float* x, int64_t patches, bool per_patch);
 
-  std::unique_ptr<ModelSource> source_;
   VisionConfig c_;
-  std::unique_ptr<Backend> cpu_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<HostWeights> w_;
   ProcessorConfig processor_;
   std::vector<float> patch_host_;  // the GGUF's two per-frame kernels as one [hidden][C][T][P][P]
   Linear patch_;

@@ -151,7 +151,9 @@ TEST_P(Gemma4VisionForm, TowerAndEmbedderMatchTransformers) {
 TEST_P(Gemma4VisionForm, ImageFilesEndToEnd) {
   auto v = Gemma4Vision::open(tower_path_, 2);
   // The mmproj GGUF has no processor settings: the fixture's 70 soft tokens given here.
-  if (GetParam() == "gguf") EXPECT_EQ(v->config().max_soft_tokens, 280);
+  if (GetParam() == "gguf") {
+    EXPECT_EQ(v->config().max_soft_tokens, 280);
+  }
   std::vector<float> embeds;
   for (const auto& name : meta_["image"]["files"]) {
     const auto png = test::read_bytes_file(file(name.get<std::string>()));
