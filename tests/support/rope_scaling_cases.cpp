@@ -49,8 +49,8 @@ RopeScalingCase qwen3_yarn4() {
                       {"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)}},
                      "qwen3-yarn");
   const std::vector<int32_t> prompt = fixture_prompt(fixture_forms({"qwen3"}).front());
-  while (c.ids.size() < 96) c.ids.insert(c.ids.end(), prompt.begin(), prompt.end());
-  c.ids.resize(96);
+  while (c.ids.size() < 64) c.ids.insert(c.ids.end(), prompt.begin(), prompt.end());
+  c.ids.resize(64);
   c.ref = read_f32_file(fixtures_dir() + "/models/qwen3/ref_logits_yarn.f32");
   c.run.ctx = 128;
   return c;

@@ -144,7 +144,7 @@ TEST(GgufRopeScaling, LinearMatchesTransformers) {
 }
 
 // YaRN against transformers (tests/tools/make_rope_scaling_reference.py: the qwen3 fixture, factor
-// 4 over an original context of 32, its prompt repeated to 96 tokens, float32): the GGUF with
+// 4 over an original context of 32, its prompt repeated to 64 tokens, float32): the GGUF with
 // llama.cpp's keys, in prefill and decode, and the HF form with the same rope parameters.
 TEST(GgufRopeScaling, YarnMatchesTransformers) {
   expect_matches_transformers(
