@@ -38,6 +38,8 @@ const char* family_name(Family f) {
       return "glm4moe";
     case Family::Bert:
       return "bert";
+    case Family::NomicBert:
+      return "nomic-bert";
   }
   return "?";
 }

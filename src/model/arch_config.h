@@ -27,7 +27,8 @@ enum class Family {
   Qwen3VLMoe,  // Qwen3-VL-MoE's (30B-A3B, 235B-A22B): Qwen3-VL's decoder with Qwen3-MoE's experts
   Gemma4,
   Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
-  Bert      // BERT encoders (sentence embeddings): LayerStack::Encoder
+  Bert,      // BERT encoders (sentence embeddings): LayerStack::Encoder
+  NomicBert  // nomic-embed-text v1 / v1.5: a BERT encoder with rotary positions and SwiGLU
 };
 const char* family_name(Family f);
 
@@ -63,16 +64,26 @@ const char* mixer_name(MixerKind m);
 
 // The stack of layers a model is. Decoder: pre-norm layers of a token mixer and an FFN, causal,
 // over a KV cache (runtime/forward.h). Encoder: BERT's post-LayerNorm layers over one whole text,
-// every token attending to every other, learned absolute positions and token types added to the
-// embeddings, an ungated GELU FFN, biases throughout (runtime/encoder.h); it has no LM head and
-// serves embeddings only.
+// every token attending to every other, token types added to the embeddings, positions learned
+// (added to the embeddings) or rotary (EncoderConfig), no LM head: it serves embeddings only
+// (runtime/encoder.h).
 enum class LayerStack : uint8_t { Decoder, Encoder };
+
+// How an encoder knows where a token is: a learned table added to the embeddings (BERT), or
+// rotary q / k (nomic-bert: rope_theta, NeoX pairs over the whole head).
+enum class EncoderPositions : uint8_t { Learned, Rotary };
+
+// An encoder's FFN: down(gelu(up(x))) (BERT), or down(silu(gate(x)) * up(x)) (nomic-bert).
+enum class EncoderFfn : uint8_t { Gelu, SwiGlu };
 
 // An encoder stack's own values (LayerStack::Encoder).
 struct EncoderConfig {
-  int64_t n_positions = 0;  // rows of the learned position table: the longest text
+  int64_t n_positions = 0;  // the longest text: the learned table's rows, the trained context
   float norm_eps = 0;       // the LayerNorms' epsilon
-  bool gelu_tanh = false;   // the FFN's GELU: the tanh approximation, else the exact (erf) form
+  EncoderPositions positions = EncoderPositions::Learned;
+  EncoderFfn ffn = EncoderFfn::Gelu;
+  bool gelu_tanh = false;  // the GELU: the tanh approximation, else the exact (erf) form
+  bool biases = true;      // the projections have biases (the LayerNorms always do)
 };
 
 // Gated DeltaNet's sizes (Qwen3-Next / Qwen3.5). Queries and keys have n_k_heads heads of

@@ -1,8 +1,10 @@
-// BertModel: an encoder (attention.causal false, the sentence-transformers pooling), its tensors
-// by BERT's own names (embeddings, encoder.layer.N), and a WordPiece vocabulary in the
-// converter's phantom-space form under the pre-tokenizer name "bert-bge".
+// BertModel and NomicBertModel: encoders (attention.causal false, the sentence-transformers
+// pooling), their tensors by their own names (BERT's embeddings, encoder.layer.N; nomic-ai's
+// emb_ln, encoder.layers.N), and a WordPiece vocabulary in the converter's phantom-space form
+// under the pre-tokenizer name "bert-bge".
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -12,8 +14,10 @@
 namespace ts {
 namespace {
 
+using NamePair = std::pair<const char*, const char*>;
+
 // {HF part after "encoder.layer.N.", GGUF part after "blk.N."}
-constexpr std::pair<const char*, const char*> kLayerParts[] = {
+constexpr NamePair kBertLayerParts[] = {
     {"attention.self.query.", "attn_q."},
     {"attention.self.key.", "attn_k."},
     {"attention.self.value.", "attn_v."},
@@ -24,11 +28,33 @@ constexpr std::pair<const char*, const char*> kLayerParts[] = {
     {"output.LayerNorm.", "layer_output_norm."},
 };
 
-constexpr std::pair<const char*, const char*> kEmbeddings[] = {
+constexpr NamePair kBertEmbeddings[] = {
     {"embeddings.word_embeddings.", "token_embd."},
     {"embeddings.position_embeddings.", "position_embd."},
     {"embeddings.token_type_embeddings.", "token_types."},
     {"embeddings.LayerNorm.", "token_embd_norm."},
+};
+
+// nomic-ai's layout (after "encoder.layers.N."): q, k and v stacked; fc11 up, fc12 the gate.
+constexpr NamePair kNomicLayerParts[] = {
+    {"attn.Wqkv.", "attn_qkv."},     {"attn.out_proj.", "attn_output."},
+    {"norm1.", "attn_output_norm."}, {"mlp.fc11.", "ffn_up."},
+    {"mlp.fc12.", "ffn_gate."},      {"mlp.fc2.", "ffn_down."},
+    {"norm2.", "layer_output_norm."},
+};
+
+constexpr NamePair kNomicEmbeddings[] = {
+    {"embeddings.word_embeddings.", "token_embd."},
+    {"embeddings.token_type_embeddings.", "token_types."},
+    {"emb_ln.", "token_embd_norm."},
+};
+
+// One class's names: its embeddings' and, after `layers` + "N.", its layers' parts.
+struct EncoderNames {
+  std::span<const NamePair> embeddings;
+  const char* layers;
+  std::span<const NamePair> layer_parts;
+  const char* arch;
 };
 
 // The tensor's name as the converter reads it: no "bert." prefix, gamma / beta as weight / bias.
@@ -37,6 +63,57 @@ std::string normalised(std::string name) {
   if (name.ends_with(".gamma")) name.replace(name.size() - 6, 6, ".weight");
   if (name.ends_with(".beta")) name.replace(name.size() - 5, 5, ".bias");
   return name;
+}
+
+// The GGUF tensor of `t` by `names` (BertModel.filter_tensors first: its prefix, gamma / beta and
+// the parts that are not the embedding model's dropped).
+bool encoder_tensor(const EncoderNames& names, const TensorRef& t, const ModelSource& src,
+                    std::vector<ConvertTensor>& out) {
+  const std::string name = normalised(t.name);
+  // The pooler and the pre-training heads are not the embedding model's.
+  if (name == "embeddings.position_ids" || name.starts_with("pooler.") || name.starts_with("cls."))
+    return true;
+  const auto add = [&](const std::string& gguf) {
+    out.emplace_back(gguf, t.dims, converter_keeps_f32(gguf, t.dims.size()),
+                     [t](float* v) { read_f32(t, v); });
+    return true;
+  };
+  for (const auto& [hf, gguf] : names.embeddings)
+    if (name.starts_with(hf)) return add(gguf + name.substr(std::strlen(hf)));
+  const std::string layers = names.layers;
+  if (name.starts_with(layers)) {
+    char* end = nullptr;
+    const long layer = std::strtol(name.c_str() + layers.size(), &end, 10);
+    if (end != nullptr && *end == '.') {
+      const std::string part = end + 1;
+      for (const auto& [hf, gguf] : names.layer_parts)
+        if (part.starts_with(hf))
+          return add("blk." + std::to_string(layer) + "." + gguf + part.substr(std::strlen(hf)));
+    }
+  }
+  fail(ErrorKind::Unsupported, src.path() + ": tensor '" + t.name + "' has no GGUF name in " +
+                                   names.arch + " (a part of the model that convert does not know)");
+}
+
+// nomic-ai's switches, each at the one value llama.cpp's converter converts (it asserts them).
+void check_nomic_switches(const Hparams& hp) {
+  const auto need = [&](const char* key, const nlohmann::json& want) {
+    const nlohmann::json* v = hp.find({key});
+    const nlohmann::json got = v != nullptr ? *v : nlohmann::json(nullptr);
+    if (got != want)
+      fail(ErrorKind::Unsupported, hp.where() + ": " + key + " is " + got.dump() +
+                                       ", which convert does not handle (" + want.dump() + ")");
+  };
+  if (const nlohmann::json* moe = hp.get("moe_every_n_layers"); moe && *moe != 0)
+    fail(ErrorKind::Unsupported,
+         hp.where() + ": nomic-bert-moe (moe_every_n_layers) is not converted");
+  need("activation_function", "swiglu");
+  need("causal", false);
+  for (const char* bias : {"qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm",
+                           "rotary_emb_interleaved"})
+    need(bias, false);
+  need("rotary_emb_fraction", 1.0);
+  need("rotary_emb_scale_base", nullptr);
 }
 
 }  // namespace
@@ -54,31 +131,34 @@ void bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
 
 bool bert_tensor(const TensorRef& t, int64_t, const Hparams&, const ModelSource& src,
                  std::vector<ConvertTensor>& out) {
-  const std::string name = normalised(t.name);
-  // The pooler and the pre-training heads are not the embedding model's.
-  if (name == "embeddings.position_ids" || name.starts_with("pooler.") || name.starts_with("cls."))
-    return true;
-  const auto add = [&](const std::string& gguf) {
-    out.emplace_back(gguf, t.dims, converter_keeps_f32(gguf, t.dims.size()),
-                     [t](float* v) { read_f32(t, v); });
-    return true;
-  };
-  for (const auto& [hf, gguf] : kEmbeddings)
-    if (name.starts_with(hf)) return add(gguf + name.substr(std::strlen(hf)));
-  const std::string layers = "encoder.layer.";
-  if (name.starts_with(layers)) {
-    char* end = nullptr;
-    const long layer = std::strtol(name.c_str() + layers.size(), &end, 10);
-    if (end != nullptr && *end == '.') {
-      const std::string part = end + 1;
-      for (const auto& [hf, gguf] : kLayerParts)
-        if (part.starts_with(hf))
-          return add("blk." + std::to_string(layer) + "." + gguf + part.substr(std::strlen(hf)));
-    }
-  }
-  fail(ErrorKind::Unsupported, src.path() + ": tensor '" + t.name +
-                                   "' has no GGUF name in bert (a part of BertModel that convert "
-                                   "does not know)");
+  return encoder_tensor({kBertEmbeddings, "encoder.layer.", kBertLayerParts, "bert"}, t, src, out);
+}
+
+bool nomic_bert_tensor(const TensorRef& t, int64_t, const Hparams&, const ModelSource& src,
+                       std::vector<ConvertTensor>& out) {
+  return encoder_tensor({kNomicEmbeddings, "encoder.layers.", kNomicLayerParts, "nomic-bert"}, t,
+                        src, out);
+}
+
+void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  if (hp.get("n_embd") == nullptr)
+    fail(ErrorKind::Unsupported,
+         hp.where() + ": a NomicBertModel in transformers' layout (no n_embd) is not converted; "
+                      "llama.cpp's converter reads nomic-ai's (n_embd, attn.Wqkv, mlp.fc11)");
+  check_nomic_switches(hp);
+  // The converter's context: v1 / v1.5 state 8192 positions but were trained on 2048 (and the
+  // MoE v2 2048 on 512); other pairs it refuses.
+  const int64_t npos = hp.req_int("n_positions");
+  const nlohmann::json* mtp_value = hp.get("max_trained_positions");
+  const int64_t mtp = mtp_value != nullptr && mtp_value->is_number_integer()
+                          ? mtp_value->get<int64_t>()
+                          : 2048;
+  if (mtp != 2048 || (npos != 8192 && npos != 2048))
+    fail(ErrorKind::Unsupported, hp.where() + ": n_positions " + std::to_string(npos) +
+                                     " with max_trained_positions " + std::to_string(mtp) +
+                                     " is not a nomic-embed-text model convert knows");
+  w.u32("context_length", npos == 8192 ? 2048 : 512);
+  bert_keys(hp, source, w);
 }
 
 void bert_vocab(const Hparams& hp, VocabRules& rules) {

@@ -178,6 +178,13 @@ const ConvertFamily kConvertFamilies[] = {
      .bpe_pre = "bert-bge",
      .own_tensor = bert_tensor,
      .vocab_rules = bert_vocab},
+    {.hf_class = "NomicBertModel",
+     .arch = "nomic-bert",
+     .family = Family::NomicBert,
+     .keys = nomic_bert_keys,
+     .bpe_pre = "bert-bge",
+     .own_tensor = nomic_bert_tensor,
+     .vocab_rules = bert_vocab},
     // The text decoder of a multimodal checkpoint (its vision tower is the converter's --mmproj).
     {"Qwen3VLForConditionalGeneration", "qwen3vl", Family::Qwen3VL, qwen3vl_keys, 0, "qwen2"},
     {"Qwen3VLMoeForConditionalGeneration", "qwen3vlmoe", Family::Qwen3VLMoe, qwen3vlmoe_keys, 0,

@@ -24,7 +24,9 @@ class Hparams {
   // The first of `keys` present; nullptr when none is, or the first present one is null.
   const nlohmann::json* find(std::initializer_list<const char*> keys) const;
   const nlohmann::json* get(const char* key) const { return find({key}); }
-  int64_t req_int(const char* key) const;  // a Model error naming the key when absent
+  int64_t req_int(const char* key) const { return req_int({key}); }
+  // The first of `keys` present, an integer; a Model error naming the first key when none is.
+  int64_t req_int(std::initializer_list<const char*> keys) const;
   const nlohmann::json& rope() const { return rope_; }
   // rope_parameters' full_attention object when there is one, else rope_parameters itself.
   const nlohmann::json& rope_full() const;
@@ -124,6 +126,9 @@ void bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                  std::vector<ConvertTensor>& out);
 void bert_vocab(const Hparams& hp, VocabRules& rules);
+void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool nomic_bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
+                       const ModelSource& src, std::vector<ConvertTensor>& out);
 
 // Qwen2MoeModel's keys, which Qwen3-Next's class extends.
 void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);

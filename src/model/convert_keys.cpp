@@ -46,10 +46,10 @@ const json* Hparams::find(std::initializer_list<const char*> keys) const {
   return nullptr;
 }
 
-int64_t Hparams::req_int(const char* key) const {
-  const json* v = get(key);
+int64_t Hparams::req_int(std::initializer_list<const char*> keys) const {
+  const json* v = find(keys);
   if (v == nullptr || !v->is_number_integer())
-    fail(ErrorKind::Model, where_ + ": missing integer '" + key + "'");
+    fail(ErrorKind::Model, where_ + ": missing integer '" + *keys.begin() + "'");
   return v->get<int64_t>();
 }
 

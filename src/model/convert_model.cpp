@@ -151,7 +151,7 @@ ConvertedModel convert_hf_model(const ModelSource& source) {
                                      "' (it converts " + convert_family_names() + ")");
   const std::string where = source.path() + "/config.json";
   const Hparams hp(source.hf()->config(), where);
-  int64_t blocks = hp.req_int("num_hidden_layers");
+  int64_t blocks = hp.req_int({"n_layers", "num_hidden_layers", "n_layer", "num_layers"});
   if (f->nextn_key != nullptr)
     if (const auto* n = hp.get(f->nextn_key); n != nullptr && n->is_number_integer())
       blocks += n->get<int64_t>();

@@ -38,6 +38,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
     {"glm4moe", "Glm4MoeForCausalLM", Family::Glm4Moe, configure_glm4moe},
     {"bert", "BertModel", Family::Bert, configure_bert},
+    {"nomic-bert", "NomicBertModel", Family::NomicBert, configure_nomic_bert},
     // Multimodal checkpoints, read as their text decoder (ModelSource presents it; Qwen3-VL's and
     // Gemma 3's vision towers are read by vision/, the others' vision part is not read).
     {"qwen3vl", "Qwen3VLForConditionalGeneration", Family::Qwen3VL, configure_qwen3vl, kMultimodal},
@@ -55,6 +56,7 @@ constexpr const char* kRefused[][2] = {
     {"Gemma3nForConditionalGeneration", "Gemma 3n is not supported"},
     {"GlmMoeDsaForCausalLM", "GLM-5's DSA (sparse) attention is not supported"},
     {"glm-dsa", "GLM-5's DSA (sparse) attention is not supported"},
+    {"nomic-bert-moe", "nomic-bert-moe (nomic-embed-text-v2-moe) is not supported"},
 };
 
 }  // namespace

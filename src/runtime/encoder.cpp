@@ -3,36 +3,73 @@
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "model/family.h"
+#include "runtime/rope_freqs.h"
 
 namespace ts {
 namespace {
 
-// A tensor's name in each form: GGUF (llama.cpp's converter) and a BertModel checkpoint.
-struct TensorName {
-  const char* gguf;
-  const char* hf;
+// An encoder's tensor names in one source's layout: the embeddings' (positions: nullptr where they
+// are rotary), then the parts of layer N after `layer` + "N.". A fused q / k / v projection is
+// `qkv` (q, k and v nullptr); an FFN without a gate has gate nullptr.
+struct EncoderNames {
+  const char* tokens;
+  const char* positions;
+  const char* types;
+  const char* embd_norm;
+  const char* layer;
+  const char* qkv;
+  const char* q;
+  const char* k;
+  const char* v;
+  const char* o;
+  const char* attn_norm;
+  const char* up;
+  const char* gate;
+  const char* down;
+  const char* out_norm;
 };
 
-constexpr TensorName kTokens{"token_embd", "embeddings.word_embeddings"};
-constexpr TensorName kPositions{"position_embd", "embeddings.position_embeddings"};
-constexpr TensorName kTypes{"token_types", "embeddings.token_type_embeddings"};
-constexpr TensorName kEmbdNorm{"token_embd_norm", "embeddings.LayerNorm"};
-constexpr TensorName kQ{"attn_q", "attention.self.query"};
-constexpr TensorName kK{"attn_k", "attention.self.key"};
-constexpr TensorName kV{"attn_v", "attention.self.value"};
-constexpr TensorName kO{"attn_output", "attention.output.dense"};
-constexpr TensorName kAttnNorm{"attn_output_norm", "attention.output.LayerNorm"};
-constexpr TensorName kUp{"ffn_up", "intermediate.dense"};
-constexpr TensorName kDown{"ffn_down", "output.dense"};
-constexpr TensorName kOutNorm{"layer_output_norm", "output.LayerNorm"};
+// llama.cpp's converter writes both families under the same names.
+constexpr EncoderNames kGguf{"token_embd",  "position_embd",    "token_types", "token_embd_norm",
+                             "blk.",        nullptr,            "attn_q",      "attn_k",
+                             "attn_v",      "attn_output",      "attn_output_norm", "ffn_up",
+                             "ffn_gate",    "ffn_down",         "layer_output_norm"};
+constexpr EncoderNames kBertModel{
+    "embeddings.word_embeddings", "embeddings.position_embeddings",
+    "embeddings.token_type_embeddings", "embeddings.LayerNorm", "encoder.layer.", nullptr,
+    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+    "attention.output.LayerNorm", "intermediate.dense", nullptr, "output.dense",
+    "output.LayerNorm"};
+// nomic-ai's own layout (its remote code's names, as nomic-embed-text ships): fc11 is the up
+// projection, fc12 the gate.
+constexpr EncoderNames kNomicAi{"embeddings.word_embeddings", nullptr,
+                                "embeddings.token_type_embeddings", "emb_ln", "encoder.layers.",
+                                "attn.Wqkv", nullptr, nullptr, nullptr, "attn.out_proj", "norm1",
+                                "mlp.fc11", "mlp.fc12", "mlp.fc2", "norm2"};
+// transformers' NomicBertModel as save_pretrained writes it.
+constexpr EncoderNames kNomicTransformers{
+    "embeddings.word_embeddings", nullptr, "embeddings.token_type_embeddings",
+    "embeddings.LayerNorm", "layers.", nullptr, "self_attn.q_proj", "self_attn.k_proj",
+    "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.up_proj",
+    "mlp.gate_proj", "mlp.down_proj", "post_mlp_layernorm"};
 
-// The tensor name of one source (layer -1: the embeddings').
-std::string tensor_name(const ModelSource& s, const TensorName& n, int64_t layer,
-                        const char* suffix) {
-  const bool gguf = s.kind() == SourceKind::Gguf;
-  std::string name;
-  if (layer >= 0) name = (gguf ? "blk." : "encoder.layer.") + std::to_string(layer) + ".";
-  return name + (gguf ? n.gguf : n.hf) + suffix;
+// The names of `s`'s layout, and which of them the config leaves out.
+EncoderNames encoder_names(const ModelSource& s, const ArchConfig& c) {
+  EncoderNames n;
+  if (s.kind() == SourceKind::Gguf) {
+    n = kGguf;
+    // nomic-bert's converter stacks q, k and v.
+    if (c.family == Family::NomicBert) n.qkv = "attn_qkv", n.q = n.k = n.v = nullptr;
+  } else if (c.family == Family::NomicBert) {
+    // Both layouts are NomicBertModel with a config of nomic-ai's keys or transformers' (a
+    // checkpoint loaded from one and saved by the other keeps both): the tensors tell.
+    n = s.find("layers.0.self_attn.q_proj.weight") ? kNomicTransformers : kNomicAi;
+  } else {
+    n = kBertModel;
+  }
+  if (c.encoder.positions != EncoderPositions::Learned) n.positions = nullptr;
+  if (c.encoder.ffn != EncoderFfn::SwiGlu) n.gate = nullptr;
+  return n;
 }
 
 }  // namespace
@@ -58,51 +95,61 @@ Encoder::~Encoder() {
   for (Weight* w : {&tokens_, &positions_, &types_})
     if (w->data != nullptr) cpu_->release_weight(*w);
   for (Layer& L : layers_)
-    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down})
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.gate, &L.down})
       if (l->w.data != nullptr) cpu_->release_weight(l->w);
 }
 
 void Encoder::load() {
-  const HostWeights w(*source_, *cpu_, "bert encoder");
-  const auto name = [&](const TensorName& n, int64_t l, const char* suffix) {
-    return tensor_name(*source_, n, l, suffix);
-  };
+  const HostWeights w(*source_, *cpu_, family_name(c_.family) + std::string(" encoder"));
+  const EncoderNames names = encoder_names(*source_, c_);
   const int64_t d = c_.n_embd, ff = c_.n_ff;
-  const auto table = [&](const TensorName& n, int64_t rows) {
-    const TensorRef r = w.need(name(n, -1, ".weight"), {d, rows});
+  const auto table = [&](const char* name, int64_t rows) {
+    const TensorRef r = w.need(std::string(name) + ".weight", {d, rows});
     const int64_t n_rows = r.rows();
     if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
     return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
                                r.data());
   };
-  tokens_ = table(kTokens, c_.n_vocab > 0 ? c_.n_vocab : -1);
+  tokens_ = table(names.tokens, c_.n_vocab > 0 ? c_.n_vocab : -1);
   if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
-  positions_ = table(kPositions, c_.encoder.n_positions);
-  types_ = table(kTypes, -1);
-  const auto norm = [&](const TensorName& n, int64_t l) {
-    return w.norm(name(n, l, ".weight"), name(n, l, ".bias"), d);
+  if (names.positions != nullptr) positions_ = table(names.positions, c_.encoder.n_positions);
+  else inv_freq_ = rope_inv_freq(c_, false, {});
+  types_ = table(names.types, -1);
+  const auto layer_name = [&](int64_t l, const char* part) {
+    return names.layer + std::to_string(l) + "." + part;
   };
-  const auto linear = [&](const TensorName& n, int64_t l, int64_t in, int64_t out) {
-    return w.linear(name(n, l, ".weight"), name(n, l, ".bias"), in, out);
+  const auto norm = [&](const std::string& name) {
+    return w.norm(name + ".weight", name + ".bias", d);
   };
-  embd_norm_ = norm(kEmbdNorm, -1);
+  const auto linear = [&](int64_t l, const char* part, int64_t in, int64_t out) {
+    const std::string name = layer_name(l, part);
+    return c_.encoder.biases ? w.linear(name + ".weight", name + ".bias", in, out)
+                             : w.linear(name + ".weight", in, out);
+  };
+  embd_norm_ = norm(names.embd_norm);
   for (int64_t l = 0; l < c_.n_layer; ++l) {
     Layer& L = layers_.emplace_back();
-    L.q = linear(kQ, l, d, d);
-    L.k = linear(kK, l, d, d);
-    L.v = linear(kV, l, d, d);
-    L.o = linear(kO, l, d, d);
-    L.attn_norm = norm(kAttnNorm, l);
-    L.up = linear(kUp, l, d, ff);
-    L.down = linear(kDown, l, ff, d);
-    L.out_norm = norm(kOutNorm, l);
+    if (names.qkv != nullptr) {
+      std::vector<Linear> qkv = w.linear_parts(layer_name(l, names.qkv) + ".weight", d, {d, d, d});
+      L.q = std::move(qkv[0]), L.k = std::move(qkv[1]), L.v = std::move(qkv[2]);
+    } else {
+      L.q = linear(l, names.q, d, d);
+      L.k = linear(l, names.k, d, d);
+      L.v = linear(l, names.v, d, d);
+    }
+    L.o = linear(l, names.o, d, d);
+    L.attn_norm = norm(layer_name(l, names.attn_norm));
+    L.up = linear(l, names.up, d, ff);
+    if (names.gate != nullptr) L.gate = linear(l, names.gate, d, ff);
+    L.down = linear(l, names.down, ff, d);
+    L.out_norm = norm(layer_name(l, names.out_norm));
   }
   const auto bytes = [](const Weight& m) { return static_cast<uint64_t>(m.rows) * m.row_stride; };
   const auto floats = [](const std::vector<float>& f) { return uint64_t{4} * f.size(); };
   weight_bytes_ = bytes(tokens_) + bytes(positions_) + bytes(types_) + floats(embd_norm_.w) +
                   floats(embd_norm_.b);
   for (const Layer& L : layers_) {
-    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.down})
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.up, &L.gate, &L.down})
       weight_bytes_ += bytes(l->w) + floats(l->b);
     for (const Norm* m : {&L.attn_norm, &L.out_norm}) weight_bytes_ += floats(m->w) + floats(m->b);
   }
@@ -110,7 +157,20 @@ void Encoder::load() {
 
 void Encoder::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
   cpu_->matmul(l.w, x, rows, y);
-  cpu_->add_bias(y, l.b.data(), rows, l.w.rows);
+  if (!l.b.empty()) cpu_->add_bias(y, l.b.data(), rows, l.w.rows);
+}
+
+void Encoder::ffn(const Layer& L, const float* x, int64_t rows, float* ff, float* g,
+                  float* out) const {
+  const int64_t n = c_.n_ff;
+  apply(L.up, x, rows, ff);
+  if (c_.encoder.ffn == EncoderFfn::SwiGlu) {
+    apply(L.gate, x, rows, g);
+    cpu_->glu(Glu::SiLU, g, ff, rows, n, n, ff);
+  } else {
+    gelu(*pool_, ff, rows * n, c_.encoder.gelu_tanh);
+  }
+  apply(L.down, ff, rows, out);
 }
 
 void Encoder::norm(const Norm& n, int64_t rows, float* x) const {
@@ -130,9 +190,11 @@ void Encoder::check(const std::vector<int32_t>& tokens) const {
 }
 
 uint64_t Encoder::workspace_bytes(int64_t rows) const {
-  // hidden()'s x, h, q, k, v and attention out of n_embd floats a row, the FFN's n_ff, and the
-  // ids, positions and types (int32) of each row; full_attention's positions and key ends.
-  const auto per_row = static_cast<uint64_t>(6 * c_.n_embd + c_.n_ff + 5) * 4;
+  // hidden()'s x, h, q, k, v and attention out of n_embd floats a row, the FFN's n_ff (and the
+  // gate's), and the ids, positions and types (int32) of each row; full_attention's positions
+  // and key ends.
+  const int64_t ffn = c_.encoder.ffn == EncoderFfn::SwiGlu ? 2 * c_.n_ff : c_.n_ff;
+  const auto per_row = static_cast<uint64_t>(6 * c_.n_embd + ffn + 5) * 4;
   return per_row * static_cast<uint64_t>(rows);
 }
 
@@ -146,6 +208,7 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
   const auto n = static_cast<size_t>(M * d);
   std::vector<float> x(n), h(n), q(n), k(n), v(n), att(n);
   std::vector<float> ff(static_cast<size_t>(M * c_.n_ff));
+  std::vector<float> g(c_.encoder.ffn == EncoderFfn::SwiGlu ? ff.size() : 0);
   // Each text's tokens are of type 0 (one segment), at positions 0 .. its length - 1.
   std::vector<int32_t> ids, pos, type0(static_cast<size_t>(M), 0);
   ids.reserve(static_cast<size_t>(M));
@@ -156,8 +219,11 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
       pos.push_back(static_cast<int32_t>(i));
     }
   cpu_->embed(tokens_, ids.data(), M, 1.0f, x.data());
-  cpu_->embed(positions_, pos.data(), M, 1.0f, h.data());
-  cpu_->add(x.data(), h.data(), M * d);
+  const bool rotary = c_.encoder.positions == EncoderPositions::Rotary;
+  if (!rotary) {
+    cpu_->embed(positions_, pos.data(), M, 1.0f, h.data());
+    cpu_->add(x.data(), h.data(), M * d);
+  }
   cpu_->embed(types_, type0.data(), M, 1.0f, h.data());
   cpu_->add(x.data(), h.data(), M * d);
   norm(embd_norm_, M, x.data());
@@ -165,6 +231,11 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
     apply(L.q, x.data(), M, q.data());
     apply(L.k, x.data(), M, k.data());
     apply(L.v, x.data(), M, v.data());
+    if (rotary) {
+      const RopeArgs rope{c_.head_dim, c_.rotary_dim, true, inv_freq_.data(), nullptr};
+      cpu_->rope(q.data(), M, c_.n_head, pos.data(), rope);
+      cpu_->rope(k.data(), M, c_.n_head, pos.data(), rope);
+    }
     size_t row = 0;
     for (const std::vector<int32_t>& t : texts) {
       const size_t at = row * static_cast<size_t>(d);
@@ -176,9 +247,7 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
     apply(L.o, att.data(), M, h.data());
     cpu_->add(x.data(), h.data(), M * d);
     norm(L.attn_norm, M, x.data());
-    apply(L.up, x.data(), M, ff.data());
-    gelu(*pool_, ff.data(), M * c_.n_ff, c_.encoder.gelu_tanh);
-    apply(L.down, ff.data(), M, h.data());
+    ffn(L, x.data(), M, ff.data(), g.data(), h.data());
     cpu_->add(x.data(), h.data(), M * d);
     norm(L.out_norm, M, x.data());
   }

@@ -1,14 +1,16 @@
-// An encoder stack (LayerStack::Encoder: BERT) on the CPU: a batch of texts at once, every token
-// attending to every other token of its own text. The embeddings are the token's, its position's
-// and token type 0's, LayerNormed; each layer is
+// An encoder stack (LayerStack::Encoder: BERT, nomic-bert) on the CPU: a batch of texts at once,
+// every token attending to every other token of its own text. The embeddings are the token's and
+// token type 0's (and its position's, where positions are learned), LayerNormed; each layer is
 //
 //   x = LayerNorm(x + o(attention(q(x), k(x), v(x))))
-//   x = LayerNorm(x + down(gelu(up(x))))
+//   x = LayerNorm(x + ffn(x))
 //
-// with biases on every projection. The texts of a batch lie one after the other as rows: every
-// projection, norm and GELU runs over all of them at once (the weights are read once a pass),
-// attention over each text's rows alone. Its final hidden states are what an embedding pools. A
-// device backend is refused: the encoder has no ops there yet.
+// q and k rotated where positions are rotary, ffn(x) = down(gelu(up(x))) or
+// down(silu(gate(x)) * up(x)) (EncoderFfn), with biases on the projections where the model has them (EncoderConfig). The texts of a batch
+// lie one after the other as rows: every projection, norm and activation runs over all of them
+// at once (the weights are read once a pass), attention over each text's rows alone. Its final
+// hidden states are what an embedding pools. A device backend is refused: the encoder has no ops
+// there yet.
 #pragma once
 
 #include <cstdint>
@@ -62,19 +64,22 @@ class Encoder {
   using Linear = HostWeights::Linear;
   using Norm = HostWeights::Norm;
   struct Layer {
-    Linear q, k, v, o, up, down;
+    Linear q, k, v, o, up, gate, down;  // gate: EncoderFfn::SwiGlu only
     Norm attn_norm, out_norm;
   };
   Encoder() = default;
   void load();
   void apply(const Linear& l, const float* x, int64_t rows, float* y) const;
   void norm(const Norm& n, int64_t rows, float* x) const;
+  // x [rows][n_embd] -> out [rows][n_embd] through the layer's FFN; ff and g [rows][n_ff] scratch.
+  void ffn(const Layer& L, const float* x, int64_t rows, float* ff, float* g, float* out) const;
 
   std::unique_ptr<ModelSource> source_;
   ArchConfig c_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<ThreadPool> pool_;
-  Weight tokens_, positions_, types_;
+  Weight tokens_, positions_, types_;  // positions_: EncoderPositions::Learned only
+  std::vector<float> inv_freq_;        // EncoderPositions::Rotary only
   Norm embd_norm_;
   std::vector<Layer> layers_;
   uint64_t weight_bytes_ = 0;

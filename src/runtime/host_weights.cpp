@@ -49,13 +49,34 @@ HostWeights::Linear HostWeights::linear(const std::string& w, const std::string&
   return l;
 }
 
+HostWeights::Linear HostWeights::linear(const std::string& w, int64_t in, int64_t out) const {
+  return std::move(linear_parts(w, in, {out}).front());
+}
+
+std::vector<HostWeights::Linear> HostWeights::linear_parts(const std::string& w, int64_t in,
+                                                           const std::vector<int64_t>& outs) const {
+  int64_t rows = 0;
+  for (const int64_t n : outs) rows += n;
+  const TensorRef t = need(w, {in, rows});
+  const uint64_t stride = t.nbytes / static_cast<uint64_t>(rows);
+  std::vector<Linear> parts;
+  int64_t row0 = 0;
+  for (const int64_t n : outs) {
+    parts.push_back({cpu_.upload_weight(t.dtype, n, in, stride,
+                                        t.data() + static_cast<uint64_t>(row0) * stride),
+                     {}});
+    row0 += n;
+  }
+  return parts;
+}
+
 HostWeights::Norm HostWeights::norm(const std::string& w, const std::string& b, int64_t n) const {
   return {floats(w, {n}), floats(b, {n})};
 }
 
 void HostWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
   cpu_.matmul(l.w, x, rows, y);
-  cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
+  if (!l.b.empty()) cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
 }
 
 void HostWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att, const Norm& ln,

@@ -19,7 +19,7 @@ class HostWeights {
  public:
   struct Linear {
     Weight w;
-    std::vector<float> b;
+    std::vector<float> b;  // empty: no bias
   };
   struct Norm {
     std::vector<float> w, b;
@@ -34,6 +34,11 @@ class HostWeights {
   TensorRef need(const std::string& name, const std::vector<int64_t>& dims) const;
   std::vector<float> floats(const std::string& name, const std::vector<int64_t>& dims) const;
   Linear linear(const std::string& w, const std::string& b, int64_t in, int64_t out) const;
+  Linear linear(const std::string& w, int64_t in, int64_t out) const;  // without a bias
+  // A fused projection without biases (q, k and v stacked as one matrix) as one Linear per block
+  // of consecutive output rows, `outs` rows each: views of the tensor's rows, nothing copied.
+  std::vector<Linear> linear_parts(const std::string& w, int64_t in,
+                                   const std::vector<int64_t>& outs) const;
   Norm norm(const std::string& w, const std::string& b, int64_t n) const;
   void apply(const Linear& l, const float* x, int64_t rows, float* y) const;
   // The rest of a pre-LN ViT block after its attention: x += out(att), then

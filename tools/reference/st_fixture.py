@@ -32,16 +32,26 @@ def write_st_modules(out_dir, dim, pooling_mode, max_seq_length):
                   indent=1)
 
 
-def convert(converter, hf_dir, out, pre_name):
+def convert(converter, hf_dir, out, pre_name, raw_config=False):
     """llama.cpp's convert_hf_to_gguf.py of hf_dir to f32 `out`. The converter names a
     pre-tokenizer by the hash of its output on a test text, which a tiny vocabulary cannot
-    match: it is named here (`pre_name`)."""
+    match: it is named here (`pre_name`). `raw_config`: the converter reads config.json as it is,
+    as it does where transformers does not know the model type (it falls back to the file when
+    AutoConfig fails); where transformers does, AutoConfig fills in its own defaults for the keys
+    the file names differently (nomic-bert's n_embd is not hidden_size)."""
     code = ("import os, runpy, sys\n"
-            "conv, pre = sys.argv[1], sys.argv[2]\n"
+            "conv, pre, raw = sys.argv[1], sys.argv[2], sys.argv[3] == '1'\n"
             "sys.path[:0] = [conv, os.path.join(conv, 'gguf-py')]\n"
+            "import conversion.base as base\n"
             "from conversion.base import TextModel\n"
             "TextModel.get_vocab_base_pre = lambda self, tokenizer: pre\n"
-            "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[3:]\n"
+            "if raw:\n"
+            "    class NoAutoConfig:\n"
+            "        @staticmethod\n"
+            "        def from_pretrained(*a, **k): raise ValueError('raw config.json')\n"
+            "    base.AutoConfig = NoAutoConfig\n"
+            "sys.argv = ['convert_hf_to_gguf.py'] + sys.argv[4:]\n"
             "runpy.run_path(os.path.join(conv, 'convert_hf_to_gguf.py'), run_name='__main__')\n")
-    subprocess.run([sys.executable, "-c", code, converter, pre_name, hf_dir, "--outtype", "f32",
+    subprocess.run([sys.executable, "-c", code, converter, pre_name, "1" if raw_config else "0",
+                    hf_dir, "--outtype", "f32",
                     "--outfile", out], check=True)
