@@ -393,6 +393,56 @@ class BertEncoder(Refusals, unittest.TestCase):
                 self.assertLessEqual(max(abs(x - y) for x, y in zip(g, want)), self.REF_TOL)
 
 
+class NomicEncoder(unittest.TestCase):
+    """A nomic-bert encoder (tests/fixtures/models/nomic_bert: rotary positions, SwiGLU) served:
+    /v1/embeddings gives `turbospark embed`'s vectors bit for bit and transformers' within the
+    encoder test's bound, from its GGUF and from its directory; /api/show names the family."""
+
+    NOMIC = os.path.join(HERE, "..", "fixtures", "models", "nomic_bert")
+    MODEL = "nomic-embed"
+    REF_TOL = 6e-7  # test_nomic_bert_embedding.cpp's bound
+
+    @classmethod
+    def setUpClass(cls):
+        with open(os.path.join(cls.NOMIC, "ref.json")) as f:
+            cls.ref = json.load(f)
+        cls.gguf = os.path.join(cls.NOMIC, "model-f32.gguf")
+        r = subprocess.run(
+            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
+            input="\n".join(cls.ref["inputs"]) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 0, r.stderr
+        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
+
+    def check_served(self, model_path):
+        args = ["-m", model_path, "--alias", self.MODEL, "--parallel", "2", "-t", "2"]
+        with Server(binary_from_env(), *args) as server:
+            client = client_for(server)
+            r = client.embeddings.create(
+                model=self.MODEL, input=self.ref["inputs"], encoding_format="float"
+            )
+            got = [d.embedding for d in r.data]
+            self.assertEqual(got, self.cli, model_path)
+            for g, want in zip(got, self.ref["embeddings"]):
+                self.assertGreaterEqual(cosine(g, want), 0.9999)
+                self.assertLessEqual(max(abs(x - y) for x, y in zip(g, want)), self.REF_TOL)
+            self.assertEqual(r.usage.prompt_tokens, sum(len(i) for i in self.ref["ids"]))
+            status, j, _ = server.request("POST", "/api/show", {"model": self.MODEL})
+            self.assertEqual(status, 200)
+            self.assertEqual(j["details"]["family"], "nomic-bert")
+            self.assertEqual(j["capabilities"], ["embedding"])
+        self.assertEqual(server.exit_code, 0, server.log())
+
+    def test_gguf_is_the_embed_commands(self):
+        self.check_served(self.gguf)
+
+    def test_directory_is_the_embed_commands(self):
+        self.check_served(os.path.join(self.NOMIC, "hf"))
+
+
 class EncoderMemory(unittest.TestCase):
     """The memory an encoder's server announces at start (its weights and the buffers of its
     largest pass) is what it takes: a random BERT large enough for that to dwarf the process's own

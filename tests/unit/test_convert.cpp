@@ -428,6 +428,49 @@ void expect_refused(const std::string& in, const std::string& out, int code,
   EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 1) << log;
 }
 
+// NomicBertModel in nomic-ai's layout is the converter's file at f32 (its context the 2048
+// positions nomic-embed-text was trained on, not the 8192 its config states), which embeds the
+// texts as the directory does, bit for bit; a config the converter does not convert (another
+// rotary layout, nomic-bert-moe, transformers' own layout) is refused with one line.
+TEST(Convert, NomicBertIsTheConvertersFile) {
+  const std::string dir = test::fixtures_dir() + "/models/nomic_bert";
+  const std::string out = test::scratch_path("nomic.gguf");
+  std::string log;
+  ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
+  expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"),
+                   {}, nullptr);
+  std::string from_file, from_dir;
+  const std::string texts = " -t 1 'hello world' 'the quick brown fox' 2>&1";
+  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + out + texts, &from_file), 0);
+  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + dir + "/hf" + texts, &from_dir),
+            0);
+  EXPECT_EQ(from_file, from_dir);
+
+  const auto changed = [&](const std::string& name, const char* key, const nlohmann::json& v) {
+    const std::string copy = test::scratch_path(name);
+    fs::remove_all(copy);
+    fs::copy(dir + "/hf", copy, fs::copy_options::recursive);
+    std::ifstream in(copy + "/config.json");
+    nlohmann::json config = nlohmann::json::parse(in);
+    if (v.is_null()) {
+      config.erase(key);
+    } else {
+      config[key] = v;
+    }
+    std::ofstream(copy + "/config.json") << config.dump(1);
+    return copy;
+  };
+  const std::string f16 = test::scratch_path("nomic16.gguf");
+  expect_refused(changed("nomic-interleaved", "rotary_emb_interleaved", true), f16, 2,
+                 "rotary_emb_interleaved is true, which convert does not handle (false)");
+  expect_refused(changed("nomic-moe", "moe_every_n_layers", 2), f16, 2,
+                 "nomic-bert-moe (moe_every_n_layers) is not converted");
+  expect_refused(changed("nomic-positions", "n_positions", 4096), f16, 2,
+                 "n_positions 4096 with max_trained_positions 2048 is not a nomic-embed-text");
+  expect_refused(changed("nomic-transformers", "n_embd", nullptr), f16, 2,
+                 "a NomicBertModel in transformers' layout (no n_embd) is not converted");
+}
+
 TEST(Convert, BadInputIsRefusedWithOneLine) {
   const std::string out = test::scratch_path("out.gguf");
   const std::vector<std::string> all = {"model.safetensors", "tokenizer.json",
