@@ -8,6 +8,10 @@ time after a prompt of T random tokens; one untimed run of each first, then R ti
 tokens/s as mean and sample stddev. Prints one JSON object.
 
   python3 bench/llama_cpp_peer.py -m model.gguf -p 512 -n 128 -r 5 -t 2
+
+--embedding N runs an embedding model's test instead, as `turbospark bench` does for an encoder
+("emb P x N"): N texts of P random token ids, each its own sequence, in one llama_decode (the
+batch and context sized to hold them, the model's pooling), tokens/s counting all of them.
 """
 import argparse
 import json
@@ -32,7 +36,11 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--tg-prompt", type=int, default=16)
     ap.add_argument("--batch", type=int, default=512, help="llama.cpp n_batch = n_ubatch")
+    ap.add_argument("--embedding", type=int, default=0, metavar="N",
+                    help="an embedding model's test: N texts of -p tokens a pass")
     args = ap.parse_args()
+    if args.embedding > 0:
+        return embedding_test(args)
 
     import llama_cpp
     from llama_cpp import Llama
@@ -82,6 +90,36 @@ def main():
         "threads": args.threads,
         "loadavg_1m": os.getloadavg()[0],
         "tests": tests,
+    }, indent=2))
+
+
+def embedding_test(args):
+    import llama_cpp
+    from llama_cpp import Llama
+
+    n, p = args.embedding, args.n_prompt
+    llm = Llama(model_path=args.model, embedding=True, n_ctx=n * p, n_batch=n * p,
+                n_ubatch=n * p, n_seq_max=n, n_threads=args.threads,
+                n_threads_batch=args.threads, verbose=False)
+    rng = random.Random(1234)
+    texts = [[rng.randrange(llm.n_vocab()) for _ in range(p)] for _ in range(n)]
+
+    def run():
+        llm._ctx.kv_cache_clear()
+        llm._batch.reset()
+        for i, ids in enumerate(texts):
+            llm._batch.add_sequence(ids, i, True)
+        llm._ctx.decode(llm._batch)
+
+    run()
+    s = [n * p / timed(run) for _ in range(args.repetitions)]
+    print(json.dumps({
+        "peer": "llama.cpp via llama-cpp-python " + llama_cpp.__version__,
+        "model": os.path.abspath(args.model),
+        "threads": args.threads,
+        "loadavg_1m": os.getloadavg()[0],
+        "tests": [{"test": f"emb {p} x {n}", "samples_ts": s, "avg_ts": statistics.mean(s),
+                   "stddev_ts": statistics.stdev(s) if len(s) > 1 else 0.0}],
     }, indent=2))
 
 

@@ -7,6 +7,7 @@
 // rate, bytes read per token and achieved read bandwidth; --roofline states each figure as a
 // fraction of the machine's bound (runtime/roofline.h over runtime/bandwidth.h). --image FILE adds
 // the vision tower's encode time of each image (cli/bench_image.h).
+// An encoder model runs its own test instead (cli/bench_encoder.h).
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "cli/bench_encoder.h"
 #include "cli/bench_image.h"
 #include "cli/bench_streaming.h"
 #include "cli/commands.h"
@@ -23,6 +25,8 @@
 #include "cli/number_checks.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/family.h"
+#include "model/model_source.h"
 #include "model/model_spec.h"
 #include "moe/uring_reader.h"
 #include "runtime/bandwidth.h"
@@ -523,6 +527,17 @@ struct Report {
 };
 
 int run_bench(BenchArgs& a) {
+  const std::string path = model_path(a.model, true);
+  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder) {
+    // An encoder has one test, the embedding pass (cli/bench_encoder.h): -p tokens a text,
+    // --parallel texts a pass; it generates nothing, so -n does not apply.
+    if (a.depth > 0 || !a.images.images.empty())
+      fail(ErrorKind::Usage, path + " is an encoder model: --depth and --image do not apply");
+    if (a.n_prompt == 0) fail(ErrorKind::Usage, "nothing to run: an encoder's test needs -p > 0");
+    const EngineOptions options = engine_options(a.model);
+    return bench_encoder({path, options.backend, options.threads, a.n_prompt, a.parallel, a.reps,
+                          a.json, a.roofline});
+  }
   if (!a.images.mmproj.empty() && a.images.images.empty())
     fail(ErrorKind::Usage, "--mmproj without --image");
   if (a.n_prompt == 0 && a.n_gen == 0 && a.images.images.empty())

@@ -352,6 +352,38 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
+// Float weights: a prompt's rows (tiles of several weight and activation rows) give each row's
+// bits alone (decode's tile), whatever the tile an output falls in; K with a tail past the
+// vectors too.
+TEST(MatmulKernels, FloatPromptRowsAreOneRowAtATimeBitForBit) {
+  std::mt19937 rng(78);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (const int64_t cols : {512, 515}) {
+      const int64_t rows = 47;
+      const Matrix w = random_weights(t, rows, cols, rng);
+      for (const int64_t M : {2, 3, 5, 13}) {
+        const std::vector<float> x = random_acts(M, cols, rng);
+        for (Isa isa : available_isas()) {
+          PackedActs all;
+          pack_activations(t, x.data(), M, cols, all);
+          std::vector<float> y(M * rows);
+          matmul_rows_isa(isa, w.view(), all, 0, rows, y.data(), rows);
+          for (int64_t m = 0; m < M; ++m) {
+            PackedActs one;
+            pack_activations(t, x.data() + m * cols, 1, cols, one);
+            std::vector<float> y1(rows);
+            matmul_rows_isa(isa, w.view(), one, 0, rows, y1.data(), rows);
+            for (int64_t r = 0; r < rows; ++r)
+              ASSERT_EQ(std::bit_cast<uint32_t>(y[m * rows + r]), std::bit_cast<uint32_t>(y1[r]))
+                  << dtype_name(t) << " " << isa_name(isa) << " K " << cols << " M " << M
+                  << " m " << m << " r " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
 // q8_0, the 32-element 4- and 5-bit types (mxfp4 too), q4_k to q6_k and iq4_xs weights packed into
 // the panel layout (panel_layout.h), read by the AVX512-VNNI panel kernels: within the same bounds
 // as above of the dequantised dot and of the scalar kernel on the unpacked weight, for whole-panel
