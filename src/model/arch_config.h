@@ -26,7 +26,7 @@ enum class Family {
   Qwen3VL,     // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
   Qwen3VLMoe,  // Qwen3-VL-MoE's (30B-A3B, 235B-A22B): Qwen3-VL's decoder with Qwen3-MoE's experts
   Gemma4,
-  Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Glm4Moe,   // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
   Bert,      // BERT encoders (sentence embeddings): LayerStack::Encoder
   NomicBert  // nomic-embed-text v1 / v1.5: a BERT encoder with rotary positions and SwiGLU
 };

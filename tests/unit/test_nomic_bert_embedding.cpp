@@ -1,8 +1,9 @@
-// nomic-bert (nomic-embed-text v1 / v1.5's architecture: BERT's encoder with rotary q / k, a SwiGLU
-// FFN and no projection biases) on the nomic_bert fixture (tools/reference/make_nomic_bert_fixture.py):
-// its GGUF (llama.cpp's converter), its directory in nomic-ai's layout and the same weights in
-// transformers' layout give transformers' NomicBertModel's mean-pooled, normalised vectors and
-// first-token states. What the family does not build is refused by name.
+// nomic-bert (nomic-embed-text v1 / v1.5's architecture: BERT's encoder with rotary q / k, a
+// SwiGLU FFN and no projection biases) on the nomic_bert fixture
+// (tools/reference/make_nomic_bert_fixture.py): its GGUF (llama.cpp's converter), its directory in
+// nomic-ai's layout and the same weights in transformers' layout give transformers'
+// NomicBertModel's mean-pooled, normalised vectors and first-token states. What the family does
+// not build is refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -80,8 +81,8 @@ std::string transformers_layout() {
   };
   same("embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight");
   same("embeddings.token_type_embeddings.weight", "embeddings.token_type_embeddings.weight");
-  for (const char* p : {"weight", "bias"}) same(std::string("embeddings.LayerNorm.") + p,
-                                               std::string("emb_ln.") + p);
+  for (const char* p : {"weight", "bias"})
+    same(std::string("embeddings.LayerNorm.") + p, std::string("emb_ln.") + p);
   for (int l = 0; l < 2; ++l) {
     const std::string to = "layers." + std::to_string(l) + ".";
     const std::string from = "encoder.layers." + std::to_string(l) + ".";
@@ -98,19 +99,18 @@ std::string transformers_layout() {
     }
   }
   test::write_file(dir + "/model.safetensors", test::safetensors_bytes(header.dump(), data));
-  const json config = {
-      {"architectures", {"NomicBertModel"}},
-      {"model_type", "nomic_bert"},
-      {"hidden_size", 32},
-      {"num_hidden_layers", 2},
-      {"num_attention_heads", 4},
-      {"intermediate_size", 64},
-      {"max_position_embeddings", 2048},
-      {"vocab_size", 300},
-      {"type_vocab_size", 2},
-      {"layer_norm_eps", 1e-12},
-      {"hidden_act", "silu"},
-      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000.0}}}};
+  const json config = {{"architectures", {"NomicBertModel"}},
+                       {"model_type", "nomic_bert"},
+                       {"hidden_size", 32},
+                       {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4},
+                       {"intermediate_size", 64},
+                       {"max_position_embeddings", 2048},
+                       {"vocab_size", 300},
+                       {"type_vocab_size", 2},
+                       {"layer_norm_eps", 1e-12},
+                       {"hidden_act", "silu"},
+                       {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000.0}}}};
   test::write_file(dir + "/config.json", config.dump(1));
   return dir;
 }
@@ -135,7 +135,8 @@ void expect_references(const std::string& path, const EmbeddingSpec& spec, const
 }
 
 TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {
-  for (const std::string& path : {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
+  for (const std::string& path :
+       {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
     const ArchConfig c = read_arch_config(*ModelSource::open(path));
     EXPECT_EQ(c.family, Family::NomicBert) << path;
     EXPECT_EQ(c.stack, LayerStack::Encoder);
@@ -156,7 +157,8 @@ TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {
 // The bounds are f32's noise here: measured 4.2e-7 on the normalised vectors and 4.2e-6 on the
 // first-token states (elements up to 2.9); llama.cpp's error on the same GGUF is 3.3e-7 and 6.0e-6.
 TEST(NomicBertEmbedding, EveryFormMatchesTransformers) {
-  for (const std::string& path : {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
+  for (const std::string& path :
+       {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
     const EmbeddingSpec spec = read_embedding_spec(*ModelSource::open(path));
     EXPECT_EQ(spec.pooling, Pooling::Mean) << path;
     EXPECT_TRUE(spec.normalize) << path;
