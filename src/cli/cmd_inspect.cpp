@@ -177,6 +177,9 @@ int run_inspect(const InspectArgs& a) {
   req.ctx = a.ctx;
   req.prefill_batch = default_prefill_batch(c, true, a.ctx);
   req.expert_slots = a.slots;
+  // The footprint of a run on the CPU backend (its scratch: the attention's kept split states).
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(0);
+  req.backend = cpu.get();
   const Footprint fp = compute_footprint(*spec, req);
 
   nlohmann::json j;
