@@ -1,5 +1,6 @@
 #include "runtime/encoder.h"
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "model/family.h"
@@ -230,7 +231,13 @@ uint64_t Encoder::workspace_bytes(int64_t rows) const {
   // and key ends.
   const int64_t ffn = c_.encoder.ffn == EncoderFfn::SwiGlu ? 2 * c_.n_ff : c_.n_ff;
   const auto per_row = static_cast<uint64_t>(6 * c_.n_embd + ffn + 5) * 4;
-  return per_row * static_cast<uint64_t>(rows);
+  // And the split states the attention of a short text keeps between calls.
+  AttentionArgs a;
+  a.n_head = a.n_head_kv = c_.n_head;
+  a.head_dim = c_.head_dim;
+  return per_row * static_cast<uint64_t>(rows) +
+         cpu::full_attention_kept_bytes(a, std::min(rows, c_.encoder.n_positions),
+                                        static_cast<int>(pool_->size()));
 }
 
 std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) const {

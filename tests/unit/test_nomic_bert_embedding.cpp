@@ -11,8 +11,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "core/error.h"
 #include "fixture_models.h"
 #include "formats_test_util.h"
@@ -188,6 +190,23 @@ TEST(NomicBertEmbedding, TextsBatchedGiveEachTheirOwnVector) {
   ASSERT_EQ(batched.size(), texts.size());
   for (size_t i = 0; i < texts.size(); ++i)
     EXPECT_EQ(batched[i], encoder->embed(texts[i], pooler)) << "text " << i;
+}
+
+// A pass's workspace counts the split states the attention keeps on the calling thread: after the
+// text that keeps the most (one block of rows), exactly what full_attention_kept_bytes says.
+TEST(NomicBertEmbedding, WorkspaceCountsTheAttentionsKeptStates) {
+  const auto encoder = Encoder::open(fixture("model-f32.gguf"), "cpu", 2);
+  const ArchConfig& c = encoder->cfg();
+  AttentionArgs a;
+  a.n_head = a.n_head_kv = c.n_head;
+  a.head_dim = c.head_dim;
+  const uint64_t kept = cpu::full_attention_kept_bytes(a, c.encoder.n_positions, 2);
+  EXPECT_GT(kept, 0u);
+  EXPECT_GE(encoder->workspace_bytes(64), kept);
+  std::thread([&] {
+    for (const int64_t n : {3, 64, 65, 700}) encoder->hidden(std::vector<int32_t>(n, 7));
+    EXPECT_EQ(cpu::attention_kept_now(), kept);
+  }).join();
 }
 
 TEST(NomicBertEmbedding, WhatItDoesNotBuildIsRefusedByName) {

@@ -332,6 +332,14 @@ uint64_t attention_kept_bytes(const AttentionArgs& a, int64_t keys, int64_t max_
   return 4 * floats;
 }
 
+uint64_t full_attention_kept_bytes(const AttentionArgs& a, int64_t max_rows, int threads) {
+  if (max_rows <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0) return 0;
+  // Only a text of one block keeps states; its splits and lanes grow with its rows.
+  const int64_t rows =
+      std::min(max_rows, std::max<int64_t>(1, kBlockQueries / (a.n_head / a.n_head_kv)));
+  return 4 * kept_floats(a, rows, rows, threads);
+}
+
 uint64_t attention_kept_now() {
   return 4 * static_cast<uint64_t>(kept_split_states().capacity());
 }
