@@ -26,6 +26,19 @@ def reference():
         return json.load(f)
 
 
+def embed_command(model, texts):
+    """`turbospark embed`'s vector of each text (one a stdin line)."""
+    r = subprocess.run(
+        [binary_from_env(), "embed", "-m", model, "-t", "2"],
+        input="\n".join(texts) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
 def cosine(a, b):
     ab = sum(x * y for x, y in zip(a, b))
     return ab / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
@@ -249,15 +262,7 @@ class BertEncoder(Refusals, unittest.TestCase):
         args = ["-m", cls.gguf, "--alias", cls.MODEL, "--parallel", "3", "--queue", "2", "-t", "2"]
         cls.server = Server(binary_from_env(), *args).__enter__()
         cls.client = client_for(cls.server)
-        r = subprocess.run(
-            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
-            input="\n".join(cls.ref["inputs"]) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stderr
-        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
+        cls.cli = embed_command(cls.gguf, cls.ref["inputs"])
 
     @classmethod
     def tearDownClass(cls):
@@ -407,15 +412,7 @@ class NomicEncoder(unittest.TestCase):
         with open(os.path.join(cls.NOMIC, "ref.json")) as f:
             cls.ref = json.load(f)
         cls.gguf = os.path.join(cls.NOMIC, "model-f32.gguf")
-        r = subprocess.run(
-            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
-            input="\n".join(cls.ref["inputs"]) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stderr
-        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
+        cls.cli = embed_command(cls.gguf, cls.ref["inputs"])
 
     def check_served(self, model_path):
         args = ["-m", model_path, "--alias", self.MODEL, "--parallel", "2", "-t", "2"]

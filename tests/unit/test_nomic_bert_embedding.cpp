@@ -16,6 +16,7 @@
 
 #include "backend/cpu/attention.h"
 #include "core/error.h"
+#include "encoder_references.h"
 #include "fixture_models.h"
 #include "formats_test_util.h"
 #include "model/family.h"
@@ -39,12 +40,6 @@ std::string fixture(const std::string& file) {
 json read_json(const std::string& path) {
   std::ifstream f(path);
   return json::parse(f);
-}
-
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
 }
 
 // The fixture's directory with `change` applied to its config.json (nomic-ai's keys), in a
@@ -117,23 +112,9 @@ std::string transformers_layout() {
   return dir;
 }
 
-// Every reference input through `spec`'s pooling against `key`'s vectors: the cosine the issue
-// asks for and the elementwise bound of f32 throughout (a few roundings of the largest element).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  const json ref = read_json(fixture("ref.json"));
-  const auto encoder = Encoder::open(path, "cpu", 2);
-  const Tokenizer tok = load_tokenizer(encoder->source());
-  Pooler pooler(spec, encoder->cfg().n_embd);
-  for (size_t i = 0; i < ref["inputs"].size(); ++i) {
-    const std::vector<int32_t> ids = embedding_tokens(tok, ref["inputs"][i].get<std::string>());
-    EXPECT_EQ(ids, ref["ids"][i].get<std::vector<int32_t>>()) << "input " << i;
-    const std::vector<float> got = encoder->embed(ids, pooler);
-    const auto want = ref[key][i].get<std::vector<float>>();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_GE(test::cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
-    EXPECT_LE(max_abs_diff(got, want), tol) << key << " input " << i << " of " << path;
-  }
+  test::expect_encoder_references(path, read_json(fixture("ref.json")), spec, key, tol);
 }
 
 TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {
