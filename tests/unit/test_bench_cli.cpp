@@ -195,6 +195,31 @@ TEST_F(BenchTest, ParallelDecodeIsOneTestOverEverySequence) {
   EXPECT_NE(out.find("--roofline bounds one sequence's decode"), std::string::npos) << out;
 }
 
+// An encoder model runs its embedding test: N texts of P tokens a pass, tokens/s over all of
+// them, against the f32 peak with --roofline; what does not apply to an encoder is refused.
+TEST_F(BenchTest, EncoderRunsItsEmbeddingTest) {
+  const std::string model = test::fixtures_dir() + "/models/nomic_bert/model-f32.gguf";
+  const nlohmann::json j = bench_json("-m " + model + " -p 16 --parallel 3 -r 2 -t 2 --roofline");
+  EXPECT_EQ(j["family"], "nomic-bert");
+  ASSERT_EQ(j["tests"].size(), 1u);
+  const nlohmann::json& t = j["tests"][0];
+  EXPECT_EQ(t["test"], "emb 16 x 3");
+  EXPECT_EQ(t["samples_ts"].size(), 2u);
+  EXPECT_GT(t["avg_ts"].get<double>(), 0);
+  EXPECT_GT(j["machine"]["f32_peak_gflops"].get<double>(), 0);
+  EXPECT_NEAR(t["roofline"]["fraction"].get<double>(),
+              t["avg_ts"].get<double>() / t["roofline"]["bound_ts"].get<double>(), 1e-9);
+  std::string out;
+  EXPECT_EQ(test::run_command(test::binary_path() + " bench -m " + model + " -p 4000 2>&1", &out),
+            1)
+      << out;
+  EXPECT_NE(out.find("4000 tokens exceed the encoder's 2048 positions"), std::string::npos) << out;
+  EXPECT_EQ(test::run_command(test::binary_path() + " bench -m " + model + " -d 8 2>&1", &out), 1)
+      << out;
+  EXPECT_NE(out.find("is an encoder model: --depth and --image do not apply"), std::string::npos)
+      << out;
+}
+
 // --depth: both tests after one prefilled context, named as llama-bench names them; the decode's
 // bound reads the depth's KV rows; a model with recurrent layers returns to its checkpoint there.
 TEST_F(BenchTest, DepthRunsBothTestsAfterOnePrefilledContext) {
