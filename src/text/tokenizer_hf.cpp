@@ -1,7 +1,7 @@
-// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE and WordPiece come from
-// tokenizer.json; SentencePiece comes from tokenizer.model (its scores drive the merges, which
-// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top;
-// WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
+// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE, WordPiece and Unigram
+// come from tokenizer.json; SentencePiece BPE comes from tokenizer.model (its scores drive the
+// merges, which tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added
+// tokens on top; WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "core/json_nesting.h"
 #include "core/mapped_file.h"
 #include "text/hf_pretokenizer.h"
+#include "text/hf_unigram.h"
 #include "text/sentencepiece_model.h"
 #include "text/special_tokens.h"
 #include "text/tokenizer.h"
@@ -243,9 +244,11 @@ void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path
       if (!s.scores.empty()) s.scores.resize(i + 1, 0.0f);
     }
     s.tokens[i] = t["content"].get<std::string>();
-    // A SentencePiece model already types its own pieces (<unk> stays Unknown, bytes stay Byte).
-    const bool own_piece = s.kind == TokenizerKind::SentencePiece &&
-                           s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
+    // A SentencePiece model already types its own pieces (<unk> stays Unknown, bytes stay Byte),
+    // as a Unigram tokenizer.json types its unk_id.
+    const bool own_piece =
+        (s.kind == TokenizerKind::SentencePiece || s.kind == TokenizerKind::Unigram) &&
+        s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
     if (!own_piece)
       s.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
     if (t.value("lstrip", false)) s.lstrip.push_back(static_cast<int32_t>(i));
@@ -320,6 +323,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
     s = byte_level_spec(*tj, json_path);
   } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "WordPiece") {
     s = wordpiece_spec(*tj, json_path);
+  } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "Unigram") {
+    s = hf_unigram_spec(*tj, json_path);
   } else if (exists(model_path)) {
     s = spm_spec(model_path);
   } else if (!tj && exists(dir + "/vocab.txt")) {

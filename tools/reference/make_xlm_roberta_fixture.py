@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""A tiny XLM-RoBERTa sentence-embedding fixture (bge-m3's / multilingual-e5's architecture) and
+its references.
+
+usage: make_xlm_roberta_fixture.py --converter LLAMA_CPP_DIR --out DIR [--llama-lib DIR]
+
+DIR/hf/      a random-init XLMRobertaModel (hidden 32, 2 layers, 4 heads, GELU FFN of 64, 64
+             positions after the pad_token_id + 1 = 2 that XLM-R's position ids skip, 1 token
+             type) saved as sentence-transformers models ship: sentencepiece.bpe.model, a
+             SentencePiece Unigram model trained on the corpus below (unk 0, bos 1, eos 2 as
+             XLM-R's), transformers' XLMRobertaTokenizer of it (tokenizer.json: Unigram with the
+             fairseq id shift, Precompiled charsmap, <s> $A </s>), and the modules Transformer,
+             Pooling (cls) and Normalize (st_fixture.py), as bge-m3.
+             The normaliser is a subset of sentencepiece's nmt_nfkc (XLM-R's): the rules of
+             nmt_nfkc for the code points and sequences listed in nfkc_subset(), which compile
+             to the same double-array charsmap format at a few KB instead of nmt_nfkc's 240.
+DIR/model-f32.gguf   llama.cpp's convert_hf_to_gguf.py of hf/ (arch bert, tokenizer "t5" with the
+             precompiled charsmap, the position table without its first 2 rows).
+DIR/ref.json {"inputs", "ids", "embeddings", "mean", "tricky", "tricky_ids", "spm_ids",
+             "llama_ids"}: sentence-transformers' encode() of each input (float32, CPU), the ids
+             its tokenizer gave, transformers' unnormalised mean of each input's final states
+             (mean pooling, as multilingual-e5), and for strings that exercise the normaliser,
+             the whitespace rules and unknown characters: HF tokenizers' ids, sentencepiece's
+             (shifted to the fairseq ids, <s> ... </s>) and llama.cpp's of the GGUF (with
+             --llama-lib: llama.cpp's shared libraries and llama-cpp-python's sources on
+             PYTHONPATH), and "legacy_ids", those of DIR/legacy_tokenizer/.
+DIR/legacy_tokenizer/tokenizer.json  the vocabulary in transformers 4's pipeline, which the
+             published XLM-R models ship (legacy_tokenizer()).
+sentencepiece's trainer is deterministic for one corpus and options: a rerun makes the same
+tokenizer; the model's weights come from a fixed seed.
+"""
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import unicodedata
+
+import numpy as np
+import torch
+
+from st_fixture import convert, write_st_modules
+
+CORPUS = """\
+The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
+children play near the water while their parents talk about the weather and the harvest.
+Appointment of a new manager was announced on Saturday; the company expects growth next year.
+Numbers such as 1946, 2024 and 3.14 appear in reports. Don't stop: keep reading, writing and
+learning! Café, naïve, résumé and façade are French words; Zürich, Köln and Málaga are cities.
+東京は日本の首都です。 北京和上海是中国的城市。 Москва и Киев — города. Ελλάδα και Αθήνα.
+The encoder reads every token at once, attends both ways, and pools the states into a vector.
+Embedding models map sentences to points; similar sentences land close to each other.
+Der schnelle braune Fuchs springt über den faulen Hund. El zorro marrón salta sobre el perro.
+Multilingual encoders share one vocabulary across languages, scripts and alphabets.
+"""
+INPUTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A new manager was announced on Saturday!",
+    "a",
+    "Café naïve Zürich: the river, the bridge — and 東京.",
+    "Der schnelle braune Fuchs springt über den faulen Hund: the encoder attends both ways.",
+]
+TRICKY = [
+    "Héllo, WÖRLD! Ça va?",
+    "e\u0301te\u0301 (decomposed accents)",
+    "\uff26\uff55\uff4c\uff4c\uff57\uff49\uff44\uff54\uff48 ｶﾀｶﾅ and ＡＢＣ１２３",
+    "ﬁne ligatures ① ² ™ ½",
+    "東京は日本の首都です。北京和上海",
+    "  leading and trailing spaces  ",
+    "multiple   spaces\tand\ttabs\nand\r\nnewlines",
+    "zero\u200bwidth and \u00a0nbsp\u3000ideographic",
+    "emoji 🙂🙂 and 🚀 unknown ✨ symbols",
+    "unbelievablyextraordinarilyunrecognisablewords" * 3,
+    "x" * 120,
+    "<s> written in text </s>",
+    "Москва и Киев, Ελλάδα και Αθήνα, İstanbul straße",
+    " ",
+    "",
+]
+HIDDEN, LAYERS, HEADS, INNER, POSITIONS, PAD = 32, 2, 4, 64, 64, 1
+
+
+def nfkc_subset():
+    """nmt_nfkc's rules (sentencepiece's own normaliser, rule by rule) for Latin-1 and Latin
+    Extended-A, general punctuation and spaces, the CJK symbols, full-width and half-width forms,
+    ligatures, super- and subscripts, circled numbers, controls, and the composed forms of the
+    decomposed accents the inputs use: TSV lines "src code points<TAB>dst code points"."""
+    import sentencepiece as spm
+
+    n = spm.SentencePieceNormalizer(rule_name="nmt_nfkc", add_dummy_prefix=False,
+                                    remove_extra_whitespaces=False, escape_whitespaces=False)
+    ranges = [(0x0, 0x24f), (0x2000, 0x206f), (0x2070, 0x209f), (0x2100, 0x218f),
+              (0x2460, 0x24ff), (0x3000, 0x303f), (0xfb00, 0xfb06), (0xff00, 0xffef)]
+    sources = [chr(c) for lo, hi in ranges for c in range(lo, hi + 1)
+               if unicodedata.category(chr(c)) != "Cs"]
+    sources += [b + m for b in "aeiouncAEIOUNC" for m in "\u0300\u0301\u0302\u0308\u0327"]
+    lines = []
+    for s in sources:
+        d = n.normalize(s)
+        if d != s and s != "\0":
+            hexs = lambda t: " ".join("%X" % ord(c) for c in t)
+            lines.append(hexs(s) + "\t" + hexs(d))
+    return "\n".join(lines) + "\n"
+
+
+def train_tokenizer(out_dir):
+    import sentencepiece as spm
+
+    tmp = tempfile.mkdtemp()
+    rules = os.path.join(tmp, "rules.tsv")
+    with open(rules, "w") as f:
+        f.write(nfkc_subset())
+    corpus = os.path.join(tmp, "corpus.txt")
+    with open(corpus, "w", encoding="utf-8") as f:
+        f.write(CORPUS)
+    spm.SentencePieceTrainer.train(
+        input=corpus, model_prefix=os.path.join(tmp, "sp"), model_type="unigram",
+        vocab_size=300, hard_vocab_limit=False, character_coverage=0.995, normalization_rule_tsv=rules,
+        unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2, num_threads=1)
+    shutil.copy(os.path.join(tmp, "sp.model"), os.path.join(out_dir, "sentencepiece.bpe.model"))
+    shutil.rmtree(tmp)
+
+    from transformers import XLMRobertaTokenizer
+
+    # transformers converts the SentencePiece file it finds in the directory (its constructor
+    # alone ignores a vocab_file).
+    tok = XLMRobertaTokenizer.from_pretrained(out_dir, model_max_length=POSITIONS)
+    tok.save_pretrained(out_dir)
+    return len(tok)
+
+
+def legacy_tokenizer(hf_dir, out_dir):
+    """The same vocabulary in the tokenizer.json that transformers 4 wrote and bge-m3 /
+    multilingual-e5 ship: Precompiled then Replace(" {2,}" -> " ") and a Metaspace pre-tokenizer
+    without WhitespaceSplit (a trailing space becomes a piece of its own there)."""
+    import base64
+
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+
+    with open(os.path.join(hf_dir, "tokenizer.json")) as f:
+        charsmap = json.load(f)["normalizer"]["precompiled_charsmap"]
+    tok = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+    tok.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(base64.b64decode(charsmap)),
+        normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always",
+                                                 split=True)
+    os.makedirs(out_dir, exist_ok=True)
+    tok.save(os.path.join(out_dir, "tokenizer.json"))
+    return [tok.encode(s).ids for s in TRICKY]
+
+
+def make_model(out_dir, vocab):
+    from safetensors.torch import save_file
+    from transformers import XLMRobertaConfig, XLMRobertaModel
+
+    torch.manual_seed(3841)
+    cfg = XLMRobertaConfig(vocab_size=vocab, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+                           num_attention_heads=HEADS, intermediate_size=INNER,
+                           max_position_embeddings=POSITIONS + PAD + 1, type_vocab_size=1,
+                           hidden_act="gelu", layer_norm_eps=1e-5, pad_token_id=PAD,
+                           bos_token_id=0, eos_token_id=2)
+    model = XLMRobertaModel(cfg, add_pooling_layer=False).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:  # HF initialises norms to ones: draw them so they matter
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.3 * torch.randn_like(p))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    c = cfg.to_dict()
+    c["architectures"] = ["XLMRobertaModel"]
+    c["dtype"] = "float32"
+    c.pop("torch_dtype", None)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(c, f, indent=1, sort_keys=True)
+
+
+def floats(v):
+    return [float(np.float32(x)) for x in v]
+
+
+def spm_ids(hf_dir, text):
+    """sentencepiece's ids of `text` in the fairseq order XLM-R's tokenizers use: a piece's id
+    plus one, <unk> 3, between <s> and </s>."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=os.path.join(hf_dir, "sentencepiece.bpe.model"))
+    return [0] + [3 if i == 0 else i + 1 for i in sp.encode(text)] + [2]
+
+
+def llama_ids(lib_dir, gguf, texts):
+    os.environ["LLAMA_CPP_LIB_PATH"] = lib_dir
+    from llama_cpp import Llama
+
+    m = Llama(model_path=gguf, vocab_only=True, verbose=False)
+    return [m.tokenize(t.encode("utf-8"), add_bos=True, special=False) for t in texts]
+
+
+def references(hf_dir):
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    st = SentenceTransformer(hf_dir, device="cpu")
+    emb = st.encode(INPUTS, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    ids, mean, worst = [], [], 1.0
+    for text, e in zip(INPUTS, emb):
+        t = tok(text)["input_ids"]
+        ids.append(t)
+        with torch.no_grad():
+            hs = model(torch.tensor([t])).last_hidden_state[0]
+        c = torch.nn.functional.normalize(hs[0], dim=0).numpy()
+        worst = min(worst, float(np.dot(c, e) / np.linalg.norm(e)))
+        mean.append(floats(hs.mean(dim=0)))
+    assert worst > 0.99999, worst
+    return {"inputs": INPUTS, "ids": ids, "embeddings": [floats(e) for e in emb], "mean": mean,
+            "tricky": TRICKY, "tricky_ids": [tok(s)["input_ids"] for s in TRICKY],
+            "spm_ids": [spm_ids(hf_dir, s) for s in TRICKY]}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--converter", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--llama-lib", help="llama.cpp's build/bin, for llama.cpp's tokenization")
+    a = ap.parse_args()
+    hf = os.path.join(a.out, "hf")
+    os.makedirs(hf, exist_ok=True)
+    vocab = train_tokenizer(hf)
+    make_model(hf, vocab)
+    write_st_modules(hf, HIDDEN, "cls_token", POSITIONS)
+    ref = references(hf)
+    ref["legacy_ids"] = legacy_tokenizer(hf, os.path.join(a.out, "legacy_tokenizer"))
+    gguf = os.path.join(a.out, "model-f32.gguf")
+    convert(a.converter, hf, gguf, "default")
+    if a.llama_lib:
+        ref["llama_ids"] = llama_ids(a.llama_lib, gguf, TRICKY)
+    with open(os.path.join(a.out, "ref.json"), "w") as f:
+        json.dump(ref, f, ensure_ascii=False)
+
+
+if __name__ == "__main__":
+    main()
