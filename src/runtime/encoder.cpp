@@ -30,28 +30,58 @@ struct EncoderNames {
 };
 
 // llama.cpp's converter writes both families under the same names.
-constexpr EncoderNames kGguf{"token_embd",  "position_embd",    "token_types", "token_embd_norm",
-                             "blk.",        nullptr,            "attn_q",      "attn_k",
-                             "attn_v",      "attn_output",      "attn_output_norm", "ffn_up",
-                             "ffn_gate",    "ffn_down",         "layer_output_norm"};
-constexpr EncoderNames kBertModel{
-    "embeddings.word_embeddings", "embeddings.position_embeddings",
-    "embeddings.token_type_embeddings", "embeddings.LayerNorm", "encoder.layer.", nullptr,
-    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-    "attention.output.LayerNorm", "intermediate.dense", nullptr, "output.dense",
-    "output.LayerNorm"};
+constexpr EncoderNames kGguf{"token_embd", "position_embd", "token_types",      "token_embd_norm",
+                             "blk.",       nullptr,         "attn_q",           "attn_k",
+                             "attn_v",     "attn_output",   "attn_output_norm", "ffn_up",
+                             "ffn_gate",   "ffn_down",      "layer_output_norm"};
+constexpr EncoderNames kBertModel{"embeddings.word_embeddings",
+                                  "embeddings.position_embeddings",
+                                  "embeddings.token_type_embeddings",
+                                  "embeddings.LayerNorm",
+                                  "encoder.layer.",
+                                  nullptr,
+                                  "attention.self.query",
+                                  "attention.self.key",
+                                  "attention.self.value",
+                                  "attention.output.dense",
+                                  "attention.output.LayerNorm",
+                                  "intermediate.dense",
+                                  nullptr,
+                                  "output.dense",
+                                  "output.LayerNorm"};
 // nomic-ai's own layout (its remote code's names, as nomic-embed-text ships): fc11 is the up
 // projection, fc12 the gate.
-constexpr EncoderNames kNomicAi{"embeddings.word_embeddings", nullptr,
-                                "embeddings.token_type_embeddings", "emb_ln", "encoder.layers.",
-                                "attn.Wqkv", nullptr, nullptr, nullptr, "attn.out_proj", "norm1",
-                                "mlp.fc11", "mlp.fc12", "mlp.fc2", "norm2"};
+constexpr EncoderNames kNomicAi{"embeddings.word_embeddings",
+                                nullptr,
+                                "embeddings.token_type_embeddings",
+                                "emb_ln",
+                                "encoder.layers.",
+                                "attn.Wqkv",
+                                nullptr,
+                                nullptr,
+                                nullptr,
+                                "attn.out_proj",
+                                "norm1",
+                                "mlp.fc11",
+                                "mlp.fc12",
+                                "mlp.fc2",
+                                "norm2"};
 // transformers' NomicBertModel as save_pretrained writes it.
-constexpr EncoderNames kNomicTransformers{
-    "embeddings.word_embeddings", nullptr, "embeddings.token_type_embeddings",
-    "embeddings.LayerNorm", "layers.", nullptr, "self_attn.q_proj", "self_attn.k_proj",
-    "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.up_proj",
-    "mlp.gate_proj", "mlp.down_proj", "post_mlp_layernorm"};
+constexpr EncoderNames kNomicTransformers{"embeddings.word_embeddings",
+                                          nullptr,
+                                          "embeddings.token_type_embeddings",
+                                          "embeddings.LayerNorm",
+                                          "layers.",
+                                          nullptr,
+                                          "self_attn.q_proj",
+                                          "self_attn.k_proj",
+                                          "self_attn.v_proj",
+                                          "self_attn.o_proj",
+                                          "post_attention_layernorm",
+                                          "mlp.up_proj",
+                                          "mlp.gate_proj",
+                                          "mlp.down_proj",
+                                          "post_mlp_layernorm"};
 
 // The names of `s`'s layout, and which of them the config leaves out.
 EncoderNames encoder_names(const ModelSource& s, const ArchConfig& c) {
@@ -103,18 +133,22 @@ void Encoder::load() {
   const HostWeights w(*source_, *cpu_, family_name(c_.family) + std::string(" encoder"));
   const EncoderNames names = encoder_names(*source_, c_);
   const int64_t d = c_.n_embd, ff = c_.n_ff;
-  const auto table = [&](const char* name, int64_t rows) {
-    const TensorRef r = w.need(std::string(name) + ".weight", {d, rows});
-    const int64_t n_rows = r.rows();
+  // A table from its row `skip` on (rows: its own rows less the skipped, -1: any number).
+  const auto table = [&](const char* name, int64_t rows, int64_t skip) {
+    const TensorRef r = w.need(std::string(name) + ".weight", {d, rows < 0 ? -1 : rows + skip});
+    const int64_t n_rows = r.rows() - skip;
     if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
-    return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
-                               r.data());
+    const uint64_t stride = r.nbytes / static_cast<uint64_t>(r.rows());
+    return cpu_->upload_weight(r.dtype, n_rows, d, stride,
+                               r.data() + stride * static_cast<uint64_t>(skip));
   };
-  tokens_ = table(names.tokens, c_.n_vocab > 0 ? c_.n_vocab : -1);
+  tokens_ = table(names.tokens, c_.n_vocab > 0 ? c_.n_vocab : -1, 0);
   if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
-  if (names.positions != nullptr) positions_ = table(names.positions, c_.encoder.n_positions);
-  else inv_freq_ = rope_inv_freq(c_, false, {});
-  types_ = table(names.types, -1);
+  if (names.positions != nullptr)
+    positions_ = table(names.positions, c_.encoder.n_positions, c_.encoder.position_offset);
+  else
+    inv_freq_ = rope_inv_freq(c_, false, {});
+  types_ = table(names.types, -1, 0);
   const auto layer_name = [&](int64_t l, const char* part) {
     return names.layer + std::to_string(l) + "." + part;
   };

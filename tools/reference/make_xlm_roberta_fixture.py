@@ -3,6 +3,7 @@
 its references.
 
 usage: make_xlm_roberta_fixture.py --converter LLAMA_CPP_DIR --out DIR [--llama-lib DIR]
+       make_xlm_roberta_fixture.py --fuzz-seed FILE
 
 DIR/hf/      a random-init XLMRobertaModel (hidden 32, 2 layers, 4 heads, GELU FFN of 64, 64
              positions after the pad_token_id + 1 = 2 that XLM-R's position ids skip, 1 token
@@ -26,8 +27,11 @@ DIR/ref.json {"inputs", "ids", "embeddings", "mean", "tricky", "tricky_ids", "sp
              PYTHONPATH), and "legacy_ids", those of DIR/legacy_tokenizer/.
 DIR/legacy_tokenizer/tokenizer.json  the vocabulary in transformers 4's pipeline, which the
              published XLM-R models ship (legacy_tokenizer()).
-sentencepiece's trainer is deterministic for one corpus and options: a rerun makes the same
-tokenizer; the model's weights come from a fixed seed.
+--fuzz-seed writes fuzz/corpus/hf_tokenizer/unigram_charsmap.json: a Unigram tokenizer.json of a
+few pieces and a charsmap of four rules, small enough for the fuzzer to mutate.
+sentencepiece's trainer is deterministic for one corpus and options: a rerun makes the same files
+(sentencepiece.bpe.model differs only in the temporary paths its trainer_spec records); the
+model's weights come from a fixed seed.
 """
 import argparse
 import json
@@ -223,12 +227,58 @@ def references(hf_dir):
             "spm_ids": [spm_ids(hf_dir, s) for s in TRICKY]}
 
 
+def fuzz_seed(path):
+    import base64
+
+    import sentencepiece as spm
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    tmp = tempfile.mkdtemp()
+    with open(os.path.join(tmp, "rules.tsv"), "w") as f:
+        f.write("FF21\t41\nFB01\t66 69\n9\t20\n65 301\tE9\n")
+    with open(os.path.join(tmp, "c.txt"), "w") as f:
+        f.write("hello world caf\u00e9 fine\nthe fox and the dog\n")
+    spm.SentencePieceTrainer.train(
+        input=os.path.join(tmp, "c.txt"), model_prefix=os.path.join(tmp, "sp"),
+        model_type="unigram", vocab_size=30, hard_vocab_limit=False,
+        normalization_rule_tsv=os.path.join(tmp, "rules.tsv"), minloglevel=2)
+    m = pb.ModelProto()
+    with open(os.path.join(tmp, "sp.model"), "rb") as f:
+        m.ParseFromString(f.read())
+    shutil.rmtree(tmp)
+    specials = ["<s>", "<pad>", "</s>", "<unk>"]
+    seed = {
+        "version": "1.0",
+        "added_tokens": [{"id": i, "content": t, "special": True} for i, t in enumerate(specials)],
+        "normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Precompiled", "precompiled_charsmap":
+                base64.b64encode(m.normalizer_spec.precompiled_charsmap).decode()},
+            {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]},
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u2581",
+                          "prepend_scheme": "always", "split": True},
+        "post_processor": {"type": "TemplateProcessing", "single": [
+            {"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+            {"SpecialToken": {"id": "</s>", "type_id": 0}}]},
+        "model": {"type": "Unigram", "unk_id": 3, "byte_fallback": False,
+                  "vocab": [[t, 0.0] for t in specials] +
+                           [[p.piece, round(p.score, 4)] for p in m.pieces[3:]]},
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(seed, f, ensure_ascii=False)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--converter", required=True)
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--converter")
+    ap.add_argument("--out")
     ap.add_argument("--llama-lib", help="llama.cpp's build/bin, for llama.cpp's tokenization")
+    ap.add_argument("--fuzz-seed", help="write the Unigram tokenizer fuzz seed here, and stop")
     a = ap.parse_args()
+    if a.fuzz_seed:
+        fuzz_seed(a.fuzz_seed)
+        return
+    if not a.converter or not a.out:
+        ap.error("--converter and --out are required")
     hf = os.path.join(a.out, "hf")
     os.makedirs(hf, exist_ok=True)
     vocab = train_tokenizer(hf)
