@@ -60,7 +60,7 @@ TokenizerSpec spm_spec(const std::string& path) {
          path + ": SentencePiece model_type " + std::to_string(m.model_type) +
              " is not supported (only BPE, type 2; Unigram models are refused)");
   }
-  if (m.has_precompiled_charsmap && m.normalizer_name != "identity") {
+  if (!m.precompiled_charsmap.empty() && m.normalizer_name != "identity") {
     fail(ErrorKind::Unsupported,
          path + ": normalizer '" + m.normalizer_name + "' is not supported (only identity)");
   }
