@@ -30,58 +30,28 @@ struct EncoderNames {
 };
 
 // llama.cpp's converter writes both families under the same names.
-constexpr EncoderNames kGguf{"token_embd", "position_embd", "token_types",      "token_embd_norm",
-                             "blk.",       nullptr,         "attn_q",           "attn_k",
-                             "attn_v",     "attn_output",   "attn_output_norm", "ffn_up",
-                             "ffn_gate",   "ffn_down",      "layer_output_norm"};
-constexpr EncoderNames kBertModel{"embeddings.word_embeddings",
-                                  "embeddings.position_embeddings",
-                                  "embeddings.token_type_embeddings",
-                                  "embeddings.LayerNorm",
-                                  "encoder.layer.",
-                                  nullptr,
-                                  "attention.self.query",
-                                  "attention.self.key",
-                                  "attention.self.value",
-                                  "attention.output.dense",
-                                  "attention.output.LayerNorm",
-                                  "intermediate.dense",
-                                  nullptr,
-                                  "output.dense",
-                                  "output.LayerNorm"};
+constexpr EncoderNames kGguf{"token_embd",  "position_embd",    "token_types", "token_embd_norm",
+                             "blk.",        nullptr,            "attn_q",      "attn_k",
+                             "attn_v",      "attn_output",      "attn_output_norm", "ffn_up",
+                             "ffn_gate",    "ffn_down",         "layer_output_norm"};
+constexpr EncoderNames kBertModel{
+    "embeddings.word_embeddings", "embeddings.position_embeddings",
+    "embeddings.token_type_embeddings", "embeddings.LayerNorm", "encoder.layer.", nullptr,
+    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+    "attention.output.LayerNorm", "intermediate.dense", nullptr, "output.dense",
+    "output.LayerNorm"};
 // nomic-ai's own layout (its remote code's names, as nomic-embed-text ships): fc11 is the up
 // projection, fc12 the gate.
-constexpr EncoderNames kNomicAi{"embeddings.word_embeddings",
-                                nullptr,
-                                "embeddings.token_type_embeddings",
-                                "emb_ln",
-                                "encoder.layers.",
-                                "attn.Wqkv",
-                                nullptr,
-                                nullptr,
-                                nullptr,
-                                "attn.out_proj",
-                                "norm1",
-                                "mlp.fc11",
-                                "mlp.fc12",
-                                "mlp.fc2",
-                                "norm2"};
+constexpr EncoderNames kNomicAi{"embeddings.word_embeddings", nullptr,
+                                "embeddings.token_type_embeddings", "emb_ln", "encoder.layers.",
+                                "attn.Wqkv", nullptr, nullptr, nullptr, "attn.out_proj", "norm1",
+                                "mlp.fc11", "mlp.fc12", "mlp.fc2", "norm2"};
 // transformers' NomicBertModel as save_pretrained writes it.
-constexpr EncoderNames kNomicTransformers{"embeddings.word_embeddings",
-                                          nullptr,
-                                          "embeddings.token_type_embeddings",
-                                          "embeddings.LayerNorm",
-                                          "layers.",
-                                          nullptr,
-                                          "self_attn.q_proj",
-                                          "self_attn.k_proj",
-                                          "self_attn.v_proj",
-                                          "self_attn.o_proj",
-                                          "post_attention_layernorm",
-                                          "mlp.up_proj",
-                                          "mlp.gate_proj",
-                                          "mlp.down_proj",
-                                          "post_mlp_layernorm"};
+constexpr EncoderNames kNomicTransformers{
+    "embeddings.word_embeddings", nullptr, "embeddings.token_type_embeddings",
+    "embeddings.LayerNorm", "layers.", nullptr, "self_attn.q_proj", "self_attn.k_proj",
+    "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.up_proj",
+    "mlp.gate_proj", "mlp.down_proj", "post_mlp_layernorm"};
 
 // The names of `s`'s layout, and which of them the config leaves out.
 EncoderNames encoder_names(const ModelSource& s, const ArchConfig& c) {
@@ -146,8 +116,7 @@ void Encoder::load() {
   if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
   if (names.positions != nullptr)
     positions_ = table(names.positions, c_.encoder.n_positions, c_.encoder.position_offset);
-  else
-    inv_freq_ = rope_inv_freq(c_, false, {});
+  else inv_freq_ = rope_inv_freq(c_, false, {});
   types_ = table(names.types, -1, 0);
   const auto layer_name = [&](int64_t l, const char* part) {
     return names.layer + std::to_string(l) + "." + part;

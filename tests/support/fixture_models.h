@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
+#include "model/pooling.h"
 #include "moe/cache_policy.h"
 #include "moe/uring_reader.h"
 #include "quant/dtype.h"
@@ -62,6 +64,23 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                   float rtol, const std::string& what);
 // Opening the model at `path` fails with a Model error whose message contains `what`.
 void expect_refused(const std::string& path, const std::string& what);
+// The message of the ts::Error `f` throws, or "no error".
+template <class F>
+std::string error_text(const F& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// An encoder fixture's references (bert_embedding, nomic_bert, xlm_roberta): each input of its
+// ref.json tokenised as the embedding routes do must give the ids it holds, and the encoder at
+// `model` pooling them by `spec` the vector under `key`, within the cosine 0.9999 and the
+// elementwise bound `tol`.
+void expect_encoder_references(const std::string& model, const std::string& ref_json,
+                               const EmbeddingSpec& spec, const char* key, float tol);
 
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
 

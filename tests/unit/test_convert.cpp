@@ -466,8 +466,8 @@ TEST(Convert, NomicBertIsTheConvertersFile) {
   const std::string out = test::scratch_path("nomic.gguf");
   std::string log;
   ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
-  expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
-                   nullptr);
+  expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"),
+                   {}, nullptr);
   std::string from_file, from_dir;
   const std::string texts = " -t 1 'hello world' 'the quick brown fox' 2>&1";
   ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + out + texts, &from_file), 0);

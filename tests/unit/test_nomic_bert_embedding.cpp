@@ -38,12 +38,6 @@ json read_json(const std::string& path) {
   return json::parse(f);
 }
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-
 // The fixture's directory with `change` applied to its config.json (nomic-ai's keys), in a
 // scratch directory of `name`.
 std::string hf_with_config(const std::string& name, const std::function<void(json&)>& change) {
@@ -119,19 +113,7 @@ std::string transformers_layout() {
 // asks for and the elementwise bound of f32 throughout (a few roundings of the largest element).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  const json ref = read_json(fixture("ref.json"));
-  const auto encoder = Encoder::open(path, "cpu", 2);
-  const Tokenizer tok = load_tokenizer(encoder->source());
-  Pooler pooler(spec, encoder->cfg().n_embd);
-  for (size_t i = 0; i < ref["inputs"].size(); ++i) {
-    const std::vector<int32_t> ids = embedding_tokens(tok, ref["inputs"][i].get<std::string>());
-    EXPECT_EQ(ids, ref["ids"][i].get<std::vector<int32_t>>()) << "input " << i;
-    const std::vector<float> got = encoder->embed(ids, pooler);
-    const auto want = ref[key][i].get<std::vector<float>>();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_GE(test::cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
-    EXPECT_LE(max_abs_diff(got, want), tol) << key << " input " << i << " of " << path;
-  }
+  test::expect_encoder_references(path, fixture("ref.json"), spec, key, tol);
 }
 
 TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "fixture_models.h"
 #include "formats/gguf.h"
 #include "test_paths.h"
 #include "text/precompiled_charsmap.h"
@@ -101,15 +102,6 @@ std::string blob(const std::vector<uint32_t>& units, std::string_view replacemen
   return b.append(replacements);
 }
 
-std::string error_of(const auto& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // The fixture's charsmap rule by rule (nmt_nfkc's), and layouts that do not hold together
 // refused with the blob's name, at load or where a walk leaves the trie.
 TEST(Unigram, PrecompiledCharsmap) {
@@ -128,11 +120,11 @@ TEST(Unigram, PrecompiledCharsmap) {
   EXPECT_EQ(map.normalize("plain \xe6\x9d\xb1"), "plain \xe6\x9d\xb1");  // no rule
   EXPECT_TRUE(PrecompiledCharsmap().empty());
 
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(test::error_text([] {
               PrecompiledCharsmap(std::string_view("\x01\x00", 2), "cm");
             }).find("cm is 2 bytes"),
             std::string::npos);
-  EXPECT_NE(error_of([] {
+  EXPECT_NE(test::error_text([] {
               PrecompiledCharsmap(blob({0}, ""), "cm");
             }).find("cm: the trie size 4 does not fit the 8 bytes"),
             std::string::npos);
@@ -145,11 +137,11 @@ TEST(Unigram, PrecompiledCharsmap) {
     return blob(units, std::string_view("x\0", 2));
   };
   EXPECT_EQ(PrecompiledCharsmap(one_rule(0, 96), "cm").normalize("bab"), "bxb");
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::error_text([&] {
               PrecompiledCharsmap(one_rule(5, 96), "cm");
             }).find("cm: replacement offset 5 has no terminated string"),
             std::string::npos);
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::error_text([&] {
               PrecompiledCharsmap(one_rule(0, 1000), "cm");
             }).find("cm: a leaf's value unit 905 is outside the trie's 98"),
             std::string::npos);
@@ -166,7 +158,7 @@ std::string refusal(const char* part, const json& value) {
   const std::string dir = test::scratch_path("unigram_refusal");
   EXPECT_EQ(test::run_command("rm -rf " + dir + " && mkdir -p " + dir), 0);
   std::ofstream(dir + "/tokenizer.json") << tj.dump();
-  return error_of([&] { Tokenizer::from_hf_dir(dir); });
+  return test::error_text([&] { Tokenizer::from_hf_dir(dir); });
 }
 
 TEST(Unigram, UnsupportedPipelinesAreRefusedByName) {

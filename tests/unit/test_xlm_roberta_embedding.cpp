@@ -37,30 +37,12 @@ json reference() {
   return json::parse(f);
 }
 
-float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  float m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-  return m;
-}
-
 // Every reference input through `spec`'s pooling against `key`'s vectors: the cosine the issue
 // asks for and the elementwise bound `tol` f32 throughout gives (a few float roundings: 2.6e-7
 // measured on the normalised vectors, 7.2e-7 on the means, whose elements reach 2.9).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  const json ref = reference();
-  const auto encoder = Encoder::open(path, "cpu", 2);
-  const Tokenizer tok = load_tokenizer(encoder->source());
-  Pooler pooler(spec, encoder->cfg().n_embd);
-  for (size_t i = 0; i < ref["inputs"].size(); ++i) {
-    const std::vector<int32_t> ids = embedding_tokens(tok, ref["inputs"][i].get<std::string>());
-    EXPECT_EQ(ids, ref["ids"][i].get<std::vector<int32_t>>()) << "input " << i;
-    const std::vector<float> got = encoder->embed(ids, pooler);
-    const auto want = ref[key][i].get<std::vector<float>>();
-    ASSERT_EQ(got.size(), want.size());
-    EXPECT_GE(test::cosine(got, want), 0.9999) << key << " input " << i << " of " << path;
-    EXPECT_LE(max_abs_diff(got, want), tol) << key << " input " << i << " of " << path;
-  }
+  test::expect_encoder_references(path, fixture("ref.json"), spec, key, tol);
 }
 
 TEST(XlmRobertaEmbedding, ConfigIsABertEncoderWithoutThePaddingPositions) {
@@ -125,21 +107,12 @@ TEST(XlmRobertaEmbedding, TextsBatchedGiveEachTheirOwnVector) {
   }
 }
 
-std::string error_of(const auto& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no error";
-}
-
 // The 64 positions are the table's rows after the padding ones, in both forms; an HF config
 // whose pad_token_id leaves none is refused naming it.
 TEST(XlmRobertaEmbedding, RefusalsAreNamed) {
   for (const char* form : {"hf", "model-f32.gguf"}) {
     const auto encoder = Encoder::open(fixture(form), "cpu", 1);
-    EXPECT_NE(error_of([&] {
+    EXPECT_NE(test::error_text([&] {
                 encoder->hidden(std::vector<int32_t>(65, 5));
               }).find("65 tokens exceed the encoder's 64 positions"),
               std::string::npos)
@@ -150,7 +123,7 @@ TEST(XlmRobertaEmbedding, RefusalsAreNamed) {
   json config = json::parse(std::ifstream(dir + "/config.json"));
   config["pad_token_id"] = 65;
   std::ofstream(dir + "/config.json") << config.dump();
-  EXPECT_NE(error_of([&] {
+  EXPECT_NE(test::error_text([&] {
               Encoder::open(dir, "cpu", 1);
             }).find("config.json: 'pad_token_id': 65 leaves no positions of 66"),
             std::string::npos);

@@ -24,7 +24,7 @@ import os
 import numpy as np
 import torch
 
-from st_fixture import convert, write_st_modules
+from st_fixture import convert, floats, save_random_encoder, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -94,7 +94,6 @@ def train_tokenizer(out_dir):
 
 
 def make_model(out_dir, vocab, pad):
-    from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(3839)
@@ -103,26 +102,7 @@ def make_model(out_dir, vocab, pad):
                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12,
                      pad_token_id=pad)
     model = BertModel(cfg, add_pooling_layer=False).float().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:  # HF initialises norms to ones: draw them so they matter
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(0.3 * torch.randn_like(p))
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    c = cfg.to_dict()
-    c["architectures"] = ["BertModel"]
-    c["dtype"] = "float32"
-    c.pop("torch_dtype", None)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(c, f, indent=1, sort_keys=True)
-
-
-def floats(v):
-    return [float(np.float32(x)) for x in v]
+    save_random_encoder(model, cfg, "BertModel", out_dir)
 
 
 def references(hf_dir):

@@ -43,7 +43,7 @@ import unicodedata
 import numpy as np
 import torch
 
-from st_fixture import convert, write_st_modules
+from st_fixture import convert, floats, save_random_encoder, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -155,7 +155,6 @@ def legacy_tokenizer(hf_dir, out_dir):
 
 
 def make_model(out_dir, vocab):
-    from safetensors.torch import save_file
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
     torch.manual_seed(3841)
@@ -165,26 +164,7 @@ def make_model(out_dir, vocab):
                            hidden_act="gelu", layer_norm_eps=1e-5, pad_token_id=PAD,
                            bos_token_id=0, eos_token_id=2)
     model = XLMRobertaModel(cfg, add_pooling_layer=False).float().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:  # HF initialises norms to ones: draw them so they matter
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(0.3 * torch.randn_like(p))
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    c = cfg.to_dict()
-    c["architectures"] = ["XLMRobertaModel"]
-    c["dtype"] = "float32"
-    c.pop("torch_dtype", None)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(c, f, indent=1, sort_keys=True)
-
-
-def floats(v):
-    return [float(np.float32(x)) for x in v]
+    save_random_encoder(model, cfg, "XLMRobertaModel", out_dir)
 
 
 def spm_ids(hf_dir, text):

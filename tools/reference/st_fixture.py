@@ -1,5 +1,6 @@
 """What the sentence-transformers embedding fixtures share (make_embedding_fixture.py,
-make_bert_fixture.py): the modules of an HF directory and llama.cpp's conversion of it."""
+make_bert_fixture.py, make_xlm_roberta_fixture.py): the modules of an HF directory, a random
+encoder's weights, and llama.cpp's conversion of it."""
 import json
 import os
 import subprocess
@@ -55,3 +56,35 @@ def convert(converter, hf_dir, out, pre_name, raw_config=False):
     subprocess.run([sys.executable, "-c", code, converter, pre_name, "1" if raw_config else "0",
                     hf_dir, "--outtype", "f32",
                     "--outfile", out], check=True)
+
+
+def save_random_encoder(model, cfg, architecture, out_dir):
+    """Draws a BERT-style encoder's parameters (HF initialises norms to ones and biases to zeros:
+    drawn here so they matter) and saves it as transformers would: model.safetensors and a
+    config.json naming `architecture`, float32."""
+    import torch
+    from safetensors.torch import save_file
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.3 * torch.randn_like(p))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    c = cfg.to_dict()
+    c["architectures"] = [architecture]
+    c["dtype"] = "float32"
+    c.pop("torch_dtype", None)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(c, f, indent=1, sort_keys=True)
+
+
+def floats(v):
+    """A vector as the float32 values JSON references hold."""
+    import numpy as np
+
+    return [float(np.float32(x)) for x in v]
