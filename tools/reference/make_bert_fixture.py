@@ -21,10 +21,9 @@ import argparse
 import json
 import os
 
-import numpy as np
 import torch
 
-from st_fixture import convert, floats, save_random_encoder, write_st_modules
+from st_fixture import convert, floats, save_random_encoder, st_references, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -106,24 +105,9 @@ def make_model(out_dir, vocab, pad):
 
 
 def references(hf_dir):
-    from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
-
-    st = SentenceTransformer(hf_dir, device="cpu")
-    emb = st.encode(INPUTS, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
-    tok = AutoTokenizer.from_pretrained(hf_dir)
-    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    ids, cls, worst = [], [], 1.0
-    for text, e in zip(INPUTS, emb):
-        t = tok(text)["input_ids"]
-        ids.append(t)
-        with torch.no_grad():
-            hs = model(torch.tensor([t])).last_hidden_state[0]
-        m = torch.nn.functional.normalize(hs.mean(dim=0), dim=0).numpy()
-        worst = min(worst, float(np.dot(m, e) / np.linalg.norm(e)))
-        cls.append(floats(hs[0]))
-    assert worst > 0.99999, worst
-    return {"inputs": INPUTS, "ids": ids, "embeddings": [floats(e) for e in emb], "cls": cls,
+    emb, ids, states, tok = st_references(hf_dir, INPUTS, lambda hs: hs.mean(dim=0))
+    return {"inputs": INPUTS, "ids": ids, "embeddings": emb,
+            "cls": [floats(hs[0]) for hs in states],
             "tricky": TRICKY, "tricky_ids": [tok(s)["input_ids"] for s in TRICKY]}
 
 

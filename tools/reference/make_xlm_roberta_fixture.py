@@ -40,10 +40,9 @@ import shutil
 import tempfile
 import unicodedata
 
-import numpy as np
 import torch
 
-from st_fixture import convert, floats, save_random_encoder, write_st_modules
+from st_fixture import convert, floats, save_random_encoder, st_references, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -185,24 +184,9 @@ def llama_ids(lib_dir, gguf, texts):
 
 
 def references(hf_dir):
-    from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
-
-    st = SentenceTransformer(hf_dir, device="cpu")
-    emb = st.encode(INPUTS, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
-    tok = AutoTokenizer.from_pretrained(hf_dir)
-    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    ids, mean, worst = [], [], 1.0
-    for text, e in zip(INPUTS, emb):
-        t = tok(text)["input_ids"]
-        ids.append(t)
-        with torch.no_grad():
-            hs = model(torch.tensor([t])).last_hidden_state[0]
-        c = torch.nn.functional.normalize(hs[0], dim=0).numpy()
-        worst = min(worst, float(np.dot(c, e) / np.linalg.norm(e)))
-        mean.append(floats(hs.mean(dim=0)))
-    assert worst > 0.99999, worst
-    return {"inputs": INPUTS, "ids": ids, "embeddings": [floats(e) for e in emb], "mean": mean,
+    emb, ids, states, tok = st_references(hf_dir, INPUTS, lambda hs: hs[0])
+    return {"inputs": INPUTS, "ids": ids, "embeddings": emb,
+            "mean": [floats(hs.mean(dim=0)) for hs in states],
             "tricky": TRICKY, "tricky_ids": [tok(s)["input_ids"] for s in TRICKY],
             "spm_ids": [spm_ids(hf_dir, s) for s in TRICKY]}
 

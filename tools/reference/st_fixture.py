@@ -88,3 +88,30 @@ def floats(v):
     import numpy as np
 
     return [float(np.float32(x)) for x in v]
+
+
+def st_references(hf_dir, inputs, pooled):
+    """sentence-transformers' encode() of each input (float32, CPU, as its modules pool and
+    normalise), the ids its tokenizer gives, and transformers' final hidden states of each; the
+    states pooled by `pooled` (states -> vector) must point where encode()'s vectors do, which
+    checks the module files say what the model does. Returns (vectors, ids, states, tokenizer)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    st = SentenceTransformer(hf_dir, device="cpu")
+    emb = st.encode(inputs, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    ids, states, worst = [], [], 1.0
+    for text, e in zip(inputs, emb):
+        t = tok(text)["input_ids"]
+        ids.append(t)
+        with torch.no_grad():
+            hs = model(torch.tensor([t])).last_hidden_state[0]
+        p = torch.nn.functional.normalize(pooled(hs), dim=0).numpy()
+        worst = min(worst, float(np.dot(p, e) / np.linalg.norm(e)))
+        states.append(hs)
+    assert worst > 0.99999, worst
+    return [floats(e) for e in emb], ids, states, tok
