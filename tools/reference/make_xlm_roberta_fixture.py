@@ -42,17 +42,11 @@ import unicodedata
 
 import torch
 
+from make_bert_fixture import CORPUS as BERT_CORPUS
 from st_fixture import convert, floats, save_random_encoder, st_references, write_st_modules
 
-CORPUS = """\
-The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
-children play near the water while their parents talk about the weather and the harvest.
-Appointment of a new manager was announced on Saturday; the company expects growth next year.
-Numbers such as 1946, 2024 and 3.14 appear in reports. Don't stop: keep reading, writing and
-learning! Café, naïve, résumé and façade are French words; Zürich, Köln and Málaga are cities.
-東京は日本の首都です。 北京和上海是中国的城市。 Москва и Киев — города. Ελλάδα και Αθήνα.
-The encoder reads every token at once, attends both ways, and pools the states into a vector.
-Embedding models map sentences to points; similar sentences land close to each other.
+# The BERT fixture's text and two lines more languages.
+CORPUS = BERT_CORPUS + """\
 Der schnelle braune Fuchs springt über den faulen Hund. El zorro marrón salta sobre el perro.
 Multilingual encoders share one vocabulary across languages, scripts and alphabets.
 """
