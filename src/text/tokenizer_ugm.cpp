@@ -26,11 +26,12 @@ size_t char_len(std::string_view text, size_t pos) {
 }
 
 // sentencepiece's whitespace rules on normalised text, as llama.cpp's UGM session applies them:
-// a space before the first word (add_dummy_prefix), each run of spaces one marker before the
-// word that follows and none at the end (remove_extra_whitespaces), or every space kept.
+// a marker before the first word (add_dummy_prefix), and either every space a marker or
+// (remove_extra_whitespaces) one marker before each word, the first included, and none at the
+// end. XLM-R sets both, where sentencepiece agrees.
 std::string spm_spaces(std::string_view text, bool prefix, bool collapse) {
   std::string out;
-  out.reserve(text.size() + 3 * 8);
+  out.reserve(text.size());
   bool in_word = false;
   bool prefixed = false;
   for (char c : text) {
