@@ -153,6 +153,7 @@ struct ScratchPlan {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
+  int64_t ctx = 0;  // the most cached positions one sequence's attention reads
 };
 
 class Backend {

@@ -70,8 +70,8 @@ int bench_encoder(const EncoderBenchArgs& a) {
   }
   const std::string test = "emb " + std::to_string(a.tokens) + " x " + std::to_string(a.texts);
   // The tokens a second the f32 peak would encode.
-  const double bound = peak.f32_flops / (pass_flops(c, a.tokens, a.texts) /
-                                         static_cast<double>(a.tokens * a.texts));
+  const double bound =
+      peak.f32_flops / (pass_flops(c, a.tokens, a.texts) / static_cast<double>(a.tokens * a.texts));
   const std::string model = std::filesystem::path(a.path).filename().string();
   if (a.json) {
     nlohmann::json j = {{"model", model},

@@ -1,5 +1,5 @@
 // `turbospark inspect MODEL [--json] [--expert-slots N] [-c CTX]`: what a model is and what it
-// will cost in memory, without running it.
+// will cost in memory, without running it (an encoder: what serving it with --parallel 1 takes).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <map>
@@ -7,8 +7,12 @@
 
 #include "cli/commands.h"
 #include "cli/number_checks.h"
+#include "cli/serve_memory.h"
 #include "core/error.h"
+#include "model/family.h"
+#include "model/model_source.h"
 #include "model/model_spec.h"
+#include "runtime/encoder.h"
 #include "runtime/footprint.h"
 
 namespace ts::cli {
@@ -113,8 +117,58 @@ struct InspectArgs {
   int64_t ctx = 4096;
 };
 
+// An encoder's configuration (EncoderConfig beside the sizes), its weights and what serving it
+// takes with --parallel 1: the weights and a pass of one text of its positions.
+int inspect_encoder(const InspectArgs& a) {
+  const auto encoder = Encoder::open(a.model, "cpu", 1);
+  const ArchConfig& c = encoder->cfg();
+  const EncoderConfig& e = c.encoder;
+  std::map<std::string, int64_t> by_dtype;
+  for (const TensorRef& t : encoder->source().all_tensors()) by_dtype[dtype_name(t.dtype)]++;
+  nlohmann::json arch = {
+      {"n_layer", c.n_layer},
+      {"n_embd", c.n_embd},
+      {"n_head", c.n_head},
+      {"head_dim", c.head_dim},
+      {"n_ff", c.n_ff},
+      {"n_vocab", c.n_vocab},
+      {"n_positions", e.n_positions},
+      {"norm_eps", e.norm_eps},
+      {"positions", e.positions == EncoderPositions::Rotary ? "rotary" : "learned"},
+      {"ffn", e.ffn == EncoderFfn::SwiGlu ? "swiglu" : "gelu"},
+      {"biases", e.biases}};
+  if (e.positions == EncoderPositions::Rotary) arch["rope_theta"] = c.rope_theta;
+  if (e.ffn == EncoderFfn::Gelu) arch["gelu_tanh"] = e.gelu_tanh;
+  const EncoderServeMemory m = encoder_serve_memory(*encoder, e.n_positions, 0);
+  if (a.json) {
+    const nlohmann::json j = {{"path", encoder->source().path()},
+                              {"family", family_name(c.family)},
+                              {"stack", "encoder"},
+                              {"arch", arch},
+                              {"tensor_count_by_dtype", by_dtype},
+                              {"footprint",
+                               {{"weight_bytes", m.weights},
+                                {"pass_rows", m.rows},
+                                {"pass_bytes", m.pass},
+                                {"total_bytes", m.total}}}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model      %s\n", encoder->source().path().c_str());
+  std::printf("family     %s (%s), an encoder: embeddings only\n", family_name(c.family),
+              c.source == SourceKind::Gguf ? "GGUF" : "HF");
+  for (auto& [k, v] : arch.items()) std::printf("  %-22s %s\n", k.c_str(), v.dump().c_str());
+  std::printf("tensors   ");
+  for (auto& [k, v] : by_dtype) std::printf(" %s:%lld", k.c_str(), static_cast<long long>(v));
+  std::printf("\n");
+  print_encoder_serve_memory(m, stdout);
+  return 0;
+}
+
 int run_inspect(const InspectArgs& a) {
   if (a.model.empty()) fail(ErrorKind::Usage, "inspect: no model given");
+  if (read_arch_config(*ModelSource::open(a.model)).stack == LayerStack::Encoder)
+    return inspect_encoder(a);
   const auto spec = open_model_spec(a.model);
   const ArchConfig& c = spec->cfg;
   std::map<std::string, int64_t> by_dtype;
@@ -123,6 +177,9 @@ int run_inspect(const InspectArgs& a) {
   req.ctx = a.ctx;
   req.prefill_batch = default_prefill_batch(c, true, a.ctx);
   req.expert_slots = a.slots;
+  // The footprint of a run on the CPU backend (its scratch: the attention's kept split states).
+  const std::unique_ptr<Backend> cpu = make_cpu_backend(0);
+  req.backend = cpu.get();
   const Footprint fp = compute_footprint(*spec, req);
 
   nlohmann::json j;

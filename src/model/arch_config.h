@@ -26,7 +26,7 @@ enum class Family {
   Qwen3VL,     // Qwen3-VL's text decoder (M-RoPE, DeepStack); its vision tower is src/vision/
   Qwen3VLMoe,  // Qwen3-VL-MoE's (30B-A3B, 235B-A22B): Qwen3-VL's decoder with Qwen3-MoE's experts
   Gemma4,
-  Glm4Moe,  // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
+  Glm4Moe,   // GLM-4.5 / 4.6 / 4.7 (llama.cpp's glm4moe)
   Bert,      // BERT encoders (sentence embeddings): LayerStack::Encoder
   NomicBert  // nomic-embed-text v1 / v1.5: a BERT encoder with rotary positions and SwiGLU
 };
@@ -81,7 +81,7 @@ struct EncoderConfig {
   int64_t n_positions = 0;  // the longest text: the learned table's rows, the trained context
   // Rows of the learned table before position 0 (XLM-R's HF checkpoints: pad_token_id + 1).
   int64_t position_offset = 0;
-  float norm_eps = 0;       // the LayerNorms' epsilon
+  float norm_eps = 0;  // the LayerNorms' epsilon
   EncoderPositions positions = EncoderPositions::Learned;
   EncoderFfn ffn = EncoderFfn::Gelu;
   bool gelu_tanh = false;  // the GELU: the tanh approximation, else the exact (erf) form

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <span>
 #include <nlohmann/json.hpp>
+#include <span>
 
 #include "core/error.h"
 #include "model/convert_family.h"
@@ -39,9 +39,9 @@ constexpr NamePair kBertEmbeddings[] = {
 
 // nomic-ai's layout (after "encoder.layers.N."): q, k and v stacked; fc11 up, fc12 the gate.
 constexpr NamePair kNomicLayerParts[] = {
-    {"attn.Wqkv.", "attn_qkv."},     {"attn.out_proj.", "attn_output."},
-    {"norm1.", "attn_output_norm."}, {"mlp.fc11.", "ffn_up."},
-    {"mlp.fc12.", "ffn_gate."},      {"mlp.fc2.", "ffn_down."},
+    {"attn.Wqkv.", "attn_qkv."},      {"attn.out_proj.", "attn_output."},
+    {"norm1.", "attn_output_norm."},  {"mlp.fc11.", "ffn_up."},
+    {"mlp.fc12.", "ffn_gate."},       {"mlp.fc2.", "ffn_down."},
     {"norm2.", "layer_output_norm."},
 };
 
@@ -94,7 +94,8 @@ bool encoder_tensor(const EncoderNames& names, const TensorRef& t, const ModelSo
     }
   }
   fail(ErrorKind::Unsupported, src.path() + ": tensor '" + t.name + "' has no GGUF name in " +
-                                   names.arch + " (a part of the model that convert does not know)");
+                                   names.arch +
+                                   " (a part of the model that convert does not know)");
 }
 
 // nomic-ai's switches, each at the one value llama.cpp's converter converts (it asserts them).
@@ -111,8 +112,8 @@ void check_nomic_switches(const Hparams& hp) {
          hp.where() + ": nomic-bert-moe (moe_every_n_layers) is not converted");
   need("activation_function", "swiglu");
   need("causal", false);
-  for (const char* bias : {"qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm",
-                           "rotary_emb_interleaved"})
+  for (const char* bias :
+       {"qkv_proj_bias", "mlp_fc1_bias", "mlp_fc2_bias", "prenorm", "rotary_emb_interleaved"})
     need(bias, false);
   need("rotary_emb_fraction", 1.0);
   need("rotary_emb_scale_base", nullptr);
@@ -165,9 +166,9 @@ bool xlm_roberta_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
   if (named.name != "embeddings.position_embeddings.weight" || offset == 0)
     return bert_tensor(named, layer, hp, src, out);
   if (t.dims.size() != 2 || t.dims[1] <= offset)
-    fail(ErrorKind::Model, src.path() + ": tensor '" + t.name + "' " + t.shape_string() +
-                               " has no rows after the first pad_token_id + 1 = " +
-                               std::to_string(offset));
+    fail(ErrorKind::Model,
+         src.path() + ": tensor '" + t.name + "' " + t.shape_string() +
+             " has no rows after the first pad_token_id + 1 = " + std::to_string(offset));
   const uint64_t cols = t.dims[0];
   out.emplace_back("position_embd.weight", std::vector<uint64_t>{cols, t.dims[1] - offset},
                    converter_keeps_f32("position_embd.weight", 2), [t, cols, offset](float* v) {
@@ -188,16 +189,16 @@ void xlm_roberta_vocab(const Hparams& hp, VocabRules& rules) {
 void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
   if (hp.get("n_embd") == nullptr)
     fail(ErrorKind::Unsupported,
-         hp.where() + ": a NomicBertModel in transformers' layout (no n_embd) is not converted; "
-                      "llama.cpp's converter reads nomic-ai's (n_embd, attn.Wqkv, mlp.fc11)");
+         hp.where() +
+             ": a NomicBertModel in transformers' layout (no n_embd) is not converted; "
+             "llama.cpp's converter reads nomic-ai's (n_embd, attn.Wqkv, mlp.fc11)");
   check_nomic_switches(hp);
   // The converter's context: v1 / v1.5 state 8192 positions but were trained on 2048 (and the
   // MoE v2 2048 on 512); other pairs it refuses.
   const int64_t npos = hp.req_int("n_positions");
   const nlohmann::json* mtp_value = hp.get("max_trained_positions");
-  const int64_t mtp = mtp_value != nullptr && mtp_value->is_number_integer()
-                          ? mtp_value->get<int64_t>()
-                          : 2048;
+  const int64_t mtp =
+      mtp_value != nullptr && mtp_value->is_number_integer() ? mtp_value->get<int64_t>() : 2048;
   if (mtp != 2048 || (npos != 8192 && npos != 2048))
     fail(ErrorKind::Unsupported, hp.where() + ": n_positions " + std::to_string(npos) +
                                      " with max_trained_positions " + std::to_string(mtp) +

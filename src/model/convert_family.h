@@ -131,8 +131,8 @@ bool xlm_roberta_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
                         const ModelSource& src, std::vector<ConvertTensor>& out);
 void xlm_roberta_vocab(const Hparams& hp, VocabRules& rules);
 void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
-bool nomic_bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
-                       const ModelSource& src, std::vector<ConvertTensor>& out);
+bool nomic_bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
+                       std::vector<ConvertTensor>& out);
 
 // Qwen2MoeModel's keys, which Qwen3-Next's class extends.
 void qwen2moe_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);

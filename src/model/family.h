@@ -44,7 +44,7 @@ void configure_glm4moe(const ConfigView& v, ArchConfig& c);
 void read_deepseek_routing(const ConfigView& v, ArchConfig& c);
 void configure_qwen3vl(const ConfigView& v, ArchConfig& c);
 void configure_qwen3vlmoe(const ConfigView& v, ArchConfig& c);
-void configure_bert(const ConfigView& v, ArchConfig& c);  // an encoder (LayerStack::Encoder)
+void configure_bert(const ConfigView& v, ArchConfig& c);        // an encoder (LayerStack::Encoder)
 void configure_nomic_bert(const ConfigView& v, ArchConfig& c);  // BERT's, rotary and SwiGLU
 
 // YaRN's mscale (transformers' get_mscale): 0.1 * mscale * ln(factor) + 1, or 1 for factor <= 1.

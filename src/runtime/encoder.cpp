@@ -1,5 +1,6 @@
 #include "runtime/encoder.h"
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/host_ops.h"
 #include "core/error.h"
 #include "model/family.h"
@@ -8,50 +9,83 @@
 namespace ts {
 namespace {
 
-// An encoder's tensor names in one source's layout: the embeddings' (positions: nullptr where they
+// An encoder's tensor names in one source's layout: the embeddings' (positions: none where they
 // are rotary), then the parts of layer N after `layer` + "N.". A fused q / k / v projection is
-// `qkv` (q, k and v nullptr); an FFN without a gate has gate nullptr.
+// `qkv` (q, k and v none); an FFN without a gate has none.
 struct EncoderNames {
-  const char* tokens;
-  const char* positions;
-  const char* types;
-  const char* embd_norm;
-  const char* layer;
-  const char* qkv;
-  const char* q;
-  const char* k;
-  const char* v;
-  const char* o;
-  const char* attn_norm;
-  const char* up;
-  const char* gate;
-  const char* down;
-  const char* out_norm;
+  const char* tokens = nullptr;
+  const char* positions = nullptr;
+  const char* types = nullptr;
+  const char* embd_norm = nullptr;
+  const char* layer = nullptr;
+  const char* qkv = nullptr;
+  const char* q = nullptr;
+  const char* k = nullptr;
+  const char* v = nullptr;
+  const char* o = nullptr;
+  const char* attn_norm = nullptr;
+  const char* up = nullptr;
+  const char* gate = nullptr;
+  const char* down = nullptr;
+  const char* out_norm = nullptr;
 };
 
-// llama.cpp's converter writes both families under the same names.
-constexpr EncoderNames kGguf{"token_embd",  "position_embd",    "token_types", "token_embd_norm",
-                             "blk.",        nullptr,            "attn_q",      "attn_k",
-                             "attn_v",      "attn_output",      "attn_output_norm", "ffn_up",
-                             "ffn_gate",    "ffn_down",         "layer_output_norm"};
-constexpr EncoderNames kBertModel{
-    "embeddings.word_embeddings", "embeddings.position_embeddings",
-    "embeddings.token_type_embeddings", "embeddings.LayerNorm", "encoder.layer.", nullptr,
-    "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
-    "attention.output.LayerNorm", "intermediate.dense", nullptr, "output.dense",
-    "output.LayerNorm"};
+// llama.cpp's converter writes both families under the same names (nomic-bert's q, k and v
+// stacked: encoder_names).
+constexpr EncoderNames kGguf{.tokens = "token_embd",
+                             .positions = "position_embd",
+                             .types = "token_types",
+                             .embd_norm = "token_embd_norm",
+                             .layer = "blk.",
+                             .q = "attn_q",
+                             .k = "attn_k",
+                             .v = "attn_v",
+                             .o = "attn_output",
+                             .attn_norm = "attn_output_norm",
+                             .up = "ffn_up",
+                             .gate = "ffn_gate",
+                             .down = "ffn_down",
+                             .out_norm = "layer_output_norm"};
+constexpr EncoderNames kBertModel{.tokens = "embeddings.word_embeddings",
+                                  .positions = "embeddings.position_embeddings",
+                                  .types = "embeddings.token_type_embeddings",
+                                  .embd_norm = "embeddings.LayerNorm",
+                                  .layer = "encoder.layer.",
+                                  .q = "attention.self.query",
+                                  .k = "attention.self.key",
+                                  .v = "attention.self.value",
+                                  .o = "attention.output.dense",
+                                  .attn_norm = "attention.output.LayerNorm",
+                                  .up = "intermediate.dense",
+                                  .down = "output.dense",
+                                  .out_norm = "output.LayerNorm"};
 // nomic-ai's own layout (its remote code's names, as nomic-embed-text ships): fc11 is the up
 // projection, fc12 the gate.
-constexpr EncoderNames kNomicAi{"embeddings.word_embeddings", nullptr,
-                                "embeddings.token_type_embeddings", "emb_ln", "encoder.layers.",
-                                "attn.Wqkv", nullptr, nullptr, nullptr, "attn.out_proj", "norm1",
-                                "mlp.fc11", "mlp.fc12", "mlp.fc2", "norm2"};
+constexpr EncoderNames kNomicAi{.tokens = "embeddings.word_embeddings",
+                                .types = "embeddings.token_type_embeddings",
+                                .embd_norm = "emb_ln",
+                                .layer = "encoder.layers.",
+                                .qkv = "attn.Wqkv",
+                                .o = "attn.out_proj",
+                                .attn_norm = "norm1",
+                                .up = "mlp.fc11",
+                                .gate = "mlp.fc12",
+                                .down = "mlp.fc2",
+                                .out_norm = "norm2"};
 // transformers' NomicBertModel as save_pretrained writes it.
-constexpr EncoderNames kNomicTransformers{
-    "embeddings.word_embeddings", nullptr, "embeddings.token_type_embeddings",
-    "embeddings.LayerNorm", "layers.", nullptr, "self_attn.q_proj", "self_attn.k_proj",
-    "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm", "mlp.up_proj",
-    "mlp.gate_proj", "mlp.down_proj", "post_mlp_layernorm"};
+constexpr EncoderNames kNomicTransformers{.tokens = "embeddings.word_embeddings",
+                                          .types = "embeddings.token_type_embeddings",
+                                          .embd_norm = "embeddings.LayerNorm",
+                                          .layer = "layers.",
+                                          .q = "self_attn.q_proj",
+                                          .k = "self_attn.k_proj",
+                                          .v = "self_attn.v_proj",
+                                          .o = "self_attn.o_proj",
+                                          .attn_norm = "post_attention_layernorm",
+                                          .up = "mlp.up_proj",
+                                          .gate = "mlp.gate_proj",
+                                          .down = "mlp.down_proj",
+                                          .out_norm = "post_mlp_layernorm"};
 
 // The names of `s`'s layout, and which of them the config leaves out.
 EncoderNames encoder_names(const ModelSource& s, const ArchConfig& c) {
@@ -116,7 +150,8 @@ void Encoder::load() {
   if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
   if (names.positions != nullptr)
     positions_ = table(names.positions, c_.encoder.n_positions, c_.encoder.position_offset);
-  else inv_freq_ = rope_inv_freq(c_, false, {});
+  else
+    inv_freq_ = rope_inv_freq(c_, false, {});
   types_ = table(names.types, -1, 0);
   const auto layer_name = [&](int64_t l, const char* part) {
     return names.layer + std::to_string(l) + "." + part;
@@ -198,7 +233,13 @@ uint64_t Encoder::workspace_bytes(int64_t rows) const {
   // and key ends.
   const int64_t ffn = c_.encoder.ffn == EncoderFfn::SwiGlu ? 2 * c_.n_ff : c_.n_ff;
   const auto per_row = static_cast<uint64_t>(6 * c_.n_embd + ffn + 5) * 4;
-  return per_row * static_cast<uint64_t>(rows);
+  // And the split states the attention of a short text keeps between calls.
+  AttentionArgs a;
+  a.n_head = a.n_head_kv = c_.n_head;
+  a.head_dim = c_.head_dim;
+  return per_row * static_cast<uint64_t>(rows) +
+         cpu::full_attention_kept_bytes(a, std::min(rows, c_.encoder.n_positions),
+                                        static_cast<int>(pool_->size()));
 }
 
 std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) const {

@@ -6,11 +6,11 @@
 //   x = LayerNorm(x + ffn(x))
 //
 // q and k rotated where positions are rotary, ffn(x) = down(gelu(up(x))) or
-// down(silu(gate(x)) * up(x)) (EncoderFfn), with biases on the projections where the model has them (EncoderConfig). The texts of a batch
-// lie one after the other as rows: every projection, norm and activation runs over all of them
-// at once (the weights are read once a pass), attention over each text's rows alone. Its final
-// hidden states are what an embedding pools. A device backend is refused: the encoder has no ops
-// there yet.
+// down(silu(gate(x)) * up(x)) (EncoderFfn), with biases on the projections where the model has
+// them (EncoderConfig). The texts of a batch lie one after the other as rows: every projection,
+// norm and activation runs over all of them at once (the weights are read once a pass), attention
+// over each text's rows alone. Its final hidden states are what an embedding pools. A device
+// backend is refused: the encoder has no ops there yet.
 #pragma once
 
 #include <cstdint>

@@ -110,7 +110,8 @@ int64_t widest_attention_head(const ArchConfig& c) {
   return w;
 }
 
-ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming) {
+ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming,
+                         int64_t ctx) {
   const ArchConfig& c = spec.cfg;
   ScratchPlan p;
   p.max_rows = prefill_batch;
@@ -120,6 +121,7 @@ ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool stre
   p.decode_step_rows = std::min(prefill_batch, kDecodeStepRows);
   p.experts_one_at_a_time = streaming;
   p.n_head = c.n_head;
+  p.ctx = ctx;
   // The attention of the widest layer.
   for (int64_t l = 0; l < c.n_layer; ++l) {
     const int64_t hd = attention_head_width(c, l);
@@ -234,7 +236,7 @@ Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req) 
   }
   if (req.backend != nullptr)
     f.backend_scratch =
-        req.backend->scratch_bytes(scratch_plan(spec, req.prefill_batch, f.streaming));
+        req.backend->scratch_bytes(scratch_plan(spec, req.prefill_batch, f.streaming, req.ctx));
   f.total = checked_add(checked_add(f.resident, f.expert_slots, "footprint"),
                         checked_add(f.kv_cache, f.workspace, "footprint"), "footprint");
   f.total = checked_add(f.total, f.recurrent_state, "footprint");

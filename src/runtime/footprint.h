@@ -104,7 +104,7 @@ int64_t attention_head_width(const ArchConfig& c, int64_t l);
 int64_t widest_attention_head(const ArchConfig& c);
 // The matmuls `spec`'s forward pass runs in micro-batches of up to `prefill_batch` rows, its
 // routed experts all at once (resident) or one at a time (streaming).
-ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming);
+ScratchPlan scratch_plan(const ModelSpec& spec, int64_t prefill_batch, bool streaming, int64_t ctx);
 
 // Fails (Budget) when req.ram_budget is nonzero but holds no expert.
 Footprint compute_footprint(const ModelSpec& spec, const FootprintRequest& req);

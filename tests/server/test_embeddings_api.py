@@ -26,6 +26,19 @@ def reference():
         return json.load(f)
 
 
+def embed_command(model, texts):
+    """`turbospark embed`'s vector of each text (one a stdin line)."""
+    r = subprocess.run(
+        [binary_from_env(), "embed", "-m", model, "-t", "2"],
+        input="\n".join(texts) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    return [json.loads(line) for line in r.stdout.splitlines()]
+
+
 def cosine(a, b):
     ab = sum(x * y for x, y in zip(a, b))
     return ab / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
@@ -249,15 +262,7 @@ class BertEncoder(Refusals, unittest.TestCase):
         args = ["-m", cls.gguf, "--alias", cls.MODEL, "--parallel", "3", "--queue", "2", "-t", "2"]
         cls.server = Server(binary_from_env(), *args).__enter__()
         cls.client = client_for(cls.server)
-        r = subprocess.run(
-            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
-            input="\n".join(cls.ref["inputs"]) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stderr
-        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
+        cls.cli = embed_command(cls.gguf, cls.ref["inputs"])
 
     @classmethod
     def tearDownClass(cls):
@@ -398,25 +403,17 @@ class NomicEncoder(unittest.TestCase):
     /v1/embeddings gives `turbospark embed`'s vectors bit for bit and transformers' within the
     encoder test's bound, from its GGUF and from its directory; /api/show names the family."""
 
-    FIXTURE = os.path.join(HERE, "..", "fixtures", "models", "nomic_bert")
+    MODEL_DIR = os.path.join(HERE, "..", "fixtures", "models", "nomic_bert")
     MODEL = "nomic-embed"
     REF_TOL = 6e-7  # test_nomic_bert_embedding.cpp's bound
     FAMILY = "nomic-bert"
 
     @classmethod
     def setUpClass(cls):
-        with open(os.path.join(cls.FIXTURE, "ref.json")) as f:
+        with open(os.path.join(cls.MODEL_DIR, "ref.json")) as f:
             cls.ref = json.load(f)
-        cls.gguf = os.path.join(cls.FIXTURE, "model-f32.gguf")
-        r = subprocess.run(
-            [binary_from_env(), "embed", "-m", cls.gguf, "-t", "2"],
-            input="\n".join(cls.ref["inputs"]) + "\n",
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert r.returncode == 0, r.stderr
-        cls.cli = [json.loads(line) for line in r.stdout.splitlines()]
+        cls.gguf = os.path.join(cls.MODEL_DIR, "model-f32.gguf")
+        cls.cli = embed_command(cls.gguf, cls.ref["inputs"])
 
     def check_served(self, model_path):
         args = ["-m", model_path, "--alias", self.MODEL, "--parallel", "2", "-t", "2"]
@@ -441,7 +438,7 @@ class NomicEncoder(unittest.TestCase):
         self.check_served(self.gguf)
 
     def test_directory_is_the_embed_commands(self):
-        self.check_served(os.path.join(self.FIXTURE, "hf"))
+        self.check_served(os.path.join(self.MODEL_DIR, "hf"))
 
 
 class XlmRobertaEncoder(NomicEncoder):
@@ -449,7 +446,7 @@ class XlmRobertaEncoder(NomicEncoder):
     tokenizer, CLS pooling) served as the nomic-bert encoder is: the embed command's vectors bit
     for bit and sentence-transformers' within the encoder test's bound, from both forms."""
 
-    FIXTURE = os.path.join(HERE, "..", "fixtures", "models", "xlm_roberta")
+    MODEL_DIR = os.path.join(HERE, "..", "fixtures", "models", "xlm_roberta")
     MODEL = "bge-m3-tiny"
     REF_TOL = 3e-7  # test_xlm_roberta_embedding.cpp's bound
     FAMILY = "bert"

@@ -11,8 +11,6 @@
 
 #include "core/error.h"
 #include "model/model_spec.h"
-#include "runtime/embedding.h"
-#include "runtime/encoder.h"
 #include "runtime/engine.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/perplexity.h"
@@ -104,26 +102,6 @@ double cosine(const std::vector<float>& a, const std::vector<float>& b) {
     bb += double(b[i]) * b[i];
   }
   return ab / std::sqrt(aa * bb);
-}
-
-void expect_encoder_references(const std::string& model, const std::string& ref_json,
-                               const EmbeddingSpec& spec, const char* key, float tol) {
-  std::ifstream f(ref_json);
-  const nlohmann::json ref = nlohmann::json::parse(f);
-  const auto encoder = Encoder::open(model, "cpu", 2);
-  const Tokenizer tok = load_tokenizer(encoder->source());
-  Pooler pooler(spec, encoder->cfg().n_embd);
-  for (size_t i = 0; i < ref["inputs"].size(); ++i) {
-    const std::vector<int32_t> ids = embedding_tokens(tok, ref["inputs"][i].get<std::string>());
-    EXPECT_EQ(ids, ref["ids"][i].get<std::vector<int32_t>>()) << "input " << i;
-    const std::vector<float> got = encoder->embed(ids, pooler);
-    const auto want = ref[key][i].get<std::vector<float>>();
-    ASSERT_EQ(got.size(), want.size());
-    float worst = 0;
-    for (size_t j = 0; j < got.size(); ++j) worst = std::max(worst, std::abs(got[j] - want[j]));
-    EXPECT_GE(cosine(got, want), 0.9999) << key << " input " << i << " of " << model;
-    EXPECT_LE(worst, tol) << key << " input " << i << " of " << model;
-  }
 }
 
 double max_rel_error(const std::vector<float>& got, const std::vector<float>& want) {

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "core/error.h"
-#include "model/pooling.h"
 #include "moe/cache_policy.h"
 #include "moe/uring_reader.h"
 #include "quant/dtype.h"
@@ -74,13 +73,6 @@ std::string error_text(const F& f) {
   }
   return "no error";
 }
-
-// An encoder fixture's references (bert_embedding, nomic_bert, xlm_roberta): each input of its
-// ref.json tokenised as the embedding routes do must give the ids it holds, and the encoder at
-// `model` pooling them by `spec` the vector under `key`, within the cosine 0.9999 and the
-// elementwise bound `tol`.
-void expect_encoder_references(const std::string& model, const std::string& ref_json,
-                               const EmbeddingSpec& spec, const char* key, float tol);
 
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "encoder_references.h"
 #include "fixture_models.h"
 #include "model/model_source.h"
 #include "model/pooling.h"
@@ -32,17 +33,15 @@ std::string fixture(const std::string& file) {
 }
 
 json reference() {
-  std::ifstream f(fixture("ref.json"));
-  return json::parse(f);
+  return test::read_references(fixture(""));
 }
 
-// Every reference input through `spec`'s pooling, compared with `key`'s vectors: the cosine
-// the issue asks for, and the elementwise bound `tol` that f32 throughout gives (a few float
-// roundings of the largest element: 1.3e-7 measured on the normalised vectors, 1.0e-6 on the
-// first-token states, whose elements reach 3.8).
+// Every reference input through `spec`'s pooling against `key`'s vectors, within the elementwise
+// bound `tol` that f32 throughout gives (a few float roundings of the largest element: 1.3e-7
+// measured on the normalised vectors, 1.0e-6 on the first-token states, whose elements reach 3.8).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  test::expect_encoder_references(path, fixture("ref.json"), spec, key, tol);
+  test::expect_encoder_references(path, reference(), spec, key, tol);
 }
 
 TEST(BertEmbedding, ConfigIsAnEncoder) {

@@ -473,8 +473,8 @@ TEST(Convert, NomicBertIsTheConvertersFile) {
   const std::string out = test::scratch_path("nomic.gguf");
   std::string log;
   ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
-  expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"),
-                   {}, nullptr);
+  expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
+                   nullptr);
   expect_embeds_as(out, dir + "/hf", "'hello world' 'the quick brown fox'");
 
   const auto changed = [&](const std::string& name, const char* key, const nlohmann::json& v) {

@@ -14,9 +14,11 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/attention.h"
 #include "quant/dequant.h"
 #include "quant/dtype.h"
 
@@ -202,6 +204,31 @@ TEST_F(CpuAttention, PrefillRowsEqualTheRowsAlone) {
 
 // The f16 cache is written with F16C where the CPU has it: the same halves as f32_to_f16, ties,
 // subnormals, overflow to inf and signed zeros included.
+// The split states a decode keeps between calls are what attention_kept_bytes announces (the CPU
+// backend's footprint scratch): the same bytes after the worst call (a whole block of rows at the
+// last position), never more after any other, on a fresh thread (the buffer is the caller's).
+TEST_F(CpuAttention, KeptSplitStatesAreTheAnnouncedBytes) {
+  for (const Case& shape : {Case{32, 8, 64, 0.0f, 0, {}}, Case{128, 1, 576, 0.0f, 0, {}},
+                            Case{4, 4, 64, 0.0f, 0, {}}}) {
+    const int64_t keys = 3000, group = shape.n_head / shape.n_head_kv;
+    const int64_t block_rows = std::max<int64_t>(1, 64 / group);
+    Case longest = shape;
+    longest.pos = {static_cast<int32_t>(keys - 1)};
+    const Setup s = make(longest, DType::F16);
+    const uint64_t announced = cpu::attention_kept_bytes(s.args, keys, 512, 3);
+    std::thread([&] {
+      for (const int64_t M : {int64_t{1}, block_rows / 2 + 1, block_rows}) {
+        Case c = shape;
+        c.pos = run_of(static_cast<int32_t>(keys - M), static_cast<int32_t>(M));
+        Setup rows = make(c, DType::F16);
+        run(*cpu3_, c, rows);
+        EXPECT_LE(cpu::attention_kept_now(), announced) << shape.n_head << " heads, M " << M;
+      }
+      EXPECT_EQ(cpu::attention_kept_now(), announced) << shape.n_head << " heads";
+    }).join();
+  }
+}
+
 TEST_F(CpuAttention, F16StoreMatchesScalarConversion) {
   std::vector<float> x = randn(64);
   const float specials[] = {

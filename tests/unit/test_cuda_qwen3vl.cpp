@@ -41,7 +41,7 @@ struct ImagePrompt : test::Qwen3VlImagePrompt {
 };
 
 ImagePrompt load_image_prompt(const std::string& fixture) {
-  ImagePrompt p{test::load_qwen3vl_image_prompt(fixture)};
+  ImagePrompt p{test::load_qwen3vl_image_prompt(fixture), {}};
   p.ref = test::read_f32_file(test::fixture_file(fixture, "ref_logits_image.f32"));
   return p;
 }

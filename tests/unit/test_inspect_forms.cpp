@@ -62,5 +62,33 @@ TEST(InspectForms, HybridShowsItsLayersAndState) {
   EXPECT_EQ(j["footprint"]["recurrent_state_bytes"], 3 * 3 * (3 * 128 + 4 * 16 * 16) * 4);
 }
 
+// An encoder: its configuration the same from each form, and the footprint of serving it with
+// --parallel 1 (its weights and a pass of one text of its positions) as serve announces it.
+TEST(InspectForms, EncodersShowTheirStackAndFootprint) {
+  for (const char* fixture : {"bert_embedding", "nomic_bert"}) {
+    const std::string dir = test::fixtures_dir() + "/models/" + fixture;
+    const nlohmann::json gguf = inspect(dir + "/model-f32.gguf"), hf = inspect(dir + "/hf");
+    EXPECT_EQ(gguf["stack"], "encoder");
+    EXPECT_EQ(gguf["arch"], hf["arch"]) << fixture;
+    EXPECT_EQ(gguf["footprint"], hf["footprint"]) << fixture;
+    const nlohmann::json& fp = gguf["footprint"];
+    EXPECT_EQ(fp["pass_rows"], gguf["arch"]["n_positions"]);
+    EXPECT_EQ(fp["total_bytes"].get<uint64_t>(),
+              fp["weight_bytes"].get<uint64_t>() + fp["pass_bytes"].get<uint64_t>());
+  }
+  const nlohmann::json nomic = inspect(test::fixtures_dir() + "/models/nomic_bert/model-f32.gguf");
+  EXPECT_EQ(nomic["arch"]["positions"], "rotary");
+  EXPECT_EQ(nomic["arch"]["ffn"], "swiglu");
+  EXPECT_EQ(nomic["arch"]["rope_theta"], 1000.0);
+  std::string out;
+  ASSERT_EQ(
+      test::run_command(
+          test::binary_path() + " inspect " + test::fixtures_dir() + "/models/nomic_bert/hf", &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("nomic-bert (HF), an encoder: embeddings only"), std::string::npos) << out;
+  EXPECT_NE(out.find("footprint  server: encoder weights"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace ts

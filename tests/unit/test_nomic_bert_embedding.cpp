@@ -1,8 +1,9 @@
-// nomic-bert (nomic-embed-text v1 / v1.5's architecture: BERT's encoder with rotary q / k, a SwiGLU
-// FFN and no projection biases) on the nomic_bert fixture (tools/reference/make_nomic_bert_fixture.py):
-// its GGUF (llama.cpp's converter), its directory in nomic-ai's layout and the same weights in
-// transformers' layout give transformers' NomicBertModel's mean-pooled, normalised vectors and
-// first-token states. What the family does not build is refused by name.
+// nomic-bert (nomic-embed-text v1 / v1.5's architecture: BERT's encoder with rotary q / k, a
+// SwiGLU FFN and no projection biases) on the nomic_bert fixture
+// (tools/reference/make_nomic_bert_fixture.py): its GGUF (llama.cpp's converter), its directory in
+// nomic-ai's layout and the same weights in transformers' layout give transformers'
+// NomicBertModel's mean-pooled, normalised vectors and first-token states. What the family does
+// not build is refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,9 +11,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "core/error.h"
+#include "encoder_references.h"
 #include "fixture_models.h"
 #include "formats_test_util.h"
 #include "model/family.h"
@@ -74,8 +78,8 @@ std::string transformers_layout() {
   };
   same("embeddings.word_embeddings.weight", "embeddings.word_embeddings.weight");
   same("embeddings.token_type_embeddings.weight", "embeddings.token_type_embeddings.weight");
-  for (const char* p : {"weight", "bias"}) same(std::string("embeddings.LayerNorm.") + p,
-                                               std::string("emb_ln.") + p);
+  for (const char* p : {"weight", "bias"})
+    same(std::string("embeddings.LayerNorm.") + p, std::string("emb_ln.") + p);
   for (int l = 0; l < 2; ++l) {
     const std::string to = "layers." + std::to_string(l) + ".";
     const std::string from = "encoder.layers." + std::to_string(l) + ".";
@@ -92,32 +96,30 @@ std::string transformers_layout() {
     }
   }
   test::write_file(dir + "/model.safetensors", test::safetensors_bytes(header.dump(), data));
-  const json config = {
-      {"architectures", {"NomicBertModel"}},
-      {"model_type", "nomic_bert"},
-      {"hidden_size", 32},
-      {"num_hidden_layers", 2},
-      {"num_attention_heads", 4},
-      {"intermediate_size", 64},
-      {"max_position_embeddings", 2048},
-      {"vocab_size", 300},
-      {"type_vocab_size", 2},
-      {"layer_norm_eps", 1e-12},
-      {"hidden_act", "silu"},
-      {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000.0}}}};
+  const json config = {{"architectures", {"NomicBertModel"}},
+                       {"model_type", "nomic_bert"},
+                       {"hidden_size", 32},
+                       {"num_hidden_layers", 2},
+                       {"num_attention_heads", 4},
+                       {"intermediate_size", 64},
+                       {"max_position_embeddings", 2048},
+                       {"vocab_size", 300},
+                       {"type_vocab_size", 2},
+                       {"layer_norm_eps", 1e-12},
+                       {"hidden_act", "silu"},
+                       {"rope_parameters", {{"rope_type", "default"}, {"rope_theta", 1000.0}}}};
   test::write_file(dir + "/config.json", config.dump(1));
   return dir;
 }
 
-// Every reference input through `spec`'s pooling against `key`'s vectors: the cosine the issue
-// asks for and the elementwise bound of f32 throughout (a few roundings of the largest element).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  test::expect_encoder_references(path, fixture("ref.json"), spec, key, tol);
+  test::expect_encoder_references(path, read_json(fixture("ref.json")), spec, key, tol);
 }
 
 TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {
-  for (const std::string& path : {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
+  for (const std::string& path :
+       {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
     const ArchConfig c = read_arch_config(*ModelSource::open(path));
     EXPECT_EQ(c.family, Family::NomicBert) << path;
     EXPECT_EQ(c.stack, LayerStack::Encoder);
@@ -138,7 +140,8 @@ TEST(NomicBertEmbedding, ConfigIsARotarySwiGluEncoder) {
 // The bounds are f32's noise here: measured 4.2e-7 on the normalised vectors and 4.2e-6 on the
 // first-token states (elements up to 2.9); llama.cpp's error on the same GGUF is 3.3e-7 and 6.0e-6.
 TEST(NomicBertEmbedding, EveryFormMatchesTransformers) {
-  for (const std::string& path : {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
+  for (const std::string& path :
+       {fixture("model-f32.gguf"), fixture("hf"), transformers_layout()}) {
     const EmbeddingSpec spec = read_embedding_spec(*ModelSource::open(path));
     EXPECT_EQ(spec.pooling, Pooling::Mean) << path;
     EXPECT_TRUE(spec.normalize) << path;
@@ -168,6 +171,23 @@ TEST(NomicBertEmbedding, TextsBatchedGiveEachTheirOwnVector) {
   ASSERT_EQ(batched.size(), texts.size());
   for (size_t i = 0; i < texts.size(); ++i)
     EXPECT_EQ(batched[i], encoder->embed(texts[i], pooler)) << "text " << i;
+}
+
+// A pass's workspace counts the split states the attention keeps on the calling thread: after the
+// text that keeps the most (one block of rows), exactly what full_attention_kept_bytes says.
+TEST(NomicBertEmbedding, WorkspaceCountsTheAttentionsKeptStates) {
+  const auto encoder = Encoder::open(fixture("model-f32.gguf"), "cpu", 2);
+  const ArchConfig& c = encoder->cfg();
+  AttentionArgs a;
+  a.n_head = a.n_head_kv = c.n_head;
+  a.head_dim = c.head_dim;
+  const uint64_t kept = cpu::full_attention_kept_bytes(a, c.encoder.n_positions, 2);
+  EXPECT_GT(kept, 0u);
+  EXPECT_GE(encoder->workspace_bytes(64), kept);
+  std::thread([&] {
+    for (const int64_t n : {3, 64, 65, 700}) encoder->hidden(std::vector<int32_t>(n, 7));
+    EXPECT_EQ(cpu::attention_kept_now(), kept);
+  }).join();
 }
 
 TEST(NomicBertEmbedding, WhatItDoesNotBuildIsRefusedByName) {

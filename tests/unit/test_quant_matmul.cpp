@@ -375,8 +375,8 @@ TEST(MatmulKernels, FloatPromptRowsAreOneRowAtATimeBitForBit) {
             matmul_rows_isa(isa, w.view(), one, 0, rows, y1.data(), rows);
             for (int64_t r = 0; r < rows; ++r)
               ASSERT_EQ(std::bit_cast<uint32_t>(y[m * rows + r]), std::bit_cast<uint32_t>(y1[r]))
-                  << dtype_name(t) << " " << isa_name(isa) << " K " << cols << " M " << M
-                  << " m " << m << " r " << r;
+                  << dtype_name(t) << " " << isa_name(isa) << " K " << cols << " M " << M << " m "
+                  << m << " r " << r;
           }
         }
       }

@@ -167,8 +167,12 @@ TEST_F(SynthTest, EveryDtypeRunsTheHybrids) {
       // also flips top-k choices. f16 is held close, the dense shape's bf16 and q8_0 within half
       // the logit range, the rest finite and of the same order.
       const bool dense = std::string(shape) == "tiny-hybrid";
-      if (t == DType::F16) EXPECT_LT(rel, 0.05) << shape;
-      if (dense && (t == DType::BF16 || t == DType::Q8_0)) EXPECT_LT(rel, 0.5) << dtype_name(t);
+      if (t == DType::F16) {
+        EXPECT_LT(rel, 0.05) << shape;
+      }
+      if (dense && (t == DType::BF16 || t == DType::Q8_0)) {
+        EXPECT_LT(rel, 0.5) << dtype_name(t);
+      }
       EXPECT_LT(rel, 2.0) << shape << " " << dtype_name(t);
     }
   }

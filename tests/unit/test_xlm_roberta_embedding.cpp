@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "encoder_references.h"
 #include "fixture_models.h"
 #include "model/model_source.h"
 #include "model/pooling.h"
@@ -33,8 +34,7 @@ std::string fixture(const std::string& file) {
 }
 
 json reference() {
-  std::ifstream f(fixture("ref.json"));
-  return json::parse(f);
+  return test::read_references(fixture(""));
 }
 
 // Every reference input through `spec`'s pooling against `key`'s vectors: the cosine the issue
@@ -42,7 +42,7 @@ json reference() {
 // measured on the normalised vectors, 7.2e-7 on the means, whose elements reach 2.9).
 void expect_references(const std::string& path, const EmbeddingSpec& spec, const char* key,
                        float tol) {
-  test::expect_encoder_references(path, fixture("ref.json"), spec, key, tol);
+  test::expect_encoder_references(path, reference(), spec, key, tol);
 }
 
 TEST(XlmRobertaEmbedding, ConfigIsABertEncoderWithoutThePaddingPositions) {

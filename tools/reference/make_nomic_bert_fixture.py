@@ -28,16 +28,9 @@ import tempfile
 import numpy as np
 import torch
 
+from make_bert_fixture import INPUTS  # the BERT fixture's texts, through its tokenizer too
 from st_fixture import convert, write_st_modules
 
-INPUTS = [
-    "The quick brown fox jumps over the lazy dog.",
-    "A new manager was announced on Saturday!",
-    "a",
-    "Café naïve Zürich: the river, the bridge — and 東京.",
-    "Embedding models map similar sentences to close points, and the encoder attends both ways "
-    "over every token of the sentence before pooling.",
-]
 HIDDEN, LAYERS, HEADS, INNER, THETA = 32, 2, 4, 64, 1000.0
 
 

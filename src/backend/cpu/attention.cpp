@@ -299,7 +299,50 @@ class Attention {
   AttendKeysFn attend_ = nullptr;
 };
 
+// The split states a one-block call (decode) leaves, kept on the calling thread.
+std::vector<float>& kept_split_states() {
+  thread_local std::vector<float> kept;
+  return kept;
+}
+
+// Floats a one-block call of M rows over keys [0, keys) keeps; 0 when the rows make more blocks.
+uint64_t kept_floats(const AttentionArgs& a, int64_t keys, int64_t M, int threads) {
+  const KvView kv{DType::F32,
+                  keys,
+                  a.n_head_kv * a.head_dim,
+                  static_cast<size_t>(a.n_head_kv * a.head_dim) * 4,
+                  nullptr,
+                  nullptr};
+  const std::vector<int32_t> pos(static_cast<size_t>(M), static_cast<int32_t>(keys - 1));
+  const Attention at(nullptr, kv, M, pos.data(), a, threads);
+  if (at.blocks() != 1) return 0;
+  return static_cast<uint64_t>(at.head_groups() * at.splits() * at.split_floats());
+}
+
 }  // namespace
+
+uint64_t attention_kept_bytes(const AttentionArgs& a, int64_t keys, int64_t max_rows, int threads) {
+  if (keys <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0) return 0;
+  // One row cuts its heads into sub-groups; a block of several rows holds more lanes a split:
+  // the largest is a whole block's rows (or the largest micro-batch, if fewer).
+  uint64_t floats = kept_floats(a, keys, 1, threads);
+  const int64_t group = a.n_head / a.n_head_kv;
+  const int64_t block_rows = std::min(max_rows, std::max<int64_t>(1, kBlockQueries / group));
+  if (block_rows > 1) floats = std::max(floats, kept_floats(a, keys, block_rows, threads));
+  return 4 * floats;
+}
+
+uint64_t full_attention_kept_bytes(const AttentionArgs& a, int64_t max_rows, int threads) {
+  if (max_rows <= 0 || a.n_head_kv <= 0 || a.head_dim <= 0) return 0;
+  // Only a text of one block keeps states; its splits and lanes grow with its rows.
+  const int64_t rows =
+      std::min(max_rows, std::max<int64_t>(1, kBlockQueries / (a.n_head / a.n_head_kv)));
+  return 4 * kept_floats(a, rows, rows, threads);
+}
+
+uint64_t attention_kept_now() {
+  return 4 * static_cast<uint64_t>(kept_split_states().capacity());
+}
 
 void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, const int32_t* pos,
                const AttentionArgs& a, float* out) {
@@ -316,8 +359,10 @@ void attention(ThreadPool& pool, const float* q, const KvView& kv, int64_t M, co
     // Kept from call to call: a fresh buffer of this size is fresh pages, faulted in every step.
     // (The workers must use the caller's buffer: a thread_local named in the lambdas would be
     // each worker's own.)
-    thread_local std::vector<float> kept;
-    kept.resize(std::max(kept.size(), static_cast<size_t>(G * splits * per_split)));
+    // Grown to exactly what a call needs (a resize could leave up to twice that allocated).
+    std::vector<float>& kept = kept_split_states();
+    if (const auto need = static_cast<size_t>(G * splits * per_split); need > kept.size())
+      kept = std::vector<float>(need);
     float* const parts = kept.data();
     // Tasks in key-range order: a thread's consecutive tasks are the kv heads of one range of
     // keys, whose slices share the cache's rows, rather than one head's slices of every row (each

@@ -42,6 +42,14 @@ class CpuBackend final : public Backend {
   }
   void free(void* p) override { std::free(p); }
   bool is_host() const override { return true; }
+  // The attention's split states, kept between decode steps (cpu/attention.h).
+  uint64_t scratch_bytes(const ScratchPlan& p) const override {
+    AttentionArgs a;
+    a.n_head = p.n_head;
+    a.n_head_kv = p.n_head_kv;
+    a.head_dim = p.head_dim;
+    return cpu::attention_kept_bytes(a, p.ctx, p.max_rows, pool_.size());
+  }
   void to_device(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
   }

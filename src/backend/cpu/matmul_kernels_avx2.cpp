@@ -22,7 +22,7 @@ namespace {
 struct Avx2Ops {
   using VecF = __m256;
   static constexpr int kLanes = 8;
-  static constexpr int kFloatChains = 1;  // accumulators per output (FloatKernel)
+  static constexpr int kFloatChains = 1;   // accumulators per output (FloatKernel)
   static constexpr int kFloatRowTile = 2;  // weight rows of a prompt tile (float_rows_driver)
   static __m256 zero() { return _mm256_setzero_ps(); }
   static __m256 load(F32Row w, int64_t k) { return _mm256_loadu_ps(w.p + k); }

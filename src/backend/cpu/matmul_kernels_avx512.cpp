@@ -20,7 +20,7 @@ namespace {
 struct Avx512FloatOps {
   using VecF = __m512;
   static constexpr int kLanes = 16;
-  static constexpr int kFloatChains = 2;  // accumulators per output (FloatKernel)
+  static constexpr int kFloatChains = 2;   // accumulators per output (FloatKernel)
   static constexpr int kFloatRowTile = 3;  // weight rows of a prompt tile (float_rows_driver)
   static __m512 zero() { return _mm512_setzero_ps(); }
   static __m512 load(F32Row w, int64_t k) { return _mm512_loadu_ps(w.p + k); }

@@ -705,8 +705,8 @@ void krows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t 
 // Ops::kFloatRowTile weight rows, which the wider register file holds (the accumulators of a
 // 3 x 4 tile fill 24 of AVX-512's 32): each activation vector loaded feeds three FMAs, not two.
 template <class Kernel, class Ops>
-void float_rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1,
-                       float* y, int64_t ldy) {
+void float_rows_driver(const WeightView& w, const PackedActs& x, int64_t r0, int64_t r1, float* y,
+                       int64_t ldy) {
   constexpr int RT = Ops::kFloatRowTile;
   if (RT == kRowTile || x.M == 1) return rows_driver<Kernel>(w, x, r0, r1, y, ldy);
   constexpr int64_t chunk = kRowChunk / RT * RT;

@@ -85,8 +85,7 @@ void configure_nomic_bert(const ConfigView& v, ArchConfig& c) {
     c.n_ff = req_hf_int(v, "n_inner", "intermediate_size");
     // nomic-embed-text v1 / v1.5 state 8192 positions but were trained on 2048, which is what
     // llama.cpp's converter writes as their context.
-    c.encoder.n_positions =
-        req_hf_int(v, "max_trained_positions", "max_position_embeddings");
+    c.encoder.n_positions = req_hf_int(v, "max_trained_positions", "max_position_embeddings");
     c.n_vocab = v.req_int(nullptr, "vocab_size");
     double eps = 1e-12;  // both configurations' default
     for (const char* key : {"layer_norm_epsilon", "layer_norm_eps"})
@@ -96,16 +95,15 @@ void configure_nomic_bert(const ConfigView& v, ArchConfig& c) {
       }
     c.encoder.norm_eps = static_cast<float>(eps);
     // transformers' NomicBertConfig defaults the base to 1000, as nomic-ai's models have it.
-    c.rope_theta = static_cast<float>(v.opt_float(nullptr, "rotary_emb_base")
-                                          .value_or(v.opt_float(nullptr, "rope_parameters/rope_theta")
-                                                        .value_or(1000.0)));
+    c.rope_theta = static_cast<float>(
+        v.opt_float(nullptr, "rotary_emb_base")
+            .value_or(v.opt_float(nullptr, "rope_parameters/rope_theta").value_or(1000.0)));
   }
   if (c.n_layer <= 0 || c.n_layer > 4096)
     v.invalid("block count", std::to_string(c.n_layer) + " is out of range [1, 4096]");
   if (c.n_head <= 0 || c.n_embd <= 0 || c.n_embd % c.n_head != 0 || (c.n_embd / c.n_head) % 2)
-    v.invalid("head count", std::to_string(c.n_head) +
-                                " does not divide the hidden size " + std::to_string(c.n_embd) +
-                                " into heads of an even width");
+    v.invalid("head count", std::to_string(c.n_head) + " does not divide the hidden size " +
+                                std::to_string(c.n_embd) + " into heads of an even width");
   if (c.n_ff <= 0 || c.encoder.n_positions <= 0)
     v.invalid("feed-forward length / positions", "must be positive");
   if (!(c.rope_theta > 0) || !std::isfinite(c.rope_theta))
