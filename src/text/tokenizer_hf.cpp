@@ -58,7 +58,8 @@ TokenizerSpec spm_spec(const std::string& path) {
   if (m.model_type != 2) {
     fail(ErrorKind::Unsupported,
          path + ": SentencePiece model_type " + std::to_string(m.model_type) +
-             " is not supported (only BPE, type 2; Unigram models are refused)");
+             " is not supported (only BPE, type 2; a Unigram model is read from its "
+             "tokenizer.json)");
   }
   if (!m.precompiled_charsmap.empty() && m.normalizer_name != "identity") {
     fail(ErrorKind::Unsupported,
