@@ -1,7 +1,7 @@
 // Unigram (SentencePiece unigram model) tokenization on the xlm_roberta fixture
 // (tools/reference/make_xlm_roberta_fixture.py), whose normaliser is a subset of XLM-R's
-// nmt_nfkc rules: its tokenizer.json (transformers 5's pipeline, and transformers 4's that the
-// published XLM-R models ship) gives HF tokenizers' ids, and its GGUF (llama.cpp's converter,
+// nmt_nfkc rules: its tokenizer.json (transformers 5's pipeline, transformers 4's that the
+// published XLM-R models ship, and 4.4x's with Strip) gives HF tokenizers' ids, and its GGUF (llama.cpp's converter,
 // "t5" with the precompiled charsmap) gives llama.cpp's and sentencepiece's, for strings that
 // exercise the charsmap (composed and decomposed accents, full-width and half-width forms,
 // ligatures, odd spaces), the whitespace rules and unknown characters. Malformed charsmaps and
@@ -147,18 +147,35 @@ TEST(Unigram, PrecompiledCharsmap) {
             std::string::npos);
 }
 
-// A copy of the legacy tokenizer.json with one part replaced, and the error loading it gives.
-std::string refusal(const char* part, const json& value) {
+// A copy of the legacy tokenizer.json with one part replaced, in a scratch directory.
+std::string legacy_with(const char* part, const json& value) {
   json tj = read_json(fixture("legacy_tokenizer/tokenizer.json"));
   if (std::string(part) == "byte_fallback") {
     tj["model"]["byte_fallback"] = value;
   } else {
     tj[part] = value;
   }
-  const std::string dir = test::scratch_path("unigram_refusal");
+  const std::string dir = test::scratch_path("unigram_variant");
   EXPECT_EQ(test::run_command("rm -rf " + dir + " && mkdir -p " + dir), 0);
   std::ofstream(dir + "/tokenizer.json") << tj.dump();
+  return dir;
+}
+
+// The error loading the legacy tokenizer.json with `part` replaced gives.
+std::string refusal(const char* part, const json& value) {
+  const std::string dir = legacy_with(part, value);
   return test::error_text([&] { Tokenizer::from_hf_dir(dir); });
+}
+
+// transformers 4.4x's normaliser: the text's end stripped, runs of spaces one U+2581.
+TEST(Unigram, StripAndMarkerReplaceMatchTokenizers) {
+  const json legacy = read_json(fixture("legacy_tokenizer/tokenizer.json"));
+  const json strip = {{"type", "Strip"}, {"strip_left", false}, {"strip_right", true}};
+  const json replace = {
+      {"type", "Replace"}, {"pattern", {{"Regex", " {2,}"}}}, {"content", "\xe2\x96\x81"}};
+  const json steps = json::array({legacy["normalizer"]["normalizers"][0], strip, replace});
+  const std::string dir = legacy_with("normalizer", {{"type", "Sequence"}, {"normalizers", steps}});
+  expect_ids(Tokenizer::from_hf_dir(dir), "tricky", "strip_ids", true);
 }
 
 TEST(Unigram, UnsupportedPipelinesAreRefusedByName) {

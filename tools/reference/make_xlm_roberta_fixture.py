@@ -24,7 +24,9 @@ DIR/ref.json {"inputs", "ids", "embeddings", "mean", "tricky", "tricky_ids", "sp
              the whitespace rules and unknown characters: HF tokenizers' ids, sentencepiece's
              (shifted to the fairseq ids, <s> ... </s>) and llama.cpp's of the GGUF (with
              --llama-lib: llama.cpp's shared libraries and llama-cpp-python's sources on
-             PYTHONPATH), and "legacy_ids", those of DIR/legacy_tokenizer/.
+             PYTHONPATH), "legacy_ids", those of DIR/legacy_tokenizer/, and "strip_ids", those
+             of that tokenizer with transformers 4.4x's normaliser (Precompiled, Strip right,
+             Replace(" {2,}" -> U+2581)).
 DIR/legacy_tokenizer/tokenizer.json  the vocabulary in transformers 4's pipeline, which the
              published XLM-R models ship (legacy_tokenizer()).
 --fuzz-seed writes fuzz/corpus/hf_tokenizer/unigram_charsmap.json: a Unigram tokenizer.json of a
@@ -144,7 +146,14 @@ def legacy_tokenizer(hf_dir, out_dir):
                                                  split=True)
     os.makedirs(out_dir, exist_ok=True)
     tok.save(os.path.join(out_dir, "tokenizer.json"))
-    return [tok.encode(s).ids for s in TRICKY]
+    legacy = [tok.encode(s).ids for s in TRICKY]
+    # transformers 4.4x's: the text's end stripped, runs of spaces one marker (the C++ test builds
+    # this tokenizer.json from the legacy one, so only its ids are kept).
+    tok.normalizer = normalizers.Sequence([
+        normalizers.Precompiled(base64.b64decode(charsmap)),
+        normalizers.Strip(left=False, right=True),
+        normalizers.Replace(Regex(" {2,}"), "\u2581")])
+    return legacy, [tok.encode(s).ids for s in TRICKY]
 
 
 def make_model(out_dir, vocab):
@@ -243,7 +252,8 @@ def main():
     make_model(hf, vocab)
     write_st_modules(hf, HIDDEN, "cls_token", POSITIONS)
     ref = references(hf)
-    ref["legacy_ids"] = legacy_tokenizer(hf, os.path.join(a.out, "legacy_tokenizer"))
+    ref["legacy_ids"], ref["strip_ids"] = legacy_tokenizer(
+        hf, os.path.join(a.out, "legacy_tokenizer"))
     gguf = os.path.join(a.out, "model-f32.gguf")
     convert(a.converter, hf, gguf, "default")
     if a.llama_lib:
