@@ -12,8 +12,17 @@ using json = nlohmann::json;
 
 constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // U+2581
 
+// node[key] when it is a string, `fallback` when absent; another type is refused naming it.
+std::string string_at(const json& node, const char* key, const std::string& fallback,
+                      const std::string& where) {
+  if (!node.is_object() || !node.contains(key) || node[key].is_null()) return fallback;
+  if (!node[key].is_string())
+    fail(ErrorKind::Model, where + ": " + key + " is " + node[key].dump() + ", not a string");
+  return node[key].get<std::string>();
+}
+
 std::string type_of(const json& node) {
-  return node.is_object() ? node.value("type", std::string("?")) : std::string("none");
+  return node.is_object() ? string_at(node, "type", "?", "tokenizer.json") : "none";
 }
 
 // A Sequence's members, or the node itself.
@@ -38,16 +47,18 @@ void read_normalizer(const json& norm, const std::string& path, TokenizerSpec& s
     const std::string type = type_of(n);
     if (type == "Precompiled" && i == 0) {
       // transformers writes null for a SentencePiece model without rules (its identity).
-      if (n.contains("precompiled_charsmap") && n["precompiled_charsmap"].is_string())
-        s.charsmap = base64_decode(n["precompiled_charsmap"].get<std::string>(), ErrorKind::Model,
-                                   path + ": normalizer's precompiled_charsmap");
+      const std::string where = path + ": normalizer Precompiled";
+      const std::string b64 = string_at(n, "precompiled_charsmap", "", where);
+      if (!b64.empty())
+        s.charsmap = base64_decode(b64, ErrorKind::Model, where + "'s precompiled_charsmap");
     } else if (type == "Strip") {
       h.strip_left |= flag(n, "strip_left", false);
       h.strip_right |= flag(n, "strip_right", false);
     } else if (type == "Replace") {
-      const json pattern = n.value("pattern", json());
-      const std::string content = n.value("content", std::string());
-      const bool runs = pattern.is_object() && pattern.value("Regex", std::string()) == " {2,}";
+      const json pattern = n.contains("pattern") ? n["pattern"] : json();
+      const std::string content = string_at(n, "content", "", path + ": normalizer Replace");
+      const bool runs =
+          string_at(pattern, "Regex", "", path + ": normalizer Replace pattern") == " {2,}";
       if (!runs || (content != " " && content != kSpaceMarker))
         fail(ErrorKind::Unsupported,
              path + ": normalizer Replace of " + pattern.dump() + " by '" + content +
@@ -69,13 +80,14 @@ void read_pre_tokenizer(const json& pre, const std::string& path, UnigramHfSteps
       h.whitespace_split = true;
     } else if (type == "Metaspace" && !metaspace) {
       metaspace = true;
-      if (p.value("replacement", std::string(kSpaceMarker)) != kSpaceMarker)
-        fail(ErrorKind::Unsupported, path + ": pre_tokenizer Metaspace replacement '" +
-                                         p.value("replacement", "") +
-                                         "' is not supported (only U+2581)");
+      const std::string where = path + ": pre_tokenizer Metaspace";
+      const std::string replacement = string_at(p, "replacement", std::string(kSpaceMarker), where);
+      if (replacement != kSpaceMarker)
+        fail(ErrorKind::Unsupported,
+             where + " replacement '" + replacement + "' is not supported (only U+2581)");
       // tokenizers before 0.15 wrote add_prefix_space; later ones prepend_scheme.
-      const std::string scheme = p.value(
-          "prepend_scheme", std::string(flag(p, "add_prefix_space", true) ? "always" : "never"));
+      const std::string scheme = string_at(
+          p, "prepend_scheme", flag(p, "add_prefix_space", true) ? "always" : "never", where);
       if (scheme != "always" && scheme != "never")
         fail(ErrorKind::Unsupported, path + ": pre_tokenizer Metaspace prepend_scheme '" + scheme +
                                          "' is not supported (always, never)");

@@ -250,10 +250,16 @@ void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path
     const bool own_piece =
         (s.kind == TokenizerKind::SentencePiece || s.kind == TokenizerKind::Unigram) &&
         s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
-    if (!own_piece)
-      s.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
-    if (t.value("lstrip", false)) s.lstrip.push_back(static_cast<int32_t>(i));
-    if (t.value("rstrip", false)) s.rstrip.push_back(static_cast<int32_t>(i));
+    const auto flag = [&](const char* key) {
+      if (!t.contains(key)) return false;
+      if (!t[key].is_boolean())
+        fail(ErrorKind::Model,
+             path + ": added token " + std::to_string(id) + "'s " + key + " is not true or false");
+      return t[key].get<bool>();
+    };
+    if (!own_piece) s.types[i] = flag("special") ? TokenType::Control : TokenType::UserDefined;
+    if (flag("lstrip")) s.lstrip.push_back(static_cast<int32_t>(i));
+    if (flag("rstrip")) s.rstrip.push_back(static_cast<int32_t>(i));
   }
 }
 
@@ -312,9 +318,7 @@ void add_eog_ids(const std::string& path, TokenizerSpec& s) {
   }
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+TokenizerSpec hf_dir_spec(const std::string& dir) {
   const std::string json_path = dir + "/tokenizer.json";
   const std::string model_path = dir + "/tokenizer.model";
   const std::optional<json> tj = read_json(json_path);
@@ -375,7 +379,20 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   add_eog_ids(dir + "/generation_config.json", s);
   add_eog_ids(dir + "/config.json", s);
   detect_end_of_generation(s);
-  return Tokenizer(std::move(s));
+  return s;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+  // A field holding another JSON type than its own (a string where a flag goes) is nlohmann's
+  // type error wherever it is read without a check: a one-line refusal like every other.
+  try {
+    return Tokenizer(hf_dir_spec(dir));
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Model,
+         dir + ": a tokenizer file holds a value of the wrong type (" + e.what() + ")");
+  }
 }
 
 }  // namespace ts

@@ -30,7 +30,9 @@ DIR/ref.json {"inputs", "ids", "embeddings", "mean", "tricky", "tricky_ids", "sp
 DIR/legacy_tokenizer/tokenizer.json  the vocabulary in transformers 4's pipeline, which the
              published XLM-R models ship (legacy_tokenizer()).
 --fuzz-seed writes fuzz/corpus/hf_tokenizer/unigram_charsmap.json: a Unigram tokenizer.json of a
-few pieces and a charsmap of four rules, small enough for the fuzzer to mutate.
+few pieces and a charsmap of four rules, small enough for the fuzzer to mutate
+(added_token_string_flag.json beside it is that seed with its first added token's "special" the
+string "<unk>": the crash the fuzzer found, now refused by name).
 sentencepiece's trainer is deterministic for one corpus and options: a rerun makes the same files
 (sentencepiece.bpe.model differs only in the temporary paths its trainer_spec records); the
 model's weights come from a fixed seed.
