@@ -1,11 +1,11 @@
 // Unigram (SentencePiece unigram model) tokenization on the xlm_roberta fixture
 // (tools/reference/make_xlm_roberta_fixture.py), whose normaliser is a subset of XLM-R's
 // nmt_nfkc rules: its tokenizer.json (transformers 5's pipeline, transformers 4's that the
-// published XLM-R models ship, and 4.4x's with Strip) gives HF tokenizers' ids, and its GGUF (llama.cpp's converter,
-// "t5" with the precompiled charsmap) gives llama.cpp's and sentencepiece's, for strings that
-// exercise the charsmap (composed and decomposed accents, full-width and half-width forms,
-// ligatures, odd spaces), the whitespace rules and unknown characters. Malformed charsmaps and
-// pipelines outside what is implemented are refused by name.
+// published XLM-R models ship, and 4.4x's with Strip) gives HF tokenizers' ids, and its GGUF
+// (llama.cpp's converter, "t5" with the precompiled charsmap) gives llama.cpp's and
+// sentencepiece's, for strings that exercise the charsmap (composed and decomposed accents,
+// full-width and half-width forms, ligatures, odd spaces), the whitespace rules and unknown
+// characters. Malformed charsmaps and pipelines outside what is implemented are refused by name.
 #include <gtest/gtest.h>
 
 #include <cstring>
