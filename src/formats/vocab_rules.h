@@ -27,6 +27,9 @@ struct VocabRules {
   // "##" continuations bare), after tokenizer.ggml.token_type_count.
   bool wordpiece = false;
   int64_t token_type_count = 1;
+  // XLM-R's sentencepiece.bpe.model (a Unigram) in fairseq's id order, as tokenizer.ggml.model
+  // "t5" with its scores, whitespace flags and precompiled charsmap, after token_type_count.
+  bool xlm_roberta = false;
 };
 
 }  // namespace ts

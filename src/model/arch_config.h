@@ -79,7 +79,9 @@ enum class EncoderFfn : uint8_t { Gelu, SwiGlu };
 // An encoder stack's own values (LayerStack::Encoder).
 struct EncoderConfig {
   int64_t n_positions = 0;  // the longest text: the learned table's rows, the trained context
-  float norm_eps = 0;       // the LayerNorms' epsilon
+  // Rows of the learned table before position 0 (XLM-R's HF checkpoints: pad_token_id + 1).
+  int64_t position_offset = 0;
+  float norm_eps = 0;  // the LayerNorms' epsilon
   EncoderPositions positions = EncoderPositions::Learned;
   EncoderFfn ffn = EncoderFfn::Gelu;
   bool gelu_tanh = false;  // the GELU: the tanh approximation, else the exact (erf) form

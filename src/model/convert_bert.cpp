@@ -1,7 +1,9 @@
-// BertModel and NomicBertModel: encoders (attention.causal false, the sentence-transformers
-// pooling), their tensors by their own names (BERT's embeddings, encoder.layer.N; nomic-ai's
-// emb_ln, encoder.layers.N), and a WordPiece vocabulary in the converter's phantom-space form
-// under the pre-tokenizer name "bert-bge".
+// BertModel, XLMRobertaModel and NomicBertModel: encoders (attention.causal false, the
+// sentence-transformers pooling), their tensors by their own names (BERT's embeddings,
+// encoder.layer.N; nomic-ai's emb_ln, encoder.layers.N), and a WordPiece vocabulary in the
+// converter's phantom-space form under the pre-tokenizer name "bert-bge" (XLM-R: its
+// SentencePiece Unigram as "t5").
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -139,6 +141,49 @@ bool nomic_bert_tensor(const TensorRef& t, int64_t, const Hparams&, const ModelS
                        std::vector<ConvertTensor>& out) {
   return encoder_tensor({kNomicEmbeddings, "encoder.layers.", kNomicLayerParts, "nomic-bert"}, t,
                         src, out);
+}
+
+// XLM-R's position ids start at pad_token_id + 1: the converter drops the table's rows before
+// (its _xlmroberta_tokenizer_init / modify_tensors) and lowers max_position_embeddings by as
+// many; without a pad_token_id it keeps both.
+int64_t xlm_roberta_position_offset(const Hparams& hp) {
+  const nlohmann::json* pad = hp.get("pad_token_id");
+  return pad != nullptr && pad->is_number_integer() ? pad->get<int64_t>() + 1 : 0;
+}
+
+void xlm_roberta_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {
+  if (const int64_t offset = xlm_roberta_position_offset(hp); offset > 0)
+    w.u32("context_length", hp.req_int("max_position_embeddings") - offset);
+  bert_keys(hp, source, w);
+}
+
+bool xlm_roberta_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
+                        const ModelSource& src, std::vector<ConvertTensor>& out) {
+  // XLMRobertaModel.filter_tensors: a "roberta." prefix (bge-reranker-v2-m3) as none.
+  TensorRef named = t;
+  if (named.name.starts_with("roberta.")) named.name.erase(0, 8);
+  const auto offset = static_cast<uint64_t>(xlm_roberta_position_offset(hp));
+  if (named.name != "embeddings.position_embeddings.weight" || offset == 0)
+    return bert_tensor(named, layer, hp, src, out);
+  if (t.dims.size() != 2 || t.dims[1] <= offset)
+    fail(ErrorKind::Model,
+         src.path() + ": tensor '" + t.name + "' " + t.shape_string() +
+             " has no rows after the first pad_token_id + 1 = " + std::to_string(offset));
+  const uint64_t cols = t.dims[0];
+  out.emplace_back("position_embd.weight", std::vector<uint64_t>{cols, t.dims[1] - offset},
+                   converter_keeps_f32("position_embd.weight", 2), [t, cols, offset](float* v) {
+                     std::vector<float> all(cols * t.dims[1]);
+                     read_f32(t, all.data());
+                     std::copy(all.begin() + static_cast<std::ptrdiff_t>(cols * offset), all.end(),
+                               v);
+                   });
+  return true;
+}
+
+void xlm_roberta_vocab(const Hparams& hp, VocabRules& rules) {
+  bert_vocab(hp, rules);
+  rules.wordpiece = false;
+  rules.xlm_roberta = true;
 }
 
 void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w) {

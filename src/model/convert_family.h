@@ -126,6 +126,10 @@ void bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                  std::vector<ConvertTensor>& out);
 void bert_vocab(const Hparams& hp, VocabRules& rules);
+void xlm_roberta_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
+bool xlm_roberta_tensor(const TensorRef& t, int64_t layer, const Hparams& hp,
+                        const ModelSource& src, std::vector<ConvertTensor>& out);
+void xlm_roberta_vocab(const Hparams& hp, VocabRules& rules);
 void nomic_bert_keys(const Hparams& hp, const ModelSource& source, KeyWriter& w);
 bool nomic_bert_tensor(const TensorRef& t, int64_t layer, const Hparams& hp, const ModelSource& src,
                        std::vector<ConvertTensor>& out);

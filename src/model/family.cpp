@@ -38,6 +38,7 @@ constexpr FamilyEntry kFamilies[] = {
     {"gemma4", "Gemma4ForCausalLM", Family::Gemma4, configure_gemma4},
     {"glm4moe", "Glm4MoeForCausalLM", Family::Glm4Moe, configure_glm4moe},
     {"bert", "BertModel", Family::Bert, configure_bert},
+    {"bert", "XLMRobertaModel", Family::Bert, configure_bert},
     {"nomic-bert", "NomicBertModel", Family::NomicBert, configure_nomic_bert},
     // Multimodal checkpoints, read as their text decoder (ModelSource presents it; Qwen3-VL's and
     // Gemma 3's vision towers are read by vision/, the others' vision part is not read).

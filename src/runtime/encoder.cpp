@@ -137,20 +137,22 @@ void Encoder::load() {
   const HostWeights w(*source_, *cpu_, family_name(c_.family) + std::string(" encoder"));
   const EncoderNames names = encoder_names(*source_, c_);
   const int64_t d = c_.n_embd, ff = c_.n_ff;
-  const auto table = [&](const char* name, int64_t rows) {
-    const TensorRef r = w.need(std::string(name) + ".weight", {d, rows});
-    const int64_t n_rows = r.rows();
+  // A table from its row `skip` on (rows: its own rows less the skipped, -1: any number).
+  const auto table = [&](const char* name, int64_t rows, int64_t skip) {
+    const TensorRef r = w.need(std::string(name) + ".weight", {d, rows < 0 ? -1 : rows + skip});
+    const int64_t n_rows = r.rows() - skip;
     if (n_rows <= 0) fail(ErrorKind::Model, source_->path() + ": tensor '" + r.name + "' is empty");
-    return cpu_->upload_weight(r.dtype, n_rows, d, r.nbytes / static_cast<uint64_t>(n_rows),
-                               r.data());
+    const uint64_t stride = r.nbytes / static_cast<uint64_t>(r.rows());
+    return cpu_->upload_weight(r.dtype, n_rows, d, stride,
+                               r.data() + stride * static_cast<uint64_t>(skip));
   };
-  tokens_ = table(names.tokens, c_.n_vocab > 0 ? c_.n_vocab : -1);
+  tokens_ = table(names.tokens, c_.n_vocab > 0 ? c_.n_vocab : -1, 0);
   if (c_.n_vocab == 0) c_.n_vocab = tokens_.rows;
   if (names.positions != nullptr)
-    positions_ = table(names.positions, c_.encoder.n_positions);
+    positions_ = table(names.positions, c_.encoder.n_positions, c_.encoder.position_offset);
   else
     inv_freq_ = rope_inv_freq(c_, false, {});
-  types_ = table(names.types, -1);
+  types_ = table(names.types, -1, 0);
   const auto layer_name = [&](int64_t l, const char* part) {
     return names.layer + std::to_string(l) + "." + part;
   };

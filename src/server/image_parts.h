@@ -20,7 +20,4 @@ inline constexpr std::string_view kImageMarker = "<|turbospark\x1eimage|>";
 std::string image_part_bytes(const nlohmann::json& part, const std::string& field,
                              std::string* url);
 
-// Standard base64 (padding optional, no whitespace inside); an Input error naming `field`.
-std::string base64_decode(std::string_view s, const std::string& field);
-
 }  // namespace ts::server

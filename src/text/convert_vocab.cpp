@@ -60,6 +60,25 @@ GgufValue floats(std::vector<double> v) {
   return gguf_array(std::move(a));
 }
 
+GgufValue ints(GgufType t, std::vector<int64_t> v) {
+  GgufArray a;
+  a.elem = t;
+  a.ints = std::move(v);
+  return gguf_array(std::move(a));
+}
+
+// tokenizer.ggml.model, pre "default" and a scored vocabulary, as _set_vocab_sentencepiece and
+// _xlmroberta_set_vocab write them; the vocabulary's size.
+int64_t add_scored_vocab(const char* model, Vocab v, GgufKeyValues& out) {
+  const auto n = static_cast<int64_t>(v.tokens.size());
+  out.emplace_back("tokenizer.ggml.model", gguf_string(model));
+  out.emplace_back("tokenizer.ggml.pre", gguf_string("default"));
+  out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
+  out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
+  out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+  return n;
+}
+
 // DIR/tokenizer.json, checked to be a `type` model with a vocabulary.
 json tokenizer_json(const std::string& dir, const std::string& type) {
   const std::string path = dir + "/tokenizer.json";
@@ -72,10 +91,8 @@ json tokenizer_json(const std::string& dir, const std::string& type) {
   return tok;
 }
 
-Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
-  const SentencePieceModel m = read_sentencepiece_model(dir + "/tokenizer.model");
-  const auto size =
-      static_cast<size_t>(n_vocab > 0 ? n_vocab : static_cast<int64_t>(m.pieces.size()));
+// `size` ids: the model's pieces, then "[PADi]" (unused, score -10000).
+Vocab sentencepiece_pieces(const SentencePieceModel& m, size_t size) {
   Vocab v;
   for (size_t i = 0; i < size; ++i) v.tokens.push_back("[PAD" + std::to_string(i) + "]");
   v.scores.assign(size, -10000.0);
@@ -90,6 +107,60 @@ Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
     v.scores[i] = p.score;
     v.types[i] = static_cast<int64_t>(kept ? t : TokenType::Normal);
   }
+  return v;
+}
+
+// _xlmroberta_set_vocab of sentencepiece.bpe.model: as many ids as the config's vocab_size or
+// the model's pieces, in fairseq's order (<s> <pad> </s> <unk>, then the pieces from the 4th
+// on, one id later), the last id dropped as the converter's realignment drops it.
+Vocab xlm_roberta_pieces(const SentencePieceModel& m, int64_t n_vocab) {
+  const size_t size = std::max(static_cast<size_t>(std::max<int64_t>(n_vocab, 0)), m.pieces.size());
+  if (size < 4) fail(ErrorKind::Model, "sentencepiece.bpe.model has fewer than 4 pieces");
+  const Vocab all = sentencepiece_pieces(m, size);
+  const auto control = static_cast<int64_t>(TokenType::Control);
+  Vocab v{{"<s>", "<pad>", "</s>", "<unk>"},
+          {0.0, 0.0, 0.0, 0.0},
+          {control, control, control, static_cast<int64_t>(TokenType::Unknown)}};
+  v.tokens.insert(v.tokens.end(), all.tokens.begin() + 3, all.tokens.end() - 1);
+  v.scores.insert(v.scores.end(), all.scores.begin() + 3, all.scores.end() - 1);
+  v.types.insert(v.types.end(), all.types.begin() + 3, all.types.end() - 1);
+  return v;
+}
+
+// _xlmroberta_set_vocab's keys into `out` (the vocabulary, its whitespace flags and charsmap);
+// SpecialVocab's keys returned.
+GgufKeyValues xlm_roberta_vocab(const std::string& dir, const VocabRules& rules,
+                                GgufKeyValues& out) {
+  const std::string path = dir + "/sentencepiece.bpe.model";
+  if (!fs::is_regular_file(path))
+    fail(ErrorKind::Unsupported,
+         dir +
+             ": an XLM-R tokenizer without sentencepiece.bpe.model is not converted (the "
+             "converter reads tokenizer.json through transformers then)");
+  const SentencePieceModel m = read_sentencepiece_model(path);
+  if (m.model_type != 1)
+    fail(ErrorKind::Unsupported,
+         path + ": model_type " + std::to_string(m.model_type) + " is not XLM-R's Unigram (1)");
+  const int64_t n = add_scored_vocab("t5", xlm_roberta_pieces(m, rules.n_vocab), out);
+  out.emplace_back("tokenizer.ggml.add_space_prefix",
+                   gguf_int(GgufType::Bool, m.add_dummy_prefix ? 1 : 0));
+  out.emplace_back("tokenizer.ggml.token_type_count",
+                   gguf_int(GgufType::U32, rules.token_type_count));
+  out.emplace_back("tokenizer.ggml.remove_extra_whitespaces",
+                   gguf_int(GgufType::Bool, m.remove_extra_whitespaces ? 1 : 0));
+  if (!m.precompiled_charsmap.empty()) {
+    std::vector<int64_t> bytes;
+    for (const unsigned char b : m.precompiled_charsmap) bytes.push_back(b);
+    out.emplace_back("tokenizer.ggml.precompiled_charsmap", ints(GgufType::U8, std::move(bytes)));
+  }
+  return special_vocab_keys(dir, false, n, rules.special);
+}
+
+Vocab sentencepiece_vocab(const std::string& dir, int64_t n_vocab) {
+  const SentencePieceModel m = read_sentencepiece_model(dir + "/tokenizer.model");
+  const auto size =
+      static_cast<size_t>(n_vocab > 0 ? n_vocab : static_cast<int64_t>(m.pieces.size()));
+  Vocab v = sentencepiece_pieces(m, size);
   if (fs::is_regular_file(dir + "/added_tokens.json")) {
     const json added = parse_json_file(dir + "/added_tokens.json");
     for (const auto& [text, id] : added.items()) {
@@ -264,14 +335,10 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
       out.emplace_back("tokenizer.ggml.add_space_prefix",
                        gguf_int(GgufType::Bool, cfg["add_prefix_space"].get<bool>() ? 1 : 0));
   }
-  const auto ints = [](GgufType t, std::vector<int64_t> v) {
-    GgufArray a;
-    a.elem = t;
-    a.ints = std::move(v);
-    return gguf_array(std::move(a));
-  };
   GgufKeyValues special;
-  if (!rules.llama_hf_model.empty()) {
+  if (rules.xlm_roberta) {
+    special = xlm_roberta_vocab(dir, rules, out);
+  } else if (!rules.llama_hf_model.empty()) {
     Vocab v = llama_hf_vocab(tokenizer_json(dir, "BPE"), dir, rules);
     out.emplace_back("tokenizer.ggml.model", gguf_string(rules.llama_hf_model));
     out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
@@ -295,13 +362,7 @@ GgufKeyValues convert_vocab(const std::string& dir, const VocabRules& rules, std
     out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
     special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.model")) {
-    Vocab v = sentencepiece_vocab(dir, rules.n_vocab);
-    const auto n = static_cast<int64_t>(v.tokens.size());
-    out.emplace_back("tokenizer.ggml.model", gguf_string("llama"));
-    out.emplace_back("tokenizer.ggml.pre", gguf_string("default"));
-    out.emplace_back("tokenizer.ggml.tokens", strings(std::move(v.tokens)));
-    out.emplace_back("tokenizer.ggml.scores", floats(std::move(v.scores)));
-    out.emplace_back("tokenizer.ggml.token_type", ints(GgufType::I32, std::move(v.types)));
+    const int64_t n = add_scored_vocab("llama", sentencepiece_vocab(dir, rules.n_vocab), out);
     special = special_vocab_keys(dir, false, n, rules.special);
   } else if (fs::is_regular_file(dir + "/tokenizer.json")) {
     const std::string path = dir + "/tokenizer.json";

@@ -199,7 +199,7 @@ void read_normalizer(ProtoReader r, SentencePieceModel& m) {
         break;
       case kNormCharsmap:
         r.expect(wire, kBytes, "precompiled_charsmap");
-        m.has_precompiled_charsmap = !r.bytes("precompiled_charsmap").empty();
+        m.precompiled_charsmap = r.bytes("precompiled_charsmap");
         break;
       case kNormAddDummyPrefix:
         bool_field(m.add_dummy_prefix, "add_dummy_prefix");

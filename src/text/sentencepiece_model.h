@@ -26,7 +26,7 @@ struct SentencePieceModel {
   int pad_id = -1;
   // NormalizerSpec.
   std::string normalizer_name;
-  bool has_precompiled_charsmap = false;
+  std::string precompiled_charsmap;  // the normalisation rules (precompiled_charsmap.h)
   bool add_dummy_prefix = true;
   bool remove_extra_whitespaces = true;
   bool escape_whitespaces = true;

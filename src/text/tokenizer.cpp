@@ -71,12 +71,14 @@ void Tokenizer::check_spec() {
     fail(ErrorKind::Model, src + ": " + std::to_string(spec_.types.size()) + " token types for " +
                                std::to_string(n) + " tokens");
   }
-  if (spec_.kind == TokenizerKind::SentencePiece) {
+  if (spec_.kind == TokenizerKind::SentencePiece || spec_.kind == TokenizerKind::Unigram) {
     if (spec_.scores.empty()) spec_.scores.assign(n, 0.0f);
     if (spec_.scores.size() != n) {
       fail(ErrorKind::Model, src + ": " + std::to_string(spec_.scores.size()) + " scores for " +
                                  std::to_string(n) + " tokens");
     }
+    if (spec_.kind == TokenizerKind::Unigram && spec_.unk < 0)
+      fail(ErrorKind::Model, src + ": Unigram vocabulary without an unknown token");
   } else if (spec_.kind == TokenizerKind::WordPiece) {
     if (spec_.unk < 0) fail(ErrorKind::Model, src + ": WordPiece vocabulary without [UNK]");
   } else if (spec_.merges.empty()) {
@@ -132,6 +134,8 @@ void Tokenizer::index_tokens() {
   } else if (spec_.kind == TokenizerKind::ByteLevelBpe) {
     index_merges();
     pre_ = std::make_unique<PreTokenizer>(spec_.pre_patterns, spec_.source);
+  } else if (spec_.kind == TokenizerKind::Unigram) {
+    index_unigram();
   }
 }
 
@@ -274,6 +278,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
       encode_spm(f.text, after_special, out);
     } else if (spec_.kind == TokenizerKind::WordPiece) {
       encode_wordpiece(f.text, out);
+    } else if (spec_.kind == TokenizerKind::Unigram) {
+      encode_unigram(f.text, out);
     } else {
       encode_bpe(f.text, out);
     }
@@ -311,7 +317,8 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
     case TokenType::Undefined:
       return std::string();
     case TokenType::Byte:
-      if (spec_.kind == TokenizerKind::SentencePiece)
+      if (spec_.kind == TokenizerKind::SentencePiece ||
+          (spec_.kind == TokenizerKind::Unigram && byte_piece_value(t) >= 0))
         return std::string(1, static_cast<char>(byte_piece_value(t)));
       break;
     case TokenType::Normal:
@@ -320,7 +327,7 @@ std::string Tokenizer::token_to_piece(int32_t id, bool render_special) const {
   if (spec_.kind == TokenizerKind::WordPiece)
     return t.starts_with(spec_.continuing_prefix) ? t.substr(spec_.continuing_prefix.size())
                                                   : " " + t;
-  return spec_.kind == TokenizerKind::SentencePiece ? spm_piece_text(t) : byte_level_to_bytes(t);
+  return spec_.kind == TokenizerKind::ByteLevelBpe ? byte_level_to_bytes(t) : spm_piece_text(t);
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool render_special) const {

@@ -7,8 +7,11 @@
 //  * WordPiece (BERT encoders): BERT's basic tokenizer cuts the text into words
 //    (bert_basic_tokenizer.h), each cut greedily into the longest vocabulary pieces, continuations
 //    spelled "##piece"; a word with no such cut is [UNK].
+//  * Unigram (SentencePiece's unigram model: XLM-R, T5): the text is normalised by the
+//    precompiled charsmap, spaces become U+2581, and the cut whose pieces' scores sum highest
+//    wins (Viterbi); a character no piece covers is the unknown token (tokenizer_ugm.cpp).
 // Special and user-defined tokens are split out of the text before any algorithm runs, as
-// llama.cpp does. Unigram (T5) and RWKV vocabularies are refused.
+// llama.cpp does. RWKV vocabularies are refused.
 #pragma once
 
 #include <array>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "text/bert_basic_tokenizer.h"
+#include "text/precompiled_charsmap.h"
 
 namespace ts {
 
@@ -38,7 +42,20 @@ enum class TokenType : uint8_t {
   Byte = 6,
 };
 
-enum class TokenizerKind { SentencePiece, ByteLevelBpe, WordPiece };
+enum class TokenizerKind { SentencePiece, ByteLevelBpe, WordPiece, Unigram };
+
+// The whitespace steps of a tokenizer.json Unigram pipeline after its Precompiled normaliser:
+// the Strip / Replace(" {2,}") normalisers and the WhitespaceSplit / Metaspace pre-tokenizers
+// transformers writes for SentencePiece models. A GGUF "t5" vocabulary has none: sentencepiece's
+// own rules (add_space_prefix, remove_extra_whitespaces) apply, as llama.cpp reads them.
+struct UnigramHfSteps {
+  bool strip_left = false;
+  bool strip_right = false;
+  bool collapse_spaces = false;   // Replace(Regex(" {2,}"), " " or U+2581)
+  bool whitespace_split = false;  // words at Unicode whitespace, the whitespace dropped
+  bool prepend = true;            // Metaspace prepend_scheme "always" (false: "never")
+  bool split = true;              // Metaspace split: each U+2581 starts a word of its own
+};
 
 // A vocabulary as a file describes it; loaders fill it in and the Tokenizer constructor checks it.
 struct TokenizerSpec {
@@ -60,6 +77,10 @@ struct TokenizerSpec {
   BertNormalizerOptions bert;
   std::string continuing_prefix = "##";
   int64_t max_word_chars = 100;
+  // Unigram: sentencepiece's normalisation rules (empty: none) and, from a tokenizer.json, its
+  // whitespace steps.
+  std::string charsmap;
+  std::optional<UnigramHfSteps> hf_steps;
   bool add_bos = false;
   bool add_eos = false;
   int32_t bos = -1;
@@ -140,6 +161,9 @@ class Tokenizer {
   void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
   void encode_bpe_word(const std::string& word, std::vector<int32_t>& out) const;
   void encode_wordpiece(std::string_view text, std::vector<int32_t>& out) const;
+  void index_unigram();
+  void encode_unigram(std::string_view text, std::vector<int32_t>& out) const;
+  void unigram_viterbi(std::string_view text, std::vector<int32_t>& out) const;
   void push_bytes(std::string_view piece, std::vector<int32_t>& out) const;
 
   TokenizerSpec spec_;
@@ -150,6 +174,9 @@ class Tokenizer {
   std::vector<uint8_t> strip_;     // per token: bit 0 lstrip, bit 1 rstrip
   std::vector<int32_t> eog_;
   std::unique_ptr<PreTokenizer> pre_;
+  PrecompiledCharsmap charsmap_;
+  double unigram_unk_score_ = 0;  // the lowest piece score less sentencepiece's penalty of 10
+  size_t unigram_longest_ = 0;    // bytes of the longest piece
 };
 
 }  // namespace ts

@@ -80,6 +80,29 @@ void read_wordpiece(const GgufFile& f, TokenizerSpec& s) {
   s.add_eos = s.eos >= 0;
 }
 
+// A "t5" vocabulary as llama.cpp's UGM tokenizer reads it: scores, sentencepiece's
+// normalisation rules and whitespace options (both off unless the file says so), and T5's
+// special tokens where the keys are absent (EOS 1, unknown 2, EOS added, no BOS).
+void read_unigram(const GgufFile& f, TokenizerSpec& s) {
+  const size_t n = s.tokens.size();
+  for (double v : array_key(f, "tokenizer.ggml.scores", GgufType::F32, n).floats)
+    s.scores.push_back(static_cast<float>(v));
+  if (f.get_array("tokenizer.ggml.precompiled_charsmap") != nullptr) {
+    const GgufArray& a = array_key(f, "tokenizer.ggml.precompiled_charsmap", GgufType::U8, 0);
+    if (a.elem != GgufType::U8 && a.elem != GgufType::I8)
+      fail(ErrorKind::Model, where(f, "tokenizer.ggml.precompiled_charsmap") +
+                                 " has elements of type " + gguf_type_name(a.elem));
+    s.charsmap.reserve(a.ints.size());
+    for (int64_t b : a.ints) s.charsmap.push_back(static_cast<char>(b));
+  }
+  s.add_space_prefix = f.get_bool("tokenizer.ggml.add_space_prefix").value_or(false);
+  s.remove_extra_whitespaces =
+      f.get_bool("tokenizer.ggml.remove_extra_whitespaces").value_or(false);
+  s.eos = n > 1 ? 1 : -1;
+  s.unk = n > 2 ? 2 : -1;
+  s.add_eos = s.eos >= 0;
+}
+
 }  // namespace
 
 Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
@@ -97,11 +120,13 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
     s.kind = TokenizerKind::SentencePiece;
   } else if (*model == "bert") {
     s.kind = TokenizerKind::WordPiece;
+  } else if (*model == "t5") {
+    s.kind = TokenizerKind::Unigram;
   } else {
     fail(ErrorKind::Unsupported,
          where(f, "tokenizer.ggml.model") + " = '" + *model +
              "' is not supported (only 'llama' SentencePiece, 'gemma4', 'gpt2' byte-level "
-             "BPE and 'bert' WordPiece)");
+             "BPE, 'bert' WordPiece and 't5' Unigram)");
   }
 
   s.tokens = array_key(f, "tokenizer.ggml.tokens", GgufType::String, 0).strings;
@@ -120,6 +145,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   if (by_merges) s.merges = read_merges(f);
   if (s.kind == TokenizerKind::WordPiece) {
     read_wordpiece(f, s);
+  } else if (s.kind == TokenizerKind::Unigram) {
+    read_unigram(f, s);
   } else if (s.kind == TokenizerKind::SentencePiece && !by_merges) {
     if (f.get_array("tokenizer.ggml.scores") == nullptr) {
       fail(ErrorKind::Model, where(f, "tokenizer.ggml.scores") +
@@ -151,7 +178,7 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& f) {
   }
 
   s.add_bos = f.get_bool("tokenizer.ggml.add_bos_token").value_or(s.add_bos);
-  s.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+  s.add_eos = f.get_bool("tokenizer.ggml.add_eos_token").value_or(s.add_eos);
   s.bos = id_key(f, "tokenizer.ggml.bos_token_id", s.bos, n);
   s.eos = id_key(f, "tokenizer.ggml.eos_token_id", s.eos, n);
   s.unk = id_key(f, "tokenizer.ggml.unknown_token_id", s.unk, n);

@@ -1,7 +1,7 @@
-// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE and WordPiece come from
-// tokenizer.json; SentencePiece comes from tokenizer.model (its scores drive the merges, which
-// tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added tokens on top;
-// WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
+// Tokenizer::from_hf_dir: a Hugging Face model directory. Byte-level BPE, WordPiece and Unigram
+// come from tokenizer.json; SentencePiece BPE comes from tokenizer.model (its scores drive the
+// merges, which tokenizer.json's merge list alone cannot reproduce), with tokenizer.json's added
+// tokens on top; WordPiece without tokenizer.json from vocab.txt (BertTokenizer).
 #include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 #include "core/json_nesting.h"
 #include "core/mapped_file.h"
 #include "text/hf_pretokenizer.h"
+#include "text/hf_unigram.h"
 #include "text/sentencepiece_model.h"
 #include "text/special_tokens.h"
 #include "text/tokenizer.h"
@@ -57,9 +58,10 @@ TokenizerSpec spm_spec(const std::string& path) {
   if (m.model_type != 2) {
     fail(ErrorKind::Unsupported,
          path + ": SentencePiece model_type " + std::to_string(m.model_type) +
-             " is not supported (only BPE, type 2; Unigram models are refused)");
+             " is not supported (only BPE, type 2; a Unigram model is read from its "
+             "tokenizer.json)");
   }
-  if (m.has_precompiled_charsmap && m.normalizer_name != "identity") {
+  if (!m.precompiled_charsmap.empty() && m.normalizer_name != "identity") {
     fail(ErrorKind::Unsupported,
          path + ": normalizer '" + m.normalizer_name + "' is not supported (only identity)");
   }
@@ -243,13 +245,21 @@ void apply_added_tokens(const json& j, TokenizerSpec& s, const std::string& path
       if (!s.scores.empty()) s.scores.resize(i + 1, 0.0f);
     }
     s.tokens[i] = t["content"].get<std::string>();
-    // A SentencePiece model already types its own pieces (<unk> stays Unknown, bytes stay Byte).
-    const bool own_piece = s.kind == TokenizerKind::SentencePiece &&
-                           s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
-    if (!own_piece)
-      s.types[i] = t.value("special", false) ? TokenType::Control : TokenType::UserDefined;
-    if (t.value("lstrip", false)) s.lstrip.push_back(static_cast<int32_t>(i));
-    if (t.value("rstrip", false)) s.rstrip.push_back(static_cast<int32_t>(i));
+    // A SentencePiece model already types its own pieces (<unk> stays Unknown, bytes stay Byte),
+    // as a Unigram tokenizer.json types its unk_id.
+    const bool own_piece =
+        (s.kind == TokenizerKind::SentencePiece || s.kind == TokenizerKind::Unigram) &&
+        s.types[i] != TokenType::Undefined && s.types[i] != TokenType::Normal;
+    const auto flag = [&](const char* key) {
+      if (!t.contains(key)) return false;
+      if (!t[key].is_boolean())
+        fail(ErrorKind::Model,
+             path + ": added token " + std::to_string(id) + "'s " + key + " is not true or false");
+      return t[key].get<bool>();
+    };
+    if (!own_piece) s.types[i] = flag("special") ? TokenType::Control : TokenType::UserDefined;
+    if (flag("lstrip")) s.lstrip.push_back(static_cast<int32_t>(i));
+    if (flag("rstrip")) s.rstrip.push_back(static_cast<int32_t>(i));
   }
 }
 
@@ -308,9 +318,7 @@ void add_eog_ids(const std::string& path, TokenizerSpec& s) {
   }
 }
 
-}  // namespace
-
-Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+TokenizerSpec hf_dir_spec(const std::string& dir) {
   const std::string json_path = dir + "/tokenizer.json";
   const std::string model_path = dir + "/tokenizer.model";
   const std::optional<json> tj = read_json(json_path);
@@ -320,6 +328,8 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
     s = byte_level_spec(*tj, json_path);
   } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "WordPiece") {
     s = wordpiece_spec(*tj, json_path);
+  } else if (tj && tj->contains("model") && (*tj)["model"].value("type", "") == "Unigram") {
+    s = hf_unigram_spec(*tj, json_path);
   } else if (exists(model_path)) {
     s = spm_spec(model_path);
   } else if (!tj && exists(dir + "/vocab.txt")) {
@@ -369,7 +379,20 @@ Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
   add_eog_ids(dir + "/generation_config.json", s);
   add_eog_ids(dir + "/config.json", s);
   detect_end_of_generation(s);
-  return Tokenizer(std::move(s));
+  return s;
+}
+
+}  // namespace
+
+Tokenizer Tokenizer::from_hf_dir(const std::string& dir) {
+  // A field holding another JSON type than its own (a string where a flag goes) is nlohmann's
+  // type error wherever it is read without a check: a one-line refusal like every other.
+  try {
+    return Tokenizer(hf_dir_spec(dir));
+  } catch (const json::exception& e) {
+    fail(ErrorKind::Model,
+         dir + ": a tokenizer file holds a value of the wrong type (" + e.what() + ")");
+  }
 }
 
 }  // namespace ts

@@ -403,15 +403,16 @@ class NomicEncoder(unittest.TestCase):
     /v1/embeddings gives `turbospark embed`'s vectors bit for bit and transformers' within the
     encoder test's bound, from its GGUF and from its directory; /api/show names the family."""
 
-    NOMIC = os.path.join(HERE, "..", "fixtures", "models", "nomic_bert")
+    MODEL_DIR = os.path.join(HERE, "..", "fixtures", "models", "nomic_bert")
     MODEL = "nomic-embed"
     REF_TOL = 6e-7  # test_nomic_bert_embedding.cpp's bound
+    FAMILY = "nomic-bert"
 
     @classmethod
     def setUpClass(cls):
-        with open(os.path.join(cls.NOMIC, "ref.json")) as f:
+        with open(os.path.join(cls.MODEL_DIR, "ref.json")) as f:
             cls.ref = json.load(f)
-        cls.gguf = os.path.join(cls.NOMIC, "model-f32.gguf")
+        cls.gguf = os.path.join(cls.MODEL_DIR, "model-f32.gguf")
         cls.cli = embed_command(cls.gguf, cls.ref["inputs"])
 
     def check_served(self, model_path):
@@ -429,7 +430,7 @@ class NomicEncoder(unittest.TestCase):
             self.assertEqual(r.usage.prompt_tokens, sum(len(i) for i in self.ref["ids"]))
             status, j, _ = server.request("POST", "/api/show", {"model": self.MODEL})
             self.assertEqual(status, 200)
-            self.assertEqual(j["details"]["family"], "nomic-bert")
+            self.assertEqual(j["details"]["family"], self.FAMILY)
             self.assertEqual(j["capabilities"], ["embedding"])
         self.assertEqual(server.exit_code, 0, server.log())
 
@@ -437,7 +438,18 @@ class NomicEncoder(unittest.TestCase):
         self.check_served(self.gguf)
 
     def test_directory_is_the_embed_commands(self):
-        self.check_served(os.path.join(self.NOMIC, "hf"))
+        self.check_served(os.path.join(self.MODEL_DIR, "hf"))
+
+
+class XlmRobertaEncoder(NomicEncoder):
+    """XLM-RoBERTa (tests/fixtures/models/xlm_roberta: bge-m3's architecture, its Unigram
+    tokenizer, CLS pooling) served as the nomic-bert encoder is: the embed command's vectors bit
+    for bit and sentence-transformers' within the encoder test's bound, from both forms."""
+
+    MODEL_DIR = os.path.join(HERE, "..", "fixtures", "models", "xlm_roberta")
+    MODEL = "bge-m3-tiny"
+    REF_TOL = 3e-7  # test_xlm_roberta_embedding.cpp's bound
+    FAMILY = "bert"
 
 
 class EncoderMemory(unittest.TestCase):

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "moe/cache_policy.h"
 #include "moe/uring_reader.h"
 #include "quant/dtype.h"
@@ -62,6 +63,16 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
                   float rtol, const std::string& what);
 // Opening the model at `path` fails with a Model error whose message contains `what`.
 void expect_refused(const std::string& path, const std::string& what);
+// The message of the ts::Error `f` throws, or "no error".
+template <class F>
+std::string error_text(const F& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
 
 double mean_kl(const std::vector<float>& x, const std::vector<float>& ref, int64_t vocab);
 

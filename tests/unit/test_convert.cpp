@@ -432,6 +432,42 @@ void expect_refused(const std::string& in, const std::string& out, int code,
 // positions nomic-embed-text was trained on, not the 8192 its config states), which embeds the
 // texts as the directory does, bit for bit; a config the converter does not convert (another
 // rotary layout, nomic-bert-moe, transformers' own layout) is refused with one line.
+// `turbospark embed` of `texts` (shell words) prints the same for the converted file as for the
+// directory, bit for bit.
+void expect_embeds_as(const std::string& file, const std::string& dir, const std::string& texts) {
+  std::string from_file, from_dir;
+  const std::string args = " -t 1 " + texts + " 2>&1";
+  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + file + args, &from_file), 0)
+      << from_file;
+  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + dir + args, &from_dir), 0)
+      << from_dir;
+  EXPECT_EQ(from_file, from_dir);
+}
+
+// XLMRobertaModel: the converter's bert file with the "t5" vocabulary of sentencepiece.bpe.model
+// (fairseq's ids, the precompiled charsmap) and the position table without its first
+// pad_token_id + 1 rows, byte for byte; it embeds as the directory does, bit for bit.
+TEST(Convert, XlmRobertaIsTheConvertersFile) {
+  const std::string dir = test::fixtures_dir() + "/models/xlm_roberta";
+  const std::string out = test::scratch_path("xlmr.gguf");
+  std::string log;
+  ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
+  expect_same_gguf("xlm-roberta", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"),
+                   {}, nullptr);
+  std::ifstream fa(out, std::ios::binary), fb(dir + "/model-f32.gguf", std::ios::binary);
+  const std::string da((std::istreambuf_iterator<char>(fa)), {});
+  const std::string db((std::istreambuf_iterator<char>(fb)), {});
+  EXPECT_TRUE(da == db) << "convert's file differs from the converter's byte for byte";
+  expect_embeds_as(out, dir + "/hf", "'hello world' 'Zürich ＡＢＣ 東京'");
+
+  const std::string copy = test::scratch_path("xlmr-no-spm");
+  fs::remove_all(copy);
+  fs::copy(dir + "/hf", copy, fs::copy_options::recursive);
+  fs::remove(copy + "/sentencepiece.bpe.model");
+  expect_refused(copy, test::scratch_path("xlmr16.gguf"), 2,
+                 "an XLM-R tokenizer without sentencepiece.bpe.model is not converted");
+}
+
 TEST(Convert, NomicBertIsTheConvertersFile) {
   const std::string dir = test::fixtures_dir() + "/models/nomic_bert";
   const std::string out = test::scratch_path("nomic.gguf");
@@ -439,12 +475,7 @@ TEST(Convert, NomicBertIsTheConvertersFile) {
   ASSERT_EQ(convert(dir + "/hf", out, "f32", &log), 0) << log;
   expect_same_gguf("nomic-bert", *GgufFile::open(out), *GgufFile::open(dir + "/model-f32.gguf"), {},
                    nullptr);
-  std::string from_file, from_dir;
-  const std::string texts = " -t 1 'hello world' 'the quick brown fox' 2>&1";
-  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + out + texts, &from_file), 0);
-  ASSERT_EQ(test::run_command(test::binary_path() + " embed -m " + dir + "/hf" + texts, &from_dir),
-            0);
-  EXPECT_EQ(from_file, from_dir);
+  expect_embeds_as(out, dir + "/hf", "'hello world' 'the quick brown fox'");
 
   const auto changed = [&](const std::string& name, const char* key, const nlohmann::json& v) {
     const std::string copy = test::scratch_path(name);

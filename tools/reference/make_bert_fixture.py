@@ -21,10 +21,9 @@ import argparse
 import json
 import os
 
-import numpy as np
 import torch
 
-from st_fixture import convert, write_st_modules
+from st_fixture import convert, floats, save_random_encoder, st_references, write_st_modules
 
 CORPUS = """\
 The quick brown fox jumps over the lazy dog. A river runs under the old stone bridge, and the
@@ -94,7 +93,6 @@ def train_tokenizer(out_dir):
 
 
 def make_model(out_dir, vocab, pad):
-    from safetensors.torch import save_file
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(3839)
@@ -103,47 +101,13 @@ def make_model(out_dir, vocab, pad):
                      type_vocab_size=2, hidden_act="gelu", layer_norm_eps=1e-12,
                      pad_token_id=pad)
     model = BertModel(cfg, add_pooling_layer=False).float().eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:  # HF initialises norms to ones: draw them so they matter
-                p.copy_(1.0 + 0.2 * torch.randn_like(p))
-            elif name.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
-            else:
-                p.copy_(0.3 * torch.randn_like(p))
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
-              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
-    c = cfg.to_dict()
-    c["architectures"] = ["BertModel"]
-    c["dtype"] = "float32"
-    c.pop("torch_dtype", None)
-    with open(os.path.join(out_dir, "config.json"), "w") as f:
-        json.dump(c, f, indent=1, sort_keys=True)
-
-
-def floats(v):
-    return [float(np.float32(x)) for x in v]
+    save_random_encoder(model, cfg, "BertModel", out_dir)
 
 
 def references(hf_dir):
-    from sentence_transformers import SentenceTransformer
-    from transformers import AutoModel, AutoTokenizer
-
-    st = SentenceTransformer(hf_dir, device="cpu")
-    emb = st.encode(INPUTS, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
-    tok = AutoTokenizer.from_pretrained(hf_dir)
-    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
-    ids, cls, worst = [], [], 1.0
-    for text, e in zip(INPUTS, emb):
-        t = tok(text)["input_ids"]
-        ids.append(t)
-        with torch.no_grad():
-            hs = model(torch.tensor([t])).last_hidden_state[0]
-        m = torch.nn.functional.normalize(hs.mean(dim=0), dim=0).numpy()
-        worst = min(worst, float(np.dot(m, e) / np.linalg.norm(e)))
-        cls.append(floats(hs[0]))
-    assert worst > 0.99999, worst
-    return {"inputs": INPUTS, "ids": ids, "embeddings": [floats(e) for e in emb], "cls": cls,
+    emb, ids, states, tok = st_references(hf_dir, INPUTS, lambda hs: hs.mean(dim=0))
+    return {"inputs": INPUTS, "ids": ids, "embeddings": emb,
+            "cls": [floats(hs[0]) for hs in states],
             "tricky": TRICKY, "tricky_ids": [tok(s)["input_ids"] for s in TRICKY]}
 
 

@@ -1,5 +1,6 @@
 """What the sentence-transformers embedding fixtures share (make_embedding_fixture.py,
-make_bert_fixture.py): the modules of an HF directory and llama.cpp's conversion of it."""
+make_bert_fixture.py, make_xlm_roberta_fixture.py): the modules of an HF directory, a random
+encoder's weights, and llama.cpp's conversion of it."""
 import json
 import os
 import subprocess
@@ -55,3 +56,62 @@ def convert(converter, hf_dir, out, pre_name, raw_config=False):
     subprocess.run([sys.executable, "-c", code, converter, pre_name, "1" if raw_config else "0",
                     hf_dir, "--outtype", "f32",
                     "--outfile", out], check=True)
+
+
+def save_random_encoder(model, cfg, architecture, out_dir):
+    """Draws a BERT-style encoder's parameters (HF initialises norms to ones and biases to zeros:
+    drawn here so they matter) and saves it as transformers would: model.safetensors and a
+    config.json naming `architecture`, float32."""
+    import torch
+    from safetensors.torch import save_file
+
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm.weight" in name:
+                p.copy_(1.0 + 0.2 * torch.randn_like(p))
+            elif name.endswith("bias"):
+                p.copy_(0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.3 * torch.randn_like(p))
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              os.path.join(out_dir, "model.safetensors"), metadata={"format": "pt"})
+    c = cfg.to_dict()
+    c["architectures"] = [architecture]
+    c["dtype"] = "float32"
+    c.pop("torch_dtype", None)
+    with open(os.path.join(out_dir, "config.json"), "w") as f:
+        json.dump(c, f, indent=1, sort_keys=True)
+
+
+def floats(v):
+    """A vector as the float32 values JSON references hold."""
+    import numpy as np
+
+    return [float(np.float32(x)) for x in v]
+
+
+def st_references(hf_dir, inputs, pooled):
+    """sentence-transformers' encode() of each input (float32, CPU, as its modules pool and
+    normalise), the ids its tokenizer gives, and transformers' final hidden states of each; the
+    states pooled by `pooled` (states -> vector) must point where encode()'s vectors do, which
+    checks the module files say what the model does. Returns (vectors, ids, states, tokenizer)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import AutoModel, AutoTokenizer
+
+    st = SentenceTransformer(hf_dir, device="cpu")
+    emb = st.encode(inputs, batch_size=1, convert_to_numpy=True, normalize_embeddings=False)
+    tok = AutoTokenizer.from_pretrained(hf_dir)
+    model = AutoModel.from_pretrained(hf_dir, dtype=torch.float32).eval()
+    ids, states, worst = [], [], 1.0
+    for text, e in zip(inputs, emb):
+        t = tok(text)["input_ids"]
+        ids.append(t)
+        with torch.no_grad():
+            hs = model(torch.tensor([t])).last_hidden_state[0]
+        p = torch.nn.functional.normalize(pooled(hs), dim=0).numpy()
+        worst = min(worst, float(np.dot(p, e) / np.linalg.norm(e)))
+        states.append(hs)
+    assert worst > 0.99999, worst
+    return [floats(e) for e in emb], ids, states, tok

@@ -1,6 +1,9 @@
-// bert: BERT-style sentence-embedding encoders (BertModel, as sentence-transformers ships them,
-// and llama.cpp's "bert" GGUF): LayerStack::Encoder. Absolute positions only; the GELU by
-// hidden_act (GGUF does not say: BERT's exact GELU).
+// bert: BERT-style sentence-embedding encoders (BertModel and XLMRobertaModel, as
+// sentence-transformers ships them, and llama.cpp's "bert" GGUF of either): LayerStack::Encoder.
+// Absolute positions only; the GELU by hidden_act (GGUF does not say: BERT's exact GELU).
+// XLM-R's layers are BERT's; its position ids start after the padding token (pad_token_id + 1),
+// the rows before are never read: an HF checkpoint's table skips them (position_offset), as
+// llama.cpp's converter chops them off the GGUF's and lowers its context_length.
 #include <cmath>
 
 #include "model/config_view.h"
@@ -39,6 +42,15 @@ void configure_bert(const ConfigView& v, ArchConfig& c) {
     return;
   }
   c.n_vocab = v.req_int(nullptr, "vocab_size");
+  if (v.opt_string(nullptr, "model_type").value_or("") == "xlm-roberta") {
+    c.encoder.position_offset = v.req_int(nullptr, "pad_token_id") + 1;
+    if (c.encoder.position_offset <= 0 || c.encoder.position_offset >= c.encoder.n_positions)
+      v.invalid("pad_token_id", std::to_string(c.encoder.position_offset - 1) +
+                                    " leaves no positions of " +
+                                    std::to_string(c.encoder.n_positions));
+    c.encoder.n_positions -= c.encoder.position_offset;
+    c.ctx_train = c.encoder.n_positions;
+  }
   const std::string pos = v.opt_string(nullptr, "position_embedding_type").value_or("absolute");
   if (pos != "absolute")
     v.invalid("position_embedding_type", "'" + pos + "' is not supported (absolute)");
