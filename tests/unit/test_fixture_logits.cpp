@@ -56,8 +56,9 @@ TEST_P(FixtureLogits, MatchesReferenceInPrefillAndDecode) {
     EXPECT_LE(c.argmax_mismatches, b.argmax_mismatches)
         << "prefill batch " << batch << ": " << c.summary();
     const auto pd = test::compare_logits(prefill, decode, V);
-    if (b.prefill_is_decode)
+    if (b.prefill_is_decode) {
       EXPECT_LE(pd.rel, 1e-5) << "prefill batch " << batch << " vs decode: " << pd.summary();
+    }
   }
   const auto c = test::compare_logits(decode, ref, V);
   EXPECT_LE(c.rel, b.rel) << "decode: " << c.summary();
