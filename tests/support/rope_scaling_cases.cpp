@@ -46,11 +46,11 @@ RopeScalingCase qwen3_yarn4() {
       gguf_with_keys(c.plain_gguf,
                      {{"qwen3.rope.scaling.type", gguf_string("yarn")},
                       {"qwen3.rope.scaling.factor", gguf_float(GgufType::F32, 4)},
-                      {"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 32)}},
+                      {"qwen3.rope.scaling.original_context_length", gguf_int(GgufType::U32, 16)}},
                      "qwen3-yarn");
   const std::vector<int32_t> prompt = fixture_prompt(fixture_forms({"qwen3"}).front());
-  while (c.ids.size() < 64) c.ids.insert(c.ids.end(), prompt.begin(), prompt.end());
-  c.ids.resize(64);
+  while (c.ids.size() < 40) c.ids.insert(c.ids.end(), prompt.begin(), prompt.end());
+  c.ids.resize(40);
   c.ref = read_f32_file(fixtures_dir() + "/models/qwen3/ref_logits_yarn.f32");
   c.run.ctx = 128;
   return c;

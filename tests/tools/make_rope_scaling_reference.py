@@ -10,7 +10,7 @@ it is). Writes float32 little-endian logits [tokens][vocab] to OUT. Needs torch 
 5.x. The references in tests/fixtures/models were made with:
 
     qwen3/ref_logits_yarn.f32:     '{"rope_type": "yarn", "factor": 4.0,
-                                     "original_max_position_embeddings": 32}' 64
+                                     "original_max_position_embeddings": 16}' 40
     gemma3/ref_logits_linear8.f32: '{"rope_type": "linear", "factor": 8.0}' 0 full_attention
 """
 import json

@@ -144,14 +144,14 @@ TEST(GgufRopeScaling, LinearMatchesTransformers) {
 }
 
 // YaRN against transformers (tests/tools/make_rope_scaling_reference.py: the qwen3 fixture, factor
-// 4 over an original context of 32, its prompt repeated to 64 tokens, float32): the GGUF with
+// 4 over an original context of 16, its prompt repeated to 40 tokens, float32): the GGUF with
 // llama.cpp's keys, in prefill and decode, and the HF form with the same rope parameters.
 TEST(GgufRopeScaling, YarnMatchesTransformers) {
   expect_matches_transformers(
       test::qwen3_yarn4(), 1e-2,
       {"qwen3",
        "",
-       {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}}});
+       {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 16}}});
 }
 
 }  // namespace
