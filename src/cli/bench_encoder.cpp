@@ -66,17 +66,22 @@ int bench_encoder(const EncoderBenchArgs& a) {
     if (rep >= 0) samples.push_back(static_cast<double>(a.tokens * a.texts) / s);
   }
   if (a.roofline) {  // the peak again after the tests, the higher taken (as bench's decoder tests)
-    peak.f32_flops = std::max(peak.f32_flops, measure_compute_peak(threads).f32_flops);
+    const ComputePeak after = measure_compute_peak(threads);
+    peak.f32_flops = std::max(peak.f32_flops, after.f32_flops);
+    peak.int8_ops = std::max(peak.int8_ops, after.int8_ops);
   }
   const std::string test = "emb " + std::to_string(a.tokens) + " x " + std::to_string(a.texts);
-  // The tokens a second the f32 peak would encode.
-  const double bound =
-      peak.f32_flops / (pass_flops(c, a.tokens, a.texts) / static_cast<double>(a.tokens * a.texts));
+  const DType t = encoder->matrix_type();
+  const bool float_kernels = t == DType::F32 || t == DType::F16 || t == DType::BF16;
+  // The tokens a second the peak of the weights' kernels would encode.
+  const double bound = (float_kernels ? peak.f32_flops : peak.int8_ops) /
+                       (pass_flops(c, a.tokens, a.texts) / static_cast<double>(a.tokens * a.texts));
   const std::string model = std::filesystem::path(a.path).filename().string();
   if (a.json) {
     nlohmann::json j = {{"model", model},
                         {"family", family_name(c.family)},
                         {"weight_bytes", encoder->weight_bytes()},
+                        {"type", dtype_name(t)},
                         {"threads", threads},
                         {"reps", a.reps},
                         {"tests",
@@ -87,18 +92,25 @@ int bench_encoder(const EncoderBenchArgs& a) {
                            {"stddev_ts", stddev(samples)},
                            {"samples_ts", samples}}}}};
     if (a.roofline) {
-      j["machine"] = {{"f32_peak_gflops", peak.f32_flops / 1e9}, {"f32_isa", peak.f32_isa}};
-      j["tests"][0]["roofline"] = {{"bound_ts", bound}, {"fraction", mean(samples) / bound}};
+      j["machine"] = {{"f32_peak_gflops", peak.f32_flops / 1e9},
+                      {"f32_isa", peak.f32_isa},
+                      {"int8_peak_gops", peak.int8_ops / 1e9},
+                      {"int8_isa", peak.int8_isa}};
+      j["tests"][0]["roofline"] = {{"bound_ts", bound},
+                                   {"fraction", mean(samples) / bound},
+                                   {"peak", float_kernels ? "f32" : "int8"}};
     }
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
   }
-  std::printf("| model | family | weights | threads | test | t/s |%s\n",
+  std::printf("| model | family | type | weights | threads | test | t/s |%s\n",
               a.roofline ? " bound t/s | % of bound |" : "");
-  std::printf("| --- | --- | ---: | ---: | --- | ---: |%s\n", a.roofline ? " ---: | ---: |" : "");
-  std::printf("| %s | %s | %.1f MiB | %d | %s | %.2f ± %.2f |", model.c_str(),
-              family_name(c.family), static_cast<double>(encoder->weight_bytes()) / (1 << 20),
-              threads, test.c_str(), mean(samples), stddev(samples));
+  std::printf("| --- | --- | --- | ---: | ---: | --- | ---: |%s\n",
+              a.roofline ? " ---: | ---: |" : "");
+  std::printf("| %s | %s | %s | %.1f MiB | %d | %s | %.2f ± %.2f |", model.c_str(),
+              family_name(c.family), dtype_name(t),
+              static_cast<double>(encoder->weight_bytes()) / (1 << 20), threads, test.c_str(),
+              mean(samples), stddev(samples));
   if (a.roofline) std::printf(" %.1f | %.1f |", bound, 100 * mean(samples) / bound);
   std::printf("\n");
   return 0;

@@ -3,8 +3,8 @@
 // ids in one pass (the server's --parallel N); tokens/s counts all of them. One untimed pass first,
 // then the repetitions. With --roofline, each figure as a fraction of the arithmetic bound: the
 // pass's multiply-adds (every projection of every token, the attention's q.k and p.v over its
-// text) at the f32 peak measured in the same run, which the CPU's float kernels run at whatever
-// the weights' type.
+// text) at the peak measured in the same run of the kernels the weights take: f32 FMA for f32,
+// f16 and bf16 matrices, int8 dot products for quantised ones (the attention is a small share).
 #pragma once
 
 #include <cstdint>

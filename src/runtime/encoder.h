@@ -58,6 +58,8 @@ class Encoder {
   }
   // The weights' bytes, and those of the buffers of a pass over `rows` rows (its result included).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // The type of its layers' matrices (the first FFN's: a file mixes types little).
+  DType matrix_type() const { return layers_.front().up.w.dtype; }
   uint64_t workspace_bytes(int64_t rows) const;
 
  private:
