@@ -57,6 +57,7 @@ std::vector<HostWeights::Linear> HostWeights::linear_parts(const std::string& w,
                                                            const std::vector<int64_t>& outs) const {
   int64_t rows = 0;
   for (const int64_t n : outs) rows += n;
+  if (rows <= 0) fail(ErrorKind::Model, source_.path() + ": tensor '" + w + "' would have no rows");
   const TensorRef t = need(w, {in, rows});
   const uint64_t stride = t.nbytes / static_cast<uint64_t>(rows);
   std::vector<Linear> parts;

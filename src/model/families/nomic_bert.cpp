@@ -6,6 +6,8 @@
 #include <cmath>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "model/config_view.h"
 #include "model/family.h"
