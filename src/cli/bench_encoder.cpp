@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "cli/sample_stats.h"
 #include "core/thread_pool.h"
 #include "runtime/bandwidth.h"
 #include "runtime/encoder.h"
@@ -26,20 +27,6 @@ double pass_flops(const ArchConfig& c, int64_t tokens, int64_t texts) {
   const double attention = 2 * 2 * static_cast<double>(texts) * static_cast<double>(tokens) *
                            static_cast<double>(tokens) * d;
   return static_cast<double>(c.n_layer) * (projections + attention);
-}
-
-double mean(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
-double stddev(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  const double m = mean(v);
-  double s = 0;
-  for (double x : v) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
 }  // namespace
@@ -88,8 +75,8 @@ int bench_encoder(const EncoderBenchArgs& a) {
                          {{{"test", test},
                            {"tokens", a.tokens},
                            {"texts", a.texts},
-                           {"avg_ts", mean(samples)},
-                           {"stddev_ts", stddev(samples)},
+                           {"avg_ts", sample_mean(samples)},
+                           {"stddev_ts", sample_stddev(samples)},
                            {"samples_ts", samples}}}}};
     if (a.roofline) {
       j["machine"] = {{"f32_peak_gflops", peak.f32_flops / 1e9},
@@ -97,7 +84,7 @@ int bench_encoder(const EncoderBenchArgs& a) {
                       {"int8_peak_gops", peak.int8_ops / 1e9},
                       {"int8_isa", peak.int8_isa}};
       j["tests"][0]["roofline"] = {{"bound_ts", bound},
-                                   {"fraction", mean(samples) / bound},
+                                   {"fraction", sample_mean(samples) / bound},
                                    {"peak", float_kernels ? "f32" : "int8"}};
     }
     std::printf("%s\n", j.dump(2).c_str());
@@ -110,8 +97,8 @@ int bench_encoder(const EncoderBenchArgs& a) {
   std::printf("| %s | %s | %s | %.1f MiB | %d | %s | %.2f ± %.2f |", model.c_str(),
               family_name(c.family), dtype_name(t),
               static_cast<double>(encoder->weight_bytes()) / (1 << 20), threads, test.c_str(),
-              mean(samples), stddev(samples));
-  if (a.roofline) std::printf(" %.1f | %.1f |", bound, 100 * mean(samples) / bound);
+              sample_mean(samples), sample_stddev(samples));
+  if (a.roofline) std::printf(" %.1f | %.1f |", bound, 100 * sample_mean(samples) / bound);
   std::printf("\n");
   return 0;
 }

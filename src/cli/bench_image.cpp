@@ -5,22 +5,17 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/sample_stats.h"
 #include "vision/vision_tower.h"
 
 namespace ts::cli {
 
 double ImageEncodeResult::mean() const {
-  double s = 0;
-  for (double x : seconds) s += x;
-  return s / static_cast<double>(seconds.size());
+  return sample_mean(seconds);
 }
 
 double ImageEncodeResult::stddev() const {
-  if (seconds.size() < 2) return 0;
-  const double m = mean();
-  double s = 0;
-  for (double x : seconds) s += (x - m) * (x - m);
-  return std::sqrt(s / static_cast<double>(seconds.size() - 1));
+  return sample_stddev(seconds);
 }
 
 std::vector<ImageEncodeResult> bench_image_encode(const ImageFlags& f, Engine& engine,

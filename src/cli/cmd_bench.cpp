@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "cli/number_checks.h"
+#include "cli/sample_stats.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/family.h"
@@ -73,18 +74,8 @@ struct TestResult {
   std::vector<double> samples;  // tokens/s per repetition
   ExpertStats experts;          // summed over the timed repetitions
   int64_t tokens = 0;           // timed tokens over all repetitions
-  double mean() const {
-    double s = 0;
-    for (double x : samples) s += x;
-    return s / static_cast<double>(samples.size());
-  }
-  double stddev() const {
-    if (samples.size() < 2) return 0;
-    const double m = mean();
-    double s = 0;
-    for (double x : samples) s += (x - m) * (x - m);
-    return std::sqrt(s / static_cast<double>(samples.size() - 1));
-  }
+  double mean() const { return sample_mean(samples); }
+  double stddev() const { return sample_stddev(samples); }
 };
 
 double elapsed(std::chrono::steady_clock::time_point t0) {
