@@ -27,7 +27,6 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "model/family.h"
-#include "model/model_source.h"
 #include "model/model_spec.h"
 #include "moe/uring_reader.h"
 #include "runtime/bandwidth.h"
@@ -519,7 +518,7 @@ struct Report {
 
 int run_bench(BenchArgs& a) {
   const std::string path = model_path(a.model, true);
-  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder) {
+  if (is_encoder_model(path)) {
     // An encoder has one test, the embedding pass (cli/bench_encoder.h): -p tokens a text,
     // --parallel texts a pass; it generates nothing, so -n does not apply.
     if (a.depth > 0 || !a.images.images.empty())

@@ -14,7 +14,6 @@
 #include "cli/commands.h"
 #include "cli/model_flags.h"
 #include "core/error.h"
-#include "model/family.h"
 #include "runtime/embedding.h"
 #include "runtime/encoder.h"
 #include "runtime/model_tokenizer.h"
@@ -54,7 +53,7 @@ int embed_texts(const EmbedArgs& a, const Tokenizer& tok,
 int run_embed(const EmbedArgs& a) {
   const std::string path = model_path(a.model, false);
   const EngineOptions options = engine_options(a.model);
-  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder) {
+  if (is_encoder_model(path)) {
     const auto encoder = Encoder::open(path, options.backend, options.threads);
     Pooler pooler(read_embedding_spec(encoder->source()), encoder->cfg().n_embd);
     return embed_texts(a, load_tokenizer(encoder->source()), [&](const std::vector<int32_t>& ids) {

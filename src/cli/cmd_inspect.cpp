@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_flags.h"
 #include "cli/number_checks.h"
 #include "cli/serve_memory.h"
 #include "core/error.h"
@@ -167,8 +168,7 @@ int inspect_encoder(const InspectArgs& a) {
 
 int run_inspect(const InspectArgs& a) {
   if (a.model.empty()) fail(ErrorKind::Usage, "inspect: no model given");
-  if (read_arch_config(*ModelSource::open(a.model)).stack == LayerStack::Encoder)
-    return inspect_encoder(a);
+  if (is_encoder_model(a.model)) return inspect_encoder(a);
   const auto spec = open_model_spec(a.model);
   const ArchConfig& c = spec->cfg;
   std::map<std::string, int64_t> by_dtype;

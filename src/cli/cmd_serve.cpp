@@ -147,8 +147,7 @@ int run_serve(ServeArgs& a) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write must not end the server
 
   const std::string path = model_path(a.model, true);
-  if (read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder)
-    return serve_encoder(a, path, stop_signals);
+  if (is_encoder_model(path)) return serve_encoder(a, path, stop_signals);
   const ServeShape shape{a.parallel, a.model.ctx, a.lookup};
   const EngineOptions options = engine_options(a.model);
   auto engine = Engine::open(path, serve_engine_options(options, path, shape));

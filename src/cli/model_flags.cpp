@@ -9,6 +9,8 @@
 
 #include "cli/number_checks.h"
 #include "core/error.h"
+#include "model/family.h"
+#include "model/model_source.h"
 #include "model/model_spec.h"
 #include "parallel/parallel_request.h"
 
@@ -99,6 +101,10 @@ std::string model_path(const ModelFlags& f, bool default_model) {
     if (std::filesystem::is_regular_file(installed, ec)) return installed.lexically_normal();
   }
   return TURBOSPARK_BUNDLED_MODEL;
+}
+
+bool is_encoder_model(const std::string& path) {
+  return read_arch_config(*ModelSource::open(path)).stack == LayerStack::Encoder;
 }
 
 EngineOptions engine_options(const ModelFlags& f) {

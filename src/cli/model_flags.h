@@ -39,6 +39,8 @@ void add_model_flags(CLI::App* app, ModelFlags& f, bool default_model);
 EngineOptions engine_options(const ModelFlags& f);
 // -m, or the bundled model when the command allows it; a usage error otherwise.
 std::string model_path(const ModelFlags& f, bool default_model);
+// Whether the model at `path` is an encoder (runtime/encoder.h runs it, not an Engine).
+bool is_encoder_model(const std::string& path);
 // A warning on stderr when -c (given, not the default) is above the context the model was trained
 // on: positions past it are ones the model never saw, and its answers there may fall apart.
 void warn_beyond_trained_context(const Engine& engine, const ModelFlags& f);
