@@ -75,6 +75,7 @@ int run_perplexity(PerplexityArgs& a) {
     if (engine->experts().streaming()) j["experts"] = engine->experts().stats_json();
     j["footprint"] = footprint_json(engine->footprint());
     j["peak_rss_bytes"] = peak_rss_bytes();
+    j["program_rss_bytes"] = program_rss_bytes();
     j["peak_device_bytes"] = engine->backend().device_peak_bytes();
     std::printf("%s\n", j.dump().c_str());
   } else {

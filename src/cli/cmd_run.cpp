@@ -31,11 +31,12 @@ struct RunArgs {
   std::string stats_json;
 };
 
-// Machine-readable stats for tests and scripts: footprint, peak RSS (and device memory), expert
-// statistics.
+// Machine-readable stats for tests and scripts: footprint, peak RSS (and device memory), the
+// program's own resident code, expert statistics.
 void write_stats_json(Engine& engine, const GenerateResult& r, const std::string& path) {
   nlohmann::json j{{"footprint", footprint_json(engine.footprint())},
                    {"peak_rss_bytes", peak_rss_bytes()},
+                   {"program_rss_bytes", program_rss_bytes()},
                    {"peak_device_bytes", engine.backend().device_peak_bytes()},
                    {"prompt_tokens", r.prompt_tokens},
                    {"generated_tokens", r.tokens.size()},

@@ -1,7 +1,8 @@
 // The memory gate: the process's peak resident set (VmHWM) holds to the footprint the engine
-// announces at open. Streaming with the minimum slots stays within its (smaller) footprint plus a
-// fixed process overhead and well below the all-resident run; the all-resident run uses what it
-// announces.
+// announces at open. Streaming with the minimum slots stays within its (smaller) footprint, plus
+// the program's own resident pages and a fixed process overhead, and well below the all-resident
+// run; the all-resident run uses what it announces. The program's pages are counted at the run's
+// end, after the peak: code first touched after the peak (writing the stats) is the one leniency.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -13,12 +14,13 @@
 namespace ts {
 namespace {
 
-// What the process holds besides the footprint: the binary and its libraries, stdio buffers
-// (12.6-13.0 MiB measured on the bundled model, 2026-12-05, once the image decoders (libpng,
-// libjpeg, libwebp) were linked in: 10.1 MiB of it is `--help`'s own peak; 11.5-11.9 MiB before),
-// plus the tokenizer and the GGUF metadata, which grow with the vocabulary (~115 bytes per entry
+// What the process holds besides the footprint and the program's own pages (the executable and
+// its libraries, `program_rss_bytes`, 11.9-12.2 MiB, which vary with how the binary is linked and
+// so are measured in the run rather than assumed): stdio buffers, thread stacks, the allocator's
+// own state (1.50-1.56 MiB measured on the bundled model, 2026-12-06), plus the tokenizer and the
+// GGUF metadata, which grow with the vocabulary (29.1-29.3 MiB in all, ~190 bytes per entry,
 // measured on a 151,936-entry vocabulary).
-constexpr double kOverheadBytes = 14.0 * (1 << 20);
+constexpr double kOverheadBytes = 3.0 * (1 << 20);
 constexpr double kOverheadPerVocabEntry = 200.0;
 
 // Under AddressSanitizer the peak resident set holds its shadow memory and the quarantine of
@@ -59,13 +61,15 @@ TEST_F(MemoryGate, StreamingStaysWithinItsFootprintAndBelowResident) {
   const nlohmann::json streamed = run_with_slots(2);  // top-k of tiny-moe: the minimum
   const double res_fp = resident["footprint"]["total_bytes"], res_peak = resident["peak_rss_bytes"];
   const double str_fp = streamed["footprint"]["total_bytes"], str_peak = streamed["peak_rss_bytes"];
+  const double res_program = resident["program_rss_bytes"];
+  const double str_program = streamed["program_rss_bytes"];
   ASSERT_TRUE(streamed["footprint"]["streaming"].get<bool>());
   ASSERT_LT(str_fp, res_fp);
   // The all-resident run announces and uses what it says...
   EXPECT_GE(res_peak, res_fp);
-  EXPECT_LE(res_peak, res_fp + kOverheadBytes);
+  EXPECT_LE(res_peak, res_fp + res_program + kOverheadBytes);
   // ...and streaming stays within its own footprint plus the same overhead,
-  EXPECT_LE(str_peak, str_fp + kOverheadBytes);
+  EXPECT_LE(str_peak, str_fp + str_program + kOverheadBytes);
   // saving at least 90 % of what the smaller footprint promises.
   EXPECT_GE(res_peak - str_peak, 0.9 * (res_fp - str_fp))
       << "resident peak " << res_peak << ", streamed " << str_peak;
@@ -104,8 +108,11 @@ TEST_F(MemoryGate, Qwen3_30B_A3B_ShapeWithEightSlots) {
     std::remove(model.c_str());
     const double res_peak = resident["peak_rss_bytes"], str_peak = streamed["peak_rss_bytes"];
     const double overhead = kOverheadBytes + kOverheadPerVocabEntry * 151936;
-    EXPECT_LE(res_peak, resident["footprint"]["total_bytes"].get<double>() + overhead) << dtype;
-    EXPECT_LE(str_peak, streamed["footprint"]["total_bytes"].get<double>() + overhead) << dtype;
+    for (const nlohmann::json* stats : {&resident, &streamed})
+      EXPECT_LE((*stats)["peak_rss_bytes"].get<double>(),
+                (*stats)["footprint"]["total_bytes"].get<double>() +
+                    (*stats)["program_rss_bytes"].get<double>() + overhead)
+          << dtype << (stats == &resident ? " resident" : " streamed");
     EXPECT_LT(str_peak, 0.6 * res_peak)
         << dtype << ": streamed " << str_peak << " vs resident " << res_peak;
   }
