@@ -211,13 +211,32 @@ struct DecIQ1_S {
   }
 };
 
+// iq1_m's sixteen scales (2 s + 1, int16 lane j for 16-element sub-block j) and its f16
+// super-scale, which is spread over the top nibbles of the four scale words.
+inline float iq1m_scales(const BlockIQ1_M& b, __m256i& scale16) {
+  uint16_t sc[4];
+  std::memcpy(sc, b.scales, sizeof(sc));
+  const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
+                                            ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
+  // Scale j is bits 3 (j % 4) .. + 2 of sc[j / 4]: each 16-bit lane takes its u16, shifted left
+  // so that those bits are its top three, then down by 13.
+  uint64_t all;
+  std::memcpy(&all, sc, sizeof(all));
+  const __m256i u16 =
+      _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(all)),
+                          _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5, 4,
+                                           5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+  const __m256i top =
+      _mm256_mullo_epi16(u16, _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192,
+                                                1024, 128, 16, 8192, 1024, 128, 16));
+  scale16 =
+      _mm256_add_epi16(_mm256_slli_epi16(_mm256_srli_epi16(top, 13), 1), _mm256_set1_epi16(1));
+  return _cvtsh_ss(d_bits) * 0.125f;
+}
+
 struct DecIQ1_M {
   using Block = BlockIQ1_M;
   static void decode(const Block& b, KDecoded& k) {
-    uint16_t sc[4];
-    std::memcpy(sc, b.scales, sizeof(sc));
-    const auto d_bits = static_cast<uint16_t>((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) |
-                                              ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000));
     // Group g's nibble: nibble g % 2 of qh[g / 2]; its low 3 bits are the grid index's high bits,
     // bit 3 the delta's sign. The deltas of chunk c's four groups: bits 3, 7, 11, 15 of its u16,
     // each tested in the group's 8 bytes (a vector held across the chunks spilled on AVX2).
@@ -235,20 +254,7 @@ struct DecIQ1_M {
           _mm256_shuffle_epi8(_mm256_set1_epi16(static_cast<int16_t>(h)), pick), bit);
       k.u[c] = iq1_values(grid, _mm256_or_si256(_mm256_cmpeq_epi8(hb, bit), bytes(1)));
     }
-    // Scale j is bits 3 (j % 4) .. + 2 of sc[j / 4]: each 16-bit lane takes its u16, shifted left
-    // so that those bits are its top three, then down by 13.
-    uint64_t all;
-    std::memcpy(&all, sc, sizeof(all));
-    const __m256i u16 =
-        _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(all)),
-                            _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 4, 5,
-                                             4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
-    const __m256i top =
-        _mm256_mullo_epi16(u16, _mm256_setr_epi16(8192, 1024, 128, 16, 8192, 1024, 128, 16, 8192,
-                                                  1024, 128, 16, 8192, 1024, 128, 16));
-    k.scale16 =
-        _mm256_add_epi16(_mm256_slli_epi16(_mm256_srli_epi16(top, 13), 1), _mm256_set1_epi16(1));
-    k.d = _cvtsh_ss(d_bits) * 0.125f, k.dmin = 0;
+    k.d = iq1m_scales(b, k.scale16), k.dmin = 0;
   }
 };
 

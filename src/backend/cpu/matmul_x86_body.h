@@ -542,6 +542,18 @@ struct KKernel {
   using Block = typename Dec::Block;
   using KDot = typename Ops::KDot;
 
+  // A super-block decoded into the dot's chunks: straight, where the decoder writes them (the
+  // 512-bit grid decoders), else through the 256-bit form.
+  __attribute__((always_inline)) static void decode(const Block& b, KDecoded& k,
+                                                    typename KDot::Chunks& ch) {
+    if constexpr (requires { Dec::decode(b, k, ch); }) {
+      Dec::decode(b, k, ch);
+    } else {
+      Dec::decode(b, k);
+      KDot::template prepare<Dec::kSigned>(k, ch);
+    }
+  }
+
   // Adds super-block b of RT decoded weight rows, dotted with activation block xb, to acc[r].
   // Always inlined: tile()'s accumulators must stay in registers (a call slowed decode,
   // docs/PERFORMANCE.md, "Measured choices").
@@ -579,13 +591,26 @@ struct KKernel {
     __m256 acc[MT][RT];
     for (int t = 0; t < MT; ++t)
       for (int r = 0; r < RT; ++r) acc[t][r] = _mm256_setzero_ps();
+    if constexpr (MT == 1 && requires(float d) { Dec::dot(w[0][0], xs[0]->qs, &d); }) {
+      // One activation row: nothing reuses a decoded block, so the decoder dots as it decodes.
+      for (int64_t b = 0; b < nb; ++b)
+#pragma GCC unroll 4  // the accumulators in registers (the decoders' code is long)
+        for (int r = 0; r < RT; ++r) {
+          prefetch_ahead<MT>(&w[r][b], sizeof(Block));
+          float d;
+          const __m256i isum = Dec::dot(w[r][b], xs[0][b].qs, &d);
+          acc[0][r] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xs[0][b].d), acc[0][r]);
+        }
+      for (int r = 0; r < RT; ++r) out[r][0] = hsum256(acc[0][r]);
+      return;
+    }
     KDecoded k[RT];
     typename KDot::Chunks chunks[RT];
     for (int64_t b = 0; b < nb; ++b) {
       for (int r = 0; r < RT; ++r) {
         prefetch_ahead<MT>(&w[r][b], sizeof(Block));
-        Dec::decode(w[r][b], k[r]);
-        KDot::template prepare<Dec::kSigned>(k[r], chunks[r]);
+        decode(w[r][b], k[r], chunks[r]);
       }
       for (int t = 0; t < MT; ++t) add_block<RT>(k, chunks, xs[t][b], acc[t]);
     }
@@ -610,10 +635,7 @@ struct KKernel {
     KDecoded k[RT];
     typename KDot::Chunks chunks[RT];
     for (int64_t b = 0; b < nb; ++b) {
-      for (int r = 0; r < RT; ++r) {
-        Dec::decode(w[r][b], k[r]);
-        KDot::template prepare<Dec::kSigned>(k[r], chunks[r]);
-      }
+      for (int r = 0; r < RT; ++r) decode(w[r][b], k[r], chunks[r]);
       for (int t = 0; t < mt; ++t)
         add_block<RT>(k, chunks, reinterpret_cast<const BlockQ8K*>(xs + t * x.row_bytes)[b],
                       acc[t]);
