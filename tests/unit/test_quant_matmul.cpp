@@ -316,12 +316,16 @@ TEST(LowbitDecoders, Avx2IsTheReferenceBitForBit) {
 
 // A prompt's rows of a k-quant matmul against the same rows one at a time (decode). Below the
 // GEMM's kGemmMinRows (8) the prompt path decodes a super-block once for all rows but sums in
-// decode's order: the same bits. From 8 rows on AVX512-VNNI the GEMM has the same integer sums
-// but rescales them in another order: within twice one kernel's rounding bound.
+// decode's order: the same bits (on AVX512-VNNI the low-bit grid types' decode dots each chunk
+// pair as it decodes it, the prompt keeps the pairs: the same integer sums). From 8 rows on
+// AVX512-VNNI the GEMM has the same integer sums but rescales them in another order: within twice
+// one kernel's rounding bound.
 TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   std::mt19937 rng(77);
   const int64_t rows = 45, cols = 512;
-  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
+  for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS,
+                  DType::IQ2_XXS, DType::IQ2_XS, DType::IQ2_S, DType::IQ3_XXS, DType::IQ3_S,
+                  DType::IQ1_S, DType::IQ1_M, DType::TQ1_0, DType::TQ2_0}) {
     const Matrix w = random_weights(t, rows, cols, rng);
     for (const int64_t M : {7, 37}) {
       const std::vector<float> x = random_acts(M, cols, rng);
