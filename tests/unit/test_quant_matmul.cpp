@@ -356,6 +356,28 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
   }
 }
 
+// iq3_xxs's VBMI decoder (its grid as codes in registers) gives the AVX512-VNNI decoder's bits, in
+// decode (one row) and in a prompt's chunk pairs; only one of them runs where VBMI is present.
+TEST(MatmulKernels, Iq3xxsVbmiIsTheVnniKernelBitForBit) {
+  if (!isa_available(Isa::Avx512) || !__builtin_cpu_supports("avx512vnni") ||
+      !__builtin_cpu_supports("avx512vbmi"))
+    GTEST_SKIP() << "no AVX512-VBMI";
+  std::mt19937 rng(91);
+  const int64_t rows = 13, cols = 1024;
+  const Matrix w = random_weights(DType::IQ3_XXS, rows, cols, rng);
+  for (const int64_t M : {1, 5}) {
+    const std::vector<float> x = random_acts(M, cols, rng);
+    PackedActs packed;
+    pack_activations(DType::IQ3_XXS, x.data(), M, cols, packed);
+    std::vector<float> vbmi(M * rows), vnni(M * rows);
+    avx512vbmi_lowbit_kernel(DType::IQ3_XXS)(w.view(), packed, 0, rows, vbmi.data(), rows);
+    avx512vnni_int_kernel(DType::IQ3_XXS)(w.view(), packed, 0, rows, vnni.data(), rows);
+    for (int64_t i = 0; i < M * rows; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(vbmi[i]), std::bit_cast<uint32_t>(vnni[i]))
+          << "M " << M << " i " << i;
+  }
+}
+
 // Float weights: a prompt's rows (tiles of several weight and activation rows) give each row's
 // bits alone (decode's tile), whatever the tile an output falls in; K with a tail past the
 // vectors too.

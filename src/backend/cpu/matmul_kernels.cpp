@@ -56,6 +56,14 @@ bool cpu_has_vnni() {
 #endif
 }
 
+bool cpu_has_vbmi() {
+#if defined(__x86_64__)
+  return __builtin_cpu_supports("avx512vbmi");
+#else
+  return false;
+#endif
+}
+
 RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
   if (t == DType::MXFP4 && f32_activations_requested())
     return isa == Isa::Scalar ? mxfp4_kernel_scalar() : mxfp4_kernel_avx2();
@@ -73,8 +81,12 @@ RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
       if (k != nullptr) break;
       if (is_float_type(t))
         k = avx512_float_kernel(t);
-      else
-        k = cpu_has_vnni() ? avx512vnni_int_kernel(t) : avx2_kernel(t);
+      else if (!cpu_has_vnni())
+        k = avx2_kernel(t);
+      else {
+        if (cpu_has_vbmi()) k = avx512vbmi_lowbit_kernel(t);
+        if (k == nullptr) k = avx512vnni_int_kernel(t);
+      }
       break;
     case Isa::Avx2:
       k = avx2_kernel(t);

@@ -19,6 +19,9 @@ RowsKernel avx2_kernel(DType t);
 // file, so no VNNI instruction can reach a CPU without it; such a CPU uses the AVX2 ones).
 RowsKernel avx512_float_kernel(DType t);
 RowsKernel avx512vnni_int_kernel(DType t);
+// iq3_xxs with AVX512-VBMI besides (nullptr for other types): avx512vnni_int_kernel's sums, bit
+// for bit, from fewer instructions.
+RowsKernel avx512vbmi_lowbit_kernel(DType t);
 // The AVX512-VNNI GEMM for the 32-element block types at M >= kGemmMinRows (nullptr for others).
 RowsKernel avx512vnni_gemm_kernel(DType t);
 // The AVX512-VNNI GEMM for the k-quants at M >= kGemmMinRows (nullptr for others).

@@ -23,11 +23,10 @@ namespace {
 // Eight 8-value grid entries as one 64-byte vector, entry i[j] in bytes 8 j .. 8 j + 7 (scalar
 // loads: a 512-bit gather measured slower).
 inline __m512i grid8x8(const uint64_t* grid, const uint32_t (&i)[8]) {
-  return _mm512_set_epi64(
-      static_cast<int64_t>(grid[i[7]]), static_cast<int64_t>(grid[i[6]]),
-      static_cast<int64_t>(grid[i[5]]), static_cast<int64_t>(grid[i[4]]),
-      static_cast<int64_t>(grid[i[3]]), static_cast<int64_t>(grid[i[2]]),
-      static_cast<int64_t>(grid[i[1]]), static_cast<int64_t>(grid[i[0]]));
+  return _mm512_set_epi64(static_cast<int64_t>(grid[i[7]]), static_cast<int64_t>(grid[i[6]]),
+                          static_cast<int64_t>(grid[i[5]]), static_cast<int64_t>(grid[i[4]]),
+                          static_cast<int64_t>(grid[i[3]]), static_cast<int64_t>(grid[i[2]]),
+                          static_cast<int64_t>(grid[i[1]]), static_cast<int64_t>(grid[i[0]]));
 }
 
 // Pair p's int16 scale vector from eight 32-bit lanes that each hold chunk c's scale in both
@@ -52,9 +51,9 @@ inline __m512i grid4x16(const uint32_t* grid, const uint32_t (&i)[16]) {
 // Pair p's int16 scale vector from the sixteen int16 scales of 16-element sub-blocks: the
 // maddubs lane l of the pair sums values 2 l and 2 l + 1, of sub-block 4 p + l / 8.
 inline __m512i pair_scale16(__m256i scale16, int p) {
-  const __m512i lane_sub_block = _mm512_set_epi64(0x0003000300030003, 0x0003000300030003,
-                                                  0x0002000200020002, 0x0002000200020002,
-                                                  0x0001000100010001, 0x0001000100010001, 0, 0);
+  const __m512i lane_sub_block =
+      _mm512_set_epi64(0x0003000300030003, 0x0003000300030003, 0x0002000200020002,
+                       0x0002000200020002, 0x0001000100010001, 0x0001000100010001, 0, 0);
   return _mm512_permutexvar_epi16(_mm512_add_epi16(lane_sub_block, _mm512_set1_epi16(4 * p)),
                                   _mm512_castsi256_si512(scale16));
 }
@@ -176,8 +175,8 @@ struct PairsIQ3_S {
     for (int p = 0; p < 4; ++p) {
       uint32_t i[16];
       for (int k = 0; k < 4; ++k)  // index 4 k + j of the pair: bit 4 (k % 2) + j of its qh byte
-        four_indices(b.qs + 16 * p + 4 * k, b.qh[2 * p + k / 2] >> 4 * (k % 2),
-                     0x0100010001000100, i + 4 * k);
+        four_indices(b.qs + 16 * p + 4 * k, b.qh[2 * p + k / 2] >> 4 * (k % 2), 0x0100010001000100,
+                     i + 4 * k);
       uint64_t signs;
       std::memcpy(&signs, b.signs + 8 * p, sizeof signs);
       visit(p, GridPair{grid4x16(kIq3sGrid, i), _cvtu64_mask64(signs), pair_scale(scales, p)});
@@ -202,8 +201,8 @@ struct PairsIQ1_S {
       four_indices(b.qs + 8 * p + 4, b.qh[2 * p + 1], 0x0700070007000700, i + 4);
       // The delta: -1 in the 32 lanes of a sub-block whose bit 15 is set, else +1.
       const uint32_t h0 = b.qh[2 * p], h1 = b.qh[2 * p + 1];
-      const __mmask64 minus = _cvtu64_mask64((h0 >> 15 ? 0xFFFFFFFFull : 0) |
-                                             (h1 >> 15 ? 0xFFFFFFFF00000000ull : 0));
+      const __mmask64 minus =
+          _cvtu64_mask64((h0 >> 15 ? 0xFFFFFFFFull : 0) | (h1 >> 15 ? 0xFFFFFFFF00000000ull : 0));
       // 8 grid: each byte shifted left by 3 (a 16-bit shift, less what crossed into the next byte).
       const __m512i grid8 =
           _mm512_and_si512(_mm512_slli_epi16(grid8x8(kIq1sGrid, i), 3), _mm512_set1_epi8(-8));
