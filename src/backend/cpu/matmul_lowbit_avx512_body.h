@@ -4,7 +4,7 @@
 // spread every sign bit into a byte and negate the weights. Decoding is what a low-bit row's dot
 // costs (a token's matmuls run far below the read bound), so its instruction count is the speed.
 // For one activation row (a token's decode) each pair is dotted as it is decoded, in registers.
-// Include it in the AVX-512 VNNI unit, after KDot512 and inside its target pragma.
+// Include it inside an AVX512-VNNI (and BMI2) target pragma.
 #pragma once
 
 #include <immintrin.h>
@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "backend/cpu/matmul_lowbit_x86_body.h"
+#include "backend/cpu/matmul_vnni_ops.h"
 #include "backend/cpu/matmul_x86_body.h"
 #include "quant/blocks.h"
 #include "quant/iq_grids.h"
