@@ -87,8 +87,8 @@ struct PairsIQ2_XXS {
   __attribute__((always_inline)) static float pairs(const Block& b, Visit&& visit) {
     const __m512i q = _mm512_loadu_si512(b.qs);
     const __m256i aux = _mm512_cvtepi64_epi32(_mm512_srli_epi64(q, 32));  // the u64s' high halves
-    alignas(32) uint64_t signs[4];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(signs), iq_sign_words(aux));
+    uint64_t signs[4];
+    store_masks(iq_sign_words(aux), signs);
     const __m256i scales = odd_scales_x2(_mm256_srli_epi32(aux, 28));
     const auto* idx = reinterpret_cast<const uint8_t*>(b.qs);
     for (int p = 0; p < 4; ++p) {
@@ -144,14 +144,20 @@ struct PairsIQ2_S {
 
 // iq3_xxs: 64 4-value grid indices (bytes), then a u32 per sub-block: four 7-bit sign indices
 // and the scale in bits 28..31.
+// The four pairs' sign masks and the sub-block scales (as pair_scale takes them) of an iq3_xxs
+// block, from its eight u32 after the grid indices.
+inline __m256i iq3xxs_signs_scales(const BlockIQ3_XXS& b, uint64_t (&signs)[4]) {
+  const __m256i aux = load256(b.qs + kQKK / 4);
+  store_masks(iq_sign_words(aux), signs);
+  return odd_scales_x2(_mm256_srli_epi32(aux, 28));
+}
+
 struct PairsIQ3_XXS {
   using Block = BlockIQ3_XXS;
   template <class Visit>
   __attribute__((always_inline)) static float pairs(const Block& b, Visit&& visit) {
-    const __m256i aux = load256(b.qs + kQKK / 4);
     uint64_t signs[4];
-    store_masks(iq_sign_words(aux), signs);
-    const __m256i scales = odd_scales_x2(_mm256_srli_epi32(aux, 28));
+    const __m256i scales = iq3xxs_signs_scales(b, signs);
     for (int p = 0; p < 4; ++p) {
       const uint8_t* q = b.qs + 16 * p;
       uint32_t i[16];

@@ -79,10 +79,8 @@ struct CodesIQ3_XXS {
   using Block = BlockIQ3_XXS;
   template <class Visit>
   __attribute__((always_inline)) static float pairs(const Block& b, Visit&& visit) {
-    const __m256i aux = load256(b.qs + kQKK / 4);
     uint64_t signs[4];
-    store_masks(iq_sign_words(aux), signs);
-    const __m256i scales = odd_scales_x2(_mm256_srli_epi32(aux, 28));
+    const __m256i scales = iq3xxs_signs_scales(b, signs);
     const CodeTable table(kIq3xxsCodes);
     const __m128i levels = _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0);
     for (int h = 0; h < 2; ++h) {
