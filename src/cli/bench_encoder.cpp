@@ -1,6 +1,5 @@
 #include "cli/bench_encoder.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,11 +51,7 @@ int bench_encoder(const EncoderBenchArgs& a) {
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rep >= 0) samples.push_back(static_cast<double>(a.tokens * a.texts) / s);
   }
-  if (a.roofline) {  // the peak again after the tests, the higher taken (as bench's decoder tests)
-    const ComputePeak after = measure_compute_peak(threads);
-    peak.f32_flops = std::max(peak.f32_flops, after.f32_flops);
-    peak.int8_ops = std::max(peak.int8_ops, after.int8_ops);
-  }
+  if (a.roofline) reprobe_compute_peak(peak);
   const std::string test = "emb " + std::to_string(a.tokens) + " x " + std::to_string(a.texts);
   const DType t = encoder->matrix_type();
   const bool float_kernels = t == DType::F32 || t == DType::F16 || t == DType::BF16;

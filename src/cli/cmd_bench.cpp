@@ -562,15 +562,9 @@ int run_bench(BenchArgs& a) {
     report.images =
         bench_image_encode(a.images, *engine, model_path(a.model, true), threads, a.reps);
   if (machine && !machine->on_device() && (a.n_prompt > 0 || a.n_gen > 0)) {
-    // The compute peak again, after the tests, and the higher of the two probes: a shared VM's
-    // speed moves from minute to minute (its int8 peak by more than half in runs minutes apart:
-    // docs/PERFORMANCE.md, "Machines and method"), and a probe taken in a slow phase would flatter
-    // every arithmetic-bound fraction. (The bandwidth is probed once, before the model takes the
-    // memory.)
-    const ComputePeak after = measure_compute_peak(threads);
-    machine->peak.f32_flops = std::max(machine->peak.f32_flops, after.f32_flops);
-    machine->peak.int8_ops = std::max(machine->peak.int8_ops, after.int8_ops);
-    machine->peak.int8_ops_256 = std::max(machine->peak.int8_ops_256, after.int8_ops_256);
+    // The compute peak again, after the tests (the bandwidth is probed once, before the model
+    // takes the memory).
+    reprobe_compute_peak(machine->peak);
   }
   if (a.json)
     std::printf("%s\n", report.json().dump(2).c_str());

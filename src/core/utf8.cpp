@@ -29,6 +29,11 @@ size_t utf8_valid_prefix(std::string_view text, size_t pos) {
   return static_cast<size_t>(n);
 }
 
+size_t utf8_char_length(std::string_view text, size_t pos) {
+  const size_t n = utf8_valid_prefix(text, pos);
+  return n > 0 ? n : 1;
+}
+
 size_t utf8_first_invalid(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {

@@ -16,6 +16,10 @@ int utf8_sequence_length(uint8_t lead);
 // complete, well-formed sequence (truncated, overlong, surrogate, beyond U+10FFFF).
 size_t utf8_valid_prefix(std::string_view text, size_t pos);
 
+// The bytes of the character at text[pos]: its valid sequence, or 1 (a byte of invalid text
+// taken alone), for walking text that may hold invalid bytes.
+size_t utf8_char_length(std::string_view text, size_t pos);
+
 // Byte offset of the first invalid sequence, or std::string_view::npos when all is valid.
 size_t utf8_first_invalid(std::string_view text);
 

@@ -268,4 +268,11 @@ ComputePeak measure_compute_peak(int threads) {
   return p;
 }
 
+void reprobe_compute_peak(ComputePeak& peak) {
+  const ComputePeak after = measure_compute_peak(peak.threads);
+  peak.f32_flops = std::max(peak.f32_flops, after.f32_flops);
+  peak.int8_ops = std::max(peak.int8_ops, after.int8_ops);
+  peak.int8_ops_256 = std::max(peak.int8_ops_256, after.int8_ops_256);
+}
+
 }  // namespace ts

@@ -32,5 +32,10 @@ struct ComputePeak {
 // (AVX512-VNNI vpdpbusd, else AVX-VNNI, else AVX2 maddubs + madd) on registers, long enough to
 // amortise the start; the best of five passes of about 0.1 s.
 ComputePeak measure_compute_peak(int threads);
+// `peak` probed again (after a benchmark's tests), each rate the higher of the two probes: a
+// shared VM's speed moves from minute to minute (its int8 peak by more than half in runs minutes
+// apart: docs/PERFORMANCE.md, "Machines and method"), and a probe taken in a slow phase would
+// flatter every arithmetic-bound fraction.
+void reprobe_compute_peak(ComputePeak& peak);
 
 }  // namespace ts

@@ -193,22 +193,17 @@ void Encoder::load() {
   }
 }
 
-void Encoder::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
-  cpu_->matmul(l.w, x, rows, y);
-  if (!l.b.empty()) cpu_->add_bias(y, l.b.data(), rows, l.w.rows);
-}
-
 void Encoder::ffn(const Layer& L, const float* x, int64_t rows, float* ff, float* g,
                   float* out) const {
   const int64_t n = c_.n_ff;
-  apply(L.up, x, rows, ff);
+  apply_linear(*cpu_, L.up, x, rows, ff);
   if (c_.encoder.ffn == EncoderFfn::SwiGlu) {
-    apply(L.gate, x, rows, g);
+    apply_linear(*cpu_, L.gate, x, rows, g);
     cpu_->glu(Glu::SiLU, g, ff, rows, n, n, ff);
   } else {
     gelu(*pool_, ff, rows * n, c_.encoder.gelu_tanh);
   }
-  apply(L.down, ff, rows, out);
+  apply_linear(*cpu_, L.down, ff, rows, out);
 }
 
 void Encoder::norm(const Norm& n, int64_t rows, float* x) const {
@@ -264,6 +259,7 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
     }
   cpu_->embed(tokens_, ids.data(), M, 1.0f, x.data());
   const bool rotary = c_.encoder.positions == EncoderPositions::Rotary;
+  const RopeArgs rope{c_.head_dim, c_.rotary_dim, true, inv_freq_.data(), nullptr};
   if (!rotary) {
     cpu_->embed(positions_, pos.data(), M, 1.0f, h.data());
     cpu_->add(x.data(), h.data(), M * d);
@@ -272,11 +268,10 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
   cpu_->add(x.data(), h.data(), M * d);
   norm(embd_norm_, M, x.data());
   for (const Layer& L : layers_) {
-    apply(L.q, x.data(), M, q.data());
-    apply(L.k, x.data(), M, k.data());
-    apply(L.v, x.data(), M, v.data());
+    apply_linear(*cpu_, L.q, x.data(), M, q.data());
+    apply_linear(*cpu_, L.k, x.data(), M, k.data());
+    apply_linear(*cpu_, L.v, x.data(), M, v.data());
     if (rotary) {
-      const RopeArgs rope{c_.head_dim, c_.rotary_dim, true, inv_freq_.data(), nullptr};
       cpu_->rope(q.data(), M, c_.n_head, pos.data(), rope);
       cpu_->rope(k.data(), M, c_.n_head, pos.data(), rope);
     }
@@ -288,7 +283,7 @@ std::vector<float> Encoder::hidden(std::span<const std::vector<int32_t>> texts) 
                      att.data() + at);
       row += t.size();
     }
-    apply(L.o, att.data(), M, h.data());
+    apply_linear(*cpu_, L.o, att.data(), M, h.data());
     cpu_->add(x.data(), h.data(), M * d);
     norm(L.attn_norm, M, x.data());
     ffn(L, x.data(), M, ff.data(), g.data(), h.data());

@@ -71,7 +71,6 @@ class Encoder {
   };
   Encoder() = default;
   void load();
-  void apply(const Linear& l, const float* x, int64_t rows, float* y) const;
   void norm(const Norm& n, int64_t rows, float* x) const;
   // x [rows][n_embd] -> out [rows][n_embd] through the layer's FFN; ff and g [rows][n_ff] scratch.
   void ffn(const Layer& L, const float* x, int64_t rows, float* ff, float* g, float* out) const;

@@ -76,8 +76,13 @@ HostWeights::Norm HostWeights::norm(const std::string& w, const std::string& b, 
 }
 
 void HostWeights::apply(const Linear& l, const float* x, int64_t rows, float* y) const {
-  cpu_.matmul(l.w, x, rows, y);
-  if (!l.b.empty()) cpu_.add_bias(y, l.b.data(), rows, l.w.rows);
+  apply_linear(cpu_, l, x, rows, y);
+}
+
+void apply_linear(Backend& cpu, const HostWeights::Linear& l, const float* x, int64_t rows,
+                  float* y) {
+  cpu.matmul(l.w, x, rows, y);
+  if (!l.b.empty()) cpu.add_bias(y, l.b.data(), rows, l.w.rows);
 }
 
 void HostWeights::block_tail(ThreadPool& pool, const Linear& out, const float* att, const Norm& ln,

@@ -53,4 +53,8 @@ class HostWeights {
   std::string tower_;
 };
 
+// y = x W^T + b (no b: x W^T) of `rows` rows, on `cpu`.
+void apply_linear(Backend& cpu, const HostWeights::Linear& l, const float* x, int64_t rows,
+                  float* y);
+
 }  // namespace ts

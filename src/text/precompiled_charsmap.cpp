@@ -111,7 +111,7 @@ std::string PrecompiledCharsmap::normalize(std::string_view text) const {
       pos += m.consumed;
       continue;
     }
-    const size_t len = std::max<size_t>(utf8_valid_prefix(text, pos), 1);
+    const size_t len = utf8_char_length(text, pos);
     out.append(text.substr(pos, len));
     pos += len;
   }

@@ -21,10 +21,6 @@ bool is_piece(TokenType t) {
   return t == TokenType::Normal || t == TokenType::UserDefined || t == TokenType::Unused;
 }
 
-size_t char_len(std::string_view text, size_t pos) {
-  return std::max<size_t>(utf8_valid_prefix(text, pos), 1);
-}
-
 // sentencepiece's whitespace rules on normalised text, as llama.cpp's UGM session applies them:
 // a marker before the first word (add_dummy_prefix), and either every space a marker or
 // (remove_extra_whitespaces) one marker before each word, the first included, and none at the
@@ -56,7 +52,7 @@ std::vector<std::string_view> whitespace_words(std::string_view text, bool split
   std::vector<std::string_view> words;
   size_t start = std::string_view::npos;
   for (size_t pos = 0; pos < text.size();) {
-    const size_t len = char_len(text, pos);
+    const size_t len = utf8_char_length(text, pos);
     const bool space = is_unicode_whitespace(utf8_decode_at(text, pos, len));
     if (space && start != std::string_view::npos) {
       words.push_back(text.substr(start, pos - start));
@@ -72,7 +68,7 @@ std::vector<std::string_view> whitespace_words(std::string_view text, bool split
 
 std::string_view strip_whitespace(std::string_view text, bool left, bool right) {
   while (left && !text.empty()) {
-    const size_t len = char_len(text, 0);
+    const size_t len = utf8_char_length(text, 0);
     if (!is_unicode_whitespace(utf8_decode_at(text, 0, len))) break;
     text.remove_prefix(len);
   }
@@ -162,10 +158,10 @@ void Tokenizer::unigram_viterbi(std::string_view text, std::vector<int32_t>& out
   std::vector<Best> best(n + 1, {spec_.unk, 0, -std::numeric_limits<double>::infinity()});
   best[0].score = 0;
   for (size_t pos = 0; pos < n;) {
-    const size_t first = char_len(text, pos);
+    const size_t first = utf8_char_length(text, pos);
     bool covered = false;
     for (size_t end = pos + first; end <= n && end - pos <= unigram_longest_;
-         end += char_len(text, end)) {
+         end += utf8_char_length(text, end)) {
       const auto it = by_text_.find(text.substr(pos, end - pos));
       if (it != by_text_.end() && is_piece(spec_.types[it->second])) {
         const int32_t id = it->second;

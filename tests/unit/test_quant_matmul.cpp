@@ -314,6 +314,24 @@ TEST(LowbitDecoders, Avx2IsTheReferenceBitForBit) {
   }
 }
 
+// `x`'s M activation rows through the matmul together (a prompt) and each alone (decode), both as
+// M x w.rows outputs.
+struct PromptAndAlone {
+  std::vector<float> prompt, alone;
+};
+PromptAndAlone prompt_and_alone(Isa isa, const Matrix& w, const std::vector<float>& x, int64_t M) {
+  PromptAndAlone out{std::vector<float>(M * w.rows), std::vector<float>(M * w.rows)};
+  PackedActs all;
+  pack_activations(w.dtype, x.data(), M, w.cols, all);
+  matmul_rows_isa(isa, w.view(), all, 0, w.rows, out.prompt.data(), w.rows);
+  for (int64_t m = 0; m < M; ++m) {
+    PackedActs one;
+    pack_activations(w.dtype, x.data() + m * w.cols, 1, w.cols, one);
+    matmul_rows_isa(isa, w.view(), one, 0, w.rows, out.alone.data() + m * w.rows, w.rows);
+  }
+  return out;
+}
+
 // A prompt's rows of a k-quant matmul against the same rows one at a time (decode). Below the
 // GEMM's kGemmMinRows (8) the prompt path decodes a super-block once for all rows but sums in
 // decode's order: the same bits (on AVX512-VNNI the low-bit grid types' decode dots each chunk
@@ -331,25 +349,15 @@ TEST(MatmulKernels, KQuantPromptRowsAgreeWithOneRowAtATime) {
       const std::vector<float> x = random_acts(M, cols, rng);
       const Reference ref = reference(w, x, M);
       for (Isa isa : available_isas()) {
-        PackedActs all;
-        pack_activations(t, x.data(), M, cols, all);
-        std::vector<float> y(M * rows);
-        matmul_rows_isa(isa, w.view(), all, 0, rows, y.data(), rows);
-        for (int64_t m = 0; m < M; ++m) {
-          PackedActs one;
-          pack_activations(t, x.data() + m * cols, 1, cols, one);
-          std::vector<float> y1(rows);
-          matmul_rows_isa(isa, w.view(), one, 0, rows, y1.data(), rows);
-          for (int64_t r = 0; r < rows; ++r) {
-            const float got = y[m * rows + r];
-            if (M < 8)
-              ASSERT_EQ(got, y1[r])
-                  << dtype_name(t) << " " << isa_name(isa) << " m " << m << " r " << r;
-            else
-              ASSERT_LE(std::fabs(got - y1[r]), 2 * ref.round[m * rows + r])
-                  << dtype_name(t) << " " << isa_name(isa) << " M " << M << " m " << m << " r "
-                  << r;
-          }
+        const PromptAndAlone y = prompt_and_alone(isa, w, x, M);
+        for (int64_t i = 0; i < M * rows; ++i) {
+          if (M < 8)
+            ASSERT_EQ(y.prompt[i], y.alone[i])
+                << dtype_name(t) << " " << isa_name(isa) << " m " << i / rows << " r " << i % rows;
+          else
+            ASSERT_LE(std::fabs(y.prompt[i] - y.alone[i]), 2 * ref.round[i])
+                << dtype_name(t) << " " << isa_name(isa) << " M " << M << " m " << i / rows << " r "
+                << i % rows;
         }
       }
     }
@@ -390,20 +398,11 @@ TEST(MatmulKernels, FloatPromptRowsAreOneRowAtATimeBitForBit) {
       for (const int64_t M : {2, 3, 5, 13}) {
         const std::vector<float> x = random_acts(M, cols, rng);
         for (Isa isa : available_isas()) {
-          PackedActs all;
-          pack_activations(t, x.data(), M, cols, all);
-          std::vector<float> y(M * rows);
-          matmul_rows_isa(isa, w.view(), all, 0, rows, y.data(), rows);
-          for (int64_t m = 0; m < M; ++m) {
-            PackedActs one;
-            pack_activations(t, x.data() + m * cols, 1, cols, one);
-            std::vector<float> y1(rows);
-            matmul_rows_isa(isa, w.view(), one, 0, rows, y1.data(), rows);
-            for (int64_t r = 0; r < rows; ++r)
-              ASSERT_EQ(std::bit_cast<uint32_t>(y[m * rows + r]), std::bit_cast<uint32_t>(y1[r]))
-                  << dtype_name(t) << " " << isa_name(isa) << " K " << cols << " M " << M << " m "
-                  << m << " r " << r;
-          }
+          const PromptAndAlone y = prompt_and_alone(isa, w, x, M);
+          for (int64_t i = 0; i < M * rows; ++i)
+            ASSERT_EQ(std::bit_cast<uint32_t>(y.prompt[i]), std::bit_cast<uint32_t>(y.alone[i]))
+                << dtype_name(t) << " " << isa_name(isa) << " K " << cols << " M " << M << " m "
+                << i / rows << " r " << i % rows;
         }
       }
     }

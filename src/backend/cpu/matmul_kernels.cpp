@@ -83,10 +83,10 @@ RowsKernel kernel_for(Isa isa, DType t, int64_t M) {
         k = avx512_float_kernel(t);
       else if (!cpu_has_vnni())
         k = avx2_kernel(t);
-      else if (cpu_has_vbmi() && avx512vbmi_lowbit_kernel(t) != nullptr)
-        k = avx512vbmi_lowbit_kernel(t);
-      else
-        k = avx512vnni_int_kernel(t);
+      else {
+        if (cpu_has_vbmi()) k = avx512vbmi_lowbit_kernel(t);  // iq3_xxs
+        if (k == nullptr) k = avx512vnni_int_kernel(t);
+      }
       break;
     case Isa::Avx2:
       k = avx2_kernel(t);

@@ -142,8 +142,6 @@ struct PairsIQ2_S {
   }
 };
 
-// iq3_xxs: 64 4-value grid indices (bytes), then a u32 per sub-block: four 7-bit sign indices
-// and the scale in bits 28..31.
 // The four pairs' sign masks and the sub-block scales (as pair_scale takes them) of an iq3_xxs
 // block, from its eight u32 after the grid indices.
 inline __m256i iq3xxs_signs_scales(const BlockIQ3_XXS& b, uint64_t (&signs)[4]) {
@@ -152,6 +150,8 @@ inline __m256i iq3xxs_signs_scales(const BlockIQ3_XXS& b, uint64_t (&signs)[4]) 
   return odd_scales_x2(_mm256_srli_epi32(aux, 28));
 }
 
+// iq3_xxs: 64 4-value grid indices (bytes), then a u32 per sub-block: four 7-bit sign indices
+// and the scale in bits 28..31.
 struct PairsIQ3_XXS {
   using Block = BlockIQ3_XXS;
   template <class Visit>

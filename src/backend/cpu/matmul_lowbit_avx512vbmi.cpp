@@ -23,30 +23,29 @@ TS_ISA_BEGIN("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi
 namespace ts::cpu {
 namespace {
 
-// A 256-entry grid as 16-bit codes: value k of an entry is level (code >> kBits k) & (2^kBits - 1)
-// of `levels`, the grid's distinct values.
+// iq3_xxs's grid values, ascending (a 16-byte shuffle table: the codes index its first eight).
+alignas(16) constexpr uint8_t kIq3xxsLevels[16] = {4, 12, 20, 28, 36, 44, 52, 62};
+
+// The grid as 16-bit codes: value k of entry e is level (code >> 3 k) & 7.
 struct GridCodes {
   alignas(64) uint16_t code[256];
 };
 
-template <int kValues, int kBits, class Entry, size_t kLevelCount>
-constexpr GridCodes make_codes(const Entry (&grid)[256], const uint8_t (&levels)[kLevelCount]) {
+constexpr GridCodes iq3xxs_codes() {
   GridCodes c{};
   for (int e = 0; e < 256; ++e) {
     uint32_t code = 0;
-    for (int k = 0; k < kValues; ++k) {
-      const auto v = static_cast<uint8_t>(grid[e] >> (8 * k));
+    for (int k = 0; k < 4; ++k) {
+      const auto v = static_cast<uint8_t>(kIq3xxsGrid[e] >> (8 * k));
       uint32_t level = 0;
-      while (levels[level] != v) ++level;
-      code |= level << (kBits * k);
+      while (kIq3xxsLevels[level] != v) ++level;
+      code |= level << (3 * k);
     }
     c.code[e] = static_cast<uint16_t>(code);
   }
   return c;
 }
-
-constexpr uint8_t kIq3xxsLevels[8] = {4, 12, 20, 28, 36, 44, 52, 62};
-constexpr GridCodes kIq3xxsCodes = make_codes<4, 3>(kIq3xxsGrid, kIq3xxsLevels);
+constexpr GridCodes kIq3xxsCodes = iq3xxs_codes();
 
 // The codes of 32 indices (16-bit lanes, < 256) from the table's eight vectors: one word permute
 // per 64 entries, the results chosen by index bits 6 and 7.
@@ -67,12 +66,15 @@ struct CodeTable {
   }
 };
 
-// Bytes of the values whose level codes vpmultishiftqb's `fields` picks out of each 64-bit lane.
-inline __m512i spread_levels(__m512i lanes, uint64_t fields, __m128i levels, int mask) {
-  const __m512i picked =
-      _mm512_multishift_epi64_epi8(_mm512_set1_epi64(static_cast<int64_t>(fields)), lanes);
-  return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(levels),
-                             _mm512_and_si512(picked, _mm512_set1_epi8(static_cast<char>(mask))));
+// The 64 values of sixteen entries, one entry's code in each 32-bit lane: vpmultishiftqb picks
+// the 8 bits from 3 j of each lane (lanes 0 and 1 of a 64-bit word: bit 0 and bit 32 on) into its
+// byte j, the low 3 bits name the level.
+inline __m512i iq3xxs_values(__m512i lanes) {
+  const __m512i fields = _mm512_set1_epi64(0x2926232009060300);
+  const __m512i levels =
+      _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(kIq3xxsLevels)));
+  return _mm512_shuffle_epi8(
+      levels, _mm512_and_si512(_mm512_multishift_epi64_epi8(fields, lanes), _mm512_set1_epi8(7)));
 }
 
 struct CodesIQ3_XXS {
@@ -82,7 +84,6 @@ struct CodesIQ3_XXS {
     uint64_t signs[4];
     const __m256i scales = iq3xxs_signs_scales(b, signs);
     const CodeTable table(kIq3xxsCodes);
-    const __m128i levels = _mm_setr_epi8(4, 12, 20, 28, 36, 44, 52, 62, 0, 0, 0, 0, 0, 0, 0, 0);
     for (int h = 0; h < 2; ++h) {
       const __m512i codes = table(_mm512_cvtepu8_epi16(load256(b.qs + 32 * h)));
       for (int k = 0; k < 2; ++k) {
@@ -90,8 +91,8 @@ struct CodesIQ3_XXS {
         // + 2.
         const __m512i lanes = _mm512_cvtepu16_epi32(k == 0 ? _mm512_castsi512_si256(codes)
                                                            : _mm512_extracti64x4_epi64(codes, 1));
-        visit(2 * h + k, GridPair{spread_levels(lanes, 0x2926232009060300, levels, 7),
-                                  _cvtu64_mask64(signs[2 * h + k]), pair_scale(scales, 2 * h + k)});
+        visit(2 * h + k, GridPair{iq3xxs_values(lanes), _cvtu64_mask64(signs[2 * h + k]),
+                                  pair_scale(scales, 2 * h + k)});
       }
     }
     return _cvtsh_ss(b.d) * 0.25f;
